@@ -1,0 +1,62 @@
+"""The backend protocol: where kernels compile and run (metal, cuda, sim)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from mlxport.spec import ArrayInfo, CompileResult, KernelCandidate
+
+# What a backend receives per kernel input: an array (mx.array or numpy) or a Python scalar.
+Arg = Any
+# What expressions and signature generation need to know of an input.
+ArgInfo = ArrayInfo | int | float | bool
+
+
+class BackendUnavailable(RuntimeError):
+    """The backend cannot run on this machine; the message says why and what to do."""
+
+
+@dataclass
+class Availability:
+    ok: bool
+    reason: str = ""
+
+
+@dataclass
+class RunResult:
+    """Outputs of one launch, or the fault that stopped it.
+
+    ``outputs`` are numpy arrays in the declared dtypes (bfloat16 as float32, since numpy has
+    none). ``unwritten`` marks elements no thread wrote, where the backend can tell.
+    """
+
+    outputs: list[np.ndarray] = field(default_factory=list)
+    unwritten: list[np.ndarray | None] = field(default_factory=list)
+    error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class Backend(Protocol):
+    name: str
+    timing: bool  # whether time() gives real device timings (the simulator never does)
+
+    def available(self) -> Availability: ...
+
+    def device_info(self) -> dict[str, Any]: ...
+
+    def compile(self, candidate: KernelCandidate, args: dict[str, ArgInfo]) -> CompileResult:
+        """Compile for the input signature described by ``args`` (dtypes, sizes, scalars)."""
+
+    def run(self, candidate: KernelCandidate, inputs: dict[str, Arg], *, timeout: float = 60.0) -> RunResult:
+        """Launch once on ``inputs`` (named as in ``candidate.input_names``); isolated from the caller."""
+
+    def time(self, candidate: KernelCandidate, input_sets: list[dict[str, Arg]], *, warmup: int,
+             iters: int) -> list[float]:
+        """Seconds per launch over ``iters`` timed runs rotating through ``input_sets``."""

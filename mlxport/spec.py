@@ -1,0 +1,430 @@
+"""Tasks, candidates and results: the contract every part of mlxport speaks.
+
+No heavy imports here (no mlx, no langgraph): this module is loaded by worker processes,
+the MCP server and the GPU machine alike.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from mlxport.expr import (
+    DTYPES,
+    ArrayInfo,
+    Dtype,
+    ExprError,
+    as_dtype,
+    as_int,
+    as_shape,
+    evaluate,
+    names_used,
+    parse,
+)
+
+__all__ = [
+    "ArrayInfo", "BenchmarkReport", "CaseResult", "CompileResult", "CorrectnessReport", "Diagnostic",
+    "Dtype", "ExprError", "Init", "KernelCandidate", "KernelTask", "Launch", "Param", "Tolerance",
+    "TensorSpec", "Timing", "DTYPES", "evaluate",
+]
+
+FLOAT_DTYPES = ("float32", "float16", "bfloat16")
+Expr = str | int
+ShapeExpr = str | list[Expr]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---------------------------------------------------------------- task
+
+
+class Init(Strict):
+    """How fresh random inputs are drawn, chosen per task so outputs are not near zero."""
+
+    kind: Literal["normal", "uniform", "randint", "arange"] = "normal"
+    mean: float = 0.0
+    std: float = 1.0
+    low: float = -1.0
+    high: float = 1.0
+
+
+class TensorSpec(Strict):
+    """A named tensor. ``dtype`` is a dtype name or ``"T"``, the dtype under test."""
+
+    name: str
+    dtype: str = "T"
+    shape: list[Expr]
+    init: Init = Field(default_factory=Init)
+
+    @field_validator("name")
+    @classmethod
+    def _identifier(cls, v: str) -> str:
+        if not v.isidentifier():
+            raise ValueError(f"tensor name {v!r} is not a valid identifier")
+        return v
+
+    @field_validator("dtype")
+    @classmethod
+    def _dtype(cls, v: str) -> str:
+        if v != "T" and v not in DTYPES:
+            raise ValueError(f"unknown dtype {v!r}; use T or one of {', '.join(DTYPES)}")
+        return v
+
+    def resolve_dtype(self, dtype: str) -> str:
+        return dtype if self.dtype == "T" else self.dtype
+
+
+class Param(Strict):
+    """A scalar parameter (eps, scale, causal...) passed to the reference and the kernel."""
+
+    name: str
+    type: Literal["float", "int", "bool"]
+    default: float | int | bool | None = None
+
+
+class Tolerance(Strict):
+    atol: float
+    rtol: float
+    # Relative error norm ||out - ref|| / ||ref|| bound: catches systematic error that
+    # per-element atol/rtol lets through.
+    norm: float = 1e-2
+
+
+class Baselines(Strict):
+    """``native``: the strongest native MLX path; ``naive``: what a user has today."""
+
+    native: str
+    naive: str
+
+
+class Cases(Strict):
+    """``visible`` cases are shown to the model; ``heldout`` ones run only in the final
+    verification; ``bench`` cases are realistic sizes used only for timing."""
+
+    visible: list[dict[str, int | float | bool]]
+    heldout: list[dict[str, int | float | bool]] = Field(default_factory=list)
+    bench: list[dict[str, int | float | bool]] = Field(default_factory=list)
+
+
+class Cost(Strict):
+    """Bytes moved and FLOPs done, as expressions over dimensions and ``itemsize``."""
+
+    bytes: str
+    flops: str = "0"
+
+
+class KernelTask(Strict):
+    """A porting task: CUDA source, reference, baselines, cases. A task is a folder."""
+
+    name: str
+    description: str = ""
+    kernel: str  # entry __global__ kernel in kernel.cu
+    source: str = "kernel.cu"
+    reference: str = "reference:reference"
+    baselines: Baselines
+    inputs: list[TensorSpec]
+    params: list[Param] = Field(default_factory=list)
+    outputs: list[TensorSpec]
+    dtypes: list[str] = Field(default_factory=lambda: list(FLOAT_DTYPES))
+    tolerance: dict[str, Tolerance]
+    cases: Cases
+    cost: Cost
+    target_speedup: float = 1.0
+    tags: list[str] = Field(default_factory=list)
+    folder: Path | None = Field(default=None, exclude=True)
+
+    @field_validator("dtypes")
+    @classmethod
+    def _dtypes(cls, v: list[str]) -> list[str]:
+        for d in v:
+            if d not in DTYPES:
+                raise ValueError(f"unknown dtype {d!r}; use one of {', '.join(DTYPES)}")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> KernelTask:
+        missing = [d for d in self.dtypes if d not in self.tolerance]
+        if missing:
+            raise ValueError(f"no tolerance for dtype {', '.join(missing)}: add [tolerance.{missing[0]}]")
+        names = [t.name for t in self.inputs] + [p.name for p in self.params] + [t.name for t in self.outputs]
+        dupes = {n for n in names if names.count(n) > 1}
+        if dupes:
+            raise ValueError(f"duplicate name(s) {', '.join(sorted(dupes))} among inputs, params and outputs")
+        if not self.cases.visible:
+            raise ValueError("[cases] needs at least one visible case")
+        for case in self.all_cases() + self.cases.bench:
+            self.bindings(case, self.dtypes[0])
+        for spec in self.inputs + self.outputs:
+            for dim in spec.shape:
+                parse(dim) if isinstance(dim, str) else None
+        return self
+
+    def all_cases(self) -> list[dict[str, Any]]:
+        return self.cases.visible + self.cases.heldout
+
+    def bench_cases(self) -> list[dict[str, Any]]:
+        return self.cases.bench or self.cases.visible[:1]
+
+    def dims(self) -> set[str]:
+        """Dimension names used by input and output shapes."""
+        out: set[str] = set()
+        for spec in self.inputs + self.outputs:
+            for dim in spec.shape:
+                out |= names_used(dim)
+        return out
+
+    def bindings(self, case: dict[str, Any], dtype: str) -> dict[str, Any]:
+        """Names in scope for a case: its dimensions, params (with defaults) and ``itemsize``."""
+        for p in self.params:
+            if p.name not in case and p.default is None:
+                raise ValueError(f"case {case} does not set param {p.name!r}, which has no default")
+        unknown = self.dims() - set(case) - {p.name for p in self.params}
+        if unknown:
+            raise ValueError(f"shape names unknown dimension(s) {', '.join(sorted(unknown))}; "
+                             f"bind them in every case of [cases]")
+        names: dict[str, Any] = {p.name: p.default for p in self.params}
+        names.update(case)
+        names["itemsize"] = ArrayInfo((), Dtype(dtype)).itemsize
+        return names
+
+    def shapes(self, case: dict[str, Any], dtype: str) -> dict[str, tuple[int, ...]]:
+        names = self.bindings(case, dtype)
+        return {t.name: as_shape(t.shape, names, f"shape of {t.name}") for t in self.inputs + self.outputs}
+
+    def param_values(self, case: dict[str, Any]) -> dict[str, Any]:
+        return {p.name: case.get(p.name, p.default) for p in self.params}
+
+    def case_label(self, case: dict[str, Any]) -> str:
+        return ",".join(f"{k}={v}" for k, v in case.items())
+
+    def cost_of(self, case: dict[str, Any], dtype: str) -> tuple[int, int]:
+        names = self.bindings(case, dtype)
+        return as_int(self.cost.bytes, names, "cost.bytes"), as_int(self.cost.flops, names, "cost.flops")
+
+    def source_text(self) -> str:
+        return (self.folder / self.source).read_text() if self.folder else ""
+
+
+# ---------------------------------------------------------------- candidate
+
+
+class KernelCandidate(Strict):
+    """One kernel attempt: the body plus launch math, as ``mx.fast.*_kernel`` takes it.
+
+    ``grid`` counts threads, as MLX dispatches. Shapes, dtypes, grid, threadgroup and template
+    values are expressions evaluated against the actual inputs (see mlxport.expr).
+    """
+
+    language: Literal["msl", "cuda"] = "msl"
+    name: str
+    source: str
+    header: str = ""
+    input_names: list[str]
+    output_names: list[str]
+    output_shapes: list[ShapeExpr]
+    output_dtypes: list[str]
+    grid: list[Expr]
+    threadgroup: list[Expr]
+    template: dict[str, Expr] = Field(default_factory=dict)
+    init_value: float | None = None
+    atomic_outputs: bool = False
+    ensure_row_contiguous: bool = True
+    shared_memory: Expr = 0  # cuda only: bytes of dynamic shared memory
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not v.isidentifier():
+            raise ValueError(f"kernel name {v!r} must be a C identifier")
+        return v
+
+    @field_validator("input_names", "output_names")
+    @classmethod
+    def _identifiers(cls, v: list[str]) -> list[str]:
+        for n in v:
+            if not n.isidentifier():
+                raise ValueError(f"{n!r} is not a valid identifier")
+        return v
+
+    @field_validator("grid", "threadgroup")
+    @classmethod
+    def _three(cls, v: list[Expr]) -> list[Expr]:
+        if len(v) != 3:
+            raise ValueError("grid and threadgroup take exactly three expressions (x, y, z)")
+        for e in v:
+            parse(e) if isinstance(e, str) else None
+        return v
+
+    @model_validator(mode="after")
+    def _lengths(self) -> KernelCandidate:
+        if not self.output_names:
+            raise ValueError("a kernel needs at least one output")
+        n = len(self.output_names)
+        if len(self.output_shapes) != n or len(self.output_dtypes) != n:
+            raise ValueError(f"output_shapes and output_dtypes need one entry per output ({n})")
+        if self.atomic_outputs and self.language == "cuda":
+            raise ValueError("atomic_outputs is Metal only; CUDA kernels call atomicAdd on plain pointers")
+        return self
+
+    @property
+    def id(self) -> str:
+        """Content hash: identical candidates share compiles and results."""
+        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    def launch(self, inputs: dict[str, ArrayInfo | int | float | bool]) -> Launch:
+        """Resolve every expression against concrete inputs."""
+        missing = [n for n in self.input_names if n not in inputs]
+        if missing:
+            raise ExprError(f"input(s) {', '.join(missing)} are not inputs or params of the task "
+                            f"(available: {', '.join(inputs)})")
+        names = dict(inputs)
+        template = {k: evaluate(v, names) for k, v in self.template.items()}
+        for k, v in template.items():
+            if not isinstance(v, bool | int | Dtype):
+                raise ExprError(f"template value {k} must be an int, bool or dtype, got {v!r}")
+        names.update(template)
+        shapes = [as_shape(s, names, f"output_shapes[{i}]") for i, s in enumerate(self.output_shapes)]
+        dtypes = [as_dtype(d, names, f"output_dtypes[{i}]") for i, d in enumerate(self.output_dtypes)]
+        grid = tuple(as_int(g, names, "grid") for g in self.grid)
+        tg = tuple(as_int(t, names, "threadgroup") for t in self.threadgroup)
+        if any(v < 1 for v in grid + tg):
+            raise ExprError(f"grid {grid} and threadgroup {tg} must be positive")
+        return Launch(
+            output_shapes=shapes, output_dtypes=dtypes, grid=grid, threadgroup=tg,
+            template=[(k, v.name if isinstance(v, Dtype) else v) for k, v in template.items()],
+            shared_memory=as_int(self.shared_memory, names, "shared_memory"),
+        )
+
+    @classmethod
+    def from_toml(cls, path: Path) -> KernelCandidate:
+        import tomllib
+
+        return cls.model_validate(tomllib.loads(Path(path).read_text()))
+
+    def to_toml(self) -> str:
+        return _to_toml(self.model_dump(mode="json", exclude_defaults=True))
+
+
+class Launch(Strict):
+    """A candidate's launch resolved for one set of inputs."""
+
+    output_shapes: list[tuple[int, ...]]
+    output_dtypes: list[str]
+    grid: tuple[int, int, int]
+    threadgroup: tuple[int, int, int]
+    template: list[tuple[str, int | bool | str]]
+    shared_memory: int = 0
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, str):
+        if "\n" in v:
+            return '"""\n' + v.replace("\\", "\\\\").replace('"""', '\\"""') + '"""'
+        return json.dumps(v)
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + " }"
+    return repr(v)
+
+
+def _to_toml(data: dict[str, Any]) -> str:
+    # Multi-line source goes last so the file reads like launch settings followed by code.
+    order = sorted(data, key=lambda k: (k in ("header", "source"), k == "source"))
+    return "".join(f"{k} = {_toml_value(data[k])}\n" for k in order)
+
+
+# ---------------------------------------------------------------- results
+
+
+class Diagnostic(Strict):
+    severity: Literal["error", "warning", "note"] = "error"
+    message: str
+    where: Literal["source", "header", "generated"] = "source"
+    line: int | None = None  # 1-based line in the candidate's source or header
+    column: int | None = None
+
+
+class CompileResult(Strict):
+    backend: str
+    ok: bool
+    candidate_id: str
+    diagnostics: list[Diagnostic] = Field(default_factory=list)
+    seconds: float = 0.0
+    cached: bool = False
+
+    def summary(self) -> str:
+        if self.ok:
+            return f"compiled on {self.backend}" + (" (cached)" if self.cached else "")
+        lines = [f"compile failed on {self.backend}:"]
+        for d in self.diagnostics[:8]:
+            loc = f"{d.where} line {d.line}" + (f":{d.column}" if d.column else "") if d.line else d.where
+            lines.append(f"  {loc}: {d.message}")
+        return "\n".join(lines)
+
+
+Verdict = Literal["pass", "fail", "error"]
+
+
+class CaseResult(Strict):
+    case: str
+    dtype: str
+    verdict: Verdict
+    max_abs: float | None = None
+    max_rel: float | None = None
+    err_norm: float | None = None
+    mismatches: int = 0
+    total: int = 0
+    first_mismatch: list[int] | None = None
+    nan: int = 0
+    inf: int = 0
+    unwritten: int = 0
+    pattern: str = ""
+    error: str = ""
+
+
+class CorrectnessReport(Strict):
+    backend: str
+    candidate_id: str
+    task: str
+    seed: int
+    heldout: bool = False
+    cases: list[CaseResult]
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.cases) and all(c.verdict == "pass" for c in self.cases)
+
+
+class Timing(Strict):
+    name: str
+    median_us: float
+    spread: float  # (p90 - p10) / median
+    samples: int
+    gbs: float | None = None
+    gflops: float | None = None
+    roofline_fraction: float | None = None
+
+
+class BenchmarkReport(Strict):
+    backend: str
+    device: str
+    candidate_id: str
+    task: str
+    case: str
+    dtype: str
+    candidate: Timing | None = None  # None on the simulator: it never times
+    baselines: list[Timing] = Field(default_factory=list)
+    speedups: dict[str, float] = Field(default_factory=dict)
+    stable: bool = True
+    flags: list[str] = Field(default_factory=list)
+    estimate: str = ""  # simulator: a labelled roofline floor estimate for a named chip
