@@ -17,6 +17,8 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_
                   help="Port CUDA kernels to fast, verified MLX custom kernels.")
 tasks_app = typer.Typer(no_args_is_help=True, help="The task suite: list, show, check, scaffold.")
 app.add_typer(tasks_app, name="tasks")
+kb_app = typer.Typer(no_args_is_help=True, help="The Apple-GPU knowledge base: search it, look up chips.")
+app.add_typer(kb_app, name="kb")
 
 out = Console(width=None if sys.stdout.isatty() else 140)
 err = Console(stderr=True, soft_wrap=True)
@@ -120,6 +122,52 @@ def tasks_new(name: str, directory: Annotated[Path, typer.Option("--dir", help="
     folder = scaffold(name, directory)
     out.print(f"created {folder}: edit kernel.cu, task.toml and reference.py, then run "
               f"`mlxport tasks check {folder}`")
+
+
+# ---------------------------------------------------------------- knowledge base
+
+
+@kb_app.command("search")
+def kb_search(query: str, k: Annotated[int, typer.Option("-k", help="Sections to return.")] = 3,
+              chip: Annotated[str | None, typer.Option(help="Include this chip's figures.")] = None,
+              as_json: JsonOpt = False) -> None:
+    """Search the knowledge base; each section comes with its sources."""
+    from mlxport.knowledge import format_hits, search
+
+    hits = _kb(lambda: search(query, k=k, chip=chip))
+    if as_json:
+        _print_json([h.model_dump() for h in hits])
+    else:
+        out.print(format_hits(hits), highlight=False, markup=False)
+
+
+@kb_app.command("chip")
+def kb_chip(name: Annotated[str, typer.Argument(help="e.g. 'M3 Max', or auto on a Mac.")] = "auto",
+            as_json: JsonOpt = False) -> None:
+    """The spec row of an Apple chip: GPU cores, bandwidth, FP32/FP16 rates, memory, features."""
+    from mlxport.knowledge import hardware_profile
+    from mlxport.knowledge.chips import chip_text
+
+    profile = _kb(lambda: hardware_profile(name))
+    if as_json:
+        _print_json(profile.model_dump())
+    else:
+        out.print(chip_text(profile), highlight=False, markup=False)
+
+
+@kb_app.command("chips")
+def kb_chips() -> None:
+    """List the chips the knowledge base knows."""
+    from mlxport.knowledge import list_chips
+
+    out.print("\n".join(list_chips()))
+
+
+def _kb(fn):
+    try:
+        return fn()
+    except ValueError as e:
+        raise UserError(str(e)) from e
 
 
 def main() -> None:

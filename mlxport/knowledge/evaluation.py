@@ -1,0 +1,42 @@
+"""Retrieval evaluation: question -> expected-section pairs in eval_questions.toml, scored by recall@k."""
+
+from __future__ import annotations
+
+import tomllib
+
+from pydantic import BaseModel
+
+from mlxport.knowledge.docs import KB_DIR
+
+QUESTIONS_FILE = KB_DIR / "eval_questions.toml"
+
+
+class Question(BaseModel):
+    question: str
+    expected: list[str]  # any of these section ids counts as a hit
+    chip: str | None = None
+
+
+class Miss(BaseModel):
+    question: str
+    expected: list[str]
+    got: list[str]
+
+
+def load_questions() -> list[Question]:
+    data = tomllib.loads(QUESTIONS_FILE.read_text(encoding="utf-8"))
+    return [Question(**q) for q in data["q"]]
+
+
+def recall_at_k(k: int = 3) -> tuple[float, list[Miss]]:
+    """Fraction of questions with an expected section among the top k ranked sections (for chip-scoped
+    questions the ranking with that chip's boost; the profile `search` prepends does not count)."""
+    from mlxport.knowledge.index import ranked_ids
+
+    questions = load_questions()
+    misses = []
+    for q in questions:
+        got = ranked_ids(q.question, k=k, chip=q.chip)
+        if not set(got) & set(q.expected):
+            misses.append(Miss(question=q.question, expected=q.expected, got=got))
+    return 1 - len(misses) / len(questions), misses
