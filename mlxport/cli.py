@@ -170,6 +170,145 @@ def _kb(fn):
         raise UserError(str(e)) from e
 
 
+# ---------------------------------------------------------------- port
+
+
+BUDGET_KEYS = {"iterations": "max_iterations", "patience": "patience", "tokens": "max_tokens", "cost": "max_cost",
+               "wall": "max_wall_seconds", "target": "target_speedup", "errors": "max_consecutive_errors"}
+
+
+def parse_budget(text: str | None) -> dict:
+    """``iterations=12,patience=6,tokens=4e5,cost=5,wall=1800,target=1.2`` -> RunConfig fields."""
+    out = {}
+    for part in filter(None, (p.strip() for p in (text or "").split(","))):
+        key, _, value = part.partition("=")
+        if key not in BUDGET_KEYS:
+            raise UserError(f"unknown budget key {key!r}: use {', '.join(BUDGET_KEYS)} (e.g. iterations=8,cost=1)")
+        try:
+            number = float(value)
+        except ValueError as e:
+            raise UserError(f"budget {key} must be a number, got {value!r}") from e
+        if number <= 0:
+            raise UserError(f"budget {key} must be positive, got {value}")
+        field = BUDGET_KEYS[key]
+        out[field] = number if field in ("max_cost", "max_wall_seconds", "target_speedup") else int(number)
+    return out
+
+
+@app.command()
+def port(
+    kernel: Annotated[Path | None, typer.Argument(help="The .cu file to port (default: the task's kernel.cu).")] = None,
+    task: Annotated[str | None, typer.Option(help="Task name or folder.")] = None,
+    reference: Annotated[str | None, typer.Option(help="module:function or file.py:function (no --task).")] = None,
+    inputs: Annotated[str | None, typer.Option(help="With --reference: 'x[R,C];w:float32[C]'.")] = None,
+    outputs: Annotated[str | None, typer.Option(help="With --reference: 'out[R,C]'.")] = None,
+    case: Annotated[list[str] | None, typer.Option(help="With --reference: a visible case 'R=256,C=1024'.")] = None,
+    heldout: Annotated[list[str] | None, typer.Option(help="With --reference: a held-out case.")] = None,
+    kernel_name: Annotated[str | None, typer.Option("--kernel-name", help="Entry kernel (default: first).")] = None,
+    dtypes: Annotated[str, typer.Option(help="With --reference: comma-separated dtypes.")] = "float32",
+    model: Annotated[str, typer.Option(help="rules, scripted:FILE or provider:model.")] = "rules",
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1.")] = None,
+    backend: Annotated[str, typer.Option(help="auto, metal, cuda or sim.")] = "auto",
+    budget: Annotated[str | None, typer.Option(help="e.g. iterations=12,patience=6,tokens=4e5,cost=5,wall=1800")] = None,
+    out_dir: Annotated[Path, typer.Option("--out", help="Output folder.")] = Path("mlxport-out"),
+    resume: Annotated[str | None, typer.Option(help="Resume this session id.")] = None,
+    seed: int = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Port a CUDA kernel to a verified MLX kernel and write kernel.py, test_kernel.py and a report."""
+    from mlxport.agent.port import resume_port, run_port
+    from mlxport.agent.state import RunConfig
+
+    show = _progress(err if as_json else out)
+    if resume:
+        run = resume_port(out_dir, resume, on_update=show)
+    else:
+        the_task = _resolve_task(kernel, task, reference, inputs, outputs, case, heldout, kernel_name, dtypes, out_dir)
+        config = RunConfig(model=model, base_url=base_url, backend=backend, seed=seed, **parse_budget(budget))
+        run = run_port(the_task, config, out_dir, on_update=show)
+    if as_json:
+        _print_json(run)
+    else:
+        _print_port_summary(run, out_dir)
+    if not run["result"]["verified"]:
+        raise typer.Exit(1)
+
+
+def _resolve_task(kernel, task, reference, inputs, outputs, case, heldout, kernel_name, dtypes, out_dir):
+    from mlxport.evals.scaffold import task_from_flags
+    from mlxport.suite import load_task
+
+    if task:
+        return load_task(task)
+    if kernel is None:
+        raise UserError("nothing to port: pass a .cu file, or --task NAME (see `mlxport tasks list`)")
+    if not kernel.is_file():
+        raise UserError(f"no such file {kernel}: pass the path of a .cu file")
+    _check_cuda_file(kernel)
+    if (kernel.parent / "task.toml").is_file() and not reference:
+        return load_task(kernel.parent)
+    if not (reference and inputs and outputs):
+        raise UserError(f"{kernel} is not in a task folder: pass --task DIR, or --reference, --inputs, --outputs "
+                        f"and --case to describe it")
+    folder = task_from_flags(kernel, out_dir / "_tasks" / kernel.stem, reference=reference, inputs=inputs,
+                             outputs=outputs, cases=case or [], heldout=heldout or [], kernel=kernel_name,
+                             dtypes=[d.strip() for d in dtypes.split(",") if d.strip()])
+    return load_task(folder)
+
+
+def _check_cuda_file(path: Path) -> None:
+    from mlxport.translate.reader import CudaReadError, read_cuda
+
+    try:
+        cf = read_cuda(path.read_bytes().decode("utf-8", errors="strict"), name=path.name)
+    except UnicodeDecodeError as e:
+        raise UserError(f"{path} is binary, not CUDA source: pass a .cu text file") from e
+    except CudaReadError as e:
+        raise UserError(str(e)) from e
+    if not any(k.kind == "global" for k in cf.kernels):
+        raise UserError(f"{path} defines no __global__ kernel: pass a file with the kernel to port")
+
+
+def _progress(console: Console):
+    def show(node: str, data: dict) -> None:
+        for m in data.get("messages", []) or []:
+            kind = getattr(m, "type", "")
+            if kind == "ai":
+                text = (m.content or "").strip() if isinstance(m.content, str) else ""
+                if text:
+                    console.print(f"[cyan]model[/cyan] {text[:300]}", highlight=False)
+                for c in m.tool_calls:
+                    args = ", ".join(f"{k}={str(v)[:40]!r}" for k, v in c["args"].items() if k != "source")
+                    console.print(f"[cyan]call[/cyan]  {c['name']}({args})", highlight=False)
+            elif kind == "tool":
+                first = str(m.content).splitlines()[0] if m.content else ""
+                color = "red" if getattr(m, "status", "") == "error" else "green"
+                console.print(f"[{color}]tool[/{color}]  {first[:200]}", highlight=False, markup=True)
+        if data.get("best_id"):
+            console.print(f"[magenta]best[/magenta]  {data['best_id']}")
+        if data.get("stop_reason"):
+            console.print(f"[yellow]stop[/yellow]  {data['stop_reason']}")
+        if node == "finalize" and data.get("final"):
+            f = data["final"]
+            verdict = f"verified on {f['backend']}" if f.get("verified") else "no candidate passed verification"
+            console.print(f"[bold]final[/bold] {f.get('candidate_id')}: {verdict}")
+    return show
+
+
+def _print_port_summary(run: dict, out_dir: Path) -> None:
+    res = run["result"]
+    label = " (non-LLM baseline)" if run["non_llm_baseline"] else ""
+    out.print(f"\n[bold]{run['task']}[/bold] with {run['model']}{label}: stop reason {run['stop_reason']}, "
+              f"{run['iterations']} iterations, {run['candidates']} candidates")
+    if res["verified"]:
+        speed = ", ".join(f"{k} {v:.2f}x" for k, v in res["speedups"].items()) if res["timed"] else \
+            "not timed (simulator)"
+        out.print(f"[green]verified[/green] on {res['backend']}: candidate {res['candidate_id']}; {speed}")
+        out.print(f"wrote {out_dir / run['task']}/kernel.py, test_kernel.py, report.md, run.json")
+    else:
+        out.print(f"[red]no verified kernel[/red]; see {out_dir / run['task']}/report.md")
+
+
 def main() -> None:
     try:
         app()

@@ -39,9 +39,9 @@ def compare(out: np.ndarray, ref: np.ndarray, tol: Tolerance, *, case: str, dtyp
         "mismatches": n_bad, "nan": nan, "inf": inf, "unwritten": n_unwritten,
     })
     if n_bad:
-        first = np.argwhere(bad)[0]
-        return result.model_copy(update={"first_mismatch": [int(i) for i in first],
-                                         "pattern": describe_pattern(bad)})
+        first = tuple(np.argwhere(bad)[0])
+        return result.model_copy(update={"first_mismatch": [int(i) for i in first], "got": float(out[first]),
+                                         "expected": float(ref[first]), "pattern": describe_pattern(bad)})
     if err_norm > tol.norm:
         return result.model_copy(update={"pattern": f"relative error norm {err_norm:.3g} exceeds {tol.norm:g}"})
     degenerate = _degenerate(out, ref)

@@ -385,6 +385,8 @@ class CaseResult(Strict):
     mismatches: int = 0
     total: int = 0
     first_mismatch: list[int] | None = None
+    got: float | None = None  # output and golden at the first mismatch
+    expected: float | None = None
     nan: int = 0
     inf: int = 0
     unwritten: int = 0
@@ -396,13 +398,35 @@ class CorrectnessReport(Strict):
     backend: str
     candidate_id: str
     task: str
-    seed: int
+    seeds: list[int]
     heldout: bool = False
     cases: list[CaseResult]
 
     @property
     def ok(self) -> bool:
         return bool(self.cases) and all(c.verdict == "pass" for c in self.cases)
+
+    def summary(self, limit: int = 12) -> str:
+        """Compact text for the model: a verdict line, then one line per failing case."""
+        bad = [c for c in self.cases if c.verdict != "pass"]
+        head = (f"{'PASS' if self.ok else 'FAIL'}: {len(self.cases) - len(bad)}/{len(self.cases)} cases passed "
+                f"on {self.backend} (seed {self.seeds[0]})")
+        lines = [head]
+        for c in bad[:limit]:
+            if c.verdict == "error":
+                lines.append(f"  {c.case} {c.dtype}: ERROR {c.error}")
+                continue
+            where = f" first at {c.first_mismatch}: got {c.got:.6g}, expected {c.expected:.6g};" \
+                if c.first_mismatch is not None and c.got is not None else ""
+            extra = "".join(f" {k}={v};" for k, v in (("nan", c.nan), ("inf", c.inf), ("unwritten", c.unwritten)) if v)
+            lines.append(f"  {c.case} {c.dtype}: {c.pattern};{where} max_abs={c.max_abs:.3g} "
+                         f"err_norm={c.err_norm:.3g};{extra}".rstrip(";"))
+        if len(bad) > limit:
+            lines.append(f"  ... and {len(bad) - limit} more failing cases")
+        if self.ok:
+            worst = max(self.cases, key=lambda c: c.err_norm or 0.0)
+            lines.append(f"  worst: {worst.case} {worst.dtype} max_abs={worst.max_abs:.3g} err_norm={worst.err_norm:.3g}")
+        return "\n".join(lines)
 
 
 class Timing(Strict):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+import shutil
 from pathlib import Path
 
 from mlxport.suite import TaskError
@@ -110,3 +113,73 @@ def scaffold(name: str, parent: Path) -> Path:
     (folder / "reference.py").write_text(REFERENCE_PY)
     (folder / "ports" / "msl.toml").write_text(MSL_PORT.format(name=name))
     return folder
+
+
+_TENSOR = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::\s*(\w+))?\s*\[([^\]]*)\]\s*$")
+DEFAULT_TOLERANCE = {"float32": (1e-4, 1e-4), "float16": (2e-3, 2e-3), "bfloat16": (2e-2, 2e-2)}
+
+
+def task_from_flags(cu: Path, folder: Path, *, reference: str, inputs: str, outputs: str, cases: list[str],
+                    heldout: list[str], kernel: str | None, dtypes: list[str]) -> Path:
+    """Write a task folder for a .cu file given on the command line (``port --reference ...``)."""
+    if not cu.is_file():
+        raise TaskError(f"no CUDA file {cu}: pass the path of a .cu file")
+    if ":" not in reference:
+        raise TaskError(f"--reference {reference!r} must look like module_or_file.py:function")
+    ref_mod, ref_fn = reference.rsplit(":", 1)
+    if not cases:
+        raise TaskError("give at least one --case such as 'R=256,C=1024'")
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy(cu, folder / "kernel.cu")
+    ref_path = Path(ref_mod)
+    if ref_path.suffix == ".py":
+        if not ref_path.is_file():
+            raise TaskError(f"no reference file {ref_path}")
+        shutil.copy(ref_path, folder / "reference.py")
+        ref_mod = "reference"
+    else:
+        (folder / "reference.py").write_text(f"from {ref_mod} import {ref_fn}  # noqa: F401\n")
+        ref_mod = "reference"
+    if kernel is None:
+        from mlxport.translate.reader import read_cuda
+
+        kernels = read_cuda(cu.read_text(), name=cu.name).kernels
+        kernel = next((k.name for k in kernels if k.kind == "global"), None)
+    lines = [f'name = "{folder.name}"', f'description = "Port of {cu.name}"', f'kernel = "{kernel}"',
+             f'reference = "{ref_mod}:{ref_fn}"', f"dtypes = {json.dumps(dtypes)}", "",
+             "[baselines]", f'native = "{ref_mod}:{ref_fn}"', f'naive = "{ref_mod}:{ref_fn}"', ""]
+    for kind, spec in (("inputs", inputs), ("outputs", outputs)):
+        for name, dtype, dims in _tensors(spec, f"--{kind}"):
+            lines += [f"[[{kind}]]", f'name = "{name}"', f'dtype = "{dtype}"', f"shape = {json.dumps(dims)}", ""]
+    for d in dtypes:
+        atol, rtol = DEFAULT_TOLERANCE.get(d, (1e-4, 1e-4))
+        lines += [f"[tolerance.{d}]", f"atol = {atol}", f"rtol = {rtol}", ""]
+    first_out = _tensors(outputs, "--outputs")[0]
+    lines += ["[cost]", f'bytes = "{" * ".join(first_out[2]) or "1"} * itemsize * 2"', "",
+              "[cases]", f"visible = [{', '.join(_case(c) for c in cases)}]",
+              f"heldout = [{', '.join(_case(c) for c in heldout)}]"]
+    (folder / "task.toml").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def _tensors(spec: str, flag: str) -> list[tuple[str, str, list[str]]]:
+    out = []
+    for part in filter(None, (p.strip() for p in spec.split(";"))):
+        m = _TENSOR.match(part)
+        if not m:
+            raise TaskError(f"{flag} entry {part!r} must look like name[dims] or name:dtype[dims], e.g. x[R,C]")
+        dims = [d.strip() for d in m.group(3).split(",") if d.strip()]
+        out.append((m.group(1), m.group(2) or "T", dims))
+    if not out:
+        raise TaskError(f"{flag} needs at least one tensor, e.g. 'x[R,C];w[C]'")
+    return out
+
+
+def _case(text: str) -> str:
+    items = []
+    for kv in filter(None, (p.strip() for p in text.split(","))):
+        key, _, value = kv.partition("=")
+        if not key.strip().isidentifier() or not value.strip().lstrip("-").isdigit():
+            raise TaskError(f"case entry {kv!r} must look like NAME=INTEGER, e.g. R=256")
+        items.append(f"{key.strip()} = {int(value)}")
+    return "{ " + ", ".join(items) + " }"

@@ -1,0 +1,285 @@
+"""What a port leaves behind in ``<out>/<task>/``: an importable op, its parity test, a report,
+the run record, every candidate tried and the transcript."""
+
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+
+from mlxport.spec import BenchmarkReport, CorrectnessReport, KernelCandidate, KernelTask
+from mlxport.tools.toolbox import Record
+
+KERNEL_PY = '''"""{task}: {description}
+
+Ported from CUDA `{kernel}` by mlxport ({model}); verified on the `{backend}` backend
+({verification}). Falls back to the reference implementation where the kernel cannot run.
+"""
+
+import importlib.util
+from pathlib import Path
+
+import mlx.core as mx
+from mlx.core import {dtype_imports}
+
+LANGUAGE = {language!r}
+VERIFIED_DTYPES = {dtypes!r}
+SOURCE = {source!r}
+HEADER = {header!r}
+_kernel = None
+
+
+def ceildiv(a, b):
+    return -(-a // b)
+
+
+def _reference():
+    spec = importlib.util.spec_from_file_location("_{task}_reference", Path(__file__).with_name("reference.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.{reference_fn}
+
+
+def _available():
+    return mx.metal.is_available() if LANGUAGE == "msl" else mx.cuda.is_available()
+
+
+def _get_kernel():
+    global _kernel
+    if _kernel is None:
+        make = mx.fast.metal_kernel if LANGUAGE == "msl" else mx.fast.cuda_kernel
+        extra = {{"atomic_outputs": {atomic_outputs!r}}} if LANGUAGE == "msl" else {{}}
+        _kernel = make(name={name!r}, input_names={input_names!r}, output_names={output_names!r}, source=SOURCE,
+                       header=HEADER, ensure_row_contiguous={ensure_row_contiguous!r}, **extra)
+    return _kernel
+
+
+def {func}({signature}):
+    """{description}"""
+    {first_input} = {first_input}
+    if not _available() or {first_input}.dtype not in VERIFIED_DTYPES:
+        return _reference()({call_args})
+    outs = _get_kernel()(
+        inputs=[{input_names_joined}],
+        template={template} or None,
+        grid=({grid}),
+        threadgroup=({threadgroup}),
+        output_shapes=[{output_shapes}],
+        output_dtypes=[{output_dtypes}],
+        init_value={init_value!r},
+    )
+    return {return_expr}
+'''
+
+TEST_PY = '''"""Parity test of kernel.py against the reference (written by mlxport).
+
+Where Metal (or CUDA) is present this runs the kernel; elsewhere kernel.py falls back to the
+reference, so the second test checks the kernel itself on mlxport's Metal simulator if mlxport
+is installed.
+"""
+
+import importlib.util
+from pathlib import Path
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+HERE = Path(__file__).parent
+CASES = {cases!r}
+DTYPES = {dtypes!r}
+TOLERANCE = {tolerance!r}
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, HERE / f"{{name}}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_matches_reference(case, dtype):
+    from mlxport.inputs import make_inputs, golden
+    from mlxport.suite import load_task
+
+    task = load_task(HERE / "task")
+    inputs = make_inputs(task, CASES[case], dtype, seed=1234 + case)
+    params = task.param_values(CASES[case])
+    out = _load("kernel").{func}(*[inputs[t.name] for t in task.inputs], **params)
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    refs = golden(task, inputs, CASES[case])
+    for o, r in zip(outs, refs):
+        o = np.array(o.astype(mx.float32)); r = np.array(r.astype(mx.float32))
+        np.testing.assert_allclose(o, r, atol=TOLERANCE[dtype]["atol"], rtol=TOLERANCE[dtype]["rtol"])
+
+
+def test_kernel_on_simulator_where_no_gpu():
+    kernel = _load("kernel")
+    if kernel._available():
+        pytest.skip("the GPU ran the kernel in test_matches_reference")
+    from mlxport.backends import get_backend
+    from mlxport.correctness import run_correctness
+    from mlxport.spec import KernelCandidate
+    from mlxport.suite import load_task
+
+    if kernel.LANGUAGE != "msl":
+        pytest.skip("the simulator runs Metal kernels only")
+    task = load_task(HERE / "task")
+    candidate = KernelCandidate.from_toml(HERE / "candidate.toml")
+    report = run_correctness(task, candidate, get_backend("sim"), seed=99, heldout=True)
+    assert report.ok, report.summary()
+'''
+
+
+def write_outputs(out: Path, task: KernelTask, state: dict[str, Any], config: dict[str, Any],
+                  session_id: str) -> dict[str, Any]:
+    out.mkdir(parents=True, exist_ok=True)
+    records = {k: Record.from_state(v) for k, v in (state.get("records") or {}).items()}
+    final = state.get("final") or {}
+    cand_dir = out / "candidates"
+    cand_dir.mkdir(exist_ok=True)
+    for cid, r in records.items():
+        (cand_dir / f"{cid}.toml").write_text(r.candidate.to_toml())
+    _write_transcript(out / "transcript.jsonl", state.get("messages", []))
+    best = records.get(final.get("candidate_id") or "")
+    if best is not None:
+        _write_op(out, task, best.candidate, config, final)
+    run = run_record(task, state, config, session_id, records)
+    (out / "run.json").write_text(json.dumps(run, indent=2, default=str))
+    (out / "report.md").write_text(report_md(task, run, best, final))
+    return run
+
+
+def _write_transcript(path: Path, messages: list[BaseMessage]) -> None:
+    with path.open("w") as f:
+        for m in messages:
+            f.write(json.dumps({"type": m.type, "content": m.content,
+                                "tool_calls": getattr(m, "tool_calls", None) or None,
+                                "tool_call_id": getattr(m, "tool_call_id", None)}, default=str) + "\n")
+
+
+def _write_op(out: Path, task: KernelTask, c: KernelCandidate, config: dict[str, Any], final: dict) -> None:
+    task_copy = out / "task"
+    if task_copy.exists():
+        shutil.rmtree(task_copy)
+    shutil.copytree(task.folder, task_copy, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(task.folder / "reference.py", out / "reference.py")
+    (out / "candidate.toml").write_text(c.to_toml())
+    names = [t.name for t in task.inputs] + [p.name for p in task.params]
+    params = {p.name: p.default for p in task.params}
+    signature = ", ".join([t.name for t in task.inputs] + (["*"] if task.params else []) +
+                          [f"{p}={params[p]!r}" for p in params])
+    call_args = ", ".join([t.name for t in task.inputs] + [f"{p}={p}" for p in params])
+    outputs = ", ".join(f"outs[{i}]" for i in range(len(c.output_names)))
+    verification = final.get("verification") or {}
+    text = KERNEL_PY.format(
+        task=task.name, description=task.description.replace('"', "'"), kernel=task.kernel,
+        model=config.get("model"), backend=final.get("backend"),
+        verification=f"{len(verification.get('cases', []))} cases incl. held-out, seeds {verification.get('seeds')}",
+        dtype_imports="bfloat16, bool_, float16, float32, int8, int16, int32, int64, uint8, uint16, uint32, uint64",
+        language=c.language, dtypes_list=task.dtypes, dtypes=tuple(task.dtypes), source=c.source, header=c.header,
+        name=c.name, input_names=c.input_names, output_names=c.output_names, atomic_outputs=c.atomic_outputs,
+        ensure_row_contiguous=c.ensure_row_contiguous, func=task.name, signature=signature,
+        first_input=task.inputs[0].name, call_args=call_args,
+        input_names_joined=", ".join(n for n in c.input_names if n in names),
+        template="[" + ", ".join(f"({k!r}, {_py(v)})" for k, v in c.template.items()) + "]",
+        grid=", ".join(_py(g) for g in c.grid), threadgroup=", ".join(_py(t) for t in c.threadgroup),
+        output_shapes=", ".join(_shape_py(s) for s in c.output_shapes),
+        output_dtypes=", ".join(_py(d) for d in c.output_dtypes), init_value=c.init_value,
+        return_expr=outputs if len(c.output_names) > 1 else "outs[0]",
+        reference_fn=task.reference.split(":")[1],
+    )
+    (out / "kernel.py").write_text(text.replace("VERIFIED_DTYPES = " + repr(tuple(task.dtypes)),
+                                                "VERIFIED_DTYPES = (" + ", ".join(task.dtypes) + ",)"))
+    tol = {d: {"atol": t.atol, "rtol": t.rtol} for d, t in task.tolerance.items()}
+    (out / "test_kernel.py").write_text(TEST_PY.format(cases=task.all_cases(), dtypes=task.dtypes, tolerance=tol,
+                                                       func=task.name))
+
+
+def _py(expr: str | int) -> str:
+    """Candidate expressions are a checked subset of Python over mx arrays, so they are emitted
+    as they are; dtype names resolve through the mlx.core imports at the top of kernel.py."""
+    return str(expr)
+
+
+def _shape_py(shape: str | list) -> str:
+    return _py(shape) if isinstance(shape, str) else "(" + ", ".join(_py(d) for d in shape) + ",)"
+
+
+def run_record(task: KernelTask, state: dict[str, Any], config: dict[str, Any], session_id: str,
+               records: dict[str, Record]) -> dict[str, Any]:
+    from mlxport.agent.models import cost
+
+    usage = state.get("usage") or {}
+    reason = usage.get("reason", {})
+    final = state.get("final") or {}
+    bench = final.get("benchmark") or {}
+    history = state.get("best_history") or []
+    return {
+        "session": session_id, "task": task.name, "model": config.get("model"), "config": config,
+        "non_llm_baseline": config.get("model") == "rules",
+        "stop_reason": state.get("stop_reason"), "iterations": state.get("iterations", 0),
+        "wall_seconds": round(state.get("elapsed", 0.0), 3),
+        "tokens": {"input": reason.get("input_tokens", 0), "output": reason.get("output_tokens", 0)},
+        "usage_by_node": usage, "cost_usd": round(cost(config.get("model", ""), reason.get("input_tokens", 0),
+                                                        reason.get("output_tokens", 0), config.get("prices")), 6),
+        "candidates": len(records), "compile_failures": sum(r.compile is not None and not r.compile.ok
+                                                            for r in records.values()),
+        "tool_errors": state.get("tool_errors", 0),
+        "result": {"candidate_id": final.get("candidate_id"), "verified": bool(final.get("verified")),
+                   "backend": final.get("backend"), "speedups": bench.get("speedups", {}),
+                   "timed": bench.get("candidate") is not None, "estimate": bench.get("estimate", "")},
+        "rejected_in_final_verification": [r["candidate_id"] for r in final.get("rejected", [])],
+        "iterations_to_best": history[-1]["iteration"] if history else None, "best_history": history,
+        "seed": config.get("seed"),
+        "versions": {p: _version(p) for p in ("mlxport", "mlx", "langgraph", "langchain-core")},
+        "host": {"platform": platform.platform(), "python": platform.python_version()},
+    }
+
+
+def _version(pkg: str) -> str | None:
+    try:
+        return version(pkg)
+    except Exception:
+        return None
+
+
+def report_md(task: KernelTask, run: dict[str, Any], best: Record | None, final: dict) -> str:
+    lines = [f"# {task.name}: port report", "", f"- model: `{run['model']}`"
+             + (" (rule-based translator: a non-LLM baseline)" if run["non_llm_baseline"] else ""),
+             f"- stop reason: {run['stop_reason']}; iterations {run['iterations']}; candidates {run['candidates']}",
+             f"- tokens in/out: {run['tokens']['input']}/{run['tokens']['output']}; cost ${run['cost_usd']:.4f}",
+             f"- wall time: {run['wall_seconds']:.1f} s", ""]
+    if best is None:
+        lines += ["**No candidate passed verification.** The reference remains the implementation.", ""]
+        for r in final.get("rejected", []):
+            lines.append(f"- {r['candidate_id']} failed held-out verification")
+        return "\n".join(lines) + "\n"
+    lines += [f"Result: candidate `{best.candidate.id}`, **verified on the `{final['backend']}` backend** "
+              f"(held-out shapes and extra seeds).", "", "## Correctness", "",
+              "| case | dtype | verdict | max abs err | err norm |", "|---|---|---|---|---|"]
+    report = CorrectnessReport.model_validate(final["verification"])
+    for c in report.cases:
+        lines.append(f"| {c.case} | {c.dtype} | {c.verdict} | {c.max_abs:.3g} | {c.err_norm:.3g} |")
+    lines += ["", "## Speed", ""]
+    bench = BenchmarkReport.model_validate(final["benchmark"])
+    if bench.candidate is None:
+        lines.append(f"Not timed ({bench.backend} backend). {bench.estimate}")
+    else:
+        lines += [f"Device: {bench.device}; case {bench.case}, {bench.dtype}.", "",
+                  "| kernel | median (us) | spread | GB/s | speedup |", "|---|---|---|---|---|",
+                  f"| candidate | {bench.candidate.median_us:.1f} | {bench.candidate.spread:.0%} | "
+                  f"{bench.candidate.gbs or 0:.0f} | 1.00x |"]
+        for b in bench.baselines:
+            lines.append(f"| {b.name} | {b.median_us:.1f} | {b.spread:.0%} | {b.gbs or 0:.0f} | "
+                         f"{bench.speedups[b.name]:.2f}x |")
+    lines += ["", "## Kernel", "", "```metal" if best.candidate.language == "msl" else "```cuda",
+              best.candidate.source.strip(), "```", ""]
+    return "\n".join(lines)

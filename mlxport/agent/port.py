@@ -1,0 +1,110 @@
+"""Running one port: the graph with a SQLite checkpoint in the output folder, live updates,
+resume after any interruption, and the files a port leaves behind."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from langchain_core.language_models.chat_models import BaseChatModel
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.errors import GraphRecursionError
+
+from mlxport.agent.graph import build_graph
+from mlxport.agent.models import check_model_spec
+from mlxport.agent.outputs import write_outputs
+from mlxport.agent.state import RunConfig
+from mlxport.errors import UserError
+from mlxport.spec import KernelTask
+from mlxport.suite import load_task
+
+Listener = Callable[[str, dict[str, Any]], None]
+
+
+def new_session_id(task: str) -> str:
+    return f"{task}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+
+
+def ensure_writable(out: Path) -> None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".mlxport-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise UserError(f"cannot write to output folder {out} ({e.strerror}): pass a writable --out") from e
+
+
+def session_file(out: Path) -> Path:
+    return out / "session.json"
+
+
+def run_port(task: KernelTask, config: RunConfig, out: Path, *, session: str | None = None, resume: bool = False,
+             on_update: Listener | None = None, model: BaseChatModel | None = None) -> dict[str, Any]:
+    """Port ``task`` into ``out/<task>/``. With ``resume``, continue session ``session`` from its
+    last checkpoint using the configuration it was started with."""
+    folder = out / task.name
+    ensure_writable(folder)
+    if resume:
+        saved = _load_session(folder, session)
+        config, session = RunConfig(**saved["config"]), saved["session"]
+    else:
+        config.validate()
+        if model is None:
+            check_model_spec(config.model, config.base_url)
+        session = session or new_session_id(task.name)
+        session_file(folder).write_text(json.dumps({"session": session, "config": asdict(config),
+                                                    "task_dir": str(task.folder)}, indent=2))
+    conn = sqlite3.connect(folder / "checkpoints.sqlite", check_same_thread=False)
+    try:
+        graph = build_graph(model=model, checkpointer=SqliteSaver(conn))
+        cfg = {"configurable": {"thread_id": session}, "recursion_limit": 4 * config.max_iterations + 40}
+        snapshot = graph.get_state(cfg)
+        if resume and not snapshot.values:
+            raise UserError(f"session {session} has no checkpoint in {folder}: start a new port instead")
+        inputs = None if snapshot.values else {"task_dir": str(task.folder)}
+        try:
+            if snapshot.values and not snapshot.next:
+                pass  # finished earlier: only rewrite the outputs
+            else:
+                for update in graph.stream(inputs, cfg, context=config, stream_mode="updates"):
+                    for node, data in update.items():
+                        if on_update and isinstance(data, dict):
+                            on_update(node, data)
+        except GraphRecursionError:
+            graph.update_state(cfg, {"stop_reason": "recursion_limit"})
+        state = graph.get_state(cfg).values
+    finally:
+        conn.close()
+    return write_outputs(folder, task, state, asdict(config), session)
+
+
+def _load_session(folder: Path, session: str | None) -> dict[str, Any]:
+    path = session_file(folder)
+    if not path.is_file():
+        raise UserError(f"no session to resume in {folder}: run the port without --resume first")
+    saved = json.loads(path.read_text())
+    if session and saved["session"] != session:
+        raise UserError(f"{folder} holds session {saved['session']}, not {session}: pass that id or the right --out")
+    return saved
+
+
+def find_session(out: Path, session: str) -> Path:
+    """The task folder under ``out`` whose session.json names ``session``."""
+    for path in out.glob("*/session.json"):
+        if json.loads(path.read_text()).get("session") == session:
+            return path.parent
+    raise UserError(f"no session {session!r} under {out}: check the id (see <out>/<task>/session.json) and --out")
+
+
+def resume_port(out: Path, session: str, on_update: Listener | None = None) -> dict[str, Any]:
+    folder = find_session(out, session)
+    saved = json.loads(session_file(folder).read_text())
+    task = load_task(saved["task_dir"])
+    return run_port(task, RunConfig(**saved["config"]), out, session=session, resume=True, on_update=on_update)

@@ -1,0 +1,161 @@
+"""Running candidates through MLX itself: ``mx.fast.metal_kernel`` and ``mx.fast.cuda_kernel``.
+
+Everything here runs inside a worker process (see ``backends/metal.py`` and ``backends/cuda.py``)
+so a kernel that faults or hangs the GPU fails that candidate, never the session.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import mlx.core as mx
+import numpy as np
+
+from mlxport.expr import ArrayInfo, Dtype
+from mlxport.spec import Diagnostic, KernelCandidate
+
+MX_DTYPES = {
+    "float32": mx.float32, "float16": mx.float16, "bfloat16": mx.bfloat16, "int32": mx.int32,
+    "uint32": mx.uint32, "int64": mx.int64, "uint64": mx.uint64, "int8": mx.int8, "uint8": mx.uint8,
+    "int16": mx.int16, "uint16": mx.uint16, "bool": mx.bool_,
+}
+DTYPE_NAMES = {v: k for k, v in MX_DTYPES.items()}
+BODY_PROBE = "mlxport_body_starts_here"
+HEADER_PROBE = "mlxport_header_starts_here"
+
+_kernels: dict[str, Any] = {}
+
+
+def make_kernel(candidate: KernelCandidate, *, probe: bool = False):
+    """The MLX kernel object, built once per candidate and process (MLX caches compiles too)."""
+    key = candidate.id + (":probe" if probe else "")
+    if key not in _kernels:
+        source, header = candidate.source, candidate.header
+        if probe:
+            source = f"#error {BODY_PROBE}\n{source}"
+            header = f"#error {HEADER_PROBE}\n{header}" if header else header
+        kwargs = dict(name=candidate.name, input_names=candidate.input_names, output_names=candidate.output_names,
+                      source=source, header=header, ensure_row_contiguous=candidate.ensure_row_contiguous)
+        if candidate.language == "msl":
+            _kernels[key] = mx.fast.metal_kernel(**kwargs, atomic_outputs=candidate.atomic_outputs)
+        else:
+            _kernels[key] = mx.fast.cuda_kernel(**kwargs, shared_memory=0)
+    return _kernels[key]
+
+
+def arg_info(value: Any) -> ArrayInfo | int | float | bool:
+    if isinstance(value, mx.array):
+        return ArrayInfo(tuple(value.shape), Dtype(DTYPE_NAMES[value.dtype]))
+    return value
+
+
+def launch(candidate: KernelCandidate, inputs: dict[str, Any], *, poison: bool = False,
+           probe: bool = False) -> list[mx.array]:
+    """One lazy call of the kernel; ``poison`` fills float outputs with NaN so unwritten ones show."""
+    spec = candidate.launch({n: arg_info(v) for n, v in inputs.items()})
+    kernel = make_kernel(candidate, probe=probe)
+    init = candidate.init_value
+    if init is None and poison and all(d.startswith(("float", "bfloat")) for d in spec.output_dtypes):
+        init = float("nan")
+    kwargs: dict[str, Any] = {}
+    if candidate.language == "cuda" and spec.shared_memory:
+        # cuda_kernel takes dynamic shared memory at construction; rebuild with the resolved size.
+        kernel = mx.fast.cuda_kernel(name=candidate.name, input_names=candidate.input_names,
+                                     output_names=candidate.output_names, source=candidate.source,
+                                     header=candidate.header, ensure_row_contiguous=candidate.ensure_row_contiguous,
+                                     shared_memory=spec.shared_memory)
+    template = [(k, MX_DTYPES[v] if isinstance(v, str) else v) for k, v in spec.template]
+    return kernel(inputs=[inputs[n] for n in candidate.input_names], output_shapes=spec.output_shapes,
+                  output_dtypes=[MX_DTYPES[d] for d in spec.output_dtypes], grid=spec.grid,
+                  threadgroup=spec.threadgroup, template=template or None, init_value=init, **kwargs)
+
+
+def run_once(candidate: KernelCandidate, inputs: dict[str, Any]) -> tuple[list[np.ndarray], list[np.ndarray | None]]:
+    outs = launch(candidate, inputs, poison=True)
+    mx.eval(*outs)
+    arrays = [np.array(o.astype(mx.float32) if o.dtype == mx.bfloat16 else o) for o in outs]
+    poisoned = candidate.init_value is None
+    unwritten = [np.isnan(a) if poisoned and a.dtype.kind == "f" else None for a in arrays]
+    return arrays, unwritten
+
+
+def compile_diagnostics(candidate: KernelCandidate, inputs: dict[str, Any], error: str) -> list[Diagnostic]:
+    """Map compiler messages back to lines of the candidate's body and header.
+
+    MLX prepends its own headers and the generated signature, so the compiler's line numbers
+    are offset. A second compile with ``#error`` markers at the start of the body and header
+    tells exactly where they begin in the generated text.
+    """
+    starts = _probe_starts(candidate, inputs)
+    diags = []
+    for line, col, msg in _parse_errors(error):
+        diags.append(_locate(line, col, msg, starts))
+    return diags or [Diagnostic(message=error.strip().splitlines()[-1][:500] if error.strip() else "compile failed",
+                                where="generated")]
+
+
+def _probe_starts(candidate: KernelCandidate, inputs: dict[str, Any]) -> dict[str, int]:
+    try:
+        mx.eval(*launch(candidate, inputs, probe=True))
+    except Exception as e:  # the probe is meant to fail
+        text = str(e)
+    else:
+        return {}
+    starts = {}
+    for line, _, msg in _parse_errors(text):
+        if BODY_PROBE in msg:
+            starts["source"] = line
+        elif HEADER_PROBE in msg:
+            starts["header"] = line
+    if "header" in starts and "source" in starts:
+        starts["source"] -= 1  # the header's probe line pushed the body down by one
+    return starts
+
+
+# Metal: "program_source:12:5: error: use of undeclared identifier 'y'"
+# NVRTC: "custom_kernel_k.cu(12): error: identifier "y" is undefined"
+_ERROR_RE = re.compile(r"(?:program_source:(\d+):(\d+)|\.cu\((\d+)\)):\s*(?:fatal )?error:\s*(.*)")
+
+
+def _parse_errors(text: str) -> list[tuple[int, int | None, str]]:
+    out = []
+    for m in _ERROR_RE.finditer(text):
+        line = int(m.group(1) or m.group(3))
+        col = int(m.group(2)) if m.group(2) else None
+        out.append((line, col, m.group(4).strip()))
+    return out
+
+
+def _locate(line: int, col: int | None, msg: str, starts: dict[str, int]) -> Diagnostic:
+    # A region starts where its probe reported; the probe line itself was inserted, so the
+    # region's first real line sits at that same generated line in the original compile.
+    for where in ("source", "header"):
+        start = starts.get(where)
+        if start is None or line < start:
+            continue
+        later = [s for s in starts.values() if s > start]
+        if later and line >= min(later):
+            continue
+        return Diagnostic(message=msg, where=where, line=line - start + 1, column=col)
+    return Diagnostic(message=msg, where="generated", line=line, column=col)
+
+
+def time_calls(fn, input_sets: list[dict[str, Any]], *, warmup: int, iters: int,
+               min_batch_seconds: float = 2e-3) -> list[float]:
+    """Seconds per call. Each sample evaluates a batch of calls (rotating over input sets, so no
+    cache or reused result helps) and synchronises once, so launch overhead is amortised the
+    way it is in a real model; batches are sized to last at least ``min_batch_seconds``."""
+    def batch(n: int, offset: int) -> float:
+        t0 = time.perf_counter()
+        outs = [fn(input_sets[(offset + j) % len(input_sets)]) for j in range(n)]
+        mx.eval(outs)
+        mx.synchronize()
+        return time.perf_counter() - t0
+
+    for i in range(warmup):
+        batch(1, i)
+    single = min(batch(1, i) for i in range(3))
+    n = max(1, min(1000, int(min_batch_seconds / max(single, 1e-7))))
+    return [batch(n, i * n) / n for i in range(iters)]

@@ -1,0 +1,94 @@
+"""``benchmark``: time a candidate against every baseline of its task, side by side.
+
+On a backend with timing (metal, cuda) the measurement runs in the backend's worker process:
+warm-up, then many synchronised runs rotating over several input sets, candidate and baselines
+interleaved in rounds so drift on a shared machine hits them alike. The simulator never times:
+it reports a roofline floor estimate for a named Apple chip, labelled as such.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from mlxport.backends.base import Backend
+from mlxport.spec import BenchmarkReport, KernelCandidate, KernelTask, Timing
+
+SPREAD_LIMIT = 0.25  # (p90 - p10) / median above this: measure again
+SUSPICIOUS_SPEEDUP = 10.0
+
+
+def primary_dtype(task: KernelTask) -> str:
+    """The dtype speed is judged in: half precision where the task has it, as models run."""
+    for d in ("bfloat16", "float16", "float32"):
+        if d in task.dtypes:
+            return d
+    return task.dtypes[0]
+
+
+def stats(name: str, samples: list[float], nbytes: int, flops: int, peak_gbs: float | None) -> Timing:
+    s = sorted(samples)
+    med = statistics.median(s)
+    p10, p90 = s[int(0.1 * (len(s) - 1))], s[int(0.9 * (len(s) - 1))]
+    gbs = nbytes / med / 1e9 if med > 0 else None
+    return Timing(name=name, median_us=med * 1e6, spread=(p90 - p10) / med if med > 0 else 0.0, samples=len(s),
+                  gbs=gbs, gflops=flops / med / 1e9 if med > 0 and flops else None,
+                  roofline_fraction=gbs / peak_gbs if gbs and peak_gbs else None)
+
+
+def benchmark(task: KernelTask, candidate: KernelCandidate, backend: Backend, *, case: dict[str, Any] | None = None,
+              dtype: str | None = None, seed: int = 0, iters: int = 30, warmup: int = 5,
+              chip: str = "M3 Max") -> BenchmarkReport:
+    case = case if case is not None else task.bench_cases()[0]
+    dtype = dtype or primary_dtype(task)
+    nbytes, flops = task.cost_of(case, dtype)
+    info = backend.device_info()
+    base = dict(backend=backend.name, device=str(info.get("device_name", backend.name)), candidate_id=candidate.id,
+                task=task.name, case=task.case_label(case), dtype=dtype)
+    if not backend.timing:
+        return BenchmarkReport(**base, estimate=roofline_estimate(nbytes, flops, chip))
+    samples = backend.measure(task, candidate, case, dtype, seed=seed, warmup=warmup, iters=iters)
+    report = _report(base, samples, nbytes, flops, info.get("bandwidth_gbs"))
+    if not report.stable:
+        samples = backend.measure(task, candidate, case, dtype, seed=seed + 1, warmup=warmup, iters=iters * 2)
+        report = _report(base, samples, nbytes, flops, info.get("bandwidth_gbs"))
+    if report.speedups.get("native", 0.0) > SUSPICIOUS_SPEEDUP:
+        report.flags.append(f"speedup over the native baseline is above {SUSPICIOUS_SPEEDUP:g}x: re-verify")
+    return report
+
+
+def _report(base: dict, samples: dict[str, list[float]], nbytes: int, flops: int,
+            peak_gbs: float | None) -> BenchmarkReport:
+    cand = stats("candidate", samples["candidate"], nbytes, flops, peak_gbs)
+    baselines = [stats(k, v, nbytes, flops, peak_gbs) for k, v in samples.items() if k != "candidate"]
+    speedups = {b.name: b.median_us / cand.median_us for b in baselines}
+    stable = all(t.spread <= SPREAD_LIMIT for t in [cand, *baselines])
+    return BenchmarkReport(**base, candidate=cand, baselines=baselines, speedups=speedups, stable=stable,
+                           flags=[] if stable else ["timings spread widely; the machine may be busy"])
+
+
+def roofline_estimate(nbytes: int, flops: int, chip: str) -> str:
+    from mlxport.knowledge import hardware_profile
+
+    p = hardware_profile(chip)
+    t_mem = nbytes / (p.memory_bandwidth_gbs * 1e9)
+    t_alu = flops / (p.fp32_tflops * 1e12) if flops else 0.0
+    floor = max(t_mem, t_alu)
+    bound = "memory" if t_mem >= t_alu else "compute"
+    return (f"ESTIMATE, not a measurement: on {p.name} ({p.memory_bandwidth_gbs:g} GB/s, {p.fp32_tflops:g} FP32 "
+            f"TFLOPS) this case moves {nbytes / 1e6:.3g} MB and does {flops / 1e9:.3g} GFLOP, so it cannot run "
+            f"faster than {floor * 1e6:.1f} us ({bound}-bound roofline floor). The simulator checks correctness only.")
+
+
+def summary(report: BenchmarkReport) -> str:
+    """Compact text for the model."""
+    if report.candidate is None:
+        return f"{report.task} {report.case} {report.dtype} on {report.backend}: {report.estimate}"
+    c = report.candidate
+    lines = [f"{report.task} {report.case} {report.dtype} on {report.device}: candidate {c.median_us:.1f} us "
+             f"(spread {c.spread:.0%})" + (f", {c.gbs:.0f} GB/s" if c.gbs else "") +
+             (f", {c.roofline_fraction:.0%} of peak bandwidth" if c.roofline_fraction else "")]
+    for b in report.baselines:
+        lines.append(f"  {b.name}: {b.median_us:.1f} us -> speedup {report.speedups[b.name]:.2f}x")
+    lines += [f"  note: {f}" for f in report.flags]
+    return "\n".join(lines)

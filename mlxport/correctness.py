@@ -1,0 +1,93 @@
+"""``run_correctness``: run a candidate on fresh inputs for every case and dtype of a task.
+
+Tolerances, shapes and the reference always come from the task, never from the model.
+Held-out cases and extra seeds run only in the final verification.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import mlx.core as mx
+import numpy as np
+
+from mlxport.backends.base import Backend
+from mlxport.compare import compare
+from mlxport.inputs import golden, make_inputs, to_numpy
+from mlxport.spec import CaseResult, CorrectnessReport, KernelCandidate, KernelTask
+from mlxport.suite import TaskError
+
+
+def new_seed() -> int:
+    return secrets.randbelow(2**31)
+
+
+def kernel_args(task: KernelTask, candidate: KernelCandidate, inputs: dict[str, mx.array],
+                case: dict[str, Any]) -> dict[str, Any]:
+    """The candidate's inputs, in its order: task inputs as arrays, params as Python scalars."""
+    available: dict[str, Any] = {**inputs, **task.param_values(case)}
+    unknown = [n for n in candidate.input_names if n not in available]
+    if unknown:
+        raise TaskError(f"candidate input(s) {', '.join(unknown)} are not inputs or params of task {task.name} "
+                        f"(it has {', '.join(available)})")
+    return {n: available[n] for n in candidate.input_names}
+
+
+def output_order(task: KernelTask, candidate: KernelCandidate) -> list[int]:
+    """Index of each task output among the candidate's outputs: by name, else by position."""
+    names = [t.name for t in task.outputs]
+    if all(n in candidate.output_names for n in names):
+        return [candidate.output_names.index(n) for n in names]
+    if len(candidate.output_names) == len(names):
+        return list(range(len(names)))
+    raise TaskError(f"candidate outputs {candidate.output_names} do not match task outputs {names}: "
+                    f"name them as the task does")
+
+
+def run_correctness(task: KernelTask, candidate: KernelCandidate, backend: Backend, *, seed: int | None = None,
+                    heldout: bool = False, extra_seeds: int = 0, timeout: float = 120.0,
+                    stop_after: int | None = None) -> CorrectnessReport:
+    """Check ``candidate`` on every visible case and dtype (plus held-out cases and extra seeds
+    when ``heldout``). ``stop_after`` ends early after that many failing cases."""
+    seed = new_seed() if seed is None else seed
+    seeds = [seed] + [seed + 7919 * (i + 1) for i in range(extra_seeds if heldout else 0)]
+    cases = task.all_cases() if heldout else task.cases.visible
+    order = output_order(task, candidate)
+    results: list[CaseResult] = []
+    for s in seeds:
+        for ci, case in enumerate(cases):
+            for dtype in task.dtypes:
+                results.append(_check_case(task, candidate, backend, case, dtype, s + 101 * ci, order, timeout))
+                if stop_after and sum(r.verdict != "pass" for r in results) >= stop_after:
+                    return _report(task, candidate, backend, seeds, heldout, results)
+    return _report(task, candidate, backend, seeds, heldout, results)
+
+
+def _report(task, candidate, backend, seeds, heldout, results) -> CorrectnessReport:
+    return CorrectnessReport(backend=backend.name, candidate_id=candidate.id, task=task.name, seeds=seeds,
+                             heldout=heldout, cases=results)
+
+
+def _check_case(task: KernelTask, candidate: KernelCandidate, backend: Backend, case: dict[str, Any], dtype: str,
+                seed: int, order: list[int], timeout: float) -> CaseResult:
+    label = task.case_label(case)
+    with mx.stream(mx.cpu):
+        inputs = make_inputs(task, case, dtype, seed)
+        refs = [to_numpy(r) for r in golden(task, inputs, case)]
+    run = backend.run(candidate, kernel_args(task, candidate, inputs, case), timeout=timeout)
+    if not run.ok:
+        return CaseResult(case=label, dtype=dtype, verdict="error", error=run.error or "unknown failure")
+    worst = None
+    tol = task.tolerance[dtype]
+    for ref, idx in zip(refs, order, strict=True):
+        if idx >= len(run.outputs):
+            return CaseResult(case=label, dtype=dtype, verdict="error", error=f"kernel produced {len(run.outputs)} outputs")
+        unwritten = run.unwritten[idx] if idx < len(run.unwritten) else None
+        out = np.asarray(run.outputs[idx], dtype=np.float64)
+        res = compare(out, ref, tol, case=label, dtype=dtype, unwritten=unwritten)
+        if res.verdict != "pass" and len(order) > 1:
+            res = res.model_copy(update={"pattern": f"output {task.outputs[order.index(idx)].name}: {res.pattern}"})
+        if worst is None or (res.verdict != "pass" and worst.verdict == "pass"):
+            worst = res
+    return worst

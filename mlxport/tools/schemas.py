@@ -1,0 +1,111 @@
+"""Argument schemas of the agent's tools. The class docstrings and field descriptions are what
+the model reads, so they are written for it."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MAX_SOURCE_CHARS = 64_000
+
+
+class ToolArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class read_cuda_source(ToolArgs):
+    """Read the CUDA source being ported: a structured summary (kernels, parameters read/written,
+    shared memory, intrinsics, launch sites, and how each feature maps to Metal) followed by the
+    numbered source. Call this first."""
+
+    kernel: str | None = Field(None, description="Kernel to focus on; default: the task's entry kernel.")
+    show_source: bool = Field(True, description="Include the numbered source text.")
+
+
+class query_hardware_kb(ToolArgs):
+    """Search the Apple-GPU knowledge base: chip figures, Metal limits, MSL functions, the
+    CUDA-to-Metal mapping, mx.fast.metal_kernel rules, optimisation playbook, common porting bugs.
+    Returns the top sections with their sources."""
+
+    query: str = Field(description="What you want to know, e.g. 'simd_shuffle_xor semantics'.", max_length=300)
+    chip: str | None = Field(None, description="Optional chip name such as 'M3 Max' to include its figures.")
+
+
+class compile_kernel(ToolArgs):
+    """Compile a kernel candidate on the session's backend and register it. Give a complete
+    candidate, or `based_on` an earlier candidate id plus only the fields you change.
+
+    You write only the kernel BODY: MLX generates the signature from input_names and output_names
+    (inputs become `const device T* name`, scalars `const constant T& name`, outputs
+    `device T* name`) and adds attributes such as thread_position_in_grid when the body uses them.
+    Expressions (output_shapes, output_dtypes, grid, threadgroup, template values) may use input
+    names with .shape/.dtype/.size/.ndim/.itemsize, shape[i], + - * // %, min, max, ceildiv, dtype
+    names and the task's params. `grid` counts THREADS, not threadgroups."""
+
+    based_on: str | None = Field(None, description="Id of an earlier candidate to start from.")
+    name: str | None = Field(None, description="Kernel name, a C identifier.")
+    source: str | None = Field(None, description="The kernel body.", max_length=MAX_SOURCE_CHARS)
+    header: str | None = Field(None, description="Helper functions placed before the kernel.",
+                               max_length=MAX_SOURCE_CHARS)
+    input_names: list[str] | None = Field(None, description="Task inputs and params, in argument order.")
+    output_names: list[str] | None = Field(None, description="Outputs, named as the task's outputs.")
+    output_shapes: list[str | list[str | int]] | None = Field(None, description="Per output, e.g. 'x.shape'.")
+    output_dtypes: list[str] | None = Field(None, description="Per output, e.g. 'x.dtype'.")
+    grid: list[str | int] | None = Field(None, description="Three expressions: total THREADS in x, y, z.")
+    threadgroup: list[str | int] | None = Field(None, description="Three expressions: threadgroup size.")
+    template: dict[str, str | int] | None = Field(None, description="Template constants: int, bool or dtype.")
+    init_value: float | None = Field(None, description="Fill outputs with this before the launch.")
+    atomic_outputs: bool | None = Field(None, description="Make every output device atomic<T>* (Metal).")
+    ensure_row_contiguous: bool | None = Field(None, description="False: index with x_shape/x_strides.")
+
+
+class run_correctness(ToolArgs):
+    """Run a compiled candidate on fresh random inputs for every visible shape case and dtype of
+    the task and compare with the reference (tolerances come from the task). Reports where and
+    how outputs differ."""
+
+    candidate_id: str = Field(description="Id returned by compile_kernel.")
+
+
+class benchmark(ToolArgs):
+    """Time a candidate that passed run_correctness against the task's baselines (the strongest
+    native MLX op and the naive path), side by side, on realistic sizes. On the simulator there is
+    no timing, only a labelled roofline estimate."""
+
+    candidate_id: str = Field(description="Id of a candidate that passed run_correctness.")
+
+
+class show_candidate(ToolArgs):
+    """Show a registered candidate in full (source and launch settings) and its results so far."""
+
+    candidate_id: str
+
+
+class update_plan(ToolArgs):
+    """Maintain the optimisation plan: a tree of ideas. `add` an idea (with rationale and expected
+    gain, optionally under a parent), `select` the idea you work on next, or `close` one as done or
+    abandoned with a note. Measured outcomes are attached automatically."""
+
+    action: Literal["add", "select", "close"]
+    idea: str | None = Field(None, description="For add: the idea, e.g. 'one SIMD-group per row'.",
+                             max_length=300)
+    rationale: str | None = Field(None, description="For add: why it should help.", max_length=600)
+    expected_gain: str | None = Field(None, description="For add: e.g. '1.5x' or 'fixes fp16'.", max_length=60)
+    parent: str | None = Field(None, description="For add: id of the parent idea.")
+    node_id: str | None = Field(None, description="For select/close: the idea's id, e.g. 'p2'.")
+    status: Literal["done", "abandoned"] | None = Field(None, description="For close.")
+    note: str | None = Field(None, description="For close: what was learned.", max_length=600)
+
+
+class finish(ToolArgs):
+    """End the session. The best verified candidate is taken (or the one you name); it is then
+    checked on held-out shapes and extra seeds before it is accepted."""
+
+    candidate_id: str | None = Field(None, description="Candidate to submit; default: the best so far.")
+    summary: str = Field("", description="What you did and why it is the result.", max_length=2000)
+
+
+TOOLS: list[type[ToolArgs]] = [read_cuda_source, query_hardware_kb, compile_kernel, run_correctness, benchmark,
+                               show_candidate, update_plan, finish]
+TOOL_NAMES = {t.__name__: t for t in TOOLS}
