@@ -46,9 +46,11 @@ def session_file(out: Path) -> Path:
 
 
 def run_port(task: KernelTask, config: RunConfig, out: Path, *, session: str | None = None, resume: bool = False,
-             on_update: Listener | None = None, model: BaseChatModel | None = None) -> dict[str, Any]:
+             on_update: Listener | None = None, on_token: Callable[[str], None] | None = None,
+             model: BaseChatModel | None = None) -> dict[str, Any]:
     """Port ``task`` into ``out/<task>/``. With ``resume``, continue session ``session`` from its
-    last checkpoint using the configuration it was started with."""
+    last checkpoint using the configuration it was started with. ``on_token`` streams the model's
+    tokens as they arrive."""
     folder = out / task.name
     ensure_writable(folder)
     if resume:
@@ -73,8 +75,14 @@ def run_port(task: KernelTask, config: RunConfig, out: Path, *, session: str | N
             if snapshot.values and not snapshot.next:
                 pass  # finished earlier: only rewrite the outputs
             else:
-                for update in graph.stream(inputs, cfg, context=config, stream_mode="updates"):
-                    for node, data in update.items():
+                modes = ["updates", "messages"] if on_token else ["updates"]
+                for mode, chunk in graph.stream(inputs, cfg, context=config, stream_mode=modes):
+                    if mode == "messages":
+                        token = chunk[0].content if isinstance(chunk[0].content, str) else ""
+                        if token and chunk[1].get("langgraph_node") == "reason":
+                            on_token(token)
+                        continue
+                    for node, data in chunk.items():
                         if on_update and isinstance(data, dict):
                             on_update(node, data)
         except GraphRecursionError:

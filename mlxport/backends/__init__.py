@@ -40,13 +40,9 @@ def _backend_class(name: str):
         from mlxport.backends.sim import SimBackend
 
         return SimBackend
-    if name == "metal":
-        from mlxport.backends.metal import MetalBackend
+    from mlxport.backends.gpu import CudaBackend, MetalBackend
 
-        return MetalBackend
-    from mlxport.backends.cuda import CudaBackend
-
-    return CudaBackend
+    return MetalBackend if name == "metal" else CudaBackend
 
 
 def select_auto() -> str:

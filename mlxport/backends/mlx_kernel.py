@@ -11,7 +11,6 @@ import time
 from typing import Any
 
 import mlx.core as mx
-import numpy as np
 
 from mlxport.expr import ArrayInfo, Dtype
 from mlxport.spec import Diagnostic, KernelCandidate
@@ -70,15 +69,6 @@ def launch(candidate: KernelCandidate, inputs: dict[str, Any], *, poison: bool =
     return kernel(inputs=[inputs[n] for n in candidate.input_names], output_shapes=spec.output_shapes,
                   output_dtypes=[MX_DTYPES[d] for d in spec.output_dtypes], grid=spec.grid,
                   threadgroup=spec.threadgroup, template=template or None, init_value=init, **kwargs)
-
-
-def run_once(candidate: KernelCandidate, inputs: dict[str, Any]) -> tuple[list[np.ndarray], list[np.ndarray | None]]:
-    outs = launch(candidate, inputs, poison=True)
-    mx.eval(*outs)
-    arrays = [np.array(o.astype(mx.float32) if o.dtype == mx.bfloat16 else o) for o in outs]
-    poisoned = candidate.init_value is None
-    unwritten = [np.isnan(a) if poisoned and a.dtype.kind == "f" else None for a in arrays]
-    return arrays, unwritten
 
 
 def compile_diagnostics(candidate: KernelCandidate, inputs: dict[str, Any], error: str) -> list[Diagnostic]:

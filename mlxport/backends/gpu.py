@@ -1,0 +1,157 @@
+"""The metal and cuda backends: candidates run through MLX itself, in a worker process.
+
+Both go through ``backends/mlx_kernel.py``; they differ in the MLX API they call and in how
+availability is detected. A kernel that faults the GPU or hangs takes down only the worker,
+which is restarted for the next candidate.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import platform
+import time
+from typing import Any
+
+import numpy as np
+
+from mlxport.backends.base import ArgInfo, Availability, BackendUnavailable, RunResult
+from mlxport.spec import CompileResult, KernelCandidate, KernelTask
+
+
+class GpuBackend:
+    name = ""
+    language = ""
+    timing = True
+
+    def __init__(self) -> None:
+        self._worker = None
+        self._info: dict[str, Any] | None = None
+
+    # -- the worker: one process per backend object, restarted after a crash or timeout. No
+    # memory cap: GPU runtimes reserve far more address space than they use.
+    def _call(self, op: str, header: dict[str, Any], arrays: list[np.ndarray] | None = None,
+              timeout: float = 120.0) -> tuple[dict[str, Any], list[np.ndarray]]:
+        from mlxport.backends.worker import Worker
+
+        if self._worker is None:
+            self._worker = Worker("mlxport.backends.gpu_worker:handle", memory_bytes=0)
+        return self._worker.call({"op": op, "backend": self.name, **header}, arrays or [], timeout=timeout)
+
+    def available(self) -> Availability:
+        if importlib.util.find_spec("mlx") is None:
+            return Availability(False, "MLX is not installed")
+        return _probe(self.name)
+
+    def device_info(self) -> dict[str, Any]:
+        if self._info is None:
+            self._info = self._call("device_info", {}, timeout=120)[0]
+        return self._info
+
+    def compile(self, candidate: KernelCandidate, args: dict[str, ArgInfo]) -> CompileResult:
+        t0 = time.monotonic()
+        if candidate.language != self.language:
+            return CompileResult(backend=self.name, ok=False, candidate_id=candidate.id, diagnostics=[
+                {"message": f"the {self.name} backend runs {self.language} candidates, not {candidate.language}",
+                 "where": "generated"}])
+        result = self._safe_call("compile", {"candidate": candidate.model_dump(mode="json"), "args": _infos(args)},
+                                 [], 300)
+        if isinstance(result, str):
+            return CompileResult(backend=self.name, ok=False, candidate_id=candidate.id,
+                                 diagnostics=[{"message": result, "where": "generated"}],
+                                 seconds=time.monotonic() - t0)
+        return CompileResult(backend=self.name, candidate_id=candidate.id, seconds=time.monotonic() - t0,
+                             **result[0])
+
+    def run(self, candidate: KernelCandidate, inputs: dict[str, Any], *, timeout: float = 60.0) -> RunResult:
+        t0 = time.monotonic()
+        specs, arrays = _pack_inputs(inputs)
+        result = self._safe_call("run", {"candidate": candidate.model_dump(mode="json"), "inputs": specs}, arrays,
+                                 timeout)
+        if isinstance(result, str):
+            return RunResult(error=result, seconds=time.monotonic() - t0)
+        reply, out = result
+        if reply.get("error"):
+            return RunResult(error=reply["error"], seconds=time.monotonic() - t0)
+        n = len(reply["dtypes"])
+        outputs = [_as_float(a, d) for a, d in zip(out[:n], reply["dtypes"], strict=True)]
+        masks = iter(out[n:])
+        unwritten = [next(masks).astype(bool) if has else None for has in reply["unwritten"]]
+        return RunResult(outputs=outputs, unwritten=unwritten, seconds=time.monotonic() - t0)
+
+    def time(self, candidate, input_sets, *, warmup: int, iters: int) -> list[float]:
+        raise BackendUnavailable("use measure(): candidates are timed together with their baselines")
+
+    def measure(self, task: KernelTask, candidate: KernelCandidate, case: dict[str, Any], dtype: str, *, seed: int,
+                warmup: int, iters: int) -> dict[str, list[float]]:
+        payload = {"task_dir": str(task.folder), "candidate": candidate.model_dump(mode="json"), "case": case,
+                   "dtype": dtype, "seed": seed, "warmup": warmup, "iters": iters}
+        return self._call("measure", payload, timeout=600)[0]["samples"]
+
+    def _safe_call(self, op: str, header: dict[str, Any], arrays: list[np.ndarray], timeout: float) -> Any:
+        """The worker's answer, or one sentence saying why there is none (crash, timeout)."""
+        from mlxport.backends.worker import WorkerError
+
+        try:
+            return self._call(op, header, arrays, timeout)
+        except WorkerError as e:
+            return str(e)
+
+
+def _probe(name: str) -> Availability:
+    """Ask a short-lived interpreter, so a broken GPU stack cannot take this process down."""
+    import subprocess
+    import sys
+
+    code = ("import mlx.core as mx; import sys; "
+            f"sys.exit(0 if mx.{'metal' if name == 'metal' else 'cuda'}.is_available() else 3)")
+    try:
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return Availability(False, "probing MLX timed out")
+    if r.returncode == 0:
+        return Availability(True)
+    if name == "metal":
+        why = "not Apple silicon" if platform.system() != "Darwin" else "MLX reports no Metal device"
+    else:
+        why = "MLX's CUDA backend is not installed or sees no NVIDIA GPU (pip install 'mlxport[cuda]')"
+    return Availability(False, why if r.returncode == 3 else f"{why}; probe said: {r.stderr.strip()[-200:]}")
+
+
+def _infos(args: dict[str, ArgInfo]) -> dict[str, Any]:
+    out = {}
+    for k, v in args.items():
+        out[k] = {"shape": list(v.shape), "dtype": v.dtype.name} if hasattr(v, "shape") else v
+    return out
+
+
+def _pack_inputs(inputs: dict[str, Any]) -> tuple[list[dict[str, Any]], list[np.ndarray]]:
+    """Arrays travel as raw numpy data (bfloat16 as its uint16 bits); scalars in the header."""
+    import mlx.core as mx
+
+    from mlxport.inputs import dtype_name
+
+    specs, arrays = [], []
+    for name, value in inputs.items():
+        if isinstance(value, mx.array):
+            raw = value.view(mx.uint16) if value.dtype == mx.bfloat16 else value
+            specs.append({"name": name, "dtype": dtype_name(value.dtype), "array": len(arrays)})
+            arrays.append(np.array(raw))
+        else:
+            specs.append({"name": name, "value": value})
+    return specs, arrays
+
+
+def _as_float(a: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "bfloat16":  # bits back to float32: numpy has no bfloat16
+        return (a.astype(np.uint32) << 16).view(np.float32)
+    return a
+
+
+class MetalBackend(GpuBackend):
+    name = "metal"
+    language = "msl"
+
+
+class CudaBackend(GpuBackend):
+    name = "cuda"
+    language = "cuda"

@@ -1,0 +1,121 @@
+"""What the metal and cuda backends' worker process executes (see backends/gpu.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mlx.core as mx
+import numpy as np
+
+from mlxport.backends import mlx_kernel
+from mlxport.spec import KernelCandidate
+
+
+def handle(header: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, Any], list[np.ndarray]]:
+    """The worker's entry point (see backends/worker.py): dispatch on ``op``."""
+    return OPS[header["op"]](header, arrays)
+
+
+def device_info(payload: dict[str, Any], arrays=None) -> tuple[dict[str, Any], list]:
+    info = dict(mx.device_info(mx.gpu)) if hasattr(mx, "device_info") else {}
+    info = {k: (v if isinstance(v, str | int | float | bool) else str(v)) for k, v in info.items()}
+    info.setdefault("device_name", payload["backend"])
+    info["mlx_version"] = mx.__version__
+    bandwidth = _calibrated_bandwidth()
+    if bandwidth:
+        info["bandwidth_gbs"] = bandwidth
+    return info, []
+
+
+def _calibrated_bandwidth() -> float | None:
+    from mlxport.backends.calibration import load
+
+    cal = load()
+    return cal.get("copy_gbs") if cal else None
+
+
+def _example_inputs(args: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for name, v in args.items():
+        if isinstance(v, dict):
+            dtype = mlx_kernel.MX_DTYPES[v["dtype"]]
+            out[name] = mx.ones(v["shape"], dtype=dtype)
+        else:
+            out[name] = v
+    return out
+
+
+def compile(payload: dict[str, Any], arrays=None) -> tuple[dict[str, Any], list]:
+    """Compile by launching once on placeholder inputs of the right signature (MLX compiles at
+    the first evaluation); errors come back as diagnostics on body and header lines."""
+    candidate = KernelCandidate.model_validate(payload["candidate"])
+    inputs = _example_inputs(payload["args"])
+    try:
+        mx.eval(*mlx_kernel.launch(candidate, inputs))
+    except Exception as e:
+        diags = mlx_kernel.compile_diagnostics(candidate, inputs, str(e))
+        return {"ok": False, "diagnostics": [d.model_dump() for d in diags]}, []
+    return {"ok": True, "diagnostics": []}, []
+
+
+def _inputs(specs: list[dict[str, Any]], arrays: list[np.ndarray]) -> dict[str, Any]:
+    out = {}
+    for spec in specs:
+        if "array" not in spec:
+            out[spec["name"]] = spec["value"]
+            continue
+        a = mx.array(arrays[spec["array"]])
+        out[spec["name"]] = a.view(mx.bfloat16) if spec["dtype"] == "bfloat16" else a
+    return out
+
+
+def run(payload: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, Any], list[np.ndarray]]:
+    candidate = KernelCandidate.model_validate(payload["candidate"])
+    inputs = _inputs(payload["inputs"], arrays)
+    try:
+        outs = mlx_kernel.launch(candidate, inputs, poison=True)
+        mx.eval(*outs)
+    except Exception as e:
+        return {"error": f"{type(e).__name__}: {str(e)[:800]}"}, []
+    dtypes = [mlx_kernel.DTYPE_NAMES[o.dtype] for o in outs]
+    data = [np.array(o.view(mx.uint16) if o.dtype == mx.bfloat16 else o) for o in outs]
+    poisoned = candidate.init_value is None
+    masks = [np.isnan(np.array(o.astype(mx.float32))) if poisoned and d.startswith(("float", "bfloat")) else None
+             for o, d in zip(outs, dtypes, strict=True)]
+    return ({"dtypes": dtypes, "unwritten": [m is not None for m in masks]},
+            data + [m.astype(np.uint8) for m in masks if m is not None])
+
+
+def measure(payload: dict[str, Any], arrays=None) -> tuple[dict[str, Any], list]:
+    """Time the candidate and every baseline of the task on the same inputs, interleaved in
+    rounds so that drift affects all alike."""
+    from mlxport.inputs import call, make_inputs
+    from mlxport.suite import load_task, resolve
+
+    task = load_task(payload["task_dir"])
+    candidate = KernelCandidate.model_validate(payload["candidate"])
+    case, dtype = payload["case"], payload["dtype"]
+    sets = [make_inputs(task, case, dtype, payload["seed"] + i) for i in range(3)]
+    params = task.param_values(case)
+    order = [t.name for t in task.inputs]
+
+    def cand(inputs):
+        return mlx_kernel.launch(candidate, {**inputs, **params})
+
+    fns = {"candidate": cand}
+    for label, ref in (("native", task.baselines.native), ("naive", task.baselines.naive)):
+        fn = resolve(task, ref)
+        fns[label] = lambda inputs, fn=fn: fn(*[inputs[n] for n in order], **params)
+    call(task.reference, task, sets[0], case)  # the reference runs here too: a broken task fails loudly
+    samples: dict[str, list[float]] = {k: [] for k in fns}
+    rounds = 3
+    per_round = max(1, payload["iters"] // rounds)
+    for r in range(rounds):
+        for name, fn in fns.items():
+            samples[name] += mlx_kernel.time_calls(fn, sets, warmup=payload["warmup"] if r == 0 else 1,
+                                                   iters=per_round)
+    return {"samples": samples}, []
+
+
+OPS = {"device_info": device_info, "compile": compile, "run": run, "measure": measure}
+

@@ -1,0 +1,143 @@
+"""The porting graph end to end on the real simulator, driven by scripted models."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from langgraph.runtime import Runtime
+
+from mlxport.agent.graph import assess
+from mlxport.agent.models import ScriptedModel
+from mlxport.agent.port import run_port
+from mlxport.agent.state import RunConfig
+from mlxport.spec import BenchmarkReport, KernelCandidate, Timing
+from mlxport.suite import expert_ports, load_task
+from mlxport.tools.toolbox import Record
+
+TASK = load_task("vector_add")
+PORT = expert_ports(TASK)["msl"]
+
+
+def compile_call(candidate: KernelCandidate = PORT, **overrides) -> dict:
+    args = candidate.model_dump(mode="json", exclude_defaults=True)
+    args.pop("language", None)
+    return {"name": "compile_kernel", "args": {**args, **overrides}}
+
+
+def model(*turns, repeat_last=False) -> ScriptedModel:
+    return ScriptedModel(script=[t if "content" in t or "tool_calls" in t or "raw_tool_calls" in t
+                                 else {"tool_calls": [t]} for t in turns], repeat_last=repeat_last)
+
+
+def port(tmp_path, scripted, **config) -> dict:
+    cfg = RunConfig(backend="sim", **{"max_iterations": 12, **config})
+    return run_port(TASK, cfg, tmp_path, model=scripted)
+
+
+def test_scripted_expert_port_is_verified_and_written(tmp_path):
+    scripted = model({"name": "read_cuda_source", "args": {}},
+                     {"name": "update_plan", "args": {"action": "add", "idea": "one thread per element"}},
+                     {"name": "update_plan", "args": {"action": "select", "node_id": "p1"}},
+                     compile_call(),
+                     {"name": "run_correctness", "args": {"candidate_id": PORT.id}},
+                     {"name": "benchmark", "args": {"candidate_id": PORT.id}},
+                     {"name": "finish", "args": {"summary": "expert port"}})
+    run = port(tmp_path, scripted)
+    assert run["stop_reason"] == "finish"
+    assert run["result"] == {**run["result"], "candidate_id": PORT.id, "verified": True, "backend": "sim",
+                             "timed": False}
+    assert "ESTIMATE" in run["result"]["estimate"]
+    folder = tmp_path / "vector_add"
+    for name in ("kernel.py", "test_kernel.py", "report.md", "run.json", "transcript.jsonl", f"candidates/{PORT.id}.toml"):
+        assert (folder / name).is_file(), name
+    report = (folder / "report.md").read_text()
+    assert "verified on the `sim` backend" in report and "Not timed" in report
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(folder / "test_kernel.py")],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:]
+
+
+@pytest.mark.parametrize(
+    ("turns", "config", "reason"),
+    [
+        ([{"name": "read_cuda_source", "args": {}}], {"max_iterations": 3}, "iterations"),
+        ([{"tool_calls": [{"name": "read_cuda_source", "args": {}}], "usage": {"input_tokens": 6000, "output_tokens": 10}}],
+         {"max_tokens": 10_000}, "tokens"),
+        ([{"tool_calls": [{"name": "read_cuda_source", "args": {}}], "usage": {"input_tokens": 400_000,
+                                                                               "output_tokens": 0}}],
+         {"max_cost": 1.0, "prices": (3.0, 15.0), "max_tokens": 10**9}, "cost"),
+        ([{"name": "read_cuda_source", "args": {}}], {"max_wall_seconds": 1e-6}, "wall_time"),
+        ([{"name": "no_such_tool", "args": {}}], {"max_consecutive_errors": 3}, "consecutive_errors"),
+        ([{"content": "I think I am done."}], {"max_consecutive_errors": 2}, "consecutive_errors"),
+    ],
+)
+def test_budget_stop_rules(tmp_path, turns, config, reason):
+    run = port(tmp_path, model(*turns, repeat_last=True), **config)
+    assert run["stop_reason"] == reason
+    assert run["result"]["verified"] is False
+    assert (tmp_path / "vector_add" / "report.md").is_file()
+
+
+def test_patience_stops_after_candidates_without_improvement(tmp_path):
+    variants = [PORT.model_copy(update={"threadgroup": [tg, 1, 1]}) for tg in (256, 128, 64, 32)]
+    turns = []
+    for v in variants:
+        turns += [compile_call(v), {"name": "run_correctness", "args": {"candidate_id": v.id}}]
+    run = port(tmp_path, model(*turns), patience=2)
+    assert run["stop_reason"] == "patience"
+    assert run["candidates"] == 3  # the first improves, the next two exhaust patience
+    assert run["result"]["candidate_id"] == variants[0].id and run["result"]["verified"]
+
+
+def test_target_speedup_stops_the_run():
+    """The target rule needs a timed benchmark, which only a GPU gives; assess is pure logic."""
+    record = Record(PORT, correctness=None)
+    from mlxport.spec import CaseResult, CorrectnessReport
+
+    record.correctness = CorrectnessReport(backend="metal", candidate_id=PORT.id, task="vector_add", seeds=[1],
+                                           cases=[CaseResult(case="N=1", dtype="float32", verdict="pass")])
+    timing = Timing(name="candidate", median_us=10.0, spread=0.01, samples=30)
+    record.benchmark = BenchmarkReport(backend="metal", device="M3 Max", candidate_id=PORT.id, task="vector_add",
+                                       case="N=1", dtype="float32", candidate=timing,
+                                       baselines=[timing.model_copy(update={"name": "native", "median_us": 13.0})],
+                                       speedups={"native": 1.3})
+    state = {"task_dir": str(TASK.folder), "records": {PORT.id: record.to_state()}, "evaluated": 0,
+             "iterations": 4, "best_history": []}
+    update = assess(state, Runtime(context=RunConfig(target_speedup=1.2)))
+    assert update["stop_reason"] == "target_speedup" and update["best_id"] == PORT.id
+
+
+def test_tool_errors_go_back_to_the_model(tmp_path):
+    oversized = compile_call(source="// pad\n" * 20_000)
+    scripted = model({"name": "no_such_tool", "args": {}},
+                     {"name": "run_correctness", "args": {"candidate_id": "deadbeef"}},
+                     {"name": "compile_kernel", "args": {"grid": "not a list"}},
+                     oversized,
+                     {"raw_tool_calls": [{"name": "compile_kernel", "args": '{"name": "x"'}]},
+                     compile_call(grid=["a.size + ", 1, 1]),
+                     compile_call(source="uint i = thread_position_in_grid.x;\nout[i] = a[i] + b[i]\n"),
+                     {"name": "finish", "args": {}})
+    run = port(tmp_path, scripted, max_consecutive_errors=10)
+    assert run["stop_reason"] == "finish"
+    assert run["tool_errors"] >= 6
+    lines = [json.loads(x) for x in (tmp_path / "vector_add" / "transcript.jsonl").read_text().splitlines()]
+    tool_texts = [x["content"] for x in lines if x["type"] == "tool"]
+    assert any("unknown tool 'no_such_tool'" in t for t in tool_texts)
+    assert any("unknown candidate id 'deadbeef'" in t for t in tool_texts)
+    assert any("invalid arguments for compile_kernel" in t for t in tool_texts)
+    assert any("not valid JSON" in t for t in tool_texts)
+    assert any("compile failed" in t and "source line 2" in t for t in tool_texts)
+
+
+def test_final_verification_rejects_a_kernel_that_fails_held_out_cases(tmp_path):
+    # Right on the visible sizes (even N) only: the held-out odd sizes expose it.
+    hack = PORT.model_copy(update={"source": "uint i = thread_position_in_grid.x;\n"
+                                             "out[i] = (a_shape[0] % 2 == 0) ? a[i] + b[i] : a[i];\n"})
+    good = PORT.model_copy(update={"threadgroup": [128, 1, 1]})
+    scripted = model(compile_call(hack), {"name": "run_correctness", "args": {"candidate_id": hack.id}},
+                     compile_call(good), {"name": "run_correctness", "args": {"candidate_id": good.id}},
+                     {"name": "finish", "args": {"candidate_id": hack.id}})
+    run = port(tmp_path, scripted)
+    assert run["rejected_in_final_verification"] == [hack.id]
+    assert run["result"]["candidate_id"] == good.id and run["result"]["verified"]
