@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from mlxport.errors import UserError
@@ -170,6 +171,147 @@ def _kb(fn):
         raise UserError(str(e)) from e
 
 
+# ---------------------------------------------------------------- kernels
+
+
+BackendOpt = Annotated[str, typer.Option(help="auto, metal, cuda or sim.")]
+
+
+@app.command()
+def check(candidate: Annotated[Path, typer.Argument(help="Candidate .toml file.")],
+          task: Annotated[str, typer.Option(help="Task name or folder.")],
+          backend: BackendOpt = "auto", seed: Annotated[int | None, typer.Option(help="Input seed.")] = None,
+          heldout: Annotated[bool, typer.Option(help="Also run the held-out cases.")] = False,
+          as_json: JsonOpt = False) -> None:
+    """Compile a candidate and check it against the task's reference on every visible case and dtype."""
+    from mlxport.backends import get_backend
+    from mlxport.correctness import run_correctness
+    from mlxport.suite import load_candidate, load_task
+
+    the_task, cand = load_task(task), load_candidate(candidate)
+    be = get_backend(backend)
+    report = run_correctness(the_task, cand, be, seed=seed, heldout=heldout)
+    if as_json:
+        _print_json(report.model_dump(mode="json") | {"ok": report.ok})
+    else:
+        table = Table("case", "dtype", "verdict", "max abs err", "max rel err", "err norm", "first mismatch / error")
+        for c in report.cases:
+            color = "green" if c.verdict == "pass" else "red"
+            detail = c.error or (f"{c.first_mismatch}: got {c.got:.6g}, expected {c.expected:.6g}; {c.pattern}"
+                                 if c.first_mismatch is not None else c.pattern)
+            table.add_row(c.case, c.dtype, f"[{color}]{c.verdict}[/{color}]", _num(c.max_abs), _num(c.max_rel),
+                          _num(c.err_norm), detail)
+        out.print(table)
+        out.print(f"{'PASS' if report.ok else 'FAIL'}: candidate {cand.id} on {be.name} (seed {report.seeds[0]})")
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def _num(v: float | None) -> str:
+    return "" if v is None else f"{v:.3g}"
+
+
+@app.command()
+def bench(candidate: Annotated[Path, typer.Argument(help="Candidate .toml file.")],
+          task: Annotated[str, typer.Option(help="Task name or folder.")],
+          backend: BackendOpt = "auto", chip: Annotated[str, typer.Option(help="Chip for simulator estimates.")] = "M3 Max",
+          as_json: JsonOpt = False) -> None:
+    """Check a candidate, then time it against the task's baselines on the bench cases."""
+    from mlxport.backends import get_backend
+    from mlxport.benchmark import benchmark, summary
+    from mlxport.correctness import run_correctness
+    from mlxport.suite import load_candidate, load_task
+
+    the_task, cand = load_task(task), load_candidate(candidate)
+    be = get_backend(backend)
+    report = run_correctness(the_task, cand, be)
+    if not report.ok:
+        err.print(report.summary(), highlight=False, markup=False)
+        raise UserError(f"candidate {cand.id} is not correct on {be.name}: fix it before timing it (see mlxport check)")
+    results = [benchmark(the_task, cand, be, case=c, chip=chip) for c in the_task.bench_cases()]
+    if as_json:
+        _print_json([r.model_dump(mode="json") for r in results])
+    else:
+        for r in results:
+            out.print(summary(r), highlight=False, markup=False)
+
+
+@app.command()
+def read(path: Annotated[Path, typer.Argument(help="A .cu file.")], as_json: JsonOpt = False) -> None:
+    """Read a CUDA file: kernels, parameters, shared memory, intrinsics, launches, Metal mapping."""
+    from mlxport.translate.reader import CudaReadError, read_cuda, summary
+
+    if not path.is_file():
+        raise UserError(f"no such file {path}: pass the path of a .cu file")
+    try:
+        cf = read_cuda(path)
+    except CudaReadError as e:
+        raise UserError(str(e)) from e
+    if as_json:
+        sys.stdout.write(cf.model_dump_json(indent=2) + "\n")
+    else:
+        out.print(summary(cf), highlight=False, markup=False)
+
+
+@app.command()
+def translate(path: Annotated[Path, typer.Argument(help="A .cu file.")],
+              kernel: Annotated[str | None, typer.Option(help="Kernel to translate (default: the first).")] = None,
+              target: Annotated[str, typer.Option(help="msl or cuda.")] = "msl",
+              task: Annotated[str | None, typer.Option(help="Task whose inputs and params bind the kernel's.")] = None,
+              output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the candidate here.")] = None) -> None:
+    """Rule-based translation (a non-LLM baseline) of a CUDA kernel into a candidate."""
+    from mlxport.suite import load_task
+    from mlxport.translate.reader import CudaReadError
+    from mlxport.translate.translator import translate as run_translate
+
+    if target not in ("msl", "cuda"):
+        raise UserError(f"--target must be msl or cuda, not {target!r}")
+    if not path.is_file():
+        raise UserError(f"no such file {path}: pass the path of a .cu file")
+    try:
+        result = run_translate(path.read_text(errors="replace"), kernel=kernel, target=target,
+                               task=load_task(task) if task else None)
+    except CudaReadError as e:
+        raise UserError(str(e)) from e
+    text = result.candidate.to_toml()
+    if output:
+        output.write_text(text)
+        out.print(f"wrote {output}")
+    else:
+        sys.stdout.write(text)
+    for note in result.notes:
+        err.print(f"note: {note}", highlight=False, markup=False)
+
+
+@app.command()
+def doctor(as_json: JsonOpt = False,
+           calibrate: Annotated[bool, typer.Option(help="Measure copy bandwidth and matmul rate on the GPU.")] = False
+           ) -> None:
+    """Which backends can run here, and why not."""
+    import platform
+
+    from mlxport.backends import availability, select_auto
+
+    status = availability()
+    data = {"platform": platform.platform(), "python": platform.python_version(), "auto": select_auto(),
+            "backends": {k: {"available": v.ok, "reason": v.reason} for k, v in status.items()}}
+    if calibrate:
+        if data["auto"] == "sim":
+            raise UserError("--calibrate needs a GPU backend (metal or cuda); the simulator has no timing")
+        from mlxport.backends.calibration import measure
+
+        data["calibration"] = measure()
+    if as_json:
+        _print_json(data)
+        return
+    out.print(f"{data['platform']}, Python {data['python']}; auto selects [bold]{data['auto']}[/bold]")
+    for name, v in status.items():
+        mark = "[green]available[/green]" if v.ok else f"[red]unavailable[/red]: {escape(v.reason)}"
+        out.print(f"  {name:6s} {mark}")
+    if "calibration" in data:
+        out.print(f"  calibration: {data['calibration']}")
+
+
 # ---------------------------------------------------------------- port
 
 
@@ -276,14 +418,14 @@ def _progress(console: Console):
             if kind == "ai":
                 text = (m.content or "").strip() if isinstance(m.content, str) else ""
                 if text:
-                    console.print(f"[cyan]model[/cyan] {text[:300]}", highlight=False)
+                    console.print(f"[cyan]model[/cyan] {escape(text[:300])}", highlight=False)
                 for c in m.tool_calls:
                     args = ", ".join(f"{k}={str(v)[:40]!r}" for k, v in c["args"].items() if k != "source")
-                    console.print(f"[cyan]call[/cyan]  {c['name']}({args})", highlight=False)
+                    console.print(f"[cyan]call[/cyan]  {c['name']}({escape(args)})", highlight=False)
             elif kind == "tool":
                 first = str(m.content).splitlines()[0] if m.content else ""
                 color = "red" if getattr(m, "status", "") == "error" else "green"
-                console.print(f"[{color}]tool[/{color}]  {first[:200]}", highlight=False, markup=True)
+                console.print(f"[{color}]tool[/{color}]  {escape(first[:200])}", highlight=False)
         if data.get("best_id"):
             console.print(f"[magenta]best[/magenta]  {data['best_id']}")
         if data.get("stop_reason"):
@@ -313,7 +455,7 @@ def main() -> None:
     try:
         app()
     except UserError as e:
-        err.print(f"[red]error:[/red] {e}", highlight=False)
+        err.print(f"[red]error:[/red] {escape(str(e))}", highlight=False)
         sys.exit(2)
     except KeyboardInterrupt:
         err.print("interrupted")

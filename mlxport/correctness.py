@@ -25,13 +25,14 @@ def new_seed() -> int:
 
 def kernel_args(task: KernelTask, candidate: KernelCandidate, inputs: dict[str, mx.array],
                 case: dict[str, Any]) -> dict[str, Any]:
-    """The candidate's inputs, in its order: task inputs as arrays, params as Python scalars."""
+    """Everything the candidate may name: task inputs as arrays, params as Python scalars. The
+    kernel receives ``candidate.input_names``; the rest is in scope for launch expressions."""
     available: dict[str, Any] = {**inputs, **task.param_values(case)}
     unknown = [n for n in candidate.input_names if n not in available]
     if unknown:
         raise TaskError(f"candidate input(s) {', '.join(unknown)} are not inputs or params of task {task.name} "
                         f"(it has {', '.join(available)})")
-    return {n: available[n] for n in candidate.input_names}
+    return available
 
 
 def output_order(task: KernelTask, candidate: KernelCandidate) -> list[int]:

@@ -231,7 +231,7 @@ class KernelCandidate(Strict):
     output_dtypes: list[str]
     grid: list[Expr]
     threadgroup: list[Expr]
-    template: dict[str, Expr] = Field(default_factory=dict)
+    template: dict[str, bool | int | str] = Field(default_factory=dict)  # bool first: TOML true stays a bool
     init_value: float | None = None
     atomic_outputs: bool = False
     ensure_row_contiguous: bool = True

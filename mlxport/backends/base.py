@@ -7,6 +7,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from mlxport.errors import UserError
 from mlxport.spec import ArrayInfo, CompileResult, KernelCandidate
 
 # What a backend receives per kernel input: an array (mx.array or numpy) or a Python scalar.
@@ -15,7 +16,7 @@ Arg = Any
 ArgInfo = ArrayInfo | int | float | bool
 
 
-class BackendUnavailable(RuntimeError):
+class BackendUnavailable(UserError):
     """The backend cannot run on this machine; the message says why and what to do."""
 
 
@@ -52,10 +53,12 @@ class Backend(Protocol):
     def device_info(self) -> dict[str, Any]: ...
 
     def compile(self, candidate: KernelCandidate, args: dict[str, ArgInfo]) -> CompileResult:
-        """Compile for the input signature described by ``args`` (dtypes, sizes, scalars)."""
+        """Compile for the input signature described by ``args`` (dtypes, sizes, scalars; extra names
+        are in scope for template expressions)."""
 
     def run(self, candidate: KernelCandidate, inputs: dict[str, Arg], *, timeout: float = 60.0) -> RunResult:
-        """Launch once on ``inputs`` (named as in ``candidate.input_names``); isolated from the caller."""
+        """Launch once, isolated from the caller. ``inputs`` holds at least ``candidate.input_names``;
+        any other names (the task's params) are in scope for the launch expressions only."""
 
     def time(self, candidate: KernelCandidate, input_sets: list[dict[str, Arg]], *, warmup: int,
              iters: int) -> list[float]:

@@ -50,25 +50,39 @@ def arg_info(value: Any) -> ArrayInfo | int | float | bool:
     return value
 
 
-def launch(candidate: KernelCandidate, inputs: dict[str, Any], *, poison: bool = False,
-           probe: bool = False) -> list[mx.array]:
-    """One lazy call of the kernel; ``poison`` fills float outputs with NaN so unwritten ones show."""
+def launch_kwargs(candidate: KernelCandidate, inputs: dict[str, Any], *, poison: bool = False) -> dict[str, Any]:
+    """The keyword arguments of the kernel call for inputs of these shapes and dtypes; ``poison``
+    fills float outputs with NaN so unwritten elements show."""
     spec = candidate.launch({n: arg_info(v) for n, v in inputs.items()})
-    kernel = make_kernel(candidate, probe=probe)
     init = candidate.init_value
     if init is None and poison and all(d.startswith(("float", "bfloat")) for d in spec.output_dtypes):
         init = float("nan")
-    kwargs: dict[str, Any] = {}
-    if candidate.language == "cuda" and spec.shared_memory:
-        # cuda_kernel takes dynamic shared memory at construction; rebuild with the resolved size.
-        kernel = mx.fast.cuda_kernel(name=candidate.name, input_names=candidate.input_names,
-                                     output_names=candidate.output_names, source=candidate.source,
-                                     header=candidate.header, ensure_row_contiguous=candidate.ensure_row_contiguous,
-                                     shared_memory=spec.shared_memory)
     template = [(k, MX_DTYPES[v] if isinstance(v, str) else v) for k, v in spec.template]
-    return kernel(inputs=[inputs[n] for n in candidate.input_names], output_shapes=spec.output_shapes,
-                  output_dtypes=[MX_DTYPES[d] for d in spec.output_dtypes], grid=spec.grid,
-                  threadgroup=spec.threadgroup, template=template or None, init_value=init, **kwargs)
+    return {"output_shapes": spec.output_shapes, "output_dtypes": [MX_DTYPES[d] for d in spec.output_dtypes],
+            "grid": spec.grid, "threadgroup": spec.threadgroup, "template": template or None, "init_value": init,
+            "shared_memory": spec.shared_memory}
+
+
+def launch(candidate: KernelCandidate, inputs: dict[str, Any], *, poison: bool = False,
+           probe: bool = False) -> list[mx.array]:
+    """One lazy call of the kernel. ``inputs`` may hold more names than the kernel takes (the
+    task's params), which are in scope for the launch expressions."""
+    kwargs = launch_kwargs(candidate, inputs, poison=poison)
+    return bound_kernel(candidate, kwargs.pop("shared_memory"), probe=probe)(
+        inputs=[inputs[n] for n in candidate.input_names], **kwargs)
+
+
+def bound_kernel(candidate: KernelCandidate, shared_memory: int = 0, *, probe: bool = False):
+    """The kernel object; cuda_kernel takes dynamic shared memory at construction."""
+    if candidate.language == "cuda" and shared_memory:
+        key = f"{candidate.id}:smem{shared_memory}"
+        if key not in _kernels:
+            _kernels[key] = mx.fast.cuda_kernel(
+                name=candidate.name, input_names=candidate.input_names, output_names=candidate.output_names,
+                source=candidate.source, header=candidate.header,
+                ensure_row_contiguous=candidate.ensure_row_contiguous, shared_memory=shared_memory)
+        return _kernels[key]
+    return make_kernel(candidate, probe=probe)
 
 
 def compile_diagnostics(candidate: KernelCandidate, inputs: dict[str, Any], error: str) -> list[Diagnostic]:
@@ -134,13 +148,14 @@ def _locate(line: int, col: int | None, msg: str, starts: dict[str, int]) -> Dia
 
 def time_calls(fn, input_sets: list[dict[str, Any]], *, warmup: int, iters: int,
                min_batch_seconds: float = 2e-3) -> list[float]:
-    """Seconds per call. Each sample evaluates a batch of calls (rotating over input sets, so no
-    cache or reused result helps) and synchronises once, so launch overhead is amortised the
-    way it is in a real model; batches are sized to last at least ``min_batch_seconds``."""
+    """Seconds per call. Each sample runs a batch of calls (rotating over input sets, so no cache
+    or reused result helps) and synchronises once. Each call is submitted as soon as it is built
+    (async_eval), so Python overlaps the device as in a real model; batches last at least
+    ``min_batch_seconds`` so launch overhead is amortised."""
     def batch(n: int, offset: int) -> float:
         t0 = time.perf_counter()
-        outs = [fn(input_sets[(offset + j) % len(input_sets)]) for j in range(n)]
-        mx.eval(outs)
+        for j in range(n):
+            mx.async_eval(fn(input_sets[(offset + j) % len(input_sets)]))
         mx.synchronize()
         return time.perf_counter() - t0
 

@@ -195,7 +195,7 @@ def _compile(session: Session, candidate: KernelCandidate) -> CompileResult:
             candidate.launch(infos)
         except UserError as e:
             raise ToolError(f"launch expressions fail for case {task.case_label(case)} {dtype}: {e}") from e
-        result = session.backend.compile(candidate, {n: infos[n] for n in candidate.input_names if n in infos})
+        result = session.backend.compile(candidate, infos)
         if not result.ok:
             return result
     return result

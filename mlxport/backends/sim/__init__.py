@@ -1,0 +1,206 @@
+"""The Metal simulator backend: MSL kernel bodies checked for correctness on any machine.
+
+The body is wrapped in the signature MLX generates, rewritten into C++ against headers that
+implement MSL, compiled into a shared library (cached) and launched in a worker process:
+threadgroups spread over the cores, their lanes run as fibers so barriers and SIMD-group
+functions behave, and every buffer access is bounds checked. It never times kernels.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+from mlxport.backends.base import Arg, ArgInfo, Availability, BackendUnavailable, RunResult
+from mlxport.backends.sim import build as _build
+from mlxport.backends.sim.host import (
+    STORAGE,
+    HostArray,
+    bfloat16_to_float32,
+    from_value,
+    output_fill,
+)
+from mlxport.backends.sim.signature import (
+    Signature,
+    SignatureError,
+    SimSource,
+    build_signature,
+    mlx_source,
+    sim_text,
+)
+from mlxport.backends.worker import Worker, WorkerError
+from mlxport.expr import ITEMSIZE, ArrayInfo, ExprError
+from mlxport.spec import CompileResult, Diagnostic, KernelCandidate, Launch
+
+__all__ = ["SimBackend", "mlx_source"]
+
+MAX_THREADS_PER_THREADGROUP = 1024
+STACK_BYTES = int(os.environ.get("MLXPORT_SIM_STACK", str(64 << 10)))
+
+
+def sim_threads() -> int:
+    env = os.environ.get("MLXPORT_SIM_THREADS")
+    if env and env.strip().isdigit() and int(env) > 0:
+        return int(env)
+    return os.cpu_count() or 1
+
+
+class SimBackend:
+    """Backend protocol implementation (see mlxport.backends.base)."""
+
+    name = "sim"
+    timing = False
+
+    def __init__(self, *, threads: int | None = None, memory_bytes: int | None = None):
+        self.threads = threads or sim_threads()
+        self._worker = Worker("mlxport.backends.sim.runner:handle",
+                              **({"memory_bytes": memory_bytes} if memory_bytes else {}))
+        self._builds: dict[str, _build.BuildResult] = {}
+
+    # ------------------------------------------------------------ protocol
+
+    def available(self) -> Availability:
+        try:
+            _build.find_compiler()
+        except _build.CompilerMissing as e:
+            return Availability(False, str(e))
+        return Availability(True)
+
+    def device_info(self) -> dict[str, Any]:
+        info: dict[str, Any] = {"name": "Metal simulator", "backend": "sim", "threads": self.threads,
+                                "simd_width": 32, "max_threads_per_threadgroup": MAX_THREADS_PER_THREADGROUP,
+                                "threadgroup_memory_bytes": 32768, "cache": str(_build.cache_dir())}
+        try:
+            cc = _build.find_compiler()
+            info.update(compiler=" ".join(cc.command), compiler_version=cc.version, flags=" ".join(cc.flags()))
+        except _build.CompilerMissing as e:
+            info["compiler_error"] = str(e)
+        return info
+
+    def compile(self, candidate: KernelCandidate, args: dict[str, ArgInfo]) -> CompileResult:
+        t0 = time.perf_counter()
+        try:
+            args = {k: v if isinstance(v, ArrayInfo | bool | int | float) else from_value(v, True).info
+                    for k, v in args.items()}
+            sig = self._signature(candidate, args)
+            result = self._compile(sim_text(sig))
+        except (ExprError, SignatureError, _build.CompilerMissing) as e:
+            return CompileResult(backend=self.name, ok=False, candidate_id=candidate.id,
+                                 diagnostics=[Diagnostic(message=str(e), where="generated")],
+                                 seconds=time.perf_counter() - t0)
+        return CompileResult(backend=self.name, ok=result.ok, candidate_id=candidate.id,
+                             diagnostics=result.diagnostics, seconds=time.perf_counter() - t0,
+                             cached=result.cached)
+
+    def run(self, candidate: KernelCandidate, inputs: dict[str, Arg], *, timeout: float = 60.0) -> RunResult:
+        t0 = time.perf_counter()
+        try:
+            return self._run(candidate, inputs, timeout, t0)
+        except (ExprError, SignatureError, _build.CompilerMissing) as e:
+            return RunResult(error=str(e), seconds=time.perf_counter() - t0)
+
+    def time(self, candidate: KernelCandidate, input_sets: list[dict[str, Arg]], *, warmup: int,
+             iters: int) -> list[float]:
+        raise BackendUnavailable("the simulator checks correctness only; it never times")
+
+    def close(self) -> None:
+        self._worker.close()
+
+    # ------------------------------------------------------------ internals
+
+    def _signature(self, candidate: KernelCandidate, args: dict[str, ArgInfo],
+                   launch: Launch | None = None) -> Signature:
+        if candidate.language != "msl":
+            raise SignatureError(f"the simulator runs MSL kernels only; this candidate is {candidate.language}")
+        return build_signature(candidate, args, launch)
+
+    def _compile(self, src: SimSource) -> _build.BuildResult:
+        key = src.text
+        if key in self._builds:
+            old = self._builds[key]
+            return _build.BuildResult(old.ok, old.library, old.diagnostics, cached=True, log=old.log)
+        result = _build.build(src)
+        self._builds[key] = result
+        return result
+
+    def _run(self, candidate: KernelCandidate, inputs: dict[str, Arg], timeout: float, t0: float) -> RunResult:
+        missing = [n for n in candidate.input_names if n not in inputs]
+        if missing:
+            raise SignatureError(f"missing input(s) {', '.join(missing)}")
+        hosts = {n: from_value(inputs[n], candidate.ensure_row_contiguous) for n in candidate.input_names}
+        infos: dict[str, ArgInfo] = {**{k: v for k, v in inputs.items() if k not in hosts},
+                                     **{n: h.info for n, h in hosts.items()}}
+        launch = candidate.launch(infos)
+        if problem := launch_problem(launch):
+            return RunResult(error=problem, seconds=time.perf_counter() - t0)
+        sig = self._signature(candidate, infos, launch)
+        src = sim_text(sig)
+        built = self._compile(src)
+        if not built.ok:
+            first = built.diagnostics[0] if built.diagnostics else None
+            where = f" ({first.where} line {first.line})" if first and first.line else ""
+            return RunResult(error=f"compile failed{where}: {first.message if first else 'unknown error'}",
+                             seconds=time.perf_counter() - t0)
+        header, arrays = self._request(sig, src, built, hosts, launch, candidate.init_value)
+        try:
+            reply, out = self._worker.call(header, arrays, timeout=timeout)
+        except WorkerError as e:
+            return RunResult(error=str(e), seconds=time.perf_counter() - t0)
+        outputs, unwritten = _results(launch, out)
+        return RunResult(outputs=outputs, unwritten=unwritten, error=reply.get("error"),
+                         seconds=time.perf_counter() - t0)
+
+    def _request(self, sig: Signature, src: SimSource, built: _build.BuildResult, hosts: dict[str, HostArray],
+                 launch: Launch, init_value: float | None) -> tuple[dict[str, Any], list[np.ndarray]]:
+        slots, arrays = [], []
+        for role, name, dtype in sig.buffer_slots():
+            if role == "output":
+                i = [n for n, _ in sig.outputs].index(name)
+                slots.append({"role": role, "name": name, "space": "device", "elem_size": ITEMSIZE[dtype],
+                              "storage": STORAGE[dtype], "shape": list(launch.output_shapes[i]),
+                              "fill": output_fill(dtype, init_value)})
+                continue
+            owner = name if role == "input" else name[: -len(role) - 1]
+            h = hosts[owner]
+            data, offset, elem = _slot_bytes(role, h)
+            space = "device" if role == "input" and h.info.size >= 8 else "constant"
+            slots.append({"role": role, "name": name, "space": space, "elem_size": elem, "offset": offset})
+            arrays.append(data)
+        header = {"op": "run", "library": str(built.library), "slots": slots, "grid": list(launch.grid),
+                  "threadgroup": list(launch.threadgroup), "fibers": src.needs_fibers, "threads": self.threads,
+                  "stack_bytes": STACK_BYTES}
+        return header, arrays
+
+
+def _slot_bytes(role: str, h: HostArray) -> tuple[np.ndarray, int, int]:
+    if role == "input":
+        return h.data, h.offset, ITEMSIZE[h.dtype]
+    if role == "shape":
+        return np.array(h.shape, dtype=np.int32).view(np.uint8), 0, 4
+    if role == "strides":
+        return np.array(h.strides, dtype=np.int64).view(np.uint8), 0, 8
+    return np.array([len(h.shape)], dtype=np.int32).view(np.uint8), 0, 4
+
+
+def launch_problem(launch: Launch) -> str | None:
+    """Launches MLX itself refuses, in MLX's words."""
+    n = launch.threadgroup[0] * launch.threadgroup[1] * launch.threadgroup[2]
+    if n > MAX_THREADS_PER_THREADGROUP:
+        return (f"Thread group size ({n}) is greater than  the maximum allowed threads per threadgroup "
+                f"({MAX_THREADS_PER_THREADGROUP}).")
+    if any(g >= 2**31 for g in launch.grid):
+        return f"grid {launch.grid} exceeds the 2^31-1 threads per dimension MLX can dispatch"
+    return None
+
+
+def _results(launch: Launch, out: list[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray | None]]:
+    n = len(launch.output_dtypes)
+    outputs, unwritten = [], []
+    for i, (shape, dtype) in enumerate(zip(launch.output_shapes, launch.output_dtypes, strict=True)):
+        data = out[i].reshape(shape)
+        outputs.append(bfloat16_to_float32(data) if dtype == "bfloat16" else np.array(data))
+        unwritten.append((out[n + i] == 0).reshape(shape))
+    return outputs, unwritten

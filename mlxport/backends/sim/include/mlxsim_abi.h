@@ -1,0 +1,91 @@
+// The contract between a compiled kernel, the simulator runtime (rt/mlxsim_rt.cpp) and the
+// Python driver (ctypes mirrors Buffer and LaunchParams in mlxport/backends/sim/runner.py).
+// Plain C layouts only: this header must not depend on the MSL type headers.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace mlxsim {
+
+enum AddressSpace : int32_t { AS_DEVICE = 1, AS_CONSTANT = 2, AS_THREADGROUP = 3 };
+
+// One kernel argument (an input, a shape/strides/ndim parameter, an output) or one
+// threadgroup allocation. Accesses are valid in [base, base + bytes); `data` is element 0.
+struct Buffer {
+  const char* name;
+  char* base;
+  int64_t bytes;
+  char* data;
+  int32_t elem_size;
+  int32_t space;
+  uint8_t* mask;  // outputs only: one byte per element, set when a checked store touches it
+  int64_t reserved;
+};
+
+// Every thread-position attribute of one thread, precomputed by the runtime.
+struct ThreadAttrs {
+  uint32_t thread_position_in_grid[3];
+  uint32_t thread_position_in_threadgroup[3];
+  uint32_t threadgroup_position_in_grid[3];
+  uint32_t threads_per_threadgroup[3];
+  uint32_t dispatch_threads_per_threadgroup[3];
+  uint32_t threadgroups_per_grid[3];
+  uint32_t threads_per_grid[3];
+  uint32_t thread_index_in_threadgroup;
+  uint32_t thread_index_in_simdgroup;
+  uint32_t simdgroup_index_in_threadgroup;
+  uint32_t simdgroups_per_threadgroup;
+  uint32_t dispatch_simdgroups_per_threadgroup;
+  uint32_t thread_index_in_quadgroup;
+  uint32_t quadgroup_index_in_threadgroup;
+  uint32_t quadgroups_per_threadgroup;
+  uint32_t dispatch_quadgroups_per_threadgroup;
+};
+
+struct LaunchParams {
+  const Buffer* buffers;
+  int32_t nbuffers;
+  int32_t fibers;   // 0: plain calls (no barrier or SIMD-group function in the kernel)
+  int32_t threads;  // OS threads
+  int32_t race_check;
+  uint32_t grid[3];
+  uint32_t threadgroup[3];
+  int64_t stack_bytes;
+  int64_t stats[4];  // out: threadgroups run, context switches, barrier rounds, SIMD syncs
+};
+
+using LaneFn = void (*)(const Buffer*, const ThreadAttrs*);
+
+// Where a barrier or SIMD-group function was called (file is "source" or "header").
+struct Site {
+  const char* file;
+  uint32_t line;
+  uint32_t column;
+};
+
+constexpr uint32_t kSimdWidth = 32;
+
+// The rendezvous of one SIMD-group collective: the runtime fills it when it releases the lanes
+// waiting at one call site; the first lane to resume computes every lane's result.
+struct Exchange {
+  const void* in[kSimdWidth];
+  void* out[kSimdWidth];
+  uint32_t mask;   // lanes taking part (bit k = thread_index_in_simdgroup k)
+  uint32_t lanes;  // lanes in this SIMD-group (fewer than 32 in a partial group)
+  bool done;
+};
+
+int launch(const LaunchParams* params, LaneFn fn, char* err, int errlen);
+
+Exchange* simd_sync(const void* in, void* out, Site site);
+void threadgroup_barrier_wait(Site site);
+void* tg_alloc(int slot, size_t bytes, size_t align, const char* name, int32_t elem_size,
+               const Buffer** buf, bool* fresh);
+const Buffer* find_buffer(const void* p);
+void race_note(const Buffer* buf, int64_t offset, size_t size, bool write);
+[[noreturn]] void fault_oob(const Buffer* buf, int64_t offset, size_t size, bool read_only);
+[[noreturn]] void fault(const char* message);
+[[noreturn]] void fault_index(const Buffer* buf, int64_t index, int64_t extent);
+uint32_t current_simd_lane();
+
+}  // namespace mlxsim

@@ -1,0 +1,260 @@
+"""Source rewriting that turns MSL kernel text into C++ the simulator runtime compiles.
+
+MSL differs from C++ mostly in its address spaces, so the rewrite is token based and small:
+
+- ``[const] device|constant|threadgroup T*`` becomes ``::mlxsim::Ptr<[const] T, AS>``, a
+  bounds-checked pointer; ``thread T*`` becomes a plain pointer; ``AS T&`` drops the keyword.
+- ``threadgroup T name[A][B];`` becomes a handle bound to per-threadgroup storage (one array
+  shared by the group's lanes, as on the GPU), numbered by a slot per declaration.
+- program-scope ``constant`` variables become ``const``; ``reinterpret_cast`` to a rewritten
+  pointer becomes ``static_cast`` (Ptr converts explicitly); ``1.0h`` becomes ``half(1.0)``;
+  ``#include <metal_*>`` lines are blanked.
+
+Every edit keeps the number of lines, so ``#line`` markers keep compiler lines exact; columns
+are mapped back through the recorded edits.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass, field
+
+SPACES = ("device", "constant", "threadgroup", "thread")
+_AS_ENUM = {"device": "AS_DEVICE", "constant": "AS_CONSTANT", "threadgroup": "AS_THREADGROUP"}
+_QUALIFIERS = ("const", "volatile")
+_DECL_STOP = {";", "=", ",", ")", "[", "{", "(", "}"}
+SYNC_FUNCTIONS = {"threadgroup_barrier", "simdgroup_barrier", "simdgroup_load", "simdgroup_store",
+                  "simdgroup_multiply", "simdgroup_multiply_accumulate", "make_filled_simdgroup_matrix"}
+
+_TOKEN = re.compile(r"""
+    (?P<ws>\s+)
+  | (?P<comment>//[^\n]*|/\*.*?\*/)
+  | (?P<string>"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')
+  | (?P<number>(?:0[xX][0-9a-fA-F']+|(?:\d[\d']*\.?[\d']*|\.\d[\d']*)(?:[eE][+-]?\d+)?)[a-zA-Z_]*)
+  | (?P<ident>[A-Za-z_]\w*)
+  | (?P<punct>::|->|&&|\|\||<<=|>>=|[-+*/%&|^!=<>]=|\+\+|--|.)
+""", re.VERBOSE | re.DOTALL)
+_METAL_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*<metal_\w+>[^\n]*", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Token:
+    kind: str
+    text: str
+    start: int
+    end: int
+
+
+def tokenize(text: str) -> list[Token]:
+    """Significant tokens (no whitespace, no comments) with their offsets."""
+    out = []
+    for m in _TOKEN.finditer(text):
+        kind = m.lastgroup or "punct"
+        if kind not in ("ws", "comment"):
+            out.append(Token(kind, m.group(), m.start(), m.end()))
+    return out
+
+
+@dataclass
+class Rewritten:
+    """Rewritten text plus the edits that produced it, to map compiler positions back."""
+
+    original: str
+    text: str
+    edits: list[tuple[int, int, str]] = field(default_factory=list)  # (start, end, replacement) in original
+    slots: int = 0  # threadgroup declarations numbered so far (slot ids are global to a kernel)
+    sync: bool = False  # uses barriers, SIMD-group functions or simdgroup_matrix (needs fibers)
+
+    def original_position(self, line: int, column: int) -> tuple[int, int]:
+        """Map a 1-based (line, column) in ``text`` to the same place in ``original``."""
+        out_offset = _offset(self.text, line, column)
+        in_offset = out_offset
+        shift = 0
+        for start, end, repl in self.edits:
+            out_start = start + shift
+            if out_offset < out_start:
+                break
+            if out_offset < out_start + len(repl):
+                in_offset = start
+                break
+            shift += len(repl) - (end - start)
+            in_offset = out_offset - shift
+        return _line_col(self.original, in_offset)
+
+
+def _offset(text: str, line: int, column: int) -> int:
+    starts = [0] + [m.end() for m in re.finditer("\n", text)]
+    line = max(1, min(line, len(starts)))
+    return min(starts[line - 1] + max(column, 1) - 1, len(text))
+
+
+def _line_col(text: str, offset: int) -> tuple[int, int]:
+    starts = [0] + [m.end() for m in re.finditer("\n", text)]
+    i = bisect.bisect_right(starts, offset) - 1
+    return i + 1, offset - starts[i] + 1
+
+
+class _Rewriter:
+    def __init__(self, text: str, slot_base: int):
+        self.text = text
+        self.toks = tokenize(text)
+        self.edits: list[tuple[int, int, str]] = []
+        self.slot = slot_base
+        self.sync = False
+
+    def edit(self, start: int, end: int, repl: str) -> None:
+        # Keep the line count: compiler lines must stay those of the candidate's text.
+        self.edits.append((start, end, repl + "\n" * self.text.count("\n", start, end)))
+
+    def run(self) -> None:
+        for m in _METAL_INCLUDE.finditer(self.text):
+            self.edit(m.start(), m.end(), "")
+        toks = self.toks
+        i = 0
+        while i < len(toks):
+            t = toks[i]
+            if t.kind == "ident":
+                self._note_sync(i)
+                if t.text in SPACES:
+                    i = self._space(i)
+                    continue
+                if t.text in ("reinterpret_cast", "const_cast") and self._cast_to_space(i):
+                    self.edit(t.start, t.end, "static_cast")
+            elif t.kind == "number" and t.text[-1] in "hH" and not t.text.startswith(("0x", "0X")):
+                self.edit(t.start, t.end, f"half({t.text[:-1]})")
+            i += 1
+
+    def _note_sync(self, i: int) -> None:
+        name = self.toks[i].text
+        if name in SYNC_FUNCTIONS or name.startswith(("simd_", "quad_")):
+            self.sync = True
+
+    def _cast_to_space(self, i: int) -> bool:
+        toks = self.toks
+        if i + 1 >= len(toks) or toks[i + 1].text != "<":
+            return False
+        for t in toks[i + 2:i + 12]:
+            if t.text == ">":
+                return False
+            if t.text in SPACES:
+                return True
+        return False
+
+    def _space(self, i: int) -> int:
+        """Rewrite the declaration around address-space keyword ``toks[i]``; return the next index."""
+        toks, space = self.toks, self.toks[i].text
+        start_i = i
+        cv = []
+        if i > 0 and toks[i - 1].text in _QUALIFIERS and not self._edited(toks[i - 1].start):
+            start_i = i - 1
+            cv.append(toks[i - 1].text)
+        j, depth, type_toks = i + 1, 0, []
+        while j < len(toks):
+            tx = toks[j].text
+            if tx == "<":
+                depth += 1
+            elif tx == ">":
+                depth -= 1
+            elif tx == ">>":
+                depth -= 2
+            elif depth <= 0 and (tx in ("*", "&", "&&") or tx in _DECL_STOP):
+                break
+            if depth <= 0 and tx in _QUALIFIERS:
+                cv.append(tx)
+            else:
+                type_toks.append(toks[j])
+            j += 1
+        if j >= len(toks):
+            return i + 1
+        stop = toks[j].text
+        if stop == "*":
+            self._pointer(toks[start_i].start, toks[j].end, space, cv, type_toks)
+            return j + 1
+        if stop in ("&", "&&"):
+            self.edit(toks[i].start, toks[i].end, "")
+            return j + 1
+        if space == "threadgroup":
+            return self._threadgroup_decl(start_i, i, type_toks, j)
+        if space == "constant":
+            has_const = any(t.text in ("const", "constexpr") for t in toks[max(0, i - 2):j])
+            self.edit(toks[i].start, toks[i].end, "" if has_const else "const")
+        else:
+            self.edit(toks[i].start, toks[i].end, "")
+        return i + 1
+
+    def _edited(self, offset: int) -> bool:
+        return any(s <= offset < e for s, e, _ in self.edits)
+
+    def _pointer(self, start: int, end: int, space: str, cv: list[str], type_toks: list[Token]) -> None:
+        pointee = " ".join(dict.fromkeys(cv)) + (" " if cv else "") + " ".join(t.text for t in type_toks)
+        if space == "thread":
+            self.edit(start, end, f"{pointee}*")
+        else:
+            self.edit(start, end, f"::mlxsim::Ptr<{pointee}, ::mlxsim::{_AS_ENUM[space]}>")
+
+    def _threadgroup_decl(self, start_i: int, i: int, type_toks: list[Token], j: int) -> int:
+        """``threadgroup T a[N], b;`` -> handles to per-threadgroup storage; returns the index after ``;``."""
+        toks = self.toks
+        if not type_toks or type_toks[-1].kind != "ident":
+            self.edit(toks[i].start, toks[i].end, "")
+            return i + 1
+        name_tok = type_toks[-1]
+        base = " ".join(t.text for t in type_toks[:-1])
+        decls = []
+        k = j
+        name = name_tok.text
+        while True:
+            dims = []
+            while k < len(toks) and toks[k].text == "[":
+                close = _matching(toks, k, "[", "]")
+                dims.append(self.text[toks[k].end:toks[close].start].strip())
+                k = close + 1
+            decls.append(self._tg_handle(base, name, dims))
+            if k + 1 < len(toks) and toks[k].text == "," and toks[k + 1].kind == "ident":
+                name = toks[k + 1].text
+                k += 2
+                continue
+            break
+        first = start_i
+        if first > 0 and toks[first - 1].text == "static":
+            first -= 1
+        end = toks[k].end if k < len(toks) and toks[k].text == ";" else toks[k - 1].end
+        self.edit(toks[first].start, end, " ".join(decls))
+        return k + 1
+
+    def _tg_handle(self, base: str, name: str, dims: list[str]) -> str:
+        slot = self.slot
+        self.slot += 1
+        if not dims:
+            return f'auto& {name} = *::mlxsim::tg_scalar<{base}>({slot}, "{name}");'
+        extents = ", ".join(f"({d})" for d in dims)
+        return f'auto {name} = ::mlxsim::tg_array<{base}, {extents}>({slot}, "{name}");'
+
+
+def _matching(toks: list[Token], k: int, open_: str, close: str) -> int:
+    depth = 0
+    for m in range(k, len(toks)):
+        if toks[m].text == open_:
+            depth += 1
+        elif toks[m].text == close:
+            depth -= 1
+            if depth == 0:
+                return m
+    return len(toks) - 1
+
+
+def rewrite_msl(text: str, slot_base: int = 0) -> Rewritten:
+    """Rewrite MSL ``text`` (a kernel body or header) into simulator C++."""
+    rw = _Rewriter(text, slot_base)
+    rw.run()
+    edits = sorted(rw.edits)
+    out, pos = [], 0
+    for start, end, repl in edits:
+        if start < pos:  # overlapping edit (should not happen); keep the first
+            continue
+        out.append(text[pos:start])
+        out.append(repl)
+        pos = end
+    out.append(text[pos:])
+    return Rewritten(text, "".join(out), edits, rw.slot, rw.sync)

@@ -1,0 +1,542 @@
+// The simulator runtime: threadgroups spread over OS threads; within a threadgroup, lanes run
+// as fibers that switch only at barriers and SIMD-group collectives (or as plain calls when
+// the kernel has neither). Compiled once, linked into every kernel library.
+#include "mlxsim_abi.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <csetjmp>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#if !defined(__x86_64__) && !defined(__aarch64__)
+#include <ucontext.h>
+#endif
+
+namespace mlxsim {
+namespace {
+
+// ---------------------------------------------------------------- context switching
+// swapcontext saves the signal mask with a syscall on every switch; a register-only switch
+// is ~50x cheaper. Only callee-saved state is saved: every switch is a function call.
+#if defined(__x86_64__)
+extern "C" __attribute__((naked, noinline)) void mlxsim_switch(void** /*save_sp*/, void* /*to_sp*/) {
+  asm volatile(
+      "pushq %rbp\n\tpushq %rbx\n\tpushq %r12\n\tpushq %r13\n\tpushq %r14\n\tpushq %r15\n\t"
+      "subq $8, %rsp\n\tstmxcsr (%rsp)\n\tfnstcw 4(%rsp)\n\t"
+      "movq %rsp, (%rdi)\n\tmovq %rsi, %rsp\n\t"
+      "ldmxcsr (%rsp)\n\tfldcw 4(%rsp)\n\taddq $8, %rsp\n\t"
+      "popq %r15\n\tpopq %r14\n\tpopq %r13\n\tpopq %r12\n\tpopq %rbx\n\tpopq %rbp\n\tret\n\t");
+}
+extern "C" __attribute__((naked, noinline)) void mlxsim_trampoline() {
+  asm volatile("movq %r12, %rdi\n\tandq $-16, %rsp\n\tcallq *%r13\n\tud2\n\t");
+}
+void* init_stack(char* top, void (*entry)(void*), void* arg) {
+  auto* sp = reinterpret_cast<uint64_t*>(reinterpret_cast<uintptr_t>(top) & ~uintptr_t(15)) - 10;
+  uint32_t mxcsr;
+  uint16_t fpucw;
+  asm volatile("stmxcsr %0" : "=m"(mxcsr));
+  asm volatile("fnstcw %0" : "=m"(fpucw));
+  sp[0] = uint64_t(mxcsr) | (uint64_t(fpucw) << 32);
+  sp[1] = sp[2] = 0;                              // r15 r14
+  sp[3] = reinterpret_cast<uint64_t>(entry);      // r13
+  sp[4] = reinterpret_cast<uint64_t>(arg);        // r12
+  sp[5] = sp[6] = 0;                              // rbx rbp
+  sp[7] = reinterpret_cast<uint64_t>(&mlxsim_trampoline);
+  return sp;
+}
+void switch_to(void** save, void* to) { mlxsim_switch(save, to); }
+#elif defined(__aarch64__)
+extern "C" __attribute__((naked, noinline)) void mlxsim_switch(void** /*save_sp*/, void* /*to_sp*/) {
+  asm volatile(
+      "sub sp, sp, #160\n\t"
+      "stp x19, x20, [sp, #0]\n\tstp x21, x22, [sp, #16]\n\tstp x23, x24, [sp, #32]\n\t"
+      "stp x25, x26, [sp, #48]\n\tstp x27, x28, [sp, #64]\n\tstp x29, x30, [sp, #80]\n\t"
+      "stp d8, d9, [sp, #96]\n\tstp d10, d11, [sp, #112]\n\tstp d12, d13, [sp, #128]\n\t"
+      "stp d14, d15, [sp, #144]\n\t"
+      "mov x9, sp\n\tstr x9, [x0]\n\tmov sp, x1\n\t"
+      "ldp x19, x20, [sp, #0]\n\tldp x21, x22, [sp, #16]\n\tldp x23, x24, [sp, #32]\n\t"
+      "ldp x25, x26, [sp, #48]\n\tldp x27, x28, [sp, #64]\n\tldp x29, x30, [sp, #80]\n\t"
+      "ldp d8, d9, [sp, #96]\n\tldp d10, d11, [sp, #112]\n\tldp d12, d13, [sp, #128]\n\t"
+      "ldp d14, d15, [sp, #144]\n\t"
+      "add sp, sp, #160\n\tret\n\t");
+}
+extern "C" __attribute__((naked, noinline)) void mlxsim_trampoline() {
+  asm volatile("mov x0, x19\n\tblr x20\n\tbrk #0\n\t");
+}
+void* init_stack(char* top, void (*entry)(void*), void* arg) {
+  auto* sp = reinterpret_cast<uint64_t*>(reinterpret_cast<uintptr_t>(top) & ~uintptr_t(15)) - 20;
+  std::memset(sp, 0, 160);
+  sp[0] = reinterpret_cast<uint64_t>(arg);    // x19
+  sp[1] = reinterpret_cast<uint64_t>(entry);  // x20
+  sp[11] = reinterpret_cast<uint64_t>(&mlxsim_trampoline);  // x30
+  return sp;
+}
+void switch_to(void** save, void* to) { mlxsim_switch(save, to); }
+#else
+#error "the simulator runtime needs x86_64 or aarch64"
+#endif
+
+// ---------------------------------------------------------------- launch state
+
+enum class LaneState : uint8_t { Ready, AtSimd, AtBarrier, Done, Aborted };
+
+struct Worker;
+
+struct Lane {
+  void* sp = nullptr;
+  LaneState state = LaneState::Ready;
+  Site site{};
+  const void* in = nullptr;
+  void* out = nullptr;
+  ThreadAttrs attrs{};
+  Worker* worker = nullptr;
+};
+
+struct TgSlot {
+  char* storage = nullptr;
+  Buffer buf{};
+};
+
+struct Launch {
+  const LaunchParams* p;
+  LaneFn fn;
+  uint32_t groups[3];
+  uint64_t total_groups;
+  std::atomic<uint64_t> next{0};
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::string error;
+  std::atomic<int64_t> switches{0}, rounds{0}, syncs{0};
+};
+
+struct Worker {
+  Launch* launch = nullptr;
+  std::vector<Lane> lanes;
+  std::vector<Exchange> simds;
+  char* stacks = nullptr;
+  size_t stack_stride = 0;
+  size_t stack_count = 0;
+  void* sched_sp = nullptr;
+  jmp_buf abort_env;
+  bool fibers = false;
+  Lane* current = nullptr;
+  std::vector<TgSlot> slots;
+  std::vector<char*> arena;  // owned allocations of this threadgroup
+  size_t tg_bytes = 0;
+  int64_t switches = 0, rounds = 0, syncs = 0;
+
+  ~Worker() {
+    if (stacks) munmap(stacks, stack_stride * stack_count);
+    for (char* a : arena) std::free(a);
+  }
+};
+
+thread_local Worker* tl_worker = nullptr;
+
+constexpr size_t kThreadgroupMemoryLimit = 32768;
+
+void record_error(Launch* L, const std::string& msg) {
+  std::lock_guard<std::mutex> lock(L->mu);
+  if (L->error.empty()) L->error = msg;
+  L->stop.store(true);
+}
+
+std::string fmt(const char* f, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, f);
+  vsnprintf(buf, sizeof buf, f, ap);
+  va_end(ap);
+  return buf;
+}
+
+std::string pos3(const uint32_t* v) { return fmt("(%u,%u,%u)", v[0], v[1], v[2]); }
+
+std::string who(const Lane* lane) {
+  if (!lane) return "";
+  return " by thread_position_in_threadgroup " + pos3(lane->attrs.thread_position_in_threadgroup) +
+         " of threadgroup_position_in_grid " + pos3(lane->attrs.threadgroup_position_in_grid) +
+         " (thread_position_in_grid " + pos3(lane->attrs.thread_position_in_grid) + ")";
+}
+
+std::string where(const Site& s) { return fmt("%s line %u", s.file ? s.file : "?", s.line); }
+
+[[noreturn]] void abort_lane() {
+  Worker* w = tl_worker;
+  if (w->fibers) {
+    w->current->state = LaneState::Aborted;
+    switch_to(&w->current->sp, w->sched_sp);
+    __builtin_unreachable();
+  }
+  longjmp(w->abort_env, 1);
+}
+
+// ---------------------------------------------------------------- thread attributes
+
+void set3(uint32_t* d, uint32_t x, uint32_t y, uint32_t z) { d[0] = x; d[1] = y; d[2] = z; }
+
+uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+
+void fill_attrs(ThreadAttrs& a, const Launch& L, const uint32_t* tg, const uint32_t* size,
+                const uint32_t* dispatch, uint32_t x, uint32_t y, uint32_t z) {
+  const uint32_t* grid = L.p->grid;
+  set3(a.thread_position_in_threadgroup, x, y, z);
+  set3(a.threadgroup_position_in_grid, tg[0], tg[1], tg[2]);
+  set3(a.threads_per_threadgroup, size[0], size[1], size[2]);
+  set3(a.dispatch_threads_per_threadgroup, dispatch[0], dispatch[1], dispatch[2]);
+  set3(a.threadgroups_per_grid, L.groups[0], L.groups[1], L.groups[2]);
+  set3(a.threads_per_grid, grid[0], grid[1], grid[2]);
+  set3(a.thread_position_in_grid, tg[0] * dispatch[0] + x, tg[1] * dispatch[1] + y, tg[2] * dispatch[2] + z);
+  uint32_t index = x + size[0] * (y + size[1] * z);
+  uint32_t n = size[0] * size[1] * size[2];
+  uint32_t dn = dispatch[0] * dispatch[1] * dispatch[2];
+  a.thread_index_in_threadgroup = index;
+  a.thread_index_in_simdgroup = index % kSimdWidth;
+  a.simdgroup_index_in_threadgroup = index / kSimdWidth;
+  a.simdgroups_per_threadgroup = ceil_div(n, kSimdWidth);
+  a.dispatch_simdgroups_per_threadgroup = ceil_div(dn, kSimdWidth);
+  a.thread_index_in_quadgroup = index % 4;
+  a.quadgroup_index_in_threadgroup = index / 4;
+  a.quadgroups_per_threadgroup = ceil_div(n, 4);
+  a.dispatch_quadgroups_per_threadgroup = ceil_div(dn, 4);
+}
+
+// ---------------------------------------------------------------- fibers
+
+void fiber_entry(void* arg) {
+  auto* lane = static_cast<Lane*>(arg);
+  Worker* w = lane->worker;
+  w->launch->fn(w->launch->p->buffers, &lane->attrs);
+  lane->state = LaneState::Done;
+  switch_to(&lane->sp, w->sched_sp);
+  __builtin_unreachable();
+}
+
+void ensure_stacks(Worker& w, size_t n) {
+  if (w.stack_count >= n) return;
+  if (w.stacks) munmap(w.stacks, w.stack_stride * w.stack_count);
+  size_t page = size_t(sysconf(_SC_PAGESIZE));
+  size_t size = (size_t(w.launch->p->stack_bytes) + page - 1) / page * page;
+  w.stack_stride = size + page;  // one guard page under each stack
+  w.stack_count = n;
+  void* mem = mmap(nullptr, w.stack_stride * n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+  if (mem == MAP_FAILED) {
+    w.stacks = nullptr;
+    w.stack_count = 0;
+    return;
+  }
+  w.stacks = static_cast<char*>(mem);
+  for (size_t i = 0; i < n; ++i) mprotect(w.stacks + i * w.stack_stride, page, PROT_NONE);
+}
+
+bool site_equal(const Site& a, const Site& b) {
+  return a.line == b.line && a.column == b.column && (a.file == b.file || std::strcmp(a.file, b.file) == 0);
+}
+
+int file_rank(const char* f) {
+  if (std::strcmp(f, "header") == 0) return 0;
+  if (std::strcmp(f, "source") == 0) return 1;
+  return 2;
+}
+
+bool site_before(const Site& a, const Site& b) {
+  int ra = file_rank(a.file), rb = file_rank(b.file);
+  if (ra != rb) return ra < rb;
+  if (a.line != b.line) return a.line < b.line;
+  return a.column < b.column;
+}
+
+// Release, in each SIMD-group, the lanes waiting at the earliest collective call site: lanes that
+// left a loop early wait at a later site until the others catch up, as the hardware reconverges.
+bool release_simd(Worker& w, size_t n) {
+  bool released = false;
+  size_t nsimd = (n + kSimdWidth - 1) / kSimdWidth;
+  for (size_t g = 0; g < nsimd; ++g) {
+    size_t lo = g * kSimdWidth, hi = std::min(n, lo + kSimdWidth);
+    const Site* best = nullptr;
+    for (size_t i = lo; i < hi; ++i)
+      if (w.lanes[i].state == LaneState::AtSimd && (!best || site_before(w.lanes[i].site, *best)))
+        best = &w.lanes[i].site;
+    if (!best) continue;
+    Site site = *best;
+    Exchange& ex = w.simds[g];
+    ex.mask = 0;
+    ex.lanes = uint32_t(hi - lo);
+    ex.done = false;
+    for (size_t i = lo; i < hi; ++i) {
+      Lane& l = w.lanes[i];
+      if (l.state == LaneState::AtSimd && site_equal(l.site, site)) {
+        uint32_t k = uint32_t(i - lo);
+        ex.mask |= 1u << k;
+        ex.in[k] = l.in;
+        ex.out[k] = l.out;
+        l.state = LaneState::Ready;
+      }
+    }
+    ++w.syncs;
+    released = true;
+  }
+  return released;
+}
+
+std::string lane_pos(const Lane& l) { return pos3(l.attrs.thread_position_in_threadgroup); }
+
+// All lanes are at a barrier or finished: release them, or report why they never could.
+bool release_barrier(Worker& w, size_t n) {
+  const Lane* waiting = nullptr;
+  const Lane* done = nullptr;
+  const Lane* other = nullptr;
+  size_t n_wait = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const Lane& l = w.lanes[i];
+    if (l.state == LaneState::AtBarrier) {
+      ++n_wait;
+      if (!waiting) waiting = &l;
+      else if (!other && !site_equal(l.site, waiting->site)) other = &l;
+    } else if (!done) {
+      done = &l;
+    }
+  }
+  if (!waiting) return false;
+  const uint32_t* tg = waiting->attrs.threadgroup_position_in_grid;
+  if (done) {
+    record_error(w.launch, fmt("barrier divergence in threadgroup %s: %zu of %zu threads wait at threadgroup_barrier (%s) "
+                               "while the others returned without reaching it (e.g. thread %s); every thread of a "
+                               "threadgroup must reach the same barriers",
+                               pos3(tg).c_str(), n_wait, n, where(waiting->site).c_str(), lane_pos(*done).c_str()));
+    return false;
+  }
+  if (other) {
+    record_error(w.launch, fmt("barrier divergence (deadlock on a GPU) in threadgroup %s: thread %s waits at "
+                               "threadgroup_barrier (%s) while thread %s waits at another barrier (%s); every thread "
+                               "of a threadgroup must reach the same barriers",
+                               pos3(tg).c_str(), lane_pos(*waiting).c_str(), where(waiting->site).c_str(),
+                               lane_pos(*other).c_str(), where(other->site).c_str()));
+    return false;
+  }
+  for (size_t i = 0; i < n; ++i) w.lanes[i].state = LaneState::Ready;
+  ++w.rounds;
+  return true;
+}
+
+void reset_threadgroup_memory(Worker& w) {
+  for (TgSlot& s : w.slots) s.storage = nullptr;
+  for (char* a : w.arena) std::free(a);
+  w.arena.clear();
+  w.tg_bytes = 0;
+}
+
+void run_fibers(Worker& w, size_t n) {
+  ensure_stacks(w, n);
+  if (!w.stacks) {
+    record_error(w.launch, "could not allocate fiber stacks (memory limit?)");
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    Lane& l = w.lanes[i];
+    l.state = LaneState::Ready;
+    l.worker = &w;
+    l.sp = init_stack(w.stacks + (i + 1) * w.stack_stride, &fiber_entry, &l);
+  }
+  for (;;) {
+    for (size_t i = 0; i < n; ++i) {
+      Lane& l = w.lanes[i];
+      if (l.state != LaneState::Ready) continue;
+      w.current = &l;
+      switch_to(&w.sched_sp, l.sp);
+      ++w.switches;
+      if (l.state == LaneState::Aborted || w.launch->stop.load(std::memory_order_relaxed)) return;
+    }
+    if (release_simd(w, n)) continue;
+    if (!release_barrier(w, n)) return;
+  }
+}
+
+void run_plain(Worker& w, size_t n) {
+  if (setjmp(w.abort_env)) return;
+  for (size_t i = 0; i < n; ++i) {
+    w.current = &w.lanes[i];
+    w.launch->fn(w.launch->p->buffers, &w.lanes[i].attrs);
+  }
+}
+
+void run_threadgroup(Worker& w, uint64_t g) {
+  Launch& L = *w.launch;
+  const uint32_t* grid = L.p->grid;
+  uint32_t dispatch[3], tg[3], size[3];
+  for (int d = 0; d < 3; ++d) dispatch[d] = std::min(L.p->threadgroup[d], grid[d]);
+  tg[0] = uint32_t(g % L.groups[0]);
+  tg[1] = uint32_t(g / L.groups[0] % L.groups[1]);
+  tg[2] = uint32_t(g / (uint64_t(L.groups[0]) * L.groups[1]));
+  for (int d = 0; d < 3; ++d) size[d] = std::min(dispatch[d], grid[d] - tg[d] * dispatch[d]);
+  size_t n = size_t(size[0]) * size[1] * size[2];
+  if (w.lanes.size() < n) w.lanes.resize(n);
+  if (w.simds.size() < n / kSimdWidth + 1) w.simds.resize(n / kSimdWidth + 1);
+  for (uint32_t z = 0; z < size[2]; ++z)
+    for (uint32_t y = 0; y < size[1]; ++y)
+      for (uint32_t x = 0; x < size[0]; ++x) {
+        Lane& l = w.lanes[x + size[0] * (y + size[1] * z)];
+        fill_attrs(l.attrs, L, tg, size, dispatch, x, y, z);
+      }
+  reset_threadgroup_memory(w);
+  if (w.fibers) run_fibers(w, n);
+  else run_plain(w, n);
+  w.current = nullptr;
+}
+
+void worker_main(Launch* L) {
+  Worker w;
+  w.launch = L;
+  w.fibers = L->p->fibers != 0;
+  tl_worker = &w;
+  for (;;) {
+    if (L->stop.load(std::memory_order_relaxed)) break;
+    uint64_t g = L->next.fetch_add(1);
+    if (g >= L->total_groups) break;
+    run_threadgroup(w, g);
+  }
+  L->switches += w.switches;
+  L->rounds += w.rounds;
+  L->syncs += w.syncs;
+  tl_worker = nullptr;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- API used by kernels
+
+int launch(const LaunchParams* p, LaneFn fn, char* err, int errlen) {
+  Launch L;
+  L.p = p;
+  L.fn = fn;
+  L.total_groups = 1;
+  for (int d = 0; d < 3; ++d) {
+    uint32_t t = std::min(p->threadgroup[d], p->grid[d]);
+    L.groups[d] = ceil_div(p->grid[d], t);
+    L.total_groups *= L.groups[d];
+  }
+  int nthreads = int(std::max<uint64_t>(1, std::min<uint64_t>(uint64_t(std::max(p->threads, 1)), L.total_groups)));
+  std::vector<std::thread> threads;
+  for (int i = 1; i < nthreads; ++i) threads.emplace_back(worker_main, &L);
+  worker_main(&L);
+  for (auto& t : threads) t.join();
+  auto* stats = const_cast<LaunchParams*>(p)->stats;
+  stats[0] = int64_t(std::min<uint64_t>(L.next.load(), L.total_groups));
+  stats[1] = L.switches.load();
+  stats[2] = L.rounds.load();
+  stats[3] = L.syncs.load();
+  if (L.error.empty()) return 0;
+  std::snprintf(err, size_t(errlen), "%s", L.error.c_str());
+  return 1;
+}
+
+Exchange* simd_sync(const void* in, void* out, Site site) {
+  Worker* w = tl_worker;
+  if (!w->fibers) fault("internal error: a SIMD-group function ran without fibers");
+  Lane* l = w->current;
+  l->in = in;
+  l->out = out;
+  l->site = site;
+  l->state = LaneState::AtSimd;
+  switch_to(&l->sp, w->sched_sp);
+  return &w->simds[l->attrs.simdgroup_index_in_threadgroup];
+}
+
+void threadgroup_barrier_wait(Site site) {
+  Worker* w = tl_worker;
+  if (!w->fibers) fault("internal error: a barrier ran without fibers");
+  Lane* l = w->current;
+  l->site = site;
+  l->state = LaneState::AtBarrier;
+  switch_to(&l->sp, w->sched_sp);
+}
+
+void* tg_alloc(int slot, size_t bytes, size_t align, const char* name, int32_t elem_size, const Buffer** buf,
+               bool* fresh) {
+  Worker* w = tl_worker;
+  if (size_t(slot) >= w->slots.size()) w->slots.resize(size_t(slot) + 1);
+  TgSlot& s = w->slots[size_t(slot)];
+  *fresh = false;
+  if (!s.storage) {
+    w->tg_bytes += (bytes + 15) / 16 * 16;
+    if (w->tg_bytes > kThreadgroupMemoryLimit) {
+      fault(fmt("threadgroup memory: declaring %s brings the threadgroup to %zu bytes, over the 32 KB "
+                "(32768 bytes) Apple GPUs allow", name, w->tg_bytes).c_str());
+    }
+    align = std::max<size_t>(align, 16);
+    auto* mem = static_cast<char*>(std::aligned_alloc(align, (bytes + align - 1) / align * align));
+    // Threadgroup memory starts as garbage on a GPU; NaN/-1 bytes make reads before writes show.
+    std::memset(mem, 0xFF, bytes);
+    w->arena.push_back(mem);
+    s.storage = mem;
+    s.buf = Buffer{name, mem, int64_t(bytes), mem, elem_size, AS_THREADGROUP, nullptr, 0};
+    *fresh = true;
+  }
+  *buf = &s.buf;
+  return s.storage;
+}
+
+const Buffer* find_buffer(const void* p) {
+  auto* c = static_cast<const char*>(p);
+  Worker* w = tl_worker;
+  if (!w) return nullptr;
+  const LaunchParams* lp = w->launch->p;
+  for (int i = 0; i < lp->nbuffers; ++i) {
+    const Buffer& b = lp->buffers[i];
+    if (c >= b.base && c < b.base + b.bytes) return &b;
+  }
+  for (const TgSlot& s : w->slots)
+    if (s.storage && c >= s.buf.base && c < s.buf.base + s.buf.bytes) return &s.buf;
+  return nullptr;
+}
+
+void race_note(const Buffer*, int64_t, size_t, bool) {}
+
+void fault_oob(const Buffer* buf, int64_t offset, size_t size, bool read_only) {
+  Worker* w = tl_worker;
+  const char* space = buf->space == AS_THREADGROUP ? "threadgroup" : buf->space == AS_CONSTANT ? "constant" : "device";
+  int64_t index = offset >= 0 ? offset / int64_t(size) : -((-offset + int64_t(size) - 1) / int64_t(size));
+  std::string what;
+  if (int64_t(size) == buf->elem_size || buf->elem_size == 0) {
+    what = fmt("%s[%lld] (%s buffer %s has %lld elements)", buf->name, (long long)index, space, buf->name,
+               (long long)(buf->bytes / std::max<int64_t>(1, size)));
+  } else {
+    what = fmt("%s[%lld] through a %zu-byte element pointer (%s buffer %s has %lld bytes = %lld such elements, "
+               "%lld of its own %d-byte type)",
+               buf->name, (long long)index, size, space, buf->name, (long long)buf->bytes,
+               (long long)(buf->bytes / int64_t(size)), (long long)(buf->bytes / buf->elem_size), buf->elem_size);
+  }
+  std::string msg = std::string("out-of-bounds ") + (read_only ? "read of " : "access to ") + what +
+                    (w ? who(w->current) : std::string());
+  if (w) record_error(w->launch, msg);
+  abort_lane();
+}
+
+void fault(const char* message) {
+  Worker* w = tl_worker;
+  record_error(w->launch, std::string(message) + (w ? who(w->current) : std::string()));
+  abort_lane();
+}
+
+void fault_index(const Buffer* buf, int64_t index, int64_t extent) {
+  fault(fmt("out-of-bounds index %lld into threadgroup array %s (that dimension has %lld entries)", (long long)index,
+            buf->name, (long long)extent).c_str());
+}
+
+uint32_t current_simd_lane() {
+  Worker* w = tl_worker;
+  return w && w->current ? w->current->attrs.thread_index_in_simdgroup : 0;
+}
+
+}  // namespace mlxsim

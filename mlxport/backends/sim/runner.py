@@ -1,0 +1,98 @@
+"""The simulator's side of the worker process: load a kernel library and launch it.
+
+Runs inside ``mlxport.backends.worker`` (target ``mlxport.backends.sim.runner:handle``), so a
+kernel that crashes or hangs never takes the caller with it. numpy and ctypes only.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from typing import Any
+
+import numpy as np
+
+ERR_LEN = 4096
+
+
+class Buffer(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("base", ctypes.c_void_p), ("bytes", ctypes.c_int64),
+                ("data", ctypes.c_void_p), ("elem_size", ctypes.c_int32), ("space", ctypes.c_int32),
+                ("mask", ctypes.c_void_p), ("reserved", ctypes.c_int64)]
+
+
+class LaunchParams(ctypes.Structure):
+    _fields_ = [("buffers", ctypes.POINTER(Buffer)), ("nbuffers", ctypes.c_int32), ("fibers", ctypes.c_int32),
+                ("threads", ctypes.c_int32), ("race_check", ctypes.c_int32), ("grid", ctypes.c_uint32 * 3),
+                ("threadgroup", ctypes.c_uint32 * 3), ("stack_bytes", ctypes.c_int64), ("stats", ctypes.c_int64 * 4)]
+
+
+SPACES = {"device": 1, "constant": 2}
+_libraries: dict[str, Any] = {}
+
+
+def _library(path: str) -> Any:
+    if path not in _libraries:
+        lib = ctypes.CDLL(path)
+        lib.mlxsim_run.argtypes = [ctypes.POINTER(LaunchParams), ctypes.c_char_p, ctypes.c_int]
+        lib.mlxsim_run.restype = ctypes.c_int
+        _libraries[path] = lib
+    return _libraries[path]
+
+
+def _filled(storage: str, shape: list[int], fill: Any) -> np.ndarray:
+    out = np.empty(shape, dtype=np.dtype(storage))
+    if fill is None:
+        out.view(np.uint8).fill(0xFF)  # poison: what a GPU leaves is garbage, not zeros
+    elif isinstance(fill, dict):  # bfloat16 bits
+        out.fill(fill["bits"])
+    else:
+        out.fill(fill)
+    return out
+
+
+def handle(header: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, Any], list[np.ndarray]]:
+    if header.get("op") == "ping":
+        return {"pid": os.getpid()}, []
+    if header.get("op") != "run":
+        raise ValueError(f"unknown request {header.get('op')!r}")
+    return run(header, arrays)
+
+
+def run(header: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, Any], list[np.ndarray]]:
+    """Bind every buffer slot, launch, and return outputs followed by their written masks."""
+    slots = header["slots"]
+    keep: list[Any] = []
+    buffers = (Buffer * len(slots))()
+    outputs, masks = [], []
+    inputs = iter(arrays)
+    for k, slot in enumerate(slots):
+        if slot["role"] == "output":
+            data = _filled(slot["storage"], slot["shape"], slot["fill"])
+            mask = np.zeros(data.size, dtype=np.uint8)
+            outputs.append(data)
+            masks.append(mask)
+            keep += [data, mask]
+            base = data.ctypes.data
+            nbytes, offset, mask_ptr = data.nbytes, 0, mask.ctypes.data
+        else:
+            data = np.array(next(inputs), copy=True)  # writable and aligned, owned by this process
+            keep.append(data)
+            base = data.ctypes.data
+            nbytes, offset, mask_ptr = data.nbytes, slot["offset"], None
+        name = slot["name"].encode()
+        keep.append(name)
+        buffers[k] = Buffer(name, base, nbytes, base + offset, slot["elem_size"], SPACES[slot["space"]], mask_ptr, 0)
+    params = LaunchParams()
+    params.buffers = buffers
+    params.nbuffers = len(slots)
+    params.fibers = int(header["fibers"])
+    params.threads = int(header["threads"])
+    params.race_check = 0
+    params.grid = (ctypes.c_uint32 * 3)(*header["grid"])
+    params.threadgroup = (ctypes.c_uint32 * 3)(*header["threadgroup"])
+    params.stack_bytes = int(header.get("stack_bytes", 64 << 10))
+    err = ctypes.create_string_buffer(ERR_LEN)
+    rc = _library(header["library"]).mlxsim_run(ctypes.byref(params), err, ERR_LEN)
+    reply = {"error": err.value.decode(errors="replace") if rc else None, "stats": list(params.stats)}
+    return reply, outputs + masks

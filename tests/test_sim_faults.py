@@ -1,0 +1,133 @@
+"""Deliberately broken kernels: the simulator must give each the right diagnosis."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mlxport.backends.sim import SimBackend
+from mlxport.spec import KernelCandidate
+
+
+@pytest.fixture(scope="module")
+def sim():
+    backend = SimBackend()
+    yield backend
+    backend.close()
+
+
+def kernel(source: str, grid: list, tg: list, **extra) -> KernelCandidate:
+    fields = dict(name="k", input_names=["x"], output_names=["out"], output_shapes=["x.shape"],
+                  output_dtypes=["x.dtype"], grid=grid, threadgroup=tg)
+    fields.update(extra)
+    return KernelCandidate(source=source, **fields)
+
+
+X = np.arange(256, dtype=np.float32)
+
+
+def test_out_of_bounds_write_names_buffer_index_and_thread(sim):
+    c = kernel("uint i = thread_position_in_grid.x;\nout[i + 1] = x[i];", ["x.size", 1, 1], [64, 1, 1])
+    r = sim.run(c, {"x": X})
+    assert r.error is not None
+    assert "out[256]" in r.error and "has 256 elements" in r.error
+    assert "thread_position_in_threadgroup (63,0,0)" in r.error and "threadgroup_position_in_grid (3,0,0)" in r.error
+
+
+def test_out_of_bounds_vector_read_keeps_checks(sim):
+    c = kernel("uint i = thread_position_in_grid.x;\nout[i] = ((const device float4*)x)[i].x;",
+               ["x.size", 1, 1], [64, 1, 1])
+    r = sim.run(c, {"x": X})
+    assert r.error is not None and "read of x[64]" in r.error and "16-byte" in r.error
+
+
+def test_threadgroup_out_of_bounds(sim):
+    src = ("threadgroup float buf[32];\nuint t = thread_position_in_threadgroup.x;\nbuf[t] = x[t];\n"
+           "threadgroup_barrier(mem_flags::mem_threadgroup);\nout[t] = buf[t];")
+    r = sim.run(kernel(src, [64, 1, 1], [64, 1, 1]), {"x": X[:64]})
+    assert r.error is not None and "buf[32]" in r.error and "threadgroup buffer buf" in r.error
+
+
+def test_missing_barrier_gives_wrong_result(sim):
+    # Each thread reads its neighbour's slot; without a barrier the neighbour has not written yet.
+    src = ("threadgroup float buf[64];\nuint t = thread_position_in_threadgroup.x;\nbuf[t] = x[t];\n"
+           "out[t] = buf[(t + 1) % 64];")
+    r = sim.run(kernel(src, [64, 1, 1], [64, 1, 1]), {"x": X[:64]})
+    assert r.error is None
+    assert not np.array_equal(r.outputs[0], np.roll(X[:64], -1))
+
+
+def test_barrier_in_divergent_code_is_reported(sim):
+    src = ("uint t = thread_position_in_threadgroup.x;\nif (t < 16) {\n"
+           "  threadgroup_barrier(mem_flags::mem_threadgroup);\n}\nout[t] = x[t];")
+    r = sim.run(kernel(src, [64, 1, 1], [64, 1, 1]), {"x": X[:64]})
+    assert r.error is not None and "barrier divergence" in r.error and "source line 3" in r.error
+
+
+def test_barriers_at_different_sites_are_reported(sim):
+    src = ("uint t = thread_position_in_threadgroup.x;\nif (t % 2) threadgroup_barrier(mem_flags::mem_none);\n"
+           "else threadgroup_barrier(mem_flags::mem_none);\nout[t] = x[t];")
+    r = sim.run(kernel(src, [64, 1, 1], [64, 1, 1]), {"x": X[:64]})
+    assert r.error is not None and "another barrier" in r.error
+
+
+def test_syntax_error_points_into_the_body(sim):
+    c = kernel("uint i = thread_position_in_grid.x;\nfloat y = x[i]\nout[i] = y;", ["x.size", 1, 1], [64, 1, 1])
+    result = sim.compile(c, {"x": X})
+    assert not result.ok
+    d = result.diagnostics[0]
+    assert d.where == "source" and d.line == 2 and "expected ';'" in d.message
+
+
+def test_error_in_header_points_into_the_header(sim):
+    c = kernel("uint i = thread_position_in_grid.x;\nout[i] = twice(x[i]);", ["x.size", 1, 1], [64, 1, 1],
+               header="inline float twice(float v) {\n  return v * two;\n}\n")
+    result = sim.compile(c, {"x": X})
+    assert not result.ok
+    d = result.diagnostics[0]
+    assert d.where == "header" and d.line == 2 and d.column == 14 and "two" in d.message
+
+
+def test_column_maps_back_through_rewrites(sim):
+    c = kernel("uint i = thread_position_in_grid.x;\nconst device float* p = x; out[i] = p[i] + nope;",
+               ["x.size", 1, 1], [64, 1, 1])
+    d = sim.compile(c, {"x": X}).diagnostics[0]
+    assert (d.where, d.line, d.column) == ("source", 2, 44)
+
+
+def test_endless_loop_times_out_and_next_candidate_runs(sim):
+    c = kernel("uint i = thread_position_in_grid.x;\nwhile (x[0] >= 0) { out[i] = x[i]; }", ["x.size", 1, 1],
+               [64, 1, 1])
+    r = sim.run(c, {"x": X}, timeout=2)
+    assert r.error == "timed out after 2 s (endless loop?)"
+    ok = kernel("uint i = thread_position_in_grid.x;\nout[i] = x[i] * 2;", ["x.size", 1, 1], [64, 1, 1])
+    r = sim.run(ok, {"x": X})
+    assert r.error is None and np.array_equal(r.outputs[0], X * 2)
+
+
+def test_grid_in_threadgroups_leaves_outputs_unwritten(sim):
+    # A CUDA-style launch: grid given as the number of threadgroups instead of threads.
+    c = kernel("uint i = thread_position_in_grid.x;\nout[i] = x[i];", ["ceildiv(x.size, 64)", 1, 1], [64, 1, 1])
+    r = sim.run(c, {"x": X})
+    assert r.error is None
+    assert r.unwritten[0].sum() == 252 and not r.unwritten[0][:4].any()
+
+
+def test_crash_is_contained(sim):
+    # A thread-private pointer is not checked; a wild one kills only the worker.
+    src = "thread float* p = (thread float*)(uintptr_t)16;\nout[0] = *p;"
+    r = sim.run(kernel(src, [1, 1, 1], [1, 1, 1]), {"x": X})
+    assert r.error is not None and "crashed the worker" in r.error and "SIGSEGV" in r.error
+    r = sim.run(kernel("out[thread_position_in_grid.x] = 1.0f;", ["x.size", 1, 1], [64, 1, 1]), {"x": X})
+    assert r.error is None
+
+
+def test_threadgroup_too_large(sim):
+    r = sim.run(kernel("out[0] = x[0];", [2048, 1, 1], [2048, 1, 1]), {"x": X})
+    assert r.error is not None and "Thread group size (2048)" in r.error
+
+
+def test_threadgroup_memory_limit(sim):
+    src = "threadgroup float big[9000];\nbig[thread_position_in_threadgroup.x] = 1;\nout[0] = big[0];"
+    r = sim.run(kernel(src, [1, 1, 1], [1, 1, 1]), {"x": X})
+    assert r.error is not None and "32 KB" in r.error
