@@ -358,15 +358,22 @@ def port(
     as_json: JsonOpt = False,
 ) -> None:
     """Port a CUDA kernel to a verified MLX kernel and write kernel.py, test_kernel.py and a report."""
-    from mlxport.agent.port import resume_port, run_port
-    from mlxport.agent.state import RunConfig
+    from mlxport.agent.config import RunConfig
+    from mlxport.agent.providers import check_model_spec
 
     show = _progress(err if as_json else out)
     if resume:
+        from mlxport.agent.port import resume_port
+
         run = resume_port(out_dir, resume, on_update=show)
     else:
-        the_task = _resolve_task(kernel, task, reference, inputs, outputs, case, heldout, kernel_name, dtypes, out_dir)
+        # Cheap checks first, so a typo fails in a moment rather than after loading the agent.
         config = RunConfig(model=model, base_url=base_url, backend=backend, seed=seed, **parse_budget(budget))
+        config.validate()
+        check_model_spec(model, base_url)
+        the_task = _resolve_task(kernel, task, reference, inputs, outputs, case, heldout, kernel_name, dtypes, out_dir)
+        from mlxport.agent.port import run_port
+
         run = run_port(the_task, config, out_dir, on_update=show)
     if as_json:
         _print_json(run)

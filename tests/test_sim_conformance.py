@@ -410,3 +410,140 @@ def test_simdgroup_matrix_matmul(sim):
     np.testing.assert_array_equal(r.outputs[1], a @ b.T)
     hh = h[:, 8:].astype(np.float32)
     np.testing.assert_array_equal(r.outputs[2], hh @ hh)
+
+
+# ---------------------------------------------------------------- regressions
+
+@pytest.mark.parametrize("sizes", [(256,) * 5, (12, 12, 28, 28, 56, 56)])
+def test_many_threadgroup_arrays_keep_their_addresses(sizes):
+    # Lane 0 declares the arrays one by one; each declaration used to grow a std::vector of slots
+    # and move the Buffer records earlier arrays point at: stale records gave spurious, random
+    # out-of-bounds faults with garbage buffer names (or crashed printing them). The second size
+    # set makes the heap hand the freed records straight to the next arrays: it failed every time.
+    names = "abcdefgh"[:len(sizes)]
+    src = "uint t = thread_position_in_threadgroup.x;\nuint g = thread_position_in_grid.x;\n"
+    src += "".join(f"threadgroup float {n}[{k}];\n" for n, k in zip(names, sizes, strict=True))
+    src += "".join(f"{n}[t % {k}] = {i + 1} * x[g - t + t % {k}];\n"
+                   for i, (n, k) in enumerate(zip(names, sizes, strict=True)))
+    src += "threadgroup_barrier(mem_flags::mem_threadgroup);\nout[g] = "
+    src += " + ".join(f"{n}[(t + {i + 1}) % {k}]" for i, (n, k) in enumerate(zip(names, sizes, strict=True))) + ";"
+    c = kernel(src, ["x"], ["out"], ["x.shape"], ["float32"], ["x.size", 1, 1], [256, 1, 1])
+    x = np.arange(256 * 4, dtype=np.float32)
+    xs = x.reshape(4, 256)
+    t = np.arange(256)
+    want = sum((i + 1) * xs[:, (t + i + 1) % k] for i, k in enumerate(sizes)).reshape(-1)
+    for _ in range(6):
+        sim = SimBackend(threads=1)  # a fresh worker: its first threadgroup declares from scratch
+        try:
+            r = run_ok(sim, c, x=x)
+        finally:
+            sim.close()
+        np.testing.assert_array_equal(r.outputs[0], want)
+
+
+SOFTMAX_HEADER = """
+inline void merge(thread float& m, thread float& s, float om, float os) {
+  float nm = max(m, om);
+  s = s * exp(m - nm) + os * exp(om - nm);
+  m = nm;
+}
+template <int BLOCK>
+inline void block_reduce(thread float& m, thread float& s, uint t, threadgroup float* warp_m,
+                         threadgroup float* warp_s) {
+  const int lane = t % 32, warp = t / 32;
+  for (int off = 16; off > 0; off >>= 1) merge(m, s, simd_shuffle_xor(m, off), simd_shuffle_xor(s, off));
+  if (lane == 0) { warp_m[warp] = m; warp_s[warp] = s; }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (warp == 0) {
+    m = lane < BLOCK / 32 ? warp_m[lane] : -FLT_MAX;
+    s = lane < BLOCK / 32 ? warp_s[lane] : 0.0f;
+    for (int off = 16; off > 0; off >>= 1) merge(m, s, simd_shuffle_xor(m, off), simd_shuffle_xor(s, off));
+    if (lane == 0) { warp_m[0] = m; warp_s[0] = s; }
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  m = warp_m[0];
+  s = warp_s[0];
+}
+"""
+SOFTMAX_SOURCE = """
+uint t = thread_position_in_threadgroup.x;
+int rows = x_shape[0], cols = x_shape[1];
+threadgroup float warp_m[BLOCK / 32];
+threadgroup float warp_s[BLOCK / 32];
+int row = threadgroup_position_in_grid.x;
+if (row >= rows) return;
+const device float* xr = x + row * cols;
+float m = -FLT_MAX, s = 0.0f;
+for (int c = t; c < cols; c += BLOCK) {
+  float v = xr[c];
+  if (v > m) { s = s * exp(m - v) + 1.0f; m = v; } else { s += exp(v - m); }
+}
+block_reduce<BLOCK>(m, s, t, warp_m, warp_s);
+for (int c = t; c < cols; c += BLOCK) out[row * cols + c] = exp(xr[c] - m) / s;
+"""
+
+
+@pytest.mark.parametrize("block", [64, 512, 1024])
+def test_online_softmax_with_warp_arrays_in_header_function(block):
+    # The translated softmax that crashed the worker (SIGSEGV) with 512-thread threadgroups:
+    # its two 16-float warp arrays hit the moved-slot bug above (lane 0's warp_m record was
+    # freed memory; the fault report then dereferenced its garbage name).
+    c = kernel(SOFTMAX_SOURCE, ["x"], ["out"], ["x.shape"], ["float32"], [f"x.shape[0] * {block}", 1, 1],
+               [block, 1, 1], header=SOFTMAX_HEADER, template={"BLOCK": block})
+    x = RNG.normal(size=(7, 4097)).astype(np.float32)
+    e = np.exp(x - x.max(1, keepdims=True))
+    for threads in (1, None):
+        sim = SimBackend(threads=threads)
+        try:
+            r = run_ok(sim, c, x=x)
+        finally:
+            sim.close()
+        np.testing.assert_allclose(r.outputs[0], e / e.sum(1, keepdims=True), rtol=2e-5, atol=1e-8)
+
+
+MSL_CONSTANTS = {
+    "FLT_MAX": np.finfo(np.float32).max, "-FLT_MAX": -np.finfo(np.float32).max,
+    "FLT_MIN": np.finfo(np.float32).tiny, "FLT_EPSILON": np.finfo(np.float32).eps, "MAXFLOAT": np.finfo(np.float32).max,
+    "FLT_DIG": 6, "FLT_MANT_DIG": 24, "FLT_MAX_EXP": 128, "FLT_MIN_EXP": -125, "FLT_MAX_10_EXP": 38,
+    "FLT_MIN_10_EXP": -37, "FLT_RADIX": 2,
+    "HALF_MAX": 65504.0, "MAXHALF": 65504.0, "HALF_MIN": 2.0**-14, "HALF_EPSILON": 2.0**-10, "HALF_DIG": 3,
+    "HALF_MANT_DIG": 11, "HALF_MAX_EXP": 16, "HALF_MIN_EXP": -13, "HALF_MAX_10_EXP": 4, "HALF_MIN_10_EXP": -4,
+    "HALF_RADIX": 2, "INFINITY": np.inf, "-INFINITY": -np.inf, "HUGE_VALF": np.inf, "HUGE_VALH": np.inf,
+    "M_PI_F": np.pi, "M_PI_2_F": np.pi / 2, "M_PI_4_F": np.pi / 4, "M_1_PI_F": 1 / np.pi, "M_2_PI_F": 2 / np.pi,
+    "M_E_F": np.e, "M_SQRT2_F": np.sqrt(2), "M_SQRT1_2_F": np.sqrt(0.5), "M_LN2_F": np.log(2),
+    "M_LN10_F": np.log(10), "M_LOG2E_F": np.log2(np.e), "M_LOG10E_F": np.log10(np.e),
+    "M_2_SQRTPI_F": 2 / np.sqrt(np.pi), "M_PI_H": np.pi, "M_E_H": np.e, "M_SQRT2_H": np.sqrt(2),
+    "M_LN2_H": np.log(2), "M_LOG2E_H": np.log2(np.e), "M_SQRT1_2_H": np.sqrt(0.5),
+    "CHAR_BIT": 8, "INT_MAX": 2**31 - 1, "SCHAR_MIN": -128, "CHAR_MAX": 127,
+}
+
+
+def test_metal_stdlib_constants(sim):
+    names = list(MSL_CONSTANTS)
+    src = "\n".join(f"out[{i}] = float({n});" for i, n in enumerate(names))
+    src += f"\nout[{len(names)}] = float(isnan(NAN));"
+    src += f"\nout[{len(names) + 1}] = float(sizeof(HALF_MAX) == 2 && sizeof(M_PI_H) == 2 && sizeof(FLT_MAX) == 4);"
+    c = kernel(src, ["x"], ["out"], [[len(names) + 2]], ["float32"], [1, 1, 1], [1, 1, 1])
+    r = run_ok(sim, c, x=np.zeros(1, np.float32))
+    half_names = {n for n in names if n.endswith("_H")}
+    want = [np.float32(np.float16(v)) if n in half_names else np.float32(v) for n, v in MSL_CONSTANTS.items()]
+    np.testing.assert_array_equal(r.outputs[0][:-2], np.array(want, np.float32))
+    assert list(r.outputs[0][-2:]) == [1.0, 1.0]
+
+
+def test_half_rounds_after_every_operation_and_char_is_signed(sim):
+    # 1 + 2^-11 is a tie that rounds to even (1.0) in half; with float excess precision (clang
+    # without -ffloat16-excess-precision=none) a+b+c would be 1 + 2^-10 rounded once.
+    src = ("half a = 1, b = 0.0004883, c = 0.0004883;\n"
+           "out[0] = a + b + c;\n"
+           "half p = half(x[0]), q = half(x[1]), r = half(x[1]);\n"
+           "out[1] = p + q + r;\n"
+           "half u = p + q;\n"
+           "out[2] = u + r;\n"
+           "char ch = char(int(x[2]));\n"
+           "out[3] = ch < 0 ? half(1) : half(0);")
+    c = kernel(src, ["x"], ["out"], [[4]], ["float16"], [1, 1, 1], [1, 1, 1])
+    r = run_ok(sim, c, x=np.array([1.0, 0.0004883, 200.0], np.float32))
+    assert list(r.outputs[0]) == [1.0, 1.0, 1.0, 1.0]
+    assert "-ffloat16-excess-precision=none" in sim.device_info()["flags"]
+    assert "-fsigned-char" in sim.device_info()["flags"]

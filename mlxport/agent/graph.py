@@ -12,9 +12,11 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langgraph.errors import GraphInterrupt
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
+from langgraph.types import interrupt
 
 from mlxport.agent.history import trim
-from mlxport.agent.models import cost, load_model, window
+from mlxport.agent.models import load_model
+from mlxport.agent.providers import cost, window
 from mlxport.agent.state import RunConfig, State
 from mlxport.backends import get_backend
 from mlxport.prompts.render import render, system_prompt
@@ -222,6 +224,11 @@ def assess(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
     previous = state.get("best_id")
     improved = best is not None and (best.candidate.id != previous and _better(best, state))
     update: dict[str, Any] = {"evaluated": evaluated}
+    if improved and ctx.approve and not _approved(best):
+        rejected = {best.candidate.id: {**state["records"][best.candidate.id], "rejected": True}}
+        return {**update, "records": rejected, "since_improvement": state.get("since_improvement", 0) + newly,
+                "messages": [HumanMessage(f"The user rejected candidate {best.candidate.id}; it will not be the "
+                                          f"result. Try another approach.")]}
     if improved:
         update["best_id"] = best.candidate.id
         update["since_improvement"] = 0
@@ -237,6 +244,13 @@ def assess(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
     elif update["since_improvement"] >= ctx.patience:
         update["stop_reason"] = "patience"
     return update
+
+
+def _approved(best: Record) -> bool:
+    """Pause the graph and ask the person (chat sessions); resumes with their answer."""
+    answer = interrupt({"kind": "approve", "candidate_id": best.candidate.id,
+                        "speedup": best.speedup, "summary": best.correctness.summary() if best.correctness else ""})
+    return str(answer).strip().lower() in ("y", "yes", "approve", "ok", "true", "1", "")
 
 
 def _better(best: Record, state: State) -> bool:

@@ -6,83 +6,18 @@ silent fallback to another model, so an eval row is always the model it names.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from pydantic import PrivateAttr
 
+from mlxport.agent.providers import check_model_spec
 from mlxport.errors import UserError
-
-# provider -> (package, extra, API key variables: any one suffices)
-PROVIDERS: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    "openai": ("langchain_openai", "openai", ("OPENAI_API_KEY",)),
-    "anthropic": ("langchain_anthropic", "anthropic", ("ANTHROPIC_API_KEY",)),
-    "google_genai": ("langchain_google_genai", "google", ("GOOGLE_API_KEY", "GEMINI_API_KEY")),
-    "ollama": ("langchain_ollama", "ollama", ()),
-}
-
-# USD per million tokens (input, output), for the cost budget and eval reports. Unknown models
-# cost 0 and are reported as such.
-PRICES: dict[str, tuple[float, float]] = {
-    "openai:gpt-4.1": (2.0, 8.0),
-    "openai:gpt-4.1-mini": (0.4, 1.6),
-    "openai:gpt-4o": (2.5, 10.0),
-    "openai:gpt-4o-mini": (0.15, 0.6),
-    "openai:o3": (2.0, 8.0),
-    "openai:o4-mini": (1.1, 4.4),
-    "anthropic:claude-sonnet-4-5": (3.0, 15.0),
-    "anthropic:claude-opus-4-1": (15.0, 75.0),
-    "anthropic:claude-haiku-4-5": (1.0, 5.0),
-    "google_genai:gemini-2.5-pro": (1.25, 10.0),
-    "google_genai:gemini-2.5-flash": (0.3, 2.5),
-}
-
-# Context windows in tokens; the default suits most current chat models.
-WINDOWS: dict[str, int] = {"openai:gpt-4o": 128_000, "openai:gpt-4o-mini": 128_000,
-                           "anthropic:claude-sonnet-4-5": 200_000, "google_genai:gemini-2.5-pro": 1_000_000}
-DEFAULT_WINDOW = 128_000
-
-
-def cost(model: str, input_tokens: int, output_tokens: int, prices: tuple[float, float] | None = None) -> float:
-    p_in, p_out = prices or PRICES.get(model, (0.0, 0.0))
-    return (input_tokens * p_in + output_tokens * p_out) / 1e6
-
-
-def window(model: str) -> int:
-    if model == "rules" or model.startswith("scripted:"):
-        return 10**9
-    return WINDOWS.get(model, DEFAULT_WINDOW)
-
-
-def check_model_spec(spec: str, base_url: str | None = None) -> None:
-    """Fail fast, before any work, on a model that cannot be used."""
-    if spec == "rules":
-        return
-    if spec.startswith("scripted:"):
-        path = Path(spec.removeprefix("scripted:"))
-        if not path.is_file():
-            raise UserError(f"scripted model file {path} does not exist: pass scripted:PATH to a JSON script")
-        return
-    provider, _, name = spec.partition(":")
-    if not name:
-        raise UserError(f"model {spec!r} must look like provider:model (e.g. openai:gpt-4.1-mini), rules or "
-                        f"scripted:FILE")
-    if provider not in PROVIDERS:
-        raise UserError(f"unknown provider {provider!r}: use one of {', '.join(PROVIDERS)}, or openai with "
-                        f"--base-url for a local OpenAI-compatible server")
-    package, extra, keys = PROVIDERS[provider]
-    try:
-        importlib.import_module(package)
-    except ImportError as e:
-        raise UserError(f"provider {provider} needs {package.replace('_', '-')}: pip install 'mlxport[{extra}]'") from e
-    if keys and not base_url and not any(os.environ.get(k) for k in keys):
-        raise UserError(f"no API key for {provider}: set {' or '.join(keys)} (or use --base-url for a local server)")
 
 
 def load_model(spec: str, base_url: str | None = None, *, max_retries: int = 4, timeout: float = 300.0) -> BaseChatModel:
@@ -92,7 +27,8 @@ def load_model(spec: str, base_url: str | None = None, *, max_retries: int = 4, 
 
         return RulesPolicy()
     if spec.startswith("scripted:"):
-        return ScriptedModel.from_file(Path(spec.removeprefix("scripted:")))
+        path = Path(spec.removeprefix("scripted:"))
+        return ScriptedModel.from_dir(path) if path.is_dir() else ScriptedModel.from_file(path)
     provider, _, name = spec.partition(":")
     kwargs: dict[str, Any] = {"max_retries": max_retries, "timeout": timeout}
     if provider == "openai":
@@ -112,12 +48,13 @@ class ScriptedModel(BaseChatModel):
     The file is JSON: a list of messages, or ``{"messages": [...], "repeat_last": true}``. A message
     is ``{"content": "...", "tool_calls": [{"name": ..., "args": {...}}], "usage": {"input_tokens":
     n, "output_tokens": m}}``. ``"raw_tool_calls"`` gives tool calls whose arguments are raw
-    (possibly malformed) JSON text.
+    (possibly malformed) JSON text. A folder of ``<task>.json`` files (``scripted:DIR``) scripts
+    each task separately, with ``default.json`` for the rest.
     """
 
-    script: list[dict[str, Any]]
+    script: list[dict[str, Any]] = []
     repeat_last: bool = False
-    _calls: int = PrivateAttr(default=0)
+    by_task: dict[str, ScriptedModel] = {}
 
     @classmethod
     def from_file(cls, path: Path) -> ScriptedModel:
@@ -129,6 +66,13 @@ class ScriptedModel(BaseChatModel):
             data = {"messages": data}
         return cls(script=data["messages"], repeat_last=data.get("repeat_last", False))
 
+    @classmethod
+    def from_dir(cls, folder: Path) -> ScriptedModel:
+        scripts = {p.stem: cls.from_file(p) for p in sorted(folder.glob("*.json"))}
+        if not scripts:
+            raise UserError(f"scripted model folder {folder} has no .json scripts")
+        return cls(by_task=scripts)
+
     @property
     def _llm_type(self) -> str:
         return "scripted"
@@ -137,6 +81,12 @@ class ScriptedModel(BaseChatModel):
         return self
 
     def _generate(self, messages: list[BaseMessage], stop=None, run_manager=None, **kwargs) -> ChatResult:
+        if self.by_task:
+            task = _task_name(messages)
+            chosen = self.by_task.get(task) or self.by_task.get("default")
+            if chosen is None:
+                return _result(AIMessage(f"(no script for task {task!r})"))
+            return chosen._generate(messages, stop, run_manager, **kwargs)
         # The position in the script is the number of AI turns already in the conversation, so a
         # resumed session replays from where it stopped.
         index = sum(isinstance(m, AIMessage) for m in messages)
@@ -145,6 +95,14 @@ class ScriptedModel(BaseChatModel):
                 return _result(AIMessage("(script exhausted)"))
             index = len(self.script) - 1
         return _result(script_message(self.script[index], index))
+
+
+def _task_name(messages: list[BaseMessage]) -> str:
+    for m in messages:
+        found = re.search(r"of task `(\w+)`", str(m.content))
+        if found:
+            return found.group(1)
+    return ""
 
 
 def script_message(entry: dict[str, Any], index: int) -> AIMessage:

@@ -28,9 +28,12 @@ import mlx.core as mx
 from mlx.core import {dtype_imports}
 
 LANGUAGE = {language!r}
-VERIFIED_DTYPES = {dtypes!r}
-SOURCE = {source!r}
-HEADER = {header!r}
+VERIFIED_DTYPES = ({dtypes},)
+
+SOURCE = {source}
+
+HEADER = {header}
+
 _kernel = None
 
 
@@ -53,26 +56,30 @@ def _get_kernel():
     global _kernel
     if _kernel is None:
         make = mx.fast.metal_kernel if LANGUAGE == "msl" else mx.fast.cuda_kernel
-        extra = {{"atomic_outputs": {atomic_outputs!r}}} if LANGUAGE == "msl" else {{}}
+        extra = {{"atomic_outputs": {atomic_outputs!r}}} if LANGUAGE == "msl" else {{"shared_memory": 0}}
         _kernel = make(name={name!r}, input_names={input_names!r}, output_names={output_names!r}, source=SOURCE,
                        header=HEADER, ensure_row_contiguous={ensure_row_contiguous!r}, **extra)
     return _kernel
 
 
-def {func}({signature}):
-    """{description}"""
-    {first_input} = {first_input}
-    if not _available() or {first_input}.dtype not in VERIFIED_DTYPES:
-        return _reference()({call_args})
-    outs = _get_kernel()(
-        inputs=[{input_names_joined}],
-        template={template} or None,
+def launch_args({signature}):
+    """Grid (in threads), threadgroup, template values and output shapes for these inputs."""
+{template_lines}
+    return dict(
+        template=[{template_items}] or None,
         grid=({grid}),
         threadgroup=({threadgroup}),
         output_shapes=[{output_shapes}],
         output_dtypes=[{output_dtypes}],
         init_value={init_value!r},
     )
+
+
+def {func}({signature}):
+    """{description}"""
+    if not _available() or {first_input}.dtype not in VERIFIED_DTYPES:
+        return _reference()({call_args})
+    outs = _get_kernel()(inputs=[{input_names_joined}], **launch_args({call_args}))
     return {return_expr}
 '''
 
@@ -135,6 +142,29 @@ def test_kernel_on_simulator_where_no_gpu():
     candidate = KernelCandidate.from_toml(HERE / "candidate.toml")
     report = run_correctness(task, candidate, get_backend("sim"), seed=99, heldout=True)
     assert report.ok, report.summary()
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_launch_args_match_the_verified_launch(case):
+    """kernel.py computes grid, threadgroup and templates in plain Python: check it against
+    the launch mlxport verified, for every case and dtype."""
+    from mlxport.correctness import kernel_args
+    from mlxport.inputs import arg_infos, make_inputs
+    from mlxport.spec import KernelCandidate
+    from mlxport.suite import load_task
+
+    kernel = _load("kernel")
+    task = load_task(HERE / "task")
+    candidate = KernelCandidate.from_toml(HERE / "candidate.toml")
+    for dtype in DTYPES:
+        inputs = make_inputs(task, CASES[case], dtype, seed=5)
+        expected = candidate.launch(arg_infos(task, inputs, CASES[case]))
+        args = kernel_args(task, candidate, inputs, CASES[case])
+        got = kernel.launch_args(**{{n: args[n] for n in [t.name for t in task.inputs] + list(task.param_values(CASES[case]))}})
+        assert tuple(got["grid"]) == expected.grid and tuple(got["threadgroup"]) == expected.threadgroup
+        assert [tuple(s) for s in got["output_shapes"]] == expected.output_shapes
+        template = [(k, str(v).split(".")[-1] if isinstance(v, mx.Dtype) else v) for k, v in got["template"] or []]
+        assert template == expected.template
 '''
 
 
@@ -184,23 +214,32 @@ def _write_op(out: Path, task: KernelTask, c: KernelCandidate, config: dict[str,
         model=config.get("model"), backend=final.get("backend"),
         verification=f"{len(verification.get('cases', []))} cases incl. held-out, seeds {verification.get('seeds')}",
         dtype_imports="bfloat16, bool_, float16, float32, int8, int16, int32, int64, uint8, uint16, uint32, uint64",
-        language=c.language, dtypes_list=task.dtypes, dtypes=tuple(task.dtypes), source=c.source, header=c.header,
-        name=c.name, input_names=c.input_names, output_names=c.output_names, atomic_outputs=c.atomic_outputs,
-        ensure_row_contiguous=c.ensure_row_contiguous, func=task.name, signature=signature,
-        first_input=task.inputs[0].name, call_args=call_args,
+        language=c.language, dtypes=", ".join(task.dtypes), source=_text_literal(c.source),
+        header=_text_literal(c.header), name=c.name, input_names=c.input_names, output_names=c.output_names,
+        atomic_outputs=c.atomic_outputs, ensure_row_contiguous=c.ensure_row_contiguous, func=task.name,
+        signature=signature, first_input=task.inputs[0].name, call_args=call_args,
         input_names_joined=", ".join(n for n in c.input_names if n in names),
-        template="[" + ", ".join(f"({k!r}, {_py(v)})" for k, v in c.template.items()) + "]",
+        template_lines="\n".join(f"    {k} = {_py(v)}" for k, v in c.template.items()) or "    pass",
+        template_items=", ".join(f"({k!r}, {k})" for k in c.template),
         grid=", ".join(_py(g) for g in c.grid), threadgroup=", ".join(_py(t) for t in c.threadgroup),
         output_shapes=", ".join(_shape_py(s) for s in c.output_shapes),
         output_dtypes=", ".join(_py(d) for d in c.output_dtypes), init_value=c.init_value,
         return_expr=outputs if len(c.output_names) > 1 else "outs[0]",
         reference_fn=task.reference.split(":")[1],
     )
-    (out / "kernel.py").write_text(text.replace("VERIFIED_DTYPES = " + repr(tuple(task.dtypes)),
-                                                "VERIFIED_DTYPES = (" + ", ".join(task.dtypes) + ",)"))
+    (out / "kernel.py").write_text(text)
     tol = {d: {"atol": t.atol, "rtol": t.rtol} for d, t in task.tolerance.items()}
     (out / "test_kernel.py").write_text(TEST_PY.format(cases=task.all_cases(), dtypes=task.dtypes, tolerance=tol,
                                                        func=task.name))
+
+
+def _text_literal(text: str) -> str:
+    """A triple-quoted literal that reads like the kernel source it holds."""
+    if not text:
+        return '""'
+    if text.endswith('"'):
+        text += "\n"
+    return '"""' + text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"') + '"""'
 
 
 def _py(expr: str | int) -> str:
@@ -215,7 +254,7 @@ def _shape_py(shape: str | list) -> str:
 
 def run_record(task: KernelTask, state: dict[str, Any], config: dict[str, Any], session_id: str,
                records: dict[str, Record]) -> dict[str, Any]:
-    from mlxport.agent.models import cost
+    from mlxport.agent.providers import cost
 
     usage = state.get("usage") or {}
     reason = usage.get("reason", {})

@@ -17,8 +17,8 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.errors import GraphRecursionError
 
 from mlxport.agent.graph import build_graph
-from mlxport.agent.models import check_model_spec
 from mlxport.agent.outputs import write_outputs
+from mlxport.agent.providers import check_model_spec
 from mlxport.agent.state import RunConfig
 from mlxport.errors import UserError
 from mlxport.spec import KernelTask
@@ -72,7 +72,7 @@ def run_port(task: KernelTask, config: RunConfig, out: Path, *, session: str | N
             raise UserError(f"session {session} has no checkpoint in {folder}: start a new port instead")
         inputs = None if snapshot.values else {"task_dir": str(task.folder)}
         try:
-            if snapshot.values and not snapshot.next:
+            if snapshot.values.get("final") is not None and not snapshot.next:
                 pass  # finished earlier: only rewrite the outputs
             else:
                 modes = ["updates", "messages"] if on_token else ["updates"]

@@ -16,6 +16,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 THREADGROUP_SIZES = (64, 128, 512)
+# Kernels using only these features compute the same thing at any block size.
+FREE_BLOCK_FEATURES = {"builtin", "math", "memory", "vector", "type", "half", "attribute", "pattern", "bits", "debug"}
 _ID = re.compile(r"^candidate (\w+):")
 
 
@@ -81,11 +83,11 @@ def decide(messages: list[BaseMessage]) -> tuple[str, tuple[str, dict[str, Any]]
     if last_name == "run_correctness":
         if cid and ": PASS" in last_text:
             return "", ("benchmark", {"candidate_id": cid})
-        return _next_variant(done) or _finish(done, "the translation is not correct")
+        return _finish(done, "the translation is not correct")
     if last_name == "benchmark":
         if "ESTIMATE" in last_text:
             return _finish(done, "verified on a backend without timing; nothing to tune")
-        return _next_variant(done) or _finish(done, "tried the translation and a few threadgroup sizes")
+        return _next_variant(done, messages) or _finish(done, "tried the translation and a few block sizes")
     return _finish(done, "done")
 
 
@@ -105,21 +107,48 @@ def _translated_compile(messages: list[BaseMessage]) -> tuple[str, tuple[str, di
     return f"Compiling the rule-based translation. {notes}", ("compile_kernel", fields)
 
 
-def _next_variant(done) -> tuple[str, tuple[str, dict[str, Any]]] | None:
-    """The next threadgroup size to try, based on the first translated candidate."""
-    first = next((d for d in done if d[0] == "compile_kernel" and not d[1].get("based_on")), None)
-    base_id = _ID.match(first[2]).group(1) if first and _ID.match(first[2]) else None
-    if base_id is None or not any(d[0] == "benchmark" and "ESTIMATE" not in d[2] for d in done):
+def _next_variant(done, messages: list[BaseMessage]) -> tuple[str, tuple[str, dict[str, Any]]] | None:
+    """The next block size to try, where the backend times kernels and the block size is free."""
+    if not any(d[0] == "benchmark" and "ESTIMATE" not in d[2] for d in done):
         return None
-    tried = {tuple(d[1].get("threadgroup", [])) for d in done if d[0] == "compile_kernel"}
-    base_tg = first[1].get("threadgroup") or [256, 1, 1]
-    if base_tg[1:] != [1, 1] or not isinstance(base_tg[0], int):
-        return None  # only 1-D launches are retuned blindly
+    from mlxport.suite import load_task
+
+    task = load_task(_task_line(messages, "Task folder"))
+    target = "cuda" if _task_line(messages, "Backend") == "cuda" else "msl"
+    tried = len([d for d in done if d[0] == "compile_kernel"]) - 1
+    variants = block_size_variants(task, target)
+    if tried >= len(variants):
+        return None
+    size, translation = variants[tried]
+    fields = translation.candidate.model_dump(mode="json", exclude_defaults=True)
+    fields.pop("language", None)
+    return f"Trying block size {size}.", ("compile_kernel", fields)
+
+
+def block_size_variants(task, target: str) -> list[tuple[int, Any]]:
+    """Re-translations with another block size, for kernels where the block size is a free
+    parameter: launched with a #define'd block, no shared memory, no warp-level code."""
+    from mlxport.translate.reader import read_cuda
+    from mlxport.translate.translator import Untranslatable, translate
+
+    source = task.source_text()
+    cf = read_cuda(source, name=task.source)
+    kernel = next((k for k in cf.kernels if k.name == task.kernel), None)
+    launch = next((site for site in cf.launches if site.kernel == task.kernel), None)
+    if kernel is None or launch is None or kernel.shared or launch.block not in cf.defines:
+        return []
+    if any(f.category not in FREE_BLOCK_FEATURES for f in kernel.features):
+        return []
+    out = []
     for size in THREADGROUP_SIZES:
-        tg = [size, 1, 1]
-        if tuple(tg) not in tried and size != base_tg[0]:
-            return f"Trying threadgroup size {size}.", ("compile_kernel", {"based_on": base_id, "threadgroup": tg})
-    return None
+        if str(size) == cf.defines[launch.block].strip():
+            continue
+        changed = re.sub(rf"(#define\s+{launch.block}\s+)\S+", rf"\g<1>{size}", source, count=1)
+        try:
+            out.append((size, translate(changed, kernel=task.kernel, target=target, task=task)))
+        except Untranslatable:
+            continue
+    return out
 
 
 def _finish(done, why: str) -> tuple[str, tuple[str, dict[str, Any]]]:

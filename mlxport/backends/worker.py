@@ -26,6 +26,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -101,6 +102,7 @@ class Worker:
         self.proc: subprocess.Popen[bytes] | None = None
         self._stderr: Any = None
         self.restarts = 0
+        self._lock = threading.Lock()  # the protocol allows one request in flight
 
     def _start(self) -> subprocess.Popen[bytes]:
         if self.proc is not None and self.proc.poll() is None:
@@ -118,7 +120,13 @@ class Worker:
 
     def call(self, header: dict[str, Any], arrays: list[np.ndarray] | None = None, *,
              timeout: float = 60.0) -> tuple[dict[str, Any], list[np.ndarray]]:
-        """Send one request and wait for its reply; raise WorkerError on timeout or crash."""
+        """Send one request and wait for its reply; raise WorkerError on timeout or crash. Callers
+        on several threads take turns."""
+        with self._lock:
+            return self._call(header, arrays, timeout)
+
+    def _call(self, header: dict[str, Any], arrays: list[np.ndarray] | None,
+              timeout: float) -> tuple[dict[str, Any], list[np.ndarray]]:
         proc = self._start()
         deadline = time.monotonic() + timeout
         try:

@@ -243,16 +243,16 @@ def _line(node: Node) -> int:
 
 
 _DEADLINE = [float("inf")]
+_STEPS = [0]  # nodes visited by all walks; many small walks must also hit the deadline check
 
 
 def _walk(node: Node, stop: frozenset[str] = frozenset()) -> Iterator[Node]:
     """Pre-order walk with an explicit stack; does not enter node types in `stop`."""
     stack = [(node, 0)]
-    count = 0
     while stack:
         cur, depth = stack.pop()
-        count += 1
-        if count % 8192 == 0 and time.monotonic() > _DEADLINE[0]:
+        _STEPS[0] += 1
+        if _STEPS[0] % 8192 == 0 and time.monotonic() > _DEADLINE[0]:
             raise CudaReadError(f"reading took longer than {READ_SECONDS:.0f} s (pathological input): "
                                 "pass a smaller or well-formed .cu file")
         yield cur

@@ -2,8 +2,8 @@
 
 The runtime (rt/mlxsim_rt.cpp) is compiled once per compiler and flags into an object file;
 each kernel is one small translation unit linked with it into ``<hash>.so``. The cache key
-covers the kernel text, every header, the flags and the compiler's version, so editing a
-header or switching compilers never reuses a stale library.
+covers the kernel text, every header, the runtime source, the flags and the compiler's version,
+so editing a header or the runtime, or switching compilers, never reuses a stale library.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import platform
 import re
 import shlex
 import subprocess
@@ -45,12 +44,11 @@ class Compiler:
         return "clang" in self.version.lower() or "zig" in " ".join(self.command)
 
     def flags(self) -> list[str]:
-        flags = ["-std=c++20", OPT_LEVEL, "-fPIC", "-fvisibility=hidden", "-w"]
+        # MSL char is signed; plain char is unsigned on aarch64 (Linux), so say it everywhere.
+        flags = ["-std=c++20", OPT_LEVEL, "-fPIC", "-fvisibility=hidden", "-w", "-fsigned-char"]
         if self.is_clang:
             # MSL rounds every half operation to half; clang keeps float excess precision otherwise.
             flags += ["-Xclang", "-ffloat16-excess-precision=none"]
-        if platform.machine().lower() in ("aarch64", "arm64"):
-            flags.append("-fsigned-char")  # MSL char is signed
         return flags
 
 
@@ -88,6 +86,11 @@ def _headers_digest() -> str:
     for p in sorted(INCLUDE.glob("*.h")):
         h.update(p.name.encode() + b"\0" + p.read_bytes())
     return h.hexdigest()
+
+
+@functools.cache
+def _runtime_digest() -> str:
+    return hashlib.sha256(RUNTIME_SOURCE.read_bytes()).hexdigest()
 
 
 def _digest(*parts: str) -> str:
@@ -139,7 +142,9 @@ def build(src: SimSource) -> BuildResult:
     t0 = time.perf_counter()
     cc = find_compiler()
     flags = cc.flags()
-    key = _digest(src.text, _headers_digest(), " ".join(flags), cc.version, " ".join(cc.command))
+    # The runtime is linked into every library: a runtime change must rebuild them all.
+    key = _digest(src.text, _headers_digest(), _runtime_digest(), " ".join(flags), cc.version,
+                  " ".join(cc.command))
     lib = cache_dir() / f"k-{key}.so"
     if lib.exists():
         return BuildResult(True, lib, seconds=time.perf_counter() - t0, cached=True)

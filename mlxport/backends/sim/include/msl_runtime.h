@@ -19,19 +19,7 @@
 #include "mlx_utils.h"
 #endif
 
-// metal_stdlib's float macros, unless the math header already provides them.
-#ifndef INFINITY
-#define INFINITY __builtin_inff()
-#endif
-#ifndef NAN
-#define NAN __builtin_nanf("")
-#endif
-#ifndef MAXFLOAT
-#define MAXFLOAT 0x1.fffffep+127f
-#endif
-#ifndef HUGE_VALF
-#define HUGE_VALF __builtin_huge_valf()
-#endif
+#include "msl_constants.h"  // FLT_MAX, HALF_MAX, M_PI_F, INFINITY... as metal_stdlib defines them
 
 #ifndef METAL_FUNC
 #define METAL_FUNC inline __attribute__((always_inline))

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -130,7 +131,9 @@ struct Worker {
   jmp_buf abort_env;
   bool fibers = false;
   Lane* current = nullptr;
-  std::vector<TgSlot> slots;
+  // A deque, not a vector: lanes keep `const Buffer*` into these slots (Ptr::buf_) while later
+  // declarations add slots, and growing a deque at the end never moves existing elements.
+  std::deque<TgSlot> slots;
   std::vector<char*> arena;  // owned allocations of this threadgroup
   size_t tg_bytes = 0;
   int64_t switches = 0, rounds = 0, syncs = 0;
@@ -465,7 +468,7 @@ void threadgroup_barrier_wait(Site site) {
 void* tg_alloc(int slot, size_t bytes, size_t align, const char* name, int32_t elem_size, const Buffer** buf,
                bool* fresh) {
   Worker* w = tl_worker;
-  if (size_t(slot) >= w->slots.size()) w->slots.resize(size_t(slot) + 1);
+  if (size_t(slot) >= w->slots.size()) w->slots.resize(size_t(slot) + 1);  // deque: no element moves
   TgSlot& s = w->slots[size_t(slot)];
   *fresh = false;
   if (!s.storage) {
@@ -475,7 +478,10 @@ void* tg_alloc(int slot, size_t bytes, size_t align, const char* name, int32_t e
                 "(32768 bytes) Apple GPUs allow", name, w->tg_bytes).c_str());
     }
     align = std::max<size_t>(align, 16);
-    auto* mem = static_cast<char*>(std::aligned_alloc(align, (bytes + align - 1) / align * align));
+    // Never 0 bytes: a null block would leave the slot unallocated and give each lane its own.
+    size_t alloc = std::max<size_t>(1, (bytes + align - 1) / align) * align;
+    auto* mem = static_cast<char*>(std::aligned_alloc(align, alloc));
+    if (!mem) fault(fmt("threadgroup memory: could not allocate %zu bytes for %s", bytes, name).c_str());
     // Threadgroup memory starts as garbage on a GPU; NaN/-1 bytes make reads before writes show.
     std::memset(mem, 0xFF, bytes);
     w->arena.push_back(mem);
@@ -525,7 +531,8 @@ void fault_oob(const Buffer* buf, int64_t offset, size_t size, bool read_only) {
 
 void fault(const char* message) {
   Worker* w = tl_worker;
-  record_error(w->launch, std::string(message) + (w ? who(w->current) : std::string()));
+  if (!w) std::abort();  // only kernel code, which always runs on a worker, reaches here
+  record_error(w->launch, std::string(message) + who(w->current));
   abort_lane();
 }
 

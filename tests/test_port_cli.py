@@ -1,0 +1,108 @@
+"""`mlxport port` as a user runs it: the defaults on the simulator, resume after SIGKILL, bad input."""
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from mlxport.agent.port import run_port
+from mlxport.agent.state import RunConfig
+from mlxport.suite import expert_ports, load_task
+
+DEFAULT_TASKS = ["vector_add", "gelu_tanh", "softmax_rows", "rmsnorm", "transpose_tiled", "cumsum"]
+
+
+def test_defaults_turn_six_tasks_into_verified_kernels_whose_tests_pass(tmp_path):
+    for name in DEFAULT_TASKS:
+        run = run_port(load_task(name), RunConfig(), tmp_path)  # the defaults: rules policy, best backend
+        assert run["result"]["verified"], (name, run["stop_reason"], run["rejected_in_final_verification"])
+        assert run["non_llm_baseline"] and "non-LLM baseline" in (tmp_path / name / "report.md").read_text()
+    tests = [str(tmp_path / name / "test_kernel.py") for name in DEFAULT_TASKS]
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--import-mode=importlib", *tests],
+                            capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:]
+
+
+def _script(tmp_path):
+    port = expert_ports(load_task("vector_add"))["msl"]
+    args = port.model_dump(mode="json", exclude_defaults=True)
+    args.pop("language", None)
+    slow = port.model_copy(update={"threadgroup": [64, 1, 1]})
+    slow_args = {**args, "threadgroup": [64, 1, 1]}
+    turns = [{"tool_calls": [{"name": "read_cuda_source", "args": {}}]},
+             {"tool_calls": [{"name": "compile_kernel", "args": args}]},
+             {"tool_calls": [{"name": "run_correctness", "args": {"candidate_id": port.id}}]},
+             {"tool_calls": [{"name": "compile_kernel", "args": slow_args}]},
+             {"tool_calls": [{"name": "run_correctness", "args": {"candidate_id": slow.id}}]},
+             {"tool_calls": [{"name": "finish", "args": {"candidate_id": port.id}}]}]
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps(turns))
+    return path, port
+
+
+def _checkpoints(db) -> int:
+    if not db.exists():
+        return 0
+    try:
+        with sqlite3.connect(db) as conn:
+            return conn.execute("select count(*) from checkpoints").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def test_sigkill_mid_run_then_resume_loses_nothing(tmp_path, cli):
+    script, port = _script(tmp_path)
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "mlxport.cli", "port", "--task", "vector_add", "--backend", "sim", "--model",
+           f"scripted:{script}", "--out", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    db = out / "vector_add" / "checkpoints.sqlite"
+    deadline = time.monotonic() + 120
+    # prepare, then (reason, tools, assess) x 3: killed after the first candidate was evaluated
+    while _checkpoints(db) < 12 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (out / "vector_add" / "run.json").exists(), "the run finished before it could be killed"
+    session = json.loads((out / "vector_add" / "session.json").read_text())["session"]
+    result = cli("port", "--resume", session, "--out", str(out), "--json", timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    run = json.loads(result.stdout)
+    assert run["stop_reason"] == "finish" and run["result"]["verified"] and run["result"]["candidate_id"] == port.id
+    lines = [json.loads(x) for x in (out / "vector_add" / "transcript.jsonl").read_text().splitlines()]
+    calls = [c["id"] for x in lines if x["type"] == "ai" for c in (x["tool_calls"] or [])]
+    assert len(calls) == len(set(calls)) == 6  # every scripted step ran exactly once across the kill
+    assert run["candidates"] == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["missing.cu"], "no such file missing.cu"),
+        (["NOT_CUDA"], "does not look like CUDA source"),
+        (["BINARY"], "binary"),
+        (["--task", "vector_add", "--model", "bogus:model"], "unknown provider 'bogus'"),
+        (["--task", "vector_add", "--model", "anthropic:claude-sonnet-4-5"], "pip install 'mlxport[anthropic]'"),
+        (["--task", "vector_add", "--model", "openai:gpt-4.1-mini"], "no API key for openai: set OPENAI_API_KEY"),
+        (["--task", "vector_add", "--budget", "iterations=-3"], "must be positive"),
+        (["--task", "vector_add", "--budget", "speed=3"], "unknown budget key 'speed'"),
+        (["--task", "vector_add", "--out", "/proc/nope"], "cannot write to output folder"),
+        (["--task", "vector_add", "--backend", "metal"], "the metal backend is not available here"),
+        (["--resume", "no-such-session"], "no session 'no-such-session'"),
+    ],
+)
+def test_bad_input_ends_in_one_sentence(tmp_path, cli, args, fragment):
+    (tmp_path / "NOT_CUDA").write_text("def main():\n    print('hello')\n")
+    (tmp_path / "BINARY").write_bytes(bytes(range(256)) * 4)
+    env = {"OPENAI_API_KEY": "", "MLXPORT_TEST": "1"}
+    out = [] if "--out" in args else ["--out", str(tmp_path / "out")]
+    result = cli("port", *args, *out, cwd=tmp_path, env=env)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert fragment in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
