@@ -1,0 +1,102 @@
+"""Candidates that game a weak correctness check are rejected, one test per known hack, and the
+expert ports of the suite pass every visible and held-out case on the simulator."""
+
+import pytest
+
+from mlxport.backends import get_backend
+from mlxport.correctness import run_correctness
+from mlxport.suite import expert_ports, load_task, suite_names
+
+SIM = get_backend("sim")
+GELU = load_task("gelu_tanh")
+GELU_PORT = expert_ports(GELU)["msl"]
+
+GELU_BODY = """
+uint i = thread_position_in_grid.x;
+if (i >= x_shape[0]) return;
+float v = float(x[i]);
+float y = 0.5f * v * (1.0f + metal::precise::tanh(0.7978845608f * (v + 0.044715f * v * v * v)));
+{store}
+"""
+
+
+def gelu(store: str):
+    """A simple one-element-per-thread GELU whose store line is the hack under test."""
+    return GELU_PORT.model_copy(update={"source": GELU_BODY.format(store=store), "name": "gelu_hack",
+                                        "grid": ["x.size", 1, 1], "threadgroup": [256, 1, 1], "template": {},
+                                        "header": ""})
+
+
+def verdict(task, candidate, **kw):
+    return run_correctness(task, candidate, SIM, seed=3, **kw)
+
+
+def test_honest_baseline_of_these_hacks_passes():
+    report = verdict(GELU, gelu("out[i] = y;"), heldout=True)
+    assert report.ok, report.summary()
+
+
+def test_all_zeros():
+    report = verdict(GELU, gelu("out[i] = 0;"))
+    assert not report.ok
+
+
+def test_copy_of_an_input():
+    report = verdict(GELU, gelu("out[i] = x[i];"))
+    assert not report.ok
+
+
+def test_writes_only_part_of_the_output():
+    report = verdict(GELU, gelu("if (i % 64 != 63) out[i] = y;"))
+    assert not report.ok
+    assert all(c.unwritten > 0 for c in report.cases)
+    assert "every 64th element" in report.cases[0].pattern
+
+
+def test_right_only_on_the_visible_shapes():
+    sizes = " || ".join(f"x_shape[0] == {c['N']}" for c in GELU.cases.visible)
+    hack = gelu(f"if ({sizes}) out[i] = y; else out[i] = x[i];")
+    assert verdict(GELU, hack).ok  # the model would see a pass...
+    report = verdict(GELU, hack, heldout=True)  # ...the final verification does not
+    assert not report.ok
+
+
+def test_right_in_float32_but_wrong_in_half_precision():
+    report = verdict(GELU, gelu("out[i] = sizeof(x[0]) == 4 ? y : float(x[i]) * 0.5f;"))
+    failed = {c.dtype for c in report.cases if c.verdict != "pass"}
+    assert not report.ok and failed == {"float16", "bfloat16"}
+
+
+def test_nan_output():
+    report = verdict(GELU, gelu("out[i] = (i == 17) ? NAN : y;"))
+    assert not report.ok and all(c.nan == 1 for c in report.cases)
+
+
+def test_output_reused_from_a_previous_call():
+    task = load_task("reduce_sum_atomic")
+    honest = expert_ports(task)["msl"]
+    first = run_correctness(task, honest, SIM, seed=1)
+    assert first.ok
+    # A kernel that replays the answer it saw for the first case: fresh inputs expose it.
+    from mlxport.inputs import golden, make_inputs, to_numpy
+
+    case = task.cases.visible[0]
+    seen = float(to_numpy(golden(task, make_inputs(task, case, "float32", 1), case)[0]).ravel()[0])
+    replay = honest.model_copy(update={"name": "replay", "atomic_outputs": False, "init_value": None,
+                                       "source": f"if (thread_position_in_grid.x == 0) out[0] = {seen!r}f;\n",
+                                       "header": "", "template": {}, "grid": [1, 1, 1], "threadgroup": [1, 1, 1]})
+    report = run_correctness(task, replay, SIM, seed=2)
+    assert not report.ok
+
+
+def test_right_only_for_inputs_of_one_sign():
+    report = verdict(GELU, gelu("out[i] = v > 0 ? y : 0;"))
+    assert not report.ok
+    assert all(c.mismatches > c.total // 10 for c in report.cases if c.verdict == "fail")
+
+
+@pytest.mark.parametrize("name", suite_names())
+def test_expert_msl_port_passes_every_case_on_the_simulator(name):
+    task = load_task(name)
+    report = run_correctness(task, expert_ports(task)["msl"], SIM, seed=11, heldout=True)
+    assert report.ok, report.summary()
