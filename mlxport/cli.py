@@ -18,6 +18,8 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_
                   help="Port CUDA kernels to fast, verified MLX custom kernels.")
 tasks_app = typer.Typer(no_args_is_help=True, help="The task suite: list, show, check, scaffold.")
 app.add_typer(tasks_app, name="tasks")
+eval_app = typer.Typer(invoke_without_command=True, help="Compare LLMs on the same graph, tools and budget.")
+app.add_typer(eval_app, name="eval")
 kb_app = typer.Typer(no_args_is_help=True, help="The Apple-GPU knowledge base: search it, look up chips.")
 app.add_typer(kb_app, name="kb")
 
@@ -315,28 +317,6 @@ def doctor(as_json: JsonOpt = False,
 # ---------------------------------------------------------------- port
 
 
-BUDGET_KEYS = {"iterations": "max_iterations", "patience": "patience", "tokens": "max_tokens", "cost": "max_cost",
-               "wall": "max_wall_seconds", "target": "target_speedup", "errors": "max_consecutive_errors"}
-
-
-def parse_budget(text: str | None) -> dict:
-    """``iterations=12,patience=6,tokens=4e5,cost=5,wall=1800,target=1.2`` -> RunConfig fields."""
-    out = {}
-    for part in filter(None, (p.strip() for p in (text or "").split(","))):
-        key, _, value = part.partition("=")
-        if key not in BUDGET_KEYS:
-            raise UserError(f"unknown budget key {key!r}: use {', '.join(BUDGET_KEYS)} (e.g. iterations=8,cost=1)")
-        try:
-            number = float(value)
-        except ValueError as e:
-            raise UserError(f"budget {key} must be a number, got {value!r}") from e
-        if number <= 0:
-            raise UserError(f"budget {key} must be positive, got {value}")
-        field = BUDGET_KEYS[key]
-        out[field] = number if field in ("max_cost", "max_wall_seconds", "target_speedup") else int(number)
-    return out
-
-
 @app.command()
 def port(
     kernel: Annotated[Path | None, typer.Argument(help="The .cu file to port (default: the task's kernel.cu).")] = None,
@@ -358,7 +338,7 @@ def port(
     as_json: JsonOpt = False,
 ) -> None:
     """Port a CUDA kernel to a verified MLX kernel and write kernel.py, test_kernel.py and a report."""
-    from mlxport.agent.config import RunConfig
+    from mlxport.agent.config import RunConfig, parse_budget
     from mlxport.agent.providers import check_model_spec
 
     show = _progress(err if as_json else out)
@@ -456,6 +436,56 @@ def _print_port_summary(run: dict, out_dir: Path) -> None:
         out.print(f"wrote {out_dir / run['task']}/kernel.py, test_kernel.py, report.md, run.json")
     else:
         out.print(f"[red]no verified kernel[/red]; see {out_dir / run['task']}/report.md")
+
+
+# ---------------------------------------------------------------- eval
+
+
+@eval_app.callback()
+def eval_run(
+    ctx: typer.Context,
+    models: Annotated[str | None, typer.Option(help="Comma-separated model specs; rules is always added.")] = None,
+    suite: Annotated[str, typer.Option(help="Task suite.")] = "core",
+    tasks: Annotated[str | None, typer.Option(help="Comma-separated task names (default: the whole suite).")] = None,
+    seeds: Annotated[int, typer.Option(help="Runs per model and task.")] = 1,
+    budget: Annotated[str | None, typer.Option(help="Same for every model, e.g. iterations=12,cost=2,wall=30m")] = None,
+    backend: BackendOpt = "auto",
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server for openai: models.")] = None,
+    jobs: Annotated[int, typer.Option(help="Ports run side by side (device work stays serialised).")] = 1,
+    out_dir: Annotated[Path, typer.Option("--out", help="Eval folder; rerun to resume.")] = Path("mlxport-eval"),
+) -> None:
+    """Run every model x task x seed with identical budgets, then write report.md and report.html."""
+    if ctx.invoked_subcommand:
+        return
+    from mlxport.agent.config import parse_budget
+    from mlxport.evals.report import build_reports
+    from mlxport.evals.runner import resolve_tasks, run_eval
+
+    if not models:
+        raise UserError("pass --models, e.g. --models openai:gpt-4.1-mini,scripted:my_script.json")
+    overrides = {**parse_budget(budget), "backend": backend, **({"base_url": base_url} if base_url else {})}
+    names = [t for t in (tasks or "").split(",") if t]
+    resolve_tasks(suite, names)  # an unknown suite or task fails here, before any work
+
+    def progress(event: dict) -> None:
+        out.print(f"[{event['done']}/{event['total']}] {event['model']} {event['task']} seed {event['seed']}: "
+                  f"{event['status']}", highlight=False)
+
+    folder = run_eval([m for m in models.split(",") if m], names, seeds, overrides, jobs, out_dir,
+                      on_progress=progress)
+    md, html = build_reports(folder)
+    out.print(f"wrote {md} and {html}")
+
+
+@eval_app.command("report")
+def eval_report(folder: Annotated[Path, typer.Argument(help="An eval folder.")]) -> None:
+    """Rebuild report.md and report.html from the run records in an eval folder."""
+    from mlxport.evals.report import build_reports
+
+    if not folder.is_dir():
+        raise UserError(f"no eval folder {folder}: pass the --out folder of an earlier mlxport eval")
+    md, html = build_reports(folder)
+    out.print(f"wrote {md} and {html}")
 
 
 def main() -> None:

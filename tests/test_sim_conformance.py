@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mlxport.backends import availability, get_backend
 from mlxport.backends.sim import SimBackend
 from mlxport.spec import KernelCandidate
 
@@ -14,8 +15,15 @@ MSL = Path(__file__).parent / "msl"
 RNG = np.random.default_rng(0)
 
 
-@pytest.fixture(scope="module")
-def sim():
+@pytest.fixture(scope="module", params=["sim", "metal"])
+def sim(request):
+    """The simulator everywhere; the same kernels on the real Metal backend where Metal exists."""
+    if request.param == "metal":
+        status = availability()["metal"]
+        if not status.ok:
+            pytest.skip(f"the metal backend is unavailable here: {status.reason}")
+        yield get_backend("metal")
+        return
     backend = SimBackend()
     yield backend
     backend.close()
@@ -545,5 +553,7 @@ def test_half_rounds_after_every_operation_and_char_is_signed(sim):
     c = kernel(src, ["x"], ["out"], [[4]], ["float16"], [1, 1, 1], [1, 1, 1])
     r = run_ok(sim, c, x=np.array([1.0, 0.0004883, 200.0], np.float32))
     assert list(r.outputs[0]) == [1.0, 1.0, 1.0, 1.0]
+    if sim.name != "sim":
+        return
     assert "-ffloat16-excess-precision=none" in sim.device_info()["flags"]
     assert "-fsigned-char" in sim.device_info()["flags"]

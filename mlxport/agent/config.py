@@ -3,7 +3,15 @@ can validate it before loading the agent."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from mlxport.errors import UserError
+
+PER_RUN = ("model", "seed", "approve")
+BUDGET_KEYS = {"iterations": "max_iterations", "patience": "patience", "tokens": "max_tokens", "cost": "max_cost",
+               "wall": "max_wall_seconds", "errors": "max_consecutive_errors", "target": "target_speedup",
+               "extra_seeds": "extra_seeds"}
 
 
 @dataclass(kw_only=True)
@@ -28,8 +36,6 @@ class RunConfig:
     approve: bool = False  # chat: pause for a person to approve each new best candidate
 
     def validate(self) -> RunConfig:
-        from mlxport.errors import UserError
-
         for name in ("max_iterations", "patience", "max_tokens", "max_consecutive_errors"):
             if getattr(self, name) < 1:
                 raise UserError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
@@ -39,3 +45,34 @@ class RunConfig:
         if self.backend not in ("auto", "metal", "cuda", "sim"):
             raise UserError(f"unknown backend {self.backend!r}: use auto, metal, cuda or sim")
         return self
+
+
+def parse_budget(text: str | None) -> dict[str, Any]:
+    """``iterations=12,patience=6,tokens=400k,cost=2.5,wall=30m`` -> RunConfig overrides. Full
+    RunConfig field names (``max_iterations=12``) work too."""
+    names = {f.name for f in fields(RunConfig)} - set(PER_RUN)
+    out: dict[str, Any] = {}
+    for part in filter(None, (p.strip() for p in (text or "").split(","))):
+        key, sep, value = part.partition("=")
+        key = BUDGET_KEYS.get(key.strip(), key.strip())
+        if not sep or key not in names:
+            raise UserError(f"cannot read budget item {part!r}: use key=value with keys "
+                            f"{', '.join(BUDGET_KEYS)} (e.g. --budget iterations=12,cost=2)")
+        out[key] = _budget_value(key, value.strip(), part)
+    return out
+
+
+def _budget_value(key: str, value: str, part: str) -> Any:
+    scale = {"k": 1e3, "m": 1e6} if key == "max_tokens" else {"s": 1, "m": 60, "h": 3600} \
+        if key == "max_wall_seconds" else {}
+    factor = 1.0
+    if value and value[-1].lower() in scale:
+        factor, value = scale[value[-1].lower()], value[:-1]
+    try:
+        number = float(value) * factor
+    except ValueError as e:
+        if key in ("backend", "chip", "base_url"):
+            return value
+        raise UserError(f"budget item {part!r} needs a number") from e
+    return int(number) if key in ("max_iterations", "patience", "max_tokens", "max_consecutive_errors",
+                                  "extra_seeds") else number

@@ -132,6 +132,8 @@ def _pack_inputs(inputs: dict[str, Any]) -> tuple[list[dict[str, Any]], list[np.
 
     specs, arrays = [], []
     for name, value in inputs.items():
+        if isinstance(value, np.ndarray):
+            value = mx.array(value)
         if isinstance(value, mx.array):
             raw = value.view(mx.uint16) if value.dtype == mx.bfloat16 else value
             specs.append({"name": name, "dtype": dtype_name(value.dtype), "array": len(arrays)})

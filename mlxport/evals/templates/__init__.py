@@ -1,0 +1,1 @@
+"""Report pieces: inline SVG charts and the HTML page style."""
