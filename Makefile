@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/mlxport tasks check
+	$(BIN)/mlxport port --task softmax_rows --out mlxport-out
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

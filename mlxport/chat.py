@@ -48,7 +48,8 @@ def chat(task: KernelTask | None, config: Any, out: Path, *, session: str | None
         task = task or pick_task(console, read)
         config, folder, session = new_session(task, config, out, model)
     hint = f"mlxport chat --session {session} --out {out}"
-    console.print(f"[bold]mlxport chat[/bold]  task [bold]{task.name}[/bold] · {escape(model_label(config.model))} "
+    label = model_label(config.model) if model is None else f"{type(model).__name__} (given in code)"
+    console.print(f"[bold]mlxport chat[/bold]  task [bold]{task.name}[/bold] · {escape(label)} "
                   f"· backend {config.backend}", highlight=False)
     console.print(f"session {session} (saved in {folder})", highlight=False, soft_wrap=True)
     console.print("type guidance any time · /help · /quit", style="dim")

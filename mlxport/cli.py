@@ -438,6 +438,27 @@ def _print_port_summary(run: dict, out_dir: Path) -> None:
         out.print(f"[red]no verified kernel[/red]; see {out_dir / run['task']}/report.md")
 
 
+@app.command()
+def chat(kernel: Annotated[Path | None, typer.Argument(help="The .cu file, inside a task folder.")] = None,
+         task: Annotated[str | None, typer.Option(help="Task name or folder.")] = None,
+         session: Annotated[str | None, typer.Option(help="Resume this session id.")] = None,
+         model: Annotated[str, typer.Option(help="rules, scripted:FILE or provider:model.")] = "rules",
+         base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server.")] = None,
+         backend: BackendOpt = "auto",
+         budget: Annotated[str | None, typer.Option(help="e.g. iterations=12,cost=5")] = None,
+         out_dir: Annotated[Path, typer.Option("--out", help="Output folder.")] = Path("mlxport-out"),
+         seed: int = 0) -> None:
+    """Port a kernel interactively: watch each step, steer, approve candidates; resume with --session."""
+    from mlxport.agent.config import RunConfig, parse_budget
+    from mlxport.chat import chat as run_chat
+    from mlxport.chat import check_config, resolve_task
+
+    config = RunConfig(model=model, base_url=base_url, backend=backend, seed=seed, **parse_budget(budget))
+    if not session:
+        check_config(config)
+    run_chat(None if session else resolve_task(kernel, task), config, out_dir, session=session)
+
+
 # ---------------------------------------------------------------- eval
 
 

@@ -84,3 +84,20 @@ def test_deep_nesting_and_macros(depth: int, recursive: bool, opener: str) -> No
     last = f"#define M{depth}(x) " + ("M0(x)" if recursive else "__global__ void x(float* p) { p[0] = 1; }")
     check(chain + last + "\nM0(kern)\n")
     check("__global__ void k(float* p) { p[0] = " + opener * depth * 50 + " }\n")
+
+
+def test_parse_and_read_deadlines(monkeypatch) -> None:
+    from mlxport.translate import reader
+
+    monkeypatch.setattr(reader, "PARSE_SECONDS", 0.05)
+    try:
+        read_cuda("__global__ void k() {}\n" + "a<" * 400_000)
+    except CudaReadError as e:
+        assert "longer than" in str(e) or "does not parse" in str(e) or "not closed" in str(e)
+    monkeypatch.setattr(reader, "PARSE_SECONDS", 10.0)
+    monkeypatch.setattr(reader, "READ_SECONDS", 0.0)
+    src = "".join(f"__global__ void k{i}(float* a) {{ a[threadIdx.x] = {i}; }}\n" for i in range(300))
+    try:
+        read_cuda(src)
+    except CudaReadError as e:
+        assert "reading took longer than" in str(e)

@@ -55,7 +55,8 @@ def run_port(task: KernelTask, config: RunConfig, out: Path, *, session: str | N
     ensure_writable(folder)
     if resume:
         saved = _load_session(folder, session)
-        config, session = RunConfig(**saved["config"]), saved["session"]
+        # A chat session resumed here runs unattended: nobody is there to approve candidates.
+        config, session = RunConfig(**{**saved["config"], "approve": False}), saved["session"]
     else:
         config.validate()
         if model is None:

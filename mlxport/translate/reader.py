@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
+from contextvars import ContextVar
 from pathlib import Path
 
 import tree_sitter_cuda
@@ -228,10 +229,16 @@ def _parse(data: bytes, name: str) -> Tree:
 # tree helpers
 
 
+# The source of the tree being read. Trees parsed through a read callback keep no text, and
+# Node.text would call the callback again, so text is sliced from here.
+_SOURCE: ContextVar[bytes] = ContextVar("_SOURCE", default=b"")
+_DEADLINE: ContextVar[float] = ContextVar("_DEADLINE", default=float("inf"))
+
+
 def _text(node: Node | None) -> str:
-    if node is None or node.text is None:
+    if node is None:
         return ""
-    return node.text.decode("utf-8", "replace")
+    return _SOURCE.get()[node.start_byte:node.end_byte].decode("utf-8", "replace")
 
 
 def _norm(text: str) -> str:
@@ -242,7 +249,6 @@ def _line(node: Node) -> int:
     return node.start_point[0] + 1
 
 
-_DEADLINE = [float("inf")]
 _STEPS = [0]  # nodes visited by all walks; many small walks must also hit the deadline check
 
 
@@ -252,7 +258,7 @@ def _walk(node: Node, stop: frozenset[str] = frozenset()) -> Iterator[Node]:
     while stack:
         cur, depth = stack.pop()
         _STEPS[0] += 1
-        if _STEPS[0] % 8192 == 0 and time.monotonic() > _DEADLINE[0]:
+        if _STEPS[0] % 8192 == 0 and time.monotonic() > _DEADLINE.get():
             raise CudaReadError(f"reading took longer than {READ_SECONDS:.0f} s (pathological input): "
                                 "pass a smaller or well-formed .cu file")
         yield cur
@@ -1208,7 +1214,7 @@ def _stray_globals(root: Node, file: str) -> None:
         if parent is not None and parent.type in ("function_definition", "declaration", "template_instantiation",
                                                   "field_declaration"):
             continue
-        if any(a.type == "ERROR" and a.end_byte >= len(root.text.rstrip()) for a in _ancestors(node)):
+        if any(a.type == "ERROR" and a.end_byte >= len(_SOURCE.get().rstrip()) for a in _ancestors(node)):
             raise CudaReadError(f"{file}: parse error at line {_line(node)}: the __global__ kernel here is not "
                                 "closed (the file looks truncated): pass the complete file")
         raise CudaReadError(f"{file}: parse error at line {_line(node)}: a __global__ kernel here does not parse: "
@@ -1244,13 +1250,14 @@ def read_cuda(source: str | Path, *, name: str = "<source>") -> CudaFile:
     # the grammar does not know __align__; alignas(N) means the same and keeps offsets
     expanded = re.sub(rb"__align__\((\s*\w+\s*)\)", lambda m: b"alignas(" + m.group(1) + b")  ", expanded)
     if not re.search(rb"\b__global__\b", expanded):
-        return _build(_parse(expanded[:65536], file), file, macros, spans)  # raises "no kernel"; quick
+        expanded = expanded[:65536]  # only to word the "no kernel" error; quick
     tree = _parse(expanded, file)
-    _DEADLINE[0] = time.monotonic() + READ_SECONDS
+    source, deadline = _SOURCE.set(expanded), _DEADLINE.set(time.monotonic() + READ_SECONDS)
     try:
         return _build(tree, file, macros, spans)
     finally:
-        _DEADLINE[0] = float("inf")
+        _SOURCE.reset(source)
+        _DEADLINE.reset(deadline)
 
 
 def _build(tree: Tree, file: str, macros: list[MacroDef], spans: list[tuple]) -> CudaFile:
