@@ -459,6 +459,39 @@ def chat(kernel: Annotated[Path | None, typer.Argument(help="The .cu file, insid
     run_chat(None if session else resolve_task(kernel, task), config, out_dir, session=session)
 
 
+@app.command()
+def batch(source: Annotated[str, typer.Argument(help="Manifest .toml, folder of task folders, or 'suite'.")],
+          model: Annotated[str, typer.Option(help="rules, scripted:FILE or provider:model.")] = "rules",
+          jobs: Annotated[int, typer.Option(help="Ports at once (device work stays serialised).")] = 2,
+          out_dir: Annotated[Path, typer.Option("--out", help="Output folder.")] = Path("mlxport-out"),
+          backend: BackendOpt = "auto",
+          base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server.")] = None,
+          budget: Annotated[str | None, typer.Option(help="e.g. iterations=12,cost=5")] = None,
+          seed: int = 0,
+          ray: Annotated[str | None, typer.Option("--ray", help="Ray address, auto or local (mlxport[ray]).")] = None,
+          as_json: JsonOpt = False) -> None:
+    """Port many kernels unattended; rerun the same command to resume."""
+    from mlxport.agent.config import parse_budget
+    from mlxport.batch import run_batch
+
+    cfg = {"backend": backend, "seed": seed, **parse_budget(budget), **({"base_url": base_url} if base_url else {})}
+    path = run_batch(source, model=model, jobs=jobs, out=out_dir, budget=cfg, ray_address=ray,
+                     console=err if as_json else out)
+    summary = json.loads(path.read_text())
+    if as_json:
+        _print_json(summary)
+    if summary["totals"]["verified"] < summary["totals"]["tasks"]:
+        raise typer.Exit(1)
+
+
+@app.command()
+def mcp() -> None:
+    """Serve mlxport's tools (read, knowledge, compile, check, benchmark, port) to an MCP client over stdio."""
+    from mlxport.mcp_server import serve_mcp
+
+    serve_mcp()
+
+
 # ---------------------------------------------------------------- eval
 
 

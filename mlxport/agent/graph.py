@@ -280,14 +280,17 @@ def finalize(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
         ranked = [session.records[chosen]] + [r for r in ranked if r.candidate.id != chosen]
     rejected = []
     for record in ranked[:4]:
-        report = run_correctness(session.task, record.candidate, session.backend, seed=session.seed + 50_000,
-                                 heldout=True, extra_seeds=ctx.extra_seeds)
+        with session.device_lock:
+            report = run_correctness(session.task, record.candidate, session.backend, seed=session.seed + 50_000,
+                                     heldout=True, extra_seeds=ctx.extra_seeds)
         if not report.ok:
             rejected.append({"candidate_id": record.candidate.id, "report": report.model_dump(mode="json")})
             continue
         bench = record.benchmark
         if bench is None:
-            bench = benchmark(session.task, record.candidate, session.backend, seed=session.seed, chip=session.chip)
+            with session.device_lock:
+                bench = benchmark(session.task, record.candidate, session.backend, seed=session.seed,
+                                  chip=session.chip)
         final = {"candidate_id": record.candidate.id, "verified": True, "backend": session.backend.name,
                  "verification": report.model_dump(mode="json"), "benchmark": bench.model_dump(mode="json"),
                  "rejected": rejected}
