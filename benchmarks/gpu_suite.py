@@ -146,12 +146,18 @@ def main() -> None:
     backend._info = None  # pick up the calibration just written
     result["device"] = backend.device_info()
     print(json.dumps(result["calibration"]), flush=True)
-    result["correctness"] = [] if "correctness" in skip else check_ports(backend, names, language)
-    result["translated"] = [] if "translated" in skip else translated(backend, names, language)
-    result["bench"] = [] if "bench" in skip else bench_ports(backend, names, language, args.iters)
-    result["timer"] = None if "timer" in skip else validate_timer(backend, language)
-    (args.out / "gpu_suite.json").write_text(json.dumps(result, indent=2, default=str))
-    (args.out / "gpu_suite.md").write_text(markdown(result))
+    result.update(correctness=[], translated=[], bench=[], timer=None)
+    stages = [("correctness", lambda: check_ports(backend, names, language)),
+              ("bench", lambda: bench_ports(backend, names, language, args.iters)),
+              ("timer", lambda: validate_timer(backend, language)),
+              ("translated", lambda: translated(backend, names, language))]
+    for stage, run in stages:
+        if stage in skip:
+            continue
+        result[stage] = run()
+        # Written after every stage, so a run cut short by the machine's time limit still reports.
+        (args.out / "gpu_suite.json").write_text(json.dumps(result, indent=2, default=str))
+        (args.out / "gpu_suite.md").write_text(markdown(result))
     print(markdown(result))
 
 

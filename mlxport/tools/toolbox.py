@@ -33,10 +33,11 @@ class Record:
     correctness: CorrectnessReport | None = None
     benchmark: BenchmarkReport | None = None
     plan_node: str | None = None
+    rejected: bool = False  # a person rejected it in a chat session
 
     @property
     def correct(self) -> bool:
-        return self.correctness is not None and self.correctness.ok
+        return self.correctness is not None and self.correctness.ok and not self.rejected
 
     @property
     def speedup(self) -> float | None:
@@ -47,14 +48,15 @@ class Record:
     def to_state(self) -> dict[str, Any]:
         return {"candidate": self.candidate.model_dump(mode="json"), "iteration": self.iteration,
                 "compile": _dump(self.compile), "correctness": _dump(self.correctness),
-                "benchmark": _dump(self.benchmark), "plan_node": self.plan_node}
+                "benchmark": _dump(self.benchmark), "plan_node": self.plan_node, "rejected": self.rejected}
 
     @classmethod
     def from_state(cls, d: dict[str, Any]) -> Record:
         return cls(candidate=KernelCandidate.model_validate(d["candidate"]), iteration=d.get("iteration", 0),
                    compile=_load(CompileResult, d.get("compile")),
                    correctness=_load(CorrectnessReport, d.get("correctness")),
-                   benchmark=_load(BenchmarkReport, d.get("benchmark")), plan_node=d.get("plan_node"))
+                   benchmark=_load(BenchmarkReport, d.get("benchmark")), plan_node=d.get("plan_node"),
+                   rejected=d.get("rejected", False))
 
 
 def _dump(m: BaseModel | None) -> dict | None:
@@ -85,8 +87,13 @@ class Session:
     iteration: int = 0
     seed: int = 0
     chip: str = "M3 Max"
-    device_lock: threading.Lock = field(default_factory=threading.Lock)
     calls: int = 0
+
+    @property
+    def device_lock(self) -> threading.Lock:
+        """One lock per backend in the process: sessions running side by side (batch) never
+        overlap on a device, so timings stay clean."""
+        return _DEVICE_LOCKS.setdefault(self.backend.name, threading.Lock())
 
     def record(self, candidate_id: str) -> Record:
         if candidate_id not in self.records:
@@ -97,6 +104,9 @@ class Session:
     def best(self) -> Record | None:
         ranked = rank(self.records.values())
         return ranked[0] if ranked and ranked[0].correct else None
+
+
+_DEVICE_LOCKS: dict[str, threading.Lock] = {}
 
 
 def rank(records) -> list[Record]:
