@@ -16,7 +16,7 @@ run: $(STAMP)
 	$(BIN)/mlxport port --task softmax_rows --out mlxport-out
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2
 
 lint: $(STAMP)
 	$(BIN)/ruff check mlxport tests benchmarks

@@ -71,6 +71,9 @@ class GpuBackend:
             return RunResult(error=result, seconds=time.monotonic() - t0)
         reply, out = result
         if reply.get("error"):
+            # A device fault (an illegal address, say) is sticky for the whole process on CUDA:
+            # start a fresh worker so the next candidate is not blamed for this one.
+            self._worker.kill()
             return RunResult(error=reply["error"], seconds=time.monotonic() - t0)
         n = len(reply["dtypes"])
         outputs = [_as_float(a, d) for a, d in zip(out[:n], reply["dtypes"], strict=True)]
