@@ -141,3 +141,23 @@ def test_final_verification_rejects_a_kernel_that_fails_held_out_cases(tmp_path)
     run = port(tmp_path, scripted)
     assert run["rejected_in_final_verification"] == [hack.id]
     assert run["result"]["candidate_id"] == good.id and run["result"]["verified"]
+
+
+def test_history_is_trimmed_to_the_window_keeping_head_and_exchanges():
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+    from mlxport.agent.history import count_tokens, trim
+
+    head = [SystemMessage("system prompt"), HumanMessage("the task")]
+    body = []
+    for i in range(40):
+        body.append(AIMessage("", tool_calls=[{"name": "read_cuda_source", "args": {}, "id": f"c{i}"}]))
+        body.append(ToolMessage("result " + "x " * 400, tool_call_id=f"c{i}"))
+    window = 8_000 + 5_000
+    kept = trim(head + body, window)
+    assert kept[:2] == head and "earlier messages were removed" in kept[2].content
+    assert sum(map(count_tokens, kept)) <= window - 8_000 + count_tokens(kept[2])
+    ids = [m.tool_call_id for m in kept if isinstance(m, ToolMessage)]
+    calls = [c["id"] for m in kept if isinstance(m, AIMessage) for c in m.tool_calls]
+    assert ids == calls and ids[-1] == "c39"  # the newest exchanges stay, each call with its result
+    assert trim(head + body[:4], window) == head + body[:4]

@@ -68,3 +68,25 @@ def test_streamed_tokens_and_usage(tmp_path):
     assert requests[0]["stream_options"] == {"include_usage": True}
     assert record["tokens"] == {"input": 2400, "output": 22}
     assert json.loads((tmp_path / "vector_add" / "run.json").read_text())["tokens"]["output"] == 22
+
+
+def test_run_log_is_json_lines_without_secrets(tmp_path, monkeypatch):
+    secret = "sk-test-0123456789abcdefSECRET"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    script = [Reply(tool_calls=[ToolCall("read_cuda_source", {})]), Reply(tool_calls=[ToolCall("finish", {})])]
+    with OpenAIServer(script) as server:
+        config = RunConfig(model="openai:scripted-model", base_url=server.url, backend="sim", max_iterations=4)
+        run_port(TASK, config, tmp_path)
+        sent = [h.get("authorization", "") for h in server.request_headers]
+    assert all(secret in h for h in sent)  # the key really was used...
+    text = (tmp_path / "vector_add" / "log.jsonl").read_text()
+    events = [json.loads(line) for line in text.splitlines()]
+    assert [e["event"] for e in events][0] == "port_started" and events[-1]["event"] == "port_finished"
+    assert any(e.get("tool_calls") == ["read_cuda_source"] for e in events)
+    assert secret not in text  # ...and never logged
+    from mlxport.logs import redact
+
+    scrubbed = redact(None, "info", {"base_url": "https://user:hunter22@host/v1", "headers": {"Authorization": "x"},
+                                     "note": "key sk-abcdefghijklmnop"})
+    assert "hunter22" not in str(scrubbed) and scrubbed["headers"]["Authorization"] == "[redacted]"
+    assert "sk-abcdefghijklmnop" not in scrubbed["note"]

@@ -21,6 +21,7 @@ from mlxport.agent.outputs import write_outputs
 from mlxport.agent.providers import check_model_spec
 from mlxport.agent.state import RunConfig
 from mlxport.errors import UserError
+from mlxport.logs import node_event, run_log
 from mlxport.spec import KernelTask
 from mlxport.suite import load_task
 
@@ -65,33 +66,45 @@ def run_port(task: KernelTask, config: RunConfig, out: Path, *, session: str | N
         session_file(folder).write_text(json.dumps({"session": session, "config": asdict(config),
                                                     "task_dir": str(task.folder)}, indent=2))
     conn = sqlite3.connect(folder / "checkpoints.sqlite", check_same_thread=False)
-    try:
-        graph = build_graph(model=model, checkpointer=SqliteSaver(conn))
-        cfg = {"configurable": {"thread_id": session}, "recursion_limit": 4 * config.max_iterations + 40}
-        snapshot = graph.get_state(cfg)
-        if resume and not snapshot.values:
-            raise UserError(f"session {session} has no checkpoint in {folder}: start a new port instead")
-        inputs = None if snapshot.values else {"task_dir": str(task.folder)}
+    with run_log(folder / "log.jsonl", session=session, task=task.name) as log:
+        log.info("port_resumed" if resume else "port_started", config=asdict(config))
         try:
-            if snapshot.values.get("final") is not None and not snapshot.next:
-                pass  # finished earlier: only rewrite the outputs
-            else:
-                modes = ["updates", "messages"] if on_token else ["updates"]
-                for mode, chunk in graph.stream(inputs, cfg, context=config, stream_mode=modes):
-                    if mode == "messages":
-                        token = chunk[0].content if isinstance(chunk[0].content, str) else ""
-                        if token and chunk[1].get("langgraph_node") == "reason":
-                            on_token(token)
-                        continue
-                    for node, data in chunk.items():
-                        if on_update and isinstance(data, dict):
-                            on_update(node, data)
-        except GraphRecursionError:
-            graph.update_state(cfg, {"stop_reason": "recursion_limit"})
-        state = graph.get_state(cfg).values
-    finally:
-        conn.close()
-    return write_outputs(folder, task, state, asdict(config), session)
+            state = _drive(task, config, conn, session, resume, log, on_update, on_token, model)
+        finally:
+            conn.close()
+        run = write_outputs(folder, task, state, asdict(config), session)
+        log.info("port_finished", stop_reason=run["stop_reason"], result=run["result"])
+    return run
+
+
+def _drive(task: KernelTask, config: RunConfig, conn: sqlite3.Connection, session: str, resume: bool, log,
+           on_update: Listener | None, on_token: Callable[[str], None] | None,
+           model: BaseChatModel | None) -> dict[str, Any]:
+    """Run (or continue) the graph to its end and return the final state."""
+    graph = build_graph(model=model, checkpointer=SqliteSaver(conn))
+    cfg = {"configurable": {"thread_id": session}, "recursion_limit": 4 * config.max_iterations + 40}
+    snapshot = graph.get_state(cfg)
+    if resume and not snapshot.values:
+        raise UserError(f"session {session} has no checkpoint for {task.name}: start a new port instead")
+    if snapshot.values.get("final") is not None and not snapshot.next:
+        return snapshot.values  # finished earlier: only the outputs are written again
+    inputs = None if snapshot.values else {"task_dir": str(task.folder)}
+    modes = ["updates", "messages"] if on_token else ["updates"]
+    try:
+        for mode, chunk in graph.stream(inputs, cfg, context=config, stream_mode=modes):
+            if mode == "messages":
+                token = chunk[0].content if isinstance(chunk[0].content, str) else ""
+                if token and chunk[1].get("langgraph_node") == "reason":
+                    on_token(token)
+                continue
+            for node, data in chunk.items():
+                if isinstance(data, dict):
+                    node_event(log, node, data)
+                    if on_update:
+                        on_update(node, data)
+    except GraphRecursionError:
+        graph.update_state(cfg, {"stop_reason": "recursion_limit"})
+    return graph.get_state(cfg).values
 
 
 def _load_session(folder: Path, session: str | None) -> dict[str, Any]:

@@ -28,7 +28,7 @@ void {name}(const float* x, float* out, float scale, int n, cudaStream_t stream)
 
 TASK_TOML = """\
 name = "{name}"
-description = "TODO: one line saying what the kernel computes."
+description = "Describe in one line what the kernel computes."
 kernel = "{name}_kernel"
 dtypes = ["float32", "float16", "bfloat16"]
 target_speedup = 1.0
