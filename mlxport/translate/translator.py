@@ -458,8 +458,16 @@ class _Translator:
             floats = [p for p in self.info.params if p.is_pointer and re.sub(
                 r"\b(const|__restrict__)\b", "", p.base_type).strip() == "float"]
             specs = [self.binder.spec(self.bindings.get(p.name, "").split(" ")[0]) for p in floats]
-            if floats and all(s is not None and s.dtype == "T" for s in specs) and \
-                    set(self.task.dtypes) - {"float32"} and self.target == "msl":
+            float_only = floats and all(s is not None and s.dtype == "T" for s in specs) and \
+                set(self.task.dtypes) - {"float32"}
+            vectors = [f for f in self.info.features if f.category == "vector"]
+            if float_only and self.target == "cuda" and vectors:
+                # MLX passes __half/__nv_bfloat16 pointers for 16-bit dtypes: a float4 view of them reads
+                # the wrong bytes (seen on an H200: illegal addresses and garbage in float16/bfloat16).
+                raise Untranslatable(f"{vectors[0].name} view of a float-only kernel's buffers", vectors[0].line,
+                                     f"the task also runs {', '.join(sorted(set(self.task.dtypes) - {'float32'}))}, "
+                                     "whose CUDA buffers are 16-bit")
+            if float_only and self.target == "msl":
                 name = _fresh("T", set(re.findall(r"\w+", self.src_text)))
                 facts.generic_float = name
                 self._generic = (name, specs[0].name)
