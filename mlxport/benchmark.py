@@ -12,6 +12,7 @@ import statistics
 from typing import Any
 
 from mlxport.backends.base import Backend
+from mlxport.errors import UserError
 from mlxport.spec import BenchmarkReport, KernelCandidate, KernelTask, Timing
 
 SPREAD_LIMIT = 0.25  # (p90 - p10) / median above this: measure again
@@ -47,6 +48,7 @@ def benchmark(task: KernelTask, candidate: KernelCandidate, backend: Backend, *,
                 task=task.name, case=task.case_label(case), dtype=dtype)
     if not backend.timing:
         return BenchmarkReport(**base, estimate=roofline_estimate(nbytes, flops, chip))
+    check_bench_case(task, candidate, backend, case, dtype, seed)
     samples = backend.measure(task, candidate, case, dtype, seed=seed, warmup=warmup, iters=iters)
     report = _report(base, samples, nbytes, flops, info.get("bandwidth_gbs"))
     if not report.stable:
@@ -55,6 +57,22 @@ def benchmark(task: KernelTask, candidate: KernelCandidate, backend: Backend, *,
     if report.speedups.get("native", 0.0) > SUSPICIOUS_SPEEDUP:
         report.flags.append(f"speedup over the native baseline is above {SUSPICIOUS_SPEEDUP:g}x: re-verify")
     return report
+
+
+class WrongAtBenchSize(UserError):
+    """The candidate is wrong at the size it would be timed at: its timing would mean nothing."""
+
+
+def check_bench_case(task: KernelTask, candidate: KernelCandidate, backend: Backend, case: dict[str, Any],
+                     dtype: str, seed: int) -> None:
+    """Timed sizes are checked too: a kernel that only does part of the work at a large size (a
+    capped grid, say) would otherwise post a speedup no held-out case contradicts."""
+    from mlxport.correctness import check_case
+
+    result = check_case(task, candidate, backend, case, dtype, seed + 424_242)
+    if result.verdict != "pass":
+        raise WrongAtBenchSize(f"candidate {candidate.id} is wrong at the timed size {result.case} {dtype}: "
+                               f"{result.error or result.pattern}; it was not timed")
 
 
 def _report(base: dict, samples: dict[str, list[float]], nbytes: int, flops: int,

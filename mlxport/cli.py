@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -379,7 +380,8 @@ def _resolve_task(kernel, task, reference, inputs, outputs, case, heldout, kerne
     if not (reference and inputs and outputs):
         raise UserError(f"{kernel} is not in a task folder: pass --task DIR, or --reference, --inputs, --outputs "
                         f"and --case to describe it")
-    folder = task_from_flags(kernel, out_dir / "_tasks" / kernel.stem, reference=reference, inputs=inputs,
+    name = re.sub(r"\W", "_", kernel.stem).lstrip("0123456789") or "kernel"  # the task name names the op
+    folder = task_from_flags(kernel, out_dir / "_tasks" / name, reference=reference, inputs=inputs,
                              outputs=outputs, cases=case or [], heldout=heldout or [], kernel=kernel_name,
                              dtypes=[d.strip() for d in dtypes.split(",") if d.strip()])
     return load_task(folder)

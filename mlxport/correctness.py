@@ -14,6 +14,7 @@ import numpy as np
 
 from mlxport.backends.base import Backend
 from mlxport.compare import compare
+from mlxport.errors import UserError
 from mlxport.inputs import golden, make_inputs, to_numpy
 from mlxport.spec import CaseResult, CorrectnessReport, KernelCandidate, KernelTask
 from mlxport.suite import TaskError
@@ -70,13 +71,39 @@ def _report(task, candidate, backend, seeds, heldout, results) -> CorrectnessRep
                              heldout=heldout, cases=results)
 
 
+def _wrong_dtypes(task: KernelTask, candidate: KernelCandidate, inputs: dict[str, mx.array], case: dict[str, Any],
+                  dtype: str, order: list[int]) -> str:
+    """An output in another dtype than the task's would change what callers get back."""
+    from mlxport.inputs import arg_infos
+
+    got = candidate.launch(arg_infos(task, inputs, case)).output_dtypes
+    for spec, idx in zip(task.outputs, order, strict=True):
+        want = spec.resolve_dtype(dtype)
+        if idx < len(got) and got[idx] != want:
+            return f"output {spec.name} is {got[idx]} but the task's is {want}: set output_dtypes accordingly"
+    return ""
+
+
+def check_case(task: KernelTask, candidate: KernelCandidate, backend: Backend, case: dict[str, Any], dtype: str,
+               seed: int, timeout: float = 600.0) -> CaseResult:
+    """One case and dtype, as run_correctness checks it."""
+    return _check_case(task, candidate, backend, case, dtype, seed, output_order(task, candidate), timeout)
+
+
 def _check_case(task: KernelTask, candidate: KernelCandidate, backend: Backend, case: dict[str, Any], dtype: str,
                 seed: int, order: list[int], timeout: float) -> CaseResult:
     label = task.case_label(case)
     with mx.stream(mx.cpu):
         inputs = make_inputs(task, case, dtype, seed)
         refs = [to_numpy(r) for r in golden(task, inputs, case)]
-    run = backend.run(candidate, kernel_args(task, candidate, inputs, case), timeout=timeout)
+    args = kernel_args(task, candidate, inputs, case)
+    try:
+        wrong = _wrong_dtypes(task, candidate, inputs, case, dtype, order)
+    except UserError as e:
+        return CaseResult(case=label, dtype=dtype, verdict="error", error=str(e))
+    if wrong:
+        return CaseResult(case=label, dtype=dtype, verdict="fail", pattern=wrong)
+    run = backend.run(candidate, args, timeout=timeout)
     if not run.ok:
         return CaseResult(case=label, dtype=dtype, verdict="error", error=run.error or "unknown failure")
     worst = None

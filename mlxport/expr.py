@@ -71,6 +71,7 @@ def _ceildiv(a: int, b: int) -> int:
 
 
 FUNCTIONS = {"min": min, "max": max, "ceildiv": _ceildiv}
+ARITY = {"min": (2, 8), "max": (2, 8), "ceildiv": (2, 2)}
 
 _BINOPS = {
     ast.Add: lambda a, b: a + b,
@@ -139,8 +140,9 @@ def _check(node: ast.AST, depth: int) -> None:
         case ast.UnaryOp(op=ast.USub() | ast.UAdd(), operand=operand):
             _check(operand, depth + 1)
         case ast.Call(func=ast.Name(id=fname), args=args, keywords=[]) if fname in FUNCTIONS:
-            if not 1 <= len(args) <= 8:
-                raise ExprError(f"{fname}() takes 1 to 8 arguments")
+            lo, hi = ARITY[fname]
+            if not lo <= len(args) <= hi:
+                raise ExprError(f"{fname}() takes {lo} arguments" if lo == hi else f"{fname}() takes {lo} to {hi} arguments")
             for a in args:
                 _check(a, depth + 1)
         case ast.Call():

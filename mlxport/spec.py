@@ -139,9 +139,18 @@ class KernelTask(Strict):
     tags: list[str] = Field(default_factory=list)
     folder: Path | None = Field(default=None, exclude=True)
 
+    @field_validator("name")
+    @classmethod
+    def _task_name(cls, v: str) -> str:
+        if not v.isidentifier():
+            raise ValueError(f"task name {v!r} must be a Python identifier such as my_kernel (it names the op)")
+        return v
+
     @field_validator("dtypes")
     @classmethod
     def _dtypes(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("dtypes is empty: list at least one, e.g. [\"float32\"]")
         for d in v:
             if d not in DTYPES:
                 raise ValueError(f"unknown dtype {d!r}; use one of {', '.join(DTYPES)}")
@@ -419,8 +428,8 @@ class CorrectnessReport(Strict):
             where = f" first at {c.first_mismatch}: got {c.got:.6g}, expected {c.expected:.6g};" \
                 if c.first_mismatch is not None and c.got is not None else ""
             extra = "".join(f" {k}={v};" for k, v in (("nan", c.nan), ("inf", c.inf), ("unwritten", c.unwritten)) if v)
-            lines.append(f"  {c.case} {c.dtype}: {c.pattern};{where} max_abs={c.max_abs:.3g} "
-                         f"err_norm={c.err_norm:.3g};{extra}".rstrip(";"))
+            sizes = f" max_abs={c.max_abs:.3g} err_norm={c.err_norm:.3g};" if c.max_abs is not None else ""
+            lines.append(f"  {c.case} {c.dtype}: {c.pattern};{where}{sizes}{extra}".rstrip(";"))
         if len(bad) > limit:
             lines.append(f"  ... and {len(bad) - limit} more failing cases")
         if self.ok:

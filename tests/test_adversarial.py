@@ -95,6 +95,26 @@ def test_right_only_for_inputs_of_one_sign():
     assert all(c.mismatches > c.total // 10 for c in report.cases if c.verdict == "fail")
 
 
+def test_returns_another_dtype_than_the_task():
+    hack = gelu("out[i] = y;").model_copy(update={"output_dtypes": ["float32"]})
+    report = verdict(GELU, hack)
+    failed = {c.dtype for c in report.cases if c.verdict != "pass"}
+    assert failed == {"float16", "bfloat16"}
+    assert "output out is float32 but the task's is float16" in report.summary()
+
+
+def test_right_on_every_checked_case_but_not_at_the_timed_size():
+    """A grid capped below the timed size computes part of the output there: benchmark() checks
+    the timed case before timing it, so such a kernel is never timed."""
+    from mlxport.benchmark import WrongAtBenchSize, check_bench_case
+
+    task = load_task("vector_add")
+    capped = expert_ports(task)["msl"].model_copy(update={"grid": ["min(a.size, 1048576)", 1, 1]})
+    assert run_correctness(task, capped, SIM, seed=4, heldout=True).ok
+    with pytest.raises(WrongAtBenchSize, match="wrong at the timed size N=16777216"):
+        check_bench_case(task, capped, SIM, task.bench_cases()[0], "float32", seed=4)
+
+
 @pytest.mark.parametrize("name", suite_names())
 def test_expert_msl_port_passes_every_case_on_the_simulator(name):
     task = load_task(name)

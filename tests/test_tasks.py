@@ -87,6 +87,10 @@ BROKEN = {
     "reference raises": (lambda f: (f / "reference.py").write_text(
         "def reference(a, b):\n    raise RuntimeError('boom')\n\ndef naive(a, b):\n    return a + b\n"),
         "raised RuntimeError: boom"),
+    "empty dtypes": (lambda f: _replace(f / "task.toml", 'dtypes = ["float32", "float16", "bfloat16"]', "dtypes = []"),
+                     "dtypes is empty"),
+    "name not an identifier": (lambda f: _replace(f / "task.toml", 'name = "vector_add"', 'name = "vector-add"'),
+                               "must be a Python identifier"),
     "missing tolerance": (lambda f: _replace(f / "task.toml", "[tolerance.bfloat16]\natol = 1e-2\nrtol = 1e-2\n", ""),
                           "no tolerance for dtype bfloat16"),
 }

@@ -44,13 +44,19 @@ class RunConfig:
                 raise UserError(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
         if self.backend not in ("auto", "metal", "cuda", "sim"):
             raise UserError(f"unknown backend {self.backend!r}: use auto, metal, cuda or sim")
+        from mlxport.knowledge import hardware_profile
+
+        try:
+            hardware_profile(self.chip)
+        except ValueError as e:
+            raise UserError(str(e)) from e
         return self
 
 
 def parse_budget(text: str | None) -> dict[str, Any]:
     """``iterations=12,patience=6,tokens=400k,cost=2.5,wall=30m`` -> RunConfig overrides. Full
     RunConfig field names (``max_iterations=12``) work too."""
-    names = {f.name for f in fields(RunConfig)} - set(PER_RUN)
+    names = {f.name for f in fields(RunConfig)} - set(PER_RUN) - {"prices"}  # prices: a pair, set in code
     out: dict[str, Any] = {}
     for part in filter(None, (p.strip() for p in (text or "").split(","))):
         key, sep, value = part.partition("=")

@@ -19,6 +19,7 @@ from mlxport.agent.models import load_model
 from mlxport.agent.providers import cost, window
 from mlxport.agent.state import RunConfig, State
 from mlxport.backends import get_backend
+from mlxport.errors import UserError
 from mlxport.prompts.render import render, system_prompt
 from mlxport.suite import load_task
 from mlxport.tools import schemas
@@ -288,9 +289,13 @@ def finalize(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
             continue
         bench = record.benchmark
         if bench is None:
-            with session.device_lock:
-                bench = benchmark(session.task, record.candidate, session.backend, seed=session.seed,
-                                  chip=session.chip)
+            try:
+                with session.device_lock:
+                    bench = benchmark(session.task, record.candidate, session.backend, seed=session.seed,
+                                      chip=session.chip)
+            except UserError as e:  # wrong at the timed size, or the timing itself failed
+                rejected.append({"candidate_id": record.candidate.id, "reason": str(e)})
+                continue
         final = {"candidate_id": record.candidate.id, "verified": True, "backend": session.backend.name,
                  "verification": report.model_dump(mode="json"), "benchmark": bench.model_dump(mode="json"),
                  "rejected": rejected}

@@ -12,6 +12,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
+from mlxport.correctness import output_order
 from mlxport.spec import BenchmarkReport, CorrectnessReport, KernelCandidate, KernelTask
 from mlxport.tools.toolbox import Record
 
@@ -34,7 +35,7 @@ SOURCE = {source}
 
 HEADER = {header}
 
-_kernel = None
+_kernels = {{}}
 
 
 def ceildiv(a, b):
@@ -52,14 +53,15 @@ def _available():
     return mx.metal.is_available() if LANGUAGE == "msl" else mx.cuda.is_available()
 
 
-def _get_kernel():
-    global _kernel
-    if _kernel is None:
+def _get_kernel(shared_memory=0):
+    # cuda_kernel takes its dynamic shared memory at construction: one kernel object per size.
+    if shared_memory not in _kernels:
         make = mx.fast.metal_kernel if LANGUAGE == "msl" else mx.fast.cuda_kernel
-        extra = {{"atomic_outputs": {atomic_outputs!r}}} if LANGUAGE == "msl" else {{"shared_memory": 0}}
-        _kernel = make(name={name!r}, input_names={input_names!r}, output_names={output_names!r}, source=SOURCE,
-                       header=HEADER, ensure_row_contiguous={ensure_row_contiguous!r}, **extra)
-    return _kernel
+        extra = {{"atomic_outputs": {atomic_outputs!r}}} if LANGUAGE == "msl" else {{"shared_memory": shared_memory}}
+        _kernels[shared_memory] = make(name={name!r}, input_names={input_names!r}, output_names={output_names!r},
+                                       source=SOURCE, header=HEADER,
+                                       ensure_row_contiguous={ensure_row_contiguous!r}, **extra)
+    return _kernels[shared_memory]
 
 
 def launch_args({signature}):
@@ -72,6 +74,7 @@ def launch_args({signature}):
         output_shapes=[{output_shapes}],
         output_dtypes=[{output_dtypes}],
         init_value={init_value!r},
+        shared_memory={shared_memory},
     )
 
 
@@ -79,7 +82,8 @@ def {func}({signature}):
     """{description}"""
     if not _available() or {first_input}.dtype not in VERIFIED_DTYPES:
         return _reference()({call_args})
-    outs = _get_kernel()(inputs=[{input_names_joined}], **launch_args({call_args}))
+    args = launch_args({call_args})
+    outs = _get_kernel(args.pop("shared_memory"))(inputs=[{input_names_joined}], **args)
     return {return_expr}
 '''
 
@@ -162,6 +166,7 @@ def test_launch_args_match_the_verified_launch(case):
         args = kernel_args(task, candidate, inputs, CASES[case])
         got = kernel.launch_args(**{{n: args[n] for n in [t.name for t in task.inputs] + list(task.param_values(CASES[case]))}})
         assert tuple(got["grid"]) == expected.grid and tuple(got["threadgroup"]) == expected.threadgroup
+        assert got["shared_memory"] == expected.shared_memory
         assert [tuple(s) for s in got["output_shapes"]] == expected.output_shapes
         template = [(k, str(v).split(".")[-1] if isinstance(v, mx.Dtype) else v) for k, v in got["template"] or []]
         assert template == expected.template
@@ -207,10 +212,9 @@ def _write_op(out: Path, task: KernelTask, c: KernelCandidate, config: dict[str,
     signature = ", ".join([t.name for t in task.inputs] + (["*"] if task.params else []) +
                           [f"{p}={params[p]!r}" for p in params])
     call_args = ", ".join([t.name for t in task.inputs] + [f"{p}={p}" for p in params])
-    outputs = ", ".join(f"outs[{i}]" for i in range(len(c.output_names)))
     verification = final.get("verification") or {}
     text = KERNEL_PY.format(
-        task=task.name, description=task.description.replace('"', "'"), kernel=task.kernel,
+        task=task.name, description=task.description.replace("\\", "/").replace('"', "'"), kernel=task.kernel,
         model=config.get("model"), backend=final.get("backend"),
         verification=f"{len(verification.get('cases', []))} cases incl. held-out, seeds {verification.get('seeds')}",
         dtype_imports="bfloat16, bool_, float16, float32, int8, int16, int32, int64, uint8, uint16, uint32, uint64",
@@ -224,7 +228,8 @@ def _write_op(out: Path, task: KernelTask, c: KernelCandidate, config: dict[str,
         grid=", ".join(_py(g) for g in c.grid), threadgroup=", ".join(_py(t) for t in c.threadgroup),
         output_shapes=", ".join(_shape_py(s) for s in c.output_shapes),
         output_dtypes=", ".join(_py(d) for d in c.output_dtypes), init_value=c.init_value,
-        return_expr=outputs if len(c.output_names) > 1 else "outs[0]",
+        shared_memory=_py(c.shared_memory),
+        return_expr=", ".join(f"outs[{i}]" for i in output_order(task, c)),
         reference_fn=task.reference.split(":")[1],
     )
     (out / "kernel.py").write_text(text)

@@ -3,6 +3,7 @@ backend runs, and the simulator elsewhere."""
 
 from __future__ import annotations
 
+import threading
 from functools import cache
 
 from mlxport.backends.base import Availability, Backend, BackendUnavailable
@@ -10,11 +11,20 @@ from mlxport.backends.base import Availability, Backend, BackendUnavailable
 NAMES = ("metal", "cuda", "sim")
 
 
-@cache
+_LOCK = threading.RLock()
+
+
 def get_backend(name: str) -> Backend:
-    """One backend object per process (each owns its worker process)."""
+    """One backend object per process (each owns its worker process), also when ports on several
+    threads ask at once."""
+    with _LOCK:
+        return _get_backend(name)
+
+
+@cache
+def _get_backend(name: str) -> Backend:
     if name == "auto":
-        return get_backend(select_auto())
+        return _get_backend(select_auto())
     if name not in NAMES:
         raise BackendUnavailable(f"unknown backend {name!r}: use auto, {', '.join(NAMES)}")
     backend = _backend_class(name)()

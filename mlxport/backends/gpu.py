@@ -73,7 +73,7 @@ class GpuBackend:
         if reply.get("error"):
             # A device fault (an illegal address, say) is sticky for the whole process on CUDA:
             # start a fresh worker so the next candidate is not blamed for this one.
-            self._worker.kill()
+            self._worker.restart()
             return RunResult(error=reply["error"], seconds=time.monotonic() - t0)
         n = len(reply["dtypes"])
         outputs = [_as_float(a, d) for a, d in zip(out[:n], reply["dtypes"], strict=True)]
@@ -88,7 +88,12 @@ class GpuBackend:
                 warmup: int, iters: int) -> dict[str, list[float]]:
         payload = {"task_dir": str(task.folder), "candidate": candidate.model_dump(mode="json"), "case": case,
                    "dtype": dtype, "seed": seed, "warmup": warmup, "iters": iters}
-        return self._call("measure", payload, timeout=600)[0]["samples"]
+        from mlxport.backends.worker import WorkerError
+
+        try:
+            return self._call("measure", payload, timeout=600)[0]["samples"]
+        except WorkerError as e:
+            raise BackendUnavailable(f"timing failed on {self.name}: {e}") from e
 
     def _safe_call(self, op: str, header: dict[str, Any], arrays: list[np.ndarray], timeout: float) -> Any:
         """The worker's answer, or one sentence saying why there is none (crash, timeout)."""

@@ -79,9 +79,9 @@ def run(payload: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, An
         return {"error": f"{type(e).__name__}: {str(e)[:800]}"}, []
     dtypes = [mlx_kernel.DTYPE_NAMES[o.dtype] for o in outs]
     data = [np.array(o.view(mx.uint16) if o.dtype == mx.bfloat16 else o) for o in outs]
-    poisoned = candidate.init_value is None
-    masks = [np.isnan(np.array(o.astype(mx.float32))) if poisoned and d.startswith(("float", "bfloat")) else None
-             for o, d in zip(outs, dtypes, strict=True)]
+    # launch_kwargs poisons with NaN only when there is no init_value and every output is a float
+    poisoned = candidate.init_value is None and all(d.startswith(("float", "bfloat")) for d in dtypes)
+    masks = [np.isnan(np.array(o.astype(mx.float32))) if poisoned else None for o in outs]
     return ({"dtypes": dtypes, "unwritten": [m is not None for m in masks]},
             data + [m.astype(np.uint8) for m in masks if m is not None])
 

@@ -174,6 +174,11 @@ class Worker:
             return ""
         return " | ".join(lines[-3:])[:600]
 
+    def restart(self) -> None:
+        """Stop the process between requests; the next call starts a fresh one."""
+        with self._lock:
+            self.kill()
+
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             try:

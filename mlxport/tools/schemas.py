@@ -58,6 +58,7 @@ class compile_kernel(ToolArgs):
     init_value: float | None = Field(None, description="Fill outputs with this before the launch.")
     atomic_outputs: bool | None = Field(None, description="Make every output device atomic<T>* (Metal).")
     ensure_row_contiguous: bool | None = Field(None, description="False: index with x_shape/x_strides.")
+    shared_memory: str | int | None = Field(None, description="CUDA only: bytes of dynamic shared memory.")
 
 
 class run_correctness(ToolArgs):

@@ -205,7 +205,8 @@ def _compile(session: Session, candidate: KernelCandidate) -> CompileResult:
             candidate.launch(infos)
         except UserError as e:
             raise ToolError(f"launch expressions fail for case {task.case_label(case)} {dtype}: {e}") from e
-        result = session.backend.compile(candidate, infos)
+        with session.device_lock:
+            result = session.backend.compile(candidate, infos)
         if not result.ok:
             return result
     return result
@@ -298,5 +299,6 @@ HANDLERS = {
     "update_plan": plan,
     "finish": finish,
 }
-# Tools that touch the device: run one at a time, never alongside each other.
-DEVICE_TOOLS = {"compile_kernel", "run_correctness", "benchmark"}
+# Run in order, one at a time: tools that touch the device, and update_plan, whose ideas the
+# device tools attach outcomes to.
+DEVICE_TOOLS = {"compile_kernel", "run_correctness", "benchmark", "update_plan"}
