@@ -99,17 +99,19 @@ def _manifest_jobs(path: Path, model: str, base: dict[str, Any], out: Path) -> l
         if "task" in entry:
             rel = path.parent / entry["task"]
             job = _task_job(rel if rel.is_dir() else find_task(entry["task"]), entry.get("model", default_model), config)
+            if entry.get("name", job.name) != job.name:
+                raise UserError(f"{where} names the port {entry['name']!r} but its task is {job.name!r}: output "
+                                f"folders are named after tasks, so drop name (use another --out to port a task twice)")
         elif "kernel" in entry:
             job = _kernel_job(entry, path.parent, out, where, entry.get("model", default_model), config)
         else:
             raise UserError(f"{where} names neither task nor kernel: add task = \"NAME_OR_DIR\" or kernel = \"x.cu\"")
-        job.name = entry.get("name", job.name)
         jobs.append(job)
     return _unique(jobs)
 
 
 def _kernel_job(entry: dict[str, Any], root: Path, out: Path, where: str, model: str, config: dict) -> Job:
-    from mlxport.evals.scaffold import task_from_flags
+    from mlxport.evals.scaffold import task_from_flags, task_name_for
 
     missing = [k for k in ("reference", "inputs", "outputs", "cases") if k not in entry]
     if missing:
@@ -119,7 +121,8 @@ def _kernel_job(entry: dict[str, Any], root: Path, out: Path, where: str, model:
     module, _, fn = reference.rpartition(":")
     if module.endswith(".py"):
         reference = f"{root / module}:{fn}"
-    folder = task_from_flags(cu, out.resolve() / "_tasks" / cu.stem, reference=reference, inputs=entry["inputs"],
+    name = entry.get("name") or task_name_for(cu)
+    folder = task_from_flags(cu, out.resolve() / "_tasks" / name, reference=reference, inputs=entry["inputs"],
                              outputs=entry["outputs"], cases=list(entry["cases"]), heldout=list(entry.get("heldout", [])),
                              kernel=entry.get("kernel_name"), dtypes=list(entry.get("dtypes", ["float32"])))
     return _task_job(folder, model, config)
@@ -136,7 +139,8 @@ def _unique(jobs: list[Job]) -> list[Job]:
     seen: set[str] = set()
     for j in jobs:
         if j.name in seen:
-            raise UserError(f"task {j.name!r} appears twice in the batch: give one entry a different name = \"...\"")
+            raise UserError(f"task {j.name!r} appears twice in the batch: a batch ports each task once (use another "
+                            f"--out for a second run)")
         seen.add(j.name)
     return jobs
 

@@ -28,11 +28,11 @@ def manifest(tmp_path: Path, body: str) -> Path:
 
 def test_inputs_manifest_folder_and_suite(tmp_path):
     m = manifest(tmp_path, 'model = "rules"\n[budget]\nmax_iterations = 5\n\n[[port]]\ntask = "vector_add"\n\n'
-                           '[[port]]\ntask = "softmax_rows"\nname = "softmax_b"\nbudget = {patience = 2}\n')
+                           '[[port]]\ntask = "softmax_rows"\nbudget = {patience = 2}\n')
     jobs = load_jobs(m, budget={"backend": "sim"})
     assert [(j.name, j.config) for j in jobs] == [
         ("vector_add", {"backend": "sim", "max_iterations": 5}),
-        ("softmax_b", {"backend": "sim", "max_iterations": 5, "patience": 2})]
+        ("softmax_rows", {"backend": "sim", "max_iterations": 5, "patience": 2})]
     assert [j.name for j in load_jobs(SUITE_DIR)] == suite_names() == [j.name for j in load_jobs("suite")]
     assert [j.name for j in load_jobs(SUITE_DIR / "rope")] == ["rope"]
 
@@ -57,6 +57,7 @@ def test_manifest_kernel_entry_builds_a_task(tmp_path):
     ("model = 'rules'\n", "no [[port]] entries"),
     ("[[port]\n", "not valid TOML"),
     ("[[port]]\ntask = \"no_such_task\"\n", "no task named"),
+    ("[[port]]\ntask = \"vector_add\"\nname = \"va_two\"\n", "output folders are named after tasks"),
 ])
 def test_bad_manifests_name_the_fix(tmp_path, body, words):
     with pytest.raises(UserError, match=None) as e:

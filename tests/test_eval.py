@@ -149,7 +149,9 @@ def test_resume_skips_finished_runs_resumes_interrupted_ones_and_retries_errors(
     errors = load_errors(out)
     assert len(errors) == 2 and "not valid JSON" in errors[0]["error"]
     assert "Runs that raised" in build_reports(out)[0].read_text()
-    assert collect(out).rows[-1]["missing_runs"] == 2  # the broken model: 2 runs asked for, none finished
+    broken_row = next(r for r in collect(out).rows if r["label"] == "scripted:broken")
+    assert broken_row["missing_runs"] == 2  # 2 runs asked for, none finished...
+    assert broken_row["fast_0"] == 0.0 and broken_row["tasks"] == 2  # ...and they count as failures
     events.clear()
     run_eval([*ev.specs.values(), f"scripted:{broken}"], TASKS, 1, CONFIG, 1, out, on_progress=events.append)
     # Only the errored runs are retried (they had started a session, so they resume it).

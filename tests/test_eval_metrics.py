@@ -135,3 +135,16 @@ def test_timed_report_renders_speedups(tmp_path):
     page = html.read_text()
     assert "Speedup over the native baseline, per task" in page and page.count("<svg") == 3
     assert Path(html).stat().st_size < 200_000
+
+
+def test_a_run_that_crashed_counts_as_a_failure_not_as_absent():
+    """Model A verified t1 and crashed on t2 (no record); B verified t1 and failed t2: same score."""
+    def run(model, task, ok):
+        return {"model": model, "task": task, "seed": 0,
+                "result": {"verified": ok, "timed": ok, "backend": "cuda", "speedups": {"native": 2.0, "naive": 2.0}}}
+
+    runs = [run("a", "t1", True), run("b", "t1", True), run("b", "t2", False)]
+    rows = {r["model"]: r for r in M.leaderboard(runs, ["a", "b"], tasks=["t1", "t2"], seeds=1, bootstrap=50)}
+    assert rows["a"]["fast_0"] == rows["b"]["fast_0"] == 0.5
+    assert rows["a"]["geomean"]["native"] == pytest.approx(2 ** 0.5)
+    assert rows["a"]["tasks"] == rows["b"]["tasks"] == 2

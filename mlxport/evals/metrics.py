@@ -145,10 +145,16 @@ def bootstrap_ci(values: list[float], stat: Callable[[list[float]], float], *, n
     return (lo, hi)
 
 
-def model_metrics(runs: list[Run], *, expected: int | None = None, bootstrap: int = BOOTSTRAP) -> dict[str, Any]:
+def model_metrics(runs: list[Run], *, expected: int | None = None, tasks_asked: list[str] | None = None,
+                  seeds: int | None = None, bootstrap: int = BOOTSTRAP) -> dict[str, Any]:
     """Every metric of one model's runs (any seeds, any tasks). ``expected``: how many runs the
-    eval asked for, to report missing ones."""
+    eval asked for, to report missing ones. With ``tasks_asked`` and ``seeds``, a run that never
+    produced a record (it raised, or was not run) counts as a failure, so every model is scored on
+    the same tasks and a crash never ranks above a wrong kernel."""
     tasks = by_task(runs)
+    for t in tasks_asked or []:
+        have = tasks.setdefault(t, [])
+        have += [{"task": t, "result": {"verified": False}}] * max((seeds or 1) - len(have), 0)
     k = min((len(v) for v in tasks.values()), default=1)
     values = task_values(tasks, k)
     timing = timing_status(runs)
@@ -206,6 +212,7 @@ def tool_calls(run: Run) -> int:
 
 
 def leaderboard(runs: list[Run], models: list[str] | None = None, *, expected_per_model: int | None = None,
+                tasks: list[str] | None = None, seeds: int | None = None,
                 bootstrap: int = BOOTSTRAP) -> list[dict[str, Any]]:
     """One metrics row per model, best first: by geomean speedup over native where every model was
     timed, else by verified share; then correct@k, then lower cost. ``rules`` is always a row."""
@@ -213,9 +220,8 @@ def leaderboard(runs: list[Run], models: list[str] | None = None, *, expected_pe
     for r in runs:
         groups.setdefault(r["model"], []).append(r)
     groups.setdefault("rules", [])
-    rows = [model_metrics(v, expected=expected_per_model, bootstrap=bootstrap) | {"model": m, "label": label(m),
-                                                                                  "non_llm_baseline": is_baseline(m)}
-            for m, v in groups.items()]
+    rows = [model_metrics(v, expected=expected_per_model, tasks_asked=tasks, seeds=seeds, bootstrap=bootstrap)
+            | {"model": m, "label": label(m), "non_llm_baseline": is_baseline(m)} for m, v in groups.items()]
     timed = all_timed(rows)
 
     def key(r: dict[str, Any]) -> tuple:

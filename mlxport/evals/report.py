@@ -59,7 +59,8 @@ def collect(out: Path) -> Eval:
                     "config": config, "created": ""}
     models = list(dict.fromkeys(["rules", *manifest["models"], *(r["model"] for r in runs)]))
     tasks = list(dict.fromkeys([*manifest["tasks"], *(r["task"] for r in runs)]))
-    rows = M.leaderboard(runs, models, expected_per_model=len(tasks) * manifest["seeds"])
+    rows = M.leaderboard(runs, models, expected_per_model=len(tasks) * manifest["seeds"], tasks=tasks,
+                         seeds=manifest["seeds"])
     return Eval(out, models, tasks, manifest["seeds"], manifest["config"], manifest.get("created", ""), runs,
                 load_errors(out), rows, M.per_task(runs))
 

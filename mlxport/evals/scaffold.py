@@ -119,6 +119,11 @@ _TENSOR = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::\s*(\w+))?\s*\[([^\]]*)\]\s*$")
 DEFAULT_TOLERANCE = {"float32": (1e-4, 1e-4), "float16": (2e-3, 2e-3), "bfloat16": (2e-2, 2e-2)}
 
 
+def task_name_for(path: Path) -> str:
+    """A task name (a Python identifier: it names the op in kernel.py) from a file name."""
+    return re.sub(r"\W", "_", path.stem).lstrip("0123456789") or "kernel"
+
+
 def task_from_flags(cu: Path, folder: Path, *, reference: str, inputs: str, outputs: str, cases: list[str],
                     heldout: list[str], kernel: str | None, dtypes: list[str]) -> Path:
     """Write a task folder for a .cu file given on the command line (``port --reference ...``)."""

@@ -28,6 +28,7 @@ import tree_sitter_cuda
 from pydantic import BaseModel, Field
 from tree_sitter import Language, Node, Parser, Tree
 
+from mlxport.errors import UserError
 from mlxport.translate import features as F
 from mlxport.translate.features import Assessment, assess
 
@@ -42,7 +43,7 @@ READ_SECONDS = 20.0  # everything after the parse; walks check it every few thou
 MAX_WALK_DEPTH = 2000
 
 
-class CudaReadError(ValueError):
+class CudaReadError(UserError):
     """The input cannot be read as CUDA; the message names the problem and the fix."""
 
 

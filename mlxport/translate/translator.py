@@ -65,6 +65,8 @@ def translate_task(task: KernelTask, target: Target = "msl") -> Translation:
 
 def translate(source_or_cudafile: str | Path | CudaFile, *, kernel: str | None = None, target: Target = "msl",
               task: KernelTask | None = None) -> Translation:
+    if target not in ("msl", "cuda"):
+        raise UserError(f"unknown translation target {target!r}: use msl (Metal) or cuda (MLX's CUDA backend)")
     src = _source_text(source_or_cudafile)
     cf = source_or_cudafile if isinstance(source_or_cudafile, CudaFile) else read_cuda(src)
     try:

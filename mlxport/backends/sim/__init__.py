@@ -87,7 +87,7 @@ class SimBackend:
                     for k, v in args.items()}
             sig = self._signature(candidate, args)
             result = self._compile(sim_text(sig))
-        except (ExprError, SignatureError, _build.CompilerMissing) as e:
+        except (ExprError, SignatureError, _build.CompilerMissing, _build.BuildError) as e:
             return CompileResult(backend=self.name, ok=False, candidate_id=candidate.id,
                                  diagnostics=[Diagnostic(message=str(e), where="generated")],
                                  seconds=time.perf_counter() - t0)
@@ -99,7 +99,7 @@ class SimBackend:
         t0 = time.perf_counter()
         try:
             return self._run(candidate, inputs, timeout, t0)
-        except (ExprError, SignatureError, _build.CompilerMissing) as e:
+        except (ExprError, SignatureError, _build.CompilerMissing, _build.BuildError) as e:
             return RunResult(error=str(e), seconds=time.perf_counter() - t0)
 
     def time(self, candidate: KernelCandidate, input_sets: list[dict[str, Arg]], *, warmup: int,

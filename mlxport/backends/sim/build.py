@@ -100,11 +100,15 @@ def _digest(*parts: str) -> str:
     return h.hexdigest()[:24]
 
 
+class BuildError(RuntimeError):
+    """The compiler timed out, or the simulator's own runtime does not compile."""
+
+
 def _run(cmd: list[str], what: str) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT)
     except subprocess.TimeoutExpired as e:
-        raise RuntimeError(f"compiling {what} took over {COMPILE_TIMEOUT:.0f} s") from e
+        raise BuildError(f"compiling {what} took over {COMPILE_TIMEOUT:g} s") from e
 
 
 def _publish(tmp: Path, final: Path) -> None:
@@ -122,7 +126,7 @@ def runtime_object() -> Path:
     tmp = obj.with_suffix(f".{os.getpid()}.tmp.o")
     out = _run([*cc.command, *flags, "-I", str(INCLUDE), "-c", str(RUNTIME_SOURCE), "-o", str(tmp)], "the runtime")
     if out.returncode != 0:
-        raise RuntimeError(f"the simulator runtime does not compile:\n{out.stderr[-3000:]}")
+        raise BuildError(f"the simulator runtime does not compile:\n{out.stderr[-3000:]}")
     _publish(tmp, obj)
     return obj
 
