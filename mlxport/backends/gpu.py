@@ -120,9 +120,22 @@ def _probe(name: str) -> Availability:
         return Availability(True)
     if name == "metal":
         why = "not Apple silicon" if platform.system() != "Darwin" else "MLX reports no Metal device"
+    elif _installed("mlx-cuda-13") and _installed("mlx-cpu"):
+        # Both wheels ship mlx/lib/libmlx.so; whichever pip installed last wins.
+        why = ("mlx-cpu's libmlx.so replaced mlx-cuda-13's: pip install --force-reinstall --no-deps "
+               f"mlx-cuda-13=={_installed('mlx-cuda-13')}")
     else:
         why = "MLX's CUDA backend is not installed or sees no NVIDIA GPU (pip install 'mlxport[cuda]')"
     return Availability(False, why if r.returncode == 3 else f"{why}; probe said: {r.stderr.strip()[-200:]}")
+
+
+def _installed(dist: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
 
 
 def _infos(args: dict[str, ArgInfo]) -> dict[str, Any]:
