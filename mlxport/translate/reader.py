@@ -31,6 +31,7 @@ from tree_sitter import Language, Node, Parser, Tree
 from mlxport.errors import UserError
 from mlxport.translate import features as F
 from mlxport.translate.features import Assessment, assess
+from mlxport.translate.tsutil import function_declarator
 
 __all__ = ["Assessment", "CudaFile", "CudaReadError", "Feature", "KernelInfo", "LaunchSite", "MacroDef",
            "Param", "SharedDecl", "TemplateParam", "GlobalVar", "assess", "read_cuda", "summary"]
@@ -532,17 +533,9 @@ def _namespace(node: Node) -> str:
 
 
 def _function_name(fn: Node) -> tuple[str, Node | None]:
-    decl = fn.child_by_field_name("declarator")
-    for _ in range(16):
-        if decl is None or decl.type == "function_declarator":
-            break
-        decl = decl.child_by_field_name("declarator")
-    if decl is None:
-        return "", None
-    name_node = decl.child_by_field_name("declarator")
-    if name_node is not None and name_node.type == "template_function":
-        name_node = name_node.child_by_field_name("name")
-    return _norm(_text(name_node)), decl
+    # The reader's own _text: its tree was parsed through a read callback (see _parse).
+    name_node, decl = function_declarator(fn)
+    return (_norm(_text(name_node)), decl) if decl is not None else ("", None)
 
 
 def _params(decl: Node) -> list[Param]:

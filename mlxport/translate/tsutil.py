@@ -62,19 +62,25 @@ def callee(call: Node) -> str:
     return text(fn).replace(" ", "")
 
 
-def function_name(fn: Node) -> tuple[str, Node | None]:
-    """Name and function_declarator of a function_definition (or declaration)."""
+def function_declarator(fn: Node) -> tuple[Node | None, Node | None]:
+    """The name node and function_declarator of a function_definition (or declaration)."""
     decl = fn.child_by_field_name("declarator")
     for _ in range(16):
         if decl is None or decl.type == "function_declarator":
             break
         decl = decl.child_by_field_name("declarator")
     if decl is None:
-        return "", None
+        return None, None
     name = decl.child_by_field_name("declarator")
     if name is not None and name.type == "template_function":
         name = name.child_by_field_name("name")
-    return text(name).replace(" ", ""), decl
+    return name, decl
+
+
+def function_name(fn: Node) -> tuple[str, Node | None]:
+    """Name and function_declarator of a function_definition (or declaration)."""
+    name, decl = function_declarator(fn)
+    return (text(name).replace(" ", ""), decl) if decl is not None else ("", None)
 
 
 def enclosing(node: Node, types: tuple[str, ...]) -> Node | None:
