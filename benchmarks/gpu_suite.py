@@ -19,13 +19,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mlxport.backends import get_backend  # noqa: E402
+from mlxport.backends.calibration import copy_seconds  # noqa: E402
 from mlxport.benchmark import benchmark, primary_dtype  # noqa: E402
 from mlxport.correctness import run_correctness  # noqa: E402
 from mlxport.suite import expert_ports, load_task, suite_names  # noqa: E402
 
 
-def check_ports(backend, names: list[str], language: str) -> list[dict]:
-    rows = []
+def check_ports(backend, names: list[str], language: str, rows: list[dict], save) -> None:
     for name in names:
         task = load_task(name)
         port = expert_ports(task).get(language)
@@ -41,15 +41,15 @@ def check_ports(backend, names: list[str], language: str) -> list[dict]:
             rows.append({"task": name, "ok": False, "error": f"{type(e).__name__}: {e}",
                          "trace": traceback.format_exc()[-1500:]})
         print(f"correctness {name}: {rows[-1].get('ok')} {rows[-1].get('error', '')}", flush=True)
-    return rows
+        save()
 
 
-def translated(backend, names: list[str], target: str) -> list[dict]:
+def translated(backend, names: list[str], target: str, rows: list[dict], save) -> None:
     try:
         from mlxport.translate.translator import Untranslatable, translate_task
     except ImportError as e:
-        return [{"error": f"translator unavailable: {e}"}]
-    rows = []
+        rows.append({"error": f"translator unavailable: {e}"})
+        return
     for name in names:
         task = load_task(name)
         try:
@@ -63,11 +63,10 @@ def translated(backend, names: list[str], target: str) -> list[dict]:
         report = run_correctness(task, cand, backend, seed=7, heldout=True)
         rows.append({"task": name, "ok": report.ok, "summary": report.summary()})
         print(f"translated {name}: {report.ok}", flush=True)
-    return rows
+        save()
 
 
-def bench_ports(backend, names: list[str], language: str, iters: int) -> list[dict]:
-    rows = []
+def bench_ports(backend, names: list[str], language: str, iters: int, rows: list[dict], save) -> None:
     for name in names:
         task = load_task(name)
         port = expert_ports(task).get(language)
@@ -80,13 +79,15 @@ def bench_ports(backend, names: list[str], language: str, iters: int) -> list[di
                 try:
                     r = benchmark(task, port, backend, case=case, dtype=dtype, seed=11, iters=iters)
                     rows.append(r.model_dump(mode="json"))
+                    nbytes = task.cost_of(case, dtype)[0]
+                    rows[-1]["copy_same_bytes_gbs"] = nbytes / copy_seconds(nbytes) / 1e9
                     print(f"bench {name} {r.case} {dtype}: " + ", ".join(f"{k} {v:.2f}x" for k, v in r.speedups.items()),
                           flush=True)
                 except Exception as e:
                     rows.append({"task": name, "case": task.case_label(case), "dtype": dtype,
                                  "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-1500:]})
                     print(f"bench {name} failed: {e}", flush=True)
-    return rows
+                save()
 
 
 def validate_timer(backend, language: str) -> dict:
@@ -101,22 +102,27 @@ def validate_timer(backend, language: str) -> dict:
 
 
 def markdown(result: dict) -> str:
+    cal = result["calibration"]
     lines = [f"Device: {result['device'].get('device_name')} ({result['backend']}), MLX "
              f"{result['device'].get('mlx_version')}, {result['date']}; calibrated copy bandwidth "
-             f"{result['calibration'].get('copy_gbs', 0):.0f} GB/s, bf16 matmul "
-             f"{result['calibration'].get('bf16_matmul_tflops', 0):.0f} TFLOP/s.", "",
-             "| task | case | dtype | port (us) | native (us) | naive (us) | vs native | vs naive | GB/s | of copy BW |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             f"{cal.get('copy_gbs', 0):.0f} GB/s (vector copy kernel {cal.get('copy_kernel_gbs', 0):.0f}, "
+             f"MLX x + 0 {cal.get('mlx_copy_gbs', 0):.0f}, over {cal.get('copy_bytes', 0) / 2**30:.0f} GiB), "
+             f"bf16 matmul {cal.get('bf16_matmul_tflops', 0):.0f} TFLOP/s.", "",
+             "| task | case | dtype | port (us) | native (us) | naive (us) | vs native | vs naive | GB/s "
+             "| of copy BW | of same-size copy |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["bench"]:
         if "error" in r:
-            lines.append(f"| {r['task']} | {r['case']} | {r['dtype']} | error: {r['error'][:60]} | | | | | | |")
+            lines.append(f"| {r['task']} | {r['case']} | {r['dtype']} | error: {r['error'][:60]} | | | | | | | |")
             continue
         base = {b["name"]: b for b in r["baselines"]}
         c = r["candidate"]
         frac = f"{c['roofline_fraction']:.0%}" if c.get("roofline_fraction") else ""
+        same = f"{c['gbs'] / r['copy_same_bytes_gbs']:.0%}" if c.get("gbs") and r.get("copy_same_bytes_gbs") else ""
         lines.append(f"| {r['task']} | {r['case']} | {r['dtype']} | {c['median_us']:.1f} | "
                      f"{base['native']['median_us']:.1f} | {base['naive']['median_us']:.1f} | "
-                     f"{r['speedups']['native']:.2f}x | {r['speedups']['naive']:.2f}x | {c['gbs'] or 0:.0f} | {frac} |")
+                     f"{r['speedups']['native']:.2f}x | {r['speedups']['naive']:.2f}x | {c['gbs'] or 0:.0f} | {frac} "
+                     f"| {same} |")
     lines += ["", "Correctness of the expert ports (visible + held-out cases, 2 seeds): " +
               ", ".join(f"{r['task']} {'PASS' if r.get('ok') else 'FAIL'}" for r in result["correctness"])]
     t = result.get("timer") or {}
@@ -147,17 +153,20 @@ def main() -> None:
     result["device"] = backend.device_info()
     print(json.dumps(result["calibration"]), flush=True)
     result.update(correctness=[], translated=[], bench=[], timer=None)
-    stages = [("correctness", lambda: check_ports(backend, names, language)),
-              ("bench", lambda: bench_ports(backend, names, language, args.iters)),
-              ("timer", lambda: validate_timer(backend, language)),
-              ("translated", lambda: translated(backend, names, language))]
-    for stage, run in stages:
-        if stage in skip:
-            continue
-        result[stage] = run()
-        # Written after every stage, so a run cut short by the machine's time limit still reports.
+
+    def save() -> None:
+        # After every row, so a run cut short by the machine's time limit still reports.
         (args.out / "gpu_suite.json").write_text(json.dumps(result, indent=2, default=str))
         (args.out / "gpu_suite.md").write_text(markdown(result))
+
+    stages = [("correctness", lambda: check_ports(backend, names, language, result["correctness"], save)),
+              ("bench", lambda: bench_ports(backend, names, language, args.iters, result["bench"], save)),
+              ("timer", lambda: result.update(timer=validate_timer(backend, language))),
+              ("translated", lambda: translated(backend, names, language, result["translated"], save))]
+    for stage, run in stages:
+        if stage not in skip:
+            run()
+            save()
     print(markdown(result))
 
 

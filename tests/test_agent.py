@@ -161,3 +161,24 @@ def test_history_is_trimmed_to_the_window_keeping_head_and_exchanges():
     calls = [c["id"] for m in kept if isinstance(m, AIMessage) for c in m.tool_calls]
     assert ids == calls and ids[-1] == "c39"  # the newest exchanges stay, each call with its result
     assert trim(head + body[:4], window) == head + body[:4]
+
+
+def test_written_op_passes_scalars_as_arrays_made_once(tmp_path):
+    """kernel.py turns a scalar param into a 0-d array once per value (and type), not per call."""
+    import importlib.util
+
+    import mlx.core as mx
+
+    from mlxport.agent.outputs import _write_op
+
+    task = load_task("rmsnorm")
+    _write_op(tmp_path, task, expert_ports(task)["msl"], {"model": "test"}, {"backend": "sim"})
+    text = (tmp_path / "kernel.py").read_text()
+    assert "inputs=[x, weight, _scalar(eps)]" in text
+    spec = importlib.util.spec_from_file_location("written_rmsnorm", tmp_path / "kernel.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod._scalar(1e-5) is mod._scalar(1e-5)
+    assert mod._scalar(1).dtype == mx.int32 and mod._scalar(1.0).dtype == mx.float32
+    arr = mx.array([2.0])
+    assert mod._scalar(arr) is arr

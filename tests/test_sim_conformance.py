@@ -557,3 +557,12 @@ def test_half_rounds_after_every_operation_and_char_is_signed(sim):
         return
     assert "-ffloat16-excess-precision=none" in sim.device_info()["flags"]
     assert "-fsigned-char" in sim.device_info()["flags"]
+
+
+def test_calibration_copy_kernel_copies_every_element(sim):
+    from mlxport.backends.calibration import copy_candidate
+
+    x = RNG.standard_normal(4 * 1000 + 4).astype(np.float32)  # not a multiple of the threadgroup
+    r = run_ok(sim, copy_candidate("msl"), x=x)
+    np.testing.assert_array_equal(r.outputs[0], x)
+    assert not r.unwritten[0].any()

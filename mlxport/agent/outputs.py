@@ -22,6 +22,7 @@ Ported from CUDA `{kernel}` by mlxport ({model}); verified on the `{backend}` ba
 ({verification}). Falls back to the reference implementation where the kernel cannot run.
 """
 
+import functools
 import importlib.util
 from pathlib import Path
 
@@ -47,6 +48,17 @@ def _reference():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.{reference_fn}
+
+
+@functools.lru_cache(maxsize=256)
+def _scalar_array(kind, value):
+    return mx.array(value)
+
+
+def _scalar(value):
+    """A scalar input as a 0-d array made once per value rather than once per call (MLX places
+    such small arrays in managed memory). The type is part of the key, since 1 == 1.0."""
+    return _scalar_array(type(value), value) if isinstance(value, (bool, int, float)) else value
 
 
 def _available():
@@ -207,6 +219,7 @@ def _write_op(out: Path, task: KernelTask, c: KernelCandidate, config: dict[str,
     shutil.copytree(task.folder, task_copy, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(task.folder / "reference.py", out / "reference.py")
     (out / "candidate.toml").write_text(c.to_toml())
+    inputs = {t.name for t in task.inputs}
     names = [t.name for t in task.inputs] + [p.name for p in task.params]
     params = {p.name: p.default for p in task.params}
     signature = ", ".join([t.name for t in task.inputs] + (["*"] if task.params else []) +
@@ -222,7 +235,7 @@ def _write_op(out: Path, task: KernelTask, c: KernelCandidate, config: dict[str,
         header=_text_literal(c.header), name=c.name, input_names=c.input_names, output_names=c.output_names,
         atomic_outputs=c.atomic_outputs, ensure_row_contiguous=c.ensure_row_contiguous, func=task.name,
         signature=signature, first_input=task.inputs[0].name, call_args=call_args,
-        input_names_joined=", ".join(n for n in c.input_names if n in names),
+        input_names_joined=", ".join(n if n in inputs else f"_scalar({n})" for n in c.input_names if n in names),
         template_lines="\n".join(f"    {k} = {_py(v)}" for k, v in c.template.items()) or "    pass",
         template_items=", ".join(f"({k!r}, {k})" for k in c.template),
         grid=", ".join(_py(g) for g in c.grid), threadgroup=", ".join(_py(t) for t in c.threadgroup),

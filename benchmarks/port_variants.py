@@ -1,0 +1,156 @@
+"""Variants of expert CUDA ports side by side on the GPU: the measurements behind the choice of
+each port's launch shape (see BENCHMARKS.md).
+
+    python benchmarks/port_variants.py --out OUT_DIR [--parts cumsum,rmsnorm,copy]
+
+- cumsum: the striped port (cumsum_v3, correctness on every case first) against the earlier
+  contiguous-chunk port (benchmarks/variants/cumsum_v2.toml);
+- rmsnorm: the earlier persistent grid of 128-thread rows against one row per block with 128
+  threads, one 16-byte vector per thread, and 256 threads;
+- copy: the calibration's copy kernel with other cache hints and vectors per thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import traceback
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import mlx.core as mx  # noqa: E402
+
+from mlxport.backends import get_backend, mlx_kernel  # noqa: E402
+from mlxport.backends.calibration import copy_candidate  # noqa: E402
+from mlxport.benchmark import benchmark  # noqa: E402
+from mlxport.correctness import run_correctness  # noqa: E402
+from mlxport.spec import KernelCandidate  # noqa: E402
+from mlxport.suite import expert_ports, load_task  # noqa: E402
+
+HERE = Path(__file__).parent
+
+
+class Results:
+    def __init__(self, out: Path):
+        self.rows: list[dict] = []
+        self.path = out / "port_variants.json"
+
+    def add(self, row: dict) -> None:
+        self.rows.append(row)
+        print(row, flush=True)
+        self.path.write_text(json.dumps(self.rows, indent=1))
+
+
+def bench(res: Results, backend, task, cand: KernelCandidate, label: str, iters: int) -> None:
+    for case in task.bench_cases():
+        for dtype in ("bfloat16", "float32"):
+            try:
+                r = benchmark(task, cand, backend, case=case, dtype=dtype, seed=11, iters=iters)
+                res.add({"label": label, "case": r.case, "dtype": dtype, "us": r.candidate.median_us,
+                         "gbs": r.candidate.gbs, "spread": r.candidate.spread,
+                         **{b.name + "_us": b.median_us for b in r.baselines}})
+            except Exception as e:
+                res.add({"label": label, "case": str(case), "dtype": dtype, "error": str(e)[:400]})
+
+
+def cumsum(res: Results, backend) -> None:
+    task = load_task("cumsum")
+    new = expert_ports(task)["cuda"]
+    try:
+        rep = run_correctness(task, new, backend, seed=2026, heldout=True, extra_seeds=1)
+        res.add({"label": f"{new.name} correctness", "ok": rep.ok, "summary": rep.summary()[:2000]})
+    except Exception:
+        res.add({"label": f"{new.name} correctness", "error": traceback.format_exc()[-2000:]})
+    bench(res, backend, task, new, new.name, iters=20)
+    old = KernelCandidate.from_toml(HERE / "variants" / "cumsum_v2.toml")
+    bench(res, backend, task, old, old.name, iters=20)
+
+
+def rmsnorm(res: Results, backend) -> None:
+    task = load_task("rmsnorm")
+    port = expert_ports(task)["cuda"]
+    rows = "ceildiv(x.shape[0], RPB) * TPR * RPB"
+    one_vec = "min(1024, max(32, ceildiv(ceildiv(x.shape[1], 16 // x.itemsize), 32) * 32))"
+    warp_rows = {"TPR": "min(1024, ceildiv(x.shape[1], 1024) * 32)",
+                 "RPB": "max(1, 128 // min(1024, ceildiv(x.shape[1], 1024) * 32))"}
+    variants = {
+        "persistent_128": {"grid": ["min(ceildiv(x.shape[0], RPB), 270336 // (TPR * RPB)) * TPR * RPB", 1, 1],
+                           "threadgroup": ["TPR * RPB", 1, 1], "template": {**port.template, **warp_rows}},
+        "rows_128": {"grid": [rows, 1, 1], "threadgroup": ["TPR * RPB", 1, 1],
+                     "template": {**port.template, **warp_rows}},
+        "one_vector": {"grid": ["x.shape[0] * TPR", 1, 1], "threadgroup": ["TPR", 1, 1],
+                       "template": {**port.template, "TPR": one_vec, "RPB": 1}},
+        "rows_256": {"grid": ["x.shape[0] * TPR", 1, 1], "threadgroup": ["TPR", 1, 1],
+                     "template": {**port.template, "TPR": "min(256, ceildiv(x.shape[1], 1024) * 64)", "RPB": 1}},
+    }
+    for label, update in variants.items():
+        bench(res, backend, task, port.model_copy(update={"name": f"rms_{label}", **update}), f"rmsnorm {label}",
+              iters=12)
+
+
+def _copy_source(load: str, store: str, nvec: int) -> str:
+    return f"""
+const unsigned long long base = (unsigned long long)blockIdx.x * blockDim.x * {nvec} + threadIdx.x;
+const uint4* src = reinterpret_cast<const uint4*>(x);
+uint4* dst = reinterpret_cast<uint4*>(out);
+uint4 v[{nvec}];
+#pragma unroll
+for (int k = 0; k < {nvec}; ++k) {{
+    const unsigned long long i = base + (unsigned long long)k * blockDim.x;
+    if (i < NV) v[k] = {load}(src + i);
+}}
+#pragma unroll
+for (int k = 0; k < {nvec}; ++k) {{
+    const unsigned long long i = base + (unsigned long long)k * blockDim.x;
+    if (i < NV) {store};
+}}
+"""
+
+
+def copies(res: Results, backend=None) -> None:
+    base = copy_candidate("cuda")
+    variants = {  # label: (load, store, vectors per thread)
+        "ldg_st_4": ("__ldg", "dst[i] = v[k]", 4), "ldcs_stcs_4": ("__ldcs", "__stcs(dst + i, v[k])", 4),
+        "ldg_stcs_4": ("__ldg", "__stcs(dst + i, v[k])", 4), "ldlu_stcs_4": ("__ldlu", "__stcs(dst + i, v[k])", 4),
+        "ldg_st_8": ("__ldg", "dst[i] = v[k]", 8), "ldcs_stcs_8": ("__ldcs", "__stcs(dst + i, v[k])", 8),
+        "ldg_st_1": ("__ldg", "dst[i] = v[k]", 1),
+    }
+    for mib in (64, 1024):
+        n = (mib << 20) // 8
+        sets = [{"x": mx.random.normal((n,))} for _ in range(2)]
+        mx.eval([s["x"] for s in sets])
+        for label, (load, store, nvec) in variants.items():
+            cand = base.model_copy(update={"name": f"cp_{label}", "source": _copy_source(load, store, nvec),
+                                           "grid": [f"ceildiv(x.size // 4, 256 * {nvec}) * 256", 1, 1]})
+            kwargs = mlx_kernel.launch_kwargs(cand, sets[0])
+            kernel = mlx_kernel.bound_kernel(cand, kwargs.pop("shared_memory"))
+            try:
+                ok = bool(mx.array_equal(kernel(inputs=[sets[0]["x"]], **kwargs)[0], sets[0]["x"]).item())
+                t = statistics.median(mlx_kernel.time_calls(
+                    lambda s, kernel=kernel, kwargs=kwargs: kernel(inputs=[s["x"]], **kwargs), sets,
+                    warmup=3, iters=20))
+                res.add({"copy": label, "mib": mib, "ok": ok, "gbs": (mib << 20) / t / 1e9})
+            except Exception as e:
+                res.add({"copy": label, "mib": mib, "error": str(e)[:300]})
+        del sets
+        mx.clear_cache()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--parts", default="cumsum,rmsnorm,copy")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    res = Results(args.out)
+    backend = get_backend("cuda")
+    parts = {"cumsum": cumsum, "rmsnorm": rmsnorm, "copy": copies}
+    for name in args.parts.split(","):
+        parts[name](res, backend)
+
+
+if __name__ == "__main__":
+    main()
