@@ -120,3 +120,60 @@ def test_expert_msl_port_passes_every_case_on_the_simulator(name):
     task = load_task(name)
     report = run_correctness(task, expert_ports(task)["msl"], SIM, seed=11, heldout=True)
     assert report.ok, report.summary()
+
+
+class SyntheticTiming:
+    """The real simulator for every check, with made-up timings: the simulator never times, and
+    these tests are about what benchmark() does with a suspicious speedup, not about clocks."""
+
+    name, timing = "sim", True
+
+    def __init__(self, candidate_seconds: float):
+        self.candidate_seconds = candidate_seconds
+        self.measured = 0
+
+    def __getattr__(self, attr):
+        return getattr(SIM, attr)
+
+    def device_info(self):
+        return {"device_name": "simulator with synthetic timings"}
+
+    def measure(self, task, candidate, case, dtype, *, seed, warmup, iters):
+        self.measured += 1
+        return {"candidate": [self.candidate_seconds] * iters, "native": [50e-6] * iters, "naive": [80e-6] * iters}
+
+
+def test_a_suspicious_speedup_is_reverified_and_retimed_before_it_is_reported():
+    from mlxport.benchmark import benchmark
+
+    task = load_task("vector_add")
+    backend = SyntheticTiming(candidate_seconds=2e-6)  # 25x the strongest baseline
+    report = benchmark(task, expert_ports(task)["msl"], backend, case={"N": 5000}, dtype="float32", seed=1)
+    assert backend.measured == 2
+    assert any("re-verified" in f and "25.0x" in f for f in report.flags), report.flags
+
+
+def test_a_kernel_specialised_to_the_timed_size_fails_reverification():
+    """Right only at the size it is timed at (here N=5000), so it passes the timed-size check
+    and posts a huge speedup; re-verification on the visible cases catches it."""
+    from mlxport.benchmark import FailedReverification, benchmark
+
+    task = load_task("vector_add")
+    special = expert_ports(task)["msl"].model_copy(update={"name": "vector_add_special", "source": """
+uint i = thread_position_in_grid.x;
+out[i] = a_shape[0] == 5000 ? a[i] + b[i] : a[i];
+"""})
+    backend = SyntheticTiming(candidate_seconds=1e-6)
+    with pytest.raises(FailedReverification, match="failed re-verification"):
+        benchmark(task, special, backend, case={"N": 5000}, dtype="float32", seed=1)
+    assert backend.measured == 1
+
+
+def test_an_ordinary_speedup_is_reported_without_reverification():
+    from mlxport.benchmark import benchmark
+
+    task = load_task("vector_add")
+    backend = SyntheticTiming(candidate_seconds=25e-6)  # 2x
+    report = benchmark(task, expert_ports(task)["msl"], backend, case={"N": 5000}, dtype="float32", seed=1)
+    assert backend.measured == 1 and not report.flags
+    assert report.speedups == {"native": pytest.approx(2.0), "naive": pytest.approx(3.2)}

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from mlxport.errors import UserError
-from mlxport.spec import ArrayInfo, CompileResult, KernelCandidate
+from mlxport.spec import ArrayInfo, CompileResult, KernelCandidate, KernelTask
 
 # What a backend receives per kernel input: an array (mx.array or numpy) or a Python scalar.
 Arg = Any
@@ -60,6 +60,7 @@ class Backend(Protocol):
         """Launch once, isolated from the caller. ``inputs`` holds at least ``candidate.input_names``;
         any other names (the task's params) are in scope for the launch expressions only."""
 
-    def time(self, candidate: KernelCandidate, input_sets: list[dict[str, Arg]], *, warmup: int,
-             iters: int) -> list[float]:
-        """Seconds per launch over ``iters`` timed runs rotating through ``input_sets``."""
+    def measure(self, task: KernelTask, candidate: KernelCandidate, case: dict[str, Any], dtype: str, *, seed: int,
+                warmup: int, iters: int) -> dict[str, list[float]]:
+        """Seconds per call of the candidate and of every baseline of the task ("native",
+        "naive"), timed side by side on the same inputs; only where ``timing`` is true."""

@@ -81,9 +81,6 @@ class GpuBackend:
         unwritten = [next(masks).astype(bool) if has else None for has in reply["unwritten"]]
         return RunResult(outputs=outputs, unwritten=unwritten, seconds=time.monotonic() - t0)
 
-    def time(self, candidate, input_sets, *, warmup: int, iters: int) -> list[float]:
-        raise BackendUnavailable("use measure(): candidates are timed together with their baselines")
-
     def measure(self, task: KernelTask, candidate: KernelCandidate, case: dict[str, Any], dtype: str, *, seed: int,
                 warmup: int, iters: int) -> dict[str, list[float]]:
         payload = {"task_dir": str(task.folder), "candidate": candidate.model_dump(mode="json"), "case": case,

@@ -33,7 +33,7 @@ from mlxport.backends.sim.signature import (
 )
 from mlxport.backends.worker import Worker, WorkerError
 from mlxport.expr import ITEMSIZE, ArrayInfo, ExprError
-from mlxport.spec import CompileResult, Diagnostic, KernelCandidate, Launch
+from mlxport.spec import CompileResult, Diagnostic, KernelCandidate, KernelTask, Launch
 
 __all__ = ["SimBackend", "mlx_source"]
 
@@ -102,8 +102,8 @@ class SimBackend:
         except (ExprError, SignatureError, _build.CompilerMissing, _build.BuildError) as e:
             return RunResult(error=str(e), seconds=time.perf_counter() - t0)
 
-    def time(self, candidate: KernelCandidate, input_sets: list[dict[str, Arg]], *, warmup: int,
-             iters: int) -> list[float]:
+    def measure(self, task: KernelTask, candidate: KernelCandidate, case: dict[str, Any], dtype: str, *, seed: int,
+                warmup: int, iters: int) -> dict[str, list[float]]:
         raise BackendUnavailable("the simulator checks correctness only; it never times")
 
     def close(self) -> None:
