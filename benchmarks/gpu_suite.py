@@ -34,7 +34,8 @@ def check_ports(backend, names: list[str], language: str, rows: list[dict], save
         t0 = time.time()
         try:
             report = run_correctness(task, port, backend, seed=2026, heldout=True, extra_seeds=1)
-            rows.append({"task": name, "ok": report.ok, "cases": len(report.cases),
+            rows.append({"task": name, "candidate": f"{port.name} {port.id}", "ok": report.ok,
+                         "cases": len(report.cases),
                          "failed": [c.model_dump() for c in report.cases if c.verdict != "pass"][:6],
                          "summary": report.summary(), "seconds": round(time.time() - t0, 1)})
         except Exception as e:
@@ -78,15 +79,21 @@ def bench_ports(backend, names: list[str], language: str, iters: int, rows: list
                     continue
                 try:
                     r = benchmark(task, port, backend, case=case, dtype=dtype, seed=11, iters=iters)
-                    rows.append(r.model_dump(mode="json"))
-                    nbytes = task.cost_of(case, dtype)[0]
-                    rows[-1]["copy_same_bytes_gbs"] = nbytes / copy_seconds(nbytes) / 1e9
+                    row = r.model_dump(mode="json")
                     print(f"bench {name} {r.case} {dtype}: " + ", ".join(f"{k} {v:.2f}x" for k, v in r.speedups.items()),
                           flush=True)
                 except Exception as e:
                     rows.append({"task": name, "case": task.case_label(case), "dtype": dtype,
                                  "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-1500:]})
                     print(f"bench {name} failed: {e}", flush=True)
+                    save()
+                    continue
+                try:
+                    nbytes = task.cost_of(case, dtype)[0]
+                    row["copy_same_bytes_gbs"] = nbytes / copy_seconds(nbytes) / 1e9
+                except Exception as e:  # the timing stands without its reference copy
+                    row["copy_same_bytes_error"] = f"{type(e).__name__}: {e}"
+                rows.append(row)
                 save()
 
 
@@ -117,9 +124,10 @@ def markdown(result: dict) -> str:
             continue
         base = {b["name"]: b for b in r["baselines"]}
         c = r["candidate"]
+        unstable = "" if r.get("stable", True) else " (spread)"
         frac = f"{c['roofline_fraction']:.0%}" if c.get("roofline_fraction") else ""
         same = f"{c['gbs'] / r['copy_same_bytes_gbs']:.0%}" if c.get("gbs") and r.get("copy_same_bytes_gbs") else ""
-        lines.append(f"| {r['task']} | {r['case']} | {r['dtype']} | {c['median_us']:.1f} | "
+        lines.append(f"| {r['task']} | {r['case']} | {r['dtype']} | {c['median_us']:.1f}{unstable} | "
                      f"{base['native']['median_us']:.1f} | {base['naive']['median_us']:.1f} | "
                      f"{r['speedups']['native']:.2f}x | {r['speedups']['naive']:.2f}x | {c['gbs'] or 0:.0f} | {frac} "
                      f"| {same} |")

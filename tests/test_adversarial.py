@@ -177,3 +177,25 @@ def test_an_ordinary_speedup_is_reported_without_reverification():
     report = benchmark(task, expert_ports(task)["msl"], backend, case={"N": 5000}, dtype="float32", seed=1)
     assert backend.measured == 1 and not report.flags
     assert report.speedups == {"native": pytest.approx(2.0), "naive": pytest.approx(3.2)}
+
+
+def test_missing_barrier_passes_in_thread_order_but_fails_final_verification():
+    """Each thread writes its sum to threadgroup memory and stores the one its predecessor wrote,
+    with no barrier between: right whenever threads happen to run in order, as the simulator runs
+    them, and a race on a GPU. The final verification runs visible cases with threads reversed."""
+    task = load_task("vector_add")
+    racy = expert_ports(task)["msl"].model_copy(update={"name": "vector_add_racy", "source": """
+threadgroup float buf[256];
+uint i = thread_position_in_grid.x;
+uint t = thread_position_in_threadgroup.x;
+buf[t] = a[i] + b[i];
+if (t > 0) out[i - 1] = buf[t - 1];
+if (t + 1 == threads_per_threadgroup.x || i + 1 == a_shape[0]) out[i] = buf[t];
+"""})
+    assert run_correctness(task, racy, SIM, seed=5).ok
+    final = run_correctness(task, racy, SIM, seed=5, heldout=True)
+    assert not final.ok
+    failed = [c for c in final.cases if c.verdict != "pass"]
+    assert failed and all("threads reversed" in c.case for c in failed)
+    assert "order of unsynchronised threads" in final.summary()
+    assert run_correctness(task, expert_ports(task)["msl"], SIM, seed=5, heldout=True).ok

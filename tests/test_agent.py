@@ -180,5 +180,7 @@ def test_written_op_passes_scalars_as_arrays_made_once(tmp_path):
     spec.loader.exec_module(mod)
     assert mod._scalar(1e-5) is mod._scalar(1e-5)
     assert mod._scalar(1).dtype == mx.int32 and mod._scalar(1.0).dtype == mx.float32
+    assert str(mod._scalar(-0.0).item()) == "-0.0" and str(mod._scalar(0.0).item()) == "0.0"
+    assert mod._scalar(float("nan")) is mod._scalar(float("nan"))
     arr = mx.array([2.0])
     assert mod._scalar(arr) is arr

@@ -57,6 +57,31 @@ def test_missing_barrier_gives_wrong_result(sim):
     assert not np.array_equal(r.outputs[0], np.roll(X[:64], -1))
 
 
+def test_missing_barrier_that_works_in_thread_order_fails_reversed(sim):
+    # Each thread reads the slot of the thread before it: in the simulator's thread order that one
+    # has already run, so the missing barrier goes unnoticed until the order is reversed.
+    src = ("threadgroup float buf[64];\nuint t = thread_position_in_threadgroup.x;\nbuf[t] = x[t];\n"
+           "out[t] = t > 0 ? buf[t - 1] : 0.0f;")
+    c = kernel(src, [64, 1, 1], [64, 1, 1])
+    want = np.concatenate([[0.0], X[:63]]).astype(np.float32)
+    np.testing.assert_array_equal(sim.run(c, {"x": X[:64]}).outputs[0], want)
+    assert not np.array_equal(sim.run(c, {"x": X[:64]}, reverse=True).outputs[0], want)
+
+
+def test_threadgroups_run_in_reverse_order_too(sim):
+    # Each threadgroup's first thread copies the previous group's first output: right only when
+    # threadgroups run in order, which no GPU promises.
+    src = ("uint i = thread_position_in_grid.x;\nuint g = threadgroup_position_in_grid.x;\n"
+           "out[i] = (g > 0 && thread_position_in_threadgroup.x == 0) ? out[i - 64] + 1.0f : x[i];")
+    c = kernel(src, [256, 1, 1], [64, 1, 1])
+    threads, sim.threads = sim.threads, 1  # one OS thread: threadgroups run one after another
+    try:
+        forward, backward = (sim.run(c, {"x": X}, reverse=r).outputs[0] for r in (False, True))
+    finally:
+        sim.threads = threads
+    assert forward[192] == X[0] + 3 and backward[192] != X[0] + 3
+
+
 def test_barrier_in_divergent_code_is_reported(sim):
     src = ("uint t = thread_position_in_threadgroup.x;\nif (t < 16) {\n"
            "  threadgroup_barrier(mem_flags::mem_threadgroup);\n}\nout[t] = x[t];")

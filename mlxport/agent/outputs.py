@@ -22,7 +22,6 @@ Ported from CUDA `{kernel}` by mlxport ({model}); verified on the `{backend}` ba
 ({verification}). Falls back to the reference implementation where the kernel cannot run.
 """
 
-import functools
 import importlib.util
 from pathlib import Path
 
@@ -50,15 +49,21 @@ def _reference():
     return module.{reference_fn}
 
 
-@functools.lru_cache(maxsize=256)
-def _scalar_array(kind, value):
-    return mx.array(value)
+_scalars = {{}}
 
 
 def _scalar(value):
     """A scalar input as a 0-d array made once per value rather than once per call (MLX places
-    such small arrays in managed memory). The type is part of the key, since 1 == 1.0."""
-    return _scalar_array(type(value), value) if isinstance(value, (bool, int, float)) else value
+    such small arrays in managed memory). Keyed by type and repr: 1 == 1.0 and 0.0 == -0.0, while
+    NaN != NaN."""
+    if not isinstance(value, (bool, int, float)):
+        return value
+    key = (type(value), repr(value))
+    if key not in _scalars:
+        if len(_scalars) >= 256:  # a param that changes every call (a decode offset) must not grow this
+            _scalars.clear()
+        _scalars[key] = mx.array(value)
+    return _scalars[key]
 
 
 def _available():

@@ -46,7 +46,8 @@ class RunResult:
 
 class Backend(Protocol):
     name: str
-    timing: bool  # whether time() gives real device timings (the simulator never does)
+    timing: bool  # whether measure() gives real device timings (the simulator never does)
+    reorders: bool  # whether run(reverse=True) can run threads in reverse order (the simulator)
 
     def available(self) -> Availability: ...
 
@@ -56,9 +57,12 @@ class Backend(Protocol):
         """Compile for the input signature described by ``args`` (dtypes, sizes, scalars; extra names
         are in scope for template expressions)."""
 
-    def run(self, candidate: KernelCandidate, inputs: dict[str, Arg], *, timeout: float = 60.0) -> RunResult:
+    def run(self, candidate: KernelCandidate, inputs: dict[str, Arg], *, timeout: float = 60.0,
+            reverse: bool = False) -> RunResult:
         """Launch once, isolated from the caller. ``inputs`` holds at least ``candidate.input_names``;
-        any other names (the task's params) are in scope for the launch expressions only."""
+        any other names (the task's params) are in scope for the launch expressions only.
+        ``reverse`` (where ``reorders``): the threads of each threadgroup, and the threadgroups, run
+        in reverse order, so a result that depends on the order of unsynchronised threads changes."""
 
     def measure(self, task: KernelTask, candidate: KernelCandidate, case: dict[str, Any], dtype: str, *, seed: int,
                 warmup: int, iters: int) -> dict[str, list[float]]:

@@ -44,13 +44,13 @@ if (i < NV) {
 
 
 def copy_candidate(language: str) -> KernelCandidate:
-    """A plain copy of a float32 array whose size is a multiple of 4, as a candidate, so it
+    """A plain copy of an array whose size in bytes is a multiple of 16, as a candidate, so it
     runs exactly as ports run (and on the simulator, where its correctness is tested)."""
     cuda = language == "cuda"
     return KernelCandidate(
         language=language, name="mlxport_copy", input_names=["x"], output_names=["out"],
-        output_shapes=["x.shape"], output_dtypes=["x.dtype"], template={"NV": "x.size // 4"},
-        grid=["ceildiv(x.size // 4, 1024) * 256" if cuda else "x.size // 4", 1, 1], threadgroup=[256, 1, 1],
+        output_shapes=["x.shape"], output_dtypes=["x.dtype"], template={"NV": "x.size * x.itemsize // 16"},
+        grid=["ceildiv(NV, 1024) * 256" if cuda else "NV", 1, 1], threadgroup=[256, 1, 1],
         source=_CUDA_COPY if cuda else _MSL_COPY)
 
 

@@ -22,6 +22,7 @@ class GpuBackend:
     name = ""
     language = ""
     timing = True
+    reorders = False  # the GPU schedules threads; run(reverse=...) has no effect here
 
     def __init__(self) -> None:
         self._worker = None
@@ -62,7 +63,8 @@ class GpuBackend:
         return CompileResult(backend=self.name, candidate_id=candidate.id, seconds=time.monotonic() - t0,
                              **result[0])
 
-    def run(self, candidate: KernelCandidate, inputs: dict[str, Any], *, timeout: float = 60.0) -> RunResult:
+    def run(self, candidate: KernelCandidate, inputs: dict[str, Any], *, timeout: float = 60.0,
+            reverse: bool = False) -> RunResult:
         t0 = time.monotonic()
         specs, arrays = _pack_inputs(inputs)
         result = self._safe_call("run", {"candidate": candidate.model_dump(mode="json"), "inputs": specs}, arrays,

@@ -117,13 +117,16 @@ def measure(payload: dict[str, Any], arrays=None) -> tuple[dict[str, Any], list]
         fn = resolve(task, ref)
         fns[label] = lambda inputs, fn=fn: fn(*[inputs[n] for n in order], **params)
     call(task.reference, task, sets[0], case)  # the reference runs here too: a broken task fails loudly
+    # One group size for all: the slowest function's, so no side gains from amortising MLX's
+    # per-evaluation overhead (or from overlapping independent calls) that the others lack.
+    group = min(mlx_kernel.group_size(fn, sets) for fn in fns.values())
     samples: dict[str, list[float]] = {k: [] for k in fns}
     rounds = 3
     per_round = max(1, payload["iters"] // rounds)
     for r in range(rounds):
         for name, fn in fns.items():
             samples[name] += mlx_kernel.time_calls(fn, sets, warmup=payload["warmup"] if r == 0 else 1,
-                                                   iters=per_round)
+                                                   iters=per_round, group=group)
     return {"samples": samples}, []
 
 

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import mlx.core as mx
+from mlx.utils import tree_flatten
 
 from mlxport.expr import ArrayInfo, Dtype
 from mlxport.spec import Diagnostic, KernelCandidate
@@ -146,17 +147,14 @@ def _locate(line: int, col: int | None, msg: str, starts: dict[str, int]) -> Dia
     return Diagnostic(message=msg, where="generated", line=line, column=col)
 
 
-GROUP = 20  # calls submitted per evaluation: MLX's CUDA backend commits a graph every 20 ops
+GROUP = 20  # most calls submitted in one evaluation
 
 
-def time_calls(fn, input_sets: list[dict[str, Any]], *, warmup: int, iters: int,
-               min_batch_seconds: float = 2e-3, group: int | None = None,
-               group_bytes: int = 2 << 30) -> list[float]:
-    """Seconds per call. Each sample runs a batch of calls (rotating over input sets, so no cache
-    or reused result helps) and synchronises once. Calls are submitted ``group`` at a time in one
-    evaluation, as a model's forward pass submits many ops together: one evaluation per call would
-    time MLX's per-evaluation overhead (about 20 us on CUDA), not the kernel. Groups stay under
-    ``group_bytes`` of outputs; batches last at least ``min_batch_seconds``."""
+def group_size(fn, input_sets: list[dict[str, Any]], *, min_batch_seconds: float = 2e-3,
+               group_bytes: int = 2 << 30) -> int:
+    """How many calls of ``fn`` to submit per evaluation: up to GROUP while a group stays under
+    ``min_batch_seconds`` and ``group_bytes`` of outputs. Slow calls (a naive Python loop) get one
+    per evaluation; grouping only matters where the per-evaluation overhead is visible."""
     first = _as_list(fn(input_sets[0]))
     mx.eval(*first)
     out_bytes = sum(o.nbytes for o in first)
@@ -164,31 +162,42 @@ def time_calls(fn, input_sets: list[dict[str, Any]], *, warmup: int, iters: int,
     t0 = time.perf_counter()
     mx.eval(*_as_list(fn(input_sets[-1])))
     alone = time.perf_counter() - t0
+    return max(1, min(GROUP, group_bytes // max(out_bytes, 1), int(min_batch_seconds / max(alone, 1e-7))))
+
+
+def time_calls(fn, input_sets: list[dict[str, Any]], *, warmup: int, iters: int,
+               min_batch_seconds: float = 2e-3, group: int | None = None) -> list[float]:
+    """Seconds per call. Each sample runs a batch of calls (rotating over input sets, so no cache
+    or reused result helps) and synchronises once. Calls are submitted ``group`` at a time in one
+    evaluation (default: ``group_size``), as a model's forward pass submits many ops together: one
+    evaluation per call would time MLX's per-evaluation overhead (about 20 us on CUDA), not the
+    kernel. Calls in a group are independent, so the device may overlap them: for kernels that
+    do not fill the GPU this is throughput, not latency. Compare functions at one group size."""
     if group is None:
-        # Slow calls (seconds of naive Python loops) are timed one per evaluation: grouping only
-        # matters where the per-evaluation overhead is a visible part of the call.
-        group = max(1, min(GROUP, group_bytes // max(out_bytes, 1), int(min_batch_seconds / max(alone, 1e-7))))
+        group = group_size(fn, input_sets, min_batch_seconds=min_batch_seconds)
 
     def batch(n: int, offset: int) -> float:
-        t0 = time.perf_counter()
-        pending: list = []
+        # The clock starts once the first group is submitted: building it leaves the device idle,
+        # a cost a running model does not pay between its ops.
+        t0, pending = None, []
         for j in range(n):
             pending += _as_list(fn(input_sets[(offset + j) % len(input_sets)]))
-            if (j + 1) % group == 0:
+            if (j + 1) % group == 0 or j == n - 1:
                 mx.async_eval(pending)
                 pending = []
-        if pending:
-            mx.async_eval(pending)
-        del pending
+                if t0 is None:
+                    t0 = time.perf_counter()
         mx.synchronize()
         return time.perf_counter() - t0
 
     for i in range(warmup):
         batch(group, i)
     single = min(batch(group, i) for i in range(3)) / group
-    n = max(group, min(1000, int(min_batch_seconds / max(single, 1e-7))))
+    # Grouped batches span at least five groups, so the first group's own submission (which the
+    # clock skips) is a small part of what the device does in the sample.
+    n = max(group if group == 1 else 5 * group, min(1000, int(min_batch_seconds / max(single, 1e-7))))
     return [batch(n, i * n) / n for i in range(iters)]
 
 
 def _as_list(out) -> list:
-    return [out] if isinstance(out, mx.array) else list(out)
+    return [out] if isinstance(out, mx.array) else [v for _, v in tree_flatten(out)]

@@ -95,10 +95,13 @@ class SimBackend:
                              diagnostics=result.diagnostics, seconds=time.perf_counter() - t0,
                              cached=result.cached)
 
-    def run(self, candidate: KernelCandidate, inputs: dict[str, Arg], *, timeout: float = 60.0) -> RunResult:
+    reorders = True  # run(reverse=True) runs threads and threadgroups in reverse order
+
+    def run(self, candidate: KernelCandidate, inputs: dict[str, Arg], *, timeout: float = 60.0,
+            reverse: bool = False) -> RunResult:
         t0 = time.perf_counter()
         try:
-            return self._run(candidate, inputs, timeout, t0)
+            return self._run(candidate, inputs, timeout, t0, reverse)
         except (ExprError, SignatureError, _build.CompilerMissing, _build.BuildError) as e:
             return RunResult(error=str(e), seconds=time.perf_counter() - t0)
 
@@ -126,7 +129,8 @@ class SimBackend:
         self._builds[key] = result
         return result
 
-    def _run(self, candidate: KernelCandidate, inputs: dict[str, Arg], timeout: float, t0: float) -> RunResult:
+    def _run(self, candidate: KernelCandidate, inputs: dict[str, Arg], timeout: float, t0: float,
+             reverse: bool) -> RunResult:
         missing = [n for n in candidate.input_names if n not in inputs]
         if missing:
             raise SignatureError(f"missing input(s) {', '.join(missing)}")
@@ -145,6 +149,7 @@ class SimBackend:
             return RunResult(error=f"compile failed{where}: {first.message if first else 'unknown error'}",
                              seconds=time.perf_counter() - t0)
         header, arrays = self._request(sig, src, built, hosts, launch, candidate.init_value)
+        header["reverse"] = int(reverse)
         try:
             reply, out = self._worker.call(header, arrays, timeout=timeout)
         except WorkerError as e:

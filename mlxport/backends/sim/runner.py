@@ -23,7 +23,7 @@ class Buffer(ctypes.Structure):
 
 class LaunchParams(ctypes.Structure):
     _fields_ = [("buffers", ctypes.POINTER(Buffer)), ("nbuffers", ctypes.c_int32), ("fibers", ctypes.c_int32),
-                ("threads", ctypes.c_int32), ("race_check", ctypes.c_int32), ("grid", ctypes.c_uint32 * 3),
+                ("threads", ctypes.c_int32), ("reverse", ctypes.c_int32), ("grid", ctypes.c_uint32 * 3),
                 ("threadgroup", ctypes.c_uint32 * 3), ("stack_bytes", ctypes.c_int64), ("stats", ctypes.c_int64 * 4)]
 
 
@@ -88,7 +88,7 @@ def run(header: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, Any
     params.nbuffers = len(slots)
     params.fibers = int(header["fibers"])
     params.threads = int(header["threads"])
-    params.race_check = 0
+    params.reverse = int(header.get("reverse", 0))
     params.grid = (ctypes.c_uint32 * 3)(*header["grid"])
     params.threadgroup = (ctypes.c_uint32 * 3)(*header["threadgroup"])
     params.stack_bytes = int(header.get("stack_bytes", 64 << 10))

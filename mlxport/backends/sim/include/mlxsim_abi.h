@@ -47,7 +47,7 @@ struct LaunchParams {
   int32_t nbuffers;
   int32_t fibers;   // 0: plain calls (no barrier or SIMD-group function in the kernel)
   int32_t threads;  // OS threads
-  int32_t race_check;
+  int32_t reverse;   // 1: threads of a threadgroup, and threadgroups, run in reverse order
   uint32_t grid[3];
   uint32_t threadgroup[3];
   int64_t stack_bytes;
@@ -82,7 +82,6 @@ void threadgroup_barrier_wait(Site site);
 void* tg_alloc(int slot, size_t bytes, size_t align, const char* name, int32_t elem_size,
                const Buffer** buf, bool* fresh);
 const Buffer* find_buffer(const void* p);
-void race_note(const Buffer* buf, int64_t offset, size_t size, bool write);
 [[noreturn]] void fault_oob(const Buffer* buf, int64_t offset, size_t size, bool read_only);
 [[noreturn]] void fault(const char* message);
 [[noreturn]] void fault_index(const Buffer* buf, int64_t index, int64_t extent);

@@ -352,9 +352,10 @@ void run_fibers(Worker& w, size_t n) {
     l.worker = &w;
     l.sp = init_stack(w.stacks + (i + 1) * w.stack_stride, &fiber_entry, &l);
   }
+  const bool reverse = w.launch->p->reverse != 0;
   for (;;) {
-    for (size_t i = 0; i < n; ++i) {
-      Lane& l = w.lanes[i];
+    for (size_t k = 0; k < n; ++k) {
+      Lane& l = w.lanes[reverse ? n - 1 - k : k];
       if (l.state != LaneState::Ready) continue;
       w.current = &l;
       switch_to(&w.sched_sp, l.sp);
@@ -368,9 +369,10 @@ void run_fibers(Worker& w, size_t n) {
 
 void run_plain(Worker& w, size_t n) {
   if (setjmp(w.abort_env)) return;
-  for (size_t i = 0; i < n; ++i) {
-    w.current = &w.lanes[i];
-    w.launch->fn(w.launch->p->buffers, &w.lanes[i].attrs);
+  const bool reverse = w.launch->p->reverse != 0;
+  for (size_t k = 0; k < n; ++k) {
+    w.current = &w.lanes[reverse ? n - 1 - k : k];
+    w.launch->fn(w.launch->p->buffers, &w.current->attrs);
   }
 }
 
@@ -407,7 +409,7 @@ void worker_main(Launch* L) {
     if (L->stop.load(std::memory_order_relaxed)) break;
     uint64_t g = L->next.fetch_add(1);
     if (g >= L->total_groups) break;
-    run_threadgroup(w, g);
+    run_threadgroup(w, L->p->reverse ? L->total_groups - 1 - g : g);
   }
   L->switches += w.switches;
   L->rounds += w.rounds;
@@ -506,8 +508,6 @@ const Buffer* find_buffer(const void* p) {
     if (s.storage && c >= s.buf.base && c < s.buf.base + s.buf.bytes) return &s.buf;
   return nullptr;
 }
-
-void race_note(const Buffer*, int64_t, size_t, bool) {}
 
 void fault_oob(const Buffer* buf, int64_t offset, size_t size, bool read_only) {
   Worker* w = tl_worker;
