@@ -156,7 +156,7 @@ def main() -> None:
     from mlxport.backends.calibration import measure
 
     result = {"backend": args.backend, "date": time.strftime("%Y-%m-%d"), "host": platform.platform(),
-              "command": " ".join(sys.argv), "calibration": measure()}
+              "command": " ".join(sys.argv), "calibration": measure(args.backend)}
     backend._info = None  # pick up the calibration just written
     result["device"] = backend.device_info()
     print(json.dumps(result["calibration"]), flush=True)

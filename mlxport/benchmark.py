@@ -45,7 +45,8 @@ def benchmark(task: KernelTask, candidate: KernelCandidate, backend: Backend, *,
     nbytes, flops = task.cost_of(case, dtype)
     info = backend.device_info()
     base = dict(backend=backend.name, device=str(info.get("device_name", backend.name)), candidate_id=candidate.id,
-                task=task.name, case=task.case_label(case), dtype=dtype)
+                task=task.name, case=task.case_label(case), dtype=dtype,
+                bandwidth_basis=str(info.get("bandwidth_basis", "")))
     if not backend.timing:
         return BenchmarkReport(**base, estimate=roofline_estimate(nbytes, flops, chip))
     check_bench_case(task, candidate, backend, case, dtype, seed)
@@ -134,7 +135,8 @@ def summary(report: BenchmarkReport) -> str:
     c = report.candidate
     lines = [f"{report.task} {report.case} {report.dtype} on {report.device}: candidate {c.median_us:.1f} us "
              f"(spread {c.spread:.0%})" + (f", {c.gbs:.0f} GB/s" if c.gbs else "") +
-             (f", {c.roofline_fraction:.0%} of peak bandwidth" if c.roofline_fraction else "")]
+             (f", {c.roofline_fraction:.0%} of the {report.bandwidth_basis or 'peak bandwidth'}"
+              if c.roofline_fraction else "")]
     for b in report.baselines:
         lines.append(f"  {b.name}: {b.median_us:.1f} us -> speedup {report.speedups[b.name]:.2f}x")
     lines += [f"  note: {f}" for f in report.flags]

@@ -293,7 +293,7 @@ def doctor(as_json: JsonOpt = False,
             raise UserError("--calibrate needs a GPU backend (metal or cuda); the simulator has no timing")
         from mlxport.backends.calibration import measure
 
-        data["calibration"] = measure()
+        data["calibration"] = measure(data["auto"])
     if as_json:
         _print_json(data)
         return

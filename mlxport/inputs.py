@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import mlx.core as mx
@@ -10,6 +11,10 @@ import numpy as np
 from mlxport.expr import ArrayInfo, Dtype
 from mlxport.spec import KernelTask, TensorSpec
 from mlxport.suite import TaskError, resolve
+
+# MLX evaluation is not safe from several threads at once (ml-explore/mlx#2067): batch and eval
+# run ports in threads, so every evaluation in this process goes through this lock.
+MLX_LOCK = threading.RLock()
 
 MX_DTYPES = {
     "float32": mx.float32, "float16": mx.float16, "bfloat16": mx.bfloat16, "int32": mx.int32,

@@ -461,3 +461,4 @@ class BenchmarkReport(Strict):
     stable: bool = True
     flags: list[str] = Field(default_factory=list)
     estimate: str = ""  # simulator: a labelled roofline floor estimate for a named chip
+    bandwidth_basis: str = ""  # what roofline_fraction is a fraction of

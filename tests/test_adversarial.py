@@ -199,3 +199,10 @@ if (t + 1 == threads_per_threadgroup.x || i + 1 == a_shape[0]) out[i] = buf[t];
     assert failed and all("threads reversed" in c.case for c in failed)
     assert "order of unsynchronised threads" in final.summary()
     assert run_correctness(task, expert_ports(task)["msl"], SIM, seed=5, heldout=True).ok
+
+
+def test_a_kernel_wrong_in_thread_order_is_not_blamed_on_thread_order():
+    report = verdict(GELU, gelu("out[i] = 0;"), heldout=True)
+    assert not report.ok
+    assert not any("threads reversed" in c.case for c in report.cases)
+    assert "unsynchronised" not in report.summary()

@@ -184,3 +184,23 @@ def test_written_op_passes_scalars_as_arrays_made_once(tmp_path):
     assert mod._scalar(float("nan")) is mod._scalar(float("nan"))
     arr = mx.array([2.0])
     assert mod._scalar(arr) is arr
+
+
+def test_report_of_a_timed_port_names_what_its_bandwidth_fraction_is_of():
+    from mlxport.agent.outputs import report_md
+    from mlxport.spec import CorrectnessReport
+
+    bench = BenchmarkReport(backend="cuda", device="NVIDIA H200", candidate_id=PORT.id, task="vector_add",
+                            case="N=16777216", dtype="float32",
+                            candidate=Timing(name="candidate", median_us=60.0, spread=0.05, samples=20, gbs=3300.0,
+                                             roofline_fraction=0.88),
+                            baselines=[Timing(name="native", median_us=55.0, spread=0.04, samples=20)],
+                            speedups={"native": 55 / 60}, bandwidth_basis="copy bandwidth measured by calibration",
+                            flags=["timings spread widely; the machine may be busy"])
+    run = {"model": "scripted", "non_llm_baseline": False, "stop_reason": "finish", "iterations": 3, "candidates": 1,
+           "tokens": {"input": 0, "output": 0}, "cost_usd": 0.0, "wall_seconds": 1.0}
+    verification = CorrectnessReport(backend="cuda", candidate_id=PORT.id, task="vector_add", seeds=[1], cases=[])
+    text = report_md(TASK, run, Record(candidate=PORT), {"backend": "cuda", "verification": verification.model_dump(),
+                                                        "benchmark": bench.model_dump()})
+    assert "The candidate moves 88% of the copy bandwidth measured by calibration." in text
+    assert "- timings spread widely; the machine may be busy" in text

@@ -342,6 +342,11 @@ def report_md(task: KernelTask, run: dict[str, Any], best: Record | None, final:
         for b in bench.baselines:
             lines.append(f"| {b.name} | {b.median_us:.1f} | {b.spread:.0%} | {b.gbs or 0:.0f} | "
                          f"{bench.speedups[b.name]:.2f}x |")
+        if bench.candidate.roofline_fraction:
+            lines += ["", f"The candidate moves {bench.candidate.roofline_fraction:.0%} of the "
+                            f"{bench.bandwidth_basis or 'peak bandwidth'}."]
+        if bench.flags:
+            lines += [""] + [f"- {f}" for f in bench.flags]
     lines += ["", "## Kernel", "", "```metal" if best.candidate.language == "msl" else "```cuda",
               best.candidate.source.strip(), "```", ""]
     return "\n".join(lines)

@@ -59,9 +59,19 @@ def path() -> Path:
     return root / "calibration.json"
 
 
-def load() -> dict[str, Any] | None:
+def load(device_name: str) -> dict[str, Any] | None:
+    """The calibration measured on this device, if any: one cache may serve several machines."""
+    return _stored().get(device_name)
+
+
+def _stored() -> dict[str, dict[str, Any]]:
     p = path()
-    return json.loads(p.read_text()) if p.is_file() else None
+    if not p.is_file():
+        return {}
+    data = json.loads(p.read_text())
+    if "devices" not in data:  # the single-device format written before 2026-11-30
+        return {data["device_name"]: data} if "device_name" in data else {}
+    return data["devices"]
 
 
 def copy_seconds(nbytes: int, how: str = "kernel", iters: int = 20) -> float:
@@ -88,8 +98,9 @@ def copy_seconds(nbytes: int, how: str = "kernel", iters: int = 20) -> float:
     return sorted(samples)[len(samples) // 2]
 
 
-def measure(size_mb: int = 512, iters: int = 20) -> dict[str, Any]:
-    """Run on the device: a large copy both ways (bytes read + written) and a bf16 matmul."""
+def measure(backend: str, size_mb: int = 512, iters: int = 20) -> dict[str, Any]:
+    """Run on the device: a large copy both ways (bytes read + written) and a bf16 matmul, stored
+    under the device's name (``backend`` where MLX reports none, as the backend worker does)."""
     import mlx.core as mx
 
     from mlxport.backends import mlx_kernel
@@ -101,12 +112,13 @@ def measure(size_mb: int = 512, iters: int = 20) -> dict[str, Any]:
     sets = [{"a": mx.random.normal((m, m)).astype(mx.bfloat16), "b": mx.random.normal((m, m)).astype(mx.bfloat16)}]
     mx.eval(sets[0]["a"], sets[0]["b"])
     mm = mlx_kernel.time_calls(lambda s: s["a"] @ s["b"], sets, warmup=2, iters=iters)
-    info = dict(mx.device_info()) if hasattr(mx, "device_info") else {}
-    result = {"device_name": str(info.get("device_name", "unknown")), "copy_gbs": max(kernel_gbs, mlx_gbs),
+    info = dict(mx.device_info(mx.gpu)) if hasattr(mx, "device_info") else {}
+    result = {"device_name": str(info.get("device_name", backend)), "copy_gbs": max(kernel_gbs, mlx_gbs),
               "copy_kernel_gbs": kernel_gbs, "mlx_copy_gbs": mlx_gbs, "copy_bytes": nbytes,
               "bf16_matmul_tflops": 2 * m**3 / sorted(mm)[len(mm) // 2] / 1e12, "mlx_version": mx.__version__,
               "date": time.strftime("%Y-%m-%d")}
+    devices = {**_stored(), result["device_name"]: result}
     p = path()
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(result, indent=2))
+    p.write_text(json.dumps({"devices": devices}, indent=2))
     return result

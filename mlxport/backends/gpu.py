@@ -148,16 +148,17 @@ def _pack_inputs(inputs: dict[str, Any]) -> tuple[list[dict[str, Any]], list[np.
     """Arrays travel as raw numpy data (bfloat16 as its uint16 bits); scalars in the header."""
     import mlx.core as mx
 
-    from mlxport.inputs import dtype_name
+    from mlxport.inputs import MLX_LOCK, dtype_name
 
     specs, arrays = [], []
     for name, value in inputs.items():
         if isinstance(value, np.ndarray):
             value = mx.array(value)
         if isinstance(value, mx.array):
-            raw = value.view(mx.uint16) if value.dtype == mx.bfloat16 else value
+            with MLX_LOCK:
+                raw = np.array(value.view(mx.uint16) if value.dtype == mx.bfloat16 else value)
             specs.append({"name": name, "dtype": dtype_name(value.dtype), "array": len(arrays)})
-            arrays.append(np.array(raw))
+            arrays.append(raw)
         else:
             specs.append({"name": name, "value": value})
     return specs, arrays

@@ -177,9 +177,11 @@ def time_calls(fn, input_sets: list[dict[str, Any]], *, warmup: int, iters: int,
         group = group_size(fn, input_sets, min_batch_seconds=min_batch_seconds)
 
     def batch(n: int, offset: int) -> float:
-        # The clock starts once the first group is submitted: building it leaves the device idle,
-        # a cost a running model does not pay between its ops.
-        t0, pending = None, []
+        # Grouped calls: the clock starts once the first group is submitted, since building it
+        # leaves the device idle, a cost a running model does not pay between its ops. Calls
+        # timed one at a time (group 1: slow enough that this does not matter) are timed whole.
+        t0 = time.perf_counter() if group == 1 else None
+        pending: list = []
         for j in range(n):
             pending += _as_list(fn(input_sets[(offset + j) % len(input_sets)]))
             if (j + 1) % group == 0 or j == n - 1:

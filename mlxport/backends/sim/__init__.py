@@ -33,6 +33,7 @@ from mlxport.backends.sim.signature import (
 )
 from mlxport.backends.worker import Worker, WorkerError
 from mlxport.expr import ITEMSIZE, ArrayInfo, ExprError
+from mlxport.inputs import MLX_LOCK
 from mlxport.spec import CompileResult, Diagnostic, KernelCandidate, KernelTask, Launch
 
 __all__ = ["SimBackend", "mlx_source"]
@@ -134,7 +135,8 @@ class SimBackend:
         missing = [n for n in candidate.input_names if n not in inputs]
         if missing:
             raise SignatureError(f"missing input(s) {', '.join(missing)}")
-        hosts = {n: from_value(inputs[n], candidate.ensure_row_contiguous) for n in candidate.input_names}
+        with MLX_LOCK:  # from_value evaluates MLX arrays
+            hosts = {n: from_value(inputs[n], candidate.ensure_row_contiguous) for n in candidate.input_names}
         infos: dict[str, ArgInfo] = {**{k: v for k, v in inputs.items() if k not in hosts},
                                      **{n: h.info for n, h in hosts.items()}}
         launch = candidate.launch(infos)
