@@ -1,7 +1,8 @@
 """Why the benchmark times the way it does, measured on the GPU in one run:
 
 1. the per-evaluation floor: an empty kernel and vector_add timed with one evaluation per call
-   against calls submitted in groups (the benchmark's method);
+   against calls submitted in groups (the benchmark's method), and whether grouped calls of a
+   kernel that does not fill the GPU overlap (selective_scan at B=1);
 2. the copy ceiling: MLX's ``x + 0`` against the vector copy kernel, at several sizes, and
    torch's ``copy_`` timed with CUDA events as an outside check where torch is installed;
 3. scalar inputs: the rmsnorm port with ``eps`` as a fresh Python float per call against a 0-d
@@ -59,6 +60,21 @@ def floor() -> dict:
             "port_one_eval_per_call": med_us(pf, vsets, group=1), "port_grouped": med_us(pf, vsets),
             "native_one_eval_per_call": med_us(nf, vsets, group=1), "native_grouped": med_us(nf, vsets)}
     return rows
+
+
+def overlap() -> dict:
+    """A port whose grid is smaller than the GPU (selective_scan at B=1: 128 blocks): if grouped
+    calls overlap on the device, grouped time per call falls well below one-call-per-evaluation
+    time minus the floor difference measured in floor()."""
+    task = load_task("selective_scan")
+    port = expert_ports(task)[LANG]
+    case = task.bench_cases()[0]
+    params = task.param_values(case)
+    sets = [{**make_inputs(task, case, "bfloat16", s), **{k: mx.array(v) for k, v in params.items()}}
+            for s in range(3)]
+    fn = kernel_fn(port, sets, params)
+    return {"selective_scan_B1_bf16_us": {"one_eval_per_call": med_us(fn, sets, group=1),
+                                          "grouped": med_us(fn, sets)}}
 
 
 def torch_copy_gbs(nbytes: int) -> float | None:
@@ -137,7 +153,7 @@ def main() -> None:
     info = dict(mx.device_info()) if hasattr(mx, "device_info") else {}
     result = {"device": str(info.get("device_name", LANG)), "mlx_version": mx.__version__,
               "date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv)}
-    for name, stage in (("floor", floor), ("scalars", scalars), ("copy", copies)):
+    for name, stage in (("floor", floor), ("overlap", overlap), ("scalars", scalars), ("copy", copies)):
         result[name] = stage()
         (args.out / "timing_method.json").write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
