@@ -69,17 +69,30 @@ def test_missing_barrier_that_works_in_thread_order_fails_reversed(sim):
 
 
 def test_threadgroups_run_in_reverse_order_too(sim):
-    # Each threadgroup's first thread copies the previous group's first output: right only when
-    # threadgroups run in order, which no GPU promises.
-    src = ("uint i = thread_position_in_grid.x;\nuint g = threadgroup_position_in_grid.x;\n"
-           "out[i] = (g > 0 && thread_position_in_threadgroup.x == 0) ? out[i - 64] + 1.0f : x[i];")
-    c = kernel(src, [256, 1, 1], [64, 1, 1])
+    # Each threadgroup takes a ticket from an atomic counter: the tickets record the order in which
+    # threadgroups ran, which no GPU promises and the reversed schedule turns around.
+    src = ("if (thread_position_in_threadgroup.x == 0) {\n"
+           "  uint t = atomic_fetch_add_explicit(&count[0], 1u, memory_order_relaxed);\n"
+           "  atomic_store_explicit(&tickets[threadgroup_position_in_grid.x], t, memory_order_relaxed);\n"
+           "}")
+    c = kernel(src, [256, 1, 1], [64, 1, 1], output_names=["count", "tickets"], output_shapes=[[1], [4]],
+               output_dtypes=["uint32", "uint32"], atomic_outputs=True, init_value=0)
     threads, sim.threads = sim.threads, 1  # one OS thread: threadgroups run one after another
     try:
-        forward, backward = (sim.run(c, {"x": X}, reverse=r).outputs[0] for r in (False, True))
+        forward, backward = (sim.run(c, {"x": X}, reverse=r).outputs[1] for r in (False, True))
     finally:
         sim.threads = threads
-    assert forward[192] == X[0] + 3 and backward[192] != X[0] + 3
+    assert forward.tolist() == [0, 1, 2, 3] and backward.tolist() == [3, 2, 1, 0]
+
+
+def test_output_shared_by_threadgroups_without_atomics_is_a_race(sim):
+    # A CUDA atomicAdd ported as a plain +=: exact here, where threads take turns, and a race on a
+    # GPU. Any output element touched by two threadgroups without atomics is reported.
+    c = kernel("uint i = thread_position_in_grid.x;\nout[0] += x[i];", [256, 1, 1], [64, 1, 1],
+               output_shapes=[[1]], init_value=0)
+    for reverse in (False, True):
+        r = sim.run(c, {"x": X}, reverse=reverse)
+        assert r.error and "both access output out[0] without atomics" in r.error, r.error
 
 
 def test_barrier_in_divergent_code_is_reported(sim):

@@ -69,7 +69,7 @@ def run(header: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, Any
     for k, slot in enumerate(slots):
         if slot["role"] == "output":
             data = _filled(slot["storage"], slot["shape"], slot["fill"])
-            mask = np.zeros(data.size, dtype=np.uint8)
+            mask = np.zeros(data.size, dtype=np.uint32)  # which threadgroup touched each element
             outputs.append(data)
             masks.append(mask)
             keep += [data, mask]

@@ -18,7 +18,9 @@ struct Buffer {
   char* data;
   int32_t elem_size;
   int32_t space;
-  uint8_t* mask;  // outputs only: one byte per element, set when a checked store touches it
+  // Outputs only, one word per element: 0 untouched, else the tag (threadgroup index + 1) of the
+  // threadgroup whose checked access touched it first, or kAtomicTag for atomic accesses.
+  uint32_t* mask;
   int64_t reserved;
 };
 
@@ -86,5 +88,8 @@ const Buffer* find_buffer(const void* p);
 [[noreturn]] void fault(const char* message);
 [[noreturn]] void fault_index(const Buffer* buf, int64_t index, int64_t extent);
 uint32_t current_simd_lane();
+uint32_t current_threadgroup_tag();
+[[noreturn]] void fault_shared_output(const Buffer* buf, int64_t index, uint32_t other_tag);
+constexpr uint32_t kAtomicTag = 0xFFFFFFFFu;
 
 }  // namespace mlxsim

@@ -25,9 +25,19 @@
 #define METAL_FUNC inline __attribute__((always_inline))
 #endif
 
+namespace metal {
+template <class T>
+struct atomic;
+}  // namespace metal
+
 namespace mlxsim {
 
 using SrcLoc = std::source_location;
+
+template <class T>
+inline constexpr bool is_atomic_cell = false;
+template <class T>
+inline constexpr bool is_atomic_cell<::metal::atomic<T>> = true;
 
 // ---------------------------------------------------------------- checked pointers
 
@@ -140,13 +150,24 @@ class Ptr {
   T* shifted(int64_t n) const {
     return reinterpret_cast<T*>(reinterpret_cast<intptr_t>(p_) + n * intptr_t(sizeof(T)));
   }
+  // Records which threadgroup touched each output element: a second threadgroup touching it
+  // without atomics is a race on a GPU, where threadgroups run concurrently (here they may not).
   void mark(int64_t off) const {
-    int64_t es = buf_->elem_size;
-    if (es == int64_t(sizeof(T))) {
-      buf_->mask[off / es] = 1;
-      return;
+    const int64_t es = buf_->elem_size;
+    const int64_t first = off / es, last = (off + int64_t(sizeof(T)) - 1) / es;
+    if constexpr (is_atomic_cell<std::remove_cv_t<T>>) {
+      for (int64_t e = first; e <= last; ++e) __atomic_store_n(&buf_->mask[e], kAtomicTag, __ATOMIC_RELAXED);
+    } else {
+      const uint32_t me = current_threadgroup_tag();
+      for (int64_t e = first; e <= last; ++e) {
+        uint32_t cur = __atomic_load_n(&buf_->mask[e], __ATOMIC_RELAXED);
+        if (cur == me) continue;
+        if (cur == 0 && __atomic_compare_exchange_n(&buf_->mask[e], &cur, me, false, __ATOMIC_RELAXED,
+                                                    __ATOMIC_RELAXED))
+          continue;
+        if (cur != me && cur != kAtomicTag) fault_shared_output(buf_, e, cur);
+      }
     }
-    for (int64_t e = off / es; e <= (off + int64_t(sizeof(T)) - 1) / es; ++e) buf_->mask[e] = 1;
   }
 };
 

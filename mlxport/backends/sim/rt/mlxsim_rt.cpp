@@ -122,6 +122,7 @@ struct Launch {
 
 struct Worker {
   Launch* launch = nullptr;
+  uint32_t tg_tag = 1;  // the running threadgroup's linear index + 1
   std::vector<Lane> lanes;
   std::vector<Exchange> simds;
   char* stacks = nullptr;
@@ -378,6 +379,7 @@ void run_plain(Worker& w, size_t n) {
 
 void run_threadgroup(Worker& w, uint64_t g) {
   Launch& L = *w.launch;
+  w.tg_tag = uint32_t(g % (uint64_t(kAtomicTag) - 1)) + 1;
   const uint32_t* grid = L.p->grid;
   uint32_t dispatch[3], tg[3], size[3];
   for (int d = 0; d < 3; ++d) dispatch[d] = std::min(L.p->threadgroup[d], grid[d]);
@@ -539,6 +541,20 @@ void fault(const char* message) {
 void fault_index(const Buffer* buf, int64_t index, int64_t extent) {
   fault(fmt("out-of-bounds index %lld into threadgroup array %s (that dimension has %lld entries)", (long long)index,
             buf->name, (long long)extent).c_str());
+}
+
+uint32_t current_threadgroup_tag() {
+  Worker* w = tl_worker;
+  return w ? w->tg_tag : 1;
+}
+
+void fault_shared_output(const Buffer* buf, int64_t index, uint32_t other_tag) {
+  Worker* w = tl_worker;
+  uint32_t mine = w ? w->tg_tag : 1;
+  fault(fmt("threadgroups %u and %u both access output %s[%lld] without atomics (linear threadgroup indices); "
+            "threadgroups run concurrently on a GPU, so this is a race: give each output element one "
+            "threadgroup, or set atomic_outputs and use atomic_* functions",
+            other_tag - 1, mine - 1, buf->name, (long long)index).c_str());
 }
 
 uint32_t current_simd_lane() {
