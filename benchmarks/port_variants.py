@@ -125,13 +125,10 @@ def copies(res: Results, backend=None) -> None:
         for label, (load, store, nvec) in variants.items():
             cand = base.model_copy(update={"name": f"cp_{label}", "source": _copy_source(load, store, nvec),
                                            "grid": [f"ceildiv(x.size // 4, 256 * {nvec}) * 256", 1, 1]})
-            kwargs = mlx_kernel.launch_kwargs(cand, sets[0])
-            kernel = mlx_kernel.bound_kernel(cand, kwargs.pop("shared_memory"))
+            launch = mlx_kernel.caller(cand, sets[0])
             try:
-                ok = bool(mx.array_equal(kernel(inputs=[sets[0]["x"]], **kwargs)[0], sets[0]["x"]).item())
-                t = statistics.median(mlx_kernel.time_calls(
-                    lambda s, kernel=kernel, kwargs=kwargs: kernel(inputs=[s["x"]], **kwargs), sets,
-                    warmup=3, iters=20))
+                ok = bool(mx.array_equal(launch(sets[0])[0], sets[0]["x"]).item())
+                t = statistics.median(mlx_kernel.time_calls(launch, sets, warmup=3, iters=20))
                 res.add({"copy": label, "mib": mib, "ok": ok, "gbs": (mib << 20) / t / 1e9})
             except Exception as e:
                 res.add({"copy": label, "mib": mib, "error": str(e)[:300]})

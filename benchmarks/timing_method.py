@@ -39,9 +39,7 @@ def med_us(fn, sets, group=None, iters=30) -> float:
 
 
 def kernel_fn(cand: KernelCandidate, sets, extra=None):
-    kwargs = mlx_kernel.launch_kwargs(cand, {**sets[0], **(extra or {})})
-    k = mlx_kernel.bound_kernel(cand, kwargs.pop("shared_memory"))
-    return lambda s: k(inputs=[s[n] for n in cand.input_names], **kwargs)
+    return mlx_kernel.caller(cand, {**sets[0], **(extra or {})})
 
 
 def floor() -> dict:
@@ -131,14 +129,14 @@ def scalars() -> dict:
     for dtype in ("bfloat16", "float32"):
         case = {"R": 8192, "D": 4096}
         sets = [make_inputs(task, case, dtype, s) for s in range(3)]
-        kwargs = mlx_kernel.launch_kwargs(port, {**sets[0], "eps": 1e-5})
-        k = mlx_kernel.bound_kernel(port, kwargs.pop("shared_memory"))
+        launch = kernel_fn(port, sets, {"eps": 1e-5})
         eps = mx.array(1e-5)
-        def fresh(s, k=k, kwargs=kwargs):
-            return k(inputs=[s["x"], s["weight"], 1e-5], **kwargs)
 
-        def cached(s, k=k, kwargs=kwargs, eps=eps):
-            return k(inputs=[s["x"], s["weight"], eps], **kwargs)
+        def fresh(s, launch=launch):
+            return launch({**s, "eps": 1e-5})
+
+        def cached(s, launch=launch, eps=eps):
+            return launch({**s, "eps": eps})
 
         def native(s):
             return mx.fast.rms_norm(s["x"], s["weight"], 1e-5)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import mlx.core as mx
 import numpy as np
 import pytest
 
@@ -123,7 +124,6 @@ def test_strided_input_with_elem_to_loc(sim):
 
 
 def test_strided_mlx_input(sim):
-    mx = pytest.importorskip("mlx.core")
     src = ("uint i = thread_position_in_grid.x;\n"
            "out[i] = x[elem_to_loc(i, x_shape, x_strides, x_ndim)];")
     c = kernel(src, ["x"], ["out"], ["x.shape"], ["float32"], ["x.size", 1, 1], [64, 1, 1],
@@ -152,7 +152,6 @@ def test_half_io(sim):
 
 
 def test_bfloat_io(sim):
-    mx = pytest.importorskip("mlx.core")
     src = "uint i = thread_position_in_grid.x;\nout[i] = bfloat16_t(float(x[i]) * 2.0f);"
     c = kernel(src, ["x"], ["out"], ["x.shape"], ["x.dtype"], ["x.size", 1, 1], [32, 1, 1])
     x = mx.array(RNG.normal(size=40).astype(np.float32)).astype(mx.bfloat16)

@@ -88,12 +88,7 @@ def copy_seconds(nbytes: int, how: str = "kernel", iters: int = 20) -> float:
         def fn(s):
             return s["x"] + 0
     else:
-        cand = copy_candidate("cuda" if mx.cuda.is_available() else "msl")
-        kwargs = mlx_kernel.launch_kwargs(cand, sets[0])
-        kernel = mlx_kernel.bound_kernel(cand, kwargs.pop("shared_memory"))
-
-        def fn(s):
-            return kernel(inputs=[s["x"]], **kwargs)
+        fn = mlx_kernel.caller(copy_candidate("cuda" if mx.cuda.is_available() else "msl"), sets[0])
     samples = mlx_kernel.time_calls(fn, sets, warmup=3, iters=iters)
     return sorted(samples)[len(samples) // 2]
 

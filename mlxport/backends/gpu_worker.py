@@ -115,18 +115,14 @@ def measure(payload: dict[str, Any], arrays=None) -> tuple[dict[str, Any], list]
     params = task.param_values(case)
     order = [t.name for t in task.inputs]
 
-    # Launch arguments depend only on shapes and dtypes, the same for every input set: resolve
-    # them once, so the timing sees the kernel call as a user's op makes it.
-    kwargs = mlx_kernel.launch_kwargs(candidate, {**sets[0], **params})
-    kernel = mlx_kernel.bound_kernel(candidate, kwargs.pop("shared_memory"))
+    launch = mlx_kernel.caller(candidate, {**sets[0], **params})
     # Scalar params become 0-d arrays once, as the written kernel.py makes them: what is timed is
     # what ships.
     scalars = {n: mx.array(params[n]) for n in candidate.input_names if n in params}
     mx.eval(list(scalars.values()))
 
     def cand(inputs):
-        scope = {**inputs, **scalars}
-        return kernel(inputs=[scope[n] for n in candidate.input_names], **kwargs)
+        return launch({**inputs, **scalars})
 
     fns = {"candidate": cand}
     for label, ref in (("native", task.baselines.native), ("naive", task.baselines.naive)):

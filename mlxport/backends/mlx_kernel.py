@@ -73,6 +73,14 @@ def launch(candidate: KernelCandidate, inputs: dict[str, Any], *, poison: bool =
         inputs=[inputs[n] for n in candidate.input_names], **kwargs)
 
 
+def caller(candidate: KernelCandidate, example: dict[str, Any]):
+    """A function of an input dict that launches the kernel, with the launch arguments resolved
+    once from ``example`` (they depend only on shapes, dtypes and params), as a user's op calls it."""
+    kwargs = launch_kwargs(candidate, example)
+    kernel = bound_kernel(candidate, kwargs.pop("shared_memory"))
+    return lambda inputs: kernel(inputs=[inputs[n] for n in candidate.input_names], **kwargs)
+
+
 def bound_kernel(candidate: KernelCandidate, shared_memory: int = 0, *, probe: bool = False):
     """The kernel object; cuda_kernel takes dynamic shared memory at construction."""
     if candidate.language == "cuda" and shared_memory:

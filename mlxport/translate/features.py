@@ -12,6 +12,9 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from pydantic import BaseModel
 
+from mlxport.translate.msl_rules import ATOMICS as TRANSLATED_ATOMICS
+from mlxport.translate.msl_rules import MATH
+
 if TYPE_CHECKING:
     from mlxport.translate.reader import KernelInfo
 
@@ -43,24 +46,10 @@ BUILTINS: dict[str, Rule] = {
     "warpSize": Rule("builtin", "threads_per_simdgroup (32)", reason=_SIMD),
 }
 
-_FAST_MATH = {
-    "__expf": "fast::exp", "__logf": "fast::log", "__sinf": "fast::sin", "__cosf": "fast::cos",
-    "__tanf": "fast::tan", "__powf": "fast::pow", "__fdividef": "fast::divide", "__exp10f": "fast::exp10",
-    "__log2f": "fast::log2", "__saturatef": "saturate",
-}
-_MATH = {
-    "expf": "metal::exp", "exp": "metal::exp", "exp2f": "metal::exp2", "exp10f": "metal::exp10",
-    "logf": "metal::log", "log": "metal::log", "log2f": "metal::log2", "log1pf": "metal::log(1 + x)",
-    "expm1f": "metal::exp(x) - 1", "sqrtf": "metal::sqrt", "sqrt": "metal::sqrt", "rsqrtf": "metal::rsqrt",
-    "rsqrt": "metal::rsqrt", "powf": "metal::pow", "pow": "metal::pow", "tanhf": "metal::tanh",
-    "tanh": "metal::tanh", "sinf": "metal::sin", "cosf": "metal::cos", "tanf": "metal::tan",
-    "sincosf": "metal::sincos", "erff": "metal::erf (MLX utils)", "erfinvf": "erfinv (MLX utils)",
-    "fabsf": "metal::abs", "fabs": "metal::abs", "fmaxf": "metal::max", "fminf": "metal::min",
-    "fmaf": "metal::fma", "floorf": "metal::floor", "ceilf": "metal::ceil", "roundf": "metal::round",
-    "truncf": "metal::trunc", "fmodf": "metal::fmod", "copysignf": "metal::copysign",
-    "isnan": "metal::isnan", "isinf": "metal::isinf", "isfinite": "metal::isfinite",
-    "__fmaf_rn": "metal::fma", "__fsqrt_rn": "precise::sqrt", "__frcp_rn": "1.0f / x",
-    "__fadd_rn": "+", "__fmul_rn": "*", "__frsqrt_rn": "metal::rsqrt",
+# Math intrinsics the translator has no rule for (msl_rules.MATH maps the others): hints only.
+_MATH_HINTS = {
+    "expm1f": "metal::exp(x) - 1", "sincosf": "metal::sincos", "erff": "metal::erf (MLX utils)",
+    "erfinvf": "erfinv (MLX utils)", "__frcp_rn": "1.0f / x", "__fadd_rn": "+", "__fmul_rn": "*",
 }
 _BITS = {
     "__popc": "metal::popcount", "__popcll": "metal::popcount (64-bit)", "__clz": "metal::clz",
@@ -139,22 +128,18 @@ CALLS: dict[str, Rule] = {
     "__pipeline_commit": Rule("async_copy", None, True, "no cp.async in Metal"),
     "__pipeline_wait_prior": Rule("async_copy", None, True, "no cp.async in Metal"),
 }
-for _n, _m in _FAST_MATH.items():
-    CALLS[_n] = Rule("math", _m, reason="fast variant; MLX compiles with math_mode='safe' by default")
-for _n, _m in _MATH.items():
-    CALLS[_n] = Rule("math", _m)
+# One table for the report and the translator: what the reader shows is what translation emits.
+for _n, _m in {**_MATH_HINTS, **MATH}.items():
+    _fast = _n.startswith("__") and "fast::" in _m
+    CALLS[_n] = Rule("math", _m, reason="fast variant; MLX compiles with math_mode='safe' by default" if _fast else "")
 for _n, _m in _BITS.items():
     CALLS[_n] = Rule("bits", _m)
 for _n, _m in _HALF.items():
     CALLS[_n] = Rule("half", _m)
 
-ATOMICS = {
-    "atomicAdd": "atomic_fetch_add_explicit", "atomicSub": "atomic_fetch_sub_explicit",
-    "atomicMax": "atomic_fetch_max_explicit", "atomicMin": "atomic_fetch_min_explicit",
-    "atomicAnd": "atomic_fetch_and_explicit", "atomicOr": "atomic_fetch_or_explicit",
-    "atomicXor": "atomic_fetch_xor_explicit", "atomicExch": "atomic_exchange_explicit",
-    "atomicCAS": "atomic_compare_exchange_weak_explicit", "atomicInc": None, "atomicDec": None,
-}
+# The translator's atomics, plus those it does not translate (a hint, or a rewrite).
+ATOMICS = {**TRANSLATED_ATOMICS, "atomicCAS": "atomic_compare_exchange_weak_explicit", "atomicInc": None,
+           "atomicDec": None}
 for _n in ATOMICS:
     CALLS[_n] = Rule("atomic", ATOMICS[_n])
     CALLS[_n + "_block"] = Rule("atomic", ATOMICS[_n])

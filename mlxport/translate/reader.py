@@ -24,14 +24,13 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from pathlib import Path
 
-import tree_sitter_cuda
 from pydantic import BaseModel, Field
-from tree_sitter import Language, Node, Parser, Tree
+from tree_sitter import Node, Tree
 
 from mlxport.errors import UserError
 from mlxport.translate import features as F
 from mlxport.translate.features import Assessment, assess
-from mlxport.translate.tsutil import function_declarator
+from mlxport.translate.tsutil import function_declarator, parser
 
 __all__ = ["Assessment", "CudaFile", "CudaReadError", "Feature", "KernelInfo", "LaunchSite", "MacroDef",
            "Param", "SharedDecl", "TemplateParam", "GlobalVar", "assess", "read_cuda", "summary"]
@@ -150,16 +149,6 @@ class CudaFile(BaseModel):
         raise KeyError(f"no __global__ kernel named {name!r}; kernels: {[k.name for k in self.kernels]}")
 
 
-_PARSER: Parser | None = None
-
-
-def _parser() -> Parser:
-    global _PARSER
-    if _PARSER is None:
-        _PARSER = Parser(Language(tree_sitter_cuda.language()))
-    return _PARSER
-
-
 # ---------------------------------------------------------------------------------------------
 # input checks
 
@@ -220,7 +209,7 @@ def _parse(data: bytes, name: str) -> Tree:
             return b""
         return data[offset:offset + 2048]
 
-    tree = _parser().parse(read)
+    tree = parser().parse(read)
     if expired:
         raise CudaReadError(f"{name}: parsing took longer than {PARSE_SECONDS:.0f} s (pathological input): "
                             "pass a smaller or well-formed .cu file")
