@@ -62,17 +62,18 @@ def run_correctness(task: KernelTask, candidate: KernelCandidate, backend: Backe
         # The simulator runs threads in a fixed order, so a missing barrier can happen to work:
         # the final verification runs the visible cases again with that order reversed.
         runs += [(seed, ci, case, True) for ci, case in enumerate(task.cases.visible)]
-    passed: set[tuple[int, int, str]] = set()
+    passed: dict[tuple[int, int, str], tuple[dict, list[np.ndarray]]] = {}  # and their inputs and goldens
     for s, ci, case, reverse in runs:
         for dtype in task.dtypes:
             if reverse and (s, ci, dtype) not in passed:
                 continue  # already failing in thread order: the order is not what is wrong
+            prepared = passed[(s, ci, dtype)] if reverse else _prepared(task, case, dtype, s + 101 * ci)
             # A reversed run that hangs (a spin on another threadgroup's flag) need not wait long.
             result = _check_case(task, candidate, backend, case, dtype, s + 101 * ci, order,
-                                 min(timeout, 30.0) if reverse else timeout, reverse)
+                                 min(timeout, 30.0) if reverse else timeout, reverse, prepared)
             results.append(result)
-            if result.verdict == "pass" and not reverse:
-                passed.add((s, ci, dtype))
+            if result.verdict == "pass" and not reverse and ci < len(task.cases.visible):
+                passed[(s, ci, dtype)] = prepared
             if stop_after and sum(r.verdict != "pass" for r in results) >= stop_after:
                 return _report(task, candidate, backend, seeds, heldout, results)
     return _report(task, candidate, backend, seeds, heldout, results)
@@ -107,12 +108,18 @@ REVERSED_HINT = ("right with threads in order but not with threads and threadgro
                  "racing on one element, or one threadgroup waiting for another)")
 
 
-def _check_case(task: KernelTask, candidate: KernelCandidate, backend: Backend, case: dict[str, Any], dtype: str,
-                seed: int, order: list[int], timeout: float, reverse: bool = False) -> CaseResult:
-    label = task.case_label(case) + (" (threads reversed)" if reverse else "")
+def _prepared(task: KernelTask, case: dict[str, Any], dtype: str, seed: int) -> tuple[dict, list[np.ndarray]]:
+    """Inputs for a case and the golden outputs on them."""
     with MLX_LOCK, mx.stream(mx.cpu):
         inputs = make_inputs(task, case, dtype, seed)
-        refs = [to_numpy(r) for r in golden(task, inputs, case)]
+        return inputs, [to_numpy(r) for r in golden(task, inputs, case)]
+
+
+def _check_case(task: KernelTask, candidate: KernelCandidate, backend: Backend, case: dict[str, Any], dtype: str,
+                seed: int, order: list[int], timeout: float, reverse: bool = False,
+                prepared: tuple[dict, list[np.ndarray]] | None = None) -> CaseResult:
+    label = task.case_label(case) + (" (threads reversed)" if reverse else "")
+    inputs, refs = prepared or _prepared(task, case, dtype, seed)
     args = kernel_args(task, candidate, inputs, case)
     try:
         wrong = _wrong_dtypes(task, candidate, inputs, case, dtype, order)

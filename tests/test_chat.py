@@ -3,6 +3,7 @@ Plus one in-process session for rejection, the inspection commands and resuming 
 
 import io
 import json
+import os
 import shlex
 import shutil
 import sqlite3
@@ -71,6 +72,8 @@ def tmux_binary() -> str:
         subprocess.run(["apt-get", "install", "-y", "-q", "tmux"], capture_output=True, timeout=600)
     path = shutil.which("tmux")
     if path is None:
+        if os.environ.get("CI"):
+            pytest.fail("tmux is missing in CI: .ci/run must install it")
         pytest.skip("tmux is not installed and `apt-get install -y tmux` failed: add tmux to the CI setup "
                     "(.ci/run) so the chat terminal test runs")
     return path

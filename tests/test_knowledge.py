@@ -115,7 +115,7 @@ def test_profile_json_has_roofline_fields() -> None:
     assert data["memory_bandwidth_gbs"] == 153 and data["gpu_cores"] == 10
     assert data["fp32_tflops"] == 3.76 and data["fp16_tflops"] is None
     assert data["ridge_flop_per_byte"] > 0
-    assert isinstance(ChipProfile.model_validate(data), ChipProfile)
+    assert ChipProfile.model_validate(data) == hardware_profile("M5")
 
 
 def test_search_answers_threadgroup_memory_with_source() -> None:

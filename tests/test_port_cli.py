@@ -66,6 +66,7 @@ def test_sigkill_mid_run_then_resume_loses_nothing(tmp_path, cli):
     # prepare, then (reason, tools, assess) x 3: killed after the first candidate was evaluated
     while _checkpoints(db) < 12 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)
+    assert proc.poll() is None and _checkpoints(db) >= 12, "the run ended or stalled before it could be killed"
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert not (out / "vector_add" / "run.json").exists(), "the run finished before it could be killed"

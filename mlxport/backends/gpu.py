@@ -165,9 +165,9 @@ def _pack_inputs(inputs: dict[str, Any]) -> tuple[list[dict[str, Any]], list[np.
 
 
 def _as_float(a: np.ndarray, dtype: str) -> np.ndarray:
-    if dtype == "bfloat16":  # bits back to float32: numpy has no bfloat16
-        return (a.astype(np.uint32) << 16).view(np.float32)
-    return a
+    from mlxport.backends.sim.host import bfloat16_to_float32
+
+    return bfloat16_to_float32(a) if dtype == "bfloat16" else a  # numpy has no bfloat16
 
 
 class MetalBackend(GpuBackend):

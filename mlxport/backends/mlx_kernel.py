@@ -14,14 +14,9 @@ import mlx.core as mx
 from mlx.utils import tree_flatten
 
 from mlxport.expr import ArrayInfo, Dtype
+from mlxport.inputs import DTYPE_NAMES, MX_DTYPES
 from mlxport.spec import Diagnostic, KernelCandidate
 
-MX_DTYPES = {
-    "float32": mx.float32, "float16": mx.float16, "bfloat16": mx.bfloat16, "int32": mx.int32,
-    "uint32": mx.uint32, "int64": mx.int64, "uint64": mx.uint64, "int8": mx.int8, "uint8": mx.uint8,
-    "int16": mx.int16, "uint16": mx.uint16, "bool": mx.bool_,
-}
-DTYPE_NAMES = {v: k for k, v in MX_DTYPES.items()}
 BODY_PROBE = "mlxport_body_starts_here"
 HEADER_PROBE = "mlxport_header_starts_here"
 
