@@ -19,7 +19,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mlxport.backends import get_backend  # noqa: E402
-from mlxport.backends.calibration import copy_seconds  # noqa: E402
 from mlxport.benchmark import benchmark, primary_dtype  # noqa: E402
 from mlxport.correctness import run_correctness  # noqa: E402
 from mlxport.suite import expert_ports, load_task, suite_names  # noqa: E402
@@ -90,7 +89,7 @@ def bench_ports(backend, names: list[str], language: str, iters: int, rows: list
                     continue
                 try:
                     nbytes = task.cost_of(case, dtype)[0]
-                    row["copy_same_bytes_gbs"] = nbytes / copy_seconds(nbytes) / 1e9
+                    row["copy_same_bytes_gbs"] = nbytes / backend.copy_seconds(nbytes) / 1e9
                 except Exception as e:  # the timing stands without its reference copy
                     row["copy_same_bytes_error"] = f"{type(e).__name__}: {e}"
                 rows.append(row)
@@ -153,11 +152,8 @@ def main() -> None:
     skip = set(args.skip.split(","))
     backend = get_backend(args.backend)
     language = "cuda" if args.backend == "cuda" else "msl"
-    from mlxport.backends.calibration import measure
-
     result = {"backend": args.backend, "date": time.strftime("%Y-%m-%d"), "host": platform.platform(),
-              "command": " ".join(sys.argv), "calibration": measure(args.backend)}
-    backend._info = None  # pick up the calibration just written
+              "command": " ".join(sys.argv), "calibration": backend.calibrate()}
     result["device"] = backend.device_info()
     print(json.dumps(result["calibration"]), flush=True)
     result.update(correctness=[], translated=[], bench=[], timer=None)

@@ -1,35 +1,46 @@
-"""Why the benchmark times the way it does, measured on the GPU in one run:
+"""Why the benchmark times the way it does, measured on the GPU in one run (``--stages`` picks):
 
-1. the per-evaluation floor: an empty kernel and vector_add timed with one evaluation per call
-   against calls submitted in groups (the benchmark's method), and whether grouped calls of a
-   kernel that does not fill the GPU overlap (selective_scan at B=1);
-2. the copy ceiling: MLX's ``x + 0`` and ``mx.abs`` against the vector copy kernel, at several
-   sizes, and torch's ``copy_`` timed with CUDA events as an outside check where torch is
-   installed;
-3. scalar inputs: the rmsnorm port with ``eps`` as a fresh Python float per call against a 0-d
-   array made once (as the written kernel.py does), next to ``mx.fast.rms_norm``.
+1. floor, overlap: the per-evaluation floor (an empty kernel and vector_add, one evaluation per
+   call against calls submitted in groups), and whether grouped calls of a kernel that does not
+   fill the GPU overlap (selective_scan at B=1);
+2. copy: MLX's ``x + 0`` and ``mx.abs`` against the vector copy kernel at several sizes, and
+   torch's ``copy_`` timed with CUDA events as an outside check where torch is installed;
+3. scalars: ports that read scalar params (rmsnorm, rope) with them as 0-d arrays, as device
+   arrays (what mlxport passes on CUDA) and as template constants, next to the native op;
+4. concurrency: whether independent calls in one evaluation mix results of a port that keeps
+   state in module globals (reduce_sum's earlier v2) and of the port, and their timings;
+5. serial: the same functions with CUDA graphs on (this process) and off (a child process, as
+   the backend's timing worker runs).
 
-    python benchmarks/timing_method.py --out OUT_DIR
+These stages run in this process with MLX's defaults (CUDA graphs on), except where they say.
+
+    python benchmarks/timing_method.py --out OUT_DIR [--stages floor,overlap,scalars,concurrency,serial,copy]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import mlx.core as mx  # noqa: E402
+import numpy as np  # noqa: E402
 
 from mlxport.backends import mlx_kernel  # noqa: E402
 from mlxport.backends.calibration import copy_candidate  # noqa: E402
 from mlxport.inputs import make_inputs  # noqa: E402
 from mlxport.spec import KernelCandidate  # noqa: E402
-from mlxport.suite import expert_ports, load_task  # noqa: E402
+from mlxport.suite import expert_ports, load_task, resolve  # noqa: E402
+
+HERE = Path(__file__).parent
 
 LANG = "cuda" if mx.cuda.is_available() else "msl"
 
@@ -69,8 +80,7 @@ def overlap() -> dict:
     port = expert_ports(task)[LANG]
     case = task.bench_cases()[0]
     params = task.param_values(case)
-    sets = [{**make_inputs(task, case, "bfloat16", s), **{k: mx.array(v) for k, v in params.items()}}
-            for s in range(3)]
+    sets = [make_inputs(task, case, "bfloat16", s) for s in range(3)]
     fn = kernel_fn(port, sets, params)
     return {"selective_scan_B1_bf16_us": {"one_eval_per_call": med_us(fn, sets, group=1),
                                           "grouped": med_us(fn, sets)}}
@@ -122,41 +132,159 @@ def copies() -> list[dict]:
     return rows
 
 
-def scalars() -> dict:
-    task = load_task("rmsnorm")
-    port = expert_ports(task)[LANG]
-    out = {}
+def _native(task, params):
+    fn = resolve(task, task.baselines.native)
+    order = [t.name for t in task.inputs]
+    return lambda s: fn(*[s[n] for n in order], **params)
+
+
+def _constants(cand: KernelCandidate, reads: dict[str, str]) -> KernelCandidate:
+    """The port with some scalar inputs folded into the kernel as template constants: ``reads``
+    maps each input's read in the source (``eps[0]``) to its constant expression."""
+    source = cand.source
+    for old, new in reads.items():
+        assert old in source, old
+        source = source.replace(old, new)
+    drop = {r.split("[")[0] for r in reads}
+    return cand.model_copy(update={"name": cand.name + "_const", "source": source,
+                                   "input_names": [n for n in cand.input_names if n not in drop]})
+
+
+def f32_bits(v: float) -> int:
+    return int(np.array(v, np.float32).view(np.int32))
+
+
+def scalars() -> list[dict]:
+    """Where 0-d inputs live. MLX's CUDA allocator serves every buffer of 8 bytes or less from a
+    small pool of managed memory that the host writes, so a kernel reading a 0-d input may reach
+    across the bus for it. Ports that read scalars (rmsnorm's eps, rope's offset and base), with
+    the scalars as 0-d arrays (what the benchmark passes), as 16 KiB arrays the GPU wrote (device
+    memory, element 0 read), and folded into the kernel as template constants; native beside."""
+    rows = []
+    for name, reads in (("rmsnorm", lambda p: {"eps[0]": "__int_as_float(MLXP_EPS)"}),
+                        ("rope", lambda p: {"base[0]": "__int_as_float(MLXP_BASE)", "offset[0]": "MLXP_OFFSET"})):
+        task = load_task(name)
+        port = expert_ports(task)[LANG]
+        for case in task.bench_cases():
+            params = task.param_values(case)
+            consts = {"MLXP_EPS": f32_bits(params.get("eps", 0.0)), "MLXP_BASE": f32_bits(params.get("base", 0.0)),
+                      "MLXP_OFFSET": int(params.get("offset", 0))}
+            const = _constants(port, reads(params))
+            const = const.model_copy(update={"template": {**const.template, **{
+                k: v for k, v in consts.items() if any(k in r for r in reads(params).values())}}})
+            for dtype in ("bfloat16", "float32"):
+                sets = [make_inputs(task, case, dtype, s) for s in range(3)]
+                zero_d = {k: mx.array(v) for k, v in params.items() if k in port.input_names}
+                dev = {k: mx.full((4096,), v, dtype=mx.int32 if isinstance(v, int) and not isinstance(v, bool)
+                                  else mx.float32) for k, v in params.items() if k in port.input_names}
+                mx.eval(list(zero_d.values()) + list(dev.values()))
+                pf = kernel_fn(port, sets, params)
+                cf = kernel_fn(const, sets, params)
+                fns = {"port_0d": lambda s, pf=pf, z=zero_d: pf({**s, **z}),
+                       "port_device_array": lambda s, pf=pf, d=dev: pf({**s, **d}),
+                       "port_constants": lambda s, cf=cf: cf(s),
+                       "native": _native(task, params)}
+                row = {"task": name, "case": str(case), "dtype": dtype}
+                for _ in range(2):  # two interleaved rounds
+                    for label, fn in fns.items():
+                        row.setdefault(label + "_us", []).append(med_us(fn, sets, iters=15))
+                rows.append(row)
+                print(row, flush=True)
+    return rows
+
+
+def concurrency() -> list[dict]:
+    """Independent calls in one evaluation: MLX's CUDA graphs order kernels only by the buffers
+    they share, so independent calls may run at once. A port that keeps state in module globals
+    (reduce_sum's earlier v2: ticket and partials) then mixes calls. Each call's result against the
+    same input alone; then v2, the port (v3: per-call scratch) and native timed side by side."""
+    task = load_task("reduce_sum_atomic")
+    v2 = KernelCandidate.from_toml(HERE / "variants" / "reduce_sum_v2.toml")
+    v3 = expert_ports(task)[LANG]
+    rows = []
+    for cand in (v2, v3):
+        for dtype, n in (("bfloat16", 1 << 24), ("float32", 1 << 20)):
+            sets = [make_inputs(task, {"N": n}, dtype, s) for s in range(8)]
+            fn = kernel_fn(cand, sets)
+            alone = []
+            for s in sets:
+                o = fn(s)[0]
+                mx.eval(o)
+                alone.append(float(o[0].item()))
+            wrong = 0
+            for _ in range(20):
+                outs = [fn(s)[0] for s in sets]
+                mx.eval(outs)
+                wrong += sum(abs(float(o[0].item()) - a) > 1e-3 * max(1.0, abs(a)) for o, a in zip(outs, alone, strict=True))
+            exact = [float(mx.sum(s["x"].astype(mx.float32)).item()) for s in sets]
+            row = {"port": cand.name, "dtype": dtype, "N": n, "calls_per_eval": len(sets), "evals": 20,
+                   "wrong_results": wrong,
+                   "alone_max_rel_err": max(abs(a - e) / max(1.0, abs(e)) for a, e in zip(alone, exact, strict=True))}
+            rows.append(row)
+            print(row, flush=True)
     for dtype in ("bfloat16", "float32"):
-        case = {"R": 8192, "D": 4096}
-        sets = [make_inputs(task, case, dtype, s) for s in range(3)]
-        launch = kernel_fn(port, sets, {"eps": 1e-5})
-        eps = mx.array(1e-5)
+        for n in (1 << 24, 1 << 26):
+            sets = [make_inputs(task, {"N": n}, dtype, s) for s in range(3)]
+            fns = {"v2_us": kernel_fn(v2, sets), "v3_us": kernel_fn(v3, sets), "native_us": _native(task, {})}
+            row = {"dtype": dtype, "N": n}
+            for _ in range(2):
+                for label, fn in fns.items():
+                    row.setdefault(label, []).append(med_us(fn, sets, iters=15))
+            rows.append(row)
+            print(row, flush=True)
+    return rows
 
-        def fresh(s, launch=launch):
-            return launch({**s, "eps": 1e-5})
 
-        def cached(s, launch=launch, eps=eps):
-            return launch({**s, "eps": eps})
-
-        def native(s):
-            return mx.fast.rms_norm(s["x"], s["weight"], 1e-5)
-
-        out[dtype] = {"fresh_eps_us": med_us(fresh, sets), "cached_eps_us": med_us(cached, sets),
-                      "native_us": med_us(native, sets)}
-        print(dtype, out[dtype], flush=True)
+def serial() -> dict:
+    """The same functions with MLX_USE_CUDA_GRAPHS=0 (a child process): kernels go straight to
+    one stream, so calls cannot overlap; against this process's grouped, graph-built timing."""
+    env = {**os.environ, "MLX_USE_CUDA_GRAPHS": "0", "PYTHONUNBUFFERED": "1"}
+    out = {"graphs": serial_child()}
+    r = subprocess.run([sys.executable, __file__, "--serial-child"], env=env, capture_output=True, text=True,
+                       timeout=240)
+    out["no_graphs"] = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else r.stderr[-2000:]
     return out
+
+
+def serial_child() -> dict:
+    rows = {}
+    for name, case in (("selective_scan", None), ("rmsnorm", {"R": 8192, "D": 4096}),
+                       ("reduce_sum_atomic", {"N": 1 << 24}), ("softmax_rows", {"R": 4096, "C": 4096})):
+        task = load_task(name)
+        port = expert_ports(task)[LANG]
+        case = case or task.bench_cases()[0]
+        params = task.param_values(case)
+        sets = [make_inputs(task, case, "bfloat16", s) for s in range(3)]
+        fns = {"port": kernel_fn(port, sets, params), "native": _native(task, params)}
+        rows[name] = {label: {"grouped": med_us(fn, sets, iters=15), "one_eval_per_call": med_us(fn, sets, group=1,
+                                                                                                    iters=15)}
+                      for label, fn in fns.items()}
+        print(name, rows[name], file=sys.stderr, flush=True)
+    return rows
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--stages", default="floor,overlap,scalars,concurrency,serial,copy")
+    ap.add_argument("--serial-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.serial_child:
+        print(json.dumps(serial_child()))
+        return
+    if args.out is None:
+        ap.error("--out DIR is required")
     args.out.mkdir(parents=True, exist_ok=True)
     info = dict(mx.device_info()) if hasattr(mx, "device_info") else {}
     result = {"device": str(info.get("device_name", LANG)), "mlx_version": mx.__version__,
               "date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv)}
-    for name, stage in (("floor", floor), ("overlap", overlap), ("scalars", scalars), ("copy", copies)):
-        result[name] = stage()
+    stages = {"floor": floor, "overlap": overlap, "scalars": scalars, "concurrency": concurrency,
+              "serial": serial, "copy": copies}
+    for name in args.stages.split(","):
+        try:
+            result[name] = stages[name]()
+        except Exception:
+            result[name] = {"error": traceback.format_exc()[-3000:]}
         (args.out / "timing_method.json").write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
 

@@ -291,9 +291,9 @@ def doctor(as_json: JsonOpt = False,
     if calibrate:
         if data["auto"] == "sim":
             raise UserError("--calibrate needs a GPU backend (metal or cuda); the simulator has no timing")
-        from mlxport.backends.calibration import measure
+        from mlxport.backends import get_backend
 
-        data["calibration"] = measure(data["auto"])
+        data["calibration"] = get_backend(data["auto"]).calibrate()
     if as_json:
         _print_json(data)
         return

@@ -57,22 +57,26 @@ def run_correctness(task: KernelTask, candidate: KernelCandidate, backend: Backe
     cases = task.all_cases() if heldout else task.cases.visible
     order = output_order(task, candidate)
     results: list[CaseResult] = []
-    runs = [(s, ci, case, False) for s in seeds for ci, case in enumerate(cases)]
+    runs = [(s, ci, case, None) for s in seeds for ci, case in enumerate(cases)]
     if heldout and getattr(backend, "reorders", False):
         # The simulator runs threads in a fixed order, so a missing barrier can happen to work:
         # the final verification runs the visible cases again with that order reversed.
-        runs += [(seed, ci, case, True) for ci, case in enumerate(task.cases.visible)]
+        runs += [(seed, ci, case, "reversed") for ci, case in enumerate(task.cases.visible)]
+    if heldout and getattr(backend, "overlaps", False):
+        # On a GPU, independent calls may run at once: a kernel keeping state between calls in
+        # module globals passes alone and mixes calls in a model.
+        runs += [(seed, ci, case, "together") for ci, case in enumerate(task.cases.visible)]
     passed: dict[tuple[int, int, str], tuple[dict, list[np.ndarray]]] = {}  # and their inputs and goldens
-    for s, ci, case, reverse in runs:
+    for s, ci, case, mode in runs:
         for dtype in task.dtypes:
-            if reverse and (s, ci, dtype) not in passed:
-                continue  # already failing in thread order: the order is not what is wrong
-            prepared = passed[(s, ci, dtype)] if reverse else _prepared(task, case, dtype, s + 101 * ci)
+            if mode and (s, ci, dtype) not in passed:
+                continue  # already failing alone and in order: that is what is wrong
+            prepared = passed[(s, ci, dtype)] if mode else _prepared(task, case, dtype, s + 101 * ci)
             # A reversed run that hangs (a spin on another threadgroup's flag) need not wait long.
             result = _check_case(task, candidate, backend, case, dtype, s + 101 * ci, order,
-                                 min(timeout, 30.0) if reverse else timeout, reverse, prepared)
+                                 min(timeout, 30.0) if mode == "reversed" else timeout, mode, prepared)
             results.append(result)
-            if result.verdict == "pass" and not reverse and ci < len(task.cases.visible):
+            if result.verdict == "pass" and not mode and ci < len(task.cases.visible):
                 passed[(s, ci, dtype)] = prepared
             if stop_after and sum(r.verdict != "pass" for r in results) >= stop_after:
                 return _report(task, candidate, backend, seeds, heldout, results)
@@ -106,6 +110,13 @@ def check_case(task: KernelTask, candidate: KernelCandidate, backend: Backend, c
 REVERSED_HINT = ("right with threads in order but not with threads and threadgroups run in reverse order, so the "
                  "result depends on the order of unsynchronised threads (a missing threadgroup_barrier, threads "
                  "racing on one element, or one threadgroup waiting for another)")
+TOGETHER = 8  # calls submitted at once in the final verification's overlap check
+TOGETHER_HINT = (f"right alone but not when {TOGETHER} calls on different inputs run in one evaluation, which MLX "
+                 "may run at once on the GPU: the calls share state outside their own buffers (module-scope "
+                 "__device__ variables used as scratch or counters); keep per-call scratch in an extra output "
+                 "(init_value zeroes it)")
+_MODES = {"reversed": (" (threads reversed)", REVERSED_HINT),
+          "together": (f" ({TOGETHER} calls at once)", TOGETHER_HINT)}
 
 
 def _prepared(task: KernelTask, case: dict[str, Any], dtype: str, seed: int) -> tuple[dict, list[np.ndarray]]:
@@ -116,33 +127,42 @@ def _prepared(task: KernelTask, case: dict[str, Any], dtype: str, seed: int) -> 
 
 
 def _check_case(task: KernelTask, candidate: KernelCandidate, backend: Backend, case: dict[str, Any], dtype: str,
-                seed: int, order: list[int], timeout: float, reverse: bool = False,
+                seed: int, order: list[int], timeout: float, mode: str | None = None,
                 prepared: tuple[dict, list[np.ndarray]] | None = None) -> CaseResult:
-    label = task.case_label(case) + (" (threads reversed)" if reverse else "")
-    inputs, refs = prepared or _prepared(task, case, dtype, seed)
-    args = kernel_args(task, candidate, inputs, case)
+    """One case and dtype: alone, or (``mode``) with threads reversed, or together with more calls
+    on fresh inputs of the same case."""
+    suffix, hint = _MODES.get(mode, ("", ""))
+    label = task.case_label(case) + suffix
+    sets = [prepared or _prepared(task, case, dtype, seed)]
+    if mode == "together":
+        sets += [_prepared(task, case, dtype, seed + 7907 * j) for j in range(1, TOGETHER)]
     try:
-        wrong = _wrong_dtypes(task, candidate, inputs, case, dtype, order)
+        wrong = _wrong_dtypes(task, candidate, sets[0][0], case, dtype, order)
     except UserError as e:
         return CaseResult(case=label, dtype=dtype, verdict="error", error=str(e))
     if wrong:
         return CaseResult(case=label, dtype=dtype, verdict="fail", pattern=wrong)
-    run = backend.run(candidate, args, timeout=timeout, reverse=reverse)
-    if not run.ok:
-        return CaseResult(case=label, dtype=dtype, verdict="error", error=(run.error or "unknown failure") +
-                          (f"; {REVERSED_HINT}" if reverse else ""))
+    args = [kernel_args(task, candidate, inputs, case) for inputs, _ in sets]
+    if mode == "together":
+        runs = backend.run_together(candidate, args, timeout=timeout)
+    else:
+        runs = [backend.run(candidate, args[0], timeout=timeout, reverse=mode == "reversed")]
     worst = None
-    tol = task.tolerance[dtype]
-    for ref, idx in zip(refs, order, strict=True):
-        if idx >= len(run.outputs):
-            return CaseResult(case=label, dtype=dtype, verdict="error", error=f"kernel produced {len(run.outputs)} outputs")
-        unwritten = run.unwritten[idx] if idx < len(run.unwritten) else None
-        out = np.asarray(run.outputs[idx], dtype=np.float64)
-        res = compare(out, ref, tol, case=label, dtype=dtype, unwritten=unwritten)
-        if res.verdict != "pass" and len(order) > 1:
-            res = res.model_copy(update={"pattern": f"output {task.outputs[order.index(idx)].name}: {res.pattern}"})
-        if res.verdict != "pass" and reverse:
-            res = res.model_copy(update={"pattern": f"{res.pattern}; {REVERSED_HINT}"})
-        if worst is None or (res.verdict != "pass" and worst.verdict == "pass"):
-            worst = res
+    for run, (_, refs) in zip(runs, sets, strict=True):
+        if not run.ok:
+            return CaseResult(case=label, dtype=dtype, verdict="error",
+                              error=(run.error or "unknown failure") + (f"; {hint}" if hint else ""))
+        for ref, idx in zip(refs, order, strict=True):
+            if idx >= len(run.outputs):
+                return CaseResult(case=label, dtype=dtype, verdict="error",
+                                  error=f"kernel produced {len(run.outputs)} outputs")
+            unwritten = run.unwritten[idx] if idx < len(run.unwritten) else None
+            out = np.asarray(run.outputs[idx], dtype=np.float64)
+            res = compare(out, ref, task.tolerance[dtype], case=label, dtype=dtype, unwritten=unwritten)
+            if res.verdict != "pass" and len(order) > 1:
+                res = res.model_copy(update={"pattern": f"output {task.outputs[order.index(idx)].name}: {res.pattern}"})
+            if res.verdict != "pass" and hint:
+                res = res.model_copy(update={"pattern": f"{res.pattern}; {hint}"})
+            if worst is None or (res.verdict != "pass" and worst.verdict == "pass"):
+                worst = res
     return worst

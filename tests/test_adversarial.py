@@ -3,7 +3,7 @@ expert ports of the suite pass every visible and held-out case on the simulator.
 
 import pytest
 
-from mlxport.backends import get_backend
+from mlxport.backends import availability, get_backend
 from mlxport.correctness import run_correctness
 from mlxport.suite import expert_ports, load_task, suite_names
 
@@ -206,3 +206,40 @@ def test_a_kernel_wrong_in_thread_order_is_not_blamed_on_thread_order():
     assert not report.ok
     assert not any("threads reversed" in c.case for c in report.cases)
     assert "unsynchronised" not in report.summary()
+
+
+class OverlappingSim(type(SIM)):
+    """The simulator, declaring that calls submitted together may overlap (as MLX on a GPU), so the
+    final verification adds its together-runs; the simulator still runs them one by one."""
+
+    overlaps = True
+
+
+def test_final_verification_runs_visible_cases_together_where_calls_may_overlap():
+    task = load_task("vector_add")
+    report = run_correctness(task, expert_ports(task)["msl"], OverlappingSim(), seed=5, heldout=True)
+    assert report.ok, report.summary()
+    together = [c for c in report.cases if "calls at once" in c.case]
+    assert len(together) == len(task.cases.visible) * len(task.dtypes)
+    assert not any("calls at once" in c.case for c in run_correctness(
+        task, expert_ports(task)["msl"], SIM, seed=5, heldout=True).cases)
+
+
+@pytest.mark.skipif(not availability()["cuda"].ok, reason="needs MLX's CUDA backend")
+def test_state_kept_in_module_globals_across_calls():
+    """reduce_sum's earlier CUDA port kept its block partials and ticket in __device__ globals:
+    right alone, and wrong when calls that MLX runs at once share them. The port now keeps them
+    in a per-call scratch output."""
+    from pathlib import Path
+
+    from mlxport.spec import KernelCandidate
+
+    cuda = get_backend("cuda")
+    task = load_task("reduce_sum_atomic")
+    shared = KernelCandidate.from_toml(Path(__file__).parents[1] / "benchmarks/variants/reduce_sum_v2.toml")
+    assert run_correctness(task, shared, cuda, seed=5).ok
+    final = run_correctness(task, shared, cuda, seed=5, heldout=True)
+    failed = [c for c in final.cases if c.verdict != "pass"]
+    assert failed and all("calls at once" in c.case for c in failed), final.summary()
+    assert "module-scope __device__" in final.summary()
+    assert run_correctness(task, expert_ports(task)["cuda"], cuda, seed=5, heldout=True).ok

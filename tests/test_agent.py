@@ -186,6 +186,32 @@ def test_written_op_passes_scalars_as_arrays_made_once(tmp_path):
     assert mod._scalar(arr) is arr
 
 
+def test_scalar_params_reach_cuda_kernels_as_device_arrays(tmp_path):
+    """On CUDA, MLX keeps arrays of 8 bytes or less in host-written managed memory, so a scalar
+    param reaches a CUDA kernel as a 16-element array (read as element 0); Metal takes 0-d."""
+    import importlib.util
+
+    import mlx.core as mx
+
+    from mlxport.agent.outputs import _write_op
+    from mlxport.backends.mlx_kernel import kernel_inputs, scalar_input
+
+    for value, dtype in ((0.5, mx.float32), (512, mx.int32), (True, mx.bool_)):
+        a = scalar_input(value, "cuda")
+        assert a.shape == (16,) and a.dtype == dtype and a[0].item() == value
+        assert scalar_input(value, "msl").shape == ()
+    task = load_task("rmsnorm")
+    port = expert_ports(task)["cuda"]
+    x = mx.ones((2, 8))
+    args = kernel_inputs(port, {"x": x, "weight": x[0], "eps": 1e-6})
+    assert args[0] is x and args[2].shape == (16,) and abs(args[2][0].item() - 1e-6) < 1e-12
+    _write_op(tmp_path, task, port, {"model": "test"}, {"backend": "cuda"})
+    spec = importlib.util.spec_from_file_location("written_rmsnorm_cuda", tmp_path / "kernel.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod._scalar(1e-5).shape == (16,) and mod._scalar(1e-5) is mod._scalar(1e-5)
+
+
 def test_report_of_a_timed_port_names_what_its_bandwidth_fraction_is_of():
     from mlxport.agent.outputs import report_md
     from mlxport.spec import CorrectnessReport

@@ -53,16 +53,21 @@ _scalars = {{}}
 
 
 def _scalar(value):
-    """A scalar input as a 0-d array made once per value rather than once per call (MLX places
-    such small arrays in managed memory). Keyed by type and repr: 1 == 1.0 and 0.0 == -0.0, while
-    NaN != NaN."""
+    """A scalar input, made once per value. Metal takes a 0-d array. On CUDA, MLX keeps arrays of
+    8 bytes or less in host-written managed memory, where every block's read of the scalar
+    crosses the bus; a 16-element array the GPU writes lives in device memory (the kernel reads
+    element 0). Keyed by type and repr: 1 == 1.0 and 0.0 == -0.0, while NaN != NaN."""
     if not isinstance(value, (bool, int, float)):
         return value
     key = (type(value), repr(value))
     if key not in _scalars:
         if len(_scalars) >= 256:  # a param that changes every call (a decode offset) must not grow this
             _scalars.clear()
-        _scalars[key] = mx.array(value)
+        if LANGUAGE == "msl":
+            _scalars[key] = mx.array(value)
+        else:
+            dtype = mx.bool_ if isinstance(value, bool) else mx.int32 if isinstance(value, int) else mx.float32
+            _scalars[key] = mx.full((16,), value, dtype=dtype)
     return _scalars[key]
 
 

@@ -48,6 +48,7 @@ class Backend(Protocol):
     name: str
     timing: bool  # whether measure() gives real device timings (the simulator never does)
     reorders: bool  # whether run(reverse=True) can run threads in reverse order (the simulator)
+    overlaps: bool  # whether run_together's calls may run at once on the device (MLX on a GPU)
 
     def available(self) -> Availability: ...
 
@@ -63,6 +64,11 @@ class Backend(Protocol):
         any other names (the task's params) are in scope for the launch expressions only.
         ``reverse`` (where ``reorders``): the threads of each threadgroup, and the threadgroups, run
         in reverse order, so a result that depends on the order of unsynchronised threads changes."""
+
+    def run_together(self, candidate: KernelCandidate, input_sets: list[dict[str, Arg]], *,
+                     timeout: float = 60.0) -> list[RunResult]:
+        """One launch per input set, all submitted together (where ``overlaps``), so calls that
+        share state outside their own buffers (module globals) mix their results."""
 
     def measure(self, task: KernelTask, candidate: KernelCandidate, case: dict[str, Any], dtype: str, *, seed: int,
                 warmup: int, iters: int) -> dict[str, list[float]]:

@@ -23,20 +23,32 @@ class GpuBackend:
     language = ""
     timing = True
     reorders = False  # the GPU schedules threads; run(reverse=...) has no effect here
+    overlaps = True  # MLX may run independent kernels of one evaluation at once (run_together)
 
     def __init__(self) -> None:
         self._worker = None
+        self._timer = None
         self._info: dict[str, Any] | None = None
 
-    # -- the worker: one process per backend object, restarted after a crash or timeout. No
-    # memory cap: GPU runtimes reserve far more address space than they use.
+    # -- the workers: processes per backend object, restarted after a crash or timeout. No memory
+    # cap: GPU runtimes reserve far more address space than they use. Timing has its own worker
+    # with CUDA graphs off. MLX's graphs order kernels only by the buffers they share, so the
+    # independent calls of a timed batch would overlap on the device (selective_scan's port at
+    # B=1 measured 65-170 us per call grouped in graphs, 162 us one after another); in a model,
+    # ops mostly depend on each other. Without graphs, calls run in order on one stream, and
+    # each is timed as the latency a dependent op sees. Metal ignores the variable.
+    TIMING_ENV = {"MLX_USE_CUDA_GRAPHS": "0"}
+
     def _call(self, op: str, header: dict[str, Any], arrays: list[np.ndarray] | None = None,
-              timeout: float = 120.0) -> tuple[dict[str, Any], list[np.ndarray]]:
+              timeout: float = 120.0, *, timing: bool = False) -> tuple[dict[str, Any], list[np.ndarray]]:
         from mlxport.backends.worker import Worker
 
-        if self._worker is None:
+        if timing and self._timer is None:
+            self._timer = Worker("mlxport.backends.gpu_worker:handle", memory_bytes=0, env=self.TIMING_ENV)
+        elif not timing and self._worker is None:
             self._worker = Worker("mlxport.backends.gpu_worker:handle", memory_bytes=0)
-        return self._worker.call({"op": op, "backend": self.name, **header}, arrays or [], timeout=timeout)
+        worker = self._timer if timing else self._worker
+        return worker.call({"op": op, "backend": self.name, **header}, arrays or [], timeout=timeout)
 
     def available(self) -> Availability:
         if importlib.util.find_spec("mlx") is None:
@@ -65,23 +77,28 @@ class GpuBackend:
 
     def run(self, candidate: KernelCandidate, inputs: dict[str, Any], *, timeout: float = 60.0,
             reverse: bool = False) -> RunResult:
+        return self.run_together(candidate, [inputs], timeout=timeout)[0]
+
+    def run_together(self, candidate: KernelCandidate, input_sets: list[dict[str, Any]], *,
+                     timeout: float = 60.0) -> list[RunResult]:
         t0 = time.monotonic()
-        specs, arrays = _pack_inputs(inputs)
-        result = self._safe_call("run", {"candidate": candidate.model_dump(mode="json"), "inputs": specs}, arrays,
-                                 timeout)
+        specs, arrays = _pack_sets(input_sets)
+        result = self._safe_call("run", {"candidate": candidate.model_dump(mode="json"), "input_sets": specs},
+                                 arrays, timeout)
         if isinstance(result, str):
-            return RunResult(error=result, seconds=time.monotonic() - t0)
+            return [RunResult(error=result, seconds=time.monotonic() - t0)] * len(input_sets)
         reply, out = result
         if reply.get("error"):
             # A device fault (an illegal address, say) is sticky for the whole process on CUDA:
             # start a fresh worker so the next candidate is not blamed for this one.
             self._worker.restart()
-            return RunResult(error=reply["error"], seconds=time.monotonic() - t0)
-        n = len(reply["dtypes"])
-        outputs = [_as_float(a, d) for a, d in zip(out[:n], reply["dtypes"], strict=True)]
-        masks = iter(out[n:])
-        unwritten = [next(masks).astype(bool) if has else None for has in reply["unwritten"]]
-        return RunResult(outputs=outputs, unwritten=unwritten, seconds=time.monotonic() - t0)
+            return [RunResult(error=reply["error"], seconds=time.monotonic() - t0)] * len(input_sets)
+        results, data = [], iter(out)
+        for s in reply["sets"]:
+            outputs = [_as_float(next(data), d) for d in s["dtypes"]]
+            masks = [next(data).astype(bool) if has else None for has in s["unwritten"]]
+            results.append(RunResult(outputs=outputs, unwritten=masks, seconds=time.monotonic() - t0))
+        return results
 
     def measure(self, task: KernelTask, candidate: KernelCandidate, case: dict[str, Any], dtype: str, *, seed: int,
                 warmup: int, iters: int) -> dict[str, list[float]]:
@@ -90,9 +107,20 @@ class GpuBackend:
         from mlxport.backends.worker import WorkerError
 
         try:
-            return self._call("measure", payload, timeout=600)[0]["samples"]
+            return self._call("measure", payload, timeout=600, timing=True)[0]["samples"]
         except WorkerError as e:
             raise BackendUnavailable(f"timing failed on {self.name}: {e}") from e
+
+    def calibrate(self) -> dict[str, Any]:
+        """Measure copy bandwidth and matmul rate with the benchmark's timer and store them for this
+        device (see backends/calibration.py)."""
+        self._info = None  # device_info reports the calibration
+        return self._call("calibrate", {}, timeout=600, timing=True)[0]
+
+    def copy_seconds(self, nbytes: int) -> float:
+        """Seconds for the calibration's copy kernel to move ``nbytes`` (read + written), timed as
+        ports are: for comparing a port with a copy of its own size."""
+        return self._call("copy_seconds", {"nbytes": nbytes}, timeout=600, timing=True)[0]["seconds"]
 
     def _safe_call(self, op: str, header: dict[str, Any], arrays: list[np.ndarray], timeout: float) -> Any:
         """The worker's answer, or one sentence saying why there is none (crash, timeout)."""
@@ -144,24 +172,27 @@ def _infos(args: dict[str, ArgInfo]) -> dict[str, Any]:
     return out
 
 
-def _pack_inputs(inputs: dict[str, Any]) -> tuple[list[dict[str, Any]], list[np.ndarray]]:
+def _pack_sets(input_sets: list[dict[str, Any]]) -> tuple[list[list[dict[str, Any]]], list[np.ndarray]]:
     """Arrays travel as raw numpy data (bfloat16 as its uint16 bits); scalars in the header."""
     import mlx.core as mx
 
     from mlxport.inputs import MLX_LOCK, dtype_name
 
-    specs, arrays = [], []
-    for name, value in inputs.items():
-        if isinstance(value, np.ndarray):
-            value = mx.array(value)
-        if isinstance(value, mx.array):
-            with MLX_LOCK:
-                raw = np.array(value.view(mx.uint16) if value.dtype == mx.bfloat16 else value)
-            specs.append({"name": name, "dtype": dtype_name(value.dtype), "array": len(arrays)})
-            arrays.append(raw)
-        else:
-            specs.append({"name": name, "value": value})
-    return specs, arrays
+    sets, arrays = [], []
+    for inputs in input_sets:
+        specs = []
+        for name, value in inputs.items():
+            if isinstance(value, np.ndarray):
+                value = mx.array(value)
+            if isinstance(value, mx.array):
+                with MLX_LOCK:
+                    raw = np.array(value.view(mx.uint16) if value.dtype == mx.bfloat16 else value)
+                specs.append({"name": name, "dtype": dtype_name(value.dtype), "array": len(arrays)})
+                arrays.append(raw)
+            else:
+                specs.append({"name": name, "value": value})
+        sets.append(specs)
+    return sets, arrays
 
 
 def _as_float(a: np.ndarray, dtype: str) -> np.ndarray:

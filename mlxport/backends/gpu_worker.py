@@ -86,20 +86,24 @@ def _inputs(specs: list[dict[str, Any]], arrays: list[np.ndarray]) -> dict[str, 
 
 
 def run(payload: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, Any], list[np.ndarray]]:
+    """One launch per input set, all in one evaluation. Several sets make independent calls, which
+    MLX may run at once on the device: its CUDA graphs order kernels only by the buffers they share."""
     candidate = KernelCandidate.model_validate(payload["candidate"])
-    inputs = _inputs(payload["inputs"], arrays)
     try:
-        outs = mlx_kernel.launch(candidate, inputs, poison=True)
-        mx.eval(*outs)
+        launches = [mlx_kernel.launch(candidate, _inputs(specs, arrays), poison=True)
+                    for specs in payload["input_sets"]]
+        mx.eval(*[o for outs in launches for o in outs])
     except Exception as e:
         return {"error": f"{type(e).__name__}: {str(e)[:800]}"}, []
-    dtypes = [mlx_kernel.DTYPE_NAMES[o.dtype] for o in outs]
-    data = [np.array(o.view(mx.uint16) if o.dtype == mx.bfloat16 else o) for o in outs]
-    # launch_kwargs poisons with NaN only when there is no init_value and every output is a float
-    poisoned = candidate.init_value is None and all(d.startswith(("float", "bfloat")) for d in dtypes)
-    masks = [np.isnan(np.array(o.astype(mx.float32))) if poisoned else None for o in outs]
-    return ({"dtypes": dtypes, "unwritten": [m is not None for m in masks]},
-            data + [m.astype(np.uint8) for m in masks if m is not None])
+    sets, data = [], []
+    for outs in launches:
+        dtypes = [mlx_kernel.DTYPE_NAMES[o.dtype] for o in outs]
+        # launch_kwargs poisons with NaN only when there is no init_value and every output is a float
+        poisoned = candidate.init_value is None and all(d.startswith(("float", "bfloat")) for d in dtypes)
+        masks = [np.isnan(np.array(o.astype(mx.float32))).astype(np.uint8) for o in outs] if poisoned else []
+        sets.append({"dtypes": dtypes, "unwritten": [poisoned] * len(outs)})
+        data += [np.array(o.view(mx.uint16) if o.dtype == mx.bfloat16 else o) for o in outs] + masks
+    return {"sets": sets}, data
 
 
 def measure(payload: dict[str, Any], arrays=None) -> tuple[dict[str, Any], list]:
@@ -115,16 +119,9 @@ def measure(payload: dict[str, Any], arrays=None) -> tuple[dict[str, Any], list]
     params = task.param_values(case)
     order = [t.name for t in task.inputs]
 
-    launch = mlx_kernel.caller(candidate, {**sets[0], **params})
-    # Scalar params become 0-d arrays once, as the written kernel.py makes them: what is timed is
-    # what ships.
-    scalars = {n: mx.array(params[n]) for n in candidate.input_names if n in params}
-    mx.eval(list(scalars.values()))
-
-    def cand(inputs):
-        return launch({**inputs, **scalars})
-
-    fns = {"candidate": cand}
+    # Scalar params become kernel inputs once, as the written kernel.py makes them: what is timed
+    # is what ships.
+    fns = {"candidate": mlx_kernel.caller(candidate, {**sets[0], **params})}
     for label, ref in (("native", task.baselines.native), ("naive", task.baselines.naive)):
         fn = resolve(task, ref)
         fns[label] = lambda inputs, fn=fn: fn(*[inputs[n] for n in order], **params)
@@ -145,5 +142,18 @@ def measure(payload: dict[str, Any], arrays=None) -> tuple[dict[str, Any], list]
     return {"samples": samples}, []
 
 
-OPS = {"device_info": device_info, "compile": compile, "run": run, "measure": measure}
+def calibrate(payload: dict[str, Any], arrays=None) -> tuple[dict[str, Any], list]:
+    from mlxport.backends.calibration import measure as calibration
+
+    return calibration(payload["backend"]), []
+
+
+def copy_seconds(payload: dict[str, Any], arrays=None) -> tuple[dict[str, Any], list]:
+    from mlxport.backends.calibration import copy_seconds as seconds
+
+    return {"seconds": seconds(payload["nbytes"])}, []
+
+
+OPS = {"device_info": device_info, "compile": compile, "run": run, "measure": measure, "calibrate": calibrate,
+       "copy_seconds": copy_seconds}
 

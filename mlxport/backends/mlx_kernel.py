@@ -6,6 +6,7 @@ so a kernel that faults or hangs the GPU fails that candidate, never the session
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from typing import Any
@@ -59,21 +60,43 @@ def launch_kwargs(candidate: KernelCandidate, inputs: dict[str, Any], *, poison:
             "shared_memory": spec.shared_memory}
 
 
+def scalar_input(value: bool | int | float, language: str) -> mx.array:
+    """A scalar param as a kernel input. Metal takes a 0-d array by reference (``eps``). On CUDA,
+    MLX serves every buffer of 8 bytes or less from managed memory that the host writes, so a 0-d
+    input read by every block crosses the bus each time: on an H200 that cost rmsnorm (eps) and
+    rope (offset, base) 20-45% of their time (``benchmarks/timing_method.py --stages scalars``).
+    A 16-element array the GPU writes lives in device memory; the kernel reads ``eps[0]`` alike."""
+    if language == "msl":
+        return mx.array(value)
+    dtype = mx.bool_ if isinstance(value, bool) else mx.int32 if isinstance(value, int) else mx.float32
+    return mx.full((16,), value, dtype=dtype)
+
+
+def kernel_inputs(candidate: KernelCandidate, inputs: dict[str, Any]) -> list[mx.array]:
+    """The kernel's inputs in order, scalar params made arrays by ``scalar_input``."""
+    return [v if isinstance(v, mx.array) else scalar_input(v, candidate.language)
+            for v in (inputs[n] for n in candidate.input_names)]
+
+
 def launch(candidate: KernelCandidate, inputs: dict[str, Any], *, poison: bool = False,
            probe: bool = False) -> list[mx.array]:
     """One lazy call of the kernel. ``inputs`` may hold more names than the kernel takes (the
     task's params), which are in scope for the launch expressions."""
     kwargs = launch_kwargs(candidate, inputs, poison=poison)
     return bound_kernel(candidate, kwargs.pop("shared_memory"), probe=probe)(
-        inputs=[inputs[n] for n in candidate.input_names], **kwargs)
+        inputs=kernel_inputs(candidate, inputs), **kwargs)
 
 
 def caller(candidate: KernelCandidate, example: dict[str, Any]):
     """A function of an input dict that launches the kernel, with the launch arguments resolved
-    once from ``example`` (they depend only on shapes, dtypes and params), as a user's op calls it."""
+    once from ``example`` (they depend only on shapes, dtypes and params), as a user's op calls it.
+    Scalar params of ``example`` become kernel inputs once (arrays in an input dict take precedence)."""
     kwargs = launch_kwargs(candidate, example)
     kernel = bound_kernel(candidate, kwargs.pop("shared_memory"))
-    return lambda inputs: kernel(inputs=[inputs[n] for n in candidate.input_names], **kwargs)
+    scalars = {n: scalar_input(v, candidate.language) for n, v in example.items()
+               if n in candidate.input_names and not isinstance(v, mx.array)}
+    mx.eval(list(scalars.values()))
+    return lambda inputs: kernel(inputs=kernel_inputs(candidate, {**scalars, **inputs}), **kwargs)
 
 
 def bound_kernel(candidate: KernelCandidate, shared_memory: int = 0, *, probe: bool = False):
@@ -174,16 +197,21 @@ def time_calls(fn, input_sets: list[dict[str, Any]], *, warmup: int, iters: int,
     or reused result helps) and synchronises once. Calls are submitted ``group`` at a time in one
     evaluation (default: ``group_size``), as a model's forward pass submits many ops together: one
     evaluation per call would time MLX's per-evaluation overhead (about 20 us on CUDA), not the
-    kernel. Calls in a group are independent, so the device may overlap them: for kernels that
-    do not fill the GPU this is throughput, not latency. Compare functions at one group size."""
+    kernel. Calls in a group are independent, so a device that runs them from a CUDA graph may
+    overlap them (throughput, not latency, for kernels that do not fill the GPU): the CUDA timing
+    worker turns graphs off, so calls run in order. Compare functions at one group size."""
     if group is None:
         group = group_size(fn, input_sets, min_batch_seconds=min_batch_seconds)
 
+    whole = group == 1 or not _starts_on_submit()
+
     def batch(n: int, offset: int) -> float:
-        # Grouped calls: the clock starts once the first group is submitted, since building it
-        # leaves the device idle, a cost a running model does not pay between its ops. Calls
-        # timed one at a time (group 1: slow enough that this does not matter) are timed whole.
-        t0 = time.perf_counter() if group == 1 else None
+        # Where the device starts a group only once it is submitted whole (a CUDA graph, a Metal
+        # command buffer), the clock starts then: building the first group leaves the device
+        # idle, a cost a running model does not pay between its ops. Where kernels start as they
+        # are encoded (CUDA graphs off, as in the timing worker), or calls run one at a time
+        # (group 1: slow enough that this does not matter), the batch is timed whole.
+        t0 = time.perf_counter() if whole else None
         pending: list = []
         for j in range(n):
             pending += _as_list(fn(input_sets[(offset + j) % len(input_sets)]))
@@ -202,6 +230,12 @@ def time_calls(fn, input_sets: list[dict[str, Any]], *, warmup: int, iters: int,
     # clock skips) is a small part of what the device does in the sample.
     n = max(group if group == 1 else 5 * group, min(1000, int(min_batch_seconds / max(single, 1e-7))))
     return [batch(n, i * n) / n for i in range(iters)]
+
+
+def _starts_on_submit() -> bool:
+    """Whether the device waits for a whole evaluation before it starts: MLX's CUDA graphs and Metal
+    command buffers do; with MLX_USE_CUDA_GRAPHS=0 each kernel launches as it is encoded."""
+    return not (os.environ.get("MLX_USE_CUDA_GRAPHS") == "0" and mx.cuda.is_available())
 
 
 def _as_list(out) -> list:

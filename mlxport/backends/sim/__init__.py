@@ -97,6 +97,11 @@ class SimBackend:
                              cached=result.cached)
 
     reorders = True  # run(reverse=True) runs threads and threadgroups in reverse order
+    overlaps = False  # simulated calls run one after another
+
+    def run_together(self, candidate: KernelCandidate, input_sets: list[dict[str, Arg]], *,
+                     timeout: float = 60.0) -> list[RunResult]:
+        return [self.run(candidate, inputs, timeout=timeout) for inputs in input_sets]
 
     def run(self, candidate: KernelCandidate, inputs: dict[str, Arg], *, timeout: float = 60.0,
             reverse: bool = False) -> RunResult:
