@@ -88,7 +88,7 @@ def copy_seconds(nbytes: int, how: str = "kernel", iters: int = 20) -> float:
         def fn(s):
             return s["x"] + 0
     else:
-        fn = mlx_kernel.chained_caller(copy_candidate("cuda" if mx.cuda.is_available() else "msl"), sets[0])
+        fn = mlx_kernel.caller(copy_candidate("cuda" if mx.cuda.is_available() else "msl"), sets[0])
     samples = mlx_kernel.time_calls(fn, sets, warmup=3, iters=iters)
     return sorted(samples)[len(samples) // 2]
 

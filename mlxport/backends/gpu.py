@@ -27,17 +27,28 @@ class GpuBackend:
 
     def __init__(self) -> None:
         self._worker = None
+        self._timer = None
         self._info: dict[str, Any] | None = None
 
-    # -- the worker: one process per backend object, restarted after a crash or timeout. No
-    # memory cap: GPU runtimes reserve far more address space than they use.
+    # -- the workers: processes per backend object, restarted after a crash or timeout. No memory
+    # cap: GPU runtimes reserve far more address space than they use. Timing has its own worker
+    # with CUDA graphs off. MLX's graphs order kernels only by the buffers they share, so the
+    # independent calls of a timed batch would overlap on the device (selective_scan's port at
+    # B=1 measured 65-170 us per call grouped in graphs, 162 us one after another); in a model,
+    # ops mostly depend on each other. Without graphs, calls run in order on one stream, and
+    # each is timed as the latency a dependent op sees. Metal ignores the variable.
+    TIMING_ENV = {"MLX_USE_CUDA_GRAPHS": "0"}
+
     def _call(self, op: str, header: dict[str, Any], arrays: list[np.ndarray] | None = None,
-              timeout: float = 120.0) -> tuple[dict[str, Any], list[np.ndarray]]:
+              timeout: float = 120.0, *, timing: bool = False) -> tuple[dict[str, Any], list[np.ndarray]]:
         from mlxport.backends.worker import Worker
 
-        if self._worker is None:
+        if timing and self._timer is None:
+            self._timer = Worker("mlxport.backends.gpu_worker:handle", memory_bytes=0, env=self.TIMING_ENV)
+        elif not timing and self._worker is None:
             self._worker = Worker("mlxport.backends.gpu_worker:handle", memory_bytes=0)
-        return self._worker.call({"op": op, "backend": self.name, **header}, arrays or [], timeout=timeout)
+        worker = self._timer if timing else self._worker
+        return worker.call({"op": op, "backend": self.name, **header}, arrays or [], timeout=timeout)
 
     def available(self) -> Availability:
         if importlib.util.find_spec("mlx") is None:
@@ -96,7 +107,7 @@ class GpuBackend:
         from mlxport.backends.worker import WorkerError
 
         try:
-            return self._call("measure", payload, timeout=600)[0]["samples"]
+            return self._call("measure", payload, timeout=600, timing=True)[0]["samples"]
         except WorkerError as e:
             raise BackendUnavailable(f"timing failed on {self.name}: {e}") from e
 
@@ -104,12 +115,12 @@ class GpuBackend:
         """Measure copy bandwidth and matmul rate with the benchmark's timer and store them for this
         device (see backends/calibration.py)."""
         self._info = None  # device_info reports the calibration
-        return self._call("calibrate", {}, timeout=600)[0]
+        return self._call("calibrate", {}, timeout=600, timing=True)[0]
 
     def copy_seconds(self, nbytes: int) -> float:
         """Seconds for the calibration's copy kernel to move ``nbytes`` (read + written), timed as
         ports are: for comparing a port with a copy of its own size."""
-        return self._call("copy_seconds", {"nbytes": nbytes}, timeout=600)[0]["seconds"]
+        return self._call("copy_seconds", {"nbytes": nbytes}, timeout=600, timing=True)[0]["seconds"]
 
     def _safe_call(self, op: str, header: dict[str, Any], arrays: list[np.ndarray], timeout: float) -> Any:
         """The worker's answer, or one sentence saying why there is none (crash, timeout)."""

@@ -6,7 +6,7 @@ so a kernel that faults or hangs the GPU fails that candidate, never the session
 
 from __future__ import annotations
 
-import math
+import os
 import re
 import time
 from typing import Any
@@ -97,31 +97,6 @@ def caller(candidate: KernelCandidate, example: dict[str, Any]):
                if n in candidate.input_names and not isinstance(v, mx.array)}
     mx.eval(list(scalars.values()))
     return lambda inputs: kernel(inputs=kernel_inputs(candidate, {**scalars, **inputs}), **kwargs)
-
-
-AFTER = "mlxp_after"
-
-
-def chained_caller(candidate: KernelCandidate, example: dict[str, Any]):
-    """``caller`` for timing: each call also takes the previous call's first output as an input the
-    kernel never reads, so MLX orders the calls one after another, as a model's dependent ops run.
-    MLX orders the kernels of an evaluation only by the buffers they share: independent calls of a
-    kernel that does not fill the GPU would overlap, timing throughput instead of latency
-    (selective_scan's port at B=1: 65 us per call against 170 us in order, on an H200)."""
-    # The first call's stand-in matches the output in what the signature depends on (dtype; on
-    # Metal, fewer than 8 elements or not), so the chain compiles one kernel, not two.
-    first = launch_kwargs(candidate, example)
-    size = math.prod(first["output_shapes"][0])
-    after = {"out": mx.zeros((min(size, 8),), dtype=first["output_dtypes"][0])}
-    fn = caller(candidate.model_copy(update={"input_names": [*candidate.input_names, AFTER]}),
-                {**example, AFTER: after["out"]})
-
-    def call(inputs: dict[str, Any]) -> list[mx.array]:
-        outs = fn({**inputs, AFTER: after["out"]})
-        after["out"] = outs[0]
-        return outs
-
-    return call
 
 
 def bound_kernel(candidate: KernelCandidate, shared_memory: int = 0, *, probe: bool = False):
@@ -222,18 +197,21 @@ def time_calls(fn, input_sets: list[dict[str, Any]], *, warmup: int, iters: int,
     or reused result helps) and synchronises once. Calls are submitted ``group`` at a time in one
     evaluation (default: ``group_size``), as a model's forward pass submits many ops together: one
     evaluation per call would time MLX's per-evaluation overhead (about 20 us on CUDA), not the
-    kernel. Calls in a group are independent unless ``fn`` chains them (``chained_caller``):
-    MLX orders an evaluation's kernels only by the buffers they share, so independent calls may
-    overlap on the device. Compare functions at one group size."""
+    kernel. Calls in a group are independent, so a device that runs them from a CUDA graph may
+    overlap them (throughput, not latency, for kernels that do not fill the GPU): the CUDA timing
+    worker turns graphs off, so calls run in order. Compare functions at one group size."""
     if group is None:
         group = group_size(fn, input_sets, min_batch_seconds=min_batch_seconds)
 
+    whole = group == 1 or not _starts_on_submit()
+
     def batch(n: int, offset: int) -> float:
-        # Grouped calls: the clock starts once the first group is submitted, since building it
-        # leaves the device idle (MLX runs an evaluation's kernels as one CUDA graph or Metal
-        # command buffer), a cost a running model does not pay between its ops. Calls timed one
-        # at a time (group 1: slow enough that this does not matter) are timed whole.
-        t0 = time.perf_counter() if group == 1 else None
+        # Where the device starts a group only once it is submitted whole (a CUDA graph, a Metal
+        # command buffer), the clock starts then: building the first group leaves the device
+        # idle, a cost a running model does not pay between its ops. Where kernels start as they
+        # are encoded (CUDA graphs off, as in the timing worker), or calls run one at a time
+        # (group 1: slow enough that this does not matter), the batch is timed whole.
+        t0 = time.perf_counter() if whole else None
         pending: list = []
         for j in range(n):
             pending += _as_list(fn(input_sets[(offset + j) % len(input_sets)]))
@@ -252,6 +230,12 @@ def time_calls(fn, input_sets: list[dict[str, Any]], *, warmup: int, iters: int,
     # clock skips) is a small part of what the device does in the sample.
     n = max(group if group == 1 else 5 * group, min(1000, int(min_batch_seconds / max(single, 1e-7))))
     return [batch(n, i * n) / n for i in range(iters)]
+
+
+def _starts_on_submit() -> bool:
+    """Whether the device waits for a whole evaluation before it starts: MLX's CUDA graphs and Metal
+    command buffers do; with MLX_USE_CUDA_GRAPHS=0 each kernel launches as it is encoded."""
+    return not (os.environ.get("MLX_USE_CUDA_GRAPHS") == "0" and mx.cuda.is_available())
 
 
 def _as_list(out) -> list:
