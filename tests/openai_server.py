@@ -92,6 +92,7 @@ class OpenAIServer:
         self.model = model
         self.requests: list[dict[str, Any]] = []  # parsed JSON bodies of chat-completion requests, in order
         self.request_headers: list[dict[str, str]] = []  # lower-cased headers of the same requests
+        self.request_times: list[float] = []  # time.monotonic() at each request's arrival
         self._lock = threading.Lock()
         self._next = 0
         self._httpd: ThreadingHTTPServer | None = None
@@ -130,6 +131,7 @@ class OpenAIServer:
         with self._lock:
             self.requests.append(body)
             self.request_headers.append(headers)
+            self.request_times.append(time.monotonic())
             if self._next >= len(self.script):
                 return None
             self._next += 1

@@ -243,3 +243,25 @@ def test_state_kept_in_module_globals_across_calls():
     assert failed and all("calls at once" in c.case for c in failed), final.summary()
     assert "module-scope __device__" in final.summary()
     assert run_correctness(task, expert_ports(task)["cuda"], cuda, seed=5, heldout=True).ok
+
+
+def test_a_candidate_refuted_by_the_benchmark_tool_stops_counting_as_correct():
+    """Right on every visible case, wrong at the size the benchmark tool times (16M): the record is
+    refuted, so the candidate can no longer be chosen as the best, timed again, or shipped."""
+    from mlxport.tools.toolbox import Record, Session, run_tool
+
+    task = load_task("vector_add")
+    special = expert_ports(task)["msl"].model_copy(update={"name": "vector_add_small_only", "source": """
+uint i = thread_position_in_grid.x;
+out[i] = a_shape[0] > 2000000 ? a[i] : a[i] + b[i];
+"""})
+    session = Session(task=task, backend=SyntheticTiming(candidate_seconds=1e-7), seed=1)
+    record = Record(special, correctness=run_correctness(task, special, SIM, seed=1))
+    assert record.correct
+    session.records[special.id] = record
+    out = run_tool(session, "benchmark", {"candidate_id": special.id})
+    assert out.error and "wrong at the timed size" in out.text and "no longer counts as correct" in out.text
+    assert not out.records[special.id].correct and session.best() is None
+    again = run_tool(session, "benchmark", {"candidate_id": special.id})
+    assert again.error and "found wrong by an earlier benchmark" in again.text
+    assert Record.from_state(record.to_state()).refuted == record.refuted

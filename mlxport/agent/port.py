@@ -77,6 +77,10 @@ def run_port(task: KernelTask, config: RunConfig, out: Path, *, session: str | N
     return run
 
 
+class NoCheckpoint(UserError):
+    """``resume`` named a session that never reached its first checkpoint."""
+
+
 def _drive(task: KernelTask, config: RunConfig, conn: sqlite3.Connection, session: str, resume: bool, log,
            on_update: Listener | None, on_token: Callable[[str], None] | None,
            model: BaseChatModel | None) -> dict[str, Any]:
@@ -85,7 +89,7 @@ def _drive(task: KernelTask, config: RunConfig, conn: sqlite3.Connection, sessio
     cfg = {"configurable": {"thread_id": session}, "recursion_limit": 4 * config.max_iterations + 40}
     snapshot = graph.get_state(cfg)
     if resume and not snapshot.values:
-        raise UserError(f"session {session} has no checkpoint for {task.name}: start a new port instead")
+        raise NoCheckpoint(f"session {session} has no checkpoint for {task.name}: start a new port instead")
     if snapshot.values.get("final") is not None and not snapshot.next:
         return snapshot.values  # finished earlier: only the outputs are written again
     inputs = None if snapshot.values else {"task_dir": str(task.folder)}

@@ -227,7 +227,7 @@ def run_eval(models: list[str], tasks: list[str] | None, seeds: int, config_over
 
 def _run_one(key: RunKey, config: dict[str, Any], out: Path, stop: threading.Event,
              report: Callable[..., None]) -> None:
-    from mlxport.agent.port import run_port
+    from mlxport.agent.port import NoCheckpoint, run_port
     from mlxport.agent.state import RunConfig
     from mlxport.suite import load_task
 
@@ -247,10 +247,8 @@ def _run_one(key: RunKey, config: dict[str, Any], out: Path, stop: threading.Eve
     try:
         try:
             run = run_port(task, cfg, seed_dir(out, key.slug, key.seed), resume=resume, on_update=on_update)
-        except UserError as e:
-            if not resume or "has no checkpoint" not in str(e):
-                raise
-            run = run_port(task, cfg, seed_dir(out, key.slug, key.seed), on_update=on_update)  # died before step 1
+        except NoCheckpoint:  # died before its first step
+            run = run_port(task, cfg, seed_dir(out, key.slug, key.seed), on_update=on_update)
     except _Stopped:
         return
     except Exception as e:  # one broken run must not end the eval; it is retried on the next invocation

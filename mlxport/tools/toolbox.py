@@ -34,10 +34,11 @@ class Record:
     benchmark: BenchmarkReport | None = None
     plan_node: str | None = None
     rejected: bool = False  # a person rejected it in a chat session
+    refuted: str | None = None  # why the benchmark found it wrong after run_correctness passed
 
     @property
     def correct(self) -> bool:
-        return self.correctness is not None and self.correctness.ok and not self.rejected
+        return self.correctness is not None and self.correctness.ok and not self.rejected and not self.refuted
 
     @property
     def speedup(self) -> float | None:
@@ -48,7 +49,8 @@ class Record:
     def to_state(self) -> dict[str, Any]:
         return {"candidate": self.candidate.model_dump(mode="json"), "iteration": self.iteration,
                 "compile": _dump(self.compile), "correctness": _dump(self.correctness),
-                "benchmark": _dump(self.benchmark), "plan_node": self.plan_node, "rejected": self.rejected}
+                "benchmark": _dump(self.benchmark), "plan_node": self.plan_node, "rejected": self.rejected,
+                "refuted": self.refuted}
 
     @classmethod
     def from_state(cls, d: dict[str, Any]) -> Record:
@@ -56,7 +58,7 @@ class Record:
                    compile=_load(CompileResult, d.get("compile")),
                    correctness=_load(CorrectnessReport, d.get("correctness")),
                    benchmark=_load(BenchmarkReport, d.get("benchmark")), plan_node=d.get("plan_node"),
-                   rejected=d.get("rejected", False))
+                   rejected=d.get("rejected", False), refuted=d.get("refuted"))
 
 
 def _dump(m: BaseModel | None) -> dict | None:
@@ -230,14 +232,22 @@ def correctness(session: Session, args: schemas.run_correctness) -> Output:
 
 
 def bench(session: Session, args: schemas.benchmark) -> Output:
-    from mlxport.benchmark import benchmark, summary
+    from mlxport.benchmark import FailedReverification, WrongAtBenchSize, benchmark, summary
 
     record = session.record(args.candidate_id)
+    if record.refuted:
+        raise ToolError(f"candidate {args.candidate_id} was found wrong by an earlier benchmark: {record.refuted}")
     if not record.correct:
         raise ToolError(f"candidate {args.candidate_id} has not passed run_correctness; timing an incorrect "
                         f"kernel means nothing")
-    with session.device_lock:
-        report = benchmark(session.task, record.candidate, session.backend, seed=session.seed, chip=session.chip)
+    try:
+        with session.device_lock:
+            report = benchmark(session.task, record.candidate, session.backend, seed=session.seed, chip=session.chip)
+    except (WrongAtBenchSize, FailedReverification) as e:
+        # Wrong where run_correctness did not look: it no longer counts as correct.
+        record.refuted = str(e)
+        return Output(f"error: {e}\ncandidate {args.candidate_id} no longer counts as correct; fix it and "
+                      f"run_correctness again", error=True, records={args.candidate_id: record})
     record.benchmark = report
     if report.candidate is not None:
         session.plan.attach(args.candidate_id, f"{args.candidate_id} {report.speedups.get('native', 0):.2f}x native")
@@ -250,6 +260,8 @@ def show(session: Session, args: schemas.show_candidate) -> Output:
     status = [f"compile: {r.compile.summary() if r.compile else 'not compiled'}"]
     if r.correctness:
         status.append(f"correctness: {'PASS' if r.correctness.ok else 'FAIL'}")
+    if r.refuted:
+        status.append(f"refuted by the benchmark: {r.refuted}")
     if r.speedup is not None:
         status.append(f"speedup over native: {r.speedup:.2f}x")
     return Output(f"candidate {args.candidate_id} ({'; '.join(status)}):\n{r.candidate.to_toml()}")
