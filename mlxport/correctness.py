@@ -12,7 +12,7 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 
-from mlxport.backends.base import Backend
+from mlxport.backends.base import Backend, RunResult
 from mlxport.compare import compare
 from mlxport.errors import UserError
 from mlxport.inputs import MLX_LOCK, golden, make_inputs, to_numpy
@@ -144,25 +144,39 @@ def _check_case(task: KernelTask, candidate: KernelCandidate, backend: Backend, 
         return CaseResult(case=label, dtype=dtype, verdict="fail", pattern=wrong)
     args = [kernel_args(task, candidate, inputs, case) for inputs, _ in sets]
     if mode == "together":
-        runs = backend.run_together(candidate, args, timeout=timeout)
+        runs = backend.run_together(candidate, args, timeout=timeout * TOGETHER)
     else:
         runs = [backend.run(candidate, args[0], timeout=timeout, reverse=mode == "reversed")]
+    results = [_judge(task, run, refs, order, label, dtype) for run, (_, refs) in zip(runs, sets, strict=True)]
+    worst = next((r for r in results if r.verdict != "pass"), results[0])
+    if worst.verdict == "pass" or not hint:
+        return worst
+    if mode == "together":
+        # Blame running together only if the failing inputs pass alone: the other calls' inputs
+        # are fresh, and a kernel can simply be wrong on them.
+        k = results.index(worst)
+        alone = _judge(task, backend.run(candidate, args[k], timeout=timeout), sets[k][1], order,
+                       task.case_label(case) + " (fresh inputs)", dtype)
+        if alone.verdict != "pass":
+            return alone
+    if worst.verdict == "error":
+        return worst.model_copy(update={"error": f"{worst.error}; {hint}"})
+    return worst.model_copy(update={"pattern": f"{worst.pattern}; {hint}"})
+
+
+def _judge(task: KernelTask, run: RunResult, refs: list[np.ndarray], order: list[int], label: str, dtype: str) -> CaseResult:
+    """One run's outputs against the goldens: the worst output's result."""
+    if not run.ok:
+        return CaseResult(case=label, dtype=dtype, verdict="error", error=run.error or "unknown failure")
     worst = None
-    for run, (_, refs) in zip(runs, sets, strict=True):
-        if not run.ok:
-            return CaseResult(case=label, dtype=dtype, verdict="error",
-                              error=(run.error or "unknown failure") + (f"; {hint}" if hint else ""))
-        for ref, idx in zip(refs, order, strict=True):
-            if idx >= len(run.outputs):
-                return CaseResult(case=label, dtype=dtype, verdict="error",
-                                  error=f"kernel produced {len(run.outputs)} outputs")
-            unwritten = run.unwritten[idx] if idx < len(run.unwritten) else None
-            out = np.asarray(run.outputs[idx], dtype=np.float64)
-            res = compare(out, ref, task.tolerance[dtype], case=label, dtype=dtype, unwritten=unwritten)
-            if res.verdict != "pass" and len(order) > 1:
-                res = res.model_copy(update={"pattern": f"output {task.outputs[order.index(idx)].name}: {res.pattern}"})
-            if res.verdict != "pass" and hint:
-                res = res.model_copy(update={"pattern": f"{res.pattern}; {hint}"})
-            if worst is None or (res.verdict != "pass" and worst.verdict == "pass"):
-                worst = res
+    for ref, idx in zip(refs, order, strict=True):
+        if idx >= len(run.outputs):
+            return CaseResult(case=label, dtype=dtype, verdict="error", error=f"kernel produced {len(run.outputs)} outputs")
+        unwritten = run.unwritten[idx] if idx < len(run.unwritten) else None
+        out = np.asarray(run.outputs[idx], dtype=np.float64)
+        res = compare(out, ref, task.tolerance[dtype], case=label, dtype=dtype, unwritten=unwritten)
+        if res.verdict != "pass" and len(order) > 1:
+            res = res.model_copy(update={"pattern": f"output {task.outputs[order.index(idx)].name}: {res.pattern}"})
+        if worst is None or (res.verdict != "pass" and worst.verdict == "pass"):
+            worst = res
     return worst

@@ -225,6 +225,38 @@ def test_final_verification_runs_visible_cases_together_where_calls_may_overlap(
         task, expert_ports(task)["msl"], SIM, seed=5, heldout=True).cases)
 
 
+class MixingSim(OverlappingSim):
+    """Calls that share state outside their buffers, as a CUDA kernel keeping partials in module
+    globals does when MLX runs calls at once: here the second call of a batch returns the first
+    call's result. Alone, every call is the real simulator's."""
+
+    def run_together(self, candidate, input_sets, *, timeout=60.0):
+        results = super().run_together(candidate, input_sets, timeout=timeout)
+        return [results[0], results[0], *results[2:]] if len(results) > 1 else results
+
+
+def test_calls_that_mix_when_run_together_fail_with_the_shared_state_hint():
+    task = load_task("vector_add")
+    report = run_correctness(task, expert_ports(task)["msl"], MixingSim(), seed=5, heldout=True)
+    failed = [c for c in report.cases if c.verdict != "pass"]
+    assert failed and all("calls at once" in c.case for c in failed)
+    assert "module-scope __device__" in report.summary()
+
+
+def test_a_kernel_wrong_on_fresh_inputs_is_not_blamed_on_calls_running_together():
+    """Wrong only when its first input element is large: right on the inputs checked alone, wrong
+    on some of the fresh inputs of the together-run, and wrong on them alone too."""
+    task = load_task("vector_add")
+    picky = expert_ports(task)["msl"].model_copy(update={"name": "vector_add_picky", "source": """
+uint i = thread_position_in_grid.x;
+out[i] = (i == 0 && float(a[0]) > 1.9f) ? a[i] : a[i] + b[i];
+"""})
+    report = run_correctness(task, picky, OverlappingSim(), seed=2, heldout=True)
+    failed = [c for c in report.cases if c.verdict != "pass"]
+    assert failed and all("fresh inputs" in c.case for c in failed), report.summary()
+    assert "module-scope" not in report.summary()
+
+
 @pytest.mark.skipif(not availability()["cuda"].ok, reason="needs MLX's CUDA backend")
 def test_state_kept_in_module_globals_across_calls():
     """reduce_sum's earlier CUDA port kept its block partials and ticket in __device__ globals:

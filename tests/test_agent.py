@@ -196,7 +196,7 @@ def test_scalar_params_reach_cuda_kernels_as_device_arrays(tmp_path):
     from mlxport.agent.outputs import _write_op
     from mlxport.backends.mlx_kernel import kernel_inputs, scalar_input
 
-    for value, dtype in ((0.5, mx.float32), (512, mx.int32), (True, mx.bool_)):
+    for value, dtype in ((0.5, mx.float32), (512, mx.int32), (2**40, mx.int64), (True, mx.bool_)):
         a = scalar_input(value, "cuda")
         assert a.shape == (16,) and a.dtype == dtype and a[0].item() == value
         assert scalar_input(value, "msl").shape == ()

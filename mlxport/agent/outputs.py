@@ -63,11 +63,8 @@ def _scalar(value):
     if key not in _scalars:
         if len(_scalars) >= 256:  # a param that changes every call (a decode offset) must not grow this
             _scalars.clear()
-        if LANGUAGE == "msl":
-            _scalars[key] = mx.array(value)
-        else:
-            dtype = mx.bool_ if isinstance(value, bool) else mx.int32 if isinstance(value, int) else mx.float32
-            _scalars[key] = mx.full((16,), value, dtype=dtype)
+        scalar = mx.array(value)
+        _scalars[key] = scalar if LANGUAGE == "msl" else mx.full((16,), value, dtype=scalar.dtype)
     return _scalars[key]
 
 

@@ -106,23 +106,29 @@ class GpuBackend:
                 warmup: int, iters: int) -> dict[str, list[float]]:
         payload = {"task_dir": str(task.folder), "candidate": candidate.model_dump(mode="json"), "case": case,
                    "dtype": dtype, "seed": seed, "warmup": warmup, "iters": iters}
-        from mlxport.backends.worker import WorkerError
-
-        try:
-            return self._call("measure", payload, timeout=600, timing=True)[0]["samples"]
-        except WorkerError as e:
-            raise BackendUnavailable(f"timing failed on {self.name}: {e}") from e
+        return self._time("measure", payload)["samples"]
 
     def calibrate(self) -> dict[str, Any]:
         """Measure copy bandwidth and matmul rate with the benchmark's timer and store them for this
         device (see backends/calibration.py)."""
         self._info = None  # device_info reports the calibration
-        return self._call("calibrate", {}, timeout=600, timing=True)[0]
+        return self._time("calibrate", {})
 
     def copy_seconds(self, nbytes: int) -> float:
         """Seconds for the calibration's copy kernel to move ``nbytes`` (read + written), timed as
         ports are: for comparing a port with a copy of its own size."""
-        return self._call("copy_seconds", {"nbytes": nbytes}, timeout=600, timing=True)[0]["seconds"]
+        return self._time("copy_seconds", {"nbytes": nbytes})["seconds"]
+
+    def _time(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+        from mlxport.backends.worker import WorkerError
+
+        try:
+            return self._call(op, payload, timeout=600, timing=True)[0]
+        except WorkerError as e:
+            # A device fault is sticky for the whole process on CUDA: the next timing starts fresh.
+            if self._timer is not None:
+                self._timer.restart()
+            raise BackendUnavailable(f"timing failed on {self.name}: {e}") from e
 
     def _safe_call(self, op: str, header: dict[str, Any], arrays: list[np.ndarray], timeout: float) -> Any:
         """The worker's answer, or one sentence saying why there is none (crash, timeout)."""

@@ -64,12 +64,11 @@ def scalar_input(value: bool | int | float, language: str) -> mx.array:
     """A scalar param as a kernel input. Metal takes a 0-d array by reference (``eps``). On CUDA,
     MLX serves every buffer of 8 bytes or less from managed memory that the host writes, so a 0-d
     input read by every block crosses the bus each time: on an H200 that cost rmsnorm (eps) and
-    rope (offset, base) 15-55% of their time (``benchmarks/timing_method.py --stages scalars``).
+    rope (offset, base) 4-54% of their time (``benchmarks/timing_method.py --stages scalars``).
     A 16-element array the GPU writes lives in device memory; the kernel reads ``eps[0]`` alike."""
     if language == "msl":
         return mx.array(value)
-    dtype = mx.bool_ if isinstance(value, bool) else mx.int32 if isinstance(value, int) else mx.float32
-    return mx.full((16,), value, dtype=dtype)
+    return mx.full((16,), value, dtype=mx.array(value).dtype)  # MLX's own dtype for a Python scalar
 
 
 def kernel_inputs(candidate: KernelCandidate, inputs: dict[str, Any]) -> list[mx.array]:
