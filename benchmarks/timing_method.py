@@ -158,8 +158,9 @@ def scalars() -> list[dict]:
     """Where 0-d inputs live. MLX's CUDA allocator serves every buffer of 8 bytes or less from a
     small pool of managed memory that the host writes, so a kernel reading a 0-d input may reach
     across the bus for it. Ports that read scalars (rmsnorm's eps, rope's offset and base), with
-    the scalars as 0-d arrays (what the benchmark passes), as 16 KiB arrays the GPU wrote (device
-    memory, element 0 read), and folded into the kernel as template constants; native beside."""
+    the scalars as 0-d arrays (what the benchmark passed before), as the device arrays mlxport now
+    passes (``mlx_kernel.scalar_input``; session 3 timed 4096-element ones), and folded into the
+    kernel as template constants; native beside."""
     rows = []
     for name, reads in (("rmsnorm", lambda p: {"eps[0]": "__int_as_float(MLXP_EPS)"}),
                         ("rope", lambda p: {"base[0]": "__int_as_float(MLXP_BASE)", "offset[0]": "MLXP_OFFSET"})):
@@ -175,8 +176,7 @@ def scalars() -> list[dict]:
             for dtype in ("bfloat16", "float32"):
                 sets = [make_inputs(task, case, dtype, s) for s in range(3)]
                 zero_d = {k: mx.array(v) for k, v in params.items() if k in port.input_names}
-                dev = {k: mx.full((4096,), v, dtype=mx.int32 if isinstance(v, int) and not isinstance(v, bool)
-                                  else mx.float32) for k, v in params.items() if k in port.input_names}
+                dev = {k: mlx_kernel.scalar_input(v, LANG) for k, v in params.items() if k in port.input_names}
                 mx.eval(list(zero_d.values()) + list(dev.values()))
                 pf = kernel_fn(port, sets, params)
                 cf = kernel_fn(const, sets, params)
