@@ -1,12 +1,13 @@
 """Variants of expert CUDA ports side by side on the GPU: the measurements behind the choice of
 each port's launch shape (see BENCHMARKS.md).
 
-    python benchmarks/port_variants.py --out OUT_DIR [--parts cumsum,rmsnorm,copy]
+    python benchmarks/port_variants.py --out OUT_DIR [--parts cumsum,rmsnorm,rope,copy]
 
 - cumsum: the striped port (cumsum_v3, correctness on every case first) against the earlier
   contiguous-chunk port (benchmarks/variants/cumsum_v2.toml);
 - rmsnorm: the earlier persistent grid of 128-thread rows against one row per block with 128
   threads, one 16-byte vector per thread, and 256 threads;
+- rope: 1, 2 and 4 heads per thread (the port: 4);
 - copy: the calibration's copy kernel with other cache hints and vectors per thread.
 """
 
@@ -91,6 +92,20 @@ def rmsnorm(res: Results, backend) -> None:
               iters=12)
 
 
+def rope(res: Results, backend) -> None:
+    """Heads per thread: the port shares each thread's sincos over 4 heads, so at B=1,H=32,T=4096
+    it launches one wave of 1024 blocks, which overlapping calls hide and calls in order do not.
+    1 and 2 heads per thread launch 4x and 2x the blocks."""
+    task = load_task("rope")
+    port = expert_ports(task)["cuda"]
+    assert "constexpr int HPT = 4;" in port.source
+    for hpt in (1, 2, 4):
+        variant = port.model_copy(update={
+            "name": f"rope_hpt{hpt}", "source": port.source.replace("constexpr int HPT = 4;", f"constexpr int HPT = {hpt};"),
+            "grid": [port.grid[0], f"ceildiv(x.shape[0] * x.shape[1], {hpt})", 1]})
+        bench(res, backend, task, variant, f"rope {hpt} heads per thread", iters=12)
+
+
 def _copy_source(load: str, store: str, nvec: int) -> str:
     return f"""
 const unsigned long long base = (unsigned long long)blockIdx.x * blockDim.x * {nvec} + threadIdx.x;
@@ -139,12 +154,12 @@ def copies(res: Results, backend=None) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--parts", default="cumsum,rmsnorm,copy")
+    ap.add_argument("--parts", default="cumsum,rmsnorm,rope,copy")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     res = Results(args.out)
     backend = get_backend("cuda")
-    parts = {"cumsum": cumsum, "rmsnorm": rmsnorm, "copy": copies}
+    parts = {"cumsum": cumsum, "rmsnorm": rmsnorm, "rope": rope, "copy": copies}
     for name in args.parts.split(","):
         parts[name](res, backend)
 
