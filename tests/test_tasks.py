@@ -38,6 +38,7 @@ def test_task_has_expert_ports_whose_launch_resolves(name):
             for port in ports.values():
                 launch = port.launch(infos)
                 shapes = task.shapes(case, dtype)
+                assert {t.name for t in task.outputs} <= set(port.output_names)  # every task output, plus any scratch
                 for out_name, shape in zip(port.output_names, launch.output_shapes, strict=True):
                     if out_name in shapes:
                         assert shape == shapes[out_name]

@@ -92,14 +92,19 @@ def test_suite_translates_and_passes_the_simulator(sim):
     assert passed == len(outcomes), f"only {passed}/{len(outcomes)} tasks pass:\n{table}"
 
 
+# The one suite task the CUDA-body translation refuses: its kernel views float buffers as float4,
+# which 16-bit dtypes break (on the H200 the kept view failed in float16/bfloat16).
+CUDA_REFUSED = {"vector_add": "float4 view"}
+
+
 @pytest.mark.parametrize("name", suite_names())
 def test_suite_cuda_body_candidates(name):
     task = load_task(name)
-    try:
-        tr = translate_task(task, "cuda")
-    except Untranslatable as e:
-        assert e.construct
+    if name in CUDA_REFUSED:
+        with pytest.raises(Untranslatable, match=CUDA_REFUSED[name]):
+            translate_task(task, "cuda")
         return
+    tr = translate_task(task, "cuda")
     c = tr.candidate
     assert c.language == "cuda" and not c.atomic_outputs
     assert "<<<" not in c.header + c.source and "__global__" not in c.header
