@@ -106,27 +106,7 @@ def rope(res: Results, backend) -> None:
         bench(res, backend, task, variant, f"rope {hpt} heads per thread", iters=12)
 
 
-def _copy_source(load: str, store: str, nvec: int) -> str:
-    return f"""
-const unsigned long long base = (unsigned long long)blockIdx.x * blockDim.x * {nvec} + threadIdx.x;
-const uint4* src = reinterpret_cast<const uint4*>(x);
-uint4* dst = reinterpret_cast<uint4*>(out);
-uint4 v[{nvec}];
-#pragma unroll
-for (int k = 0; k < {nvec}; ++k) {{
-    const unsigned long long i = base + (unsigned long long)k * blockDim.x;
-    if (i < NV) v[k] = {load}(src + i);
-}}
-#pragma unroll
-for (int k = 0; k < {nvec}; ++k) {{
-    const unsigned long long i = base + (unsigned long long)k * blockDim.x;
-    if (i < NV) {store};
-}}
-"""
-
-
 def copies(res: Results, backend=None) -> None:
-    base = copy_candidate("cuda")
     variants = {  # label: (load, store, vectors per thread)
         "ldg_st_4": ("__ldg", "dst[i] = v[k]", 4), "ldcs_stcs_4": ("__ldcs", "__stcs(dst + i, v[k])", 4),
         "ldg_stcs_4": ("__ldg", "__stcs(dst + i, v[k])", 4), "ldlu_stcs_4": ("__ldlu", "__stcs(dst + i, v[k])", 4),
@@ -138,8 +118,7 @@ def copies(res: Results, backend=None) -> None:
         sets = [{"x": mx.random.normal((n,))} for _ in range(2)]
         mx.eval([s["x"] for s in sets])
         for label, (load, store, nvec) in variants.items():
-            cand = base.model_copy(update={"name": f"cp_{label}", "source": _copy_source(load, store, nvec),
-                                           "grid": [f"ceildiv(x.size // 4, 256 * {nvec}) * 256", 1, 1]})
+            cand = copy_candidate("cuda", load=load, store=store, nvec=nvec, name=f"cp_{label}")
             launch = mlx_kernel.caller(cand, sets[0])
             try:
                 ok = bool(mx.array_equal(launch(sets[0])[0], sets[0]["x"]).item())

@@ -58,11 +58,11 @@ def run_correctness(task: KernelTask, candidate: KernelCandidate, backend: Backe
     order = output_order(task, candidate)
     results: list[CaseResult] = []
     runs = [(s, ci, case, None) for s in seeds for ci, case in enumerate(cases)]
-    if heldout and getattr(backend, "reorders", False):
+    if heldout and backend.reorders:
         # The simulator runs threads in a fixed order, so a missing barrier can happen to work:
         # the final verification runs the visible cases again with that order reversed.
         runs += [(seed, ci, case, "reversed") for ci, case in enumerate(task.cases.visible)]
-    if heldout and getattr(backend, "overlaps", False):
+    if heldout and backend.overlaps:
         # On a GPU, independent calls may run at once: a kernel keeping state between calls in
         # module globals passes alone and mixes calls in a model.
         runs += [(seed, ci, case, "together") for ci, case in enumerate(task.cases.visible)]
@@ -151,10 +151,10 @@ def _check_case(task: KernelTask, candidate: KernelCandidate, backend: Backend, 
     worst = next((r for r in results if r.verdict != "pass"), results[0])
     if worst.verdict == "pass" or not hint:
         return worst
-    if mode == "together":
+    k = results.index(worst)
+    if mode == "together" and k > 0:
         # Blame running together only if the failing inputs pass alone: the other calls' inputs
-        # are fresh, and a kernel can simply be wrong on them.
-        k = results.index(worst)
+        # are fresh, and a kernel can simply be wrong on them (the first set passed alone already).
         alone = _judge(task, backend.run(candidate, args[k], timeout=timeout), sets[k][1], order,
                        task.case_label(case) + " (fresh inputs)", dtype)
         if alone.verdict != "pass":

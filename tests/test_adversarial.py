@@ -131,9 +131,14 @@ class SyntheticTiming:
     def __init__(self, candidate_seconds: float):
         self.candidate_seconds = candidate_seconds
         self.measured = 0
+        self.runs = 0
 
     def __getattr__(self, attr):
         return getattr(SIM, attr)
+
+    def run(self, candidate, inputs, **kw):
+        self.runs += 1
+        return SIM.run(candidate, inputs, **kw)
 
     def device_info(self):
         return {"device_name": "simulator with synthetic timings"}
@@ -151,6 +156,22 @@ def test_a_suspicious_speedup_is_reverified_and_retimed_before_it_is_reported():
     report = benchmark(task, expert_ports(task)["msl"], backend, case={"N": 5000}, dtype="float32", seed=1)
     assert backend.measured == 2
     assert any("re-verified" in f and "25.0x" in f for f in report.flags), report.flags
+
+
+def test_reverification_checks_the_visible_cases_once_per_candidate():
+    """Timed at two sizes, a suspiciously fast port is re-verified at each timed size, but its
+    visible cases (the same seeds both times) run once."""
+    from mlxport.benchmark import benchmark
+
+    task = load_task("vector_add")
+    port = expert_ports(task)["msl"].model_copy(update={"name": "vector_add_twice_timed"})
+    backend = SyntheticTiming(candidate_seconds=2e-6)
+    benchmark(task, port, backend, case={"N": 5000}, dtype="float32", seed=1)
+    first = backend.runs
+    benchmark(task, port, backend, case={"N": 6000}, dtype="float32", seed=1)
+    visible = len(task.cases.visible) * len(task.dtypes)
+    assert first == 2 + visible  # timed-size check, its re-check on fresh seeds, the visible cases
+    assert backend.runs - first == 2  # the second size: the two timed-size checks only
 
 
 def test_a_kernel_specialised_to_the_timed_size_fails_reverification():

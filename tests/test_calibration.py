@@ -3,7 +3,9 @@ datasheet figure of a known Apple chip, each labelled; never another machine's c
 
 import json
 
-from mlxport.backends import calibration
+import pytest
+
+from mlxport.backends import availability, calibration, get_backend
 from mlxport.backends.gpu_worker import _bandwidth
 
 
@@ -31,3 +33,19 @@ def test_uncalibrated_apple_chip_falls_back_to_the_knowledge_base(tmp_path, monk
     got = _bandwidth("Apple M3 Max")
     assert got["bandwidth_gbs"] == 400.0 and "datasheet" in got["bandwidth_basis"]
     assert _bandwidth("NVIDIA H200") == {}  # no datasheet figure: no fraction rather than a wrong one
+
+
+@pytest.mark.skipif(not availability()["cuda"].ok, reason="needs MLX's CUDA backend")
+def test_the_cuda_copy_kernels_copy():
+    """The calibration's copy kernel sets the bandwidth every CUDA fraction is of; its variants
+    (benchmarks/port_variants.py) must copy too. Sizes cover a partial last block."""
+    import numpy as np
+
+    backend = get_backend("cuda")
+    for cand in (calibration.copy_candidate("cuda"),
+                 calibration.copy_candidate("cuda", load="__ldcs", store="__stcs(dst + i, v[k])", nvec=8, name="cp8")):
+        for n in (4, 4096 + 12, 1 << 20):
+            x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+            run = backend.run(cand, {"x": x})
+            assert run.ok and np.array_equal(run.outputs[0], x), run.error
+

@@ -17,23 +17,26 @@ from typing import Any
 
 from mlxport.spec import KernelCandidate
 
-# Each thread copies four 16-byte vectors, all loads issued before any store.
-_CUDA_COPY = """
-const unsigned long long base = (unsigned long long)blockIdx.x * blockDim.x * 4 + threadIdx.x;
+
+def _cuda_copy(load: str, store: str, nvec: int) -> str:
+    """Each thread copies ``nvec`` 16-byte vectors, all loads issued before any store."""
+    return f"""
+const unsigned long long base = (unsigned long long)blockIdx.x * blockDim.x * {nvec} + threadIdx.x;
 const uint4* src = reinterpret_cast<const uint4*>(x);
 uint4* dst = reinterpret_cast<uint4*>(out);
-uint4 v[4];
+uint4 v[{nvec}];
 #pragma unroll
-for (int k = 0; k < 4; ++k) {
+for (int k = 0; k < {nvec}; ++k) {{
     const unsigned long long i = base + (unsigned long long)k * blockDim.x;
-    if (i < NV) v[k] = __ldg(src + i);
-}
+    if (i < NV) v[k] = {load}(src + i);
+}}
 #pragma unroll
-for (int k = 0; k < 4; ++k) {
+for (int k = 0; k < {nvec}; ++k) {{
     const unsigned long long i = base + (unsigned long long)k * blockDim.x;
-    if (i < NV) dst[i] = v[k];
-}
+    if (i < NV) {store};
+}}
 """
+
 
 _MSL_COPY = """
 uint i = thread_position_in_grid.x;
@@ -43,15 +46,26 @@ if (i < NV) {
 """
 
 
-def copy_candidate(language: str) -> KernelCandidate:
+def copy_candidate(language: str, *, load: str = "__ldg", store: str = "dst[i] = v[k]", nvec: int = 4,
+                   name: str = "mlxport_copy") -> KernelCandidate:
     """A plain copy of an array whose size in bytes is a multiple of 16, as a candidate, so it
-    runs exactly as ports run (and on the simulator, where its correctness is tested)."""
+    runs exactly as ports run. The CUDA one's cache hints (``load``, ``store``) and vectors per
+    thread (``nvec``) vary only in ``benchmarks/port_variants.py``; the MSL one is tested on the
+    simulator."""
     cuda = language == "cuda"
     return KernelCandidate(
-        language=language, name="mlxport_copy", input_names=["x"], output_names=["out"],
+        language=language, name=name, input_names=["x"], output_names=["out"],
         output_shapes=["x.shape"], output_dtypes=["x.dtype"], template={"NV": "x.size * x.itemsize // 16"},
-        grid=["ceildiv(NV, 1024) * 256" if cuda else "NV", 1, 1], threadgroup=[256, 1, 1],
-        source=_CUDA_COPY if cuda else _MSL_COPY)
+        grid=[f"ceildiv(NV, {256 * nvec}) * 256" if cuda else "NV", 1, 1], threadgroup=[256, 1, 1],
+        source=_cuda_copy(load, store, nvec) if cuda else _MSL_COPY)
+
+
+def device_name(backend: str) -> str:
+    """The name calibrations are stored under: MLX's name for the GPU, else the backend's."""
+    import mlx.core as mx
+
+    info = dict(mx.device_info(mx.gpu)) if hasattr(mx, "device_info") else {}
+    return str(info.get("device_name", backend))
 
 
 def path() -> Path:
@@ -107,8 +121,7 @@ def measure(backend: str, size_mb: int = 512, iters: int = 20) -> dict[str, Any]
     sets = [{"a": mx.random.normal((m, m)).astype(mx.bfloat16), "b": mx.random.normal((m, m)).astype(mx.bfloat16)}]
     mx.eval(sets[0]["a"], sets[0]["b"])
     mm = mlx_kernel.time_calls(lambda s: s["a"] @ s["b"], sets, warmup=2, iters=iters)
-    info = dict(mx.device_info(mx.gpu)) if hasattr(mx, "device_info") else {}
-    result = {"device_name": str(info.get("device_name", backend)), "copy_gbs": max(kernel_gbs, mlx_gbs),
+    result = {"device_name": device_name(backend), "copy_gbs": max(kernel_gbs, mlx_gbs),
               "copy_kernel_gbs": kernel_gbs, "mlx_copy_gbs": mlx_gbs, "copy_bytes": nbytes,
               "bf16_matmul_tflops": 2 * m**3 / sorted(mm)[len(mm) // 2] / 1e12, "mlx_version": mx.__version__,
               "date": time.strftime("%Y-%m-%d")}

@@ -37,8 +37,8 @@ class GpuBackend:
     # B=1 measured 65-170 us per call grouped in graphs, 162 us one after another); in a model,
     # ops mostly depend on each other. Without graphs, calls run in order on one stream, port and
     # baselines alike, and each is timed as the latency a dependent op sees, launch included: on
-    # an H200 with MLX 0.32.4 a custom kernel shorter than about 26 us is timed at that floor
-    # (BENCHMARKS.md compares the three ways tried). Metal ignores the variable.
+    # an H200 with MLX 0.32.4 the fastest ports all timed 26-27 us, which points to a floor of
+    # launch cost (BENCHMARKS.md compares the three ways tried). Metal ignores the variable.
     TIMING_ENV = {"MLX_USE_CUDA_GRAPHS": "0"}
 
     def _call(self, op: str, header: dict[str, Any], arrays: list[np.ndarray] | None = None,

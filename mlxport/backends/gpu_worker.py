@@ -17,11 +17,13 @@ def handle(header: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, 
 
 
 def device_info(payload: dict[str, Any], arrays=None) -> tuple[dict[str, Any], list]:
+    from mlxport.backends.calibration import device_name
+
     info = dict(mx.device_info(mx.gpu)) if hasattr(mx, "device_info") else {}
     info = {k: (v if isinstance(v, str | int | float | bool) else str(v)) for k, v in info.items()}
-    info.setdefault("device_name", payload["backend"])
+    info["device_name"] = device_name(payload["backend"])
     info["mlx_version"] = mx.__version__
-    info.update(_bandwidth(str(info["device_name"])))
+    info.update(_bandwidth(info["device_name"]))
     return info, []
 
 

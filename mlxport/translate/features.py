@@ -128,7 +128,8 @@ CALLS: dict[str, Rule] = {
     "__pipeline_commit": Rule("async_copy", None, True, "no cp.async in Metal"),
     "__pipeline_wait_prior": Rule("async_copy", None, True, "no cp.async in Metal"),
 }
-# One table for the report and the translator: what the reader shows is what translation emits.
+# One table for the report and the translator: what the reader shows for MATH is what translation
+# emits; the _MATH_HINTS entries are shown as hints only (translation refuses erff, erfinvf).
 for _n, _m in {**_MATH_HINTS, **MATH}.items():
     _fast = _n.startswith("__") and "fast::" in _m
     CALLS[_n] = Rule("math", _m, reason="fast variant; MLX compiles with math_mode='safe' by default" if _fast else "")
