@@ -6,7 +6,8 @@ each port's launch shape (see BENCHMARKS.md).
 - cumsum: the striped port (cumsum_v3, correctness on every case first) against the earlier
   contiguous-chunk port (benchmarks/variants/cumsum_v2.toml);
 - rmsnorm: the earlier persistent grid of 128-thread rows against one row per block with 128
-  threads, one 16-byte vector per thread, and 256 threads;
+  threads, one 16-byte vector per thread, and 256 threads; the weight loaded with the row, and
+  streaming cache hints;
 - rope: 1, 2 and 4 heads per thread (the port: 4);
 - copy: the calibration's copy kernel with other cache hints and vectors per thread.
 """
@@ -70,14 +71,13 @@ def cumsum(res: Results, backend) -> None:
     bench(res, backend, task, old, old.name, iters=20)
 
 
-def rmsnorm(res: Results, backend) -> None:
-    task = load_task("rmsnorm")
-    port = expert_ports(task)["cuda"]
+def rmsnorm_variants(port: KernelCandidate) -> dict[str, KernelCandidate]:
+    """Launch shapes and load orders of the rmsnorm port (``kernel_profile.py`` times them too)."""
     rows = "ceildiv(x.shape[0], RPB) * TPR * RPB"
     one_vec = "min(1024, max(32, ceildiv(ceildiv(x.shape[1], 16 // x.itemsize), 32) * 32))"
     warp_rows = {"TPR": "min(1024, ceildiv(x.shape[1], 1024) * 32)",
                  "RPB": "max(1, 128 // min(1024, ceildiv(x.shape[1], 1024) * 32))"}
-    variants = {
+    shapes = {
         "persistent_128": {"grid": ["min(ceildiv(x.shape[0], RPB), 270336 // (TPR * RPB)) * TPR * RPB", 1, 1],
                            "threadgroup": ["TPR * RPB", 1, 1], "template": {**port.template, **warp_rows}},
         "rows_128": {"grid": [rows, 1, 1], "threadgroup": ["TPR * RPB", 1, 1],
@@ -87,23 +87,51 @@ def rmsnorm(res: Results, backend) -> None:
         "rows_256": {"grid": ["x.shape[0] * TPR", 1, 1], "threadgroup": ["TPR", 1, 1],
                      "template": {**port.template, "TPR": "min(256, ceildiv(x.shape[1], 1024) * 64)", "RPB": 1}},
     }
-    for label, update in variants.items():
-        bench(res, backend, task, port.model_copy(update={"name": f"rms_{label}", **update}), f"rmsnorm {label}",
-              iters=12)
+    out = {label: port.model_copy(update={"name": f"rms_{label}", **update}) for label, update in shapes.items()}
+    # Load orders: the weight's vectors loaded with the row, before the reduction, so they are not
+    # fetched after the barrier; streaming hints for the row and the output, which are touched once.
+    weight_early = {
+        "uint4 q[VEC ? NPT : 1];": "uint4 q[VEC ? NPT : 1], wq[VEC ? NPT : 1];",
+        "__ldg(reinterpret_cast<const uint4*>(xr) + ch) : make_uint4(0u, 0u, 0u, 0u);":
+            "__ldg(reinterpret_cast<const uint4*>(xr) + ch) : make_uint4(0u, 0u, 0u, 0u);\n"
+            "            wq[k] = ch < NCH ? __ldg(reinterpret_cast<const uint4*>(weight) + ch) : make_uint4(0u, 0u, 0u, 0u);",
+        "MlxpVec<T>::unpack(__ldg(reinterpret_cast<const uint4*>(weight) + ch), g);": "MlxpVec<T>::unpack(wq[k], g);"}
+    stream = {"__ldg(reinterpret_cast<const uint4*>(xr) + ch)": "__ldcs(reinterpret_cast<const uint4*>(xr) + ch)",
+              "reinterpret_cast<uint4*>(outr)[ch] = MlxpVec<T>::pack(f);":
+                  "__stcs(reinterpret_cast<uint4*>(outr) + ch, MlxpVec<T>::pack(f));"}
+    for label, edits in (("weight_early", weight_early), ("stream", stream),
+                         ("weight_early_stream", {**weight_early, **stream})):
+        out[label] = port.model_copy(update={"name": f"rms_{label}", "source": _edit(port.source, edits)})
+    return out
 
 
-def rope(res: Results, backend) -> None:
+def _edit(source: str, edits: dict[str, str]) -> str:
+    for old, new in edits.items():
+        assert old in source, old
+        source = source.replace(old, new)
+    return source
+
+
+def rmsnorm(res: Results, backend) -> None:
+    task = load_task("rmsnorm")
+    for label, variant in rmsnorm_variants(expert_ports(task)["cuda"]).items():
+        bench(res, backend, task, variant, f"rmsnorm {label}", iters=12)
+
+
+def rope_variants(port: KernelCandidate) -> dict[str, KernelCandidate]:
     """Heads per thread: the port shares each thread's sincos over 4 heads, so at B=1,H=32,T=4096
     it launches one wave of 1024 blocks, which overlapping calls hide and calls in order do not.
     1 and 2 heads per thread launch 4x and 2x the blocks."""
-    task = load_task("rope")
-    port = expert_ports(task)["cuda"]
     assert "constexpr int HPT = 4;" in port.source
-    for hpt in (1, 2, 4):
-        variant = port.model_copy(update={
-            "name": f"rope_hpt{hpt}", "source": port.source.replace("constexpr int HPT = 4;", f"constexpr int HPT = {hpt};"),
-            "grid": [port.grid[0], f"ceildiv(x.shape[0] * x.shape[1], {hpt})", 1]})
-        bench(res, backend, task, variant, f"rope {hpt} heads per thread", iters=12)
+    return {f"hpt{hpt}": port.model_copy(update={
+        "name": f"rope_hpt{hpt}", "source": port.source.replace("constexpr int HPT = 4;", f"constexpr int HPT = {hpt};"),
+        "grid": [port.grid[0], f"ceildiv(x.shape[0] * x.shape[1], {hpt})", 1]}) for hpt in (1, 2, 4)}
+
+
+def rope(res: Results, backend) -> None:
+    task = load_task("rope")
+    for label, variant in rope_variants(expert_ports(task)["cuda"]).items():
+        bench(res, backend, task, variant, f"rope {label[3:]} heads per thread", iters=12)
 
 
 def copies(res: Results, backend=None) -> None:
