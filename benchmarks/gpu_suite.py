@@ -113,7 +113,8 @@ def markdown(result: dict) -> str:
              f"{result['device'].get('mlx_version')}, {result['date']}; calibrated copy bandwidth "
              f"{cal.get('copy_gbs', 0):.0f} GB/s (vector copy kernel {cal.get('copy_kernel_gbs', 0):.0f}, "
              f"MLX x + 0 {cal.get('mlx_copy_gbs', 0):.0f}, over {cal.get('copy_bytes', 0) / 2**30:.0f} GiB), "
-             f"bf16 matmul {cal.get('bf16_matmul_tflops', 0):.0f} TFLOP/s.", "",
+             f"bf16 matmul {cal.get('bf16_matmul_tflops', 0):.0f} TFLOP/s; times are "
+             f"{result['device'].get('timing_basis') or 'wall clock'}.", "",
              "| task | case | dtype | port (us) | native (us) | naive (us) | vs native | vs naive | GB/s "
              "| of copy BW | of same-size copy |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -1,18 +1,18 @@
 """What each port's and each baseline's kernels take on the GPU itself, from the CUDA profiler.
 
-The backend's timer (and ``gpu_suite.py``) reads the wall clock around calls run in order, so a
-call's time includes launching it from the CPU. This script asks the profiler instead: torch's
-profiler records every kernel in the process through CUPTI, MLX's included, with its start and
-end on the GPU. With ``MLX_USE_CUDA_GRAPHS=0`` (set here, before MLX loads) calls run in order on
-one stream, so kernels never overlap and each one's duration is its own. Per call it reports:
+torch's profiler records every kernel in the process through CUPTI, MLX's included, with its start
+and end on the GPU. With ``MLX_USE_CUDA_GRAPHS=0`` (set here, before MLX loads) calls run in order
+on one stream, so kernels never overlap and each one's duration is its own. Per call it reports:
 
 - ``device_us``: the summed durations of the call's kernels (a port with ``init_value`` also runs
   MLX's fill kernels; a native op may run several), what the call costs inside a CUDA graph, where
   MLX's default puts a model's ops;
 - ``span_us``: first kernel start to last kernel end over the calls, divided by their number: device
-  time plus the gaps where the GPU waited for launches;
-- ``wall_us``: the wall clock around the calls, as the backend's timer sees them (the profiler adds
-  its own cost per launch).
+  time plus the gaps where the GPU waited for launches.
+
+The backend's timer reads the same device time (``mlxport/backends/timer.py``); this script adds
+the same-size copy, the spans, the kernels of each call and the variants. (Session 4's run, at
+commit 3df4b29, also read the wall clock around each round's calls.)
 
 Per task, bench case and dtype: the expert port, the native op, a copy kernel moving the same
 bytes (the calibration's), and with ``--variants`` the launch-shape variants of
@@ -33,18 +33,16 @@ import argparse  # noqa: E402
 import json  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
-import tempfile  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
-from collections import Counter  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import mlx.core as mx  # noqa: E402
 
-from benchmarks.port_variants import rmsnorm_variants, rope_variants  # noqa: E402
-from mlxport.backends import mlx_kernel  # noqa: E402
+from benchmarks.port_variants import reduce_sum_variants, rmsnorm_variants, rope_variants  # noqa: E402
+from mlxport.backends import mlx_kernel, timer  # noqa: E402
 from mlxport.backends.calibration import copy_candidate, device_name  # noqa: E402
 from mlxport.inputs import make_inputs  # noqa: E402
 from mlxport.spec import KernelCandidate  # noqa: E402
@@ -53,17 +51,6 @@ from mlxport.suite import expert_ports, load_task, resolve  # noqa: E402
 HERE = Path(__file__).parent
 TASKS = "rmsnorm,softmax_rows,layernorm,cumsum,reduce_sum_atomic,rope,gelu_tanh,vector_add,transpose_tiled"
 ROUNDS = 3
-MARKER = "mlxport_marker"
-GPU_CATEGORIES = {"kernel", "gpu_memset", "gpu_memcpy"}
-
-
-def one_thread(name: str):
-    """A kernel that does nothing but launch: the trace's separator, and the launch floor."""
-    cand = KernelCandidate(language="cuda", name=name, input_names=["x"], output_names=["out"], output_shapes=[[64]],
-                           output_dtypes=["float32"], grid=[1, 1, 1], threadgroup=[1, 1, 1], source="out[0] = x[0];")
-    x = mx.ones((4,))
-    fn = mlx_kernel.caller(cand, {"x": x})
-    return lambda j: fn({"x": x})
 
 
 def on(fn, sets: list[dict]):
@@ -72,77 +59,14 @@ def on(fn, sets: list[dict]):
 
 
 def profile(fns: dict, calls: int) -> dict[str, dict]:
-    """Each function (of the call's index) in ROUNDS interleaved rounds of ``calls`` calls under the
-    profiler; per function the median over rounds of device, span and wall time per call, and the
-    kernels of one call."""
-    import torch
-    from torch.profiler import ProfilerActivity
-
-    torch.cuda.init()  # the primary context, which MLX uses too
-    marker = one_thread(MARKER)
-    for fn in [marker, *fns.values()]:  # compile and allocate outside the trace
-        mx.eval(*[o for j in range(3) for o in _list(fn(j))])
-    mx.synchronize()
-    walls: list[float] = []
-    with torch.profiler.profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(ROUNDS):
-            for fn in fns.values():
-                mx.eval(marker(0))
-                t0 = time.perf_counter()
-                pending = []
-                for j in range(calls):
-                    pending += _list(fn(j))
-                    if (j + 1) % 10 == 0 or j == calls - 1:
-                        mx.async_eval(pending)
-                        pending = []
-                mx.synchronize()
-                walls.append(time.perf_counter() - t0)
-        mx.eval(marker(0))
-        mx.synchronize()
-    segments = _segments(prof)
-    if len(segments) != ROUNDS * len(fns):
-        raise RuntimeError(f"expected {ROUNDS * len(fns)} traced segments, found {len(segments)}")
+    """Per function, medians over ROUNDS interleaved rounds (``timer.profile``), in us per call."""
     out = {}
-    for i, name in enumerate(fns):
-        mine = [(segments[r * len(fns) + i], walls[r * len(fns) + i]) for r in range(ROUNDS)]
-        device = [sum(k["dur"] for k in seg) / calls for seg, _ in mine]
-        span = [(max(k["ts"] + k["dur"] for k in seg) - min(k["ts"] for k in seg)) / calls for seg, _ in mine]
-        kernels = Counter(_short(k["name"]) for k in mine[0][0])
-        out[name] = {"device_us": statistics.median(device), "span_us": statistics.median(span),
-                     "wall_us": statistics.median(w / calls * 1e6 for _, w in mine),
-                     "device_us_rounds": [round(d, 2) for d in device],
-                     "kernels_per_call": len(mine[0][0]) / calls,
-                     "kernels": {k: v / calls for k, v in kernels.items()}}
+    for name, t in timer.profile(fns, calls=calls, rounds=ROUNDS).items():
+        out[name] = {"device_us": statistics.median(t.device) * 1e6, "span_us": statistics.median(t.span) * 1e6,
+                     "device_us_rounds": [round(d * 1e6, 2) for d in t.device],
+                     "kernels_per_call": sum(t.kernels.values()),
+                     "kernels": {(k if len(k) <= 90 else k[:87] + "..."): v for k, v in t.kernels.items()}}
     return out
-
-
-def _list(out) -> list[mx.array]:
-    return [out] if isinstance(out, mx.array) else list(out)
-
-
-def _segments(prof) -> list[list[dict]]:
-    """The trace's GPU events in start order, split at the marker kernels."""
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "trace.json"
-        prof.export_chrome_trace(str(path))
-        events = json.loads(path.read_text())
-    events = events["traceEvents"] if isinstance(events, dict) else events
-    gpu = sorted((e for e in events if e.get("ph") == "X" and e.get("cat") in GPU_CATEGORIES),
-                 key=lambda e: e["ts"])
-    segments: list[list[dict]] = []
-    current: list[dict] | None = None
-    for e in gpu:
-        if MARKER in e["name"]:
-            if current is not None:
-                segments.append(current)
-            current = []
-        elif current is not None:
-            current.append(e)
-    return [s for s in segments if s]
-
-
-def _short(name: str) -> str:
-    return name if len(name) <= 90 else name[:87] + "..."
 
 
 def _native(task, params):
@@ -162,14 +86,15 @@ def _matches(task, dtype: str, cand: KernelCandidate, port: KernelCandidate, set
 
 
 VARIANTS = {"rmsnorm": rmsnorm_variants, "rope": rope_variants,
-            "reduce_sum_atomic": lambda port: {"v2_module_globals": KernelCandidate.from_toml(
-                HERE / "variants" / "reduce_sum_v2.toml")}}
+            "reduce_sum_atomic": lambda port: {**reduce_sum_variants(port), "v2_module_globals":
+                                               KernelCandidate.from_toml(HERE / "variants" / "reduce_sum_v2.toml")}}
 
 
 def task_rows(name: str, calls: int, variants: bool) -> list[dict]:
     task = load_task(name)
     port = expert_ports(task)["cuda"]
     extra = VARIANTS[name](port) if variants and name in VARIANTS else {}
+    extra = {label: c for label, c in extra.items() if c.id != port.id}  # the port is profiled anyway
     rows = []
     for case in task.bench_cases():
         params = task.param_values(case)
@@ -202,8 +127,11 @@ def task_rows(name: str, calls: int, variants: bool) -> list[dict]:
 def floor(calls: int) -> dict:
     """An empty one-thread kernel and a 4-element native op: what a call costs beyond its work."""
     sets = [{"x": mx.ones((4,))}, {"x": mx.full((4,), 2.0)}]
-    return profile({"empty_kernel": one_thread("mlxport_empty"), "native_add": on(lambda s: s["x"] + 1, sets)},
-                   calls * 5)
+    empty = KernelCandidate(language="cuda", name="mlxport_empty", input_names=["x"], output_names=["out"],
+                            output_shapes=[[64]], output_dtypes=["float32"], grid=[1, 1, 1], threadgroup=[1, 1, 1],
+                            source="out[0] = x[0];")
+    return profile({"empty_kernel": on(mlx_kernel.caller(empty, sets[0]), sets),
+                    "native_add": on(lambda s: s["x"] + 1, sets)}, calls * 5)
 
 
 def copy_1gib(calls: int) -> dict:

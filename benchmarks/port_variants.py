@@ -1,7 +1,7 @@
 """Variants of expert CUDA ports side by side on the GPU: the measurements behind the choice of
 each port's launch shape (see BENCHMARKS.md).
 
-    python benchmarks/port_variants.py --out OUT_DIR [--parts cumsum,rmsnorm,rope,copy]
+    python benchmarks/port_variants.py --out OUT_DIR [--parts cumsum,rmsnorm,rope,reduce_sum,copy]
 
 - cumsum: the striped port (cumsum_v3, correctness on every case first) against the earlier
   contiguous-chunk port (benchmarks/variants/cumsum_v2.toml);
@@ -9,6 +9,7 @@ each port's launch shape (see BENCHMARKS.md).
   threads, one 16-byte vector per thread, and 256 threads; the weight loaded with the row, and
   streaming cache hints;
 - rope: 1, 2 and 4 heads per thread (the port: 4);
+- reduce_sum: the earlier port (v3) against the port (v4: every trip issues 4 loads) and 8 loads;
 - copy: the calibration's copy kernel with other cache hints and vectors per thread.
 """
 
@@ -134,6 +135,26 @@ def rope(res: Results, backend) -> None:
         bench(res, backend, task, variant, f"rope {label[3:]} heads per thread", iters=12)
 
 
+def reduce_sum_variants(port: KernelCandidate) -> dict[str, KernelCandidate]:
+    """The main loop: the earlier port (v3) issued U loads per thread only while U strides fit,
+    then one at a time (at 16M bf16 elements a quarter of the threads made one 4-load trip and then
+    3 single loads); the port (v4) issues U = 4 on every trip, padding with zeros; and U = 8."""
+    return {"v3_unguarded": KernelCandidate.from_toml(HERE / "variants" / "reduce_sum_v3.toml"),
+            "port": port,
+            "guarded_u8": port.model_copy(update={"name": "reduce_sum_guarded_u8", "source": _edit(
+                port.source, {"constexpr int U = 4;": "constexpr int U = 8;"})})}
+
+
+def reduce_sum(res: Results, backend) -> None:
+    """Each variant's correctness on every case (with the GPU's 8-calls-at-once check), then timed."""
+    task = load_task("reduce_sum_atomic")
+    for label, variant in reduce_sum_variants(expert_ports(task)["cuda"]).items():
+        rep = run_correctness(task, variant, backend, seed=2026, heldout=True, extra_seeds=1)
+        res.add({"label": f"reduce_sum {label} correctness", "ok": rep.ok, "summary": rep.summary()[:1500]})
+        if rep.ok:
+            bench(res, backend, task, variant, f"reduce_sum {label}", iters=12)
+
+
 def copies(res: Results, backend=None) -> None:
     variants = {  # label: (load, store, vectors per thread)
         "ldg_st_4": ("__ldg", "dst[i] = v[k]", 4), "ldcs_stcs_4": ("__ldcs", "__stcs(dst + i, v[k])", 4),
@@ -161,12 +182,12 @@ def copies(res: Results, backend=None) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--parts", default="cumsum,rmsnorm,rope,copy")
+    ap.add_argument("--parts", default="cumsum,rmsnorm,rope,reduce_sum,copy")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     res = Results(args.out)
     backend = get_backend("cuda")
-    parts = {"cumsum": cumsum, "rmsnorm": rmsnorm, "rope": rope, "copy": copies}
+    parts = {"cumsum": cumsum, "rmsnorm": rmsnorm, "rope": rope, "reduce_sum": reduce_sum, "copy": copies}
     for name in args.parts.split(","):
         parts[name](res, backend)
 

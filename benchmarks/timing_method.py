@@ -1,4 +1,6 @@
-"""Why the benchmark times the way it does, measured on the GPU in one run (``--stages`` picks):
+"""The wall-clock experiments behind the benchmark's timing method (sessions 2 and 3; since
+session 4 the CUDA timer reads device time, see ``kernel_profile.py``), measured on the GPU in one
+run (``--stages`` picks):
 
 1. floor, overlap: the per-evaluation floor (an empty kernel and vector_add, one evaluation per
    call against calls submitted in groups), and whether grouped calls of a kernel that does not

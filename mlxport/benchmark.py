@@ -46,7 +46,7 @@ def benchmark(task: KernelTask, candidate: KernelCandidate, backend: Backend, *,
     info = backend.device_info()
     base = dict(backend=backend.name, device=str(info.get("device_name", backend.name)), candidate_id=candidate.id,
                 task=task.name, case=task.case_label(case), dtype=dtype,
-                bandwidth_basis=str(info.get("bandwidth_basis", "")))
+                bandwidth_basis=str(info.get("bandwidth_basis", "")), timing_basis=str(info.get("timing_basis", "")))
     if not backend.timing:
         return BenchmarkReport(**base, estimate=roofline_estimate(nbytes, flops, chip))
     check_bench_case(task, candidate, backend, case, dtype, seed)
@@ -139,7 +139,8 @@ def summary(report: BenchmarkReport) -> str:
     if report.candidate is None:
         return f"{report.task} {report.case} {report.dtype} on {report.backend}: {report.estimate}"
     c = report.candidate
-    lines = [f"{report.task} {report.case} {report.dtype} on {report.device}: candidate {c.median_us:.1f} us "
+    basis = f" ({report.timing_basis})" if report.timing_basis else ""
+    lines = [f"{report.task} {report.case} {report.dtype} on {report.device}{basis}: candidate {c.median_us:.1f} us "
              f"(spread {c.spread:.0%})" + (f", {c.gbs:.0f} GB/s" if c.gbs else "") +
              (f", {c.roofline_fraction:.0%} of the {report.bandwidth_basis or 'peak bandwidth'}"
               if c.roofline_fraction else "")]

@@ -462,3 +462,4 @@ class BenchmarkReport(Strict):
     flags: list[str] = Field(default_factory=list)
     estimate: str = ""  # simulator: a labelled roofline floor estimate for a named chip
     bandwidth_basis: str = ""  # what roofline_fraction is a fraction of
+    timing_basis: str = ""  # how the times were read (backends/timer.py)

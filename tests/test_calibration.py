@@ -2,6 +2,9 @@
 datasheet figure of a known Apple chip, each labelled; never another machine's calibration."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -49,3 +52,54 @@ def test_the_cuda_copy_kernels_copy():
             run = backend.run(cand, {"x": x})
             assert run.ok and np.array_equal(run.outputs[0], x), run.error
 
+
+def test_wall_clock_timer_interleaves_functions_in_rounds():
+    """Without MLX's CUDA backend and torch (this machine) the timer reads the wall clock."""
+    import mlx.core as mx
+
+    from mlxport.backends import timer
+
+    if mx.cuda.is_available():
+        pytest.skip("the wall-clock path, where MLX has no CUDA backend")
+    sets = [{"x": mx.ones((256, 256)) * (i + 1)} for i in range(3)]
+    got = timer.samples({"small": lambda s: s["x"] + 1, "matmul": lambda s: s["x"] @ s["x"]}, sets, warmup=1,
+                        iters=6)
+    assert set(got) == {"small", "matmul"} and all(len(v) == 6 and min(v) > 0 for v in got.values())
+    assert timer.basis() == timer.basis(calls_in_order=True) == timer.WALL
+
+
+def test_profiler_trace_is_split_at_markers_into_calls():
+    from mlxport.backends.timer import MARKER, split_at_markers
+
+    def kernel(name, ts, dur=1.0, cat="kernel"):
+        return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur}
+
+    events = [kernel("warm_up_before_any_marker", 0), kernel(f"custom_kernel_{MARKER}", 10),
+              kernel("fill", 11), kernel("port", 13, 5.0), kernel(f"custom_kernel_{MARKER}", 20),
+              kernel(f"custom_kernel_{MARKER}", 21), kernel("native", 30, 2.0),
+              kernel("memset", 33, cat="gpu_memset"), kernel(f"custom_kernel_{MARKER}", 40), kernel("after", 41)]
+    segments = split_at_markers(list(reversed(events)))  # start order comes from the timestamps
+    # a function that launched nothing leaves an empty stretch, so the ones after it stay aligned
+    assert [[e["name"] for e in s] for s in segments] == [["fill", "port"], [], ["native", "memset"]]
+
+
+@pytest.mark.skipif(not availability()["cuda"].ok, reason="needs MLX's CUDA backend")
+def test_cuda_timer_reads_device_time_with_calls_in_order():
+    """In a process like the timing worker (CUDA graphs off), with torch's profiler present, the
+    timer reads device time: one sample per round, a copy of 256 MiB slower than one of 64 MiB."""
+    pytest.importorskip("torch")
+    code = (
+        "import mlx.core as mx, json\n"
+        "from mlxport.backends import timer\n"
+        "sets = [{'x': mx.ones((1 << 24,)) * i} for i in range(3)]\n"
+        "big = [{'x': mx.ones((1 << 26,)) * i} for i in range(3)]\n"
+        "got = timer.samples({'small': lambda s: s['x'] + 1, 'big': lambda s: big[0]['x'] + 1}, sets, warmup=2,"
+        " iters=30)\n"
+        "print(json.dumps({'basis': timer.basis(), 'got': got}))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "MLX_USE_CUDA_GRAPHS": "0"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["basis"] == "device time (CUDA profiler), calls in order"
+    assert all(len(v) == 10 for v in out["got"].values())
+    assert min(out["got"]["big"]) > 2 * max(out["got"]["small"])

@@ -3,7 +3,7 @@ Run on a GPU machine: pytest -q tests/test_gpu_timing.py"""
 
 import pytest
 
-from mlxport.backends import availability, get_backend
+from mlxport.backends import availability, get_backend, timer
 from mlxport.benchmark import benchmark
 from mlxport.correctness import run_correctness
 from mlxport.suite import expert_ports, load_task
@@ -34,3 +34,10 @@ def test_same_kernel_twice_agrees_within_3_percent(setup):
 def test_twice_the_work_takes_about_twice_the_time(setup):
     one, two = median_us(setup, 1 << 26, 3), median_us(setup, 1 << 27, 4)
     assert 1.8 < two / one < 2.2, (one, two)
+
+
+def test_reports_name_how_they_were_timed(setup):
+    task, port, backend = setup
+    report = benchmark(task, port, backend, case={"N": 1 << 20}, dtype="float32", seed=5, iters=6)
+    expected = {"cuda": {timer.DEVICE, timer.WALL_IN_ORDER}, "metal": {timer.WALL}}[backend.name]
+    assert report.timing_basis in expected

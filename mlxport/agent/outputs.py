@@ -337,7 +337,8 @@ def report_md(task: KernelTask, run: dict[str, Any], best: Record | None, final:
     if bench.candidate is None:
         lines.append(f"Not timed ({bench.backend} backend). {bench.estimate}")
     else:
-        lines += [f"Device: {bench.device}; case {bench.case}, {bench.dtype}.", "",
+        lines += [f"Device: {bench.device}; case {bench.case}, {bench.dtype}"
+                  + (f"; times are {bench.timing_basis}." if bench.timing_basis else "."), "",
                   "| kernel | median (us) | spread | GB/s | speedup |", "|---|---|---|---|---|",
                   f"| candidate | {bench.candidate.median_us:.1f} | {bench.candidate.spread:.0%} | "
                   f"{bench.candidate.gbs or 0:.0f} | 1.00x |"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -93,7 +94,7 @@ def copy_seconds(nbytes: int, how: str = "kernel", iters: int = 20) -> float:
     with the benchmark's timer. ``how``: "kernel" (the vector copy candidate) or "mlx" (x + 0)."""
     import mlx.core as mx
 
-    from mlxport.backends import mlx_kernel
+    from mlxport.backends import mlx_kernel, timer
 
     n = max(4, nbytes // 8 // 4 * 4)  # float32 elements, a multiple of 4
     sets = [{"x": mx.random.normal((n,))} for _ in range(2)]
@@ -103,8 +104,7 @@ def copy_seconds(nbytes: int, how: str = "kernel", iters: int = 20) -> float:
             return s["x"] + 0
     else:
         fn = mlx_kernel.caller(copy_candidate("cuda" if mx.cuda.is_available() else "msl"), sets[0])
-    samples = mlx_kernel.time_calls(fn, sets, warmup=3, iters=iters)
-    return sorted(samples)[len(samples) // 2]
+    return statistics.median(timer.samples({how: fn}, sets, warmup=3, iters=iters)[how])
 
 
 def measure(backend: str, size_mb: int = 512, iters: int = 20) -> dict[str, Any]:
@@ -112,7 +112,7 @@ def measure(backend: str, size_mb: int = 512, iters: int = 20) -> dict[str, Any]
     under the device's name (``backend`` where MLX reports none, as the backend worker does)."""
     import mlx.core as mx
 
-    from mlxport.backends import mlx_kernel
+    from mlxport.backends import timer
 
     nbytes = 2 * size_mb * 1024 * 1024
     kernel_gbs = nbytes / copy_seconds(nbytes, "kernel", iters) / 1e9
@@ -120,11 +120,11 @@ def measure(backend: str, size_mb: int = 512, iters: int = 20) -> dict[str, Any]
     m = 8192
     sets = [{"a": mx.random.normal((m, m)).astype(mx.bfloat16), "b": mx.random.normal((m, m)).astype(mx.bfloat16)}]
     mx.eval(sets[0]["a"], sets[0]["b"])
-    mm = mlx_kernel.time_calls(lambda s: s["a"] @ s["b"], sets, warmup=2, iters=iters)
+    mm = timer.samples({"matmul": lambda s: s["a"] @ s["b"]}, sets, warmup=2, iters=iters)["matmul"]
     result = {"device_name": device_name(backend), "copy_gbs": max(kernel_gbs, mlx_gbs),
               "copy_kernel_gbs": kernel_gbs, "mlx_copy_gbs": mlx_gbs, "copy_bytes": nbytes,
-              "bf16_matmul_tflops": 2 * m**3 / sorted(mm)[len(mm) // 2] / 1e12, "mlx_version": mx.__version__,
-              "date": time.strftime("%Y-%m-%d")}
+              "bf16_matmul_tflops": 2 * m**3 / statistics.median(mm) / 1e12, "timing_basis": timer.basis(),
+              "mlx_version": mx.__version__, "date": time.strftime("%Y-%m-%d")}
     devices = {**_stored(), result["device_name"]: result}
     p = path()
     p.parent.mkdir(parents=True, exist_ok=True)

@@ -35,10 +35,8 @@ class GpuBackend:
     # with CUDA graphs off. MLX's graphs order kernels only by the buffers they share, so the
     # independent calls of a timed batch would overlap on the device (selective_scan's port at
     # B=1 measured 65-170 us per call grouped in graphs, 162 us one after another); in a model,
-    # ops mostly depend on each other. Without graphs, calls run in order on one stream, port and
-    # baselines alike, and each is timed as the latency a dependent op sees, launch included: on
-    # an H200 with MLX 0.32.4 the fastest ports all timed 26-27 us, which points to a floor of
-    # launch cost (BENCHMARKS.md compares the three ways tried). Metal ignores the variable.
+    # ops mostly depend on each other. Without graphs, calls run in order on one stream, so the
+    # profiler's kernel durations (backends/timer.py) are each call's own. Metal ignores the variable.
     TIMING_ENV = {"MLX_USE_CUDA_GRAPHS": "0"}
 
     def _call(self, op: str, header: dict[str, Any], arrays: list[np.ndarray] | None = None,

@@ -7,7 +7,7 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 
-from mlxport.backends import mlx_kernel
+from mlxport.backends import mlx_kernel, timer
 from mlxport.spec import KernelCandidate
 
 
@@ -23,6 +23,7 @@ def device_info(payload: dict[str, Any], arrays=None) -> tuple[dict[str, Any], l
     info = {k: (v if isinstance(v, str | int | float | bool) else str(v)) for k, v in info.items()}
     info["device_name"] = device_name(payload["backend"])
     info["mlx_version"] = mx.__version__
+    info["timing_basis"] = timer.basis(calls_in_order=True)  # as the timing worker runs (gpu.TIMING_ENV)
     info.update(_bandwidth(info["device_name"]))
     return info, []
 
@@ -128,20 +129,7 @@ def measure(payload: dict[str, Any], arrays=None) -> tuple[dict[str, Any], list]
         fn = resolve(task, ref)
         fns[label] = lambda inputs, fn=fn: fn(*[inputs[n] for n in order], **params)
     call(task.reference, task, sets[0], case)  # the reference runs here too: a broken task fails loudly
-    # One group size for every function fast enough to be grouped (the smallest of theirs), so no
-    # side gains from amortising MLX's per-evaluation overhead, or from overlapping independent
-    # calls, that the others lack. Calls too slow to group (a naive loop) lose under 1% alone.
-    natural = {name: mlx_kernel.group_size(fn, sets) for name, fn in fns.items()}
-    common = min((g for g in natural.values() if g > 1), default=1)
-    groups = {name: common if g > 1 else 1 for name, g in natural.items()}
-    samples: dict[str, list[float]] = {k: [] for k in fns}
-    rounds = 3
-    per_round = max(1, payload["iters"] // rounds)
-    for r in range(rounds):
-        for name, fn in fns.items():
-            samples[name] += mlx_kernel.time_calls(fn, sets, warmup=payload["warmup"] if r == 0 else 1,
-                                                   iters=per_round, group=groups[name])
-    return {"samples": samples}, []
+    return {"samples": timer.samples(fns, sets, warmup=payload["warmup"], iters=payload["iters"])}, []
 
 
 def calibrate(payload: dict[str, Any], arrays=None) -> tuple[dict[str, Any], list]:

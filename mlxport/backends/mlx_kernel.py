@@ -177,9 +177,10 @@ GROUP = 20  # most calls submitted in one evaluation
 
 def group_size(fn, input_sets: list[dict[str, Any]], *, min_batch_seconds: float = 2e-3,
                group_bytes: int = 2 << 30) -> int:
-    """How many calls of ``fn`` to submit per evaluation: up to GROUP while a group stays under
-    ``min_batch_seconds`` and ``group_bytes`` of outputs. Slow calls (a naive Python loop) get one
-    per evaluation; grouping only matters where the per-evaluation overhead is visible."""
+    """How many calls of ``fn`` to submit per evaluation (by the wall clock) or per profiled round
+    (by device time): up to GROUP while a group stays under ``min_batch_seconds`` and ``group_bytes``
+    of outputs. Slow calls (a naive Python loop) get one; grouping only matters where the
+    per-evaluation overhead is visible."""
     first = _as_list(fn(input_sets[0]))
     mx.eval(*first)
     out_bytes = sum(o.nbytes for o in first)
@@ -192,8 +193,9 @@ def group_size(fn, input_sets: list[dict[str, Any]], *, min_batch_seconds: float
 
 def time_calls(fn, input_sets: list[dict[str, Any]], *, warmup: int, iters: int,
                min_batch_seconds: float = 2e-3, group: int | None = None) -> list[float]:
-    """Seconds per call. Each sample runs a batch of calls (rotating over input sets, so no cache
-    or reused result helps) and synchronises once. Calls are submitted ``group`` at a time in one
+    """Seconds per call by the wall clock (``backends/timer.py`` picks it where the profiler's
+    device time is not available). Each sample runs a batch of calls (rotating over input sets, so
+    no cache or reused result helps) and synchronises once. Calls are submitted ``group`` at a time in one
     evaluation (default: ``group_size``), as a model's forward pass submits many ops together: one
     evaluation per call would time MLX's per-evaluation overhead (about 20 us on CUDA), not the
     kernel. Calls in a group are independent, so a device that runs them from a CUDA graph may
