@@ -46,7 +46,7 @@ from mlxport.backends import mlx_kernel, timer  # noqa: E402
 from mlxport.backends.calibration import copy_candidate, device_name  # noqa: E402
 from mlxport.inputs import make_inputs  # noqa: E402
 from mlxport.spec import KernelCandidate  # noqa: E402
-from mlxport.suite import expert_ports, load_task, resolve  # noqa: E402
+from mlxport.suite import baseline, expert_ports, load_task  # noqa: E402
 
 HERE = Path(__file__).parent
 TASKS = "rmsnorm,softmax_rows,layernorm,cumsum,reduce_sum_atomic,rope,gelu_tanh,vector_add,transpose_tiled"
@@ -67,12 +67,6 @@ def profile(fns: dict, calls: int) -> dict[str, dict]:
                      "kernels_per_call": sum(t.kernels.values()),
                      "kernels": {(k if len(k) <= 90 else k[:87] + "..."): v for k, v in t.kernels.items()}}
     return out
-
-
-def _native(task, params):
-    fn = resolve(task, task.baselines.native)
-    order = [t.name for t in task.inputs]
-    return lambda s: fn(*[s[n] for n in order], **params)
 
 
 def _matches(task, dtype: str, cand: KernelCandidate, port: KernelCandidate, sets: list[dict], params: dict) -> bool:
@@ -105,7 +99,7 @@ def task_rows(name: str, calls: int, variants: bool) -> list[dict]:
                 nbytes, _ = task.cost_of(case, dtype)
                 copy_in = [{"x": mx.zeros((nbytes // 8 // 4 * 4,))} for _ in range(2)]
                 port_fn = mlx_kernel.caller(port, {**sets[0], **params})
-                fns = {"port": on(port_fn, sets), "native": on(_native(task, params), sets),
+                fns = {"port": on(port_fn, sets), "native": on(baseline(task, task.baselines.native, params), sets),
                        "copy": on(mlx_kernel.caller(copy_candidate("cuda"), copy_in[0]), copy_in)}
                 checked = {}
                 for label, cand in extra.items():

@@ -40,7 +40,7 @@ from mlxport.backends import mlx_kernel  # noqa: E402
 from mlxport.backends.calibration import copy_candidate  # noqa: E402
 from mlxport.inputs import make_inputs  # noqa: E402
 from mlxport.spec import KernelCandidate  # noqa: E402
-from mlxport.suite import expert_ports, load_task, resolve  # noqa: E402
+from mlxport.suite import baseline, expert_ports, load_task  # noqa: E402
 
 HERE = Path(__file__).parent
 
@@ -139,12 +139,6 @@ def copies() -> list[dict]:
     return rows
 
 
-def _native(task, params):
-    fn = resolve(task, task.baselines.native)
-    order = [t.name for t in task.inputs]
-    return lambda s: fn(*[s[n] for n in order], **params)
-
-
 def _constants(cand: KernelCandidate, reads: dict[str, str]) -> KernelCandidate:
     """The port with some scalar inputs folded into the kernel as template constants: ``reads``
     maps each input's read in the source (``eps[0]``) to its constant expression."""
@@ -189,7 +183,7 @@ def scalars() -> list[dict]:
                 fns = {"port_0d": lambda s, pf=pf, z=zero_d: pf({**s, **z}),
                        "port_device_array": pf,  # caller passes scalars as mlx_kernel.scalar_input makes them
                        "port_constants": lambda s, cf=cf: cf(s),
-                       "native": _native(task, params)}
+                       "native": baseline(task, task.baselines.native, params)}
                 row = {"task": name, "case": str(case), "dtype": dtype}
                 for _ in range(2):  # two interleaved rounds
                     for label, fn in fns.items():
@@ -203,12 +197,12 @@ def concurrency() -> list[dict]:
     """Independent calls in one evaluation: MLX's CUDA graphs order kernels only by the buffers
     they share, so independent calls may run at once. A port that keeps state in module globals
     (reduce_sum's earlier v2: ticket and partials) then mixes calls. Each call's result against the
-    same input alone; then v2, the port (v3: per-call scratch) and native timed side by side."""
+    same input alone; then v2, the port (per-call scratch; v3 in session 3, v4 since) and native timed side by side."""
     task = load_task("reduce_sum_atomic")
     v2 = KernelCandidate.from_toml(HERE / "variants" / "reduce_sum_v2.toml")
-    v3 = expert_ports(task)[LANG]
+    port = expert_ports(task)[LANG]
     rows = []
-    for cand in (v2, v3):
+    for cand in (v2, port):
         for dtype, n in (("bfloat16", 1 << 24), ("float32", 1 << 20)):
             sets = [make_inputs(task, {"N": n}, dtype, s) for s in range(8)]
             fn = kernel_fn(cand, sets)
@@ -231,7 +225,7 @@ def concurrency() -> list[dict]:
     for dtype in ("bfloat16", "float32"):
         for n in (1 << 24, 1 << 26):
             sets = [make_inputs(task, {"N": n}, dtype, s) for s in range(3)]
-            fns = {"v2_us": kernel_fn(v2, sets), "v3_us": kernel_fn(v3, sets), "native_us": _native(task, {})}
+            fns = {"v2_us": kernel_fn(v2, sets), "port_us": kernel_fn(port, sets), "native_us": baseline(task, task.baselines.native, {})}
             row = {"dtype": dtype, "N": n}
             for _ in range(2):
                 for label, fn in fns.items():
@@ -263,7 +257,7 @@ def serial_child() -> dict:
         case = case or task.bench_cases()[0]
         params = task.param_values(case)
         sets = [make_inputs(task, case, "bfloat16", s) for s in range(3)]
-        fns = {"port": kernel_fn(port, sets, params), "native": _native(task, params)}
+        fns = {"port": kernel_fn(port, sets, params), "native": baseline(task, task.baselines.native, params)}
         rows[name] = {label: {"grouped": med_us(fn, sets, iters=15), "one_eval_per_call": med_us(fn, sets, group=1,
                                                                                                     iters=15)}
                       for label, fn in fns.items()}

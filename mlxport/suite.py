@@ -12,6 +12,7 @@ import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -76,6 +77,14 @@ def resolve(task: KernelTask, ref: str) -> Callable:
     if not callable(fn):
         raise TaskError(f"{mod_name}.py of task {task.name} has no function {fn_name!r}")
     return fn
+
+
+def baseline(task: KernelTask, ref: str, params: dict[str, Any]) -> Callable:
+    """A baseline (``module:function``) as a function of an input dict, with the case's params
+    bound, as the benchmark calls it."""
+    fn = resolve(task, ref)
+    order = [t.name for t in task.inputs]
+    return lambda inputs: fn(*[inputs[n] for n in order], **params)
 
 
 def _import(task: KernelTask, mod_name: str) -> ModuleType:

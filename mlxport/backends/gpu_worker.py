@@ -113,21 +113,19 @@ def measure(payload: dict[str, Any], arrays=None) -> tuple[dict[str, Any], list]
     """Time the candidate and every baseline of the task on the same inputs, interleaved in
     rounds so that drift affects all alike."""
     from mlxport.inputs import call, make_inputs
-    from mlxport.suite import load_task, resolve
+    from mlxport.suite import baseline, load_task
 
     task = load_task(payload["task_dir"])
     candidate = KernelCandidate.model_validate(payload["candidate"])
     case, dtype = payload["case"], payload["dtype"]
     sets = [make_inputs(task, case, dtype, payload["seed"] + i) for i in range(3)]
     params = task.param_values(case)
-    order = [t.name for t in task.inputs]
 
     # Scalar params become kernel inputs once, as the written kernel.py makes them: what is timed
     # is what ships.
-    fns = {"candidate": mlx_kernel.caller(candidate, {**sets[0], **params})}
-    for label, ref in (("native", task.baselines.native), ("naive", task.baselines.naive)):
-        fn = resolve(task, ref)
-        fns[label] = lambda inputs, fn=fn: fn(*[inputs[n] for n in order], **params)
+    fns = {"candidate": mlx_kernel.caller(candidate, {**sets[0], **params}),
+           "native": baseline(task, task.baselines.native, params),
+           "naive": baseline(task, task.baselines.naive, params)}
     call(task.reference, task, sets[0], case)  # the reference runs here too: a broken task fails loudly
     return {"samples": timer.samples(fns, sets, warmup=payload["warmup"], iters=payload["iters"])}, []
 

@@ -181,12 +181,12 @@ def group_size(fn, input_sets: list[dict[str, Any]], *, min_batch_seconds: float
     (by device time): up to GROUP while a group stays under ``min_batch_seconds`` and ``group_bytes``
     of outputs. Slow calls (a naive Python loop) get one; grouping only matters where the
     per-evaluation overhead is visible."""
-    first = _as_list(fn(input_sets[0]))
+    first = as_list(fn(input_sets[0]))
     mx.eval(*first)
     out_bytes = sum(o.nbytes for o in first)
     del first
     t0 = time.perf_counter()
-    mx.eval(*_as_list(fn(input_sets[-1])))
+    mx.eval(*as_list(fn(input_sets[-1])))
     alone = time.perf_counter() - t0
     return max(1, min(GROUP, group_bytes // max(out_bytes, 1), int(min_batch_seconds / max(alone, 1e-7))))
 
@@ -204,7 +204,7 @@ def time_calls(fn, input_sets: list[dict[str, Any]], *, warmup: int, iters: int,
     if group is None:
         group = group_size(fn, input_sets, min_batch_seconds=min_batch_seconds)
 
-    whole = group == 1 or not _starts_on_submit()
+    whole = group == 1 or calls_in_order()
 
     def batch(n: int, offset: int) -> float:
         # Where the device starts a group only once it is submitted whole (a CUDA graph, a Metal
@@ -215,7 +215,7 @@ def time_calls(fn, input_sets: list[dict[str, Any]], *, warmup: int, iters: int,
         t0 = time.perf_counter() if whole else None
         pending: list = []
         for j in range(n):
-            pending += _as_list(fn(input_sets[(offset + j) % len(input_sets)]))
+            pending += as_list(fn(input_sets[(offset + j) % len(input_sets)]))
             if (j + 1) % group == 0 or j == n - 1:
                 mx.async_eval(pending)
                 pending = []
@@ -233,11 +233,12 @@ def time_calls(fn, input_sets: list[dict[str, Any]], *, warmup: int, iters: int,
     return [batch(n, i * n) / n for i in range(iters)]
 
 
-def _starts_on_submit() -> bool:
-    """Whether the device waits for a whole evaluation before it starts: MLX's CUDA graphs and Metal
-    command buffers do; with MLX_USE_CUDA_GRAPHS=0 each kernel launches as it is encoded."""
-    return not (os.environ.get("MLX_USE_CUDA_GRAPHS") == "0" and mx.cuda.is_available())
+def calls_in_order() -> bool:
+    """Whether MLX launches each kernel as it is encoded, one after another on one stream
+    (CUDA graphs off, as in the timing worker); MLX's CUDA graphs and Metal command buffers start
+    only once an evaluation is submitted whole."""
+    return mx.cuda.is_available() and os.environ.get("MLX_USE_CUDA_GRAPHS") == "0"
 
 
-def _as_list(out) -> list:
+def as_list(out) -> list:
     return [out] if isinstance(out, mx.array) else [v for _, v in tree_flatten(out)]

@@ -17,7 +17,6 @@ that synchronise once. Every report names its basis.
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 import warnings
 from collections import Counter
@@ -38,11 +37,6 @@ WALL = "wall clock"
 MARKER = "mlxport_marker"
 MAX_ROUNDS = 10  # a naive loop launches thousands of kernels a call: every round is in the trace
 _GPU_EVENTS = {"kernel", "gpu_memset", "gpu_memcpy"}
-
-
-def in_order() -> bool:
-    """Whether MLX launches kernels as they are encoded, one after another (CUDA graphs off)."""
-    return mx.cuda.is_available() and os.environ.get("MLX_USE_CUDA_GRAPHS") == "0"
 
 
 @cache
@@ -67,7 +61,7 @@ def profiler_available() -> bool:
 def basis(*, calls_in_order: bool | None = None) -> str:
     """What ``samples`` reads in this process, or (``calls_in_order=True``) in the timing worker,
     which runs with CUDA graphs off."""
-    ordered = in_order() if calls_in_order is None else calls_in_order and mx.cuda.is_available()
+    ordered = mlx_kernel.calls_in_order() if calls_in_order is None else calls_in_order and mx.cuda.is_available()
     if ordered:
         return DEVICE if profiler_available() else WALL_IN_ORDER
     return WALL
@@ -108,12 +102,12 @@ def profile(fns: dict[str, Callable[[int], Any]], *, calls: dict[str, int] | int
     """Run each function (of the call's index, counting on across rounds) ``calls`` times per
     round, ``rounds`` rounds interleaved, under the CUDA profiler, and read back each call's
     kernels. Needs calls in order (``MLX_USE_CUDA_GRAPHS=0`` before MLX starts)."""
-    if not in_order():
+    if not mlx_kernel.calls_in_order():
         raise RuntimeError("device time needs calls in order: set MLX_USE_CUDA_GRAPHS=0 before MLX starts")
     calls = calls if isinstance(calls, dict) else dict.fromkeys(fns, calls)
     marker = _marker()
     for fn in fns.values():  # compile and allocate outside the trace
-        mx.eval(*[o for j in range(max(1, warmup)) for o in _list(fn(j))])
+        mx.eval(*[o for j in range(max(1, warmup)) for o in mlx_kernel.as_list(fn(j))])
     mx.eval(marker())
     mx.synchronize()
 
@@ -123,7 +117,7 @@ def profile(fns: dict[str, Callable[[int], Any]], *, calls: dict[str, int] | int
                 mx.eval(marker())
                 pending: list[mx.array] = []
                 for j in range(calls[name]):
-                    pending += _list(fn(r * calls[name] + j))
+                    pending += mlx_kernel.as_list(fn(r * calls[name] + j))
                     if (j + 1) % 10 == 0:
                         mx.async_eval(pending)
                         pending = []
@@ -189,7 +183,3 @@ def _marker():
     x = mx.ones((64,))
     fn = mlx_kernel.caller(cand, {"x": x})
     return lambda: fn({"x": x})
-
-
-def _list(out: Any) -> list[mx.array]:
-    return [out] if isinstance(out, mx.array) else list(out)
