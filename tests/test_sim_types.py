@@ -7,26 +7,32 @@ bit patterns that are compared here. A second tiny compile checks that MSL-inval
 
 from __future__ import annotations
 
-import os
-import shlex
+import platform
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from mlxport.backends.sim.build import find_compiler
+
 INCLUDE = Path(__file__).parents[1] / "mlxport" / "backends" / "sim" / "include"
-FLAGS = [
-    "-std=c++20",
-    "-O1",
-    "-Wall",
-    "-Wextra",
-    "-Werror",
-    "-fsigned-char",
-    "-Xclang",
-    "-ffloat16-excess-precision=none",
-]
+
+
+def flags(march: str | None = None) -> list[str]:
+    """The simulator's own compile flags (warnings on), optionally with a pinned target CPU."""
+    base = [f for f in find_compiler().flags() if f != "-w"]
+    return [*base, "-Wall", "-Wextra", "-Werror", *([march] if march else [])]
+
+
+def pinned_march() -> str:
+    """A baseline CPU without FMA or half-precision instructions, unlike the compiler's default
+    (zig's clang targets the native CPU): the simulator must round alike on both."""
+    if platform.machine().lower() in ("arm64", "aarch64"):
+        return "-mcpu=generic"
+    zig = any("zig" in part for part in find_compiler().command)
+    return "-march=x86_64" if zig else "-march=x86-64"  # zig spells LLVM's CPU names with underscores
+
 
 RNG = np.random.default_rng(1234)
 F32 = np.concatenate(
@@ -221,12 +227,10 @@ void k(float4 v) { v.xx = float2(1, 2); }
 """
 
 
-def compile_cpp(source: str, out_dir: Path, name: str) -> subprocess.CompletedProcess[str]:
+def compile_cpp(source: str, out_dir: Path, name: str, march: str | None = None) -> subprocess.CompletedProcess[str]:
     src = out_dir / f"{name}.cpp"
     src.write_text(source)
-    cxx = os.environ.get("CXX")
-    cmd = shlex.split(cxx) if cxx else [sys.executable, "-m", "ziglang", "c++"]
-    cmd += [*FLAGS, f"-I{INCLUDE}", str(src), "-o", str(out_dir / name)]
+    cmd = [*find_compiler().command, *flags(march), f"-I{INCLUDE}", str(src), "-o", str(out_dir / name)]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
 
@@ -246,12 +250,14 @@ def math_lines() -> tuple[list[str], dict[str, tuple[np.ndarray, ...]]]:
     return lines, inputs
 
 
-@pytest.fixture(scope="module")
-def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[int]]:
+@pytest.fixture(scope="module", params=["default", "pinned"])
+def results(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[int]]:
+    """Every check runs twice: for the compiler's default CPU (the native one, with zig) and for a
+    pinned baseline CPU. Rounding must not depend on which instructions the machine has."""
     out = tmp_path_factory.mktemp("sim_types")
     lines, inputs = math_lines()
     source = PROGRAM.replace("@F32@", ", ".join(hexf(x) for x in F32)).replace("@MATH@", "\n".join(lines))
-    done = compile_cpp(source, out, "types")
+    done = compile_cpp(source, out, "types", pinned_march() if request.param == "pinned" else None)
     assert done.returncode == 0, done.stderr[-4000:]
     assert not done.stderr.strip(), done.stderr[-4000:]  # no warnings either
     run = subprocess.run([str(out / "types")], capture_output=True, text=True, timeout=60)

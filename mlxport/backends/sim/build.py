@@ -45,7 +45,12 @@ class Compiler:
 
     def flags(self) -> list[str]:
         # MSL char is signed; plain char is unsigned on aarch64 (Linux), so say it everywhere.
-        flags = ["-std=c++20", OPT_LEVEL, "-fPIC", "-fvisibility=hidden", "-w", "-fsigned-char"]
+        # MLX compiles metal_kernel sources with fast math off (setFastMathEnabled(false) up to
+        # v0.31; math_mode "safe" by default from v0.32.0), where each MSL operation is rounded to
+        # its type: a * b + c rounds twice unless the kernel calls fma(). Host compilers fuse it into
+        # one FMA wherever the CPU has one (zig's clang targets the native CPU; AVX512-FP16 fuses
+        # even half arithmetic), so results would depend on the machine: never contract.
+        flags = ["-std=c++20", OPT_LEVEL, "-fPIC", "-fvisibility=hidden", "-w", "-fsigned-char", "-ffp-contract=off"]
         if self.is_clang:
             # MSL rounds every half operation to half; clang keeps float excess precision otherwise.
             flags += ["-Xclang", "-ffloat16-excess-precision=none"]
