@@ -36,7 +36,7 @@ def main() -> None:
 
     from mlxport.evals.report import build_reports
     from mlxport.evals.runner import run_eval
-    from mlxport.suite import suite_names
+    from mlxport.tasks import suite_names
 
     tasks = suite_names()
     specs = write_scripts(scratch / "scripts", tasks)

@@ -19,9 +19,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mlxport.backends import get_backend  # noqa: E402
-from mlxport.benchmark import benchmark, primary_dtype  # noqa: E402
-from mlxport.correctness import run_correctness  # noqa: E402
-from mlxport.suite import expert_ports, load_task, suite_names  # noqa: E402
+from mlxport.tasks import expert_ports, load_task, suite_names  # noqa: E402
+from mlxport.verify.benchmark import benchmark, primary_dtype  # noqa: E402
+from mlxport.verify.correctness import run_correctness  # noqa: E402
 
 
 def check_ports(backend, names: list[str], language: str, rows: list[dict], save) -> None:

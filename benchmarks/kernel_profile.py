@@ -44,9 +44,13 @@ import mlx.core as mx  # noqa: E402
 from benchmarks.port_variants import reduce_sum_variants, rmsnorm_variants, rope_variants  # noqa: E402
 from mlxport.backends import mlx_kernel, timer  # noqa: E402
 from mlxport.backends.calibration import copy_candidate, device_name  # noqa: E402
-from mlxport.inputs import make_inputs  # noqa: E402
 from mlxport.spec import KernelCandidate  # noqa: E402
-from mlxport.suite import baseline, expert_ports, load_task  # noqa: E402
+from mlxport.tasks import (  # noqa: E402
+    baseline,
+    expert_ports,
+    load_task,
+    make_inputs,  # noqa: E402
+)
 
 HERE = Path(__file__).parent
 TASKS = "rmsnorm,softmax_rows,layernorm,cumsum,reduce_sum_atomic,rope,gelu_tanh,vector_add,transpose_tiled"

@@ -28,10 +28,10 @@ import mlx.core as mx  # noqa: E402
 
 from mlxport.backends import get_backend, mlx_kernel  # noqa: E402
 from mlxport.backends.calibration import copy_candidate  # noqa: E402
-from mlxport.benchmark import benchmark  # noqa: E402
-from mlxport.correctness import run_correctness  # noqa: E402
 from mlxport.spec import KernelCandidate  # noqa: E402
-from mlxport.suite import expert_ports, load_task  # noqa: E402
+from mlxport.tasks import expert_ports, load_task  # noqa: E402
+from mlxport.verify.benchmark import benchmark  # noqa: E402
+from mlxport.verify.correctness import run_correctness  # noqa: E402
 
 HERE = Path(__file__).parent
 

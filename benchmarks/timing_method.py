@@ -38,9 +38,13 @@ import numpy as np  # noqa: E402
 
 from mlxport.backends import mlx_kernel  # noqa: E402
 from mlxport.backends.calibration import copy_candidate  # noqa: E402
-from mlxport.inputs import make_inputs  # noqa: E402
 from mlxport.spec import KernelCandidate  # noqa: E402
-from mlxport.suite import baseline, expert_ports, load_task  # noqa: E402
+from mlxport.tasks import (  # noqa: E402
+    baseline,
+    expert_ports,
+    load_task,
+    make_inputs,  # noqa: E402
+)
 
 HERE = Path(__file__).parent
 

@@ -50,7 +50,7 @@ class Job:
 def load_jobs(source: str | Path, *, model: str = "rules", budget: dict[str, Any] | None = None,
               out: Path = Path("mlxport-out")) -> list[Job]:
     """The jobs of a manifest (.toml), a folder of task folders, one task folder, or ``suite``."""
-    from mlxport.suite import SUITE_DIR, suite_names
+    from mlxport.tasks import SUITE_DIR, suite_names
 
     base = _config_fields(budget or {}, "budget")
     if str(source) == "suite":
@@ -70,14 +70,14 @@ def load_jobs(source: str | Path, *, model: str = "rules", budget: dict[str, Any
 
 
 def _task_job(folder: Path, model: str, config: dict[str, Any]) -> Job:
-    from mlxport.suite import load_task
+    from mlxport.tasks import load_task
 
     task = load_task(folder)
     return Job(task.name, str(task.folder), model, dict(config))
 
 
 def _manifest_jobs(path: Path, model: str, base: dict[str, Any], out: Path) -> list[Job]:
-    from mlxport.suite import find_task
+    from mlxport.tasks import find_task
 
     try:
         data = tomllib.loads(path.read_text())
@@ -205,7 +205,7 @@ def port_job(job: Job, out: Path, log: EventLog) -> dict[str, Any]:
 def _run(job: Job, out: Path, folder: Path, log: EventLog) -> tuple[dict[str, Any], bool]:
     from mlxport.agent.port import new_session_id, run_port
     from mlxport.agent.state import RunConfig
-    from mlxport.suite import load_task
+    from mlxport.tasks import load_task
 
     saved = _read_json(folder / "session.json")
     if saved is not None:

@@ -94,7 +94,7 @@ def open_session(out: Path, session: str) -> tuple[KernelTask, Any, Path]:
     """A saved chat or port session: its task, its configuration (now with approvals) and folder."""
     from mlxport.agent.config import RunConfig
     from mlxport.agent.port import find_session, session_file
-    from mlxport.suite import load_task
+    from mlxport.tasks import load_task
 
     saved = next((({"session": session, **_index(p.parent)[session]}, p.parent) for p in out.glob(f"*/{INDEX}")
                   if session in _index(p.parent)), None)
@@ -113,7 +113,7 @@ def _index(folder: Path) -> dict[str, Any]:
 
 def resolve_task(kernel: Path | None, task: str | None) -> KernelTask | None:
     """Like ``mlxport port``: --task NAME or folder, or a kernel.cu inside a task folder."""
-    from mlxport.suite import load_task
+    from mlxport.tasks import load_task
 
     if task:
         return load_task(task)
@@ -128,7 +128,7 @@ def resolve_task(kernel: Path | None, task: str | None) -> KernelTask | None:
 
 
 def pick_task(console: Console, read: Callable[[], str]) -> KernelTask:
-    from mlxport.suite import load_task, suite_names
+    from mlxport.tasks import load_task, suite_names
 
     names = suite_names()
     console.print("[bold]bundled tasks[/bold]", highlight=False)

@@ -39,7 +39,7 @@ def _print_json(data) -> None:
 @tasks_app.command("list")
 def tasks_list(as_json: JsonOpt = False) -> None:
     """List the bundled task suite."""
-    from mlxport.suite import load_task, suite_names
+    from mlxport.tasks import load_task, suite_names
 
     tasks = [load_task(n) for n in suite_names()]
     if as_json:
@@ -56,7 +56,7 @@ def tasks_list(as_json: JsonOpt = False) -> None:
 @tasks_app.command("show")
 def tasks_show(name: str, as_json: JsonOpt = False) -> None:
     """Show one task: inputs, outputs, cases, baselines, tolerances, expert ports."""
-    from mlxport.suite import expert_ports, load_task
+    from mlxport.tasks import expert_ports, load_task
 
     task = load_task(name)
     ports = expert_ports(task)
@@ -84,7 +84,7 @@ def tasks_check(names: Annotated[list[str] | None, typer.Argument(help="Task nam
                 seed: int = 0, as_json: JsonOpt = False) -> None:
     """Load each task and run its reference and baselines on every case and dtype (MLX CPU)."""
     from mlxport.evals.check import check_task
-    from mlxport.suite import load_task, suite_names
+    from mlxport.tasks import load_task, suite_names
 
     rows = []
     for name in names or suite_names():
@@ -187,8 +187,8 @@ def check(candidate: Annotated[Path, typer.Argument(help="Candidate .toml file."
           as_json: JsonOpt = False) -> None:
     """Compile a candidate and check it against the task's reference on every visible case and dtype."""
     from mlxport.backends import get_backend
-    from mlxport.correctness import run_correctness
-    from mlxport.suite import load_candidate, load_task
+    from mlxport.tasks import load_candidate, load_task
+    from mlxport.verify.correctness import run_correctness
 
     the_task, cand = load_task(task), load_candidate(candidate)
     be = get_backend(backend)
@@ -220,9 +220,9 @@ def bench(candidate: Annotated[Path, typer.Argument(help="Candidate .toml file."
           as_json: JsonOpt = False) -> None:
     """Check a candidate, then time it against the task's baselines on the bench cases."""
     from mlxport.backends import get_backend
-    from mlxport.benchmark import benchmark, summary
-    from mlxport.correctness import run_correctness
-    from mlxport.suite import load_candidate, load_task
+    from mlxport.tasks import load_candidate, load_task
+    from mlxport.verify.benchmark import benchmark, summary
+    from mlxport.verify.correctness import run_correctness
 
     the_task, cand = load_task(task), load_candidate(candidate)
     be = get_backend(backend)
@@ -230,7 +230,10 @@ def bench(candidate: Annotated[Path, typer.Argument(help="Candidate .toml file."
     if not report.ok:
         err.print(report.summary(), highlight=False, markup=False)
         raise UserError(f"candidate {cand.id} is not correct on {be.name}: fix it before timing it (see mlxport check)")
-    results = [benchmark(the_task, cand, be, case=c, chip=chip) for c in the_task.bench_cases()]
+    from mlxport.tools.session import open_session
+
+    s = open_session(the_task.folder, be.name, chip=chip)
+    results = [benchmark(the_task, cand, be, case=c, chip=s.chip, datasheet=s.datasheet) for c in the_task.bench_cases()]
     if as_json:
         _print_json([r.model_dump(mode="json") for r in results])
     else:
@@ -259,7 +262,7 @@ def translate(path: Annotated[Path, typer.Argument(help="A .cu file.")],
               task: Annotated[str | None, typer.Option(help="Task whose inputs and params bind the kernel's.")] = None,
               output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the candidate here.")] = None) -> None:
     """Rule-based translation (a non-LLM baseline) of a CUDA kernel into a candidate."""
-    from mlxport.suite import load_task
+    from mlxport.tasks import load_task
     from mlxport.translate.translator import translate as run_translate
 
     if not path.is_file():
@@ -289,10 +292,10 @@ def doctor(as_json: JsonOpt = False,
     data = {"platform": platform.platform(), "python": platform.python_version(), "auto": select_auto(),
             "backends": {k: {"available": v.ok, "reason": v.reason} for k, v in status.items()}}
     if calibrate:
-        if data["auto"] == "sim":
-            raise UserError("--calibrate needs a GPU backend (metal or cuda); the simulator has no timing")
-        from mlxport.backends import get_backend
+        from mlxport.backends import GPUS, get_backend
 
+        if data["auto"] not in GPUS:
+            raise UserError(f"--calibrate needs a GPU backend ({' or '.join(GPUS)}); the simulator has no timing")
         data["calibration"] = get_backend(data["auto"]).calibrate()
     if as_json:
         _print_json(data)
@@ -356,7 +359,7 @@ def port(
 
 def _resolve_task(kernel, task, reference, inputs, outputs, case, heldout, kernel_name, dtypes, out_dir):
     from mlxport.evals.scaffold import task_from_flags, task_name_for
-    from mlxport.suite import load_task
+    from mlxport.tasks import load_task
 
     if task:
         return load_task(task)

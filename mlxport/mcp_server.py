@@ -1,6 +1,6 @@
 """An MCP server over stdio exposing mlxport's tools, so any MCP client can drive a port.
 
-Thin: every tool goes through ``mlxport.tools.toolbox.run_tool`` (the same implementation the
+Thin: every tool goes through ``mlxport.tools.handlers.run_tool`` (the same implementation the
 agent calls) or ``run_port``. Candidates compiled through the server are remembered per (task,
 backend) for the server's lifetime, so ``check`` and ``benchmark`` take the id ``compile_kernel``
 returned, as in an agent session. Run it with ``mlxport mcp`` or ``python -m mlxport.mcp_server``;
@@ -19,7 +19,8 @@ from typing import Any
 
 from mlxport.errors import UserError
 from mlxport.tools import schemas
-from mlxport.tools.toolbox import Session, run_tool
+from mlxport.tools.handlers import run_tool
+from mlxport.tools.session import Session, open_session
 
 INSTRUCTIONS = """mlxport ports CUDA kernels to MLX custom kernels (Metal, or CUDA through MLX) and
 verifies them against a reference. A task is a suite name (list_tasks) or a task folder. Typical
@@ -41,13 +42,10 @@ def _mcp():
 
 def session(task: str, backend: str = "auto") -> Session:
     """The server's session for a task on a backend, created on first use."""
-    from mlxport.backends import get_backend
-    from mlxport.suite import load_task
-
     with _lock:
         key = (task, backend)
         if key not in _sessions:
-            _sessions[key] = Session(task=load_task(task), backend=get_backend(backend))
+            _sessions[key] = open_session(task, backend)
         return _sessions[key]
 
 
@@ -56,9 +54,7 @@ def run(s: Session, name: str, args: dict[str, Any]):
     out = run_tool(s, name, args)
     if out.error:
         raise UserError(out.text.removeprefix("error: "))
-    s.records.update(out.records)
-    if out.plan is not None:
-        s.plan = out.plan
+    s.apply(out)
     return out
 
 
@@ -98,7 +94,7 @@ def _candidate_id(s: Session, candidate_id: str | None, candidate_toml: str | No
 
 def list_tasks() -> list[dict[str, str]]:
     """The built-in task suite: name and description of each task."""
-    from mlxport.suite import load_task, suite_names
+    from mlxport.tasks import load_task, suite_names
 
     return [{"name": n, "description": load_task(n).description} for n in suite_names()]
 
@@ -173,7 +169,7 @@ def port(task: str, model: str = "rules", backend: str = "auto", budget: dict[st
     from mlxport.agent.port import run_port
     from mlxport.agent.state import RunConfig
     from mlxport.batch import summary_row
-    from mlxport.suite import load_task
+    from mlxport.tasks import load_task
 
     try:
         config = RunConfig(model=model, backend=backend, base_url=base_url, seed=seed, **(budget or {}))

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from mlxport.expr import (
     DTYPES,
@@ -27,7 +27,7 @@ from mlxport.expr import (
 )
 
 __all__ = [
-    "ArrayInfo", "BenchmarkReport", "CaseResult", "CompileResult", "CorrectnessReport", "Diagnostic",
+    "ArrayInfo", "BenchmarkReport", "CaseResult", "CompileResult", "CorrectnessReport", "Datasheet", "Diagnostic",
     "Dtype", "ExprError", "Init", "KernelCandidate", "KernelTask", "Launch", "Param", "Tolerance",
     "TensorSpec", "Timing", "DTYPES", "evaluate",
 ]
@@ -138,6 +138,7 @@ class KernelTask(Strict):
     target_speedup: float = 1.0
     tags: list[str] = Field(default_factory=list)
     folder: Path | None = Field(default=None, exclude=True)
+    _source: str | None = PrivateAttr(default=None)
 
     @field_validator("name")
     @classmethod
@@ -217,7 +218,10 @@ class KernelTask(Strict):
         return as_int(self.cost.bytes, names, "cost.bytes"), as_int(self.cost.flops, names, "cost.flops")
 
     def source_text(self) -> str:
-        return (self.folder / self.source).read_text() if self.folder else ""
+        """The CUDA source, read once."""
+        if self._source is None:
+            self._source = (self.folder / self.source).read_text() if self.folder else ""
+        return self._source
 
 
 # ---------------------------------------------------------------- candidate
@@ -436,6 +440,14 @@ class CorrectnessReport(Strict):
             worst = max(self.cases, key=lambda c: c.err_norm or 0.0)
             lines.append(f"  worst: {worst.case} {worst.dtype} max_abs={worst.max_abs:.3g} err_norm={worst.err_norm:.3g}")
         return "\n".join(lines)
+
+
+class Datasheet(Strict):
+    """A device's published figures: the ceilings a roofline is drawn against."""
+
+    name: str
+    memory_bandwidth_gbs: float
+    fp32_tflops: float
 
 
 class Timing(Strict):

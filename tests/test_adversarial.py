@@ -4,8 +4,8 @@ expert ports of the suite pass every visible and held-out case on the simulator.
 import pytest
 
 from mlxport.backends import availability, get_backend
-from mlxport.correctness import run_correctness
-from mlxport.suite import expert_ports, load_task, suite_names
+from mlxport.tasks import expert_ports, load_task, suite_names
+from mlxport.verify.correctness import run_correctness
 
 SIM = get_backend("sim")
 GELU = load_task("gelu_tanh")
@@ -78,7 +78,7 @@ def test_output_reused_from_a_previous_call():
     first = run_correctness(task, honest, SIM, seed=1)
     assert first.ok
     # A kernel that replays the answer it saw for the first case: fresh inputs expose it.
-    from mlxport.inputs import golden, make_inputs, to_numpy
+    from mlxport.tasks import golden, make_inputs, to_numpy
 
     case = task.cases.visible[0]
     seen = float(to_numpy(golden(task, make_inputs(task, case, "float32", 1), case)[0]).ravel()[0])
@@ -106,7 +106,7 @@ def test_returns_another_dtype_than_the_task():
 def test_right_on_every_checked_case_but_not_at_the_timed_size():
     """A grid capped below the timed size computes part of the output there: benchmark() checks
     the timed case before timing it, so such a kernel is never timed."""
-    from mlxport.benchmark import WrongAtBenchSize, check_bench_case
+    from mlxport.verify.reverify import WrongAtBenchSize, check_bench_case
 
     task = load_task("vector_add")
     capped = expert_ports(task)["msl"].model_copy(update={"grid": ["min(a.size, 1048576)", 1, 1]})
@@ -140,7 +140,7 @@ class SyntheticTiming:
         self.runs += 1
         return SIM.run(candidate, inputs, **kw)
 
-    def device_info(self):
+    def device_info(self, datasheet=None):
         return {"device_name": "simulator with synthetic timings"}
 
     def measure(self, task, candidate, case, dtype, *, seed, warmup, iters):
@@ -149,7 +149,7 @@ class SyntheticTiming:
 
 
 def test_a_suspicious_speedup_is_reverified_and_retimed_before_it_is_reported():
-    from mlxport.benchmark import benchmark
+    from mlxport.verify.benchmark import benchmark
 
     task = load_task("vector_add")
     backend = SyntheticTiming(candidate_seconds=2e-6)  # 25x the strongest baseline
@@ -161,7 +161,7 @@ def test_a_suspicious_speedup_is_reverified_and_retimed_before_it_is_reported():
 def test_reverification_checks_the_visible_cases_once_per_candidate():
     """Timed at two sizes, a suspiciously fast port is re-verified at each timed size, but its
     visible cases (the same seeds both times) run once."""
-    from mlxport.benchmark import benchmark
+    from mlxport.verify.benchmark import benchmark
 
     task = load_task("vector_add")
     port = expert_ports(task)["msl"].model_copy(update={"name": "vector_add_twice_timed"})
@@ -177,7 +177,8 @@ def test_reverification_checks_the_visible_cases_once_per_candidate():
 def test_a_kernel_specialised_to_the_timed_size_fails_reverification():
     """Right only at the size it is timed at (here N=5000), so it passes the timed-size check
     and posts a huge speedup; re-verification on the visible cases catches it."""
-    from mlxport.benchmark import FailedReverification, benchmark
+    from mlxport.verify.benchmark import benchmark
+    from mlxport.verify.reverify import FailedReverification
 
     task = load_task("vector_add")
     special = expert_ports(task)["msl"].model_copy(update={"name": "vector_add_special", "source": """
@@ -191,7 +192,7 @@ out[i] = a_shape[0] == 5000 ? a[i] + b[i] : a[i];
 
 
 def test_an_ordinary_speedup_is_reported_without_reverification():
-    from mlxport.benchmark import benchmark
+    from mlxport.verify.benchmark import benchmark
 
     task = load_task("vector_add")
     backend = SyntheticTiming(candidate_seconds=25e-6)  # 2x
@@ -301,7 +302,8 @@ def test_state_kept_in_module_globals_across_calls():
 def test_a_candidate_refuted_by_the_benchmark_tool_stops_counting_as_correct():
     """Right on every visible case, wrong at the size the benchmark tool times (16M): the record is
     refuted, so the candidate can no longer be chosen as the best, timed again, or shipped."""
-    from mlxport.tools.toolbox import Record, Session, run_tool
+    from mlxport.tools.handlers import run_tool
+    from mlxport.tools.session import Record, Session
 
     task = load_task("vector_add")
     special = expert_ports(task)["msl"].model_copy(update={"name": "vector_add_small_only", "source": """

@@ -10,10 +10,10 @@ from langgraph.runtime import Runtime
 from mlxport.agent.graph import assess
 from mlxport.agent.models import ScriptedModel
 from mlxport.agent.port import run_port
-from mlxport.agent.state import RunConfig
+from mlxport.agent.state import RunConfig, State
 from mlxport.spec import BenchmarkReport, KernelCandidate, Timing
-from mlxport.suite import expert_ports, load_task
-from mlxport.tools.toolbox import Record
+from mlxport.tasks import expert_ports, load_task
+from mlxport.tools.session import Record
 
 TASK = load_task("vector_add")
 PORT = expert_ports(TASK)["msl"]
@@ -102,8 +102,7 @@ def test_target_speedup_stops_the_run():
                                        case="N=1", dtype="float32", candidate=timing,
                                        baselines=[timing.model_copy(update={"name": "native", "median_us": 13.0})],
                                        speedups={"native": 1.3})
-    state = {"task_dir": str(TASK.folder), "records": {PORT.id: record.to_state()}, "evaluated": 0,
-             "iterations": 4, "best_history": []}
+    state = State(task_dir=str(TASK.folder), records={PORT.id: record.to_state()}, iterations=4)
     update = assess(state, Runtime(context=RunConfig(target_speedup=1.2)))
     assert update["stop_reason"] == "target_speedup" and update["best_id"] == PORT.id
 

@@ -13,7 +13,7 @@ import pytest
 
 from mlxport.batch import load_jobs, read_events, run_batch
 from mlxport.errors import UserError
-from mlxport.suite import SUITE_DIR, suite_names
+from mlxport.tasks import SUITE_DIR, suite_names
 
 # The quickest suite tasks under the rules policy on the simulator.
 SIX = ["vector_add", "softmax_rows", "matmul_tiled", "gelu_tanh", "cumsum", "transpose_tiled"]

@@ -18,7 +18,7 @@ ray = pytest.importorskip("ray", reason="needs Ray: pip install -e '.[ray]'")
 
 from mlxport.batch import read_events, run_batch  # noqa: E402
 from mlxport.errors import UserError  # noqa: E402
-from mlxport.suite import SUITE_DIR  # noqa: E402
+from mlxport.tasks import SUITE_DIR  # noqa: E402
 
 
 def free_port() -> int:

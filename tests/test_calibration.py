@@ -10,6 +10,7 @@ import pytest
 
 from mlxport.backends import availability, calibration, get_backend
 from mlxport.backends.gpu_worker import _bandwidth
+from mlxport.knowledge import hardware_profile
 
 
 def store(tmp_path, monkeypatch, data):
@@ -22,7 +23,7 @@ def test_calibration_is_kept_per_device(tmp_path, monkeypatch):
     store(tmp_path, monkeypatch, {"devices": {"NVIDIA H200": {"copy_gbs": 3700.0, "date": "2026-11-30"}}})
     assert calibration.load("NVIDIA H200")["copy_gbs"] == 3700.0
     assert calibration.load("Apple M3 Max") is None
-    got = _bandwidth("NVIDIA H200")
+    got = _bandwidth("NVIDIA H200", None)
     assert got["bandwidth_gbs"] == 3700.0 and "calibrate" in got["bandwidth_basis"]
 
 
@@ -33,9 +34,9 @@ def test_the_older_single_device_file_still_loads(tmp_path, monkeypatch):
 
 def test_uncalibrated_apple_chip_falls_back_to_the_knowledge_base(tmp_path, monkeypatch):
     store(tmp_path, monkeypatch, {"devices": {}})
-    got = _bandwidth("Apple M3 Max")
-    assert got["bandwidth_gbs"] == 400.0 and "datasheet" in got["bandwidth_basis"]
-    assert _bandwidth("NVIDIA H200") == {}  # no datasheet figure: no fraction rather than a wrong one
+    got = _bandwidth("Apple M3 Max", hardware_profile("M3 Max").datasheet())
+    assert got["bandwidth_gbs"] == 400.0 and "M3 Max datasheet" in got["bandwidth_basis"]
+    assert _bandwidth("NVIDIA H200", None) == {}  # no datasheet figure: no fraction rather than a wrong one
 
 
 @pytest.mark.skipif(not availability()["cuda"].ok, reason="needs MLX's CUDA backend")

@@ -23,7 +23,7 @@ from mlxport.agent.config import RunConfig
 from mlxport.agent.graph import build_graph
 from mlxport.agent.models import ScriptedModel
 from mlxport.chat import chat
-from mlxport.suite import expert_ports, load_task
+from mlxport.tasks import expert_ports, load_task
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 TASK = load_task("vector_add")

@@ -24,7 +24,7 @@ from mlxport.evals.runner import (
     run_eval,
     seed_dir,
 )
-from mlxport.suite import load_task
+from mlxport.tasks import load_task
 
 TASKS = ["vector_add", "gelu_tanh"]
 CONFIG = {"backend": "sim", "max_iterations": 8, "prices": (1.0, 2.0), "extra_seeds": 0}

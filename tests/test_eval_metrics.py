@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from mlxport.agent.outputs import run_record
-from mlxport.agent.state import RunConfig
+from mlxport.agent.state import RunConfig, State
 from mlxport.evals import metrics as M
 from mlxport.evals.report import build_reports
 from mlxport.evals.runner import model_slug, seed_dir
 from mlxport.spec import BenchmarkReport, Timing
-from mlxport.suite import load_task
+from mlxport.tasks import load_task
 
 
 def record(model: str, task: str, seed: int, native: float | None, naive: float | None = None, *,
@@ -30,10 +30,10 @@ def record(model: str, task: str, seed: int, native: float | None, naive: float 
                                        cand.model_copy(update={"name": "naive", "median_us": 10.0 * (naive or native)})],
             speedups={"native": native, "naive": naive or native})
         final = {**final, "candidate_id": "c0ffee", "verified": True, "benchmark": bench.model_dump(mode="json")}
-    state = {"stop_reason": "finish", "iterations": 5, "elapsed": 12.5, "final": final,
-             "usage": {"reason": {"input_tokens": 1000, "output_tokens": 100, "calls": 5}},
-             "best_history": history if history is not None else
-             ([{"iteration": 3, "candidate": "c0ffee", "speedup": native}] if native is not None else [])}
+    state = State(stop_reason="finish", iterations=5, elapsed=12.5, final=final,
+                  usage={"reason": {"input_tokens": 1000, "output_tokens": 100, "calls": 5}},
+                  best_history=history if history is not None else
+                  ([{"iteration": 3, "candidate": "c0ffee", "speedup": native}] if native is not None else []))
     config = asdict(RunConfig(model=model, seed=seed, backend=backend))
     return {**run_record(t, state, config, f"s{seed}", {}), "tool_calls": 5, **extra}
 

@@ -4,9 +4,9 @@ Run on a GPU machine: pytest -q tests/test_gpu_timing.py"""
 import pytest
 
 from mlxport.backends import availability, get_backend, timer
-from mlxport.benchmark import benchmark
-from mlxport.correctness import run_correctness
-from mlxport.suite import expert_ports, load_task
+from mlxport.tasks import expert_ports, load_task
+from mlxport.verify.benchmark import benchmark
+from mlxport.verify.correctness import run_correctness
 
 TIMED = [name for name in ("cuda", "metal") if availability()[name].ok]
 pytestmark = pytest.mark.skipif(not TIMED, reason="no GPU backend with timing here (cuda or metal)")

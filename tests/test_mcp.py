@@ -11,7 +11,7 @@ pytest.importorskip("mcp.server.mcpserver", reason="needs mcp 2: pip install -e 
 from mcp.client import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
 
-from mlxport.suite import SUITE_DIR, expert_ports, load_task  # noqa: E402
+from mlxport.tasks import SUITE_DIR, expert_ports, load_task  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = {"list_tasks", "read_cuda_source", "query_hardware_kb", "compile_kernel", "check", "benchmark", "port"}

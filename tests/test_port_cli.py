@@ -12,7 +12,7 @@ import pytest
 
 from mlxport.agent.port import run_port
 from mlxport.agent.state import RunConfig
-from mlxport.suite import expert_ports, load_task
+from mlxport.tasks import expert_ports, load_task
 
 DEFAULT_TASKS = ["vector_add", "gelu_tanh", "softmax_rows", "rmsnorm", "transpose_tiled", "cumsum"]
 

@@ -7,7 +7,7 @@ from openai_server import HTTPError, OpenAIServer, Reply, ToolCall, malformed_to
 
 from mlxport.agent.port import run_port
 from mlxport.agent.state import RunConfig
-from mlxport.suite import expert_ports, load_task
+from mlxport.tasks import expert_ports, load_task
 
 TASK = load_task("vector_add")
 PORT = expert_ports(TASK)["msl"]

@@ -5,9 +5,8 @@ import pytest
 
 from mlxport.evals.check import check_task
 from mlxport.evals.scaffold import scaffold
-from mlxport.inputs import arg_infos, make_inputs
 from mlxport.spec import KernelCandidate
-from mlxport.suite import SUITE_DIR, expert_ports, load_task, suite_names
+from mlxport.tasks import SUITE_DIR, arg_infos, expert_ports, load_task, make_inputs, suite_names
 
 CORE = ["vector_add", "gelu_tanh", "softmax_rows", "rmsnorm", "layernorm", "rope", "transpose_tiled",
         "reduce_sum_atomic", "matmul_tiled", "attention_fwd", "selective_scan", "cumsum"]
@@ -33,7 +32,7 @@ def test_softmax_golden_is_within_1e_minus_7_of_exact_at_the_timed_width():
     import mlx.core as mx
     import numpy as np
 
-    from mlxport.suite import resolve
+    from mlxport.tasks import resolve
 
     task = load_task("softmax_rows")
     x = make_inputs(task, {"R": 64, "C": 4096}, "float32", 424253)["x"]
@@ -138,14 +137,14 @@ def test_candidate_rejects_unknown_fields(tmp_path, cli):
     path = tmp_path / "c.toml"
     path.write_text('name = "k"\nsource = "x"\ninput_names = []\noutput_names = ["o"]\noutput_shapes = [[1]]\n'
                     'output_dtypes = ["float32"]\ngrid = [1, 1, 1]\nthreadgroup = [1, 1, 1]\ngirth = 3\n')
-    from mlxport.suite import TaskError, load_candidate
+    from mlxport.tasks import TaskError, load_candidate
 
     with pytest.raises(TaskError, match="girth"):
         load_candidate(path)
 
 
 def test_scaffold_refuses_bad_names(tmp_path):
-    from mlxport.suite import TaskError
+    from mlxport.tasks import TaskError
 
     with pytest.raises(TaskError, match="valid identifier"):
         scaffold("my-op", tmp_path)

@@ -20,6 +20,7 @@ from langgraph.types import Command
 from mlxport.agent.chat_view import CHAT_ID, GUIDANCE, HELP, QUESTION, View, chat_text
 from mlxport.agent.config import RunConfig
 from mlxport.agent.outputs import write_outputs
+from mlxport.agent.state import State
 from mlxport.errors import UserError
 from mlxport.spec import KernelTask
 
@@ -61,8 +62,8 @@ class ChatSession:
     def snapshot(self):
         return self.graph.get_state(self.cfg)
 
-    def state(self) -> dict[str, Any]:
-        return self.snapshot().values or {}
+    def state(self) -> State:
+        return State.of(self.snapshot().values)
 
     def start(self, inputs: Any) -> None:
         self.mode = "running"
@@ -105,7 +106,7 @@ class ChatSession:
             self.inject()
             self.start(None)
         elif not snap.next and not snap.tasks:
-            self.finish(snap.values, write=not resumed)
+            self.finish(State.of(snap.values), write=not resumed)
         else:  # stopped between steps: carry on from the checkpoint
             self.start(None)
 
@@ -119,15 +120,15 @@ class ChatSession:
         for m in messages:
             self.view.line("sent", "blue", chat_text(m)[:200])
 
-    def finish(self, state: dict[str, Any], *, write: bool = True) -> None:
+    def finish(self, state: State, *, write: bool = True) -> None:
         self.mode = "finished"
         if write:
             self.view.finished(self.save(state), self.folder)
         else:  # a resumed session that had finished: its outputs are already written
-            self.view.plain(f"finished ({state.get('stop_reason')}): type guidance to continue the port, or /quit",
+            self.view.plain(f"finished ({state.stop_reason}): type guidance to continue the port, or /quit",
                             "bold")
 
-    def save(self, state: dict[str, Any] | None = None) -> dict[str, Any]:
+    def save(self, state: State | None = None) -> dict[str, Any]:
         return write_outputs(self.folder, self.task, state if state is not None else self.state(),
                              asdict(self.config), self.session)
 

@@ -12,10 +12,11 @@ from rich.console import Console
 from rich.markup import escape
 
 from mlxport.agent.config import RunConfig
-from mlxport.agent.graph import spent, total_tokens
+from mlxport.agent.graph import spent
+from mlxport.agent.state import State
 from mlxport.errors import UserError
 from mlxport.tools.plan import Plan
-from mlxport.tools.toolbox import Record
+from mlxport.tools.session import Record
 
 # Guidance typed in a chat goes into the conversation as a HumanMessage with one of these
 # prefixes, so the model knows who is speaking; its id starts with CHAT_ID so a recap can tell it
@@ -149,13 +150,13 @@ class View:
 
     # ------------------------------------------------------------ commands
 
-    def plan(self, state: dict[str, Any]) -> None:
+    def plan(self, state: State) -> None:
         self.plain("plan ([>] active, [x] done, [-] abandoned):", "bold")
-        self.plain(Plan.model_validate(state.get("plan") or {}).render())
+        self.plain(Plan.model_validate(state.plan).render())
 
-    def best(self, state: dict[str, Any]) -> None:
-        records = state.get("records") or {}
-        best_id = state.get("best_id")
+    def best(self, state: State) -> None:
+        records = state.records
+        best_id = state.best_id
         if best_id not in records:
             self.plain(f"no correct candidate yet ({len(records)} tried)", "yellow")
             return
@@ -170,7 +171,7 @@ class View:
             self.plain("speed: " + ", ".join(f"{k} {v:.2f}x" for k, v in r.benchmark.speedups.items()))
         else:
             self.plain(f"speed: not timed on {r.benchmark.backend}; {first_line(r.benchmark.estimate)}")
-        final = state.get("final") or {}
+        final = state.final or {}
         if final.get("candidate_id") == best_id and final.get("verified"):
             self.plain(f"verified on held-out shapes ({final.get('backend')})", "green")
         launch = f"grid {r.candidate.grid}, threadgroup {r.candidate.threadgroup}"
@@ -179,10 +180,10 @@ class View:
         self.plain("\n".join(lines[:10]) + (f"\n… {len(lines) - 10} more lines (/save writes it)" if len(lines) > 10
                                              else ""))
 
-    def budget(self, state: dict[str, Any], config: RunConfig) -> None:
-        used_it, used_tok = state.get("iterations", 0), total_tokens(state)
-        used_cost, used_wall = spent(state, config), state.get("elapsed", 0.0)
-        since = state.get("since_improvement", 0)
+    def budget(self, state: State, config: RunConfig) -> None:
+        used_it, used_tok = state.iterations, state.total_tokens()
+        used_cost, used_wall = spent(state, config), state.elapsed
+        since = state.since_improvement
         rows = [("iterations", f"{used_it} of {config.max_iterations}", f"{config.max_iterations - used_it}"),
                 ("tokens", f"{used_tok:,} of {config.max_tokens:,}", f"{max(config.max_tokens - used_tok, 0):,}"),
                 ("cost", f"${used_cost:.4f} of ${config.max_cost:.2f}", f"${max(config.max_cost - used_cost, 0):.4f}"),
@@ -193,10 +194,10 @@ class View:
         self.plain(f"{'budget':<11}{'used':<44}left", "bold")
         for name, used, left in rows:
             self.plain(f"{name:<11}{used:<44}{left}")
-        if state.get("stop_reason"):
-            self.plain(f"stopped: {state['stop_reason']}", "yellow")
+        if state.stop_reason:
+            self.plain(f"stopped: {state.stop_reason}", "yellow")
 
-    def diff(self, state: dict[str, Any], a: str, b: str) -> None:
+    def diff(self, state: State, a: str, b: str) -> None:
         ra, rb = find_record(state, a), find_record(state, b)
         old, new = ra.candidate.to_toml().splitlines(), rb.candidate.to_toml().splitlines()
         lines = list(difflib.unified_diff(old, new, ra.candidate.id, rb.candidate.id, lineterm="", n=2))
@@ -218,17 +219,17 @@ class View:
         self.c.print("  accept it? [bold]y[/bold]es / [bold]n[/bold]o (/best, /diff A B to inspect)",
                      highlight=False)
 
-    def recap(self, state: dict[str, Any], last: int = 8) -> None:
-        messages = [m for m in state.get("messages") or [] if not isinstance(m, SystemMessage)]
-        self.plain(f"recap: {len(messages)} messages, {state.get('iterations', 0)} iterations, "
-                   f"{len(state.get('records') or {})} candidates; the last ones:", "bold")
+    def recap(self, state: State, last: int = 8) -> None:
+        messages = [m for m in state.messages if not isinstance(m, SystemMessage)]
+        self.plain(f"recap: {len(messages)} messages, {state.iterations} iterations, "
+                   f"{len(state.records)} candidates; the last ones:", "bold")
         for m in messages[-last:]:
             self.message(m, recap=True)
         guidance = [chat_text(m) for m in messages[:-last] if is_chat(m)]
         if guidance:
             self.plain(f"(earlier guidance: {'; '.join(guidance)[:200]})", "dim")
         self.plan(state)
-        best = state.get("best_id")
+        best = state.best_id
         self.plain(f"best: {best}" if best else "best: none correct yet")
 
     def finished(self, run: dict[str, Any], folder: Path) -> None:
@@ -245,10 +246,10 @@ class View:
         self.plain(f"finished ({run['stop_reason']}): type guidance to continue the port, or /quit", "bold")
 
 
-def find_record(state: dict[str, Any], key: str) -> Record:
-    records = state.get("records") or {}
+def find_record(state: State, key: str) -> Record:
+    records = state.records
     if key == "best":
-        key = state.get("best_id") or ""
+        key = state.best_id or ""
         if not key:
             raise UserError("there is no best candidate yet: name candidate ids instead")
     matches = [k for k in records if k.startswith(key)]

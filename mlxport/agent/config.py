@@ -42,8 +42,9 @@ class RunConfig:
         for name in ("max_cost", "max_wall_seconds"):
             if getattr(self, name) <= 0:
                 raise UserError(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
-        if self.backend not in ("auto", "metal", "cuda", "sim"):
-            raise UserError(f"unknown backend {self.backend!r}: use auto, metal, cuda or sim")
+        from mlxport.backends import check_name
+
+        check_name(self.backend)
         from mlxport.knowledge import hardware_profile
 
         try:

@@ -18,13 +18,12 @@ from mlxport.agent.history import trim
 from mlxport.agent.models import load_model
 from mlxport.agent.providers import cost, window
 from mlxport.agent.state import RunConfig, State
-from mlxport.backends import get_backend
-from mlxport.errors import UserError
 from mlxport.prompts.render import render, system_prompt
-from mlxport.suite import load_task
 from mlxport.tools import schemas
+from mlxport.tools.final import verify_final
+from mlxport.tools.handlers import DEVICE_TOOLS, run_tool
 from mlxport.tools.plan import Plan
-from mlxport.tools.toolbox import DEVICE_TOOLS, Output, Record, Session, rank, run_tool
+from mlxport.tools.session import Output, Record, Session, open_session, rank
 
 
 def build_graph(model: BaseChatModel | None = None, checkpointer=None):
@@ -53,15 +52,13 @@ def _ctx(runtime: Runtime[RunConfig] | None) -> RunConfig:
 
 
 def session_of(state: State, ctx: RunConfig) -> Session:
-    task = load_task(state["task_dir"])
-    records = {k: Record.from_state(v) for k, v in (state.get("records") or {}).items()}
-    return Session(task=task, backend=get_backend(ctx.backend), records=records,
-                   plan=Plan.model_validate(state.get("plan") or {}), iteration=state.get("iterations", 0),
-                   seed=state.get("seed", ctx.seed), chip=ctx.chip)
+    records = {k: Record.from_state(v) for k, v in state.records.items()}
+    return open_session(state.task_dir, ctx.backend, chip=ctx.chip, records=records,
+                        plan=Plan.model_validate(state.plan), iteration=state.iterations, seed=state.seed)
 
 
 def _elapsed(state: State, t0: float) -> float:
-    return state.get("elapsed", 0.0) + (time.monotonic() - t0)
+    return state.elapsed + (time.monotonic() - t0)
 
 
 # ---------------------------------------------------------------- nodes
@@ -70,25 +67,21 @@ def _elapsed(state: State, t0: float) -> float:
 def prepare(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
     t0 = time.monotonic()
     ctx = _ctx(runtime)
-    task = load_task(state["task_dir"])
-    backend = get_backend(ctx.backend)
-    language = "cuda" if backend.name == "cuda" else "msl"
-    target = ctx.target_speedup or task.target_speedup
+    session = open_session(state.task_dir, ctx.backend, chip=ctx.chip)
+    task, backend = session.task, session.backend
     first = render(
         "task", kernel=task.kernel, task=task.name, description=task.description, folder=task.folder,
         backend=backend.name,
         inputs=", ".join(f"{t.name} {t.dtype}{t.shape}" for t in task.inputs),
         params=", ".join(f"{p.name}: {p.type} = {p.default}" for p in task.params) or "none",
         outputs=", ".join(f"{t.name} {t.dtype}{t.shape}" for t in task.outputs), dtypes=", ".join(task.dtypes),
-        cases="; ".join(task.case_label(c) for c in task.cases.visible), target_speedup=target,
-        native=task.baselines.native,
+        cases="; ".join(task.case_label(c) for c in task.cases.visible),
+        target_speedup=ctx.target_speedup or task.target_speedup, native=task.baselines.native,
         budget=f"{ctx.max_iterations} iterations, patience {ctx.patience} candidates"
                + ("" if backend.timing else " (a simulator: correctness only, no timing)"),
     )
-    return {"messages": [SystemMessage(system_prompt(language)), HumanMessage(first)], "iterations": 0,
-            "evaluated": 0, "since_improvement": 0, "consecutive_errors": 0, "tool_errors": 0,
-            "seed": ctx.seed * 1000 + 1, "records": {}, "plan": Plan().model_dump(), "best_id": None,
-            "best_history": [], "stop_reason": None, "finish": None, "final": None, "elapsed": _elapsed(state, t0)}
+    return {"messages": [SystemMessage(system_prompt(session.language)), HumanMessage(first)],
+            "seed": ctx.seed * 1000 + 1, "plan": Plan().model_dump(), "elapsed": _elapsed(state, t0)}
 
 
 @cache
@@ -105,7 +98,7 @@ def _reason(model: BaseChatModel | None):
             return {"stop_reason": stop}
         llm = model or _loaded_model(ctx.model, ctx.base_url)
         llm = llm.bind_tools(schemas.TOOLS)
-        prompt = trim(list(state["messages"]), ctx.context_window or window(ctx.model)) + [status_message(state, ctx)]
+        prompt = trim(list(state.messages), ctx.context_window or window(ctx.model)) + [status_message(state, ctx)]
         try:
             response = llm.invoke(prompt)
         except GraphInterrupt:
@@ -114,13 +107,13 @@ def _reason(model: BaseChatModel | None):
             return {"stop_reason": f"model_error: {type(e).__name__}: {str(e)[:300]}", "elapsed": _elapsed(state, t0)}
         usage = response.usage_metadata or {}
         update: dict[str, Any] = {
-            "messages": [response], "iterations": state.get("iterations", 0) + 1, "elapsed": _elapsed(state, t0),
+            "messages": [response], "iterations": state.iterations + 1, "elapsed": _elapsed(state, t0),
             "usage": {"reason": {"input_tokens": usage.get("input_tokens", 0),
                                  "output_tokens": usage.get("output_tokens", 0), "calls": 1}},
         }
         if not (response.tool_calls or response.invalid_tool_calls):
             update["messages"].append(HumanMessage("Call one of the tools to continue, or call finish if you are done."))
-            update["consecutive_errors"] = state.get("consecutive_errors", 0) + 1
+            update["consecutive_errors"] = state.consecutive_errors + 1
         return update
 
     return reason
@@ -128,117 +121,108 @@ def _reason(model: BaseChatModel | None):
 
 def status_message(state: State, ctx: RunConfig) -> HumanMessage:
     """Rendered into every prompt (never stored): plan, best candidate, budget left."""
-    records = state.get("records") or {}
-    best = Record.from_state(records[state["best_id"]]) if state.get("best_id") in records else None
+    best = Record.from_state(state.records[state.best_id]) if state.best_id in state.records else None
     if best is None:
         best_text = "none correct yet"
     else:
         speed = f", {best.speedup:.2f}x native" if best.speedup is not None else ""
         best_text = f"{best.candidate.id} (correct{speed})"
-    used = total_tokens(state)
-    left = (f"{ctx.max_iterations - state.get('iterations', 0)} iterations, "
-            f"{ctx.patience - state.get('since_improvement', 0)} candidates of patience, "
-            f"{max(ctx.max_tokens - used, 0)} tokens left")
-    return HumanMessage(render("status", iteration=state.get("iterations", 0) + 1, budget_left=left,
-                               plan=Plan.model_validate(state.get("plan") or {}).render(), best=best_text))
-
-
-def total_tokens(state: State) -> int:
-    return sum(u.get("input_tokens", 0) + u.get("output_tokens", 0) for u in (state.get("usage") or {}).values())
+    left = (f"{ctx.max_iterations - state.iterations} iterations, "
+            f"{ctx.patience - state.since_improvement} candidates of patience, "
+            f"{max(ctx.max_tokens - state.total_tokens(), 0)} tokens left")
+    return HumanMessage(render("status", iteration=state.iterations + 1, budget_left=left,
+                               plan=Plan.model_validate(state.plan).render(), best=best_text))
 
 
 def spent(state: State, ctx: RunConfig) -> float:
-    u = (state.get("usage") or {}).get("reason", {})
+    u = state.usage.get("reason", {})
     return cost(ctx.model, u.get("input_tokens", 0), u.get("output_tokens", 0), ctx.prices)
 
 
 def budget_stop(state: State, ctx: RunConfig) -> str | None:
-    if state.get("iterations", 0) >= ctx.max_iterations:
+    if state.iterations >= ctx.max_iterations:
         return "iterations"
-    if total_tokens(state) >= ctx.max_tokens:
+    if state.total_tokens() >= ctx.max_tokens:
         return "tokens"
     if spent(state, ctx) >= ctx.max_cost:
         return "cost"
-    if state.get("elapsed", 0.0) >= ctx.max_wall_seconds:
+    if state.elapsed >= ctx.max_wall_seconds:
         return "wall_time"
-    if state.get("consecutive_errors", 0) >= ctx.max_consecutive_errors:
+    if state.consecutive_errors >= ctx.max_consecutive_errors:
         return "consecutive_errors"
     return None
 
 
 def after_reason(state: State) -> str:
-    if state.get("stop_reason"):
+    if state.stop_reason:
         return "finalize"
-    last = state["messages"][-1]
+    last = state.messages[-1]
     if isinstance(last, AIMessage) and (last.tool_calls or last.invalid_tool_calls):
         return "tools"
     return "reason"
 
 
 def tools(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
+    """Run the last model turn's tool calls. Reading and searching run concurrently; calls that
+    touch the device run in order, each seeing what the ones before it changed."""
     t0 = time.monotonic()
-    ctx = _ctx(runtime)
-    session = session_of(state, ctx)
-    last: AIMessage = state["messages"][-1]
+    session = session_of(state, _ctx(runtime))
+    last: AIMessage = state.messages[-1]
     calls = list(last.tool_calls)
     results: dict[str, Output] = {}
-    # Reading and searching run concurrently; anything touching the device runs in order, alone.
-    light = [c for c in calls if c["name"] not in DEVICE_TOOLS]
     with ThreadPoolExecutor(max_workers=4) as pool:
-        futures = {c["id"]: pool.submit(run_tool, session, c["name"], c["args"]) for c in light}
+        futures = {c["id"]: pool.submit(run_tool, session, c["name"], c["args"])
+                   for c in calls if c["name"] not in DEVICE_TOOLS}
         for c in calls:
             if c["name"] in DEVICE_TOOLS:
                 results[c["id"]] = run_tool(session, c["name"], c["args"])
+                session.apply(results[c["id"]])
         for cid, f in futures.items():
             results[cid] = f.result()
+            session.apply(results[cid])
     for bad in last.invalid_tool_calls:
         results[bad["id"]] = Output(f"error: the arguments of your {bad.get('name')} call were not valid JSON "
                                     f"({bad.get('error') or 'could not parse'}); send the call again", error=True)
-    messages, records, finish, plan = [], {}, None, None
-    for call_id in [c["id"] for c in calls] + [b["id"] for b in last.invalid_tool_calls]:
-        out = results[call_id]
-        name = next((c["name"] for c in calls if c["id"] == call_id), "invalid_tool_call")
-        messages.append(ToolMessage(out.text, tool_call_id=call_id, name=name, status="error" if out.error else "success"))
-        records.update({k: r.to_state() for k, r in out.records.items()})
-        finish = out.finish or finish
-        plan = out.plan or plan
-    errors = sum(r.error for r in results.values())
+    names = {c["id"]: c["name"] for c in calls}
+    messages = [ToolMessage(out.text, tool_call_id=cid, name=names.get(cid, "invalid_tool_call"),
+                            status="error" if out.error else "success", artifact={**out.data, "error": out.error})
+                for cid, out in ((c["id"], results[c["id"]]) for c in [*calls, *last.invalid_tool_calls])]
+    changed = {k: r.to_state() for out in results.values() for k, r in out.records.items()}
+    errors = sum(out.error for out in results.values())
     update: dict[str, Any] = {
-        "messages": messages, "records": records, "seed": session.seed, "tool_errors": state.get("tool_errors", 0) + errors,
-        "consecutive_errors": state.get("consecutive_errors", 0) + 1 if errors == len(results) else 0,
+        "messages": messages, "records": changed, "seed": session.seed, "plan": session.plan.model_dump(),
+        "tool_errors": state.tool_errors + errors,
+        "consecutive_errors": state.consecutive_errors + 1 if errors == len(results) else 0,
         "elapsed": _elapsed(state, t0),
     }
-    if plan is not None:
-        update["plan"] = plan.model_dump()
-    if finish is not None:
-        update["finish"] = finish
+    if session.finish is not None:
+        update["finish"] = session.finish
     return update
 
 
 def assess(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
     ctx = _ctx(runtime)
-    records = [Record.from_state(r) for r in (state.get("records") or {}).values()]
+    records = [Record.from_state(r) for r in state.records.values()]
     evaluated = sum(r.correctness is not None for r in records)
-    newly = evaluated - state.get("evaluated", 0)
+    newly = evaluated - state.evaluated
     ranked = rank(records)
     best = ranked[0] if ranked and ranked[0].correct else None
-    previous = state.get("best_id")
-    improved = best is not None and (best.candidate.id != previous and _better(best, state))
+    improved = best is not None and best.candidate.id != state.best_id and _better(best, state)
     update: dict[str, Any] = {"evaluated": evaluated}
     if improved and ctx.approve and not _approved(best):
-        rejected = {best.candidate.id: {**state["records"][best.candidate.id], "rejected": True}}
-        return {**update, "records": rejected, "since_improvement": state.get("since_improvement", 0) + newly,
+        rejected = {best.candidate.id: {**state.records[best.candidate.id], "rejected": True}}
+        return {**update, "records": rejected, "since_improvement": state.since_improvement + newly,
                 "messages": [HumanMessage(f"The user rejected candidate {best.candidate.id}; it will not be the "
                                           f"result. Try another approach.")]}
     if improved:
         update["best_id"] = best.candidate.id
         update["since_improvement"] = 0
-        update["best_history"] = [*state.get("best_history", []), {"iteration": state.get("iterations", 0),
-                                  "candidate": best.candidate.id, "speedup": best.speedup}]
+        update["best_history"] = [*state.best_history, {"iteration": state.iterations,
+                                                        "candidate": best.candidate.id, "speedup": best.speedup}]
     else:
-        update["since_improvement"] = state.get("since_improvement", 0) + newly
-    target = ctx.target_speedup or load_task(state["task_dir"]).target_speedup
-    if state.get("finish"):
+        update["since_improvement"] = state.since_improvement + newly
+    target = ctx.target_speedup or session_of(state, ctx).task.target_speedup
+    if state.finish:
         update["stop_reason"] = "finish"
     elif best is not None and best.speedup is not None and best.speedup >= target:
         update["stop_reason"] = "target_speedup"
@@ -255,50 +239,19 @@ def _approved(best: Record) -> bool:
 
 
 def _better(best: Record, state: State) -> bool:
-    prev = (state.get("records") or {}).get(state.get("best_id") or "")
+    prev = state.records.get(state.best_id or "")
     if prev is None:
         return True
-    p = Record.from_state(prev)
-    return (best.speedup or 0.0) > (p.speedup or 0.0) * 1.01
+    return (best.speedup or 0.0) > (Record.from_state(prev).speedup or 0.0) * 1.01
 
 
 def after_assess(state: State) -> str:
-    return "finalize" if state.get("stop_reason") else "reason"
+    return "finalize" if state.stop_reason else "reason"
 
 
 def finalize(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
-    """Verify the best candidates on held-out cases and extra seeds; the first that passes is the
-    result. A candidate that fails held-out cases is never the result."""
-    from mlxport.benchmark import benchmark
-    from mlxport.correctness import run_correctness
-
     t0 = time.monotonic()
     ctx = _ctx(runtime)
-    session = session_of(state, ctx)
-    chosen = (state.get("finish") or {}).get("candidate_id")
-    ranked = [r for r in rank(session.records.values()) if r.correct]
-    if chosen in session.records and session.records[chosen].correct:
-        ranked = [session.records[chosen]] + [r for r in ranked if r.candidate.id != chosen]
-    rejected = []
-    for record in ranked[:4]:
-        with session.device_lock:
-            report = run_correctness(session.task, record.candidate, session.backend, seed=session.seed + 50_000,
-                                     heldout=True, extra_seeds=ctx.extra_seeds)
-        if not report.ok:
-            rejected.append({"candidate_id": record.candidate.id, "report": report.model_dump(mode="json")})
-            continue
-        bench = record.benchmark
-        if bench is None:
-            try:
-                with session.device_lock:
-                    bench = benchmark(session.task, record.candidate, session.backend, seed=session.seed,
-                                      chip=session.chip)
-            except UserError as e:  # wrong at the timed size, or the timing itself failed
-                rejected.append({"candidate_id": record.candidate.id, "reason": str(e)})
-                continue
-        final = {"candidate_id": record.candidate.id, "verified": True, "backend": session.backend.name,
-                 "verification": report.model_dump(mode="json"), "benchmark": bench.model_dump(mode="json"),
-                 "rejected": rejected}
-        return {"final": final, "elapsed": _elapsed(state, t0)}
-    return {"final": {"candidate_id": None, "verified": False, "backend": session.backend.name,
-                      "rejected": rejected}, "elapsed": _elapsed(state, t0)}
+    chosen = (state.finish or {}).get("candidate_id")
+    final = verify_final(session_of(state, ctx), chosen, extra_seeds=ctx.extra_seeds)
+    return {"final": final, "elapsed": _elapsed(state, t0)}

@@ -12,9 +12,10 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from mlxport.correctness import output_order
+from mlxport.agent.state import State
 from mlxport.spec import BenchmarkReport, CorrectnessReport, KernelCandidate, KernelTask
-from mlxport.tools.toolbox import Record
+from mlxport.tools.session import Record
+from mlxport.verify.correctness import output_order
 
 KERNEL_PY = '''"""{task}: {description}
 
@@ -136,8 +137,7 @@ def _load(name):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("case", range(len(CASES)))
 def test_matches_reference(case, dtype):
-    from mlxport.inputs import make_inputs, golden
-    from mlxport.suite import load_task
+    from mlxport.tasks import golden, load_task, make_inputs
 
     task = load_task(HERE / "task")
     inputs = make_inputs(task, CASES[case], dtype, seed=1234 + case)
@@ -155,9 +155,9 @@ def test_kernel_on_simulator_where_no_gpu():
     if kernel._available():
         pytest.skip("the GPU ran the kernel in test_matches_reference")
     from mlxport.backends import get_backend
-    from mlxport.correctness import run_correctness
     from mlxport.spec import KernelCandidate
-    from mlxport.suite import load_task
+    from mlxport.tasks import load_task
+    from mlxport.verify.correctness import run_correctness
 
     if kernel.LANGUAGE != "msl":
         pytest.skip("the simulator runs Metal kernels only")
@@ -171,10 +171,9 @@ def test_kernel_on_simulator_where_no_gpu():
 def test_launch_args_match_the_verified_launch(case):
     """kernel.py computes grid, threadgroup and templates in plain Python: check it against
     the launch mlxport verified, for every case and dtype."""
-    from mlxport.correctness import kernel_args
-    from mlxport.inputs import arg_infos, make_inputs
     from mlxport.spec import KernelCandidate
-    from mlxport.suite import load_task
+    from mlxport.tasks import arg_infos, load_task, make_inputs
+    from mlxport.verify.correctness import kernel_args
 
     kernel = _load("kernel")
     task = load_task(HERE / "task")
@@ -192,16 +191,16 @@ def test_launch_args_match_the_verified_launch(case):
 '''
 
 
-def write_outputs(out: Path, task: KernelTask, state: dict[str, Any], config: dict[str, Any],
+def write_outputs(out: Path, task: KernelTask, state: State, config: dict[str, Any],
                   session_id: str) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
-    records = {k: Record.from_state(v) for k, v in (state.get("records") or {}).items()}
-    final = state.get("final") or {}
+    records = {k: Record.from_state(v) for k, v in state.records.items()}
+    final = state.final or {}
     cand_dir = out / "candidates"
     cand_dir.mkdir(exist_ok=True)
     for cid, r in records.items():
         (cand_dir / f"{cid}.toml").write_text(r.candidate.to_toml())
-    _write_transcript(out / "transcript.jsonl", state.get("messages", []))
+    _write_transcript(out / "transcript.jsonl", state.messages)
     best = records.get(final.get("candidate_id") or "")
     if best is not None:
         _write_op(out, task, best.candidate, config, final)
@@ -277,26 +276,26 @@ def _shape_py(shape: str | list) -> str:
     return _py(shape) if isinstance(shape, str) else "(" + ", ".join(_py(d) for d in shape) + ",)"
 
 
-def run_record(task: KernelTask, state: dict[str, Any], config: dict[str, Any], session_id: str,
+def run_record(task: KernelTask, state: State, config: dict[str, Any], session_id: str,
                records: dict[str, Record]) -> dict[str, Any]:
     from mlxport.agent.providers import cost
 
-    usage = state.get("usage") or {}
+    usage = state.usage
     reason = usage.get("reason", {})
-    final = state.get("final") or {}
+    final = state.final or {}
     bench = final.get("benchmark") or {}
-    history = state.get("best_history") or []
+    history = state.best_history
     return {
         "session": session_id, "task": task.name, "model": config.get("model"), "config": config,
         "non_llm_baseline": config.get("model") == "rules",
-        "stop_reason": state.get("stop_reason"), "iterations": state.get("iterations", 0),
-        "wall_seconds": round(state.get("elapsed", 0.0), 3),
+        "stop_reason": state.stop_reason, "iterations": state.iterations,
+        "wall_seconds": round(state.elapsed, 3),
         "tokens": {"input": reason.get("input_tokens", 0), "output": reason.get("output_tokens", 0)},
         "usage_by_node": usage, "cost_usd": round(cost(config.get("model", ""), reason.get("input_tokens", 0),
                                                         reason.get("output_tokens", 0), config.get("prices")), 6),
         "candidates": len(records), "compile_failures": sum(r.compile is not None and not r.compile.ok
                                                             for r in records.values()),
-        "tool_errors": state.get("tool_errors", 0),
+        "tool_errors": state.tool_errors,
         "result": {"candidate_id": final.get("candidate_id"), "verified": bool(final.get("verified")),
                    "backend": final.get("backend"), "speedups": bench.get("speedups", {}),
                    "timed": bench.get("candidate") is not None, "estimate": bench.get("estimate", "")},

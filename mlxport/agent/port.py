@@ -19,11 +19,11 @@ from langgraph.errors import GraphRecursionError
 from mlxport.agent.graph import build_graph
 from mlxport.agent.outputs import write_outputs
 from mlxport.agent.providers import check_model_spec
-from mlxport.agent.state import RunConfig
+from mlxport.agent.state import RunConfig, State
 from mlxport.errors import UserError
 from mlxport.logs import node_event, run_log
 from mlxport.spec import KernelTask
-from mlxport.suite import load_task
+from mlxport.tasks import load_task
 
 Listener = Callable[[str, dict[str, Any]], None]
 
@@ -83,7 +83,7 @@ class NoCheckpoint(UserError):
 
 def _drive(task: KernelTask, config: RunConfig, conn: sqlite3.Connection, session: str, resume: bool, log,
            on_update: Listener | None, on_token: Callable[[str], None] | None,
-           model: BaseChatModel | None) -> dict[str, Any]:
+           model: BaseChatModel | None) -> State:
     """Run (or continue) the graph to its end and return the final state."""
     graph = build_graph(model=model, checkpointer=SqliteSaver(conn))
     cfg = {"configurable": {"thread_id": session}, "recursion_limit": 4 * config.max_iterations + 40}
@@ -91,7 +91,7 @@ def _drive(task: KernelTask, config: RunConfig, conn: sqlite3.Connection, sessio
     if resume and not snapshot.values:
         raise NoCheckpoint(f"session {session} has no checkpoint for {task.name}: start a new port instead")
     if snapshot.values.get("final") is not None and not snapshot.next:
-        return snapshot.values  # finished earlier: only the outputs are written again
+        return State.of(snapshot.values)  # finished earlier: only the outputs are written again
     inputs = None if snapshot.values else {"task_dir": str(task.folder)}
     modes = ["updates", "messages"] if on_token else ["updates"]
     try:
@@ -108,7 +108,7 @@ def _drive(task: KernelTask, config: RunConfig, conn: sqlite3.Connection, sessio
                         on_update(node, data)
     except GraphRecursionError:
         graph.update_state(cfg, {"stop_reason": "recursion_limit"})
-    return graph.get_state(cfg).values
+    return State.of(graph.get_state(cfg).values)
 
 
 def _load_session(folder: Path, session: str | None) -> dict[str, Any]:

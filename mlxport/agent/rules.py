@@ -9,16 +9,16 @@ report labels it a non-LLM baseline.
 from __future__ import annotations
 
 import re
-from typing import Any
+from functools import cache
+from typing import Any, NamedTuple
 
 from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 THREADGROUP_SIZES = (64, 128, 512)
 # Kernels using only these features compute the same thing at any block size.
 FREE_BLOCK_FEATURES = {"builtin", "math", "memory", "vector", "type", "half", "attribute", "pattern", "bits", "debug"}
-_ID = re.compile(r"^candidate (\w+):")
 
 
 class RulesPolicy(BaseChatModel):
@@ -38,28 +38,24 @@ class RulesPolicy(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=message)])
 
 
-def _history(messages: list[BaseMessage]) -> list[tuple[str, dict[str, Any], str]]:
-    """(tool name, args, result text) for every tool call answered so far."""
-    results = {m.tool_call_id: str(m.content) for m in messages if isinstance(m, ToolMessage)}
-    done = []
-    for m in messages:
-        if isinstance(m, AIMessage):
-            for c in m.tool_calls:
-                if c["id"] in results:
-                    done.append((c["name"], c["args"], results[c["id"]]))
-    return done
+class Step(NamedTuple):
+    """One answered tool call: its name, arguments and outcome (the tool's data, never its text)."""
+
+    tool: str
+    args: dict[str, Any]
+    outcome: dict[str, Any]
 
 
-def _task_line(messages: list[BaseMessage], key: str) -> str:
-    for m in messages:
-        if isinstance(m, HumanMessage) and f"\n{key}: " in f"\n{m.content}":
-            return re.search(rf"^{key}: (.*)$", str(m.content), re.M).group(1).strip()
-    return ""
+def _history(messages: list[BaseMessage]) -> list[Step]:
+    """Every tool call answered so far, with the outcome its tool message carries as an artifact."""
+    outcomes = {m.tool_call_id: m.artifact or {} for m in messages if isinstance(m, ToolMessage)}
+    return [Step(c["name"], c["args"], outcomes[c["id"]])
+            for m in messages if isinstance(m, AIMessage) for c in m.tool_calls if c["id"] in outcomes]
 
 
 def decide(messages: list[BaseMessage]) -> tuple[str, tuple[str, dict[str, Any]] | None]:
     done = _history(messages)
-    names = [d[0] for d in done]
+    names = [d.tool for d in done]
     if "read_cuda_source" not in names:
         return "Reading the CUDA source.", ("read_cuda_source", {})
     if "query_hardware_kb" not in names:
@@ -71,58 +67,63 @@ def decide(messages: list[BaseMessage]) -> tuple[str, tuple[str, dict[str, Any]]
                                              "expected_gain": "correctness"})
     if names.count("update_plan") == 1:
         return "", ("update_plan", {"action": "select", "node_id": "p1"})
-    compiles = [d for d in done if d[0] == "compile_kernel"]
-    if not compiles:
-        return _translated_compile(messages)
-    last_name, last_args, last_text = done[-1]
-    cid = _ID.match(last_text).group(1) if _ID.match(last_text) else None
-    if last_name == "compile_kernel":
-        if cid and "compiled on" in last_text:
+    source = next(d.outcome for d in done if d.tool == "read_cuda_source")  # the task folder and language
+    if "compile_kernel" not in names:
+        return _translated_compile(source["task_dir"], source["language"])
+    last = done[-1]
+    cid = last.outcome.get("candidate_id")
+    if last.tool == "compile_kernel":
+        if last.outcome.get("compiled"):
             return "", ("run_correctness", {"candidate_id": cid})
-        return _finish(done, "the translated kernel did not compile")
-    if last_name == "run_correctness":
-        if cid and ": PASS" in last_text:
+        return _finish("the translated kernel did not compile")
+    if last.tool == "run_correctness":
+        if last.outcome.get("correct"):
             return "", ("benchmark", {"candidate_id": cid})
-        return _finish(done, "the translation is not correct")
-    if last_name == "benchmark":
-        if "ESTIMATE" in last_text:
-            return _finish(done, "verified on a backend without timing; nothing to tune")
-        return _next_variant(done, messages) or _finish(done, "tried the translation and a few block sizes")
-    return _finish(done, "done")
+        return _finish("the translation is not correct")
+    if last.tool == "benchmark":
+        if not (last.outcome.get("timed") or last.outcome.get("error")):
+            return _finish("verified on a backend without timing; nothing to tune")
+        tried = names.count("compile_kernel") - 1
+        return _next_variant(source["task_dir"], source["language"], tried) or \
+            _finish("tried the translation and a few block sizes")
+    return _finish("done")
 
 
-def _translated_compile(messages: list[BaseMessage]) -> tuple[str, tuple[str, dict[str, Any]] | None]:
-    from mlxport.suite import load_task
+def _translated_compile(task_dir: str, language: str) -> tuple[str, tuple[str, dict[str, Any]] | None]:
+    from mlxport.tools.session import cached_task
     from mlxport.translate.translator import Untranslatable, translate_task
 
-    task = load_task(_task_line(messages, "Task folder"))
-    target = "cuda" if _task_line(messages, "Backend") == "cuda" else "msl"
     try:
-        translation = translate_task(task, target)
+        translation = translate_task(cached_task(task_dir), language)
     except Untranslatable as e:
         return f"The rule-based translator cannot port this kernel: {e}", ("finish", {"summary": str(e)})
+    notes = "; ".join(translation.notes[:6])
+    return f"Compiling the rule-based translation. {notes}", ("compile_kernel", _fields(translation))
+
+
+def _fields(translation) -> dict[str, Any]:
     fields = translation.candidate.model_dump(mode="json", exclude_defaults=True)
     fields.pop("language", None)
-    notes = "; ".join(translation.notes[:6])
-    return f"Compiling the rule-based translation. {notes}", ("compile_kernel", fields)
+    return fields
 
 
-def _next_variant(done, messages: list[BaseMessage]) -> tuple[str, tuple[str, dict[str, Any]]] | None:
-    """The next block size to try, where the backend times kernels and the block size is free."""
-    if not any(d[0] == "benchmark" and "ESTIMATE" not in d[2] for d in done):
-        return None
-    from mlxport.suite import load_task
+def _next_variant(task_dir: str, language: str, tried: int) -> tuple[str, tuple[str, dict[str, Any]]] | None:
+    """The next block size to try, for kernels where the block size is free."""
+    from mlxport.tools.session import cached_task
 
-    task = load_task(_task_line(messages, "Task folder"))
-    target = "cuda" if _task_line(messages, "Backend") == "cuda" else "msl"
-    tried = len([d for d in done if d[0] == "compile_kernel"]) - 1
-    variants = block_size_variants(task, target)
+    task = cached_task(task_dir)
+    variants = _variants(task_dir, language, task.source_text())
     if tried >= len(variants):
         return None
     size, translation = variants[tried]
-    fields = translation.candidate.model_dump(mode="json", exclude_defaults=True)
-    fields.pop("language", None)
-    return f"Trying block size {size}.", ("compile_kernel", fields)
+    return f"Trying block size {size}.", ("compile_kernel", _fields(translation))
+
+
+@cache
+def _variants(task_dir: str, language: str, source: str) -> list[tuple[int, Any]]:
+    from mlxport.tools.session import cached_task
+
+    return block_size_variants(cached_task(task_dir), language)
 
 
 def block_size_variants(task, target: str) -> list[tuple[int, Any]]:
@@ -151,5 +152,5 @@ def block_size_variants(task, target: str) -> list[tuple[int, Any]]:
     return out
 
 
-def _finish(done, why: str) -> tuple[str, tuple[str, dict[str, Any]]]:
+def _finish(why: str) -> tuple[str, tuple[str, dict[str, Any]]]:
     return f"Finishing: {why}.", ("finish", {"summary": f"rules policy (non-LLM baseline): {why}"})

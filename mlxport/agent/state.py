@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, TypedDict
+from dataclasses import dataclass, field, fields
+from typing import Annotated, Any
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
@@ -26,21 +27,35 @@ def add_usage(left: dict | None, right: dict | None) -> dict:
     return out
 
 
-class State(TypedDict, total=False):
-    messages: Annotated[list[AnyMessage], add_messages]
-    task_dir: str
-    records: Annotated[dict[str, dict[str, Any]], merge]  # candidate id -> toolbox.Record.to_state()
-    plan: dict[str, Any]
-    best_id: str | None
-    best_history: list[dict[str, Any]]  # (iteration, candidate, speedup) each time the best improved
-    iterations: int
-    evaluated: int  # candidates with a correctness verdict
-    since_improvement: int
-    consecutive_errors: int
-    tool_errors: int
-    seed: int
-    usage: Annotated[dict[str, dict[str, int]], add_usage]
-    elapsed: float  # seconds of work so far, summed over runs (a resumed run keeps counting)
-    stop_reason: str | None
-    finish: dict[str, Any] | None
-    final: dict[str, Any] | None
+@dataclass
+class State:
+    """What the graph carries from node to node (and checkpoints). Nodes return partial updates."""
+
+    task_dir: str = ""
+    messages: Annotated[list[AnyMessage], add_messages] = field(default_factory=list)
+    records: Annotated[dict[str, dict[str, Any]], merge] = field(default_factory=dict)  # id -> Record.to_state()
+    plan: dict[str, Any] = field(default_factory=dict)
+    best_id: str | None = None
+    best_history: list[dict[str, Any]] = field(default_factory=list)  # (iteration, candidate, speedup) per new best
+    iterations: int = 0
+    evaluated: int = 0  # candidates with a correctness verdict
+    since_improvement: int = 0
+    consecutive_errors: int = 0
+    tool_errors: int = 0
+    seed: int = 0
+    usage: Annotated[dict[str, dict[str, int]], add_usage] = field(default_factory=dict)
+    elapsed: float = 0.0  # seconds of work so far, summed over runs (a resumed run keeps counting)
+    stop_reason: str | None = None
+    finish: dict[str, Any] | None = None
+    final: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, values: dict[str, Any] | State | None) -> State:
+        """The state from a checkpoint's values (which hold only the fields written so far)."""
+        if isinstance(values, State):
+            return values
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in (values or {}).items() if k in names})
+
+    def total_tokens(self) -> int:
+        return sum(u.get("input_tokens", 0) + u.get("output_tokens", 0) for u in self.usage.values())

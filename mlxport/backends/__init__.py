@@ -1,16 +1,20 @@
 """Backends and their selection: ``auto`` picks metal on Apple silicon, cuda where MLX's CUDA
-backend runs, and the simulator elsewhere."""
+backend runs, and the simulator elsewhere. The registry below is the one list of backend names."""
 
 from __future__ import annotations
 
+import importlib
 import threading
 from functools import cache
 
 from mlxport.backends.base import Availability, Backend, BackendUnavailable
 
-NAMES = ("metal", "cuda", "sim")
-
-
+# name -> class, imported on first use (the GPU backends need MLX's GPU stack, the simulator a compiler)
+REGISTRY = {"metal": "mlxport.backends.gpu:MetalBackend", "cuda": "mlxport.backends.gpu:CudaBackend",
+            "sim": "mlxport.backends.sim:SimBackend"}
+NAMES = tuple(REGISTRY)
+CHOICES = ("auto", *NAMES)
+GPUS = ("metal", "cuda")  # what auto prefers, in order; the simulator runs anywhere else
 _LOCK = threading.RLock()
 
 
@@ -25,13 +29,23 @@ def get_backend(name: str) -> Backend:
 def _get_backend(name: str) -> Backend:
     if name == "auto":
         return _get_backend(select_auto())
-    if name not in NAMES:
-        raise BackendUnavailable(f"unknown backend {name!r}: use auto, {', '.join(NAMES)}")
-    backend = _backend_class(name)()
+    check_name(name)
+    backend = backend_class(name)()
     status = backend.available()
     if not status.ok:
         raise BackendUnavailable(f"the {name} backend is not available here: {status.reason}")
     return backend
+
+
+def check_name(name: str) -> str:
+    if name not in CHOICES:
+        raise BackendUnavailable(f"unknown backend {name!r}: use {', '.join(CHOICES)}")
+    return name
+
+
+def backend_class(name: str) -> type:
+    module, _, cls = REGISTRY[name].partition(":")
+    return getattr(importlib.import_module(module), cls)
 
 
 def availability() -> dict[str, Availability]:
@@ -39,25 +53,12 @@ def availability() -> dict[str, Availability]:
     out = {}
     for name in NAMES:
         try:
-            out[name] = _backend_class(name)().available()
+            out[name] = backend_class(name)().available()
         except Exception as e:  # a backend that cannot even be constructed is unavailable
             out[name] = Availability(False, f"{type(e).__name__}: {e}")
     return out
 
 
-def _backend_class(name: str):
-    if name == "sim":
-        from mlxport.backends.sim import SimBackend
-
-        return SimBackend
-    from mlxport.backends.gpu import CudaBackend, MetalBackend
-
-    return MetalBackend if name == "metal" else CudaBackend
-
-
 def select_auto() -> str:
     status = availability()
-    for name in ("metal", "cuda"):
-        if status[name].ok:
-            return name
-    return "sim"
+    return next((name for name in GPUS if status[name].ok), "sim")

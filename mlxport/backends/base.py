@@ -8,7 +8,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from mlxport.errors import UserError
-from mlxport.spec import ArrayInfo, CompileResult, KernelCandidate, KernelTask
+from mlxport.spec import ArrayInfo, CompileResult, Datasheet, KernelCandidate, KernelTask
 
 # What a backend receives per kernel input: an array (mx.array or numpy) or a Python scalar.
 Arg = Any
@@ -46,13 +46,16 @@ class RunResult:
 
 class Backend(Protocol):
     name: str
+    language: str  # the candidate language it compiles: "msl" or "cuda"
     timing: bool  # whether measure() gives real device timings (the simulator never does)
     reorders: bool  # whether run(reverse=True) can run threads in reverse order (the simulator)
     overlaps: bool  # whether run_together's calls may run at once on the device (MLX on a GPU)
 
     def available(self) -> Availability: ...
 
-    def device_info(self) -> dict[str, Any]: ...
+    def device_info(self, datasheet: Datasheet | None = None) -> dict[str, Any]:
+        """What the device is; ``datasheet`` (this machine's published figures, from the knowledge
+        base above this layer) is what an uncalibrated GPU's roofline fractions are of."""
 
     def compile(self, candidate: KernelCandidate, args: dict[str, ArgInfo]) -> CompileResult:
         """Compile for the input signature described by ``args`` (dtypes, sizes, scalars; extra names

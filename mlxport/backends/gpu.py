@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from mlxport.backends.base import ArgInfo, Availability, BackendUnavailable, RunResult
-from mlxport.spec import CompileResult, KernelCandidate, KernelTask
+from mlxport.spec import CompileResult, Datasheet, KernelCandidate, KernelTask
 
 
 class GpuBackend:
@@ -28,7 +28,7 @@ class GpuBackend:
     def __init__(self) -> None:
         self._worker = None
         self._timer = None
-        self._info: dict[str, Any] | None = None
+        self._info: dict[str, dict[str, Any]] = {}  # per datasheet sent
 
     # -- the workers: processes per backend object, restarted after a crash or timeout. No memory
     # cap: GPU runtimes reserve far more address space than they use. Timing has its own worker
@@ -55,10 +55,12 @@ class GpuBackend:
             return Availability(False, "MLX is not installed")
         return _probe(self.name)
 
-    def device_info(self) -> dict[str, Any]:
-        if self._info is None:
-            self._info = self._call("device_info", {}, timeout=120)[0]
-        return self._info
+    def device_info(self, datasheet: Datasheet | None = None) -> dict[str, Any]:
+        key = datasheet.model_dump_json() if datasheet else ""
+        if key not in self._info:
+            payload = {"datasheet": datasheet.model_dump()} if datasheet else {}
+            self._info[key] = self._call("device_info", payload, timeout=120)[0]
+        return self._info[key]
 
     def compile(self, candidate: KernelCandidate, args: dict[str, ArgInfo]) -> CompileResult:
         t0 = time.monotonic()
@@ -109,7 +111,7 @@ class GpuBackend:
     def calibrate(self) -> dict[str, Any]:
         """Measure copy bandwidth and matmul rate with the benchmark's timer and store them for this
         device (see backends/calibration.py)."""
-        self._info = None  # device_info reports the calibration
+        self._info = {}  # device_info reports the calibration
         return self._time("calibrate", {})
 
     def copy_seconds(self, nbytes: int) -> float:
@@ -182,7 +184,7 @@ def _pack_sets(input_sets: list[dict[str, Any]]) -> tuple[list[list[dict[str, An
     """Arrays travel as raw numpy data (bfloat16 as its uint16 bits); scalars in the header."""
     import mlx.core as mx
 
-    from mlxport.inputs import MLX_LOCK, dtype_name
+    from mlxport.tasks import MLX_LOCK, dtype_name
 
     sets, arrays = [], []
     for inputs in input_sets:

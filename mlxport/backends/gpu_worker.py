@@ -8,7 +8,7 @@ import mlx.core as mx
 import numpy as np
 
 from mlxport.backends import mlx_kernel, timer
-from mlxport.spec import KernelCandidate
+from mlxport.spec import Datasheet, KernelCandidate
 
 
 def handle(header: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, Any], list[np.ndarray]]:
@@ -17,6 +17,8 @@ def handle(header: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, 
 
 
 def device_info(payload: dict[str, Any], arrays=None) -> tuple[dict[str, Any], list]:
+    """MLX's description of the GPU, the timer's basis, and the bandwidth roofline fractions are of.
+    ``payload["datasheet"]``: this machine's published figures, if the caller knows them."""
     from mlxport.backends.calibration import device_name
 
     info = dict(mx.device_info(mx.gpu)) if hasattr(mx, "device_info") else {}
@@ -24,33 +26,24 @@ def device_info(payload: dict[str, Any], arrays=None) -> tuple[dict[str, Any], l
     info["device_name"] = device_name(payload["backend"])
     info["mlx_version"] = mx.__version__
     info["timing_basis"] = timer.basis(calls_in_order=True)  # as the timing worker runs (gpu.TIMING_ENV)
-    info.update(_bandwidth(info["device_name"]))
+    datasheet = payload.get("datasheet")
+    info.update(_bandwidth(info["device_name"], Datasheet.model_validate(datasheet) if datasheet else None))
     return info, []
 
 
-def _bandwidth(device_name: str) -> dict[str, Any]:
+def _bandwidth(device_name: str, datasheet: Datasheet | None) -> dict[str, Any]:
     """The bandwidth benchmarks report a fraction of, and what it is: this device's calibration,
-    else the datasheet figure of a known Apple chip from the knowledge base, else nothing."""
+    else its datasheet figure, else nothing (no fraction rather than a wrong one)."""
     from mlxport.backends.calibration import load
 
     cal = load(device_name)
     if cal:
         return {"bandwidth_gbs": cal["copy_gbs"],
                 "bandwidth_basis": f"copy bandwidth measured by `mlxport doctor --calibrate` ({cal.get('date')})"}
-    try:
-        from mlxport.knowledge.chips import hardware_profile
-
-        chip = hardware_profile(device_name)
-    except (ImportError, ValueError, KeyError):
+    if datasheet is None:
         return {}
-    try:  # on the Mac itself: the variant with this GPU's core count (a binned chip has less bandwidth)
-        here = hardware_profile("auto")
-        if here.name == chip.name or here.name.startswith(chip.name + " ("):
-            chip = here
-    except (ValueError, KeyError):
-        pass
-    return {"bandwidth_gbs": chip.memory_bandwidth_gbs,
-            "bandwidth_basis": f"{chip.name} datasheet bandwidth (knowledge base; run `mlxport doctor --calibrate`)"}
+    return {"bandwidth_gbs": datasheet.memory_bandwidth_gbs,
+            "bandwidth_basis": f"{datasheet.name} datasheet bandwidth (knowledge base; run `mlxport doctor --calibrate`)"}
 
 
 def _example_inputs(args: dict[str, Any]) -> dict[str, Any]:
@@ -112,8 +105,7 @@ def run(payload: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, An
 def measure(payload: dict[str, Any], arrays=None) -> tuple[dict[str, Any], list]:
     """Time the candidate and every baseline of the task on the same inputs, interleaved in
     rounds so that drift affects all alike."""
-    from mlxport.inputs import call, make_inputs
-    from mlxport.suite import baseline, load_task
+    from mlxport.tasks import baseline, call, load_task, make_inputs
 
     task = load_task(payload["task_dir"])
     candidate = KernelCandidate.model_validate(payload["candidate"])

@@ -15,8 +15,8 @@ import mlx.core as mx
 from mlx.utils import tree_flatten
 
 from mlxport.expr import ArrayInfo, Dtype
-from mlxport.inputs import DTYPE_NAMES, MX_DTYPES
 from mlxport.spec import Diagnostic, KernelCandidate
+from mlxport.tasks import DTYPE_NAMES, MX_DTYPES
 
 BODY_PROBE = "mlxport_body_starts_here"
 HEADER_PROBE = "mlxport_header_starts_here"

@@ -6,10 +6,9 @@ from dataclasses import dataclass
 
 import mlx.core as mx
 
-from mlxport.compare import compare
-from mlxport.inputs import call, golden, make_inputs, to_numpy
 from mlxport.spec import CaseResult, KernelTask
-from mlxport.suite import TaskError, expert_ports
+from mlxport.tasks import TaskError, call, expert_ports, golden, make_inputs, to_numpy
+from mlxport.verify.compare import compare
 
 
 @dataclass

@@ -87,7 +87,7 @@ def resolve_models(models: list[str]) -> list[str]:
 
 def resolve_tasks(suite: str | None = "core", tasks: list[str] | None = None) -> dict[str, str]:
     """Task name -> task folder: ``tasks`` if given (suite names or task folders), else the suite."""
-    from mlxport.suite import load_task, suite_names
+    from mlxport.tasks import load_task, suite_names
 
     if not tasks:
         if suite not in (None, "core"):
@@ -229,7 +229,7 @@ def _run_one(key: RunKey, config: dict[str, Any], out: Path, stop: threading.Eve
              report: Callable[..., None]) -> None:
     from mlxport.agent.port import NoCheckpoint, run_port
     from mlxport.agent.state import RunConfig
-    from mlxport.suite import load_task
+    from mlxport.tasks import load_task
 
     if stop.is_set():
         return

@@ -7,7 +7,7 @@ import re
 import shutil
 from pathlib import Path
 
-from mlxport.suite import TaskError
+from mlxport.tasks import TaskError
 
 KERNEL_CU = """\
 // {name}: replace this kernel with the one to port. Keep the host launch code:

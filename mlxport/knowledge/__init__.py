@@ -3,7 +3,7 @@
 Light on purpose (stdlib, pydantic, numpy, bm25s imported lazily): tools and workers import it.
 """
 
-from mlxport.knowledge.chips import ChipProfile, detect_chip, hardware_profile, list_chips
+from mlxport.knowledge.chips import ChipProfile, detect_chip, hardware_profile, list_chips, local_datasheet
 from mlxport.knowledge.evaluation import Miss, load_questions, recall_at_k
 from mlxport.knowledge.index import Hit, all_sections, format_hits, search
 
@@ -17,6 +17,7 @@ __all__ = [
     "hardware_profile",
     "list_chips",
     "load_questions",
+    "local_datasheet",
     "recall_at_k",
     "search",
 ]

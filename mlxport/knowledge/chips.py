@@ -11,6 +11,7 @@ from functools import cache
 from pydantic import BaseModel, computed_field
 
 from mlxport.knowledge.docs import KB_DIR, Section, cite, slugify
+from mlxport.spec import Datasheet
 
 CHIPS_FILE = KB_DIR / "chips.toml"
 # Metal limits shared by every M-series chip (Apple7..Apple10), see docs/metal-limits.md.
@@ -44,6 +45,9 @@ class ChipProfile(BaseModel):
     def ridge_flop_per_byte(self) -> float:
         """FP32 FLOPs per DRAM byte at which a kernel turns compute-bound."""
         return round(self.fp32_tflops * 1000 / self.memory_bandwidth_gbs, 2)
+
+    def datasheet(self) -> Datasheet:
+        return Datasheet(name=self.name, memory_bandwidth_gbs=self.memory_bandwidth_gbs, fp32_tflops=self.fp32_tflops)
 
 
 @cache
@@ -123,6 +127,15 @@ def hardware_profile(chip: str = "auto") -> ChipProfile:
     name, cores = detect_chip()
     profile = _lookup(name)
     return _variant(profile, cores) if cores in profile.gpu_core_options else profile
+
+
+def local_datasheet() -> Datasheet | None:
+    """This Mac's GPU figures (its own core-count variant), or None where no Apple GPU is found:
+    what an uncalibrated GPU's roofline fraction is of."""
+    try:
+        return hardware_profile("auto").datasheet()
+    except (ValueError, KeyError):
+        return None
 
 
 def detect_chip() -> tuple[str, int | None]:

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 from mlxport.spec import KernelCandidate
-from mlxport.suite import expert_ports, load_task
+from mlxport.tasks import expert_ports, load_task
 
 USAGE = {"input_tokens": 1000, "output_tokens": 100}
 EXPERT_TURNS = 4

@@ -33,8 +33,8 @@ from mlxport.backends.sim.signature import (
 )
 from mlxport.backends.worker import Worker, WorkerError
 from mlxport.expr import ITEMSIZE, ArrayInfo, ExprError
-from mlxport.inputs import MLX_LOCK
-from mlxport.spec import CompileResult, Diagnostic, KernelCandidate, KernelTask, Launch
+from mlxport.spec import CompileResult, Datasheet, Diagnostic, KernelCandidate, KernelTask, Launch
+from mlxport.tasks import MLX_LOCK
 
 __all__ = ["SimBackend", "mlx_source"]
 
@@ -53,6 +53,7 @@ class SimBackend:
     """Backend protocol implementation (see mlxport.backends.base)."""
 
     name = "sim"
+    language = "msl"
     timing = False
 
     def __init__(self, *, threads: int | None = None, memory_bytes: int | None = None):
@@ -70,7 +71,7 @@ class SimBackend:
             return Availability(False, str(e))
         return Availability(True)
 
-    def device_info(self) -> dict[str, Any]:
+    def device_info(self, datasheet: Datasheet | None = None) -> dict[str, Any]:
         info: dict[str, Any] = {"name": "Metal simulator", "backend": "sim", "threads": self.threads,
                                 "simd_width": 32, "max_threads_per_threadgroup": MAX_THREADS_PER_THREADGROUP,
                                 "threadgroup_memory_bytes": 32768, "cache": str(_build.cache_dir())}
@@ -122,7 +123,7 @@ class SimBackend:
 
     def _signature(self, candidate: KernelCandidate, args: dict[str, ArgInfo],
                    launch: Launch | None = None) -> Signature:
-        if candidate.language != "msl":
+        if candidate.language != self.language:
             raise SignatureError(f"the simulator runs MSL kernels only; this candidate is {candidate.language}")
         return build_signature(candidate, args, launch)
 

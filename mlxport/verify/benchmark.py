@@ -3,7 +3,8 @@
 On a backend with timing (metal, cuda) the measurement runs in the backend's worker process:
 warm-up, then many synchronised runs rotating over several input sets, candidate and baselines
 interleaved in rounds so drift on a shared machine hits them alike. The simulator never times:
-it reports a roofline floor estimate for a named Apple chip, labelled as such.
+it reports a roofline floor estimate for a named Apple chip, labelled as such. Timings that
+would rest on trust are checked first (verify/reverify.py).
 """
 
 from __future__ import annotations
@@ -12,11 +13,10 @@ import statistics
 from typing import Any
 
 from mlxport.backends.base import Backend
-from mlxport.errors import UserError
-from mlxport.spec import BenchmarkReport, KernelCandidate, KernelTask, Timing
+from mlxport.spec import BenchmarkReport, Datasheet, KernelCandidate, KernelTask, Timing
+from mlxport.verify.reverify import SUSPICIOUS_SPEEDUP, check_bench_case, reverify
 
 SPREAD_LIMIT = 0.25  # (p90 - p10) / median above this: measure again
-SUSPICIOUS_SPEEDUP = 10.0
 
 
 def primary_dtype(task: KernelTask) -> str:
@@ -39,16 +39,19 @@ def stats(name: str, samples: list[float], nbytes: int, flops: int, peak_gbs: fl
 
 def benchmark(task: KernelTask, candidate: KernelCandidate, backend: Backend, *, case: dict[str, Any] | None = None,
               dtype: str | None = None, seed: int = 0, iters: int = 30, warmup: int = 5,
-              chip: str = "M3 Max") -> BenchmarkReport:
+              chip: Datasheet | None = None, datasheet: Datasheet | None = None) -> BenchmarkReport:
+    """``chip``: the Apple chip a simulator estimate is for; ``datasheet``: this device's published
+    figures, which an uncalibrated GPU's roofline fraction is of."""
     case = case if case is not None else task.bench_cases()[0]
     dtype = dtype or primary_dtype(task)
     nbytes, flops = task.cost_of(case, dtype)
-    info = backend.device_info()
+    info = backend.device_info(datasheet)
     base = dict(backend=backend.name, device=str(info.get("device_name", backend.name)), candidate_id=candidate.id,
                 task=task.name, case=task.case_label(case), dtype=dtype,
                 bandwidth_basis=str(info.get("bandwidth_basis", "")), timing_basis=str(info.get("timing_basis", "")))
     if not backend.timing:
-        return BenchmarkReport(**base, estimate=roofline_estimate(nbytes, flops, chip))
+        estimate = roofline_estimate(nbytes, flops, chip) if chip else f"{backend.name} does not time kernels"
+        return BenchmarkReport(**base, estimate=estimate)
     check_bench_case(task, candidate, backend, case, dtype, seed)
     samples = backend.measure(task, candidate, case, dtype, seed=seed, warmup=warmup, iters=iters)
     report = _report(base, samples, nbytes, flops, info.get("bandwidth_gbs"))
@@ -66,51 +69,6 @@ def benchmark(task: KernelTask, candidate: KernelCandidate, backend: Backend, *,
     return report
 
 
-class FailedReverification(UserError):
-    """A suspiciously large speedup did not survive a second, wider correctness check."""
-
-
-def reverify(task: KernelTask, candidate: KernelCandidate, backend: Backend, case: dict[str, Any], dtype: str,
-             seed: int, speedup: float) -> None:
-    """A speedup far above the strongest baseline is more often a kernel that skips work than a
-    breakthrough: check every visible case and the timed size again on fresh seeds before it is
-    reported."""
-    from mlxport.correctness import run_correctness
-
-    fresh = seed + 777_777
-    lead = f"candidate {candidate.id} was {speedup:.1f}x faster than the strongest baseline but failed re-verification"
-    try:
-        check_bench_case(task, candidate, backend, case, dtype, fresh)
-    except WrongAtBenchSize as e:
-        raise FailedReverification(f"{lead} at the timed size, so no timing is reported: {e}") from e
-    key = (backend.name, candidate.id, fresh)
-    if key in _REVERIFIED:  # the same visible cases on the same seeds: one run per candidate is enough
-        return
-    report = run_correctness(task, candidate, backend, seed=fresh)
-    if not report.ok:
-        raise FailedReverification(f"{lead}, so no timing is reported: {report.summary()}")
-    _REVERIFIED.add(key)
-
-
-_REVERIFIED: set[tuple[str, str, int]] = set()  # (backend, candidate id, seed) whose visible cases passed
-
-
-class WrongAtBenchSize(UserError):
-    """The candidate is wrong at the size it would be timed at: its timing would mean nothing."""
-
-
-def check_bench_case(task: KernelTask, candidate: KernelCandidate, backend: Backend, case: dict[str, Any],
-                     dtype: str, seed: int) -> None:
-    """Timed sizes are checked too: a kernel that only does part of the work at a large size (a
-    capped grid, say) would otherwise post a speedup no held-out case contradicts."""
-    from mlxport.correctness import check_case
-
-    result = check_case(task, candidate, backend, case, dtype, seed + 424_242)
-    if result.verdict != "pass":
-        raise WrongAtBenchSize(f"candidate {candidate.id} is wrong at the timed size {result.case} {dtype}: "
-                               f"{result.error or result.pattern}; it was not timed")
-
-
 def _report(base: dict, samples: dict[str, list[float]], nbytes: int, flops: int,
             peak_gbs: float | None) -> BenchmarkReport:
     cand = stats("candidate", samples["candidate"], nbytes, flops, peak_gbs)
@@ -121,16 +79,13 @@ def _report(base: dict, samples: dict[str, list[float]], nbytes: int, flops: int
                            flags=[] if stable else ["timings spread widely; the machine may be busy"])
 
 
-def roofline_estimate(nbytes: int, flops: int, chip: str) -> str:
-    from mlxport.knowledge import hardware_profile
-
-    p = hardware_profile(chip)
-    t_mem = nbytes / (p.memory_bandwidth_gbs * 1e9)
-    t_alu = flops / (p.fp32_tflops * 1e12) if flops else 0.0
+def roofline_estimate(nbytes: int, flops: int, chip: Datasheet) -> str:
+    t_mem = nbytes / (chip.memory_bandwidth_gbs * 1e9)
+    t_alu = flops / (chip.fp32_tflops * 1e12) if flops else 0.0
     floor = max(t_mem, t_alu)
     bound = "memory" if t_mem >= t_alu else "compute"
-    return (f"ESTIMATE, not a measurement: on {p.name} ({p.memory_bandwidth_gbs:g} GB/s, {p.fp32_tflops:g} FP32 "
-            f"TFLOPS) this case moves {nbytes / 1e6:.3g} MB and does {flops / 1e9:.3g} GFLOP, so it cannot run "
+    return (f"ESTIMATE, not a measurement: on {chip.name} ({chip.memory_bandwidth_gbs:g} GB/s, {chip.fp32_tflops:g} "
+            f"FP32 TFLOPS) this case moves {nbytes / 1e6:.3g} MB and does {flops / 1e9:.3g} GFLOP, so it cannot run "
             f"faster than {floor * 1e6:.1f} us ({bound}-bound roofline floor). The simulator checks correctness only.")
 
 

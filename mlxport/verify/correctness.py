@@ -13,11 +13,10 @@ import mlx.core as mx
 import numpy as np
 
 from mlxport.backends.base import Backend, RunResult
-from mlxport.compare import compare
 from mlxport.errors import UserError
-from mlxport.inputs import MLX_LOCK, golden, make_inputs, to_numpy
 from mlxport.spec import CaseResult, CorrectnessReport, KernelCandidate, KernelTask
-from mlxport.suite import TaskError
+from mlxport.tasks import MLX_LOCK, TaskError, golden, make_inputs, to_numpy
+from mlxport.verify.compare import compare
 
 
 def new_seed() -> int:
@@ -91,7 +90,7 @@ def _report(task, candidate, backend, seeds, heldout, results) -> CorrectnessRep
 def _wrong_dtypes(task: KernelTask, candidate: KernelCandidate, inputs: dict[str, mx.array], case: dict[str, Any],
                   dtype: str, order: list[int]) -> str:
     """An output in another dtype than the task's would change what callers get back."""
-    from mlxport.inputs import arg_infos
+    from mlxport.tasks import arg_infos
 
     got = candidate.launch(arg_infos(task, inputs, case)).output_dtypes
     for spec, idx in zip(task.outputs, order, strict=True):

@@ -1,0 +1,220 @@
+"""The tools: one function per tool the model calls, named as the tool. Each validates, calls the
+verification code or a backend, and returns an ``Output``: compact text for the model plus the
+outcome as data. ``run_tool`` dispatches a call by name.
+
+Plain functions over a ``Session``, so they run without LangGraph: from the agent's tools node,
+the MCP server, or a test.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from mlxport.errors import UserError
+from mlxport.spec import CompileResult, KernelCandidate, KernelTask
+from mlxport.tools import schemas
+from mlxport.tools.session import Output, Record, Session, ToolError
+
+SOURCE_LINES = 600  # numbered source lines shown by read_cuda_source
+
+
+def run_tool(session: Session, name: str, args: dict[str, Any]) -> Output:
+    """Validate and run one tool call. Errors become an Output with ``error=True``."""
+    schema = schemas.TOOL_NAMES.get(name)
+    if schema is None:
+        return Output(f"error: unknown tool {name!r}; available: {', '.join(schemas.TOOL_NAMES)}", error=True)
+    try:
+        parsed = schema.model_validate(args)
+    except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(map(str, er['loc'])) or 'args'}: {er['msg']}" for er in e.errors()[:5])
+        return Output(f"error: invalid arguments for {name}: {problems}", error=True)
+    session.calls += 1
+    try:
+        return HANDLERS[name](session, parsed)
+    except UserError as e:
+        return Output(f"error: {e}", error=True)
+
+
+def read_cuda_source(session: Session, args: schemas.read_cuda_source) -> Output:
+    from mlxport.translate.reader import read_cuda, summary
+
+    task = session.task
+    text = task.source_text()
+    cf = read_cuda(text, name=task.source)
+    names = [k.name for k in cf.kernels]
+    focus = args.kernel or task.kernel
+    if focus not in names:
+        raise ToolError(f"no kernel {focus!r} in {task.source}; kernels: {', '.join(names)}")
+    parts = [f"Task {task.name}: {task.description}", f"Entry kernel: {task.kernel}", summary(cf), _contract(task)]
+    if args.show_source:
+        numbered = "\n".join(f"{i + 1:4d} {line}" for i, line in enumerate(text.splitlines()[:SOURCE_LINES]))
+        parts.append(f"--- {task.source} ---\n{numbered}")
+    return Output("\n\n".join(parts), data={"task": task.name, "task_dir": str(task.folder), "kernel": focus,
+                                            "backend": session.backend.name, "language": session.language})
+
+
+def _contract(task: KernelTask) -> str:
+    ins = ", ".join(f"{t.name}: {t.dtype}{t.shape}" for t in task.inputs)
+    params = ", ".join(f"{p.name}: {p.type} = {p.default}" for p in task.params) or "none"
+    outs = ", ".join(f"{t.name}: {t.dtype}{t.shape}" for t in task.outputs)
+    cases = "; ".join(task.case_label(c) for c in task.cases.visible)
+    return (f"Port contract (T is each of {', '.join(task.dtypes)}):\n  inputs {ins}\n  params {params}\n"
+            f"  outputs {outs}\n  visible cases: {cases}\n  (held-out shapes, unseen by you, are checked at the end)")
+
+
+def query_hardware_kb(session: Session, args: schemas.query_hardware_kb) -> Output:
+    from mlxport.knowledge import format_hits, search
+
+    try:
+        hits = search(args.query, k=3, chip=args.chip)
+    except ValueError as e:
+        raise ToolError(str(e)) from e
+    return Output(format_hits(hits) if hits else "no matching section; rephrase the query",
+                  data={"sections": [h.id for h in hits]})
+
+
+def compile_kernel(session: Session, args: schemas.compile_kernel) -> Output:
+    fields = {k: v for k, v in args.model_dump(exclude={"based_on"}).items() if v is not None}
+    if args.based_on:
+        fields = {**session.record(args.based_on).candidate.model_dump(), **fields}
+    fields.setdefault("language", session.language)
+    fields.setdefault("name", session.task.name)
+    try:
+        candidate = KernelCandidate.model_validate(fields)
+    except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(map(str, er['loc']))}: {er['msg']}" for er in e.errors()[:5])
+        raise ToolError(f"invalid candidate: {problems}") from e
+    if candidate.language != session.language:
+        raise ToolError(f"the {session.backend.name} backend runs {session.language} candidates, "
+                        f"not {candidate.language}")
+    result = _compile(session, candidate)
+    record = session.records.get(candidate.id) or Record(candidate, iteration=session.iteration,
+                                                          plan_node=session.plan.active.id if session.plan.active else None)
+    record.compile = result
+    head = f"candidate {candidate.id}: {result.summary()}"
+    if result.ok:
+        head += "\nnext: run_correctness(candidate_id=...)"
+    return Output(head, data={"candidate_id": candidate.id, "compiled": result.ok}, records={candidate.id: record})
+
+
+def _compile(session: Session, candidate: KernelCandidate) -> CompileResult:
+    from mlxport.tasks import arg_infos, make_inputs
+
+    task = session.task
+    case = task.cases.visible[0]
+    for dtype in task.dtypes:
+        try:
+            infos = arg_infos(task, make_inputs(task, case, dtype, seed=0), case)
+            candidate.launch(infos)
+        except UserError as e:
+            raise ToolError(f"launch expressions fail for case {task.case_label(case)} {dtype}: {e}") from e
+        with session.device_lock:
+            result = session.backend.compile(candidate, infos)
+        if not result.ok:
+            return result
+    return result
+
+
+def run_correctness(session: Session, args: schemas.run_correctness) -> Output:
+    from mlxport.verify.correctness import run_correctness as check
+
+    record = session.record(args.candidate_id)
+    if record.compile is not None and not record.compile.ok:
+        raise ToolError(f"candidate {args.candidate_id} did not compile; fix it and compile again")
+    session.seed += 1
+    with session.device_lock:
+        report = check(session.task, record.candidate, session.backend, seed=session.seed)
+    record.correctness = report
+    session.plan.attach(args.candidate_id, f"{args.candidate_id} {'correct' if report.ok else 'incorrect'}")
+    hint = "\nnext: benchmark(candidate_id=...)" if report.ok else ""
+    return Output(f"candidate {args.candidate_id}: {report.summary()}{hint}",
+                  data={"candidate_id": args.candidate_id, "correct": report.ok},
+                  records={args.candidate_id: record}, plan=session.plan)
+
+
+def benchmark(session: Session, args: schemas.benchmark) -> Output:
+    from mlxport.verify.benchmark import benchmark as time_candidate
+    from mlxport.verify.benchmark import summary
+    from mlxport.verify.reverify import FailedReverification, WrongAtBenchSize
+
+    record = session.record(args.candidate_id)
+    if record.refuted:
+        raise ToolError(f"candidate {args.candidate_id} was found wrong by an earlier benchmark: {record.refuted}")
+    if not record.correct:
+        raise ToolError(f"candidate {args.candidate_id} has not passed run_correctness; timing an incorrect "
+                        f"kernel means nothing")
+    try:
+        with session.device_lock:
+            report = time_candidate(session.task, record.candidate, session.backend, seed=session.seed,
+                                    chip=session.chip, datasheet=session.datasheet)
+    except (WrongAtBenchSize, FailedReverification) as e:
+        # Wrong where run_correctness did not look: it no longer counts as correct.
+        record.refuted = str(e)
+        return Output(f"error: {e}\ncandidate {args.candidate_id} no longer counts as correct; fix it and "
+                      f"run_correctness again", data={"candidate_id": args.candidate_id, "refuted": True},
+                      error=True, records={args.candidate_id: record})
+    record.benchmark = report
+    timed = report.candidate is not None
+    if timed:
+        session.plan.attach(args.candidate_id, f"{args.candidate_id} {report.speedups.get('native', 0):.2f}x native")
+    return Output(f"candidate {args.candidate_id}: {summary(report)}",
+                  data={"candidate_id": args.candidate_id, "timed": timed, "speedups": dict(report.speedups)},
+                  records={args.candidate_id: record}, plan=session.plan)
+
+
+def show_candidate(session: Session, args: schemas.show_candidate) -> Output:
+    r = session.record(args.candidate_id)
+    status = [f"compile: {r.compile.summary() if r.compile else 'not compiled'}"]
+    if r.correctness:
+        status.append(f"correctness: {'PASS' if r.correctness.ok else 'FAIL'}")
+    if r.refuted:
+        status.append(f"refuted by the benchmark: {r.refuted}")
+    if r.speedup is not None:
+        status.append(f"speedup over native: {r.speedup:.2f}x")
+    return Output(f"candidate {args.candidate_id} ({'; '.join(status)}):\n{r.candidate.to_toml()}",
+                  data={"candidate_id": args.candidate_id})
+
+
+def update_plan(session: Session, args: schemas.update_plan) -> Output:
+    p = session.plan
+    try:
+        if args.action == "add":
+            if not args.idea:
+                raise ToolError("update_plan(action='add') needs an idea")
+            node = p.add(args.idea, args.rationale or "", args.expected_gain or "", args.parent)
+            text = f"added {node.id}"
+        elif args.action == "select":
+            node = p.select(_need(args.node_id))
+            text = f"working on {node.id}"
+        else:
+            node = p.close(_need(args.node_id), args.status or "done", args.note or "")
+            text = f"closed {node.id}"
+    except KeyError as e:
+        raise ToolError(f"no idea with id {e.args[0]!r} in the plan") from e
+    except ValueError as e:
+        raise ToolError(str(e)) from e
+    return Output(f"{text}\nplan:\n{p.render()}", data={"action": args.action, "node_id": node.id}, plan=p)
+
+
+def _need(node_id: str | None) -> str:
+    if not node_id:
+        raise ToolError("this action needs node_id (e.g. 'p1')")
+    return node_id
+
+
+def finish(session: Session, args: schemas.finish) -> Output:
+    if args.candidate_id:
+        session.record(args.candidate_id)
+    best = session.best()
+    chosen = args.candidate_id or (best.candidate.id if best else None)
+    text = f"finishing with {chosen}" if chosen else "finishing without a correct candidate"
+    return Output(text, data={"candidate_id": chosen}, finish={"candidate_id": chosen, "summary": args.summary})
+
+
+HANDLERS = {fn.__name__: fn for fn in (read_cuda_source, query_hardware_kb, compile_kernel, run_correctness,
+                                       benchmark, show_candidate, update_plan, finish)}
+# Run in order, one at a time: tools that touch the device, and update_plan, whose ideas the
+# device tools attach outcomes to.
+DEVICE_TOOLS = {"compile_kernel", "run_correctness", "benchmark", "update_plan"}

@@ -1,0 +1,165 @@
+"""A porting session: the task, the backend, every candidate so far and the plan.
+
+The agent's tools node and the MCP server hold one each and change it only through
+``Session.apply`` of what a tool returned, so both see the same state after the same calls.
+No LangGraph here.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from mlxport.backends import get_backend
+from mlxport.backends.base import Backend
+from mlxport.errors import UserError
+from mlxport.spec import BenchmarkReport, CompileResult, CorrectnessReport, Datasheet, KernelCandidate, KernelTask
+from mlxport.tasks import find_task, load_task
+from mlxport.tools.plan import Plan
+
+
+class ToolError(UserError):
+    """A tool call the model should fix; goes back to it as a message."""
+
+
+@dataclass
+class Record:
+    """A candidate and everything measured about it in this session."""
+
+    candidate: KernelCandidate
+    iteration: int = 0
+    compile: CompileResult | None = None
+    correctness: CorrectnessReport | None = None
+    benchmark: BenchmarkReport | None = None
+    plan_node: str | None = None
+    rejected: bool = False  # a person rejected it in a chat session
+    refuted: str | None = None  # why the benchmark found it wrong after run_correctness passed
+
+    @property
+    def correct(self) -> bool:
+        return self.correctness is not None and self.correctness.ok and not self.rejected and not self.refuted
+
+    @property
+    def speedup(self) -> float | None:
+        if self.benchmark is None or self.benchmark.candidate is None:
+            return None
+        return self.benchmark.speedups.get("native")
+
+    def to_state(self) -> dict[str, Any]:
+        return {"candidate": self.candidate.model_dump(mode="json"), "iteration": self.iteration,
+                "compile": _dump(self.compile), "correctness": _dump(self.correctness),
+                "benchmark": _dump(self.benchmark), "plan_node": self.plan_node, "rejected": self.rejected,
+                "refuted": self.refuted}
+
+    @classmethod
+    def from_state(cls, d: dict[str, Any]) -> Record:
+        return cls(candidate=KernelCandidate.model_validate(d["candidate"]), iteration=d.get("iteration", 0),
+                   compile=_load(CompileResult, d.get("compile")),
+                   correctness=_load(CorrectnessReport, d.get("correctness")),
+                   benchmark=_load(BenchmarkReport, d.get("benchmark")), plan_node=d.get("plan_node"),
+                   rejected=d.get("rejected", False), refuted=d.get("refuted"))
+
+
+def _dump(m: BaseModel | None) -> dict | None:
+    return m.model_dump(mode="json") if m is not None else None
+
+
+def _load(cls, d):
+    return cls.model_validate(d) if d is not None else None
+
+
+@dataclass
+class Output:
+    """What a tool returns: text for the model, ``data`` (the outcome as plain values, for policies
+    and clients that must not parse text), and the records, plan or finish request it changed."""
+
+    text: str
+    data: dict[str, Any] = field(default_factory=dict)
+    records: dict[str, Record] = field(default_factory=dict)
+    plan: Plan | None = None
+    finish: dict[str, Any] | None = None
+    error: bool = False
+
+
+@dataclass
+class Session:
+    task: KernelTask
+    backend: Backend
+    records: dict[str, Record] = field(default_factory=dict)
+    plan: Plan = field(default_factory=Plan)
+    iteration: int = 0
+    seed: int = 0
+    chip: Datasheet | None = None  # the Apple chip simulator estimates are for
+    datasheet: Datasheet | None = None  # this machine's GPU figures, for roofline fractions
+    finish: dict[str, Any] | None = None
+    calls: int = 0
+
+    @property
+    def language(self) -> str:
+        return self.backend.language
+
+    @property
+    def device_lock(self) -> threading.Lock:
+        """One lock per backend in the process: sessions running side by side (batch) never
+        overlap on a device, so timings stay clean."""
+        return _DEVICE_LOCKS.setdefault(self.backend.name, threading.Lock())
+
+    def apply(self, out: Output) -> None:
+        """Take in what a tool changed, so the next call (in the same turn too) sees it."""
+        self.records.update(out.records)
+        if out.plan is not None:
+            self.plan = out.plan
+        if out.finish is not None:
+            self.finish = out.finish
+
+    def record(self, candidate_id: str) -> Record:
+        if candidate_id not in self.records:
+            known = ", ".join(list(self.records)[-8:]) or "none yet: call compile_kernel first"
+            raise ToolError(f"unknown candidate id {candidate_id!r}; known ids: {known}")
+        return self.records[candidate_id]
+
+    def best(self) -> Record | None:
+        ranked = rank(self.records.values())
+        return ranked[0] if ranked and ranked[0].correct else None
+
+
+_DEVICE_LOCKS: dict[str, threading.Lock] = {}
+
+
+def rank(records) -> list[Record]:
+    """Correct before incorrect; then faster (measured speedup over native); then earlier."""
+    return sorted(records, key=lambda r: (not r.correct, -(r.speedup or 0.0), r.iteration))
+
+
+def open_session(task: str | Path, backend: str, *, chip: str = "M3 Max", **fields: Any) -> Session:
+    """A session on a task folder (or suite name) and a backend (``auto`` resolved). The task is
+    read from disk once per process while its files are unchanged."""
+    from mlxport.knowledge import hardware_profile, local_datasheet
+
+    be = get_backend(backend)
+    try:
+        estimate_chip = hardware_profile(chip).datasheet()
+    except ValueError as e:
+        raise UserError(str(e)) from e
+    datasheet = local_datasheet() if be.timing else None
+    return Session(task=cached_task(task), backend=be, chip=estimate_chip, datasheet=datasheet, **fields)
+
+
+_TASKS: dict[Path, tuple[tuple, KernelTask]] = {}
+_TASKS_LOCK = threading.Lock()
+
+
+def cached_task(name_or_dir: str | Path) -> KernelTask:
+    """``load_task``, kept while none of the folder's files changed: the graph's nodes, the tools
+    and the rules policy all ask for the task of the session they serve."""
+    folder = find_task(name_or_dir).resolve()
+    stamp = tuple(sorted((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in folder.iterdir() if p.is_file()))
+    with _TASKS_LOCK:
+        hit = _TASKS.get(folder)
+        if hit is None or hit[0] != stamp:
+            hit = _TASKS[folder] = (stamp, load_task(folder))
+        return hit[1]
