@@ -203,20 +203,21 @@ def port_job(job: Job, out: Path, log: EventLog) -> dict[str, Any]:
 
 
 def _run(job: Job, out: Path, folder: Path, log: EventLog) -> tuple[dict[str, Any], bool]:
-    from mlxport.agent.port import new_session_id, run_port
+    from mlxport.agent import sessions
+    from mlxport.agent.port import run_port
     from mlxport.agent.state import RunConfig
     from mlxport.tasks import load_task
 
-    saved = _read_json(folder / "session.json")
+    saved = sessions.latest(folder)
     if saved is not None:
-        session, config = saved["session"], RunConfig(**saved["config"])
+        session, config = saved.id, saved.config
     else:
         session, config = _logged_session(out, job.name), RunConfig(model=job.model, **job.config)
     # A session counts as started once its "start" is logged; a kill between the log line and
     # session.json (or the first checkpoint) continues the same session instead of starting again.
     started = session is not None and any(e["event"] == "start" and e.get("session") == session
                                           for e in read_events(out))
-    session = session or new_session_id(job.name)
+    session = session or sessions.new_id(job.name)
     log.emit(job.name, "resume" if started else "start", session=session, model=config.model)
 
     def update(node: str, data: dict[str, Any]) -> None:
@@ -273,7 +274,7 @@ def run_batch(source: str | Path, *, model: str = "rules", jobs: int = 2, out: P
     the summary table.
     """
     from mlxport.agent.models import check_model_spec
-    from mlxport.agent.port import ensure_writable
+    from mlxport.agent.sessions import ensure_writable
 
     if jobs < 1:
         raise UserError(f"--jobs must be at least 1, got {jobs}")

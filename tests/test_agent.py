@@ -229,3 +229,32 @@ def test_report_of_a_timed_port_names_what_its_bandwidth_fraction_is_of():
                                                         "benchmark": bench.model_dump()})
     assert "The candidate moves 88% of the copy bandwidth measured by calibration." in text
     assert "- timings spread widely; the machine may be busy" in text
+
+
+def test_the_rules_policy_reads_outcomes_not_the_words_of_tool_summaries(tmp_path, monkeypatch):
+    """Every tool summary reworded (the same words shuffled and a new lead, errors included): the rule
+    policy makes the same calls and ships the same kernel, because it decides from tool outcomes as
+    data and never from rendered text."""
+    import random
+
+    from mlxport.agent import graph
+
+    def calls(run_dir):
+        lines = [json.loads(line) for line in (run_dir / "vector_add" / "transcript.jsonl").read_text().splitlines()]
+        return [(c["name"], c["args"]) for m in lines if m["type"] == "ai" for c in m["tool_calls"] or []]
+
+    plain = run_port(TASK, RunConfig(backend="sim"), tmp_path / "plain")
+    real = graph.run_tool
+
+    def reworded(session, name, args):
+        out = real(session, name, args)
+        words = out.text.split()
+        random.Random(len(words)).shuffle(words)
+        return type(out)(**{**vars(out), "text": "Here is what happened, in other words: " + " ".join(words)})
+
+    monkeypatch.setattr(graph, "run_tool", reworded)
+    other = run_port(TASK, RunConfig(backend="sim"), tmp_path / "reworded")
+    assert "in other words" in (tmp_path / "reworded" / "vector_add" / "transcript.jsonl").read_text()
+    assert calls(tmp_path / "reworded") == calls(tmp_path / "plain") and len(calls(tmp_path / "plain")) >= 7
+    assert other["result"] == plain["result"] and other["result"]["verified"]
+    assert other["stop_reason"] == plain["stop_reason"] == "finish"

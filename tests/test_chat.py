@@ -18,11 +18,11 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 from rich.console import Console
 
+from mlxport.agent.chat import chat
 from mlxport.agent.chat_view import CHAT_ID
 from mlxport.agent.config import RunConfig
 from mlxport.agent.graph import build_graph
 from mlxport.agent.models import ScriptedModel
-from mlxport.chat import chat
 from mlxport.tasks import expert_ports, load_task
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
@@ -126,7 +126,7 @@ def test_chat_in_a_terminal_guidance_approval_quit_and_resume(tmp_path, tmux):
     script = tmp_path / "script.json"
     script.write_text(json.dumps(SCRIPT))
     out = tmp_path / "out"
-    chat_cmd = [sys.executable, "-m", "mlxport.chat", "--out", str(out)]
+    chat_cmd = [sys.executable, "-m", "mlxport.cli", "chat", "--out", str(out)]
     tmux.start("first", [*chat_cmd, "--task", "vector_add", "--backend", "sim", "--model", f"scripted:{script}"])
     tmux.wait_for("first", "type guidance any time")
     tmux.type("first", GUIDANCE)

@@ -111,14 +111,12 @@ def test_bad_input_ends_in_one_sentence(tmp_path, cli, args, fragment):
 
 def test_resuming_a_session_that_died_before_its_first_checkpoint_says_so(tmp_path):
     """The eval runner restarts such a run from scratch: it needs this error, by type."""
-    from dataclasses import asdict
-
-    from mlxport.agent.port import NoCheckpoint, session_file
+    from mlxport.agent import sessions
+    from mlxport.agent.port import NoCheckpoint
 
     task = load_task("vector_add")
     folder = tmp_path / task.name
     folder.mkdir()
-    session_file(folder).write_text(json.dumps({"session": "s1", "task_dir": str(task.folder),
-                                                "config": asdict(RunConfig(backend="sim"))}))
+    sessions.save(folder, "s1", task.folder, RunConfig(backend="sim"))
     with pytest.raises(NoCheckpoint, match="has no checkpoint"):
         run_port(task, RunConfig(backend="sim"), tmp_path, session="s1", resume=True)

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mlxport.errors import UserError
-from mlxport.suite import load_task, suite_names
+from mlxport.tasks import load_task, suite_names
 from mlxport.translate.reader import CudaReadError
 from mlxport.translate.translator import Translation, Untranslatable, translate, translate_task
 
@@ -72,7 +72,7 @@ def elementwise(tmp: Path, cu: str, reference: str, *, dtypes: str = '["float32"
 
 
 def test_suite_translates_and_passes_the_simulator(sim):
-    from mlxport.correctness import run_correctness
+    from mlxport.verify.correctness import run_correctness
 
     outcomes: dict[str, str] = {}
     for name in suite_names():
@@ -110,7 +110,7 @@ def test_suite_cuda_body_candidates(name):
     assert "<<<" not in c.header + c.source and "__global__" not in c.header
     assert {t.name for t in task.outputs} <= set(c.output_names)
     # every expression evaluates for the task's first case
-    from mlxport.inputs import make_inputs
+    from mlxport.tasks import make_inputs
 
     case = task.cases.visible[0]
     inputs = make_inputs(task, case, task.dtypes[0], 0)
@@ -152,7 +152,7 @@ void launch(const float* x, float* out, int n) { k<<<(n + BLOCK - 1) / BLOCK, BL
 
 
 def test_indices_shared_barriers_shuffles_helpers(tmp_path, sim):
-    from mlxport.correctness import run_correctness
+    from mlxport.verify.correctness import run_correctness
 
     task = elementwise(tmp_path, SHARED_SHUFFLE, """
         def reference(x):
@@ -188,7 +188,7 @@ void run(const float* x, float* out, int n) { cudaMemset(out, 0, 4); k<<<(n + 12
 
 
 def test_atomics_become_atomic_outputs(tmp_path, sim):
-    from mlxport.correctness import run_correctness
+    from mlxport.verify.correctness import run_correctness
 
     task = elementwise(tmp_path, ATOMIC, "def reference(x):\n    return mx.sum(x, keepdims=True)\n",
                        out_shape="[1]")
@@ -221,7 +221,7 @@ void run(const __half* x, __half* out, int n) { k<<<(n + 255) / 256, 256>>>(x, o
 
 
 def test_half_and_vector_types(tmp_path, sim):
-    from mlxport.correctness import run_correctness
+    from mlxport.verify.correctness import run_correctness
 
     task = elementwise(tmp_path, HALF_VECTOR, "def reference(x):\n    return x * 2.0 + 0.5\n",
                        dtypes='["float16"]')
@@ -253,7 +253,7 @@ void run(const float* a, float* out, int n) {
 
 
 def test_vector_casts_keep_the_address_space_and_float_kernels_become_generic(tmp_path, sim):
-    from mlxport.correctness import run_correctness
+    from mlxport.verify.correctness import run_correctness
 
     task = elementwise(tmp_path, VECTOR_CAST.replace("a,", "x,").replace("a)", "x)").replace("a[", "x["),
                        "def reference(x):\n    return x * 2.0\n", dtypes='["float32", "float16"]')

@@ -3,12 +3,9 @@ resume after any interruption, and the files a port leaves behind."""
 
 from __future__ import annotations
 
-import json
-import secrets
 import sqlite3
-import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +13,7 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.errors import GraphRecursionError
 
+from mlxport.agent import sessions
 from mlxport.agent.graph import build_graph
 from mlxport.agent.outputs import write_outputs
 from mlxport.agent.providers import check_model_spec
@@ -28,43 +26,20 @@ from mlxport.tasks import load_task
 Listener = Callable[[str, dict[str, Any]], None]
 
 
-def new_session_id(task: str) -> str:
-    return f"{task}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
-
-
-def ensure_writable(out: Path) -> None:
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".mlxport-write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as e:
-        raise UserError(f"cannot write to output folder {out} ({e.strerror}): pass a writable --out") from e
-
-
-def session_file(out: Path) -> Path:
-    return out / "session.json"
-
-
 def run_port(task: KernelTask, config: RunConfig, out: Path, *, session: str | None = None, resume: bool = False,
              on_update: Listener | None = None, on_token: Callable[[str], None] | None = None,
              model: BaseChatModel | None = None) -> dict[str, Any]:
     """Port ``task`` into ``out/<task>/``. With ``resume``, continue session ``session`` from its
-    last checkpoint using the configuration it was started with. ``on_token`` streams the model's
-    tokens as they arrive."""
+    last checkpoint (``config`` is the one it was saved with: see ``resume_port``). ``on_token``
+    streams the model's tokens as they arrive."""
     folder = out / task.name
-    ensure_writable(folder)
-    if resume:
-        saved = _load_session(folder, session)
-        # A chat session resumed here runs unattended: nobody is there to approve candidates.
-        config, session = RunConfig(**{**saved["config"], "approve": False}), saved["session"]
-    else:
+    sessions.ensure_writable(folder)
+    if not resume:
         config.validate()
         if model is None:
             check_model_spec(config.model, config.base_url)
-        session = session or new_session_id(task.name)
-        session_file(folder).write_text(json.dumps({"session": session, "config": asdict(config),
-                                                    "task_dir": str(task.folder)}, indent=2))
+        session = session or sessions.new_id(task.name)
+        sessions.save(folder, session, task.folder, config)
     conn = sqlite3.connect(folder / "checkpoints.sqlite", check_same_thread=False)
     with run_log(folder / "log.jsonl", session=session, task=task.name) as log:
         log.info("port_resumed" if resume else "port_started", config=asdict(config))
@@ -111,26 +86,8 @@ def _drive(task: KernelTask, config: RunConfig, conn: sqlite3.Connection, sessio
     return State.of(graph.get_state(cfg).values)
 
 
-def _load_session(folder: Path, session: str | None) -> dict[str, Any]:
-    path = session_file(folder)
-    if not path.is_file():
-        raise UserError(f"no session to resume in {folder}: run the port without --resume first")
-    saved = json.loads(path.read_text())
-    if session and saved["session"] != session:
-        raise UserError(f"{folder} holds session {saved['session']}, not {session}: pass that id or the right --out")
-    return saved
-
-
-def find_session(out: Path, session: str) -> Path:
-    """The task folder under ``out`` whose session.json names ``session``."""
-    for path in out.glob("*/session.json"):
-        if json.loads(path.read_text()).get("session") == session:
-            return path.parent
-    raise UserError(f"no session {session!r} under {out}: check the id (see <out>/<task>/session.json) and --out")
-
-
 def resume_port(out: Path, session: str, on_update: Listener | None = None) -> dict[str, Any]:
-    folder = find_session(out, session)
-    saved = json.loads(session_file(folder).read_text())
-    task = load_task(saved["task_dir"])
-    return run_port(task, RunConfig(**saved["config"]), out, session=session, resume=True, on_update=on_update)
+    """Continue a saved port or chat session unattended (nobody is there to approve candidates)."""
+    saved = sessions.find(out, session)
+    return run_port(load_task(saved.task_dir), replace(saved.config, approve=False), out, session=saved.id,
+                    resume=True, on_update=on_update)

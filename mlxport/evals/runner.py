@@ -26,6 +26,7 @@ from hashlib import sha1
 from pathlib import Path
 from typing import Any
 
+from mlxport.agent import sessions
 from mlxport.agent.config import PER_RUN, parse_budget  # noqa: F401  (parse_budget is part of the eval API)
 from mlxport.errors import UserError
 
@@ -164,7 +165,7 @@ def run_state(key: RunKey, out: Path) -> str:
     folder = key.folder(out)
     if (folder / "run.json").is_file():
         return "finished"
-    return "interrupted" if (folder / "session.json").is_file() else "new"
+    return "interrupted" if sessions.latest(folder) is not None else "new"
 
 
 def run_eval(models: list[str], tasks: list[str] | None, seeds: int, config_overrides: dict[str, Any], jobs: int,
@@ -177,7 +178,7 @@ def run_eval(models: list[str], tasks: list[str] | None, seeds: int, config_over
     ``done``, ``total`` and, when done, the ``run`` record.
     """
     from mlxport.agent.models import check_model_spec
-    from mlxport.agent.port import ensure_writable
+    from mlxport.agent.sessions import ensure_writable
 
     if seeds < 1:
         raise UserError(f"--seeds must be at least 1, got {seeds}")
@@ -227,7 +228,7 @@ def run_eval(models: list[str], tasks: list[str] | None, seeds: int, config_over
 
 def _run_one(key: RunKey, config: dict[str, Any], out: Path, stop: threading.Event,
              report: Callable[..., None]) -> None:
-    from mlxport.agent.port import NoCheckpoint, run_port
+    from mlxport.agent.port import run_port
     from mlxport.agent.state import RunConfig
     from mlxport.tasks import load_task
 
@@ -239,16 +240,16 @@ def _run_one(key: RunKey, config: dict[str, Any], out: Path, stop: threading.Eve
         if stop.is_set():
             raise _Stopped
 
-    resume = run_state(key, out) == "interrupted"
-    report(key, "resumed" if resume else "started")
+    saved = sessions.latest(folder)
+    report(key, "resumed" if saved else "started")
     task = load_task(key.task_dir)
     cfg = RunConfig(**{**config, "prices": tuple(config["prices"]) if config.get("prices") else None,
                        "model": key.model, "seed": key.seed})
+    where = seed_dir(out, key.slug, key.seed)
     try:
-        try:
-            run = run_port(task, cfg, seed_dir(out, key.slug, key.seed), resume=resume, on_update=on_update)
-        except NoCheckpoint:  # died before its first step
-            run = run_port(task, cfg, seed_dir(out, key.slug, key.seed), on_update=on_update)
+        run = _resume(task, saved, where, on_update) if saved else None
+        if run is None:
+            run = run_port(task, cfg, where, on_update=on_update)
     except _Stopped:
         return
     except Exception as e:  # one broken run must not end the eval; it is retried on the next invocation
@@ -258,6 +259,16 @@ def _run_one(key: RunKey, config: dict[str, Any], out: Path, stop: threading.Eve
         return
     (folder / "error.json").unlink(missing_ok=True)
     report(key, "done", run=run)
+
+
+def _resume(task, saved, where: Path, on_update) -> dict[str, Any] | None:
+    """Continue an interrupted run; None if it died before its first checkpoint."""
+    from mlxport.agent.port import NoCheckpoint, run_port
+
+    try:
+        return run_port(task, saved.config, where, session=saved.id, resume=True, on_update=on_update)
+    except NoCheckpoint:
+        return None
 
 
 # ---------------------------------------------------------------- reading back

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -10,7 +9,7 @@ from functools import cache
 from pydantic import BaseModel
 
 from mlxport.knowledge.chips import ChipProfile, chip_sections, chip_text, hardware_profile
-from mlxport.knowledge.docs import KB_DIR, Section, cite, doc_paths, load_doc_sections, load_sources, slugify
+from mlxport.knowledge.docs import Section, cite, load_doc_sections, load_sources, slugify
 
 _RAW = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+(?:\.\d+)?")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
@@ -97,15 +96,6 @@ class _Index:
     sections: tuple[Section, ...]
     body: object  # bm25s.BM25 over whole sections
     headings: object  # bm25s.BM25 over section headings
-
-
-def kb_digest() -> str:
-    """Version of the knowledge base (hash of its files), for run records."""
-    h = hashlib.sha256()
-    for path in [*doc_paths(), *sorted(KB_DIR.glob("*.toml"))]:
-        h.update(path.name.encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()[:16]
 
 
 def all_sections() -> tuple[Section, ...]:

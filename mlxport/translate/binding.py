@@ -51,8 +51,6 @@ class Binder:
         self.outputs: list[TensorSpec] = list(task.outputs) if task else []
         self.params = {p.name: p for p in task.params} if task else {}
 
-    # ------------------------------------------------------------------ tensors
-
     def tensor(self, name: str, written: bool, taken: set[str]) -> str | None:
         pools = [self.outputs, self.inputs] if written else [self.inputs]
         for pool in pools:
@@ -100,8 +98,6 @@ class Binder:
         if src is not None:
             return f"{src}.dtype"
         return spec.dtype if spec.dtype != "T" else None
-
-    # ------------------------------------------------------------------ scalars
 
     def dim(self, dim: str) -> ast.expr | None:
         for t in self.inputs:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from tree_sitter import Node
 
-from mlxport.translate.tsutil import parse_expr, text
+from mlxport.cuda_syntax import parse_expr, text
 
 __all__ = ["CExprError", "CToAst", "const_value", "lower", "simplify", "to_c", "to_expr"]
 
@@ -24,6 +24,8 @@ TYPE_SIZES = {"float": 4, "int": 4, "unsigned": 4, "unsigned int": 4, "uint32_t"
               "uint16_t": 2, "half2": 4, "__half2": 4, "__nv_bfloat162": 4, "float2": 8, "float4": 16, "int4": 16,
               "int2": 8, "uint4": 16, "uint2": 8, "long long": 8, "unsigned long long": 8, "int64_t": 8,
               "uint64_t": 8, "size_t": 8, "long": 8, "bool": 1, "double2": 16}
+# name -> (parameters, or None for an object-like macro; body)
+Macros = dict[str, tuple[list[str] | None, str]]
 _CEILDIV_NAMES = {"ceildiv", "ceil_div", "cdiv", "div_up", "divup", "DIV_UP", "DIVUP", "CEIL_DIV", "CEILDIV",
                   "div_round_up", "DIV_ROUND_UP", "round_up_div", "iDivUp", "ceilDiv", "cuda_ceil_div"}
 _MINMAX = {"min": "min", "max": "max", "std::min": "min", "std::max": "max", "fminf": "min", "fmaxf": "max",
@@ -55,7 +57,7 @@ class CToAst:
     sizeof for a type name (template types map to ``x.itemsize``).
     """
 
-    def __init__(self, lookup: Callable[[str], ast.expr | None], macros: dict[str, tuple[list[str] | None, str]],
+    def __init__(self, lookup: Callable[[str], ast.expr | None], macros: Macros,
                  type_size: Callable[[str], ast.expr | None]):
         self.lookup = lookup
         self.macros = macros
@@ -183,9 +185,6 @@ def _number(lit: str, line: int) -> ast.expr:
         raise CExprError(f"number {lit}", line) from e
 
 
-# ------------------------------------------------------------------------------------------ simplify
-
-
 def _same(a: ast.expr, b: ast.expr) -> bool:
     return ast.dump(a) == ast.dump(b)
 
@@ -296,9 +295,6 @@ def _binop(a: ast.expr, op: ast.operator, b: ast.expr) -> ast.expr:
     return ast.BinOp(a, op, b)
 
 
-# ------------------------------------------------------------------------------------------ lowering
-
-
 def lower(e: ast.expr, *, want_bool: bool = False) -> ast.expr:
     """Replace conditions by min/max or 0/1 indicators; raises CExprError if a bool value leaks
     into arithmetic (the expression language cannot test a bool)."""
@@ -402,9 +398,6 @@ def _indicator(c: ast.expr) -> ast.expr:
     return ast.Call(ast.Name("min"), [num(1), ast.Call(ast.Name("max"), [_lower(c, False),
                                                                          ast.UnaryOp(ast.USub(), _lower(c, False))],
                                                        [])], [])
-
-
-# ------------------------------------------------------------------------------------------ printing
 
 
 def to_expr(e: ast.expr) -> str | int | bool:

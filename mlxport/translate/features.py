@@ -16,7 +16,7 @@ from mlxport.translate.msl_rules import ATOMICS as TRANSLATED_ATOMICS
 from mlxport.translate.msl_rules import MATH
 
 if TYPE_CHECKING:
-    from mlxport.translate.reader import KernelInfo
+    from mlxport.translate.cudafile import KernelInfo
 
 
 class Assessment(BaseModel):

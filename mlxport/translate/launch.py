@@ -5,17 +5,19 @@ branches, and turned into expressions over the task's inputs."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
+from mlxport.cuda_syntax import callee, function_name, line, parse_expr, text, walk
 from mlxport.translate.binding import Binder
 from mlxport.translate.cexpr import CExprError, CToAst, num
-from mlxport.translate.reader import CudaFile, KernelInfo, LaunchSite
-from mlxport.translate.tsutil import callee, function_name, line, parse_expr, text, walk
+from mlxport.translate.cudafile import CudaFile, KernelInfo, LaunchSite
 
 __all__ = ["LaunchPlan", "plan_launch", "CONCRETE_TYPES"]
 
+TypeSize = Callable[[str], ast.expr | None]  # sizeof(type name), None when unknown
 CONCRETE_TYPES = {"float", "double", "int", "__half", "half", "__nv_bfloat16", "nv_bfloat16", "bfloat16", "int8_t",
                   "uint8_t", "int32_t", "uint32_t", "int64_t", "uint64_t", "unsigned", "char", "short", "bool",
                   "float16", "at::Half", "at::BFloat16", "c10::Half", "c10::BFloat16"}
@@ -32,8 +34,10 @@ class _Lazy:
 
 
 @dataclass
-class SiteValues:
-    conds: list[ast.expr]
+class LaunchValues:
+    """A launch's grid (in blocks) and block sizes, dynamic shared-memory bytes, and its template and
+    scalar kernel arguments, as expressions over the task's inputs and params."""
+
     blocks: list[ast.expr]
     threads: list[ast.expr]
     smem: ast.expr | None
@@ -43,14 +47,13 @@ class SiteValues:
 
 
 @dataclass
-class LaunchPlan:
-    blocks: list[ast.expr]
-    threads: list[ast.expr]
-    smem: ast.expr | None
-    targs: dict[str, ast.expr]
-    kargs: dict[str, ast.expr | CExprError]
-    line: int
-    host: str
+class SiteValues(LaunchValues):
+    conds: list[ast.expr] = field(default_factory=list)  # the branch conditions that reach the site
+
+
+@dataclass
+class LaunchPlan(LaunchValues):
+    host: str = ""
     notes: list[str] = field(default_factory=list)
 
 
@@ -73,7 +76,7 @@ def choose_sites(cf: CudaFile, kernel: KernelInfo) -> list[LaunchSite]:
 class _Host:
     """Symbolic evaluation of one host function down to its launches of one kernel."""
 
-    def __init__(self, fn: Node, cf: CudaFile, kernel: KernelInfo, binder: Binder, type_size, root: Node):
+    def __init__(self, fn: Node, cf: CudaFile, kernel: KernelInfo, binder: Binder, type_size: TypeSize, root: Node):
         self.fn = fn
         self.cf = cf
         self.kernel = kernel
@@ -138,8 +141,6 @@ class _Host:
             self.env[pname] = got if got is not None else _Lazy(CExprError(
                 f"host template parameter `{pname}` (instantiated with {sorted(values)}; no task dimension matches)",
                 line(p)))
-
-    # ------------------------------------------------------------------ statements
 
     def run(self, sites: list[LaunchSite]) -> list[SiteValues]:
         body = self.fn.child_by_field_name("body")
@@ -282,12 +283,10 @@ class _Host:
             else:
                 env[k] = _Lazy(CExprError(f"host variable `{k}` set under a condition", line(st)))
 
-    # ------------------------------------------------------------------ launch sites
-
     def _site(self, site: LaunchSite, env: dict, conds: list[ast.expr]) -> None:
         ln = site.line
-        blocks = self._dims(site.grid, env, ln, "grid")
-        threads = self._dims(site.block, env, ln, "block")
+        blocks = self._dims(site.grid, env, ln)
+        threads = self._dims(site.block, env, ln)
         smem = None
         if site.shared_mem and site.shared_mem.strip() not in ("0", "0u", "0UL"):
             smem = self._value(site.shared_mem, env, ln)
@@ -304,7 +303,7 @@ class _Host:
                 kargs[p.name] = self.conv(env).text(arg, ln)
             except CExprError as e:
                 kargs[p.name] = e
-        self.sites.append(SiteValues(conds, blocks, threads, smem, targs, kargs, ln))
+        self.sites.append(SiteValues(blocks, threads, smem, targs, kargs, ln, conds))
 
     def _value(self, src: str, env: dict, ln: int) -> ast.expr:
         try:
@@ -312,7 +311,7 @@ class _Host:
         except CExprError as e:
             return _Unknown(e)
 
-    def _dims(self, src: str, env: dict, ln: int, what: str) -> list[ast.expr]:
+    def _dims(self, src: str, env: dict, ln: int) -> list[ast.expr]:
         node = parse_expr(src)
         if node is not None and node.type == "identifier" and isinstance(env.get(text(node)), Dim3):
             return list(env[text(node)].parts)
@@ -384,7 +383,8 @@ def _combine(values: list[tuple[list[ast.expr], ast.expr | None]]) -> ast.expr |
     return out
 
 
-def plan_launch(cf: CudaFile, root: Node, kernel: KernelInfo, binder: Binder, type_size) -> LaunchPlan | None:
+def plan_launch(cf: CudaFile, root: Node, kernel: KernelInfo, binder: Binder, type_size: TypeSize
+                ) -> LaunchPlan | None:
     sites = choose_sites(cf, kernel)
     if not sites:
         return None

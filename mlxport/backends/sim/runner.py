@@ -18,13 +18,15 @@ ERR_LEN = 4096
 class Buffer(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("base", ctypes.c_void_p), ("bytes", ctypes.c_int64),
                 ("data", ctypes.c_void_p), ("elem_size", ctypes.c_int32), ("space", ctypes.c_int32),
-                ("mask", ctypes.c_void_p), ("reserved", ctypes.c_int64)]
+                ("mask", ctypes.c_void_p), ("touched", ctypes.c_int64)]
 
 
 class LaunchParams(ctypes.Structure):
     _fields_ = [("buffers", ctypes.POINTER(Buffer)), ("nbuffers", ctypes.c_int32), ("fibers", ctypes.c_int32),
                 ("threads", ctypes.c_int32), ("reverse", ctypes.c_int32), ("grid", ctypes.c_uint32 * 3),
-                ("threadgroup", ctypes.c_uint32 * 3), ("stack_bytes", ctypes.c_int64), ("stats", ctypes.c_int64 * 4)]
+                ("threadgroup", ctypes.c_uint32 * 3), ("stack_bytes", ctypes.c_int64), ("shared_bytes", ctypes.c_int64),
+                ("tg_memory_limit", ctypes.c_int64), ("races_after", ctypes.c_int32), ("cuda", ctypes.c_int32),
+                ("stats", ctypes.c_int64 * 4)]
 
 
 SPACES = {"device": 1, "constant": 2}
@@ -82,7 +84,7 @@ def run(header: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, Any
             nbytes, offset, mask_ptr = data.nbytes, slot["offset"], None
         name = slot["name"].encode()
         keep.append(name)
-        buffers[k] = Buffer(name, base, nbytes, base + offset, slot["elem_size"], SPACES[slot["space"]], mask_ptr, 0)
+        buffers[k] = Buffer(name, base, nbytes, base + offset, slot["elem_size"], SPACES[slot["space"]], mask_ptr, -1)
     params = LaunchParams()
     params.buffers = buffers
     params.nbuffers = len(slots)

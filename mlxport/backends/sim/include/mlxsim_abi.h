@@ -7,7 +7,8 @@
 
 namespace mlxsim {
 
-enum AddressSpace : int32_t { AS_DEVICE = 1, AS_CONSTANT = 2, AS_THREADGROUP = 3 };
+// AS_GENERIC: CUDA's one address space for global and shared memory alike.
+enum AddressSpace : int32_t { AS_DEVICE = 1, AS_CONSTANT = 2, AS_THREADGROUP = 3, AS_GENERIC = 4 };
 
 // One kernel argument (an input, a shape/strides/ndim parameter, an output) or one
 // threadgroup allocation. Accesses are valid in [base, base + bytes); `data` is element 0.
@@ -19,9 +20,11 @@ struct Buffer {
   int32_t elem_size;
   int32_t space;
   // Outputs only, one word per element: 0 untouched, else the tag (threadgroup index + 1) of the
-  // threadgroup whose checked access touched it first, or kAtomicTag for atomic accesses.
+  // threadgroup whose checked access touched it first, kAtomicTag for atomic accesses, or (where
+  // races are reported after the launch) kConflictTag for two threadgroups without atomics.
   uint32_t* mask;
-  int64_t reserved;
+  // -1: not measured; else the end (in bytes from base) of the furthest checked access so far.
+  int64_t touched;
 };
 
 // Every thread-position attribute of one thread, precomputed by the runtime.
@@ -53,6 +56,11 @@ struct LaunchParams {
   uint32_t grid[3];
   uint32_t threadgroup[3];
   int64_t stack_bytes;
+  int64_t shared_bytes;  // dynamic threadgroup memory (CUDA's extern __shared__) per threadgroup
+  int64_t tg_memory_limit;  // bytes of threadgroup memory a threadgroup may have; 0: Apple's 32 KB
+  int32_t races_after;  // 1: an output element touched by two threadgroups is marked and reported
+                        // after the launch (atomics may follow the access); 0: faults at once
+  int32_t cuda;  // 1: messages name threads, blocks and barriers as CUDA does
   int64_t stats[4];  // out: threadgroups run, context switches, barrier rounds, SIMD syncs
 };
 
@@ -89,7 +97,14 @@ const Buffer* find_buffer(const void* p);
 [[noreturn]] void fault_index(const Buffer* buf, int64_t index, int64_t extent);
 uint32_t current_simd_lane();
 uint32_t current_threadgroup_tag();
-[[noreturn]] void fault_shared_output(const Buffer* buf, int64_t index, uint32_t other_tag);
+// Two threadgroups touched an output element without atomics: a fault, or marked (races_after).
+void shared_output(const Buffer* buf, int64_t index, uint32_t other_tag);
+const ThreadAttrs* current_attrs();
+// A kernel's printf, to stderr, at most kPrintLines lines a process.
+int vprint(const char* format, __builtin_va_list args);
+constexpr int kPrintLines = 200;
+void* dynamic_threadgroup_memory(const Buffer** buf);
 constexpr uint32_t kAtomicTag = 0xFFFFFFFFu;
+constexpr uint32_t kConflictTag = 0xFFFFFFFEu;
 
 }  // namespace mlxsim

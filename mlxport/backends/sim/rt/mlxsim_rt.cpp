@@ -135,6 +135,7 @@ struct Worker {
   // A deque, not a vector: lanes keep `const Buffer*` into these slots (Ptr::buf_) while later
   // declarations add slots, and growing a deque at the end never moves existing elements.
   std::deque<TgSlot> slots;
+  TgSlot dynamic;  // CUDA's extern __shared__ memory, LaunchParams::shared_bytes of it
   std::vector<char*> arena;  // owned allocations of this threadgroup
   size_t tg_bytes = 0;
   int64_t switches = 0, rounds = 0, syncs = 0;
@@ -147,7 +148,7 @@ struct Worker {
 
 thread_local Worker* tl_worker = nullptr;
 
-constexpr size_t kThreadgroupMemoryLimit = 32768;
+constexpr size_t kAppleThreadgroupMemory = 32768;
 
 void record_error(Launch* L, const std::string& msg) {
   std::lock_guard<std::mutex> lock(L->mu);
@@ -166,8 +167,13 @@ std::string fmt(const char* f, ...) {
 
 std::string pos3(const uint32_t* v) { return fmt("(%u,%u,%u)", v[0], v[1], v[2]); }
 
+bool cuda_names() { return tl_worker && tl_worker->launch->p->cuda; }
+
 std::string who(const Lane* lane) {
   if (!lane) return "";
+  if (cuda_names())
+    return " by threadIdx " + pos3(lane->attrs.thread_position_in_threadgroup) + " of blockIdx " +
+           pos3(lane->attrs.threadgroup_position_in_grid);
   return " by thread_position_in_threadgroup " + pos3(lane->attrs.thread_position_in_threadgroup) +
          " of threadgroup_position_in_grid " + pos3(lane->attrs.threadgroup_position_in_grid) +
          " (thread_position_in_grid " + pos3(lane->attrs.thread_position_in_grid) + ")";
@@ -314,19 +320,24 @@ bool release_barrier(Worker& w, size_t n) {
   }
   if (!waiting) return false;
   const uint32_t* tg = waiting->attrs.threadgroup_position_in_grid;
+  const bool cuda = w.launch->p->cuda != 0;
+  const char* group = cuda ? "block" : "threadgroup";
+  const char* barrier = cuda ? "__syncthreads" : "threadgroup_barrier";
   if (done) {
-    record_error(w.launch, fmt("barrier divergence in threadgroup %s: %zu of %zu threads wait at threadgroup_barrier (%s) "
-                               "while the others returned without reaching it (e.g. thread %s); every thread of a "
-                               "threadgroup must reach the same barriers",
-                               pos3(tg).c_str(), n_wait, n, where(waiting->site).c_str(), lane_pos(*done).c_str()));
+    record_error(w.launch, fmt("barrier divergence in %s %s: %zu of %zu threads wait at %s (%s) while the others "
+                               "returned without reaching it (e.g. thread %s); every thread of a %s must reach the "
+                               "same barriers",
+                               group, pos3(tg).c_str(), n_wait, n, barrier, where(waiting->site).c_str(),
+                               lane_pos(*done).c_str(), group));
     return false;
   }
   if (other) {
-    record_error(w.launch, fmt("barrier divergence (deadlock on a GPU) in threadgroup %s: thread %s waits at "
-                               "threadgroup_barrier (%s) while thread %s waits at another barrier (%s); every thread "
-                               "of a threadgroup must reach the same barriers",
-                               pos3(tg).c_str(), lane_pos(*waiting).c_str(), where(waiting->site).c_str(),
-                               lane_pos(*other).c_str(), where(other->site).c_str()));
+    record_error(w.launch, fmt("barrier divergence (deadlock on a GPU) in %s %s: thread %s waits at %s (%s) while "
+                               "thread %s waits at another barrier (%s); every thread of a %s must reach the same "
+                               "barriers",
+                               group, pos3(tg).c_str(), lane_pos(*waiting).c_str(), barrier,
+                               where(waiting->site).c_str(), lane_pos(*other).c_str(), where(other->site).c_str(),
+                               group));
     return false;
   }
   for (size_t i = 0; i < n; ++i) w.lanes[i].state = LaneState::Ready;
@@ -336,6 +347,7 @@ bool release_barrier(Worker& w, size_t n) {
 
 void reset_threadgroup_memory(Worker& w) {
   for (TgSlot& s : w.slots) s.storage = nullptr;
+  w.dynamic.storage = nullptr;
   for (char* a : w.arena) std::free(a);
   w.arena.clear();
   w.tg_bytes = 0;
@@ -469,6 +481,33 @@ void threadgroup_barrier_wait(Site site) {
   switch_to(&l->sp, w->sched_sp);
 }
 
+namespace {
+
+// Fresh threadgroup storage of `bytes`, counted against the launch's limit.
+char* tg_storage(Worker* w, size_t bytes, size_t align, const char* name) {
+  w->tg_bytes += (bytes + 15) / 16 * 16;
+  const int64_t limit = w->launch->p->tg_memory_limit;
+  if (limit <= 0 && w->tg_bytes > kAppleThreadgroupMemory) {
+    fault(fmt("threadgroup memory: declaring %s brings the threadgroup to %zu bytes, over the 32 KB "
+              "(32768 bytes) Apple GPUs allow", name, w->tg_bytes).c_str());
+  }
+  if (limit > 0 && int64_t(w->tg_bytes) > limit) {
+    fault(fmt("shared memory: %s brings the block to %zu bytes, over the %lld bytes a block may have",
+              name, w->tg_bytes, (long long)limit).c_str());
+  }
+  align = std::max<size_t>(align, 16);
+  // Never 0 bytes: a null block would leave the slot unallocated and give each lane its own.
+  size_t alloc = std::max<size_t>(1, (bytes + align - 1) / align) * align;
+  auto* mem = static_cast<char*>(std::aligned_alloc(align, alloc));
+  if (!mem) fault(fmt("threadgroup memory: could not allocate %zu bytes for %s", bytes, name).c_str());
+  // Threadgroup memory starts as garbage on a GPU; NaN/-1 bytes make reads before writes show.
+  std::memset(mem, 0xFF, bytes);
+  w->arena.push_back(mem);
+  return mem;
+}
+
+}  // namespace
+
 void* tg_alloc(int slot, size_t bytes, size_t align, const char* name, int32_t elem_size, const Buffer** buf,
                bool* fresh) {
   Worker* w = tl_worker;
@@ -476,25 +515,37 @@ void* tg_alloc(int slot, size_t bytes, size_t align, const char* name, int32_t e
   TgSlot& s = w->slots[size_t(slot)];
   *fresh = false;
   if (!s.storage) {
-    w->tg_bytes += (bytes + 15) / 16 * 16;
-    if (w->tg_bytes > kThreadgroupMemoryLimit) {
-      fault(fmt("threadgroup memory: declaring %s brings the threadgroup to %zu bytes, over the 32 KB "
-                "(32768 bytes) Apple GPUs allow", name, w->tg_bytes).c_str());
-    }
-    align = std::max<size_t>(align, 16);
-    // Never 0 bytes: a null block would leave the slot unallocated and give each lane its own.
-    size_t alloc = std::max<size_t>(1, (bytes + align - 1) / align) * align;
-    auto* mem = static_cast<char*>(std::aligned_alloc(align, alloc));
-    if (!mem) fault(fmt("threadgroup memory: could not allocate %zu bytes for %s", bytes, name).c_str());
-    // Threadgroup memory starts as garbage on a GPU; NaN/-1 bytes make reads before writes show.
-    std::memset(mem, 0xFF, bytes);
-    w->arena.push_back(mem);
+    char* mem = tg_storage(w, bytes, align, name);
     s.storage = mem;
-    s.buf = Buffer{name, mem, int64_t(bytes), mem, elem_size, AS_THREADGROUP, nullptr, 0};
+    s.buf = Buffer{name, mem, int64_t(bytes), mem, elem_size, AS_THREADGROUP, nullptr, -1};
     *fresh = true;
   }
   *buf = &s.buf;
   return s.storage;
+}
+
+void* dynamic_threadgroup_memory(const Buffer** buf) {
+  Worker* w = tl_worker;
+  TgSlot& s = w->dynamic;
+  if (!s.storage) {
+    const size_t bytes = size_t(w->launch->p->shared_bytes);
+    char* mem = tg_storage(w, bytes, 16, "extern __shared__ memory");
+    s.storage = mem;
+    s.buf = Buffer{"extern __shared__ memory", mem, int64_t(bytes), mem, 1, AS_THREADGROUP, nullptr, -1};
+  }
+  *buf = &s.buf;
+  return s.storage;
+}
+
+int vprint(const char* format, __builtin_va_list args) {
+  static std::atomic<int> lines{0};
+  if (lines.fetch_add(1) >= kPrintLines) return 0;
+  return std::vfprintf(stderr, format, args);
+}
+
+const ThreadAttrs* current_attrs() {
+  Worker* w = tl_worker;
+  return w && w->current ? &w->current->attrs : nullptr;
 }
 
 const Buffer* find_buffer(const void* p) {
@@ -508,6 +559,8 @@ const Buffer* find_buffer(const void* p) {
   }
   for (const TgSlot& s : w->slots)
     if (s.storage && c >= s.buf.base && c < s.buf.base + s.buf.bytes) return &s.buf;
+  if (w->dynamic.storage && c >= w->dynamic.buf.base && c < w->dynamic.buf.base + w->dynamic.buf.bytes)
+    return &w->dynamic.buf;
   return nullptr;
 }
 
@@ -548,8 +601,12 @@ uint32_t current_threadgroup_tag() {
   return w ? w->tg_tag : 1;
 }
 
-void fault_shared_output(const Buffer* buf, int64_t index, uint32_t other_tag) {
+void shared_output(const Buffer* buf, int64_t index, uint32_t other_tag) {
   Worker* w = tl_worker;
+  if (w && w->launch->p->races_after) {  // an atomic on it may follow: judged after the launch
+    __atomic_store_n(&buf->mask[index], kConflictTag, __ATOMIC_RELAXED);
+    return;
+  }
   uint32_t mine = w ? w->tg_tag : 1;
   fault(fmt("threadgroups %u and %u both access output %s[%lld] without atomics (linear threadgroup indices); "
             "threadgroups run concurrently on a GPU, so this is a race: give each output element one "

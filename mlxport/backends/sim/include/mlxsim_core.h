@@ -1,0 +1,346 @@
+// What the simulators of every kernel language share, on top of the runtime's ABI: checked
+// pointers (bounds, written masks, races between threadgroups, touched extents), threadgroup
+// storage, and the rendezvous that SIMD-group (warp) collectives are built on.
+#pragma once
+
+#include <new>
+#include <source_location>
+#include <type_traits>
+
+#include "mlxsim_abi.h"
+
+namespace mlxsim {
+
+using SrcLoc = std::source_location;
+
+// Whether T is an atomic cell (MSL's metal::atomic<T>): accesses through a pointer to one are atomic.
+template <class T>
+inline constexpr bool is_atomic_cell = false;
+
+// ---------------------------------------------------------------- checked pointers
+
+template <class T, int AS>
+class Ptr {
+ public:
+  using element_type = T;
+  T* p_ = nullptr;
+  const Buffer* buf_ = nullptr;
+
+  Ptr() = default;
+  Ptr(std::nullptr_t) {}
+  explicit Ptr(const Buffer* b) : p_(reinterpret_cast<T*>(b->data)), buf_(b) {}
+  Ptr(T* raw, const Buffer* b) : p_(raw), buf_(b) {}
+  // &x[i] and friends: find the buffer the address belongs to so checks continue.
+  Ptr(T* raw) : p_(raw), buf_(raw ? find_buffer(raw) : nullptr) {}
+  // A cast of a plain address to another element type: still checked where it is in a buffer.
+  template <class U>
+    requires(!std::is_convertible_v<U*, T*>)
+  explicit Ptr(U* raw) : p_((T*)(raw)), buf_(raw ? find_buffer(raw) : nullptr) {}
+  template <class U>
+    requires std::is_convertible_v<U*, T*>
+  Ptr(const Ptr<U, AS>& o) : p_(o.p_), buf_(o.buf_) {}
+  // Casts such as (device float4*)x or reinterpret_cast: explicit, and still checked.
+  template <class U, int AS2>
+    requires(!(std::is_convertible_v<U*, T*> && AS2 == AS))
+  explicit Ptr(const Ptr<U, AS2>& o) : p_((T*)(o.p_)), buf_(o.buf_) {}
+
+  template <class I>
+    requires std::is_convertible_v<I, int64_t>
+  T& operator[](I i) const {
+    return at(int64_t(i));
+  }
+  T& operator*() const { return at(0); }
+  T* operator->() const { return &at(0); }
+
+  T& at(int64_t i) const {
+    if (!buf_) return p_[i];
+    int64_t off = (reinterpret_cast<const char*>(p_) - buf_->base) + i * int64_t(sizeof(T));
+    if (off < 0 || off + int64_t(sizeof(T)) > buf_->bytes) [[unlikely]]
+      fault_oob(buf_, off, sizeof(T), std::is_const_v<T>);
+    if constexpr (!std::is_const_v<T>) {
+      if (buf_->mask) mark(off);
+    }
+    if (buf_->touched >= 0) [[unlikely]]
+      extend(off + int64_t(sizeof(T)));
+    return *reinterpret_cast<T*>(buf_->base + off);
+  }
+
+  template <class I>
+    requires std::is_convertible_v<I, int64_t>
+  Ptr operator+(I n) const {
+    return Ptr(shifted(int64_t(n)), buf_);
+  }
+  template <class I>
+    requires std::is_convertible_v<I, int64_t>
+  friend Ptr operator+(I n, const Ptr& p) {
+    return p + n;
+  }
+  template <class I>
+    requires std::is_convertible_v<I, int64_t>
+  Ptr operator-(I n) const {
+    return Ptr(shifted(-int64_t(n)), buf_);
+  }
+  template <class U>
+  ptrdiff_t operator-(const Ptr<U, AS>& o) const {
+    return (reinterpret_cast<const char*>(p_) - reinterpret_cast<const char*>(o.p_)) / ptrdiff_t(sizeof(T));
+  }
+  template <class I>
+  Ptr& operator+=(I n) {
+    p_ = shifted(int64_t(n));
+    return *this;
+  }
+  template <class I>
+  Ptr& operator-=(I n) {
+    p_ = shifted(-int64_t(n));
+    return *this;
+  }
+  Ptr& operator++() { return *this += 1; }
+  Ptr& operator--() { return *this -= 1; }
+  Ptr operator++(int) {
+    Ptr t = *this;
+    *this += 1;
+    return t;
+  }
+  Ptr operator--(int) {
+    Ptr t = *this;
+    *this -= 1;
+    return t;
+  }
+  explicit operator bool() const { return p_ != nullptr; }
+  // CUDA code passes pointers on to functions that take plain ones; MSL pointers never convert.
+  operator T*() const
+    requires(AS == AS_GENERIC)
+  {
+    return p_;
+  }
+  template <class U>
+  bool operator==(const Ptr<U, AS>& o) const {
+    return static_cast<const void*>(p_) == static_cast<const void*>(o.p_);
+  }
+  bool operator==(std::nullptr_t) const { return p_ == nullptr; }
+  template <class U>
+  bool operator==(U* o) const {
+    return static_cast<const void*>(p_) == static_cast<const void*>(o);
+  }
+  // (uintptr_t)p, as alignment checks do
+  explicit operator uintptr_t() const { return addr(); }
+  template <class U>
+  bool operator<(const Ptr<U, AS>& o) const {
+    return addr() < o.addr();
+  }
+  template <class U>
+  bool operator>(const Ptr<U, AS>& o) const {
+    return addr() > o.addr();
+  }
+  template <class U>
+  bool operator<=(const Ptr<U, AS>& o) const {
+    return addr() <= o.addr();
+  }
+  template <class U>
+  bool operator>=(const Ptr<U, AS>& o) const {
+    return addr() >= o.addr();
+  }
+  uintptr_t addr() const { return reinterpret_cast<uintptr_t>(p_); }
+
+ private:
+  T* shifted(int64_t n) const {
+    return reinterpret_cast<T*>(reinterpret_cast<intptr_t>(p_) + n * intptr_t(sizeof(T)));
+  }
+  // Records which threadgroup touched each output element: a second threadgroup touching it
+  // without atomics is a race on a GPU, where threadgroups run concurrently (here they may not).
+  void mark(int64_t off) const {
+    const int64_t es = buf_->elem_size;
+    const int64_t first = off / es, last = (off + int64_t(sizeof(T)) - 1) / es;
+    if constexpr (is_atomic_cell<std::remove_cv_t<T>>) {
+      for (int64_t e = first; e <= last; ++e) __atomic_store_n(&buf_->mask[e], kAtomicTag, __ATOMIC_RELAXED);
+    } else {
+      const uint32_t me = current_threadgroup_tag();
+      for (int64_t e = first; e <= last; ++e) {
+        uint32_t cur = __atomic_load_n(&buf_->mask[e], __ATOMIC_RELAXED);
+        if (cur == me) continue;
+        if (cur == 0 && __atomic_compare_exchange_n(&buf_->mask[e], &cur, me, false, __ATOMIC_RELAXED,
+                                                    __ATOMIC_RELAXED))
+          continue;
+        if (cur != me && cur != kAtomicTag && cur != kConflictTag) shared_output(buf_, e, cur);
+      }
+    }
+  }
+  void extend(int64_t end) const {
+    auto* touched = const_cast<int64_t*>(&buf_->touched);
+    int64_t cur = __atomic_load_n(touched, __ATOMIC_RELAXED);
+    while (end > cur && !__atomic_compare_exchange_n(touched, &cur, end, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+  }
+};
+
+template <class T>
+using device_ptr = Ptr<T, AS_DEVICE>;
+template <class T>
+using threadgroup_ptr = Ptr<T, AS_THREADGROUP>;
+
+// ---------------------------------------------------------------- threadgroup storage
+
+// A multi-dimensional `threadgroup T a[D0][D1]...` (CUDA: `__shared__`): every index is checked
+// against its extent. It converts to a pointer in address space AS.
+template <int AS, class T, size_t D0, size_t... Rest>
+struct TgArray {
+  T* p_;
+  const Buffer* buf_;
+  static constexpr size_t inner = (size_t(1) * ... * Rest);
+
+  template <class I>
+    requires std::is_convertible_v<I, int64_t>
+  decltype(auto) operator[](I i) const {
+    int64_t k = int64_t(i);
+    if (k < 0 || k >= int64_t(D0)) [[unlikely]]
+      fault_index(buf_, k, int64_t(D0));
+    T* q = p_ + k * int64_t(inner);
+    if constexpr (sizeof...(Rest) == 0) return static_cast<T&>(*q);
+    else return TgArray<AS, T, Rest...>{q, buf_};
+  }
+  operator Ptr<T, AS>() const { return Ptr<T, AS>(p_, buf_); }
+};
+
+// Storage of a threadgroup array, shared by the threadgroup's lanes: slot numbers tell the
+// declarations of a kernel apart.
+template <int AS, class T, size_t... D>
+auto tg_array_in(int slot, const char* name) {
+  constexpr size_t n = (size_t(1) * ... * D);
+  const Buffer* buf;
+  bool fresh;
+  T* p = static_cast<T*>(tg_alloc(slot, n * sizeof(T), alignof(T), name, int32_t(sizeof(T)), &buf, &fresh));
+  if (fresh)
+    for (size_t i = 0; i < n; ++i) ::new (static_cast<void*>(p + i)) T;
+  if constexpr (sizeof...(D) == 1) return Ptr<T, AS>(p, buf);
+  else return TgArray<AS, T, D...>{p, buf};
+}
+
+template <class T, size_t... D>
+auto tg_array(int slot, const char* name) {
+  return tg_array_in<AS_THREADGROUP, T, D...>(slot, name);
+}
+
+template <class T>
+T* tg_scalar(int slot, const char* name) {
+  const Buffer* buf;
+  bool fresh;
+  T* p = static_cast<T*>(tg_alloc(slot, sizeof(T), alignof(T), name, int32_t(sizeof(T)), &buf, &fresh));
+  if (fresh) ::new (static_cast<void*>(p)) T;
+  return p;
+}
+
+// ---------------------------------------------------------------- collectives
+
+inline Site site_of(const SrcLoc& l) { return Site{l.file_name(), l.line(), l.column()}; }
+
+template <class T>
+const T& in_of(const Exchange* ex, uint32_t k) {
+  return *static_cast<const T*>(ex->in[k]);
+}
+template <class T>
+T& out_of(const Exchange* ex, uint32_t k) {
+  return *static_cast<T*>(ex->out[k]);
+}
+inline bool active(const Exchange* ex, uint32_t k) { return k < kSimdWidth && ((ex->mask >> k) & 1u); }
+
+// Block until the lanes of this SIMD-group that are waiting at this call site are released;
+// the first lane to resume computes every participant's result.
+template <class R, class In, class F>
+R collective(const In& in, const SrcLoc& loc, F&& compute) {
+  R out{};
+  Exchange* ex = simd_sync(&in, &out, site_of(loc));
+  if (!ex->done) {
+    ex->done = true;
+    compute(ex);
+  }
+  return out;
+}
+
+template <uint32_t W, class T, class Op>
+void reduce(Exchange* ex, Op op) {
+  for (uint32_t base = 0; base < kSimdWidth; base += W) {
+    bool have = false;
+    T acc{};
+    for (uint32_t j = base; j < base + W; ++j)
+      if (active(ex, j)) {
+        acc = have ? T(op(acc, in_of<T>(ex, j))) : in_of<T>(ex, j);
+        have = true;
+      }
+    for (uint32_t j = base; j < base + W; ++j)
+      if (active(ex, j)) out_of<T>(ex, j) = acc;
+  }
+}
+
+template <uint32_t W, class T, class Op>
+void scan(Exchange* ex, Op op, bool inclusive, T identity) {
+  for (uint32_t base = 0; base < kSimdWidth; base += W) {
+    T acc = identity;
+    for (uint32_t j = base; j < base + W; ++j) {
+      if (!active(ex, j)) continue;
+      T next = T(op(acc, in_of<T>(ex, j)));
+      out_of<T>(ex, j) = inclusive ? next : acc;
+      acc = next;
+    }
+  }
+}
+
+template <class T>
+struct WithArg {
+  T value;
+  int64_t arg;
+};
+
+// Each participant reads the value of a source lane of its segment (src returns -1 for none):
+// a missing or inactive source leaves the lane's own value.
+template <uint32_t W, class T, class Src>
+void permute(Exchange* ex, Src src) {
+  for (uint32_t j = 0; j < kSimdWidth; ++j) {
+    if (!active(ex, j)) continue;
+    const auto& me = in_of<WithArg<T>>(ex, j);
+    uint32_t base = j - j % W;
+    int64_t s = src(int64_t(j % W), me.arg);
+    bool ok = s >= 0 && s < int64_t(W) && active(ex, base + uint32_t(s));
+    out_of<T>(ex, j) = ok ? in_of<WithArg<T>>(ex, base + uint32_t(s)).value : me.value;
+  }
+}
+
+template <class T>
+struct Fill {
+  T data;
+  T filling;
+  int64_t delta;
+  int64_t modulo;
+};
+
+template <uint32_t W, class T>
+void fill_shift(Exchange* ex, bool up) {
+  for (uint32_t j = 0; j < kSimdWidth; ++j) {
+    if (!active(ex, j)) continue;
+    const auto& me = in_of<Fill<T>>(ex, j);
+    int64_t mod = me.modulo > 0 ? me.modulo : int64_t(W);
+    int64_t lane = int64_t(j % W), i = lane % mod, base = int64_t(j) - i;
+    int64_t s = up ? i - me.delta : i + me.delta;
+    bool from_fill = up ? s < 0 : s >= mod;
+    int64_t src = base + (up ? (from_fill ? s + mod : s) : (from_fill ? s - mod : s));
+    if (src < 0 || !active(ex, uint32_t(src))) {
+      out_of<T>(ex, j) = me.data;
+      continue;
+    }
+    const auto& other = in_of<Fill<T>>(ex, uint32_t(src));
+    out_of<T>(ex, j) = from_fill ? other.filling : other.data;
+  }
+}
+
+template <uint32_t W>
+uint64_t segment_bits(const Exchange* ex, uint32_t j, bool (*pick)(const Exchange*, uint32_t)) {
+  uint32_t base = j - j % W;
+  uint64_t bits = 0;
+  for (uint32_t k = base; k < base + W; ++k)
+    if (active(ex, k) && pick(ex, k)) bits |= uint64_t(1) << (W == kSimdWidth ? k : k - base);
+  return bits;
+}
+
+inline bool pick_true(const Exchange* ex, uint32_t k) { return in_of<bool>(ex, k); }
+inline bool pick_any(const Exchange*, uint32_t) { return true; }
+
+}  // namespace mlxsim

@@ -1,0 +1,3 @@
+from mlxport.cli import main
+
+main()

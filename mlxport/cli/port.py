@@ -1,0 +1,125 @@
+"""``mlxport port``: port one kernel unattended, or resume a port that was stopped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from mlxport.cli import options as o
+from mlxport.errors import UserError
+
+app = o.command_app("Port a CUDA kernel to a verified MLX kernel and write kernel.py, test_kernel.py and a report.")
+
+
+@app.command()
+def port(
+    kernel: Annotated[Path | None, typer.Argument(help="The .cu file to port (default: the task's kernel.cu).")] = None,
+    task: Annotated[str | None, typer.Option(help="Task name or folder.")] = None,
+    reference: Annotated[str | None, typer.Option(help="module:function or file.py:function (no --task).")] = None,
+    inputs: Annotated[str | None, typer.Option(help="With --reference: 'x[R,C];w:float32[C]'.")] = None,
+    outputs: Annotated[str | None, typer.Option(help="With --reference: 'out[R,C]'.")] = None,
+    case: Annotated[list[str] | None, typer.Option(help="With --reference: a visible case 'R=256,C=1024'.")] = None,
+    heldout: Annotated[list[str] | None, typer.Option(help="With --reference: a held-out case.")] = None,
+    kernel_name: Annotated[str | None, typer.Option("--kernel-name", help="Entry kernel (default: first).")] = None,
+    dtypes: Annotated[str, typer.Option(help="With --reference: comma-separated dtypes.")] = "float32",
+    model: o.Model = "rules", base_url: o.BaseUrl = None, backend: o.Backend = "auto", budget: o.Budget = None,
+    out_dir: o.Out = Path("mlxport-out"),
+    resume: Annotated[str | None, typer.Option(help="Resume this session id (its own configuration applies).")] = None,
+    seed: o.Seed = 0, as_json: o.Json = False,
+) -> None:
+    """Port a CUDA kernel to a verified MLX kernel and write kernel.py, test_kernel.py and a report."""
+    show = progress(o.err if as_json else o.out)
+    if resume:
+        from mlxport.agent.port import resume_port
+
+        run = resume_port(out_dir, resume, on_update=show)
+    else:
+        config = o.run_config(model=model, base_url=base_url, backend=backend, budget=budget, seed=seed)
+        the_task = _resolve_task(kernel, task, reference, inputs, outputs, case, heldout, kernel_name, dtypes, out_dir)
+        from mlxport.agent.port import run_port
+
+        run = run_port(the_task, config, out_dir, on_update=show)
+    if as_json:
+        o.print_json(run)
+    else:
+        _print_summary(run, out_dir)
+    if not run["result"]["verified"]:
+        raise typer.Exit(1)
+
+
+def _resolve_task(kernel, task, reference, inputs, outputs, case, heldout, kernel_name, dtypes, out_dir):
+    from mlxport.evals.scaffold import task_from_flags, task_name_for
+    from mlxport.tasks import load_task
+
+    if task:
+        return load_task(task)
+    if kernel is None:
+        raise UserError("nothing to port: pass a .cu file, or --task NAME (see `mlxport tasks list`)")
+    if not kernel.is_file():
+        raise UserError(f"no such file {kernel}: pass the path of a .cu file")
+    _check_cuda_file(kernel)
+    if (kernel.parent / "task.toml").is_file() and not reference:
+        return load_task(kernel.parent)
+    if not (reference and inputs and outputs):
+        raise UserError(f"{kernel} is not in a task folder: pass --task DIR, or --reference, --inputs, --outputs "
+                        f"and --case to describe it")
+    folder = task_from_flags(kernel, out_dir / "_tasks" / task_name_for(kernel), reference=reference, inputs=inputs,
+                             outputs=outputs, cases=case or [], heldout=heldout or [], kernel=kernel_name,
+                             dtypes=[d.strip() for d in dtypes.split(",") if d.strip()])
+    return load_task(folder)
+
+
+def _check_cuda_file(path: Path) -> None:
+    from mlxport.translate.reader import read_cuda
+
+    try:
+        cf = read_cuda(path.read_bytes().decode("utf-8", errors="strict"), name=path.name)
+    except UnicodeDecodeError as e:
+        raise UserError(f"{path} is binary, not CUDA source: pass a .cu text file") from e
+    if not any(k.kind == "global" for k in cf.kernels):
+        raise UserError(f"{path} defines no __global__ kernel: pass a file with the kernel to port")
+
+
+def progress(console: Console):
+    """A listener printing each graph step in a line or two."""
+    def show(node: str, data: dict) -> None:
+        for m in data.get("messages", []) or []:
+            kind = getattr(m, "type", "")
+            if kind == "ai":
+                text = (m.content or "").strip() if isinstance(m.content, str) else ""
+                if text:
+                    console.print(f"[cyan]model[/cyan] {escape(text[:300])}", highlight=False)
+                for c in m.tool_calls:
+                    args = ", ".join(f"{k}={str(v)[:40]!r}" for k, v in c["args"].items() if k != "source")
+                    console.print(f"[cyan]call[/cyan]  {c['name']}({escape(args)})", highlight=False)
+            elif kind == "tool":
+                first = str(m.content).splitlines()[0] if m.content else ""
+                color = "red" if getattr(m, "status", "") == "error" else "green"
+                console.print(f"[{color}]tool[/{color}]  {escape(first[:200])}", highlight=False)
+        if data.get("best_id"):
+            console.print(f"[magenta]best[/magenta]  {data['best_id']}")
+        if data.get("stop_reason"):
+            console.print(f"[yellow]stop[/yellow]  {data['stop_reason']}")
+        if node == "finalize" and data.get("final"):
+            f = data["final"]
+            verdict = f"verified on {f['backend']}" if f.get("verified") else "no candidate passed verification"
+            console.print(f"[bold]final[/bold] {f.get('candidate_id')}: {verdict}")
+    return show
+
+
+def _print_summary(run: dict, out_dir: Path) -> None:
+    res = run["result"]
+    label = " (non-LLM baseline)" if run["non_llm_baseline"] else ""
+    o.out.print(f"\n[bold]{run['task']}[/bold] with {run['model']}{label}: stop reason {run['stop_reason']}, "
+                f"{run['iterations']} iterations, {run['candidates']} candidates")
+    if res["verified"]:
+        speed = ", ".join(f"{k} {v:.2f}x" for k, v in res["speedups"].items()) if res["timed"] else \
+            "not timed (simulator)"
+        o.out.print(f"[green]verified[/green] on {res['backend']}: candidate {res['candidate_id']}; {speed}")
+        o.out.print(f"wrote {out_dir / run['task']}/kernel.py, test_kernel.py, report.md, run.json")
+    else:
+        o.out.print(f"[red]no verified kernel[/red]; see {out_dir / run['task']}/report.md")

@@ -1,0 +1,28 @@
+"""``mlxport read``: what the reader finds in a CUDA file."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mlxport.cli import options as o
+from mlxport.errors import UserError
+
+app = o.command_app("Read a CUDA file: kernels, parameters, shared memory, intrinsics, launches, Metal mapping.")
+
+
+@app.command()
+def read(path: Annotated[Path, typer.Argument(help="A .cu file.")], as_json: o.Json = False) -> None:
+    """Read a CUDA file: kernels, parameters, shared memory, intrinsics, launches, Metal mapping."""
+    from mlxport.translate.reader import read_cuda, summary
+
+    if not path.is_file():
+        raise UserError(f"no such file {path}: pass the path of a .cu file")
+    cf = read_cuda(path)
+    if as_json:
+        sys.stdout.write(cf.model_dump_json(indent=2) + "\n")
+    else:
+        o.out.print(summary(cf), highlight=False, markup=False)

@@ -1,0 +1,106 @@
+"""``mlxport tasks``: the task suite: list, show, check, new."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from mlxport.cli import options as o
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  help="The task suite: list, show, check, scaffold.")
+
+
+@app.command("list")
+def list_tasks(as_json: o.Json = False) -> None:
+    """List the bundled task suite."""
+    from mlxport.tasks import load_task, suite_names
+
+    tasks = [load_task(n) for n in suite_names()]
+    if as_json:
+        o.print_json([{"name": t.name, "kernel": t.kernel, "dtypes": t.dtypes, "tags": t.tags,
+                       "description": t.description, "path": str(t.folder)} for t in tasks])
+        return
+    table = Table("task", "entry kernel", "dtypes", "cases (visible/held-out)", "description")
+    for t in tasks:
+        table.add_row(t.name, t.kernel, ",".join(t.dtypes), f"{len(t.cases.visible)}/{len(t.cases.heldout)}",
+                      t.description)
+    o.out.print(table)
+
+
+@app.command("show")
+def show(name: str, as_json: o.Json = False) -> None:
+    """Show one task: inputs, outputs, cases, baselines, tolerances, expert ports."""
+    from mlxport.tasks import expert_ports, load_task
+
+    task = load_task(name)
+    ports = expert_ports(task)
+    if as_json:
+        o.print_json({**task.model_dump(mode="json"), "path": str(task.folder), "ports": sorted(ports)})
+        return
+    p = o.out.print
+    p(f"[bold]{task.name}[/bold]: {task.description}")
+    p(f"  source: {task.folder / task.source} (entry kernel {task.kernel})")
+    for t in task.inputs:
+        p(f"  input  {t.name}: {t.dtype}{t.shape} init={t.init.kind}")
+    for param in task.params:
+        p(f"  param  {param.name}: {param.type} = {param.default}")
+    for t in task.outputs:
+        p(f"  output {t.name}: {t.dtype}{t.shape}")
+    p(f"  reference {task.reference}; baselines native={task.baselines.native} naive={task.baselines.naive}")
+    p(f"  dtypes {', '.join(task.dtypes)}; tolerance " +
+      "; ".join(f"{d}: atol={t.atol:g} rtol={t.rtol:g}" for d, t in task.tolerance.items()))
+    p(f"  visible cases: {[task.case_label(c) for c in task.cases.visible]}")
+    p(f"  held-out cases: {len(task.cases.heldout)} (run only in final verification)")
+    p(f"  expert ports: {', '.join(sorted(ports)) or 'none'}")
+
+
+@app.command("check")
+def check(names: Annotated[list[str] | None, typer.Argument(help="Task names or folders (default: all).")] = None,
+          seed: int = 0, as_json: o.Json = False) -> None:
+    """Load each task and run its reference and baselines on every case and dtype (MLX CPU)."""
+    from mlxport.evals.check import check_task
+    from mlxport.tasks import load_task, suite_names
+
+    rows = []
+    for name in names or suite_names():
+        rows += check_task(load_task(name), seed=seed)
+    failed = [r for r in rows if r.result.verdict != "pass"]
+    if as_json:
+        o.print_json([{"task": r.task, "baseline": r.baseline, "case": r.case, "dtype": r.dtype,
+                       "heldout": r.heldout, **r.result.model_dump(exclude={"case", "dtype"})} for r in rows])
+    else:
+        _print_check_table(rows)
+        o.out.print(f"{len(rows) - len(failed)} of {len(rows)} checks passed")
+    if failed:
+        raise typer.Exit(1)
+
+
+def _print_check_table(rows) -> None:
+    """One line per task and function (worst case shown); every failing case listed after."""
+    groups: dict[tuple[str, str], list] = {}
+    for r in rows:
+        groups.setdefault((r.task, r.baseline), []).append(r)
+    table = Table("task", "fn", "passed", "worst err norm", "worst max abs err", "first failure")
+    for (task, fn), rs in groups.items():
+        bad = [r for r in rs if r.result.verdict != "pass"]
+        norm = max((r.result.err_norm or 0.0) for r in rs)
+        abs_err = max((r.result.max_abs or 0.0) for r in rs)
+        color = "red" if bad else "green"
+        first = f"{bad[0].case} {bad[0].dtype}: {bad[0].result.pattern or bad[0].result.error}" if bad else ""
+        table.add_row(task, fn, f"[{color}]{len(rs) - len(bad)}/{len(rs)}[/{color}]", f"{norm:.2g}",
+                      f"{abs_err:.3g}", first)
+    o.out.print(table)
+
+
+@app.command("new")
+def new(name: str, directory: Annotated[Path, typer.Option("--dir", help="Parent folder.")] = Path(".")) -> None:
+    """Scaffold a new task folder with a CUDA kernel, task.toml, reference.py and port stubs to edit."""
+    from mlxport.evals.scaffold import scaffold
+
+    folder = scaffold(name, directory)
+    o.out.print(f"created {folder}: edit kernel.cu, task.toml and reference.py, then run "
+                f"`mlxport tasks check {folder}`")

@@ -1,0 +1,149 @@
+"""Parsing CUDA with tree-sitter: the parser and small helpers over its nodes, shared by the reader,
+the translator and the CPU executor."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+import tree_sitter_cuda
+from tree_sitter import Language, Node, Parser, Tree
+
+_PARSER: Parser | None = None
+
+# The source of the tree being read. Trees parsed through a read callback keep no text, and
+# Node.text would call the callback again, so `source_text` slices it from here.
+_SOURCE: ContextVar[bytes] = ContextVar("_SOURCE", default=b"")
+
+
+def parser() -> Parser:
+    global _PARSER
+    if _PARSER is None:
+        _PARSER = Parser(Language(tree_sitter_cuda.language()))
+    return _PARSER
+
+
+def parse(src: bytes) -> Tree:
+    return parser().parse(src)
+
+
+def text(node: Node | None) -> str:
+    if node is None or node.text is None:
+        return ""
+    return node.text.decode("utf-8", "replace")
+
+
+@contextmanager
+def reading_source(source: bytes) -> Iterator[None]:
+    """Make `source_text` slice from `source` (the bytes a callback-parsed tree was read from)."""
+    token = _SOURCE.set(source)
+    try:
+        yield
+    finally:
+        _SOURCE.reset(token)
+
+
+def current_source() -> bytes:
+    """The bytes set by `reading_source`."""
+    return _SOURCE.get()
+
+
+def source_text(node: Node | None) -> str:
+    """`text` for a tree parsed through a read callback, inside `reading_source`."""
+    if node is None:
+        return ""
+    return _SOURCE.get()[node.start_byte:node.end_byte].decode("utf-8", "replace")
+
+
+def collapse_spaces(s: str) -> str:
+    return re.sub(r"\s+", " ", s).strip()
+
+
+def line(node: Node) -> int:
+    return node.start_point[0] + 1
+
+
+def walk(node: Node, limit: int = 4000, stop: frozenset[str] = frozenset()) -> Iterator[Node]:
+    """Pre-order walk with an explicit stack, `limit` levels deep; does not enter node types in `stop`."""
+    stack = [(node, 0)]
+    while stack:
+        cur, depth = stack.pop()
+        yield cur
+        if depth < limit and (cur is node or cur.type not in stop):
+            stack.extend((c, depth + 1) for c in reversed(cur.children))
+
+
+def ancestors(node: Node) -> Iterator[Node]:
+    cur = node.parent
+    while cur is not None:
+        yield cur
+        cur = cur.parent
+
+
+def parse_expr(src: str) -> Node | None:
+    """The expression node of `src` parsed as an initializer (None if it does not parse)."""
+    tree = parse(f"auto __mlxport_e = ({src});".encode())
+    if tree.root_node.has_error:
+        return None
+    for n in walk(tree.root_node):
+        if n.type == "init_declarator":
+            value = n.child_by_field_name("value")
+            return value.named_children[0] if value is not None and value.type == "parenthesized_expression" \
+                and value.named_children else value
+    return None
+
+
+def _called(call: Node) -> Node | None:
+    fn = call.child_by_field_name("function")
+    if fn is not None and fn.type == "template_function":
+        fn = fn.child_by_field_name("name")
+    return fn
+
+
+def callee(call: Node) -> str:
+    """The called name as written, spaces removed; a template call drops its arguments (`f<T>(x)`: `f`)."""
+    return text(_called(call)).replace(" ", "")
+
+
+def bare_callee(call: Node) -> str:
+    """The called function's own name, read with `source_text`: `Store` for `obj.Store(...)` and for
+    `cub::BlockStore<T>::Store(...)`; other callees as written, spaces collapsed."""
+    fn = _called(call)
+    if fn is not None and fn.type == "field_expression":
+        fn = fn.child_by_field_name("field")
+    if fn is not None and fn.type == "qualified_identifier":
+        return collapse_spaces(source_text(fn)).split("::")[-1].split("<")[0].strip()
+    return collapse_spaces(source_text(fn))
+
+
+def function_declarator(fn: Node) -> tuple[Node | None, Node | None]:
+    """The name node and function_declarator of a function_definition (or declaration)."""
+    decl = fn.child_by_field_name("declarator")
+    for _ in range(16):
+        if decl is None or decl.type == "function_declarator":
+            break
+        decl = decl.child_by_field_name("declarator")
+    if decl is None:
+        return None, None
+    name = decl.child_by_field_name("declarator")
+    if name is not None and name.type == "template_function":
+        name = name.child_by_field_name("name")
+    return name, decl
+
+
+def function_name(fn: Node) -> tuple[str, Node | None]:
+    """Name and function_declarator of a function_definition (or declaration)."""
+    name, decl = function_declarator(fn)
+    return (text(name).replace(" ", ""), decl) if decl is not None else ("", None)
+
+
+def source_function_name(fn: Node) -> tuple[str, Node | None]:
+    """`function_name` read with `source_text`, spaces collapsed rather than removed."""
+    name, decl = function_declarator(fn)
+    return (collapse_spaces(source_text(name)), decl) if decl is not None else ("", None)
+
+
+def enclosing(node: Node, types: tuple[str, ...]) -> Node | None:
+    return next((a for a in ancestors(node) if a.type in types), None)

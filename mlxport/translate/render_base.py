@@ -1,0 +1,175 @@
+"""Rendering a kernel's tree back to source: a node's text with its children replaced by their
+rendering, and rules that replace whole nodes. The base rule, shared by both targets, splits
+read-write pointers: reads come from the input, writes go to its output."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tree_sitter import Node
+
+from mlxport.cuda_syntax import callee, line, text
+
+
+class RenderError(Exception):
+    def __init__(self, construct: str, node_line: int, reason: str):
+        super().__init__(f"{construct} at line {node_line}: {reason}")
+        self.construct = construct
+        self.line = node_line
+        self.reason = reason
+
+
+@dataclass
+class FnCtx:
+    """What names mean in the function being rendered."""
+
+    kind: str  # "kernel" | "helper"
+    spaces: dict[str, frozenset[str]] = field(default_factory=dict)  # pointer/array/ref -> address spaces
+    name: str = ""
+
+
+@dataclass
+class KernelFacts:
+    """Per-kernel decisions the renderer needs (filled by the translator)."""
+
+    inputs: set[str] = field(default_factory=set)  # pointer params read only
+    outputs: set[str] = field(default_factory=set)  # pointer params written
+    rw: dict[str, str] = field(default_factory=dict)  # read+written param -> its output name
+    atomic: bool = False
+    dynamic: dict[str, str] = field(default_factory=dict)  # extern shared name -> element-count constant
+    barrier_flags: str = "mem_flags::mem_threadgroup"
+    generic_float: str | None = None  # float -> this typename (a float-only kernel run on other dtypes)
+
+
+def short(s: str) -> str:
+    """`s` on one line, cut to 48 characters (for naming a construct in an error)."""
+    s = re.sub(r"\s+", " ", s)
+    return s if len(s) <= 48 else s[:45] + "..."
+
+
+def call_args(call: Node) -> list[Node]:
+    a = call.child_by_field_name("arguments")
+    return [c for c in a.named_children if c.type != "comment"] if a is not None else []
+
+
+def root_name(node: Node | None) -> str | None:
+    """The variable a pointer or lvalue expression is based on (`p` in `((float4*)p)[i].x`)."""
+    for _ in range(64):
+        if node is None:
+            return None
+        t = node.type
+        if t == "identifier":
+            return text(node)
+        if t == "binary_expression":
+            node = node.child_by_field_name("left")
+        elif t == "cast_expression":
+            node = node.child_by_field_name("value")
+        elif t in ("pointer_expression", "subscript_expression", "field_expression", "update_expression"):
+            node = node.child_by_field_name("argument")
+        elif t == "parenthesized_expression":
+            node = node.named_children[-1]
+        elif t == "call_expression" and callee(node) in ("reinterpret_cast", "static_cast", "const_cast"):
+            args = call_args(node)
+            node = args[0] if args else None
+        else:
+            return None
+    return None
+
+
+def assigned(node: Node) -> Node | None:
+    """The lvalue of an assignment or update expression."""
+    return node.child_by_field_name("left") if node.type == "assignment_expression" else \
+        node.child_by_field_name("argument")
+
+
+def dereferences(lvalue: Node | None) -> bool:
+    return lvalue is not None and lvalue.type in ("subscript_expression", "pointer_expression", "field_expression")
+
+
+def splice(src: bytes, node: Node, part: Callable[[Node], str]) -> str:
+    """The source text of `node` with each child replaced by `part(child)`."""
+    out, pos = [], node.start_byte
+    for c in node.children:
+        out.append(src[pos:c.start_byte].decode("utf-8", "replace"))
+        out.append(part(c))
+        pos = c.end_byte
+    out.append(src[pos:node.end_byte].decode("utf-8", "replace"))
+    return "".join(out)
+
+
+_FLOAT_MACROS = {"FLT_MAX": "3.402823466e+38F", "FLT_MIN": "1.175494351e-38F", "FLT_EPSILON": "1.192092896e-07F"}
+
+
+def float_limit_guards(code: str) -> str:
+    """Guarded #defines of the <cfloat> limits that `code` uses."""
+    return "".join(f"#ifndef {k}\n#define {k} {v}\n#endif\n" for k, v in _FLOAT_MACROS.items()
+                   if re.search(rf"\b{k}\b", code))
+
+
+class TreeRender:
+    def __init__(self, src: bytes, facts: KernelFacts, notes: list[str]):
+        self.src = src
+        self.facts = facts
+        self.notes = notes
+        self.override: dict[int, Callable[[Node], str]] = {}
+
+    def render(self, node: Node, ctx: FnCtx) -> str:
+        hook = self.override.get(node.id)
+        if hook is not None:
+            return hook(node)
+        rule = self.rule(node, ctx)
+        if rule is not None:
+            return rule
+        return self.copy(node, ctx)
+
+    def copy(self, node: Node, ctx: FnCtx, skip: Callable[[Node], str | None] | None = None) -> str:
+        """The node's text with its children rendered, or replaced by `skip(child)` where not None."""
+        if not node.children:
+            return self.leaf(node)
+
+        def part(c: Node) -> str:
+            got = skip(c) if skip is not None else None
+            return got if got is not None else self.render(c, ctx)
+
+        return splice(self.src, node, part)
+
+    def leaf(self, node: Node) -> str:
+        return text(node)
+
+    def rule(self, node: Node, ctx: FnCtx) -> str | None:
+        if node.type in ("assignment_expression", "update_expression"):
+            return self.assignment(node, ctx)
+        return None
+
+    def assignment(self, node: Node, ctx: FnCtx) -> str | None:
+        """A store through a read-write pointer, redirected to its output."""
+        if ctx.kind != "kernel":
+            return None
+        left = assigned(node)
+        root = root_name(left)
+        if root not in self.facts.rw or not dereferences(left):
+            return None
+        if node.type == "update_expression":
+            raise RenderError(f"`{text(node)}`", line(node), f"in-place update of read-write `{root}`")
+        op = text(node.child_by_field_name("operator"))
+        target = self.rename_root(left, root, self.facts.rw[root], ctx)
+        right = self.render(node.child_by_field_name("right"), ctx)
+        if op == "=":
+            return f"{target} = {right}"
+        return f"{target} = {self.render(left, ctx)} {op[:-1]} ({right})"
+
+    def rename_root(self, node: Node, root: str, new: str, ctx: FnCtx) -> str:
+        if node.type == "identifier" and text(node) == root:
+            return new
+        if not node.children:
+            return self.render(node, ctx)
+        out, pos = [], node.start_byte
+        arg = node.child_by_field_name("argument") or node.child_by_field_name("left")
+        for c in node.children:
+            out.append(self.src[pos:c.start_byte].decode())
+            out.append(self.rename_root(c, root, new, ctx) if c == arg else self.render(c, ctx))
+            pos = c.end_byte
+        out.append(self.src[pos:node.end_byte].decode())
+        return "".join(out)

@@ -1,0 +1,59 @@
+"""The rooms of the house and which way imports may point (docs/architecture.md).
+
+Every ``mlxport`` import in every module, at the top or inside a function, must point at the same
+room or one below it; the lower rooms must load without LangGraph, so they run on a bare GPU
+machine, inside the MCP server and in worker processes.
+"""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "mlxport"
+# Lowest first. A module may import its own room and the rooms below.
+ROOMS = [("errors", "expr", "spec", "cuda_syntax"), ("tasks",), ("backends",), ("verify",), ("translate", "knowledge"),
+         ("tools", "prompts", "logs"), ("agent",), ("evals", "batch", "mcp_server"), ("cli",)]
+LEVEL = {room: level for level, rooms in enumerate(ROOMS) for room in rooms}
+
+
+def room(module: str) -> str:
+    return module.split(".")[1]
+
+
+def modules():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if "evals/tasks" in path.as_posix():  # the suite's reference code, not part of the package
+            continue
+        name = ".".join(("mlxport", *path.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__")
+        yield name, ast.parse(path.read_text())
+
+
+def imported(tree: ast.AST) -> set[str]:
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("mlxport."):
+            out.add(node.module)
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("mlxport.")}
+    return out
+
+
+def test_every_room_is_placed():
+    rooms = {room(name) for name, _ in modules() if name != "mlxport"}
+    assert rooms <= set(LEVEL), f"place {sorted(rooms - set(LEVEL))} in ROOMS and docs/architecture.md"
+
+
+def test_no_import_points_up():
+    upward = [f"{name} imports {target}" for name, tree in modules() if name != "mlxport"
+              for target in imported(tree) if LEVEL[room(target)] > LEVEL[room(name)]]
+    assert not upward, "\n".join(upward)
+
+
+def test_the_lower_rooms_load_without_the_agent_stack():
+    code = ("import sys; import mlxport.tasks, mlxport.backends.sim, mlxport.backends.gpu, mlxport.verify.benchmark, "
+            "mlxport.verify.correctness, mlxport.tools.handlers, mlxport.tools.final; "
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('langgraph', 'langchain', 'langchain_core')); "
+            "assert not bad, bad")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
