@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Any, Literal
 
@@ -45,13 +46,15 @@ class Strict(BaseModel):
 
 
 class Init(Strict):
-    """How fresh random inputs are drawn, chosen per task so outputs are not near zero."""
+    """How fresh random inputs are drawn, chosen per task so outputs are not near zero; ``full``
+    is a constant (``value``), as a host fills an in-out buffer before a launch."""
 
-    kind: Literal["normal", "uniform", "randint", "arange"] = "normal"
+    kind: Literal["normal", "uniform", "randint", "arange", "full"] = "normal"
     mean: float = 0.0
     std: float = 1.0
     low: float = -1.0
     high: float = 1.0
+    value: float = 0.0
 
 
 class TensorSpec(Strict):
@@ -119,6 +122,32 @@ class Cost(Strict):
     flops: str = "0"
 
 
+class OriginalLaunch(Strict):
+    """The CUDA kernel's launch at one case, as its host code gives it."""
+
+    case: str  # the case's label (KernelTask.case_label)
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int = 0
+    template: list[str] = Field(default_factory=list)  # C++ text; "T" stands for the element type
+
+
+class Original(Strict):
+    """How to run the task's CUDA kernel as written, on the CPU executor (the golden when the task
+    has no reference): what each kernel parameter is bound to, and its launch at every case."""
+
+    args: dict[str, str]  # kernel parameter -> task input or param it reads
+    results: dict[str, str]  # task output -> the kernel parameter holding it after the launch
+    launches: list[OriginalLaunch]
+    include: list[str] = Field(default_factory=list)  # folders of the file's local headers
+
+    def launch(self, label: str) -> OriginalLaunch:
+        for launch in self.launches:
+            if launch.case == label:
+                return launch
+        raise KeyError(label)
+
+
 class KernelTask(Strict):
     """A porting task: CUDA source, reference, baselines, cases. A task is a folder."""
 
@@ -126,8 +155,8 @@ class KernelTask(Strict):
     description: str = ""
     kernel: str  # entry __global__ kernel in kernel.cu
     source: str = "kernel.cu"
-    reference: str = "reference:reference"
-    baselines: Baselines
+    reference: str | None = "reference:reference"  # None: the original kernel on the CPU executor is the golden
+    baselines: Baselines | None = None  # None: nothing to time against (a user's own kernel)
     inputs: list[TensorSpec]
     params: list[Param] = Field(default_factory=list)
     outputs: list[TensorSpec]
@@ -137,8 +166,17 @@ class KernelTask(Strict):
     cost: Cost
     target_speedup: float = 1.0
     tags: list[str] = Field(default_factory=list)
+    original: Original | None = None
     folder: Path | None = Field(default=None, exclude=True)
     _source: str | None = PrivateAttr(default=None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _golden(cls, data: Any) -> Any:
+        """A task.toml with an [original] launch and no reference is checked against the original."""
+        if isinstance(data, dict) and "original" in data and "reference" not in data:
+            return {**data, "reference": None}
+        return data
 
     @field_validator("name")
     @classmethod
@@ -168,6 +206,9 @@ class KernelTask(Strict):
             raise ValueError(f"duplicate name(s) {', '.join(sorted(dupes))} among inputs, params and outputs")
         if not self.cases.visible:
             raise ValueError("[cases] needs at least one visible case")
+        if self.reference is None and self.original is None:
+            raise ValueError("no reference and no [original] launch: give reference = \"module:function\" or "
+                             "let `mlxport tasks new --from kernel.cu` describe the original kernel")
         for case in self.all_cases() + self.cases.bench:
             self.bindings(case, self.dtypes[0])
         for spec in self.inputs + self.outputs:
@@ -234,6 +275,8 @@ class KernelCandidate(Strict):
     values are expressions evaluated against the actual inputs (see mlxport.expr).
     """
 
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")  # init_value may be NaN
+
     language: Literal["msl", "cuda"] = "msl"
     name: str
     source: str
@@ -246,6 +289,10 @@ class KernelCandidate(Strict):
     threadgroup: list[Expr]
     template: dict[str, bool | int | str] = Field(default_factory=dict)  # bool first: TOML true stays a bool
     init_value: float | None = None
+    # output -> the input it starts as: MLX outputs are new arrays, so an in-out buffer is an input
+    # and an output; the output is filled with NaN (init_value), the kernel reads an element from
+    # the input until it has written it, and every element it never wrote is the input's.
+    inout: dict[str, str] = Field(default_factory=dict)
     atomic_outputs: bool = False
     ensure_row_contiguous: bool = True
     shared_memory: Expr = 0  # cuda only: bytes of dynamic shared memory
@@ -283,6 +330,11 @@ class KernelCandidate(Strict):
             raise ValueError(f"output_shapes and output_dtypes need one entry per output ({n})")
         if self.atomic_outputs and self.language == "cuda":
             raise ValueError("atomic_outputs is Metal only; CUDA kernels call atomicAdd on plain pointers")
+        for out, src in self.inout.items():
+            if out not in self.output_names or src not in self.input_names:
+                raise ValueError(f"inout maps output {out} to input {src}: name an output and one of its inputs")
+        if self.inout and not (self.init_value is not None and math.isnan(self.init_value)):
+            raise ValueError("an inout output starts as NaN: set init_value = nan")
         return self
 
     @property
@@ -343,6 +395,8 @@ def _toml_value(v: Any) -> str:
         return json.dumps(v)
     if isinstance(v, bool):
         return "true" if v else "false"
+    if isinstance(v, float) and math.isnan(v):
+        return "nan"
     if isinstance(v, list):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     if isinstance(v, dict):
@@ -414,6 +468,7 @@ class CorrectnessReport(Strict):
     seeds: list[int]
     heldout: bool = False
     cases: list[CaseResult]
+    golden: str = ""  # what the outputs were compared with (verify/golden.py)
 
     @property
     def ok(self) -> bool:

@@ -26,7 +26,6 @@ from mlxport.expr import ArrayInfo, Dtype
 from mlxport.spec import KernelCandidate, KernelTask, TensorSpec
 
 SUITE_DIR = Path(__file__).parent / "evals" / "tasks"
-REQUIRED = ("task.toml", "kernel.cu", "reference.py")
 
 
 class TaskError(UserError):
@@ -49,9 +48,8 @@ def find_task(name_or_dir: str | Path) -> Path:
 
 def load_task(name_or_dir: str | Path) -> KernelTask:
     folder = find_task(name_or_dir)
-    for f in REQUIRED:
-        if not (folder / f).is_file():
-            raise TaskError(f"{folder} has no {f}: every task folder needs {', '.join(REQUIRED)}")
+    if not (folder / "task.toml").is_file():
+        raise TaskError(f"{folder} has no task.toml: every task folder needs one (`mlxport tasks new` writes it)")
     try:
         data = tomllib.loads((folder / "task.toml").read_text())
     except tomllib.TOMLDecodeError as e:
@@ -63,6 +61,10 @@ def load_task(name_or_dir: str | Path) -> KernelTask:
     task.folder = folder.resolve()
     if not (folder / task.source).is_file():
         raise TaskError(f"{folder} has no {task.source}, which task.toml names as its CUDA source")
+    module = task.reference.split(":", 1)[0] if task.reference else None
+    if module == "reference" and not (folder / "reference.py").is_file():
+        raise TaskError(f"{folder} has no reference.py, which task.toml names as its reference: add it, or drop "
+                        f"reference to check against the original kernel")
     return task
 
 
@@ -171,6 +173,8 @@ def _draw(spec: TensorSpec, shape: tuple[int, ...], dtype: str, rng: np.random.G
             a = rng.integers(int(init.low), int(init.high), shape)
         case "arange":
             a = np.arange(int(np.prod(shape))).reshape(shape) + init.low
+        case "full":
+            a = np.full(shape, init.value)
     if dtype.startswith("float") or dtype == "bfloat16":
         return mx.array(a.astype(np.float32)).astype(MX_DTYPES[dtype])
     return mx.array(a).astype(MX_DTYPES[dtype])

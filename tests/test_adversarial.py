@@ -78,10 +78,11 @@ def test_output_reused_from_a_previous_call():
     first = run_correctness(task, honest, SIM, seed=1)
     assert first.ok
     # A kernel that replays the answer it saw for the first case: fresh inputs expose it.
-    from mlxport.tasks import golden, make_inputs, to_numpy
+    from mlxport.tasks import make_inputs
+    from mlxport.verify.golden import golden
 
     case = task.cases.visible[0]
-    seen = float(to_numpy(golden(task, make_inputs(task, case, "float32", 1), case)[0]).ravel()[0])
+    seen = float(golden(task, make_inputs(task, case, "float32", 1), case)[0].ravel()[0])
     replay = honest.model_copy(update={"name": "replay", "atomic_outputs": False, "init_value": None,
                                        "source": f"if (thread_position_in_grid.x == 0) out[0] = {seen!r}f;\n",
                                        "header": "", "template": {}, "grid": [1, 1, 1], "threadgroup": [1, 1, 1]})

@@ -351,8 +351,26 @@ def test_read_write_pointer_becomes_input_plus_output(tmp_path):
     task = elementwise(tmp_path, cu.replace("out", "x"), "def reference(x):\n    return x * 2\n")
     task.outputs[0].name = "x_out"
     c = translate_task(task).candidate
-    assert c.input_names == ["x"] and c.output_names == ["x_out"]
-    assert "x_out[i] = x[i] * 2.0f" in c.source
+    assert c.input_names == ["x"] and c.output_names == ["x_out"] and c.inout == {"x_out": "x"}
+    assert "x_out[i] = mlxport_read_back(x_out, x, i) * 2.0f" in c.source
+
+
+def test_a_buffer_read_back_after_a_write_reads_what_was_written(tmp_path, sim):
+    """x is doubled, then read again and incremented: the second read must see the first write (a
+    flash-attention row's running max and sum are read back like this)."""
+    from mlxport.verify.correctness import run_correctness
+
+    cu = """
+    __global__ void k(float* x, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) { x[i] = x[i] * 2.0f; x[i] = x[i] + 1.0f; }
+    }
+    void run(float* x, int n) { k<<<(n + 255) / 256, 256>>>(x, n); }
+    """
+    task = elementwise(tmp_path, cu, "def reference(x):\n    return x * 2 + 1\n")
+    task.outputs[0].name = "x_out"
+    c = translate_task(task).candidate
+    assert run_correctness(task, c, sim, seed=0, heldout=True).ok
 
 
 # ------------------------------------------------------------------------------------------ refusals

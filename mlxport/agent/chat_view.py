@@ -242,7 +242,8 @@ class View:
                          highlight=False)
             self.plain(f"wrote {folder}/kernel.py, test_kernel.py, report.md, run.json")
         else:
-            self.c.print(f"[red]no verified kernel[/red]; see {folder}/report.md", highlight=False)
+            self.c.print(f"[red]no verified kernel[/red]: {escape(str(res.get('why_not')))}; see {folder}/report.md",
+                         highlight=False)
         self.plain(f"finished ({run['stop_reason']}): type guidance to continue the port, or /quit", "bold")
 
 

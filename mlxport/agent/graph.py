@@ -76,7 +76,8 @@ def prepare(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
         params=", ".join(f"{p.name}: {p.type} = {p.default}" for p in task.params) or "none",
         outputs=", ".join(f"{t.name} {t.dtype}{t.shape}" for t in task.outputs), dtypes=", ".join(task.dtypes),
         cases="; ".join(task.case_label(c) for c in task.cases.visible),
-        target_speedup=ctx.target_speedup or task.target_speedup, native=task.baselines.native,
+        target_speedup=ctx.target_speedup or task.target_speedup,
+        native=task.baselines.native if task.baselines else "none: the task has no MLX op to time against",
         budget=f"{ctx.max_iterations} iterations, patience {ctx.patience} candidates"
                + ("" if backend.timing else " (a simulator: correctness only, no timing)"),
     )

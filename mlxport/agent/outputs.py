@@ -44,7 +44,11 @@ def ceildiv(a, b):
 
 
 def _reference():
-    spec = importlib.util.spec_from_file_location("_{task}_reference", Path(__file__).with_name("reference.py"))
+    path = Path(__file__).with_name("reference.py")
+    if not path.is_file():
+        raise RuntimeError("{task} has no MLX reference to fall back to and no GPU runs the kernel here "
+                           "(it was checked against the original CUDA kernel): run it where Metal or CUDA is")
+    spec = importlib.util.spec_from_file_location("_{task}_reference", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.{reference_fn}
@@ -104,7 +108,7 @@ def {func}({signature}):
         return _reference()({call_args})
     args = launch_args({call_args})
     outs = _get_kernel(args.pop("shared_memory"))(inputs=[{input_names_joined}], **args)
-    return {return_expr}
+{inout_lines}    return {return_expr}
 '''
 
 TEST_PY = '''"""Parity test of kernel.py against the reference (written by mlxport).
@@ -137,7 +141,8 @@ def _load(name):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("case", range(len(CASES)))
 def test_matches_reference(case, dtype):
-    from mlxport.tasks import golden, load_task, make_inputs
+    from mlxport.tasks import load_task, make_inputs
+    from mlxport.verify.golden import golden
 
     task = load_task(HERE / "task")
     inputs = make_inputs(task, CASES[case], dtype, seed=1234 + case)
@@ -146,7 +151,7 @@ def test_matches_reference(case, dtype):
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     refs = golden(task, inputs, CASES[case])
     for o, r in zip(outs, refs):
-        o = np.array(o.astype(mx.float32)); r = np.array(r.astype(mx.float32))
+        o = np.array(o.astype(mx.float32))
         np.testing.assert_allclose(o, r, atol=TOLERANCE[dtype]["atol"], rtol=TOLERANCE[dtype]["rtol"])
 
 
@@ -223,7 +228,8 @@ def _write_op(out: Path, task: KernelTask, c: KernelCandidate, config: dict[str,
     if task_copy.exists():
         shutil.rmtree(task_copy)
     shutil.copytree(task.folder, task_copy, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(task.folder / "reference.py", out / "reference.py")
+    if (task.folder / "reference.py").is_file():
+        shutil.copy(task.folder / "reference.py", out / "reference.py")
     (out / "candidate.toml").write_text(c.to_toml())
     inputs = {t.name for t in task.inputs}
     names = [t.name for t in task.inputs] + [p.name for p in task.params]
@@ -249,7 +255,10 @@ def _write_op(out: Path, task: KernelTask, c: KernelCandidate, config: dict[str,
         output_dtypes=", ".join(_py(d) for d in c.output_dtypes), init_value=c.init_value,
         shared_memory=_py(c.shared_memory),
         return_expr=", ".join(f"outs[{i}]" for i in output_order(task, c)),
-        reference_fn=task.reference.split(":")[1],
+        reference_fn=task.reference.split(":")[1] if task.reference else "",
+        inout_lines="".join(f"    outs[{c.output_names.index(o)}] = mx.where(mx.isnan(outs[{c.output_names.index(o)}]), "
+                            f"{i}.reshape(outs[{c.output_names.index(o)}].shape), outs[{c.output_names.index(o)}])"
+                            f"  # what the kernel did not write is the input's\n" for o, i in c.inout.items()),
     )
     (out / "kernel.py").write_text(text)
     tol = {d: {"atol": t.atol, "rtol": t.rtol} for d, t in task.tolerance.items()}
@@ -298,7 +307,9 @@ def run_record(task: KernelTask, state: State, config: dict[str, Any], session_i
         "tool_errors": state.tool_errors,
         "result": {"candidate_id": final.get("candidate_id"), "verified": bool(final.get("verified")),
                    "backend": final.get("backend"), "speedups": bench.get("speedups", {}),
-                   "timed": bench.get("candidate") is not None, "estimate": bench.get("estimate", "")},
+                   "timed": bench.get("candidate") is not None, "estimate": bench.get("estimate", ""),
+                   "golden": (final.get("verification") or {}).get("golden", ""),
+                   "why_not": None if final.get("verified") else why_not(state, records)},
         "rejected_in_final_verification": [r["candidate_id"] for r in final.get("rejected", [])],
         "iterations_to_best": history[-1]["iteration"] if history else None, "best_history": history,
         "seed": config.get("seed"),
@@ -314,21 +325,53 @@ def _version(pkg: str) -> str | None:
         return None
 
 
+def why_not(state: State, records: dict[str, Record]) -> str:
+    """One sentence on why no kernel was verified: the first check a candidate failed, with its case
+    and first mismatch, or the construct the port stopped at."""
+    for r in (state.final or {}).get("rejected", []):
+        if r.get("reason"):
+            return f"candidate {r['candidate_id']}: {r['reason']}"
+        report = CorrectnessReport.model_validate(r["report"])
+        bad = next(c for c in report.cases if c.verdict != "pass")
+        return f"candidate {r['candidate_id']} failed final verification at {bad.case} {bad.dtype}: " + \
+            (bad.error or _mismatch(bad))
+    for rec in sorted(records.values(), key=lambda x: -x.iteration):
+        if rec.correctness is not None and not rec.correctness.ok:
+            bad = next(c for c in rec.correctness.cases if c.verdict != "pass")
+            return f"candidate {rec.candidate.id} is wrong at {bad.case} {bad.dtype}: " + (bad.error or _mismatch(bad))
+        if rec.compile is not None and not rec.compile.ok:
+            first = rec.compile.diagnostics[0] if rec.compile.diagnostics else None
+            where = f" ({first.where} line {first.line})" if first and first.line else ""
+            return f"candidate {rec.candidate.id} does not compile{where}: {first.message if first else 'unknown'}"
+    summary = (state.finish or {}).get("summary")
+    return summary or f"the port stopped ({state.stop_reason}) before any candidate was correct"
+
+
+def _mismatch(c) -> str:
+    at = f"; first at {c.first_mismatch}: got {c.got:.6g}, expected {c.expected:.6g}" \
+        if c.first_mismatch is not None and c.got is not None else ""
+    return f"{c.pattern}{at}"
+
+
 def report_md(task: KernelTask, run: dict[str, Any], best: Record | None, final: dict) -> str:
     lines = [f"# {task.name}: port report", "", f"- model: `{run['model']}`"
              + (" (rule-based translator: a non-LLM baseline)" if run["non_llm_baseline"] else ""),
              f"- stop reason: {run['stop_reason']}; iterations {run['iterations']}; candidates {run['candidates']}",
              f"- tokens in/out: {run['tokens']['input']}/{run['tokens']['output']}; cost ${run['cost_usd']:.4f}",
              f"- wall time: {run['wall_seconds']:.1f} s", ""]
+    notes = task.folder / "NOTES.md" if task.folder else None
+    if notes is not None and notes.is_file():
+        lines += ["## Making the task", "", *notes.read_text().splitlines()[2:], ""]
     if best is None:
-        lines += ["**No candidate passed verification.** The reference remains the implementation.", ""]
-        for r in final.get("rejected", []):
-            lines.append(f"- {r['candidate_id']} failed held-out verification")
+        lines += ["**No candidate passed verification.** " + run["result"]["why_not"], ""]
+        for r in final.get("rejected", [])[1:]:
+            lines.append(f"- {r['candidate_id']} was rejected too")
         return "\n".join(lines) + "\n"
-    lines += [f"Result: candidate `{best.candidate.id}`, **verified on the `{final['backend']}` backend** "
-              f"(held-out shapes and extra seeds).", "", "## Correctness", "",
-              "| case | dtype | verdict | max abs err | err norm |", "|---|---|---|---|---|"]
     report = CorrectnessReport.model_validate(final["verification"])
+    lines += [f"Result: candidate `{best.candidate.id}`, **verified on the `{final['backend']}` backend** "
+              f"(held-out shapes and extra seeds) against {report.golden or 'the reference'}.", "",
+              "## Correctness", "",
+              "| case | dtype | verdict | max abs err | err norm |", "|---|---|---|---|---|"]
     for c in report.cases:
         lines.append(f"| {c.case} | {c.dtype} | {c.verdict} | {c.max_abs:.3g} | {c.err_norm:.3g} |")
     lines += ["", "## Speed", ""]

@@ -82,8 +82,17 @@ def launch(candidate: KernelCandidate, inputs: dict[str, Any], *, poison: bool =
     """One lazy call of the kernel. ``inputs`` may hold more names than the kernel takes (the
     task's params), which are in scope for the launch expressions."""
     kwargs = launch_kwargs(candidate, inputs, poison=poison)
-    return bound_kernel(candidate, kwargs.pop("shared_memory"), probe=probe)(
+    outs = bound_kernel(candidate, kwargs.pop("shared_memory"), probe=probe)(
         inputs=kernel_inputs(candidate, inputs), **kwargs)
+    return started_as(candidate, inputs, outs)
+
+
+def started_as(candidate: KernelCandidate, inputs: dict[str, Any], outs: list[mx.array]) -> list[mx.array]:
+    """In-out outputs: what the kernel never wrote (still NaN) is the input's."""
+    for name, src in candidate.inout.items():
+        k = candidate.output_names.index(name)
+        outs[k] = mx.where(mx.isnan(outs[k]), inputs[src].reshape(outs[k].shape).astype(outs[k].dtype), outs[k])
+    return outs
 
 
 def caller(candidate: KernelCandidate, example: dict[str, Any]):
@@ -95,7 +104,8 @@ def caller(candidate: KernelCandidate, example: dict[str, Any]):
     scalars = {n: scalar_input(v, candidate.language) for n, v in example.items()
                if n in candidate.input_names and not isinstance(v, mx.array)}
     mx.eval(list(scalars.values()))
-    return lambda inputs: kernel(inputs=kernel_inputs(candidate, {**scalars, **inputs}), **kwargs)
+    return lambda inputs: started_as(candidate, inputs, kernel(inputs=kernel_inputs(candidate, {**scalars, **inputs}),
+                                                                 **kwargs))
 
 
 def bound_kernel(candidate: KernelCandidate, shared_memory: int = 0, *, probe: bool = False):

@@ -19,19 +19,33 @@ app = o.command_app("Port a CUDA kernel to a verified MLX kernel and write kerne
 def port(
     kernel: Annotated[Path | None, typer.Argument(help="The .cu file to port (default: the task's kernel.cu).")] = None,
     task: Annotated[str | None, typer.Option(help="Task name or folder.")] = None,
-    reference: Annotated[str | None, typer.Option(help="module:function or file.py:function (no --task).")] = None,
+    kernel_name: Annotated[str | None, typer.Option("--kernel", help="The __global__ kernel (default: the only one).")] = None,
+    case: Annotated[list[str] | None, typer.Option(help="A case: sizes, kernel parameters and host variables by name, "
+                                                        "e.g. 'N=4096,C=768,block_size=128'. Repeat for more.")] = None,
+    dtypes: Annotated[str | None, typer.Option(help="Comma-separated dtypes, for a kernel templated on its element "
+                                                    "type (default float32).")] = None,
+    shape: Annotated[list[str] | None, typer.Option(help="A buffer's extent in elements where the host code gives "
+                                                         "none, e.g. 'K=B*nh*N*d'. Repeat for more.")] = None,
+    grid: Annotated[str | None, typer.Option(help="Blocks per grid, 'X[,Y,Z]' over the case's names, where the "
+                                                  "host code does not launch the kernel.")] = None,
+    block: Annotated[str | None, typer.Option(help="Threads per block, 'X[,Y,Z]', likewise.")] = None,
+    shared_bytes: Annotated[str | None, typer.Option(help="Dynamic shared memory of the launch, likewise.")] = None,
+    include: Annotated[list[Path] | None, typer.Option("-I", "--include", help="A folder of the file's local "
+                                                                                 "headers. Repeat for more.")] = None,
+    reference: Annotated[str | None, typer.Option(help="module:function or file.py:function: an MLX reference "
+                                                       "instead of the original kernel.")] = None,
     inputs: Annotated[str | None, typer.Option(help="With --reference: 'x[R,C];w:float32[C]'.")] = None,
     outputs: Annotated[str | None, typer.Option(help="With --reference: 'out[R,C]'.")] = None,
-    case: Annotated[list[str] | None, typer.Option(help="With --reference: a visible case 'R=256,C=1024'.")] = None,
     heldout: Annotated[list[str] | None, typer.Option(help="With --reference: a held-out case.")] = None,
-    kernel_name: Annotated[str | None, typer.Option("--kernel-name", help="Entry kernel (default: first).")] = None,
-    dtypes: Annotated[str, typer.Option(help="With --reference: comma-separated dtypes.")] = "float32",
     model: o.Model = "rules", base_url: o.BaseUrl = None, backend: o.Backend = "auto", budget: o.Budget = None,
     out_dir: o.Out = Path("mlxport-out"),
     resume: Annotated[str | None, typer.Option(help="Resume this session id (its own configuration applies).")] = None,
     seed: o.Seed = 0, as_json: o.Json = False,
 ) -> None:
-    """Port a CUDA kernel to a verified MLX kernel and write kernel.py, test_kernel.py and a report."""
+    """Port a CUDA kernel to a verified MLX kernel and write kernel.py, test_kernel.py and a report.
+
+    A bare .cu file needs only --case: the original kernel, run on the CPU, is what the port is
+    checked against."""
     show = progress(o.err if as_json else o.out)
     if resume:
         from mlxport.agent.port import resume_port
@@ -39,7 +53,9 @@ def port(
         run = resume_port(out_dir, resume, on_update=show)
     else:
         config = o.run_config(model=model, base_url=base_url, backend=backend, budget=budget, seed=seed)
-        the_task = _resolve_task(kernel, task, reference, inputs, outputs, case, heldout, kernel_name, dtypes, out_dir)
+        flags = dict(kernel_name=kernel_name, cases=case or [], dtypes=dtypes, shapes=shape or [], grid=grid,
+                     block=block, shared_bytes=shared_bytes, includes=include or [])
+        the_task = _resolve_task(kernel, task, reference, inputs, outputs, heldout, flags, out_dir)
         from mlxport.agent.port import run_port
 
         run = run_port(the_task, config, out_dir, on_update=show)
@@ -51,7 +67,7 @@ def port(
         raise typer.Exit(1)
 
 
-def _resolve_task(kernel, task, reference, inputs, outputs, case, heldout, kernel_name, dtypes, out_dir):
+def _resolve_task(kernel, task, reference, inputs, outputs, heldout, flags, out_dir):
     from mlxport.evals.scaffold import task_from_flags, task_name_for
     from mlxport.tasks import load_task
 
@@ -62,15 +78,59 @@ def _resolve_task(kernel, task, reference, inputs, outputs, case, heldout, kerne
     if not kernel.is_file():
         raise UserError(f"no such file {kernel}: pass the path of a .cu file")
     _check_cuda_file(kernel)
-    if (kernel.parent / "task.toml").is_file() and not reference:
+    if (kernel.parent / "task.toml").is_file() and not reference and not flags["cases"]:
         return load_task(kernel.parent)
-    if not (reference and inputs and outputs):
-        raise UserError(f"{kernel} is not in a task folder: pass --task DIR, or --reference, --inputs, --outputs "
-                        f"and --case to describe it")
-    folder = task_from_flags(kernel, out_dir / "_tasks" / task_name_for(kernel), reference=reference, inputs=inputs,
-                             outputs=outputs, cases=case or [], heldout=heldout or [], kernel=kernel_name,
-                             dtypes=[d.strip() for d in dtypes.split(",") if d.strip()])
-    return load_task(folder)
+    if reference:
+        if not (inputs and outputs):
+            raise UserError("--reference needs --inputs and --outputs to describe the kernel's arrays")
+        folder = task_from_flags(kernel, out_dir / "_tasks" / task_name_for(kernel), reference=reference,
+                                 inputs=inputs, outputs=outputs, cases=flags["cases"], heldout=heldout or [],
+                                 kernel=flags["kernel_name"], dtypes=_dtypes(flags["dtypes"]) or ["float32"])
+        return load_task(folder)
+    return load_task(cuda_task_folder(kernel, out_dir / "_tasks", **flags, console=o.err))
+
+
+def cuda_task_folder(path: Path, parent: Path, *, kernel_name, cases, dtypes, shapes, grid, block, shared_bytes,
+                     includes, name: str | None = None, console=None) -> Path:
+    """The task folder of a bare .cu file, made from its kernel and cases (shared with `tasks new --from`)."""
+    from mlxport.translate.cuda_task import cuda_task, write_task
+
+    if not cases:
+        raise UserError(f"{path} is not in a task folder: pass --case with its sizes (e.g. --case 'N=4096'), "
+                        f"or --task DIR")
+    built = cuda_task(path, kernel=kernel_name, cases=[_case(c) for c in cases], dtypes=_dtypes(dtypes),
+                      shapes=dict(_pair(s, "--shape") for s in shapes), grid=grid, block=block,
+                      shared_bytes=shared_bytes, includes=list(includes), name=name)
+    folder = write_task(built, parent / built.task["name"], path)
+    if console is not None:
+        for note in built.notes:
+            console.print(f"note: {note}", highlight=False, markup=False)
+    return folder
+
+
+def _dtypes(text: str | None) -> list[str] | None:
+    return [d.strip() for d in text.split(",") if d.strip()] if text else None
+
+
+def _case(text: str) -> dict:
+    out = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        k, v = _pair(part, "--case")
+        try:
+            out[k] = int(v)
+        except ValueError:
+            try:
+                out[k] = float(v)
+            except ValueError as e:
+                raise UserError(f"--case {part!r}: {v!r} is not a number; bind names to numbers, e.g. N=4096") from e
+    return out
+
+
+def _pair(text: str, flag: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip().isidentifier() or not value.strip():
+        raise UserError(f"{flag} {text!r} is not NAME=VALUE: write it like N=4096")
+    return name.strip(), value.strip()
 
 
 def _check_cuda_file(path: Path) -> None:
@@ -122,4 +182,5 @@ def _print_summary(run: dict, out_dir: Path) -> None:
         o.out.print(f"[green]verified[/green] on {res['backend']}: candidate {res['candidate_id']}; {speed}")
         o.out.print(f"wrote {out_dir / run['task']}/kernel.py, test_kernel.py, report.md, run.json")
     else:
-        o.out.print(f"[red]no verified kernel[/red]; see {out_dir / run['task']}/report.md")
+        o.out.print(f"[red]no verified kernel[/red]: {escape(str(res.get('why_not')))}", highlight=False)
+        o.out.print(f"see {out_dir / run['task']}/report.md")

@@ -97,10 +97,32 @@ def _print_check_table(rows) -> None:
 
 
 @app.command("new")
-def new(name: str, directory: Annotated[Path, typer.Option("--dir", help="Parent folder.")] = Path(".")) -> None:
-    """Scaffold a new task folder with a CUDA kernel, task.toml, reference.py and port stubs to edit."""
+def new(name: str, directory: Annotated[Path, typer.Option("--dir", help="Parent folder (made if missing).")] = Path("."),
+        source: Annotated[Path | None, typer.Option("--from", help="A .cu file: the task checks ports against its "
+                                                                   "kernel, run on the CPU.")] = None,
+        kernel: Annotated[str | None, typer.Option(help="With --from: the __global__ kernel.")] = None,
+        case: Annotated[list[str] | None, typer.Option(help="With --from: a case, e.g. 'N=4096,C=768'.")] = None,
+        dtypes: Annotated[str | None, typer.Option(help="With --from: dtypes of a templated kernel.")] = None,
+        shape: Annotated[list[str] | None, typer.Option(help="With --from: a buffer's extent, 'NAME=EXPR'.")] = None,
+        grid: Annotated[str | None, typer.Option(help="With --from: blocks per grid, where the host gives none.")] = None,
+        block: Annotated[str | None, typer.Option(help="With --from: threads per block, likewise.")] = None,
+        shared_bytes: Annotated[str | None, typer.Option(help="With --from: dynamic shared memory, likewise.")] = None,
+        include: Annotated[list[Path] | None, typer.Option("-I", "--include", help="With --from: a folder of the "
+                                                                                     "file's local headers.")] = None
+        ) -> None:
+    """Make a task folder: from a .cu file (--from) with its kernel as the golden, or a scaffold to edit."""
+    if source is not None:
+        from mlxport.cli.port import cuda_task_folder
+
+        folder = cuda_task_folder(source, directory, kernel_name=kernel, cases=case or [], dtypes=dtypes,
+                                  shapes=shape or [], grid=grid, block=block, shared_bytes=shared_bytes,
+                                  includes=include or [], name=name, console=o.err)
+        o.out.print(f"created {folder}: port it with `mlxport port --task {folder}`; check it with "
+                    f"`mlxport tasks check {folder}`")
+        return
     from mlxport.evals.scaffold import scaffold
 
+    directory.mkdir(parents=True, exist_ok=True)
     folder = scaffold(name, directory)
     o.out.print(f"created {folder}: edit kernel.cu, task.toml and reference.py, then run "
                 f"`mlxport tasks check {folder}`")

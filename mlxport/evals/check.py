@@ -1,14 +1,17 @@
-"""``mlxport tasks check``: every reference and baseline agrees on every case and dtype."""
+"""``mlxport tasks check``: every reference, baseline and the original kernel agree on every case
+and dtype."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import mlx.core as mx
+import numpy as np
 
 from mlxport.spec import CaseResult, KernelTask
-from mlxport.tasks import TaskError, call, expert_ports, golden, make_inputs, to_numpy
+from mlxport.tasks import MLX_LOCK, TaskError, call, expert_ports, make_inputs, to_numpy
 from mlxport.verify.compare import compare
+from mlxport.verify.golden import golden, run_original
 
 
 @dataclass
@@ -22,35 +25,42 @@ class CheckRow:
 
 
 def check_task(task: KernelTask, seed: int = 0) -> list[CheckRow]:
-    """Run the reference and each baseline on every visible and held-out case and dtype (MLX CPU),
-    each compared with the golden output (the reference in float32).
+    """Run the reference, each baseline and the original kernel (on the CPU executor, where the
+    task describes its launch) on every visible and held-out case and dtype, each compared with the
+    golden output (the reference in float32, else the original kernel).
 
-    Raises TaskError when the reference itself fails; disagreements are rows.
+    Raises TaskError when the golden itself fails; disagreements are rows.
     """
     rows = []
     expert_ports(task)  # a malformed expert port is a task error
     heldout_ids = {id(c) for c in task.cases.heldout}
-    with mx.stream(mx.cpu):
-        for case in task.all_cases():
-            for dtype in task.dtypes:
+    checked = [("reference", task.reference)] if task.reference else []
+    if task.baselines is not None:
+        checked += [("native", task.baselines.native), ("naive", task.baselines.naive)]
+    for case in task.all_cases():
+        for dtype in task.dtypes:
+            with MLX_LOCK, mx.stream(mx.cpu):
                 inputs = make_inputs(task, case, dtype, seed)
-                refs = golden(task, inputs, case)
-                shapes = task.shapes(case, dtype)
-                for spec, ref in zip(task.outputs, refs, strict=True):
-                    if tuple(ref.shape) != shapes[spec.name]:
-                        raise TaskError(f"{task.reference} returned shape {tuple(ref.shape)} for "
-                                        f"{spec.name}; task.toml says {shapes[spec.name]}")
-                for label, fn in (("reference", task.reference), ("native", task.baselines.native),
-                                  ("naive", task.baselines.naive)):
-                    outs = call(fn, task, inputs, case)
-                    rows.append(CheckRow(task.name, label, task.case_label(case), dtype,
-                                         id(case) in heldout_ids,
-                                         _worst(task, outs, refs, case, dtype)))
+            refs = golden(task, inputs, case)
+            shapes = task.shapes(case, dtype)
+            for spec, ref in zip(task.outputs, refs, strict=True):
+                if tuple(ref.shape) != shapes[spec.name]:
+                    raise TaskError(f"{task.reference or task.kernel} gives shape {tuple(ref.shape)} for "
+                                    f"{spec.name}; task.toml says {shapes[spec.name]}")
+            for label, fn in checked:
+                with MLX_LOCK, mx.stream(mx.cpu):
+                    outs = [to_numpy(o) for o in call(fn, task, inputs, case)]
+                rows.append(CheckRow(task.name, label, task.case_label(case), dtype, id(case) in heldout_ids,
+                                     _worst(task, outs, refs, case, dtype)))
+            if task.original is not None and task.reference is not None:
+                outs = run_original(task, inputs, case)
+                rows.append(CheckRow(task.name, "original", task.case_label(case), dtype, id(case) in heldout_ids,
+                                     _worst(task, outs, refs, case, dtype)))
     return rows
 
 
-def _worst(task: KernelTask, outs: list[mx.array], refs: list[mx.array], case: dict, dtype: str) -> CaseResult:
-    results = [compare(to_numpy(o), to_numpy(r), task.tolerance[dtype], case=task.case_label(case), dtype=dtype)
+def _worst(task: KernelTask, outs: list[np.ndarray], refs: list[np.ndarray], case: dict, dtype: str) -> CaseResult:
+    results = [compare(o, r, task.tolerance[dtype], case=task.case_label(case), dtype=dtype)
                for o, r in zip(outs, refs, strict=True)]
     failed = [r for r in results if r.verdict != "pass"]
     return failed[0] if failed else results[0]

@@ -81,6 +81,8 @@ def compile_kernel(session: Session, args: schemas.compile_kernel) -> Output:
         fields = {**session.record(args.based_on).candidate.model_dump(), **fields}
     fields.setdefault("language", session.language)
     fields.setdefault("name", session.task.name)
+    if fields.get("inout") and fields.get("init_value") is None:
+        fields["init_value"] = float("nan")  # what in-out outputs start as
     try:
         candidate = KernelCandidate.model_validate(fields)
     except ValidationError as e:

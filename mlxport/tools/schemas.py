@@ -56,6 +56,10 @@ class compile_kernel(ToolArgs):
     threadgroup: list[str | int] | None = Field(None, description="Three expressions: threadgroup size.")
     template: dict[str, str | int] | None = Field(None, description="Template constants: int, bool or dtype.")
     init_value: float | None = Field(None, description="Fill outputs with this before the launch.")
+    inout: dict[str, str] | None = Field(None, description=(
+        "In-out buffers: output name -> the input it starts as. The output starts as NaN; read an element "
+        "back from the output once written (NaN: not yet, take the input's); unwritten elements become the "
+        "input's after the launch."))
     atomic_outputs: bool | None = Field(None, description="Make every output device atomic<T>* (Metal).")
     ensure_row_contiguous: bool | None = Field(None, description="False: index with x_shape/x_strides.")
     shared_memory: str | int | None = Field(None, description="CUDA only: bytes of dynamic shared memory.")

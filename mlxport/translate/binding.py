@@ -6,6 +6,7 @@ import ast
 import re
 
 from mlxport.spec import KernelTask, TensorSpec
+from mlxport.translate.cexpr import num
 
 __all__ = ["Binder"]
 
@@ -141,7 +142,14 @@ class Binder:
                     got = self.dim(d)
                     if got is not None:
                         return got
-        return self._role(key)
+        return self._role(key) or self.constant(name)
+
+    def constant(self, name: str) -> ast.expr | None:
+        """A name every case of the task binds to one number (a user's kernel's block size, say)."""
+        values = {c.get(name) for c in self.task.all_cases() + self.task.cases.bench}
+        if len(values) == 1 and isinstance(next(iter(values)), int) and not isinstance(next(iter(values)), bool):
+            return num(next(iter(values)))
+        return None
 
     def _role(self, key: str) -> ast.expr | None:
         if not self.inputs:

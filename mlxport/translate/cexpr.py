@@ -150,7 +150,14 @@ class CToAst:
     def call(self, n: Node, line: int) -> ast.expr:
         fn = n.child_by_field_name("function")
         args = [c for c in n.child_by_field_name("arguments").named_children if c.type != "comment"]
+        if fn.type == "field_expression":
+            return self.method(fn, args, line)
         name = text(fn.child_by_field_name("name") if fn.type == "template_function" else fn).replace(" ", "")
+        if name in ("ceil", "ceilf", "std::ceil") and len(args) == 1:
+            quotient = _uncast(args[0])
+            if quotient.type == "binary_expression" and text(quotient.child_by_field_name("operator")) == "/":
+                return ast.Call(ast.Name("ceildiv"), [self.node(quotient.child_by_field_name("left"), line),
+                                                      self.node(quotient.child_by_field_name("right"), line)], [])
         if name in ("static_cast", "reinterpret_cast", "int", "size_t", "int64_t", "unsigned", "long", "dim3x") \
                 and len(args) == 1:
             return self.node(args[0], line)
@@ -165,6 +172,28 @@ class CToAst:
                 body = re.sub(rf"\b{re.escape(p)}\b", f"({text(a)})", body)
             return self.text(body, line)
         raise CExprError(f"call to {name}() in a host expression", line)
+
+
+    def method(self, fn: Node, args: list[Node], line: int) -> ast.expr:
+        """A torch tensor's sizes: ``x.size(i)`` is ``x.shape[i]``, ``x.numel()`` is ``x.size``."""
+        receiver = self.node(fn.child_by_field_name("argument"), line)
+        field = text(fn.child_by_field_name("field"))
+        if not isinstance(receiver, ast.Name):
+            raise CExprError(f"call to {field}() on `{_short(text(fn))}` in a host expression", line)
+        if field in ("size", "sizes") and len(args) == 1:
+            index = self.node(args[0], line)
+            return ast.Subscript(ast.Attribute(receiver, "shape"), index)
+        if field == "numel" and not args:
+            return ast.Attribute(receiver, "size")
+        if field in ("dim", "ndimension") and not args:
+            return ast.Attribute(receiver, "ndim")
+        raise CExprError(f"call to {field}() on `{_short(text(fn))}` in a host expression", line)
+
+
+def _uncast(n: Node) -> Node:
+    while n.type in ("parenthesized_expression", "cast_expression"):
+        n = n.named_children[-1] if n.type == "parenthesized_expression" else n.child_by_field_name("value")
+    return n
 
 
 def _short(s: str) -> str:

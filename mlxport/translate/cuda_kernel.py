@@ -27,6 +27,8 @@ def render_cuda(job: KernelJob, facts: KernelFacts, scalars: Scalars, ports: Por
     if inner:
         body = "{\n" + "\n".join(inner) + "\n" + body + "\n}"
     header = _header(job)
+    if r.reads_back:
+        header = r.READ_BACK["cuda"] + header
     job.notes.append("CUDA body: the kernel body runs as written; scalars come from shapes (x_shape) or 0-d "
                      "inputs (name[0]); template arguments are body-local constants")
     return header, "\n".join(lines) + "\n" + body + "\n"

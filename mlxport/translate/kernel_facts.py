@@ -30,11 +30,22 @@ def kernel_facts(job: KernelJob, ports: Ports) -> tuple[KernelFacts, tuple[str, 
                          "init_value=0 (the kernel accumulates into zeroed outputs)")
     if facts.rw or facts.atomic:
         facts.barrier_flags = "mem_flags::mem_device | mem_flags::mem_threadgroup"
+    if not facts.atomic:
+        floating = {p.name for p in job.info.params if _floating(p.base_type, job)}
+        facts.read_through = set(facts.rw) & floating
     generic = None
     if job.task is not None and not any(tp.kind == "typename" for tp in job.info.template_params):
         generic = _generic_float(job)
         facts.generic_float = generic[0] if generic else None
     return facts, (generic[0], f"{generic[1]}.dtype") if generic else None
+
+
+def _floating(base: str, job: KernelJob) -> bool:
+    """Whether a buffer of ``base`` holds floats (NaN marks what a kernel has not written)."""
+    base = re.sub(r"\b(const|volatile|__restrict__)\b", "", base).strip()
+    if base in {t.name for t in job.info.template_params if t.kind == "typename"}:
+        return True  # the element type: the task runs it on float dtypes
+    return any(w in base for w in ("float", "double", "half", "bfloat16"))
 
 
 def _check_atomic_outputs(job: KernelJob, ports: Ports) -> None:

@@ -86,6 +86,7 @@ class _Host:
         self.macros = {m.name: (m.params, m.body) for m in cf.macros}
         self.env: dict[str, ast.expr | Dim3 | _Lazy] = {}
         self.sites: list[SiteValues] = []
+        self.passed: dict[str, ast.expr] = {}
         self._bind_params()
 
     def conv(self, env: dict) -> CToAst:
@@ -103,9 +104,14 @@ class _Host:
         params = decl.child_by_field_name("parameters") if decl is not None else None
         for p in params.named_children if params is not None else []:
             d = p.child_by_field_name("declarator")
+            if d is not None and d.type == "reference_declarator" and "Tensor" in text(p):
+                d = next((c for c in d.named_children if c.type == "identifier"), None)
             if d is None or d.type != "identifier":
                 continue  # pointers and references carry no launch value
             name = text(d)
+            if "Tensor" in text(p) and self.binder.spec(name) is not None:
+                self.env[name] = ast.Name(name)  # a torch tensor the task has as an input: x.size(i) is x.shape[i]
+                continue
             got = self.binder.scalar(name)
             if got is None and self.binder.task is None and name in {
                     q.name for q in self.kernel.params if not (q.is_pointer or q.is_reference)}:
@@ -145,8 +151,22 @@ class _Host:
     def run(self, sites: list[LaunchSite]) -> list[SiteValues]:
         body = self.fn.child_by_field_name("body")
         lines = {s.line: s for s in sites}
+        self._bind_arguments(sites)
         self._block(body, dict(self.env), [], lines)
         return self.sites
+
+    def _bind_arguments(self, sites: list[LaunchSite]) -> None:
+        """A host variable passed as a scalar argument has the value of the task's param for that
+        kernel parameter: `N = B * T; k<<<ceil_div(N, 256), 256>>>(x, N)` launches over N."""
+        self.passed: dict[str, ast.expr] = {}
+        for site in sites:
+            for p, arg in zip(self.kernel.params, site.args, strict=False):
+                if p.is_pointer or p.is_reference or not arg.isidentifier():
+                    continue
+                got = self.binder.scalar(p.name) if self.binder.task is not None else None
+                if got is not None and isinstance(self.env.get(arg), _Lazy | type(None)):
+                    self.passed[arg] = got
+        self.env.update(self.passed)
 
     def _contains(self, node: Node, lines: dict[int, LaunchSite]) -> bool:
         first, last = node.start_point[0] + 1, node.end_point[0] + 1
@@ -212,7 +232,7 @@ class _Host:
             return
         name = text(target)
         value = d.child_by_field_name("value")
-        if value is None:
+        if value is None or name in self.passed:
             return
         if value.type in ("argument_list", "initializer_list"):
             parts = self._parts(value.named_children, env)
@@ -241,7 +261,7 @@ class _Host:
 
     def _assign(self, e: Node, env: dict) -> None:
         left = e.child_by_field_name("left")
-        if left is None or left.type != "identifier":
+        if left is None or left.type != "identifier" or text(left) in self.passed:
             return
         name = text(left)
         op = text(e.child_by_field_name("operator"))

@@ -70,6 +70,8 @@ def render_msl(job: KernelJob, facts: KernelFacts, scalars: Scalars, block: list
     if "blockDim" not in r.used_builtins:
         job.notes[:] = [n for n in job.notes if not n.startswith("blockDim.")]  # the renderer writes to this list
     header = _tidy(_header(job, r, nodes, rendered))
+    if r.reads_back:
+        header = r.READ_BACK["msl"] + header
     prologue = _prologue(job, r, block, scalars, ports)
     return header, _tidy("\n".join(prologue) + "\n" + body + "\n")
 

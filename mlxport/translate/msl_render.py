@@ -110,6 +110,8 @@ class MslRender(TreeRender):
             return self.statement(node, ctx)
         if t == "assignment_expression" or t == "update_expression":
             return self.assignment(node, ctx)
+        if t == "subscript_expression" and (got := self.read_back(node, ctx)) is not None:
+            return got
         if t in ("gnu_asm_expression", "asm_statement"):
             raise RenderError("inline PTX asm", line(node), "inline PTX has no Metal form")
         if t in ("new_expression", "delete_expression", "throw_statement", "try_statement"):

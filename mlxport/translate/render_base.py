@@ -37,6 +37,7 @@ class KernelFacts:
     inputs: set[str] = field(default_factory=set)  # pointer params read only
     outputs: set[str] = field(default_factory=set)  # pointer params written
     rw: dict[str, str] = field(default_factory=dict)  # read+written param -> its output name
+    read_through: set[str] = field(default_factory=set)  # rw params read back through their output
     atomic: bool = False
     dynamic: dict[str, str] = field(default_factory=dict)  # extern shared name -> element-count constant
     barrier_flags: str = "mem_flags::mem_threadgroup"
@@ -114,6 +115,7 @@ class TreeRender:
         self.facts = facts
         self.notes = notes
         self.override: dict[int, Callable[[Node], str]] = {}
+        self.reads_back = False  # the body reads a read-write buffer back: the header needs the helper
 
     def render(self, node: Node, ctx: FnCtx) -> str:
         hook = self.override.get(node.id)
@@ -141,7 +143,31 @@ class TreeRender:
     def rule(self, node: Node, ctx: FnCtx) -> str | None:
         if node.type in ("assignment_expression", "update_expression"):
             return self.assignment(node, ctx)
+        if node.type == "subscript_expression":
+            return self.read_back(node, ctx)
         return None
+
+    READ_BACK = {  # the helper read_back calls, per target; P and Q may be device or constant pointers
+        "msl": "template <typename P, typename Q, typename I>\ninline auto mlxport_read_back(P out, Q in, I i) {\n"
+               "  auto v = out[i];\n  return isnan(v) ? decltype(v)(in[i]) : v;\n}\n",
+        "cuda": "template <typename P, typename Q, typename I>\n__device__ inline auto mlxport_read_back(P out, Q in, "
+                "I i) {\n  auto v = out[i];\n  return isnan(float(v)) ? decltype(v)(in[i]) : v;\n}\n"}
+
+    def read_back(self, node: Node, ctx: FnCtx) -> str | None:
+        """``x[i]`` of a read-write ``x`` read through its output: what the kernel wrote there, else
+        the input's element (the output starts as NaN)."""
+        root = node.child_by_field_name("argument")
+        if ctx.kind != "kernel" or root is None or root.type != "identifier" or text(root) not in \
+                self.facts.read_through:
+            return None
+        parent = node.parent
+        if parent is not None and parent.type == "pointer_expression":
+            return None  # &x[i] stays the input's address
+        index = node.child_by_field_name("indices") or node.named_children[-1]
+        inner = index.named_children[0] if index.type == "subscript_argument_list" and index.named_children \
+            else index
+        self.reads_back = True
+        return f"mlxport_read_back({self.facts.rw[text(root)]}, {text(root)}, {self.render(inner, ctx)})"
 
     def assignment(self, node: Node, ctx: FnCtx) -> str | None:
         """A store through a read-write pointer, redirected to its output."""

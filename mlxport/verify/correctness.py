@@ -15,8 +15,9 @@ import numpy as np
 from mlxport.backends.base import Backend, RunResult
 from mlxport.errors import UserError
 from mlxport.spec import CaseResult, CorrectnessReport, KernelCandidate, KernelTask
-from mlxport.tasks import MLX_LOCK, TaskError, golden, make_inputs, to_numpy
+from mlxport.tasks import MLX_LOCK, TaskError, make_inputs
 from mlxport.verify.compare import compare
+from mlxport.verify.golden import golden, golden_name
 
 
 def new_seed() -> int:
@@ -84,7 +85,7 @@ def run_correctness(task: KernelTask, candidate: KernelCandidate, backend: Backe
 
 def _report(task, candidate, backend, seeds, heldout, results) -> CorrectnessReport:
     return CorrectnessReport(backend=backend.name, candidate_id=candidate.id, task=task.name, seeds=seeds,
-                             heldout=heldout, cases=results)
+                             heldout=heldout, cases=results, golden=golden_name(task))
 
 
 def _wrong_dtypes(task: KernelTask, candidate: KernelCandidate, inputs: dict[str, mx.array], case: dict[str, Any],
@@ -122,7 +123,7 @@ def _prepared(task: KernelTask, case: dict[str, Any], dtype: str, seed: int) -> 
     """Inputs for a case and the golden outputs on them."""
     with MLX_LOCK, mx.stream(mx.cpu):
         inputs = make_inputs(task, case, dtype, seed)
-        return inputs, [to_numpy(r) for r in golden(task, inputs, case)]
+    return inputs, golden(task, inputs, case)
 
 
 def _check_case(task: KernelTask, candidate: KernelCandidate, backend: Backend, case: dict[str, Any], dtype: str,

@@ -143,8 +143,9 @@ class SimBackend:
             raise SignatureError(f"missing input(s) {', '.join(missing)}")
         with MLX_LOCK:  # from_value evaluates MLX arrays
             hosts = {n: from_value(inputs[n], candidate.ensure_row_contiguous) for n in candidate.input_names}
-        infos: dict[str, ArgInfo] = {**{k: v for k, v in inputs.items() if k not in hosts},
-                                     **{n: h.info for n, h in hosts.items()}}
+        # Launch expressions see arrays as ArrayInfo and scalars as their values, as in MLX's call.
+        infos: dict[str, ArgInfo] = {k: v if isinstance(v, bool | int | float) else hosts[k].info if k in hosts else v
+                                     for k, v in inputs.items()}
         launch = candidate.launch(infos)
         if problem := launch_problem(launch):
             return RunResult(error=problem, seconds=time.perf_counter() - t0)
@@ -163,6 +164,12 @@ class SimBackend:
         except WorkerError as e:
             return RunResult(error=str(e), seconds=time.perf_counter() - t0)
         outputs, unwritten = _results(launch, out)
+        for name, src in candidate.inout.items():
+            k = candidate.output_names.index(name)
+            start = hosts[src]
+            values = _as_float(start.data[start.offset:].view(STORAGE[start.dtype])[:outputs[k].size], start.dtype)
+            outputs[k] = np.where(unwritten[k], values.reshape(outputs[k].shape), outputs[k])
+            unwritten[k] = np.zeros_like(unwritten[k])  # what the kernel did not write is the input's
         return RunResult(outputs=outputs, unwritten=unwritten, error=reply.get("error"),
                          seconds=time.perf_counter() - t0)
 
@@ -196,6 +203,10 @@ def _slot_bytes(role: str, h: HostArray) -> tuple[np.ndarray, int, int]:
     if role == "strides":
         return np.array(h.strides, dtype=np.int64).view(np.uint8), 0, 8
     return np.array([len(h.shape)], dtype=np.int32).view(np.uint8), 0, 4
+
+
+def _as_float(values: np.ndarray, dtype: str) -> np.ndarray:
+    return bfloat16_to_float32(values) if dtype == "bfloat16" else values
 
 
 def launch_problem(launch: Launch) -> str | None:

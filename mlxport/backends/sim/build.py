@@ -86,10 +86,11 @@ def cache_dir() -> Path:
 
 
 @functools.cache
-def _headers_digest() -> str:
+def _headers_digest(*dirs: Path) -> str:
     h = hashlib.sha256()
-    for p in sorted(INCLUDE.glob("*.h")):
-        h.update(p.name.encode() + b"\0" + p.read_bytes())
+    for d in dirs or (INCLUDE,):
+        for p in sorted(f for f in d.rglob("*") if f.is_file()):
+            h.update(str(p.relative_to(d)).encode() + b"\0" + p.read_bytes())
     return h.hexdigest()
 
 
@@ -148,11 +149,20 @@ class BuildResult:
 
 def build(src: SimSource) -> BuildResult:
     """Compile ``src`` into a shared library, or return diagnostics mapped to the candidate."""
+    result = compile_library(src.text, (INCLUDE,))
+    if not result.ok:
+        result.diagnostics = diagnostics(result.log, src)
+    return result
+
+
+def compile_library(text: str, include: tuple[Path, ...]) -> BuildResult:
+    """Compile one translation unit against the headers in ``include`` and link it with the
+    runtime into a cached shared library; on failure the result carries the compiler's log."""
     t0 = time.perf_counter()
     cc = find_compiler()
     flags = cc.flags()
     # The runtime is linked into every library: a runtime change must rebuild them all.
-    key = _digest(src.text, _headers_digest(), _runtime_digest(), " ".join(flags), cc.version,
+    key = _digest(text, _headers_digest(*include), _runtime_digest(), " ".join(flags), cc.version,
                   " ".join(cc.command))
     lib = cache_dir() / f"k-{key}.so"
     if lib.exists():
@@ -160,13 +170,13 @@ def build(src: SimSource) -> BuildResult:
     rt = runtime_object()
     with tempfile.TemporaryDirectory(prefix="mlxsim-") as tmpdir:
         cpp = Path(tmpdir) / "kernel.cpp"
-        cpp.write_text(src.text)
+        cpp.write_text(text)
         tmp = lib.with_suffix(f".{os.getpid()}.tmp.so")
-        out = _run([*cc.command, *flags, "-shared", "-I", str(INCLUDE), str(cpp), str(rt), "-o", str(tmp)],
-                   "the kernel")
+        dirs = [arg for d in include for arg in ("-I", str(d))]
+        out = _run([*cc.command, *flags, "-shared", *dirs, str(cpp), str(rt), "-o", str(tmp)], "the kernel")
     if out.returncode != 0:
         tmp.unlink(missing_ok=True)
-        return BuildResult(False, None, diagnostics(out.stderr, src), time.perf_counter() - t0, log=out.stderr)
+        return BuildResult(False, None, seconds=time.perf_counter() - t0, log=out.stderr)
     _publish(tmp, lib)
     return BuildResult(True, lib, seconds=time.perf_counter() - t0)
 

@@ -29,7 +29,8 @@ class LaunchParams(ctypes.Structure):
                 ("stats", ctypes.c_int64 * 4)]
 
 
-SPACES = {"device": 1, "constant": 2}
+SPACES = {"device": 1, "constant": 2, "generic": 4}
+CONFLICT = 0xFFFFFFFE  # two threadgroups touched the element without atomics (races_after)
 _libraries: dict[str, Any] = {}
 
 
@@ -62,29 +63,36 @@ def handle(header: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, 
 
 
 def run(header: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, Any], list[np.ndarray]]:
-    """Bind every buffer slot, launch, and return outputs followed by their written masks."""
+    """Bind every buffer slot, launch, and return the data of every output and in-out buffer,
+    followed by their written masks.
+
+    Slot roles: ``output`` (fresh, filled with ``fill``), ``buffer`` (in-out: starts as the next
+    array; ``writable`` ones get a written mask), and read-only ones (``input``, shapes, strides).
+    """
     slots = header["slots"]
     keep: list[Any] = []
     buffers = (Buffer * len(slots))()
-    outputs, masks = [], []
+    results, masks = [], []
     inputs = iter(arrays)
+    measure = -1 if not header.get("measure") else 0
     for k, slot in enumerate(slots):
-        if slot["role"] == "output":
+        role = slot["role"]
+        if role == "output":
             data = _filled(slot["storage"], slot["shape"], slot["fill"])
-            mask = np.zeros(data.size, dtype=np.uint32)  # which threadgroup touched each element
-            outputs.append(data)
-            masks.append(mask)
-            keep += [data, mask]
-            base = data.ctypes.data
-            nbytes, offset, mask_ptr = data.nbytes, 0, mask.ctypes.data
         else:
             data = np.array(next(inputs), copy=True)  # writable and aligned, owned by this process
-            keep.append(data)
-            base = data.ctypes.data
-            nbytes, offset, mask_ptr = data.nbytes, slot["offset"], None
+        mask = np.zeros(data.size, dtype=np.uint32) if role == "output" or slot.get("writable") else None
+        if role in ("output", "buffer"):
+            results.append(data)
+            if mask is not None:
+                masks.append(mask)
+        keep += [data, mask]
+        base = data.ctypes.data
         name = slot["name"].encode()
         keep.append(name)
-        buffers[k] = Buffer(name, base, nbytes, base + offset, slot["elem_size"], SPACES[slot["space"]], mask_ptr, -1)
+        buffers[k] = Buffer(name, base, data.nbytes, base + slot.get("offset", 0), slot["elem_size"],
+                            SPACES[slot["space"]], mask.ctypes.data if mask is not None else None,
+                            measure if role == "buffer" else -1)
     params = LaunchParams()
     params.buffers = buffers
     params.nbuffers = len(slots)
@@ -94,8 +102,14 @@ def run(header: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, Any
     params.grid = (ctypes.c_uint32 * 3)(*header["grid"])
     params.threadgroup = (ctypes.c_uint32 * 3)(*header["threadgroup"])
     params.stack_bytes = int(header.get("stack_bytes", 64 << 10))
+    params.shared_bytes = int(header.get("shared_bytes", 0))
+    params.tg_memory_limit = int(header.get("tg_memory_limit", 0))
+    params.races_after = int(header.get("races_after", 0))
+    params.cuda = int(header.get("cuda", 0))
     err = ctypes.create_string_buffer(ERR_LEN)
     rc = _library(header["library"]).mlxsim_run(ctypes.byref(params), err, ERR_LEN)
-    reply = {"error": err.value.decode(errors="replace") if rc else None, "stats": list(params.stats)}
+    reply = {"error": err.value.decode(errors="replace") if rc else None, "stats": list(params.stats),
+             "touched": [int(buffers[k].touched) for k, slot in enumerate(slots) if slot["role"] == "buffer"],
+             "conflicts": [int(np.flatnonzero(m == CONFLICT)[0]) if (m == CONFLICT).any() else -1 for m in masks]}
     # The threadgroup tags matter only inside the run (race checks): the caller needs written or not.
-    return reply, outputs + [(m != 0).view(np.uint8) for m in masks]
+    return reply, results + [(m != 0).view(np.uint8) for m in masks]

@@ -158,7 +158,7 @@ def build_signature(candidate: KernelCandidate, args: dict[str, ArgInfo],
                     template_values: list[tuple[str, TemplateValue]] | None = None) -> Signature:
     """Resolve the signature for concrete inputs (arrays as ArrayInfo, or Python scalars)."""
     infos = {n: as_info(args[n]) for n in candidate.input_names if n in args}
-    launch = launch or candidate.launch({**args, **infos})
+    launch = launch or candidate.launch({**infos, **args})  # scalars stay values in launch expressions
     template = tuple(template_values if template_values is not None else launch.template)
     src = candidate.source
     inputs = tuple(

@@ -1,0 +1,203 @@
+"""The CPU executor of CUDA: the original kernel of a .cu file, as written, run on the Metal
+simulator's runtime on any machine.
+
+A block is a threadgroup whose threads run as fibers (switching at ``__syncthreads``, warp
+shuffles and votes), a warp is a 32-lane SIMD group, and every pointer is checked against the
+buffer it points into, so an out-of-bounds access is reported with the thread and the element,
+an element two blocks write without atomics is reported as a race, and a measuring run tells how
+far the kernel reaches into each buffer. The host code is never executed: the launch (grid,
+block, dynamic shared memory) and the arguments come from the caller. It runs in the
+simulator's worker process, so a crash or a hang fails the launch, never the caller.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from mlxport.backends.cuda_cpu.source import INCLUDE, DeviceSource, KernelSig, SourceError, device_source, only
+from mlxport.backends.sim import build as _build
+from mlxport.backends.sim import sim_threads
+from mlxport.backends.worker import Worker, WorkerError
+from mlxport.errors import UserError
+
+SIM_INCLUDE = _build.INCLUDE
+SHARED_MEMORY_LIMIT = 227 * 1024  # what a block of an sm_90 GPU may opt in to
+MAX_THREADS_PER_BLOCK = 1024
+STACK_BYTES = int(os.environ.get("MLXPORT_SIM_STACK", str(64 << 10)))
+
+__all__ = ["CudaExecutor", "ExecResult", "ExecError", "Launch", "SourceError"]
+
+
+class ExecError(UserError):
+    """The kernel cannot run on the executor: it does not compile, or its launch is invalid."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int = 0
+
+    def problem(self) -> str | None:
+        threads = self.block[0] * self.block[1] * self.block[2]
+        if min(self.grid + self.block) < 1:
+            return f"grid {self.grid} and block {self.block} must be positive in every dimension"
+        if threads > MAX_THREADS_PER_BLOCK:
+            return f"a block of {threads} threads is over the {MAX_THREADS_PER_BLOCK} CUDA allows"
+        if any(g * b >= 2**32 for g, b in zip(self.grid, self.block, strict=True)):
+            return f"grid {self.grid} of blocks {self.block} is too large for the executor (2^32 threads a dimension)"
+        if self.shared_bytes > SHARED_MEMORY_LIMIT:
+            return f"{self.shared_bytes} bytes of dynamic shared memory is over the {SHARED_MEMORY_LIMIT} a block may have"
+        return None
+
+
+@dataclass
+class ExecResult:
+    """Every pointer argument after the launch, which elements the kernel wrote, how far it reached
+    into each buffer (measuring runs only) and the races it ran into; or why it stopped."""
+
+    buffers: dict[str, np.ndarray] = field(default_factory=dict)
+    written: dict[str, np.ndarray] = field(default_factory=dict)
+    touched: dict[str, int] = field(default_factory=dict)  # elements, from the first to the furthest reached
+    races: list[str] = field(default_factory=list)
+    error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass(frozen=True)
+class Compiled:
+    library: Path
+    kernel: KernelSig
+    source: DeviceSource
+
+
+class CudaExecutor:
+    """Compile kernels of .cu files for the CPU and launch them, one launch at a time."""
+
+    def __init__(self, *, threads: int | None = None, memory_bytes: int | None = None):
+        self.threads = threads or sim_threads()
+        self._worker = Worker("mlxport.backends.sim.runner:handle",
+                              **({"memory_bytes": memory_bytes} if memory_bytes else {}))
+        self._sources: dict[tuple, DeviceSource] = {}
+
+    def source(self, path: str | Path, includes: tuple[Path, ...] = ()) -> DeviceSource:
+        """The device code of ``path`` prepared for the executor (kept while the file is unchanged)."""
+        path = Path(path).resolve()
+        key = (path, path.stat().st_mtime_ns, includes)
+        if key not in self._sources:
+            cc = _build.find_compiler()
+            self._sources[key] = device_source(path, cc.command, _build.cache_dir() / "cuda-stubs", list(includes))
+        return self._sources[key]
+
+    def compile(self, source: DeviceSource, kernel: str, template_args: list[str] | None = None) -> Compiled:
+        sig = source.kernels.get(kernel)
+        if sig is None:
+            raise ExecError(f"{Path(source.path).name} defines no __global__ kernel {kernel!r}; it has "
+                            f"{', '.join(source.kernels) or 'none'}: pass one of them with --kernel")
+        args = list(template_args or [])
+        if len(args) != len(sig.template_params):
+            names = ", ".join(n for n, _ in sig.template_params)
+            raise ExecError(f"kernel {kernel} takes template arguments <{names}>; {len(args)} given")
+        text = '#include "cuda_exec.h"\n' + only(source, kernel) + "\n" + launcher(sig, args)
+        result = _build.compile_library(text, (INCLUDE, SIM_INCLUDE))
+        if not result.ok:
+            raise ExecError(f"{kernel} does not compile for the executor: {first_error(result.log, source.path)}")
+        return Compiled(result.library, sig, source)
+
+    def run(self, compiled: Compiled, launch: Launch, args: list[np.ndarray | np.generic], *, measure: bool = False,
+            reverse: bool = False, timeout: float = 120.0) -> ExecResult:
+        """Launch once. ``args`` follow the kernel's parameters: an array for each pointer (its
+        dtype the element type's storage: bfloat16 as uint16), a numpy scalar of the parameter's
+        type for each value. ``measure``: record how far the kernel reaches into each buffer."""
+        t0 = time.perf_counter()
+        sig = compiled.kernel
+        if problem := launch.problem():
+            return ExecResult(error=problem, seconds=time.perf_counter() - t0)
+        if len(args) != len(sig.params):
+            raise ExecError(f"kernel {sig.name} takes {len(sig.params)} arguments; {len(args)} given")
+        slots, arrays = [], []
+        for p, a in zip(sig.params, args, strict=True):
+            data = np.ascontiguousarray(a).reshape(-1) if p.pointer else np.asarray(a).reshape(1)
+            slots.append({"role": "buffer" if p.pointer else "input", "name": p.name, "space": "generic",
+                          "elem_size": data.dtype.itemsize, "writable": p.pointer and not p.const})
+            arrays.append(data)
+        header = {"op": "run", "library": str(compiled.library), "slots": slots,
+                  "grid": [g * b for g, b in zip(launch.grid, launch.block, strict=True)],
+                  "threadgroup": list(launch.block), "fibers": compiled.source.needs_fibers, "threads": self.threads,
+                  "stack_bytes": STACK_BYTES, "shared_bytes": launch.shared_bytes,
+                  "tg_memory_limit": SHARED_MEMORY_LIMIT, "races_after": 1, "cuda": 1, "measure": measure,
+                  "reverse": int(reverse)}
+        try:
+            reply, out = self._worker.call(header, arrays, timeout=timeout)
+        except WorkerError as e:
+            return ExecResult(error=str(e), seconds=time.perf_counter() - t0)
+        return _result(sig, args, reply, out, time.perf_counter() - t0)
+
+    def close(self) -> None:
+        self._worker.close()
+
+
+def _result(sig: KernelSig, args, reply: dict, out: list[np.ndarray], seconds: float) -> ExecResult:
+    pointers = [(p, a) for p, a in zip(sig.params, args, strict=True) if p.pointer]
+    data = iter(out[:len(pointers)])
+    masks = iter(out[len(pointers):])
+    result = ExecResult(error=reply.get("error"), seconds=seconds)
+    conflicts = iter(reply.get("conflicts", []))
+    for (p, a), touched in zip(pointers, reply.get("touched", [-1] * len(pointers)), strict=True):
+        result.buffers[p.name] = next(data).reshape(np.shape(a))
+        if not p.const:
+            result.written[p.name] = next(masks).astype(bool).reshape(np.shape(a))
+            first = next(conflicts)
+            if first >= 0:
+                result.races.append(f"{p.name}[{first}] is written by two blocks without atomics (and perhaps more "
+                                    f"elements): blocks run concurrently on a GPU, so the result depends on their order")
+        if touched >= 0:
+            result.touched[p.name] = -(-touched // np.asarray(a).dtype.itemsize)
+    return result
+
+
+def launcher(sig: KernelSig, template_args: list[str]) -> str:
+    """The C entry the runtime calls for every thread: the kernel, its arguments bound to buffers."""
+    targs = f"<{', '.join(template_args)}>" if template_args else ""
+    binds = ", ".join(f"::cusim::Arg{{&b[{k}]}}" for k in range(len(sig.params)))
+    return (
+        'extern "C" __attribute__((visibility("default"))) void mlxsim_lane(const ::mlxsim::Buffer* b, '
+        "const ::mlxsim::ThreadAttrs*) {\n"
+        f"  (void)b;\n  {sig.name}{targs}({binds});\n}}\n"
+        'extern "C" __attribute__((visibility("default"))) int mlxsim_run(const ::mlxsim::LaunchParams* p, '
+        "char* err, int errlen) {\n  return ::mlxsim::launch(p, &mlxsim_lane, err, errlen);\n}\n"
+    )
+
+
+# What a compile error means when it comes from a library or construct the executor has no CPU form of.
+UNSUPPORTED = [(re.compile(r"undeclared identifier 'cub'|namespace 'cub'|'cub::"), "cub (CUDA's template library)"),
+               (re.compile(r"in asm|inline asm|asm statement"), "inline PTX (asm)"),
+               (re.compile(r"nvcuda|wmma"), "wmma (tensor-core fragments)"),
+               (re.compile(r"'cutlass|cute::|namespace 'cute'"), "CUTLASS/CuTe"),
+               (re.compile(r"thrust::|'thrust'"), "thrust")]
+
+
+def first_error(log: str, path: str) -> str:
+    """The compiler's first error, placed in the user's file where it points there."""
+    name = Path(path).name
+    for line in log.splitlines():
+        if " error: " not in line:
+            continue
+        where, _, message = line.partition(" error: ")
+        parts = where.rstrip(":").split(":")
+        at = f" (line {parts[1]} of {name})" if len(parts) >= 3 and Path(parts[0]).name == name else ""
+        for pattern, what in UNSUPPORTED:
+            if pattern.search(message):
+                return f"it uses {what}, which the CPU executor does not run{at}"
+        return f"{message.strip()}{at}"
+    return log.strip().splitlines()[-1][:400] if log.strip() else "unknown compiler error"

@@ -1,0 +1,427 @@
+"""A task from a bare .cu file: the user's kernel, its cases, and the kernel itself as the golden.
+
+The reader says what each parameter is: a const or never-written pointer is an input, a written
+one an output, one both read and written an in-out buffer (an input ``x`` and an output
+``x_out``, as MLX's outputs are new arrays). The host code, evaluated at each case, gives the
+launch and the scalars it computes; buffer extents come from the host code where it states them,
+else from ``--shape``, else from how far the original kernel reaches at the case (a measuring run
+on the CPU executor). Held-out cases are odd sizes the original itself runs at; where it does not,
+the note says so.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mlxport.backends.cuda_cpu import CudaExecutor, Launch
+from mlxport.errors import UserError
+from mlxport.expr import evaluate
+from mlxport.spec import KernelTask
+from mlxport.translate.cudafile import KernelInfo, Param
+from mlxport.translate.host_eval import Buffer, HostEvalError, HostLaunch, Tensor, evaluate_launch
+from mlxport.translate.reader import read_cuda
+from mlxport.verify.golden import STORAGE
+
+MEASURE_ELEMENTS = 1 << 22  # the room a buffer of unknown extent gets in the measuring run
+TOLERANCE = {"float32": {"atol": 1e-4, "rtol": 1e-4, "norm": 1e-4}, "float16": {"atol": 2e-3, "rtol": 1e-2, "norm": 5e-3},
+             "bfloat16": {"atol": 1e-2, "rtol": 5e-2, "norm": 2e-2}}
+DTYPE_OF = {"float32": "float32", "float64": "float32", "float16": "float16", "bfloat16": "bfloat16",
+            "int32": "int32", "uint32": "uint32", "int64": "int64", "uint64": "uint64", "int16": "int16",
+            "uint16": "uint16", "int8": "int8", "uint8": "uint8"}
+
+
+class CudaTaskError(UserError):
+    """The file, kernel or case cannot make a task; the message names the flag that fixes it."""
+
+
+@dataclass
+class Built:
+    task: dict[str, Any]  # task.toml's content
+    notes: list[str] = field(default_factory=list)
+
+
+def cuda_task(path: Path, *, kernel: str | None, cases: list[dict[str, Any]], dtypes: list[str] | None = None,
+              shapes: dict[str, str] | None = None, grid: str | None = None, block: str | None = None,
+              shared_bytes: str | None = None, includes: list[Path] = (), name: str | None = None,
+              executor: CudaExecutor | None = None, heldout: int = 3) -> Built:
+    """The content of task.toml for ``kernel`` of the file at ``path``, run at ``cases``."""
+    if not cases:
+        raise CudaTaskError("no case to run the kernel at: pass --case with the sizes, e.g. --case 'N=4096'")
+    text = _read(path)
+    cf = read_cuda(text, name=path.name)
+    info = _kernel(cf, kernel, path)
+    executor = executor or CudaExecutor()
+    source = executor.source(path, tuple(includes))
+    sig = source.kernels.get(info.name)
+    if sig is None:
+        raise CudaTaskError(f"the executor finds no __global__ {info.name} in {path.name}")
+    typenames = {t.name for t in info.template_params if t.kind in ("typename", "class")}
+    templated = any(p.is_pointer and p.base_type in typenames for p in info.params)
+    dtypes = dtypes or ["float32"]
+    if not templated and dtypes != ["float32"]:
+        own = sorted({_dtype(p, typenames) for p in info.params if p.is_pointer})
+        raise CudaTaskError(f"{info.name} is not templated on its element type (its buffers are {', '.join(own)}): "
+                            f"drop --dtypes, or port a templated kernel")
+    roles = _roles(info)
+    builder = _Builder(path, source.preprocessed, {}, info, sig, roles, typenames, shapes or {},
+                       (grid, block, shared_bytes), executor, source, includes)
+    notes: list[str] = [f"dropped #include <{h}>: nothing of it runs in device code" for h in source.dropped_includes]
+    visible = [builder.case(c) for c in cases]
+    held: list[dict] = []
+    for candidate, why in builder.heldout_candidates(cases[0], heldout):
+        try:
+            held.append(builder.case(candidate))
+        except (CudaTaskError, HostEvalError) as e:
+            notes.append(f"no held-out case with {why}: the original kernel does not support it ({e})")
+    first = visible[0][0]
+    launches = [{"case": _label(c), "grid": list(h.grid), "block": list(h.block), "shared_bytes": h.shared_bytes,
+                 "template": builder.template(h)} for c, h in visible + held]
+    inputs, outputs, params, args, results = [], [], [], {}, {}
+    for p in info.params:
+        if not p.is_pointer:
+            params.append({"name": p.name, "type": _param_type(p), "default": first[p.name]})
+            args[p.name] = p.name
+            continue
+        spec = {"name": p.name, "dtype": _dtype(p, typenames), "shape": builder.buffer_shapes[p.name]}
+        if roles[p.name] in ("input", "inout"):
+            fill = builder.fills.get(p.name)
+            inputs.append({**spec, **({"init": {"kind": "full", "value": fill}} if fill is not None else {})})
+            args[p.name] = p.name
+        if roles[p.name] in ("output", "inout"):
+            out = p.name if roles[p.name] == "output" else f"{p.name}_out"
+            outputs.append({**spec, "name": out})
+            results[out] = p.name
+    if not outputs:
+        raise CudaTaskError(f"{info.name} writes none of its pointer arguments: nothing to port")
+    itemsize = " + ".join("*".join(f"({d})" for d in builder.buffer_shapes[p.name]) for p in info.params if p.is_pointer)
+    task = {
+        "name": name or _identifier(info.name), "kernel": info.name, "source": "kernel.cu", "reference": None,
+        "description": f"{info.name} from {path.name}, checked against the original kernel on the CPU executor",
+        "dtypes": dtypes, "inputs": inputs, "outputs": outputs, "params": params,
+        "tolerance": {d: TOLERANCE.get(d, TOLERANCE["float32"]) for d in dtypes},
+        "cases": {"visible": [c for c, _ in visible], "heldout": [c for c, _ in held]},
+        "cost": {"bytes": f"({itemsize}) * itemsize"}, "tags": ["user-kernel"],
+        "original": {"args": args, "results": results, "launches": launches,
+                     "include": [str(Path(p).resolve()) for p in includes]},
+    }
+    KernelTask.model_validate({k: v for k, v in task.items() if v is not None} | {"reference": None})
+    return Built(task, notes)
+
+
+def write_task(built: Built, folder: Path, source: Path) -> Path:
+    """task.toml and the kernel's file in ``folder`` (made afresh)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy(source, folder / "kernel.cu")
+    (folder / "task.toml").write_text(toml_text(built.task))
+    if built.notes:
+        (folder / "NOTES.md").write_text("# Notes from making this task\n\n" + "".join(f"- {n}\n" for n in built.notes))
+    return folder
+
+
+class _Builder:
+    def __init__(self, path, text, defines, info, sig, roles, typenames, shapes, launch_flags, executor, source,
+                 includes):
+        self.path, self.text, self.defines, self.info, self.sig = path, text, defines, info, sig
+        self.roles, self.typenames, self.shapes, self.flags = roles, typenames, shapes, launch_flags
+        self.executor, self.source, self.includes = executor, source, includes
+        self.fills: dict[str, float] = {}
+        self.buffer_shapes: dict[str, list[str]] = {}  # from the first case that gives one
+
+    def case(self, bound: dict[str, Any]) -> tuple[dict[str, Any], HostLaunch]:
+        """The full case (the names bound, every scalar parameter, every buffer's extent) and its launch."""
+        grid, block, shared = (self._flag(f, bound) for f in self.flags)
+        launch = evaluate_launch(self.text, self.info.name, bound, self.defines, grid, block, shared)
+        if len(launch.args) != len(self.info.params):
+            raise CudaTaskError(f"the launch at line {launch.line} passes {len(launch.args)} arguments to "
+                                f"{self.info.name}, which takes {len(self.info.params)}")
+        case = {k: v for k, v in bound.items() if isinstance(v, int | float | bool)}
+        unknown: list[str] = []
+        for p, arg in zip(self.info.params, launch.args, strict=True):
+            if p.is_pointer:
+                shape = self.shape_of(p, arg, bound)
+                if shape is None:
+                    unknown.append(p.name)
+                elif shape == [f"n_{p.name}"]:
+                    case[f"n_{p.name}"] = self._extent(p, arg, bound)
+                self.buffer_shapes.setdefault(p.name, shape or [f"n_{p.name}"])
+                if isinstance(arg.value, Buffer) and arg.value.fill is not None:
+                    self.fills[p.name] = arg.value.fill
+            elif isinstance(arg.value, int | float | bool):
+                case[p.name] = _scalar(p, arg.value)
+            else:
+                why = getattr(arg.value, "why", "")
+                raise CudaTaskError(f"the host code gives {p.name} (argument {arg.text!r} of the launch at line "
+                                    f"{launch.line}) no value at this case: {why}; bind {p.name} with --case")
+        if unknown:
+            case.update(self._measure(case, launch, unknown))
+        self._check(case, launch)
+        return case, launch
+
+    def _flag(self, expr: str | None, bound: dict[str, Any]) -> Any:
+        if expr is None:
+            return None
+        try:
+            values = [evaluate(e.strip(), dict(bound)) for e in expr.split(",")]
+        except UserError as e:
+            raise CudaTaskError(f"cannot evaluate {expr!r} at {_label(bound)}: {e}") from e
+        return values if len(values) > 1 else values[0]
+
+    def shape_of(self, p: Param, arg, bound: dict[str, Any]) -> list[str] | None:
+        """A buffer's shape as expressions over the case's names where the host states it in them
+        (or --shape does), ``[n_<name>]`` where it states only a number, None where it states nothing."""
+        if p.name in self.shapes:
+            return [self.shapes[p.name]]
+        v = arg.value
+        itemsize = np.dtype(_storage(p, self.typenames)).itemsize
+        if isinstance(v, Tensor) and v.shape() is not None:
+            return [v.names[i] for i in range(len(v.dims))] if len(v.names) == len(v.dims) else [f"n_{p.name}"]
+        if isinstance(v, Buffer):
+            if v.dims:
+                return list(v.dims)
+            n = v.elements(itemsize)
+            if n is None:
+                return None
+            if v.size_text:
+                bare = re.fullmatch(rf"(.+?)\s*\*\s*{itemsize}", v.size_text.strip())
+                expr = bare.group(1) if bare else f"({v.size_text}) // {itemsize}"
+                try:
+                    if int(evaluate(expr, dict(bound))) == n:
+                        return [expr]
+                except UserError:
+                    pass
+            return [f"n_{p.name}"]
+        return None
+
+    def _extent(self, p: Param, arg, bound: dict[str, Any]) -> int:
+        if p.name in self.shapes:
+            try:
+                return int(evaluate(self.shapes[p.name], dict(bound)))
+            except UserError as e:
+                raise CudaTaskError(f"--shape {p.name}={self.shapes[p.name]} does not evaluate at "
+                                    f"{_label(bound)}: {e}") from e
+        v = arg.value
+        itemsize = np.dtype(_storage(p, self.typenames)).itemsize
+        if isinstance(v, Tensor):
+            return int(math.prod(v.shape()))
+        return int(v.elements(itemsize))
+
+    def _args(self, case: dict[str, Any], sizes: dict[str, int], fill: float | None = None) -> list[np.ndarray]:
+        rng = np.random.default_rng(0)
+        out = []
+        for p in self.info.params:
+            storage = _storage(p, self.typenames)
+            if p.is_pointer:
+                n = sizes.get(p.name) or self.elements(p.name, case)
+                data = np.full(n, fill) if fill is not None else rng.standard_normal(n)
+                out.append(_to_storage(data, storage))
+            else:
+                out.append(np.array(case[p.name]).astype("uint16" if storage == "bfloat16" else storage))
+        return out
+
+    def elements(self, name: str, case: dict[str, Any]) -> int:
+        return int(math.prod(int(evaluate(d, dict(case))) for d in self.buffer_shapes[name]))
+
+    def template(self, launch: HostLaunch) -> list[str]:
+        element = {p.base_type for p in self.info.params if p.is_pointer} & self.typenames
+        names = [t.name for t in self.info.template_params]
+        args = list(launch.template_args)
+        if len(args) < len(names):
+            for t in self.info.template_params[len(args):]:
+                if t.name in element or t.kind in ("typename", "class"):
+                    args.append("float")
+                elif t.default is not None:
+                    args.append(t.default)
+                else:
+                    raise CudaTaskError(f"{self.info.name} needs template argument {t.name}, which the launch does "
+                                        f"not give: bind it with --case {t.name}=...")
+        return ["float" if n in element else a for n, a in zip(names, args, strict=False)]
+
+    def _compiled(self, launch: HostLaunch):
+        return self.executor.compile(self.source, self.info.name, self.template(launch))
+
+    def _measure(self, case: dict[str, Any], launch: HostLaunch, unknown: list[str]) -> dict[str, int]:
+        """How far the original reaches into the buffers whose extent nothing states."""
+        sizes = {n: MEASURE_ELEMENTS for n in unknown}
+        result = self.executor.run(self._compiled(launch), Launch(launch.grid, launch.block, launch.shared_bytes),
+                                   self._args(case, sizes, fill=0.0), measure=True)
+        if not result.ok:
+            raise CudaTaskError(f"the original kernel fails at {_label(case)} while its buffer sizes are measured: "
+                                f"{result.error}")
+        return {f"n_{n}": max(1, result.touched.get(n, 0)) for n in unknown}
+
+    def _check(self, case: dict[str, Any], launch: HostLaunch) -> None:
+        """The original runs at the case on random inputs, and writes finite outputs."""
+        args = self._args(case, {})
+        result = self.executor.run(self._compiled(launch), Launch(launch.grid, launch.block, launch.shared_bytes),
+                                   args)
+        if not result.ok:
+            raise CudaTaskError(f"the original kernel fails at {_label(case)}: {result.error}")
+        for p in self.info.params:
+            if p.is_pointer and self.roles[p.name] == "output":
+                written = result.written.get(p.name)
+                if written is not None and not written.all():
+                    raise CudaTaskError(f"the original writes {int(written.sum())} of the {written.size} elements of "
+                                        f"{p.name} at {_label(case)}; give its real size with --shape "
+                                        f"{p.name}=EXPR")
+
+    def heldout_candidates(self, bound: dict[str, Any], count: int) -> list[tuple[dict[str, Any], str]]:
+        """Odd sizes near a visible case: each size the user bound, one at a time, made odd (block
+        sizes, tile sizes and template arguments stay)."""
+        fixed = {t.name for t in self.info.template_params}
+        out = []
+        for k, v in bound.items():
+            if not isinstance(v, int) or isinstance(v, bool) or v < 4 or k in fixed or \
+                    re.search(r"block|thread|warp|tile|BLOCK|THREAD|WARP|TILE|^B[rc]$", k):
+                continue
+            odd = v + 1 if v % 2 == 0 else v + 2
+            out.append(({**bound, k: odd}, f"{k}={odd}"))
+        return out[:count]
+
+
+def _read(path: Path) -> str:
+    if not path.is_file():
+        raise CudaTaskError(f"no such file {path}: pass the path of a .cu file")
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CudaTaskError(f"{path} is not UTF-8 text: pass a .cu source file") from e
+
+
+def _kernel(cf, kernel: str | None, path: Path) -> KernelInfo:
+    names = [k.name for k in cf.kernels]
+    if not names:
+        raise CudaTaskError(f"{path.name} defines no __global__ kernel: pass a file with the kernel to port")
+    if kernel is None:
+        if len(names) > 1:
+            raise CudaTaskError(f"{path.name} has {len(names)} kernels ({', '.join(names)}): pick one with --kernel")
+        kernel = names[0]
+    if kernel not in names:
+        raise CudaTaskError(f"{path.name} has no kernel {kernel!r}; its kernels are {', '.join(names)}: "
+                            f"pass one of them with --kernel")
+    return cf.kernel(kernel)
+
+
+def _roles(info: KernelInfo) -> dict[str, str]:
+    roles = {}
+    for p in info.params:
+        if not p.is_pointer:
+            continue
+        if p.is_const or not p.written:
+            roles[p.name] = "input"
+        else:
+            roles[p.name] = "inout" if p.read else "output"
+    return roles
+
+
+def _storage(p: Param, typenames: set[str]) -> str:
+    if p.base_type in typenames:
+        return "float32"
+    storage = STORAGE.get(p.base_type)
+    if storage is None:
+        raise CudaTaskError(f"parameter {p.name} of type {p.type} cannot be passed by the executor: port a kernel "
+                            f"whose parameters are pointers to numbers and plain scalars")
+    return "uint16" if storage == "bfloat16" and not p.is_pointer else storage
+
+
+def _dtype(p: Param, typenames: set[str]) -> str:
+    if p.base_type in typenames:
+        return "T"
+    return DTYPE_OF.get(STORAGE.get(p.base_type, "float32"), "float32")
+
+
+def _to_storage(data: np.ndarray, storage: str) -> np.ndarray:
+    if storage == "bfloat16":
+        bits = data.astype(np.float32).view(np.uint32)
+        return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    if np.dtype(storage).kind in "iu":
+        return np.zeros(data.shape, storage)  # indices and counts: zeros stay in bounds
+    return data.astype(storage)
+
+
+def _param_type(p: Param) -> str:
+    t = p.base_type
+    if t in ("bool",):
+        return "bool"
+    if any(w in t for w in ("float", "double", "half", "bfloat16")):
+        return "float"
+    return "int"
+
+
+def _scalar(p: Param, v: Any) -> Any:
+    kind = _param_type(p)
+    return bool(v) if kind == "bool" else float(v) if kind == "float" else int(v)
+
+
+def _label(case: dict[str, Any]) -> str:
+    return ",".join(f"{k}={v}" for k, v in case.items())
+
+
+def _identifier(name: str) -> str:
+    s = re.sub(r"\W", "_", name)
+    return s if s and not s[0].isdigit() else f"k_{s}"
+
+
+# ---------------------------------------------------------------- task.toml
+
+
+def toml_text(data: dict[str, Any]) -> str:
+    """TOML for a task: scalars first, then tables and arrays of tables."""
+    lines: list[str] = []
+    _table(data, [], lines)
+    return "\n".join(lines).strip() + "\n"
+
+
+def _table(data: dict[str, Any], prefix: list[str], lines: list[str]) -> None:
+    scalars = {k: v for k, v in data.items() if v is not None and not _is_table(v) and not _is_table_array(v)}
+    for k, v in scalars.items():
+        lines.append(f"{k} = {_value(v)}")
+    for k, v in data.items():
+        if _is_table(v):
+            lines += ["", f"[{'.'.join([*prefix, k])}]"]
+            _table(v, [*prefix, k], lines)
+        elif _is_table_array(v):
+            for item in v:
+                lines += ["", f"[[{'.'.join([*prefix, k])}]]"]
+                _table(item, [*prefix, k], lines)
+
+
+def _is_table(v: Any) -> bool:
+    return isinstance(v, dict) and any(isinstance(x, dict | list) for x in v.values())
+
+
+def _is_table_array(v: Any) -> bool:
+    return isinstance(v, list) and bool(v) and all(isinstance(x, dict) for x in v) and \
+        any(any(isinstance(y, dict | list) for y in x.values()) for x in v)
+
+
+def _value(v: Any) -> str:
+    import json
+
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        if math.isnan(v):
+            return "nan"
+        return repr(v)
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{_key(k)} = {_value(x)}" for k, x in v.items() if x is not None) + " }"
+    raise TypeError(f"cannot write {type(v).__name__} to TOML")
+
+
+def _key(k: str) -> str:
+    return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else f'"{k}"'

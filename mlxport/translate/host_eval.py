@@ -1,0 +1,616 @@
+"""The host code of a .cu file evaluated at a case: the launch of one kernel (grid, block, dynamic
+shared memory, template arguments) and what each of its arguments is.
+
+The host code never runs. Its statements before the launch are read in order and evaluated where
+they are arithmetic (declarations, assignments, ``dim3``, ``sizeof``, a few math functions, the
+file's macros and its one-line helper functions), with the case's names bound first: a name the
+case binds wins over the value the code gives it. Buffers are followed from where the host makes
+them (``cudaMalloc``, ``malloc``, ``new T[n]``, torch's ``zeros``/``empty``/``*_like``, a tensor's
+``size(i)`` assigned to a name the case binds) to the kernel's pointer arguments, through
+launcher functions and their callers. What stays unknown is named in one sentence.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from tree_sitter import Node
+
+from mlxport.cuda_syntax import function_name, parse, text, walk
+from mlxport.errors import UserError
+
+SIZES = {"char": 1, "signed char": 1, "unsigned char": 1, "bool": 1, "short": 2, "unsigned short": 2, "half": 2,
+         "__half": 2, "__nv_bfloat16": 2, "nv_bfloat16": 2, "int": 4, "unsigned": 4, "unsigned int": 4,
+         "float": 4, "int32_t": 4, "uint32_t": 4, "long": 8, "unsigned long": 8, "long long": 8,
+         "unsigned long long": 8, "size_t": 8, "int64_t": 8, "uint64_t": 8, "double": 8, "float2": 8,
+         "half2": 4, "__half2": 4, "float4": 16, "int4": 16, "uint4": 16, "double2": 16, "float3": 12, "int2": 8}
+_MATH = {"sqrt": math.sqrt, "sqrtf": math.sqrt, "ceil": math.ceil, "ceilf": math.ceil, "floor": math.floor,
+         "floorf": math.floor, "log2": math.log2, "log2f": math.log2, "log": math.log, "logf": math.log,
+         "exp": math.exp, "expf": math.exp, "pow": math.pow, "powf": math.pow, "fabs": abs, "abs": abs,
+         "fabsf": abs, "min": min, "max": max, "fmin": min, "fmax": max, "fminf": min, "fmaxf": max,
+         "rsqrt": lambda x: 1 / math.sqrt(x), "round": round, "roundf": round}
+_ALLOCATORS = {"cudaMalloc", "cudaMallocManaged", "cudaMallocAsync", "cudaMallocHost", "cudaHostAlloc"}
+_RANDOM = re.compile(r"make_(random|zeros|ones)\w*|make_\w+_float|malloc|calloc")
+_TORCH_MAKE = {"zeros", "empty", "ones", "full", "rand", "randn", "zeros_like", "empty_like", "ones_like",
+               "full_like", "randn_like", "rand_like"}
+
+
+class HostEvalError(UserError):
+    """The host code does not give a launch of the kernel at this case; the message says which name
+    to bind (with --case) or which flag sets what is missing."""
+
+
+@dataclass
+class Buffer:
+    """Memory the host made: where (a name), how big (bytes, or a tensor's shape), its first value;
+    ``size_text`` (the byte count as written) and ``dims`` (the shape as the case's names) where
+    the host states them in names the case binds."""
+
+    name: str
+    nbytes: int | None = None
+    shape: tuple[int, ...] | None = None
+    fill: float | None = None  # torch::zeros / full / ones: the initial value
+    size_text: str | None = None
+    dims: tuple[str, ...] | None = None
+
+    def elements(self, itemsize: int) -> int | None:
+        if self.shape is not None:
+            return math.prod(self.shape)
+        return self.nbytes // itemsize if self.nbytes is not None else None
+
+
+@dataclass
+class Tensor:
+    """A torch tensor parameter: dims learnt as ``x.size(i)`` is bound to a case name."""
+
+    name: str
+    dims: dict[int, int] = field(default_factory=dict)
+    names: dict[int, str] = field(default_factory=dict)  # the case name bound to each dim
+
+    def shape(self) -> tuple[int, ...] | None:
+        return tuple(self.dims[i] for i in range(len(self.dims))) if sorted(self.dims) == list(
+            range(len(self.dims))) and self.dims else None
+
+
+@dataclass
+class Dim3:
+    x: int
+    y: int = 1
+    z: int = 1
+
+    def tuple(self) -> tuple[int, int, int]:
+        return (int(self.x), int(self.y), int(self.z))
+
+
+@dataclass
+class Unknown:
+    """A value the host code computes from something the case does not give."""
+
+    why: str
+
+
+@dataclass
+class HostArg:
+    text: str
+    value: Any  # a number for scalars; a Buffer, Tensor or Unknown for pointers
+
+
+@dataclass
+class HostLaunch:
+    kernel: str
+    line: int
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int
+    template_args: list[str]
+    args: list[HostArg]
+
+
+def evaluate_launch(source: str, kernel: str, case: dict[str, Any], defines: dict[str, str] | None = None,
+                    grid: Any = None, block: Any = None, shared_bytes: Any = None) -> HostLaunch:
+    """The launch of ``kernel`` at ``case``; ``grid``/``block``/``shared_bytes`` (from flags) replace
+    what the host code says."""
+    data = source.encode()
+    tree = parse(data)
+    ev = _Evaluator(tree.root_node, case, defines or {}, data)
+    sites = [n for n in walk(tree.root_node) if n.type == "kernel_call_syntax" and _launched(n.parent) == kernel]
+    if not sites and (grid is None or block is None):
+        raise HostEvalError(f"the host code never launches {kernel} with <<<...>>>: pass --grid and --block")
+    errors = []
+    for site in sites or [None]:
+        try:
+            return ev.launch(kernel, site, grid, block, shared_bytes)
+        except HostEvalError as e:
+            errors.append(str(e))
+    raise HostEvalError(errors[0])
+
+
+def _launched(call: Node | None) -> str:
+    fn = call.child_by_field_name("function") if call is not None else None
+    if fn is not None and fn.type == "template_function":
+        fn = fn.child_by_field_name("name")
+    return text(fn).split("::")[-1].strip() if fn is not None else ""
+
+
+class _Evaluator:
+    def __init__(self, root: Node, case: dict[str, Any], defines: dict[str, str], data: bytes = b""):
+        self.root = root
+        self.case = dict(case)
+        self.defines = defines
+        # preprocessed text carries `# N "file"` markers: lines are reported as the file's own
+        self.markers = [(m.start(), int(m.group(1))) for m in re.finditer(rb'(?m)^# (\d+) "[^"]*"', data)]
+        self.data = data
+        self.functions = {function_name(n)[0].split("::")[-1]: n for n in walk(root) if n.type == "function_definition"}
+
+    # -- the launch
+
+    def line(self, node: Node) -> int:
+        before = [m for m in self.markers if m[0] < node.start_byte]
+        if not before:
+            return node.start_point[0] + 1
+        start, number = before[-1]
+        return number + self.data.count(b"\n", start, node.start_byte) - 1
+
+    def launch(self, kernel: str, site: Node | None, grid, block, shared) -> HostLaunch:
+        env = self.scope_before(site) if site is not None else dict(self.case)
+        call = site.parent if site is not None else None
+        config = [c for c in site.named_children] if site is not None else []
+        g = self.dim3(grid if grid is not None else config[0], env, "the grid")
+        b = self.dim3(block if block is not None else config[1], env, "the block size")
+        smem = shared if shared is not None else (config[2] if len(config) > 2 else 0)
+        smem = self.number(smem, env, "the dynamic shared memory size")
+        targs: list[str] = []
+        fn = call.child_by_field_name("function") if call is not None else None
+        if fn is not None and fn.type == "template_function":
+            for a in fn.child_by_field_name("arguments").named_children:
+                targs.append(self.template_arg(a, env))
+        args = []
+        arg_list = call.child_by_field_name("arguments") if call is not None else None
+        for a in arg_list.named_children if arg_list is not None else []:
+            args.append(HostArg(text(a), self.value(a, env)))
+        return HostLaunch(kernel, self.line(site) if site is not None else 0, g.tuple(), b.tuple(),
+                          int(smem), targs, args)
+
+    def template_arg(self, node: Node, env: dict) -> str:
+        if node.type == "type_descriptor":
+            return text(node)
+        v = self.value(node, env)
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, int | float) and float(v).is_integer():
+            return str(int(v))
+        return text(node)
+
+    def dim3(self, value: Any, env: dict, what: str) -> Dim3:
+        v = self.value(value, env) if isinstance(value, Node) else value
+        if isinstance(v, tuple | list):
+            v = Dim3(*[int(x) for x in v])
+        if isinstance(v, int | float):
+            v = Dim3(int(v))
+        if not isinstance(v, Dim3):
+            raise HostEvalError(self.unknown(v, what, value))
+        return v
+
+    def number(self, value: Any, env: dict, what: str) -> float | int:
+        v = self.value(value, env) if isinstance(value, Node) else value
+        if not isinstance(v, int | float | bool):
+            raise HostEvalError(self.unknown(v, what, value))
+        return v
+
+    def unknown(self, v: Any, what: str, node: Any) -> str:
+        why = v.why if isinstance(v, Unknown) else f"it is {type(v).__name__}"
+        where = f" ({text(node)}, line {self.line(node)})" if isinstance(node, Node) else ""
+        flag = {"the grid": "--grid", "the block size": "--block"}.get(what, "--shared-bytes")
+        return f"{what}{where} is not known at this case: {why}; bind it with --case or pass {flag}"
+
+    # -- statements before a node, through the functions that call its function
+
+    def scope_before(self, node: Node, depth: int = 0) -> dict[str, Any]:
+        fn = next((a for a in _ancestors(node) if a.type == "function_definition"), None)
+        env: dict[str, Any] = {}
+        if fn is not None:
+            env.update(self.params(fn, node, depth))
+        env.update(self.case)
+        for stmt in self.statements_before(fn, node):
+            self.execute(stmt, env)
+        return env
+
+    def params(self, fn: Node, node: Node, depth: int) -> dict[str, Any]:
+        """A launcher's parameters: from its caller where one calls it (depth-limited), else unknown."""
+        name, decl = function_name(fn)
+        plist = decl.child_by_field_name("parameters") if decl is not None else None
+        names = [_declared(p) for p in plist.named_children] if plist is not None else []
+        types = [text(p) for p in plist.named_children] if plist is not None else []
+        env: dict[str, Any] = {}
+        for n, t in zip(names, types, strict=True):
+            if "Tensor" in t:
+                env[n] = Tensor(n)
+            elif "*" in t:
+                env[n] = Buffer(n)
+            else:
+                env[n] = Unknown(f"{n} is a parameter of {name.split('::')[-1]}()")
+        caller = self.caller(name.split("::")[-1]) if depth < 4 else None
+        if caller is not None:
+            outer = self.scope_before(caller, depth + 1)
+            args = caller.child_by_field_name("arguments").named_children
+            for n, a in zip(names, args, strict=False):
+                v = self.value(a, outer)
+                if not isinstance(v, Unknown):
+                    env[n] = v
+        return env
+
+    def caller(self, name: str) -> Node | None:
+        for n in walk(self.root):
+            if n.type == "call_expression" and _callee(n) == name:
+                return n
+        return None
+
+    def statements_before(self, fn: Node | None, node: Node) -> list[Node]:
+        """The statements that run before ``node``: those preceding it in each enclosing block."""
+        out: list[Node] = []
+        chain = [a for a in _ancestors(node) if fn is None or a.start_byte >= fn.start_byte]
+        for block in reversed(chain):
+            if block.type not in ("compound_statement", "case_statement", "translation_unit"):
+                continue
+            inner = next(c for c in [node, *_ancestors(node)] if c.parent == block)
+            out += [c for c in block.named_children if c.end_byte <= inner.start_byte]
+        return out
+
+    def execute(self, stmt: Node, env: dict[str, Any]) -> None:
+        if stmt.type == "declaration":
+            self.declare(stmt, env)
+        elif stmt.type == "expression_statement" and stmt.named_children:
+            self.effect(stmt.named_children[0], env)
+        elif stmt.type == "for_statement":
+            init = stmt.child_by_field_name("initializer")
+            if init is not None and init.type == "declaration":
+                self.declare(init, env)
+
+    def declare(self, decl: Node, env: dict[str, Any]) -> None:
+        type_text = " ".join(text(c) for c in decl.children if c.type in (
+            "primitive_type", "type_identifier", "qualified_identifier", "template_type", "sized_type_specifier",
+            "placeholder_type_specifier"))
+        for d in decl.named_children:
+            if d.type == "function_declarator":  # dim3 grid(B, nh): a constructor, parsed as a prototype
+                self.construct(d, type_text, env)
+                continue
+            if d.type not in ("init_declarator", "identifier", "pointer_declarator", "array_declarator"):
+                continue
+            name = _declared(d)
+            value = d.child_by_field_name("value") if d.type == "init_declarator" else None
+            if name in self.case:
+                env[name] = self.case[name]
+                self.bind_sizes(name, value, env)
+                continue
+            if value is None:
+                env[name] = Buffer(name) if "*" in text(d) else Unknown(f"{name} is declared without a value")
+            elif value.type == "argument_list":  # dim3 grid(a, b)
+                parts = [self.value(a, env) for a in value.named_children]
+                env[name] = Dim3(*parts) if "dim3" in type_text and all(isinstance(p, int | float) for p in parts) \
+                    else (parts[0] if len(parts) == 1 else Unknown(f"{name} is constructed"))
+            elif value.type == "initializer_list":
+                parts = [self.value(a, env) for a in value.named_children]
+                env[name] = Dim3(*parts) if "dim3" in type_text and parts else parts
+            else:
+                v = self.value(value, env)
+                if isinstance(v, Buffer):
+                    v = dataclasses.replace(v, name=name)
+                if isinstance(v, int | float) and type_text.split()[-1:] and _integral(type_text):
+                    v = int(v)
+                env[name] = v
+
+    def construct(self, d: Node, type_text: str, env: dict[str, Any]) -> None:
+        name = text(d.child_by_field_name("declarator"))
+        if name in self.case:
+            env[name] = self.case[name]
+            return
+        plist = d.child_by_field_name("parameters")
+        parts = [self.value(e, env) if (e := _parse_expr(text(p))) is not None else Unknown(text(p))
+                 for p in plist.named_children] if plist is not None else []
+        if "dim3" in type_text and parts and all(isinstance(v, int | float) for v in parts):
+            env[name] = Dim3(*parts)
+        elif len(parts) == 1:
+            env[name] = parts[0]
+        else:
+            env[name] = Unknown(f"{name} is constructed from {text(plist)}")
+
+    def bind_sizes(self, name: str, value: Node | None, env: dict[str, Any]) -> None:
+        """``const int B = Q.size(0)`` with B bound: Q's dim 0 is B."""
+        if value is None or name not in self.case:
+            return
+        m = re.fullmatch(r"\(?\s*(?:\w+\s*\)\s*)?(\w+)\s*\.\s*(?:size|shape)\s*\(\s*(\d+)\s*\)", text(value))
+        m = m or re.fullmatch(r"(\w+)\s*\.\s*(?:size|shape)\s*\[\s*(\d+)\s*\]", text(value))
+        if m and isinstance(env.get(m.group(1)), Tensor):
+            env[m.group(1)].dims[int(m.group(2))] = int(self.case[name])
+            env[m.group(1)].names[int(m.group(2))] = name
+
+    def effect(self, expr: Node, env: dict[str, Any]) -> None:
+        if expr.type == "assignment_expression":
+            left, right = expr.child_by_field_name("left"), expr.child_by_field_name("right")
+            name = text(left)
+            if not re.fullmatch(r"\w+", name) or name in self.case:
+                return
+            op = text(expr.child_by_field_name("operator"))
+            v = self.value(right, env)
+            if op != "=" and isinstance(env.get(name), int | float) and isinstance(v, int | float):
+                v = _binop(op[:-1], env[name], v)
+            env[name] = v
+        elif expr.type == "call_expression" and _callee(expr) in _ALLOCATORS:
+            args = expr.child_by_field_name("arguments").named_children
+            if len(args) >= 2:
+                target = re.sub(r"^\(\s*void\s*\*\s*\*\s*\)", "", text(args[0]).replace(" ", "")).lstrip("&")
+                nbytes = self.value(args[1], env)
+                env[target] = Buffer(target, int(nbytes) if isinstance(nbytes, int | float) else None,
+                                     size_text=self.sized_text(args[1], env))
+
+    # -- expressions
+
+    def value(self, node: Node, env: dict[str, Any]) -> Any:
+        t = node.type
+        if t == "number_literal":
+            return _number(text(node))
+        if t in ("true", "false"):
+            return t == "true"
+        if t in ("parenthesized_expression", "condition_clause"):
+            return self.value(node.named_children[-1], env)
+        if t == "identifier":
+            return self.name(text(node), env)
+        if t == "qualified_identifier":
+            return self.name(text(node).split("::")[-1], env)
+        if t == "binary_expression":
+            a, b = self.value(node.child_by_field_name("left"), env), self.value(node.child_by_field_name("right"), env)
+            op = text(node.child_by_field_name("operator"))
+            if isinstance(a, Unknown):
+                return a
+            if isinstance(b, Unknown):
+                return b
+            if isinstance(a, Buffer) and isinstance(b, int | float) and op in "+-":
+                return a  # x + offset points into x
+            if not isinstance(a, int | float) or not isinstance(b, int | float):
+                return Unknown(f"cannot evaluate {text(node)}")
+            return _binop(op, a, b)
+        if t == "unary_expression":
+            v = self.value(node.child_by_field_name("argument"), env)
+            op = text(node.child_by_field_name("operator"))
+            if not isinstance(v, int | float):
+                return v if isinstance(v, Unknown) else Unknown(f"cannot evaluate {text(node)}")
+            if op == "~":
+                return ~int(v)
+            return -v if op == "-" else (not v) if op == "!" else v
+        if t == "conditional_expression":
+            c = self.value(node.child_by_field_name("condition"), env)
+            if not isinstance(c, int | float | bool):
+                return Unknown(f"cannot decide {text(node)}")
+            return self.value(node.child_by_field_name("consequence" if c else "alternative"), env)
+        if t == "cast_expression":
+            v = self.value(node.child_by_field_name("value"), env)
+            tt = text(node.child_by_field_name("type"))
+            if isinstance(v, int | float) and "*" not in tt:
+                return int(v) if _integral(tt) else float(v)
+            return v
+        if t == "sizeof_expression":
+            inner = node.child_by_field_name("type") or (node.named_children[0] if node.named_children else None)
+            name = re.sub(r"\s+", " ", text(inner)).strip("() ")
+            return SIZES.get(name, Unknown(f"the size of {name} is not known"))
+        if t == "call_expression":
+            return self.call(node, env)
+        if t == "field_expression":
+            base = self.value(node.child_by_field_name("argument"), env)
+            field_name = text(node.child_by_field_name("field"))
+            if isinstance(base, Dim3) and field_name in ("x", "y", "z"):
+                return getattr(base, field_name)
+            return Unknown(f"cannot evaluate {text(node)}")
+        if t == "initializer_list":
+            return [self.value(c, env) for c in node.named_children]
+        if t == "new_expression":
+            decl = node.child_by_field_name("declarator")
+            tt = text(node.child_by_field_name("type"))
+            if decl is not None and decl.type == "new_declarator":
+                n = self.value(decl.named_children[0], env) if decl.named_children else Unknown("new[]")
+                if isinstance(n, int | float) and tt in SIZES:
+                    return Buffer("new", int(n) * SIZES[tt])
+            return Unknown(f"cannot evaluate {text(node)}")
+        if t == "pointer_expression" and text(node).startswith("&"):
+            return self.value(node.child_by_field_name("argument"), env)
+        return Unknown(f"cannot evaluate {text(node)}")
+
+    def name(self, name: str, env: dict[str, Any]) -> Any:
+        if name in env:
+            return env[name]
+        if name in self.case:
+            return self.case[name]
+        if name in self.defines:
+            body = self.defines[name].strip()
+            parsed = _parse_expr(body)
+            return self.value(parsed, env) if parsed is not None else Unknown(f"the macro {name} is not a number")
+        if name in ("INFINITY", "HUGE_VALF"):
+            return math.inf
+        if name in ("M_PI",):
+            return math.pi
+        return Unknown(f"nothing gives {name} a value")
+
+    def call(self, node: Node, env: dict[str, Any]) -> Any:
+        name = _callee(node)
+        args = node.child_by_field_name("arguments").named_children
+        if name in ("data_ptr", "data", "contiguous", "cuda", "to", "view", "reshape"):
+            return self.value(_receiver(node), env) if _receiver(node) is not None else Unknown(name)
+        if name in ("size", "shape") and _receiver(node) is not None:
+            t = self.value(_receiver(node), env)
+            i = self.value(args[0], env) if args else None
+            if isinstance(t, Tensor) and isinstance(i, int) and i in t.dims:
+                return t.dims[i]
+            if isinstance(t, Buffer) and t.shape is not None and isinstance(i, int):
+                return t.shape[i]
+            return Unknown(f"{text(node)} is not known: bind the name it is assigned to")
+        if name in ("numel",) and _receiver(node) is not None:
+            t = self.value(_receiver(node), env)
+            if isinstance(t, Buffer) and t.shape is not None:
+                return math.prod(t.shape)
+            return Unknown(f"{text(node)} is not known")
+        if name in _TORCH_MAKE:
+            return self.torch(name, node, args, env)
+        if name in _MATH:
+            vals = [self.value(a, env) for a in args]
+            bad = next((v for v in vals if not isinstance(v, int | float)), None)
+            if bad is not None:
+                return bad if isinstance(bad, Unknown) else Unknown(f"cannot evaluate {text(node)}")
+            return _MATH[name](*vals)
+        if name in ("dim3", "make_uint3", "make_int3"):
+            vals = [self.value(a, env) for a in args]
+            return Dim3(*vals) if all(isinstance(v, int | float) for v in vals) else Unknown(f"{text(node)}")
+        if _RANDOM.fullmatch(name):
+            n = self.value(args[0], env) if args else None
+            scale = 1 if name.startswith("make_") else 1
+            return Buffer(name, int(n) * 4 * scale if isinstance(n, int | float) and name.startswith("make_") else
+                          int(n) if isinstance(n, int | float) else None)
+        fn = self.functions.get(name)
+        if fn is not None:
+            return self.inline(fn, [self.value(a, env) for a in args])
+        return Unknown(f"{name}() is host code the executor does not evaluate")
+
+    def torch(self, name: str, node: Node, args: list[Node], env: dict[str, Any]) -> Any:
+        if name.endswith("_like"):
+            src = self.value(args[0], env) if args else None
+            fill = 0.0 if name.startswith("zeros") else 1.0 if name.startswith("ones") else None
+            if isinstance(src, Tensor):
+                named = len(src.names) == len(src.dims)
+                return Buffer(name, shape=src.shape(), fill=fill,
+                              dims=tuple(src.names[i] for i in range(len(src.dims))) if named and src.shape() else None)
+            return Buffer(name, shape=src.shape if isinstance(src, Buffer) else None, fill=fill,
+                          dims=src.dims if isinstance(src, Buffer) else None)
+        dims = self.value(args[0], env) if args else None
+        shape = tuple(int(d) for d in dims) if isinstance(dims, list) and all(isinstance(d, int | float)
+                                                                              for d in dims) else None
+        names = None
+        if args and args[0].type == "initializer_list" and all(
+                c.type == "identifier" and text(c) in self.case for c in args[0].named_children):
+            names = tuple(text(c) for c in args[0].named_children)
+        fill = {"zeros": 0.0, "ones": 1.0}.get(name)
+        if name == "full" and len(args) > 1:
+            v = self.value(args[1], env)
+            fill = float(v) if isinstance(v, int | float) else None
+        return Buffer(name, shape=shape, fill=fill, dims=names)
+
+    def sized_text(self, node: Node, env: dict[str, Any]) -> str | None:
+        """The byte count as an expression over the case's names (sizeof() evaluated), where it is one."""
+        out = text(node)
+        for n in walk(node):
+            if n.type == "sizeof_expression":
+                v = self.value(n, env)
+                if not isinstance(v, int):
+                    return None
+                out = out.replace(text(n), str(v))
+            elif n.type == "identifier" and text(n) not in self.case or n.type in ("call_expression", "field_expression", "conditional_expression"):
+                return None
+        return re.sub(r"\(\s*(?:size_t|int|long|unsigned)\s*\)", "", out)
+
+    def inline(self, fn: Node, args: list[Any]) -> Any:
+        """A helper whose body is one return statement, evaluated at ``args``."""
+        _, decl = function_name(fn)
+        body = fn.child_by_field_name("body")
+        stmts = [c for c in body.named_children if c.type != "comment"] if body is not None else []
+        if len(stmts) != 1 or stmts[0].type != "return_statement" or not stmts[0].named_children:
+            return Unknown(f"{function_name(fn)[0]}() is host code the executor does not evaluate")
+        plist = decl.child_by_field_name("parameters")
+        env = {_declared(p): a for p, a in zip(plist.named_children, args, strict=False)}
+        return self.value(stmts[0].named_children[0], env)
+
+
+def _ancestors(node: Node):
+    cur = node.parent
+    while cur is not None:
+        yield cur
+        cur = cur.parent
+
+
+def _declared(d: Node) -> str:
+    while d is not None and d.type not in ("identifier", "field_identifier"):
+        d = d.child_by_field_name("declarator") or next((c for c in d.named_children if c.type in (
+            "identifier", "pointer_declarator", "array_declarator", "init_declarator", "reference_declarator")), None)
+    return text(d) if d is not None else ""
+
+
+def _callee(call: Node) -> str:
+    fn = call.child_by_field_name("function")
+    if fn is not None and fn.type == "template_function":
+        fn = fn.child_by_field_name("name")
+    if fn is not None and fn.type == "field_expression":
+        fn = fn.child_by_field_name("field")
+    return text(fn).split("<")[0].split("::")[-1].strip() if fn is not None else ""
+
+
+def _receiver(call: Node) -> Node | None:
+    fn = call.child_by_field_name("function")
+    if fn is not None and fn.type == "template_function":
+        fn = fn.child_by_field_name("name")
+    return fn.child_by_field_name("argument") if fn is not None and fn.type == "field_expression" else None
+
+
+def _integral(type_text: str) -> bool:
+    return not any(w in type_text for w in ("float", "double", "auto", "half"))
+
+
+def _number(lit: str) -> int | float:
+    s = lit.replace("'", "").rstrip("uUlLfF") if not lit.lower().startswith("0x") else lit.rstrip("uUlL")
+    if lit.lower().startswith("0x"):
+        return int(s, 16)
+    if re.fullmatch(r"0[0-7]+", s):
+        return int(s, 8)
+    try:
+        return int(s)
+    except ValueError:
+        return float(s if not lit.endswith(("f", "F")) else lit.rstrip("fF"))
+
+
+def _binop(op: str, a: float, b: float) -> float | int | bool:
+    both_int = isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool)
+    match op:
+        case "+":
+            return a + b
+        case "-":
+            return a - b
+        case "*":
+            return a * b
+        case "/":
+            if b == 0:
+                raise HostEvalError("the host code divides by zero at this case: bind other sizes with --case")
+            return int(a / b) if both_int else a / b  # C truncates towards zero
+        case "%":
+            return int(math.fmod(a, b)) if both_int else math.fmod(a, b)
+        case "<<":
+            return int(a) << int(b)
+        case ">>":
+            return int(a) >> int(b)
+        case "&":
+            return int(a) & int(b)
+        case "|":
+            return int(a) | int(b)
+        case "^":
+            return int(a) ^ int(b)
+        case "<":
+            return a < b
+        case ">":
+            return a > b
+        case "<=":
+            return a <= b
+        case ">=":
+            return a >= b
+        case "==":
+            return a == b
+        case "!=":
+            return a != b
+        case "&&":
+            return bool(a) and bool(b)
+        case "||":
+            return bool(a) or bool(b)
+    raise HostEvalError(f"operator {op} is not evaluated in host code")
+
+
+def _parse_expr(src: str) -> Node | None:
+    from mlxport.cuda_syntax import parse_expr
+
+    return parse_expr(src)

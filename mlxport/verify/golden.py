@@ -1,0 +1,141 @@
+"""The golden outputs every candidate is compared with.
+
+A task's reference (``reference.py``) is evaluated in float32 on the same, already rounded, inputs.
+A task without one is checked against its original CUDA kernel, run as written on the CPU
+executor at the launch its host code gives for the case: in float32 where the kernel is templated
+on its element type (so half precision's own rounding is not the bar), else at its own types.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import mlx.core as mx
+import numpy as np
+
+from mlxport.spec import KernelTask
+from mlxport.tasks import MLX_LOCK, TaskError, to_numpy
+from mlxport.tasks import golden as reference_golden
+
+# C element types as the executor stores them (bfloat16 as its bits)
+STORAGE = {"float": "float32", "double": "float64", "half": "float16", "__half": "float16", "half2": "float16",
+           "__half2": "float16", "__nv_bfloat16": "bfloat16", "nv_bfloat16": "bfloat16", "__nv_bfloat162": "bfloat16",
+           "int": "int32", "int32_t": "int32", "unsigned": "uint32", "unsigned int": "uint32", "uint32_t": "uint32",
+           "int64_t": "int64", "long": "int64", "long long": "int64", "uint64_t": "uint64", "size_t": "uint64",
+           "unsigned long": "uint64", "unsigned long long": "uint64", "short": "int16", "int16_t": "int16",
+           "unsigned short": "uint16", "uint16_t": "uint16", "char": "int8", "signed char": "int8", "int8_t": "int8",
+           "unsigned char": "uint8", "uint8_t": "uint8", "bool": "uint8", "float2": "float32", "float3": "float32",
+           "float4": "float32", "int2": "int32", "int4": "int32", "uint2": "uint32", "uint4": "uint32",
+           "double2": "float64"}
+ELEMENT = "float"  # what a kernel templated on its element type is instantiated with for the golden
+
+
+def golden(task: KernelTask, inputs: dict[str, mx.array], case: dict[str, Any]) -> list[np.ndarray]:
+    """The golden outputs for ``inputs`` at ``case``, in float64."""
+    if task.reference is not None:
+        with MLX_LOCK, mx.stream(mx.cpu):
+            return [to_numpy(r) for r in reference_golden(task, inputs, case)]
+    return run_original(task, inputs, case)
+
+
+def golden_name(task: KernelTask) -> str:
+    """What a report says the golden is."""
+    if task.reference is not None:
+        return f"the task's reference {task.reference} (MLX, float32)"
+    return f"the original kernel {task.kernel} run as written on the CPU executor"
+
+
+def run_original(task: KernelTask, inputs: dict[str, mx.array], case: dict[str, Any],
+                 element: str = ELEMENT) -> list[np.ndarray]:
+    """The task's outputs as the original kernel computes them at ``case``."""
+    from mlxport.backends.cuda_cpu import Launch
+
+    if task.original is None:
+        raise TaskError(f"task {task.name} has no [original] launch: `mlxport tasks new --from` writes one")
+    label = task.case_label(case)
+    try:
+        launch = task.original.launch(label)
+    except KeyError as e:
+        raise TaskError(f"task {task.name} has no launch of its original kernel for case {label}: "
+                        f"add the case with `mlxport tasks new --from`") from e
+    executor = shared_executor()
+    source = executor.source(task.folder / task.source, tuple(task.folder / p for p in task.original.include))
+    sig = source.kernels.get(task.kernel)
+    if sig is None:
+        raise TaskError(f"{task.source} has no __global__ kernel {task.kernel}")
+    elements = {p.base for p in sig.params if p.pointer}
+    names = [n for n, _ in sig.template_params]
+    template = [element if i < len(names) and names[i] in elements else t for i, t in enumerate(launch.template)]
+    compiled = executor.compile(source, task.kernel, template)
+    with MLX_LOCK:
+        arrays = {n: _numpy(a) for n, a in inputs.items()}
+    params = task.param_values(case)
+    shapes = task.shapes(case, task.dtypes[0])
+    bound = {v: k for k, v in task.original.results.items()}
+    args = []
+    for p in sig.params:
+        base = element if p.base in {n for n, _ in sig.template_params} else p.base
+        storage = STORAGE.get(_plain(base))
+        name = task.original.args.get(p.name)
+        if p.pointer:
+            if storage is None:
+                raise TaskError(f"the executor cannot pass a buffer of {p.base} ({p.name} of {task.kernel})")
+            if name is not None:
+                args.append(_as_storage(arrays[name], storage))
+            else:
+                out = bound.get(p.name)
+                n = int(np.prod(shapes[out])) if out is not None else 1
+                args.append(_as_storage(np.zeros(n, np.float64), storage))
+        else:
+            if name is None or name not in params:
+                raise TaskError(f"no value for {p.name}, a scalar parameter of {task.kernel}, in case {label}")
+            args.append(np.array(params[name]).astype(_np(storage or "float32")))
+    result = executor.run(compiled, Launch(launch.grid, launch.block, launch.shared_bytes), args)
+    if not result.ok:
+        raise TaskError(f"the original kernel {task.kernel} fails at {label}: {result.error}")
+    return [_float64(result.buffers[task.original.results[o.name]], _storage_of(sig, task.original.results[o.name],
+                                                                               element)).reshape(shapes[o.name])
+            for o in task.outputs]
+
+
+@functools.cache
+def shared_executor():
+    """One executor (and worker process) for the goldens of this process."""
+    from mlxport.backends.cuda_cpu import CudaExecutor
+
+    return CudaExecutor()
+
+
+def _plain(t: str) -> str:
+    return " ".join(w for w in t.replace("*", " ").split() if w not in ("const", "volatile", "__restrict__"))
+
+
+def _np(storage: str) -> np.dtype:
+    return np.dtype("uint16" if storage == "bfloat16" else storage)
+
+
+def _numpy(a: mx.array) -> np.ndarray:
+    if a.dtype == mx.bfloat16:
+        return np.array(a.astype(mx.float32))
+    return np.array(a)
+
+
+def _as_storage(a: np.ndarray, storage: str) -> np.ndarray:
+    flat = np.asarray(a).reshape(-1)
+    if storage == "bfloat16":
+        bits = flat.astype(np.float32).view(np.uint32)
+        return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    return flat.astype(storage)
+
+
+def _storage_of(sig, param: str, element: str) -> str:
+    p = next(q for q in sig.params if q.name == param)
+    base = element if p.base in {n for n, _ in sig.template_params} else p.base
+    return STORAGE.get(_plain(base), "float32")
+
+
+def _float64(a: np.ndarray, storage: str) -> np.ndarray:
+    if storage == "bfloat16":
+        return (a.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return a.astype(np.float64)
