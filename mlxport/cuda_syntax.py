@@ -124,13 +124,23 @@ def function_declarator(fn: Node) -> tuple[Node | None, Node | None]:
     for _ in range(16):
         if decl is None or decl.type == "function_declarator":
             break
-        decl = decl.child_by_field_name("declarator")
+        decl = inner_declarator(decl)
     if decl is None:
         return None, None
     name = decl.child_by_field_name("declarator")
     if name is not None and name.type == "template_function":
         name = name.child_by_field_name("name")
     return name, decl
+
+
+def inner_declarator(decl: Node) -> Node | None:
+    """The declarator inside a pointer, reference or parenthesized one (a reference declarator's has
+    no field name: `float& at(int i)`)."""
+    inner = decl.child_by_field_name("declarator")
+    if inner is None and decl.type in ("reference_declarator", "parenthesized_declarator"):
+        inner = next((c for c in decl.named_children if c.type.endswith("declarator") or c.type == "identifier"),
+                     None)
+    return inner
 
 
 def function_name(fn: Node) -> tuple[str, Node | None]:

@@ -186,7 +186,7 @@ def tools(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
                                     f"({bad.get('error') or 'could not parse'}); send the call again", error=True)
     names = {c["id"]: c["name"] for c in calls}
     messages = [ToolMessage(out.text, tool_call_id=cid, name=names.get(cid, "invalid_tool_call"),
-                            status="error" if out.error else "success", artifact={**out.data, "error": out.error})
+                            status="error" if out.error else "success", artifact=_artifact(out))
                 for cid, out in ((c["id"], results[c["id"]]) for c in [*calls, *last.invalid_tool_calls])]
     changed = {k: r.to_state() for out in results.values() for k, r in out.records.items()}
     errors = sum(out.error for out in results.values())
@@ -256,3 +256,8 @@ def finalize(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
     chosen = (state.finish or {}).get("candidate_id")
     final = verify_final(session_of(state, ctx), chosen, extra_seeds=ctx.extra_seeds)
     return {"final": final, "elapsed": _elapsed(state, t0)}
+
+
+def _artifact(out) -> dict:
+    """A tool's outcome as data for policies: its data, whether it failed, and why in its words."""
+    return {**out.data, "error": out.error, **({"why": out.text} if out.error else {})}

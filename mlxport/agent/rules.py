@@ -75,7 +75,8 @@ def decide(messages: list[BaseMessage]) -> tuple[str, tuple[str, dict[str, Any]]
     if last.tool == "compile_kernel":
         if last.outcome.get("compiled"):
             return "", ("run_correctness", {"candidate_id": cid})
-        return _finish("the translated kernel did not compile")
+        why = last.outcome.get("why")
+        return _finish("the translated kernel did not compile" + (f": {why}" if why else ""))
     if last.tool == "run_correctness":
         if last.outcome.get("correct"):
             return "", ("benchmark", {"candidate_id": cid})

@@ -128,7 +128,7 @@ def _case(text: str) -> dict:
 
 def _pair(text: str, flag: str) -> tuple[str, str]:
     name, sep, value = text.partition("=")
-    if not sep or not name.strip().isidentifier() or not value.strip():
+    if not sep or not all(part.isidentifier() for part in name.strip().split(".")) or not value.strip():
         raise UserError(f"{flag} {text!r} is not NAME=VALUE: write it like N=4096")
     return name.strip(), value.strip()
 

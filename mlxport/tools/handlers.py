@@ -98,7 +98,8 @@ def compile_kernel(session: Session, args: schemas.compile_kernel) -> Output:
     head = f"candidate {candidate.id}: {result.summary()}"
     if result.ok:
         head += "\nnext: run_correctness(candidate_id=...)"
-    return Output(head, data={"candidate_id": candidate.id, "compiled": result.ok}, records={candidate.id: record})
+    data = {"candidate_id": candidate.id, "compiled": result.ok, **({} if result.ok else {"why": result.summary()})}
+    return Output(head, data=data, records={candidate.id: record})
 
 
 def _compile(session: Session, candidate: KernelCandidate) -> CompileResult:

@@ -35,6 +35,23 @@ _TENSOR_GROUPS = [
 ]
 
 
+def _monomial(expr: str) -> dict[str, int] | None:
+    """``B * T * C`` as {B: 1, T: 1, C: 1}; None for anything but a product of names."""
+    try:
+        node = ast.parse(expr, mode="eval").body
+    except SyntaxError:
+        return None
+    out: dict[str, int] = {}
+
+    def walk(n: ast.expr) -> bool:
+        if isinstance(n, ast.Name):
+            out[n.id] = out.get(n.id, 0) + 1
+            return True
+        return isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult) and walk(n.left) and walk(n.right)
+
+    return out if walk(node) else None
+
+
 def norm(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", name.lower())
 
@@ -107,6 +124,25 @@ class Binder:
                     return atom(f"{t.name}.shape[{i}]")
         if dim in self.params:
             return ast.Name(dim)
+        return None
+
+    def solve(self, dim: str) -> ast.expr | None:
+        """A product of dimension names, such as ``B * T``, as an input's dimension times or divided by params
+        and named dimensions (``inp.shape[0] // C`` where inp has ``B * T * C``)."""
+        want = _monomial(dim)
+        if want is None:
+            return None
+        known = [(m, atom(f"{t.name}.shape[{i}]")) for t in self.inputs for i, d in enumerate(t.shape)
+                 if isinstance(d, str) and (m := _monomial(d)) is not None]
+        for base, expr in [*known, ({}, ast.Constant(1))]:
+            rest = {k: want.get(k, 0) - base.get(k, 0) for k in set(want) | set(base)}
+            factors = {k: e for k, e in rest.items() if e}
+            if any(abs(e) != 1 or self.dim(k) is None for k, e in factors.items()):
+                continue
+            out: ast.expr = expr
+            for k, e in sorted(factors.items(), key=lambda kv: -kv[1]):
+                out = ast.BinOp(out, ast.Mult() if e > 0 else ast.FloorDiv(), self.dim(k))
+            return out
         return None
 
     def dims(self) -> list[str]:

@@ -100,7 +100,7 @@ class CToAst:
                 return ast.UnaryOp(ast.USub(), arg)
             if op == "+":
                 return arg
-            if op == "!":
+            if op in ("!", "not"):
                 return ast.UnaryOp(ast.Not(), arg)
             raise CExprError(f"operator {op} in a host expression", line)
         if t == "conditional_expression":
@@ -140,8 +140,8 @@ class CToAst:
         cmps = {"<": ast.Lt, "<=": ast.LtE, ">": ast.Gt, ">=": ast.GtE, "==": ast.Eq, "!=": ast.NotEq}
         if op in cmps:
             return ast.Compare(a, [cmps[op]()], [b])
-        if op in ("&&", "||"):
-            return ast.BoolOp(ast.And() if op == "&&" else ast.Or(), [a, b])
+        if op in ("&&", "||", "and", "or"):
+            return ast.BoolOp(ast.And() if op in ("&&", "and") else ast.Or(), [a, b])
         if op in ("<<", ">>") and const_value(b) is not None:
             factor = num(2 ** int(const_value(b)))
             return ast.BinOp(a, ast.Mult() if op == "<<" else ast.FloorDiv(), factor)

@@ -11,9 +11,9 @@ the note says so.
 
 from __future__ import annotations
 
+import keyword
 import math
 import re
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,17 @@ from mlxport.errors import UserError
 from mlxport.expr import evaluate
 from mlxport.spec import KernelTask
 from mlxport.translate.cudafile import KernelInfo, Param
-from mlxport.translate.host_eval import Buffer, HostEvalError, HostLaunch, Tensor, evaluate_launch
+from mlxport.translate.host_eval import (
+    Buffer,
+    HostArg,
+    HostEvalError,
+    HostLaunch,
+    Tensor,
+    Unknown,
+    evaluate_launch,
+    file_constants,
+)
+from mlxport.translate.includes import amalgamate
 from mlxport.translate.reader import read_cuda
 from mlxport.verify.golden import STORAGE
 
@@ -45,16 +55,18 @@ class CudaTaskError(UserError):
 class Built:
     task: dict[str, Any]  # task.toml's content
     notes: list[str] = field(default_factory=list)
+    source: str = ""  # kernel.cu: the file with its local headers inlined
 
 
 def cuda_task(path: Path, *, kernel: str | None, cases: list[dict[str, Any]], dtypes: list[str] | None = None,
               shapes: dict[str, str] | None = None, grid: str | None = None, block: str | None = None,
-              shared_bytes: str | None = None, includes: list[Path] = (), name: str | None = None,
-              executor: CudaExecutor | None = None, heldout: int = 3) -> Built:
+              shared_bytes: str | None = None, template: str | None = None, includes: list[Path] = (),
+              name: str | None = None, executor: CudaExecutor | None = None, heldout: int = 3) -> Built:
     """The content of task.toml for ``kernel`` of the file at ``path``, run at ``cases``."""
     if not cases:
         raise CudaTaskError("no case to run the kernel at: pass --case with the sizes, e.g. --case 'N=4096'")
-    text = _read(path)
+    _read(path)
+    text, inlined, missing = amalgamate(path, list(includes))
     cf = read_cuda(text, name=path.name)
     info = _kernel(cf, kernel, path)
     executor = executor or CudaExecutor()
@@ -62,17 +74,28 @@ def cuda_task(path: Path, *, kernel: str | None, cases: list[dict[str, Any]], dt
     sig = source.kernels.get(info.name)
     if sig is None:
         raise CudaTaskError(f"the executor finds no __global__ {info.name} in {path.name}")
+    for p in info.params:
+        p.base_type = source.resolve(p.base_type)  # typedef floatX: what the buffer really holds
     typenames = {t.name for t in info.template_params if t.kind in ("typename", "class")}
     templated = any(p.is_pointer and p.base_type in typenames for p in info.params)
+    if not templated:
+        # the buffers fix the dtype: the task is checked at the tolerance of its least precise float buffer
+        own = {_dtype(p, typenames) for p in info.params if p.is_pointer}
+        floats = [d for d in ("bfloat16", "float16", "float32") if d in own] or ["float32"]
+        if dtypes and not set(dtypes) <= own:
+            raise CudaTaskError(f"{info.name} is not templated on its element type (its buffers are "
+                                f"{', '.join(sorted(own))}): drop --dtypes, or port a templated kernel")
+        dtypes = floats[:1]
     dtypes = dtypes or ["float32"]
-    if not templated and dtypes != ["float32"]:
-        own = sorted({_dtype(p, typenames) for p in info.params if p.is_pointer})
-        raise CudaTaskError(f"{info.name} is not templated on its element type (its buffers are {', '.join(own)}): "
-                            f"drop --dtypes, or port a templated kernel")
     roles = _roles(info)
     builder = _Builder(path, source.preprocessed, {}, info, sig, roles, typenames, shapes or {},
                        (grid, block, shared_bytes), executor, source, includes)
+    builder.macros = _numeric_macros(cf) | file_constants(source.preprocessed)
+    builder.shapes = {k: _c_expr(v, builder.macros) for k, v in builder.shapes.items()}
+    builder.template_flags = dict(_pair(p) for p in template.split(",")) if template else {}
     notes: list[str] = [f"dropped #include <{h}>: nothing of it runs in device code" for h in source.dropped_includes]
+    notes += [f"kernel.cu holds {path.name} with its local header {h} inlined" for h in inlined]
+    notes += [f"#include \"{h}\" is not found next to {path.name} or in an -I folder: left out" for h in missing]
     visible = [builder.case(c) for c in cases]
     held: list[dict] = []
     for candidate, why in builder.heldout_candidates(cases[0], heldout):
@@ -80,6 +103,7 @@ def cuda_task(path: Path, *, kernel: str | None, cases: list[dict[str, Any]], dt
             held.append(builder.case(candidate))
         except (CudaTaskError, HostEvalError) as e:
             notes.append(f"no held-out case with {why}: the original kernel does not support it ({e})")
+    _name_measured(info, builder.buffer_shapes, roles, [c for c, _ in visible + held])
     first = visible[0][0]
     launches = [{"case": _label(c), "grid": list(h.grid), "block": list(h.block), "shared_bytes": h.shared_bytes,
                  "template": builder.template(h)} for c, h in visible + held]
@@ -89,13 +113,14 @@ def cuda_task(path: Path, *, kernel: str | None, cases: list[dict[str, Any]], dt
             params.append({"name": p.name, "type": _param_type(p), "default": first[p.name]})
             args[p.name] = p.name
             continue
-        spec = {"name": p.name, "dtype": _dtype(p, typenames), "shape": builder.buffer_shapes[p.name]}
+        tensor = f"{p.name}_" if keyword.iskeyword(p.name) else p.name  # `in`: the port names it in Python
+        spec = {"name": tensor, "dtype": _dtype(p, typenames), "shape": builder.buffer_shapes[p.name]}
         if roles[p.name] in ("input", "inout"):
             fill = builder.fills.get(p.name)
             inputs.append({**spec, **({"init": {"kind": "full", "value": fill}} if fill is not None else {})})
-            args[p.name] = p.name
+            args[p.name] = tensor
         if roles[p.name] in ("output", "inout"):
-            out = p.name if roles[p.name] == "output" else f"{p.name}_out"
+            out = tensor if roles[p.name] == "output" else f"{tensor}_out"
             outputs.append({**spec, "name": out})
             results[out] = p.name
     if not outputs:
@@ -112,13 +137,43 @@ def cuda_task(path: Path, *, kernel: str | None, cases: list[dict[str, Any]], dt
                      "include": [str(Path(p).resolve()) for p in includes]},
     }
     KernelTask.model_validate({k: v for k, v in task.items() if v is not None} | {"reference": None})
-    return Built(task, notes)
+    return Built(task, notes, text)
+
+
+def _name_measured(info: KernelInfo, shapes: dict[str, list[str]], roles: dict[str, str],
+                   cases: list[dict[str, Any]]) -> None:
+    """A buffer whose extent only a measurement gives (``n_out``) named by what equals it at every
+    case (a param, a product of two params, for an output also an input's extent), so a port can
+    size it from its arguments; the measured name then leaves the cases."""
+    params = [p.name for p in info.params if not p.is_pointer]
+    products = [*params, *(f"{a} * {b}" for i, a in enumerate(params) for b in params[i:])]
+    buffers = sorted((p for p in info.params if p.is_pointer), key=lambda p: roles[p.name] == "output")
+    for p in buffers:
+        measured = f"n_{p.name}"
+        if shapes[p.name] != [measured]:
+            continue
+        inputs = [shapes[q.name][0] for q in buffers if roles[q.name] != "output" and q is not p
+                  and len(shapes[q.name]) == 1] if roles[p.name] == "output" else []
+        expr = next((e for e in [*products, *inputs] if _equals_at(e, measured, cases)), None)
+        if expr is None:
+            continue
+        shapes[p.name] = [expr]
+        if not any(re.search(rf"\b{measured}\b", str(d)) for sh in shapes.values() for d in sh):
+            for c in cases:
+                c.pop(measured, None)
+
+
+def _equals_at(expr: str, measured: str, cases: list[dict[str, Any]]) -> bool:
+    try:
+        return all(evaluate(expr, c) == c[measured] for c in cases)
+    except (UserError, KeyError):
+        return False
 
 
 def write_task(built: Built, folder: Path, source: Path) -> Path:
     """task.toml and the kernel's file in ``folder`` (made afresh)."""
     folder.mkdir(parents=True, exist_ok=True)
-    shutil.copy(source, folder / "kernel.cu")
+    (folder / "kernel.cu").write_text(built.source or source.read_text())
     (folder / "task.toml").write_text(toml_text(built.task))
     if built.notes:
         (folder / "NOTES.md").write_text("# Notes from making this task\n\n" + "".join(f"- {n}\n" for n in built.notes))
@@ -133,11 +188,18 @@ class _Builder:
         self.executor, self.source, self.includes = executor, source, includes
         self.fills: dict[str, float] = {}
         self.buffer_shapes: dict[str, list[str]] = {}  # from the first case that gives one
+        self.template_flags: dict[str, str] = {}
+        self.macros: dict[str, int | float] = {}  # for --grid and --block written in the file's own macros
 
     def case(self, bound: dict[str, Any]) -> tuple[dict[str, Any], HostLaunch]:
         """The full case (the names bound, every scalar parameter, every buffer's extent) and its launch."""
         grid, block, shared = (self._flag(f, bound) for f in self.flags)
-        launch = evaluate_launch(self.text, self.info.name, bound, self.defines, grid, block, shared)
+        types = {t: "float" for t in self.typenames} | self.template_flags  # the kernel is built at float
+        launch = evaluate_launch(self.text, self.info.name, bound, self.defines, grid, block, shared, types,
+                                 lambda expr: self.executor.constant(self.source, self.info.name, expr))
+        if launch.line == 0 and not launch.args:  # no launch names the kernel: --grid/--block and --case say all
+            launch.args = [HostArg(p.name, Buffer(p.name) if p.is_pointer else bound.get(
+                p.name, Unknown("no launch in the host code names the kernel"))) for p in self.info.params]
         if len(launch.args) != len(self.info.params):
             raise CudaTaskError(f"the launch at line {launch.line} passes {len(launch.args)} arguments to "
                                 f"{self.info.name}, which takes {len(self.info.params)}")
@@ -157,6 +219,9 @@ class _Builder:
                 case[p.name] = _scalar(p, arg.value)
             else:
                 why = getattr(arg.value, "why", "")
+                if launch.line == 0:
+                    raise CudaTaskError(f"no launch in the host code names {self.info.name}, so nothing gives "
+                                        f"{p.name} a value: bind {p.name} with --case")
                 raise CudaTaskError(f"the host code gives {p.name} (argument {arg.text!r} of the launch at line "
                                     f"{launch.line}) no value at this case: {why}; bind {p.name} with --case")
         if unknown:
@@ -168,7 +233,7 @@ class _Builder:
         if expr is None:
             return None
         try:
-            values = [evaluate(e.strip(), dict(bound)) for e in expr.split(",")]
+            values = [evaluate(_c_expr(e.strip(), self.macros), dict(bound)) for e in expr.split(",")]
         except UserError as e:
             raise CudaTaskError(f"cannot evaluate {expr!r} at {_label(bound)}: {e}") from e
         return values if len(values) > 1 else values[0]
@@ -179,7 +244,7 @@ class _Builder:
         if p.name in self.shapes:
             return [self.shapes[p.name]]
         v = arg.value
-        itemsize = np.dtype(_storage(p, self.typenames)).itemsize
+        itemsize = _itemsize(_storage(p, self.typenames))
         if isinstance(v, Tensor) and v.shape() is not None:
             return [v.names[i] for i in range(len(v.dims))] if len(v.names) == len(v.dims) else [f"n_{p.name}"]
         if isinstance(v, Buffer):
@@ -190,7 +255,7 @@ class _Builder:
                 return None
             if v.size_text:
                 bare = re.fullmatch(rf"(.+?)\s*\*\s*{itemsize}", v.size_text.strip())
-                expr = bare.group(1) if bare else f"({v.size_text}) // {itemsize}"
+                expr = _c_expr(bare.group(1) if bare else f"({v.size_text}) / {itemsize}", self.macros)
                 try:
                     if int(evaluate(expr, dict(bound))) == n:
                         return [expr]
@@ -207,7 +272,7 @@ class _Builder:
                 raise CudaTaskError(f"--shape {p.name}={self.shapes[p.name]} does not evaluate at "
                                     f"{_label(bound)}: {e}") from e
         v = arg.value
-        itemsize = np.dtype(_storage(p, self.typenames)).itemsize
+        itemsize = _itemsize(_storage(p, self.typenames))
         if isinstance(v, Tensor):
             return int(math.prod(v.shape()))
         return int(v.elements(itemsize))
@@ -232,6 +297,13 @@ class _Builder:
         element = {p.base_type for p in self.info.params if p.is_pointer} & self.typenames
         names = [t.name for t in self.info.template_params]
         args = list(launch.template_args)
+        if self.template_flags:
+            unknown = set(self.template_flags) - set(names)
+            if unknown:
+                raise CudaTaskError(f"--template names {', '.join(sorted(unknown))}, not template parameters of "
+                                    f"{self.info.name} ({', '.join(names) or 'none'})")
+            args = [self.template_flags.get(n, args[i] if i < len(args) else None) for i, n in enumerate(names)]
+            args = args[:next((i for i, a in enumerate(args) if a is None), len(args))]
         if len(args) < len(names):
             for t in self.info.template_params[len(args):]:
                 if t.name in element or t.kind in ("typename", "class"):
@@ -252,6 +324,10 @@ class _Builder:
         result = self.executor.run(self._compiled(launch), Launch(launch.grid, launch.block, launch.shared_bytes),
                                    self._args(case, sizes, fill=0.0), measure=True)
         if not result.ok:
+            given = next((n for n in self.shapes if re.search(rf"\b{n}\[", result.error or "")), None)
+            if given is not None:
+                raise CudaTaskError(f"the original kernel fails at {_label(case)}: {result.error}; "
+                                    f"--shape {given}={self.shapes[given]} is too small")
             raise CudaTaskError(f"the original kernel fails at {_label(case)} while its buffer sizes are measured: "
                                 f"{result.error}")
         return {f"n_{n}": max(1, result.touched.get(n, 0)) for n in unknown}
@@ -263,6 +339,7 @@ class _Builder:
                                    args)
         if not result.ok:
             raise CudaTaskError(f"the original kernel fails at {_label(case)}: {result.error}")
+        self._outputs_only(case, launch, args, result)
         for p in self.info.params:
             if p.is_pointer and self.roles[p.name] == "output":
                 written = result.written.get(p.name)
@@ -270,6 +347,21 @@ class _Builder:
                     raise CudaTaskError(f"the original writes {int(written.sum())} of the {written.size} elements of "
                                         f"{p.name} at {_label(case)}; give its real size with --shape "
                                         f"{p.name}=EXPR")
+
+    def _outputs_only(self, case: dict[str, Any], launch: HostLaunch, args: list, first) -> None:
+        """A buffer the kernel reads and writes whose first contents change nothing (it writes each
+        element before reading it back) is an output, not an in-out buffer."""
+        for i, p in enumerate(self.info.params):
+            written = first.written.get(p.name) if p.is_pointer else None
+            if self.roles.get(p.name) != "inout" or written is None or not written.all():
+                continue
+            other = list(args)
+            other[i] = _to_storage(np.random.default_rng(7).standard_normal(args[i].size), _storage(p, self.typenames))
+            again = self.executor.run(self._compiled(launch), Launch(launch.grid, launch.block, launch.shared_bytes),
+                                      other)
+            if again.ok and all(np.array_equal(again.buffers[n], first.buffers[n], equal_nan=True)
+                                for n in first.buffers):
+                self.roles[p.name] = "output"
 
     def heldout_candidates(self, bound: dict[str, Any], count: int) -> list[tuple[dict[str, Any], str]]:
         """Odd sizes near a visible case: each size the user bound, one at a time, made odd (block
@@ -320,6 +412,26 @@ def _roles(info: KernelInfo) -> dict[str, str]:
     return roles
 
 
+def _c_expr(expr: str, constants: dict[str, int | float]) -> str:
+    """A --shape, --grid or --block written in C, with the file's own constants, as a task expression
+    (integer `/` truncates; the sizes are positive, so it is floor division)."""
+    expr = re.sub(r"(?<!/)/(?!/)", "//", expr)
+    return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: str(constants.get(m.group(), m.group())), expr)
+
+
+def _numeric_macros(cf) -> dict[str, int | float]:
+    out: dict[str, int | float] = {}
+    for m in cf.macros:
+        body = m.body.strip().strip("()").rstrip("uUlLfF")
+        if m.params is None and re.fullmatch(r"-?\d+(\.\d*)?([eE]-?\d+)?", body):
+            out[m.name] = float(body) if re.search(r"[.eE]", body) else int(body)
+    return out
+
+
+def _itemsize(storage: str) -> int:
+    return 2 if storage == "bfloat16" else np.dtype(storage).itemsize
+
+
 def _storage(p: Param, typenames: set[str]) -> str:
     if p.base_type in typenames:
         return "float32"
@@ -361,6 +473,13 @@ def _scalar(p: Param, v: Any) -> Any:
 
 def _label(case: dict[str, Any]) -> str:
     return ",".join(f"{k}={v}" for k, v in case.items())
+
+
+def _pair(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise CudaTaskError(f"--template {text!r} is not NAME=VALUE: write it like T=float,BLOCK=256")
+    return name.strip(), value.strip()
 
 
 def _identifier(name: str) -> str:

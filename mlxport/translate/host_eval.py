@@ -13,8 +13,10 @@ launcher functions and their callers. What stays unknown is named in one sentenc
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +29,8 @@ SIZES = {"char": 1, "signed char": 1, "unsigned char": 1, "bool": 1, "short": 2,
          "__half": 2, "__nv_bfloat16": 2, "nv_bfloat16": 2, "int": 4, "unsigned": 4, "unsigned int": 4,
          "float": 4, "int32_t": 4, "uint32_t": 4, "long": 8, "unsigned long": 8, "long long": 8,
          "unsigned long long": 8, "size_t": 8, "int64_t": 8, "uint64_t": 8, "double": 8, "float2": 8,
-         "half2": 4, "__half2": 4, "float4": 16, "int4": 16, "uint4": 16, "double2": 16, "float3": 12, "int2": 8}
+         "half2": 4, "__half2": 4, "float4": 16, "int4": 16, "uint4": 16, "double2": 16, "float3": 12, "int2": 8,
+         "uint": 4, "uchar": 1, "ushort": 2, "ulong": 8, "int8_t": 1, "uint8_t": 1, "int16_t": 2, "uint16_t": 2}
 _MATH = {"sqrt": math.sqrt, "sqrtf": math.sqrt, "ceil": math.ceil, "ceilf": math.ceil, "floor": math.floor,
          "floorf": math.floor, "log2": math.log2, "log2f": math.log2, "log": math.log, "logf": math.log,
          "exp": math.exp, "expf": math.exp, "pow": math.pow, "powf": math.pow, "fabs": abs, "abs": abs,
@@ -111,13 +114,18 @@ class HostLaunch:
 
 
 def evaluate_launch(source: str, kernel: str, case: dict[str, Any], defines: dict[str, str] | None = None,
-                    grid: Any = None, block: Any = None, shared_bytes: Any = None) -> HostLaunch:
+                    grid: Any = None, block: Any = None, shared_bytes: Any = None,
+                    types: dict[str, str] | None = None, probe: Callable[[str], int | None] | None = None
+                    ) -> HostLaunch:
     """The launch of ``kernel`` at ``case``; ``grid``/``block``/``shared_bytes`` (from flags) replace
-    what the host code says."""
+    what the host code says; ``types`` are the template types a launcher's ``sizeof(T)`` means where
+    no call in the file instantiates it; ``probe`` gives the value of a compile-time constant of the
+    device code (``x128::size``) that nothing in the host code defines."""
     data = source.encode()
     tree = parse(data)
-    ev = _Evaluator(tree.root_node, case, defines or {}, data)
-    sites = [n for n in walk(tree.root_node) if n.type == "kernel_call_syntax" and _launched(n.parent) == kernel]
+    ev = _Evaluator(tree.root_node, {**case, **{_TYPE + k: v for k, v in (types or {}).items()}}, defines or {}, data,
+                    probe)
+    sites = [n for n in walk(tree.root_node) if n.type == "kernel_call_syntax" and _launches(n, kernel)]
     if not sites and (grid is None or block is None):
         raise HostEvalError(f"the host code never launches {kernel} with <<<...>>>: pass --grid and --block")
     errors = []
@@ -129,6 +137,38 @@ def evaluate_launch(source: str, kernel: str, case: dict[str, Any], defines: dic
     raise HostEvalError(errors[0])
 
 
+def file_constants(source: str) -> dict[str, int | float]:
+    """The numbers file-scope declarations give (``static const uint COUNT = 240;``)."""
+    data = source.encode()
+    return _Evaluator(parse(data).root_node, {}, {}, data).constants
+
+
+_TYPE = "<type>"  # env key prefix: a template type parameter bound by the call, e.g. T -> float
+
+
+def _template_types(fn: Node, call: Node) -> dict[str, str]:
+    """``reduce<float>(...)`` calling ``template <class T> void reduce(...)``: {"<type>T": "float"}."""
+    callee = call.child_by_field_name("function")
+    decl = fn.parent if fn.parent is not None and fn.parent.type == "template_declaration" else None
+    if callee is None or callee.type != "template_function" or decl is None:
+        return {}
+    params = decl.child_by_field_name("parameters")
+    names = [text(p.named_children[-1]) for p in params.named_children if p.named_children] if params else []
+    types = [text(a) for a in callee.child_by_field_name("arguments").named_children]
+    return {_TYPE + n: t for n, t in zip(names, types, strict=False)}
+
+
+def _launches(site: Node, kernel: str) -> bool:
+    """The site launches the kernel by name, or through a function pointer its function sets to it
+    (``kernel = &transposeNaive; ... kernel<<<grid, threads>>>(...)``)."""
+    name = _launched(site.parent)
+    if name == kernel:
+        return True
+    fn = next((a for a in _ancestors(site) if a.type == "function_definition"), None)
+    return fn is not None and re.search(rf"\b{re.escape(name)}\s*=\s*&?\s*{re.escape(kernel)}\b(?!\s*\()",
+                                        text(fn)) is not None
+
+
 def _launched(call: Node | None) -> str:
     fn = call.child_by_field_name("function") if call is not None else None
     if fn is not None and fn.type == "template_function":
@@ -137,14 +177,25 @@ def _launched(call: Node | None) -> str:
 
 
 class _Evaluator:
-    def __init__(self, root: Node, case: dict[str, Any], defines: dict[str, str], data: bytes = b""):
+    def __init__(self, root: Node, case: dict[str, Any], defines: dict[str, str], data: bytes = b"",
+                 probe: Callable[[str], int | None] | None = None):
         self.root = root
+        self.probe = functools.cache(probe) if probe is not None else None
         self.case = dict(case)
         self.defines = defines
         # preprocessed text carries `# N "file"` markers: lines are reported as the file's own
         self.markers = [(m.start(), int(m.group(1))) for m in re.finditer(rb'(?m)^# (\d+) "[^"]*"', data)]
         self.data = data
+        self.inlining = 0
         self.functions = {function_name(n)[0].split("::")[-1]: n for n in walk(root) if n.type == "function_definition"}
+
+    @functools.cached_property
+    def constants(self) -> dict[str, int | float]:
+        env: dict[str, Any] = {}
+        for c in self.root.named_children:
+            if c.type == "declaration":
+                self.execute(c, env)
+        return {k: v for k, v in env.items() if isinstance(v, int | float) and not isinstance(v, bool)}
 
     # -- the launch
 
@@ -213,8 +264,9 @@ class _Evaluator:
         fn = next((a for a in _ancestors(node) if a.type == "function_definition"), None)
         env: dict[str, Any] = {}
         if fn is not None:
+            env.update(self.constants)  # file-scope constants: static const uint COUNT = 240;
             env.update(self.params(fn, node, depth))
-        env.update(self.case)
+        env.update({k: v for k, v in self.case.items() if not (k.startswith(_TYPE) and k in env)})
         for stmt in self.statements_before(fn, node):
             self.execute(stmt, env)
         return env
@@ -237,6 +289,7 @@ class _Evaluator:
         if caller is not None:
             outer = self.scope_before(caller, depth + 1)
             args = caller.child_by_field_name("arguments").named_children
+            env.update(_template_types(fn, caller))
             for n, a in zip(names, args, strict=False):
                 v = self.value(a, outer)
                 if not isinstance(v, Unknown):
@@ -359,8 +412,9 @@ class _Evaluator:
             return self.value(node.named_children[-1], env)
         if t == "identifier":
             return self.name(text(node), env)
-        if t == "qualified_identifier":
-            return self.name(text(node).split("::")[-1], env)
+        if t == "qualified_identifier":  # std::min's name, or a constant of a type or namespace (x128::size)
+            got = self.name(text(node).split("::")[-1], env)
+            return self.name(re.sub(r"\s+", "", text(node)), env) if isinstance(got, Unknown) else got
         if t == "binary_expression":
             a, b = self.value(node.child_by_field_name("left"), env), self.value(node.child_by_field_name("right"), env)
             op = text(node.child_by_field_name("operator"))
@@ -380,7 +434,7 @@ class _Evaluator:
                 return v if isinstance(v, Unknown) else Unknown(f"cannot evaluate {text(node)}")
             if op == "~":
                 return ~int(v)
-            return -v if op == "-" else (not v) if op == "!" else v
+            return -v if op == "-" else (not v) if op in ("!", "not") else v
         if t == "conditional_expression":
             c = self.value(node.child_by_field_name("condition"), env)
             if not isinstance(c, int | float | bool):
@@ -395,10 +449,17 @@ class _Evaluator:
         if t == "sizeof_expression":
             inner = node.child_by_field_name("type") or (node.named_children[0] if node.named_children else None)
             name = re.sub(r"\s+", " ", text(inner)).strip("() ")
-            return SIZES.get(name, Unknown(f"the size of {name} is not known"))
+            name = env.get(_TYPE + name, name)
+            if name in SIZES:
+                return SIZES[name]
+            got = self.probe(f"sizeof({name})") if self.probe is not None else None
+            return got if got is not None else Unknown(f"the size of {name} is not known")
         if t == "call_expression":
             return self.call(node, env)
         if t == "field_expression":
+            bound = re.sub(r"\s+", "", text(node)).replace("->", ".")
+            if bound in self.case:  # --case params.batch=4
+                return self.case[bound]
             base = self.value(node.child_by_field_name("argument"), env)
             field_name = text(node.child_by_field_name("field"))
             if isinstance(base, Dim3) and field_name in ("x", "y", "z"):
@@ -431,6 +492,10 @@ class _Evaluator:
             return math.inf
         if name in ("M_PI",):
             return math.pi
+        # a constant of the device code (x128::size, WARP_SIZE); host variables are never probed
+        if self.probe is not None and re.fullmatch(r"[A-Z][A-Z0-9_]*|\w+(::\w+)+", name) and \
+                (got := self.probe(name)) is not None:
+            return got
         return Unknown(f"nothing gives {name} a value")
 
     def call(self, node: Node, env: dict[str, Any]) -> Any:
@@ -504,7 +569,10 @@ class _Evaluator:
                 if not isinstance(v, int):
                     return None
                 out = out.replace(text(n), str(v))
-            elif n.type == "identifier" and text(n) not in self.case or n.type in ("call_expression", "field_expression", "conditional_expression"):
+            elif n.type == "identifier" and text(n) in self.constants:
+                out = re.sub(rf"\b{text(n)}\b", str(self.constants[text(n)]), out)
+            elif n.type == "identifier" and text(n) not in self.case or n.type in (
+                    "call_expression", "field_expression", "conditional_expression"):
                 return None
         return re.sub(r"\(\s*(?:size_t|int|long|unsigned)\s*\)", "", out)
 
@@ -517,7 +585,13 @@ class _Evaluator:
             return Unknown(f"{function_name(fn)[0]}() is host code the executor does not evaluate")
         plist = decl.child_by_field_name("parameters")
         env = {_declared(p): a for p, a in zip(plist.named_children, args, strict=False)}
-        return self.value(stmts[0].named_children[0], env)
+        if self.inlining >= 8:  # recursion, or overloads of one name calling each other
+            return Unknown(f"{function_name(fn)[0]}() calls itself too deeply to evaluate")
+        self.inlining += 1
+        try:
+            return self.value(stmts[0].named_children[0], env)
+        finally:
+            self.inlining -= 1
 
 
 def _ancestors(node: Node):
@@ -603,9 +677,9 @@ def _binop(op: str, a: float, b: float) -> float | int | bool:
             return a == b
         case "!=":
             return a != b
-        case "&&":
+        case "&&" | "and":
             return bool(a) and bool(b)
-        case "||":
+        case "||" | "or":
             return bool(a) or bool(b)
     raise HostEvalError(f"operator {op} is not evaluated in host code")
 

@@ -17,8 +17,7 @@ from mlxport.translate.result import Untranslatable
 # Reader feature categories with no translation rule.
 _BLOCKING = {"grid_sync": "cooperative grid sync", "ptx": "inline PTX asm", "tensor_core": "wmma / mma", "cub": "cub",
              "cluster": "thread-block clusters", "dynamic_parallelism": "dynamic parallelism (kernel launch)",
-             "texture": "textures", "async_copy": "async copies", "thrust": "thrust", "coop_groups":
-             "cooperative groups"}
+             "texture": "textures", "async_copy": "async copies", "thrust": "thrust"}  # cooperative groups: translated by msl_groups.py, or refused there by construct
 
 
 def pick_kernel(cf: CudaFile, name: str | None) -> KernelInfo:

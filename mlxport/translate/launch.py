@@ -73,6 +73,21 @@ def choose_sites(cf: CudaFile, kernel: KernelInfo) -> list[LaunchSite]:
     return [s for s in sites if s.enclosing_function == first]
 
 
+def file_constants(root) -> dict[str, tuple[None, str]]:
+    """``static const unsigned int THREADS = 128;`` at file scope: host launch math may use it like
+    an object-like macro."""
+    out = {}
+    for n in root.named_children:
+        quals = {text(c) for c in n.children if c.type in ("type_qualifier", "storage_class_specifier")}
+        if n.type != "declaration" or not quals & {"const", "constexpr"} or "__device__" in text(n):
+            continue
+        for d in n.children_by_field_name("declarator"):
+            name, value = d.child_by_field_name("declarator"), d.child_by_field_name("value")
+            if d.type == "init_declarator" and name is not None and name.type == "identifier" and value is not None:
+                out[text(name)] = (None, text(value))
+    return out
+
+
 class _Host:
     """Symbolic evaluation of one host function down to its launches of one kernel."""
 
@@ -83,7 +98,7 @@ class _Host:
         self.binder = binder
         self.type_size = type_size
         self.root = root
-        self.macros = {m.name: (m.params, m.body) for m in cf.macros}
+        self.macros = file_constants(root) | {m.name: (m.params, m.body) for m in cf.macros}
         self.env: dict[str, ast.expr | Dim3 | _Lazy] = {}
         self.sites: list[SiteValues] = []
         self.passed: dict[str, ast.expr] = {}

@@ -11,6 +11,7 @@ from mlxport.translate.cexpr import TYPE_SIZES, CExprError, lower, simplify, to_
 from mlxport.translate.cudafile import SharedDecl
 from mlxport.translate.job import KernelJob
 from mlxport.translate.launch import LaunchPlan, find_unknown, plan_launch
+from mlxport.translate.launch_fit import fitted_plan
 from mlxport.translate.render_base import KernelFacts
 from mlxport.translate.result import Untranslatable
 
@@ -55,15 +56,40 @@ def typename_tensor(job: KernelJob, tname: str) -> str | None:
 
 
 def plan(job: KernelJob, sizes: TypeSizes) -> LaunchPlan:
+    """The launch from the host code; where that cannot be followed and the task records the
+    original's launches, the launch they fit (launch_fit)."""
     try:
         got = plan_launch(job.cf, job.root, job.info, job.binder, sizes)
     except CExprError as e:
-        raise Untranslatable(e.what, e.line, _ERR) from None
-    if got is None:
-        raise Untranslatable(f"kernel {job.info.name}", job.info.line, "the file has no launch of it, so "
-                             "the grid and block sizes are unknown")
+        got, problem = None, Untranslatable(e.what, e.line, _ERR)
+    except Untranslatable as e:
+        got, problem = None, e
+    else:
+        problem = None if got is None else _unknown(got)
+    if got is None and problem is None:
+        problem = Untranslatable(f"kernel {job.info.name}", job.info.line, "the file has no launch of it, so "
+                                 "the grid and block sizes are unknown")
+    if problem is not None:
+        fitted = fitted_plan(job)
+        if fitted is None:
+            raise problem
+        got = fitted
     job.notes.extend(got.notes)
     return got
+
+
+def _unknown(got: LaunchPlan) -> Untranslatable | None:
+    """The first launch value the host code leaves unknown, as the error it would raise."""
+    for what, e in [*(("grid size " + a, b) for a, b in zip("xyz", got.blocks, strict=True)),
+                    *(("block size " + a, t) for a, t in zip("xyz", got.threads, strict=True)),
+                    ("the dynamic shared-memory size", got.smem), *got.targs.items()]:
+        if e is None:
+            continue
+        try:
+            launch_expr(e, what, got.line)
+        except Untranslatable as err:
+            return err
+    return None
 
 
 def launch_expr(e: ast.expr | None, what: str, ln: int, want_bool: bool = False) -> str | int | bool:

@@ -163,13 +163,36 @@ def _substitute(macro: MacroDef, args: list[bytes]) -> bytes:
 
 
 
+def normalize(text: bytes) -> bytes:
+    """What the grammar misreads, said in forms it reads, byte offsets kept: ``__align__(N)`` as
+    ``alignas(N)``, and the SharedMemory<T> idiom as the extern __shared__ array it is."""
+    text = re.sub(rb"__align__\((\s*\w+\s*)\)", lambda m: b"alignas(" + m.group(1) + b")  ", text)
+    return _shared_memory_structs(text)
+
+
+def _shared_memory_structs(text: bytes) -> bytes:
+    """``T *s = SharedMemory<T>();``, where the struct's conversion operator returns an
+    ``extern __shared__`` array (the CUDA samples' idiom for templated dynamic shared memory), read
+    as the ``extern __shared__ T s[];`` it means, padded to keep offsets."""
+    names = {m.group(1) for m in re.finditer(rb"\bstruct\s+(\w+)\s*\{(?:[^{}]|\{[^{}]*\})*?operator[^;{]*\*\s*\(\s*\)"
+                                             rb"[^{;]*\{[^{}]*extern\s+__shared__", text)}
+    if not names:
+        return text
+    pattern = rb"(?m)^(\s*)((?:const\s+)?[\w:]+)\s*\*\s*(\w+)\s*=\s*(" + b"|".join(names) + rb")\s*<[^;]*>\s*\(\s*\)\s*;"
+
+    def rewrite(m: re.Match) -> bytes:
+        new = m.group(1) + b"extern __shared__ " + m.group(2) + b" " + m.group(3) + b"[];"
+        return new + b" " * (len(m.group(0)) - len(new)) if len(new) <= len(m.group(0)) else m.group(0)
+
+    return re.sub(pattern, rewrite, text)
+
+
 def preprocess(data: bytes, name: str) -> tuple[list[MacroDef], bytes, list[tuple]]:
     """The file's macros, the text to parse, and the (start, end, macro) spans of expansions in it."""
     skip, directives = _lex(data)
     macros = _collect_macros(data, directives)
     expanded, spans = _Expander(macros, name).expand(data, skip, 0)
-    # the grammar does not know __align__; alignas(N) means the same and keeps offsets
-    expanded = re.sub(rb"__align__\((\s*\w+\s*)\)", lambda m: b"alignas(" + m.group(1) + b")  ", expanded)
+    expanded = normalize(expanded)
     if not re.search(rb"\b__global__\b", expanded):
         expanded = expanded[:65536]  # only to word the "no kernel" error; quick
     return macros, expanded, spans

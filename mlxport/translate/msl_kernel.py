@@ -11,9 +11,10 @@ from tree_sitter import Node
 from mlxport.cuda_syntax import line, text, walk
 from mlxport.translate.job import KernelJob
 from mlxport.translate.kernel_scope import helper_nodes
-from mlxport.translate.msl_declarators import declared_name
+from mlxport.translate.msl_declarators import declarator_kind, declared_name
 from mlxport.translate.msl_helpers import render_helper, variant_for
 from mlxport.translate.msl_render import MslRender
+from mlxport.translate.msl_rules import BUILTIN_NAMES, MATH
 from mlxport.translate.ports import Ports, alias_lines
 from mlxport.translate.render_base import FnCtx, KernelFacts, float_limit_guards
 from mlxport.translate.result import Untranslatable
@@ -153,11 +154,14 @@ def _header(job: KernelJob, r: MslRender, nodes: dict[str, list[Node]], rendered
     ids = {d.id: name for name, defs in nodes.items() for d in defs}
     helper_names = set(nodes)
     ctx = FnCtx("helper")
+    unused = _unused_declarations(job, "".join(text(d) for defs in nodes.values() for d in defs))
 
     def top(n: Node) -> str | None:
         t = n.type
         if n.id in ids:
             return "\n".join(v for (name, did, _), v in rendered.items() if did == n.id)
+        if n.id in unused:
+            return ""
         if t in ("preproc_include", "template_instantiation", "comment"):
             return ""
         if t in ("preproc_def", "preproc_function_def"):
@@ -170,18 +174,96 @@ def _header(job: KernelJob, r: MslRender, nodes: dict[str, list[Node]], rendered
             return ""
         if t == "declaration":
             return _top_declaration(n, r, ctx, helper_names)
+        if t == "linkage_specification":  # extern "C" { ... }: Metal has no linkages, templates need C++'s
+            body = n.child_by_field_name("body")
+            got = r.copy(body, ctx, top) if body is not None else ""
+            return got.strip()[1:-1] if body is not None and body.type == "declaration_list" else got
         if t in ("preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "namespace_definition",
-                 "declaration_list", "linkage_specification"):
+                 "declaration_list"):
             return r.copy(n, ctx, top)
-        if t in ("struct_specifier", "class_specifier", "type_definition", "alias_declaration",
-                 "using_declaration", "static_assert_declaration", "enum_specifier", "expression_statement"):
+        if t in ("struct_specifier", "class_specifier", "union_specifier", "type_definition", "alias_declaration",
+                 "using_declaration", "enum_specifier"):
             return r.render(n, ctx)
-        return r.render(n, ctx) if n.is_named and t != "ERROR" else text(n)
+        parent = n.parent
+        if parent is not None and parent.type.startswith("preproc_") and n.start_point[0] == parent.start_point[0]:
+            return text(n)  # the directive's own line: #ifndef TILE, #if defined(X) && ...
+        if t == "ERROR" and parent is not None and parent.type == "translation_unit":
+            return r.copy(n, ctx, top)  # what the grammar could not nest: its items are the file's items
+        if parent is not None and parent.type in ("translation_unit", "ERROR"):
+            # tokens the grammar could not place (`#ifdef __cplusplus` / `extern "C" {` / `#endif`
+            # split across directives) and stray directives: C++ linkage and #pragma mean nothing here
+            return "" if t not in (";",) else text(n)
+        # the rest is host code, checks or what the grammar misread (GGML_API prototypes, tables
+        # declared through macros): nothing the kernel names, so Metal need not see it
+        return "" if n.is_named else text(n)
 
     out = r.copy(job.root, ctx, top)
     out = re.sub(r"\n{3,}", "\n\n", out).strip()
     helper_src = _PTR_CAST if "mlxport_ptr_cast" in out + "".join(rendered.values()) or r.ptr_casts else ""
     return (helper_src + float_limit_guards(out + job.src_text) + "\n" + out + "\n").lstrip()
+
+
+_TYPES = ("struct_specifier", "class_specifier", "enum_specifier", "union_specifier")
+
+
+def _unused_declarations(job: KernelJob, helpers: str) -> set[int]:
+    """File-scope types (structs, typedefs, enums, their templates), constants and macros that
+    neither the kernel nor its helpers name, directly or through another one: headers bring many,
+    and Metal need not compile them. Names in #if conditions stay, so no branch changes."""
+    found: dict[int, tuple[set[str], str]] = {}  # node id -> (the names it declares, its text)
+    seeds = [text(job.node), helpers]
+
+    def visit(n: Node) -> None:
+        for c in n.named_children:
+            if c.type in ("namespace_definition", "declaration_list", "linkage_specification", "preproc_if",
+                          "preproc_ifdef", "preproc_else", "preproc_elif"):
+                cond = c.child_by_field_name("condition") or (c.child_by_field_name("name")
+                                                              if c.type == "preproc_ifdef" else None)
+                if cond is not None:
+                    seeds.append(text(cond))
+                visit(c)
+                continue
+            names = _declared_names(c)
+            if names:
+                found[c.id] = (names, text(c))
+
+    visit(job.root)
+    words = set(re.findall(r"[A-Za-z_]\w*", "\n".join(seeds)))
+    used: set[int] = set()
+    grew = True
+    while grew:
+        grew = False
+        for nid, (names, body) in found.items():
+            if nid not in used and names & words:
+                used.add(nid)
+                words |= set(re.findall(r"[A-Za-z_]\w*", body))
+                grew = True
+    return set(found) - used
+
+
+def _declared_names(c: Node) -> set[str]:
+    """What a file-scope item declares, where dropping it unused is safe (functions are kept or
+    dropped by reachability elsewhere)."""
+    inner = c.named_children[-1] if c.type == "template_declaration" and c.named_children else c
+    if inner.type in ("preproc_def", "preproc_function_def"):
+        return {text(inner.child_by_field_name("name"))}
+    if inner.type == "type_definition":  # typedef void (*fn_t)(int); typedef struct X * x_t;
+        return {next((text(x) for x in walk(d) if x.type == "type_identifier"), "")
+                for d in inner.children_by_field_name("declarator")} - {""}
+    if inner.type == "alias_declaration":
+        return {text(inner.child_by_field_name("name"))}
+    spec = inner if inner.type in _TYPES else inner.child_by_field_name("type") if inner.type == "declaration" else None
+    if inner.type == "declaration" and inner.child_by_field_name("declarator") is not None:
+        if any(x.type == "function_declarator" for x in walk(inner)):
+            return set()
+        return {declared_name(d) for d in inner.children_by_field_name("declarator")} - {""}
+    if spec is None or spec.type not in _TYPES:
+        return set()  # definitions and forward declarations alike
+    name = spec.child_by_field_name("name")
+    names = {text(name).split("<")[0]} if name is not None else set()
+    if spec.type == "enum_specifier":
+        names |= {text(e.child_by_field_name("name")) for e in walk(spec) if e.type == "enumerator"}
+    return names
 
 
 def _top_declaration(n: Node, r: MslRender, ctx: FnCtx, helpers: set[str]) -> str:
@@ -194,6 +276,11 @@ def _top_declaration(n: Node, r: MslRender, ctx: FnCtx, helpers: set[str]) -> st
     quals = {text(c) for c in walk(n) if c.type in ("type_qualifier", "storage_class_specifier")}
     if quals & {"__constant__", "__device__", "__managed__", "__shared__"}:
         return ""
+    own = {text(c) for c in n.children if c.type in ("type_qualifier", "storage_class_specifier")}
+    pointer = any(declarator_kind(d) == "pointer" for d in n.children_by_field_name("declarator"))
+    if n.type == "declaration" and n.child_by_field_name("declarator") is not None and (
+            not own & {"const", "constexpr"} or pointer and "constexpr" not in own):
+        return ""  # a host global (a handle, a workspace pointer, a name string): kernels cannot read it
     body = r.render(n, ctx)
     if quals & {"const", "constexpr"}:
         body = "constant " + re.sub(r"\bconstexpr\b\s*", "", body).replace("const ", "", 1)
@@ -202,6 +289,9 @@ def _top_declaration(n: Node, r: MslRender, ctx: FnCtx, helpers: set[str]) -> st
 
 def _macro(n: Node) -> str:
     body = text(n)
+    name = n.child_by_field_name("name")
+    if name is not None and text(name) in BUILTIN_NAMES:
+        return ""  # a portability shim redefining a CUDA builtin (for HIP, say): the builtin has its Metal form
     for bad in ("__shfl", "atomic", "asm", "__ballot"):
         if bad in body and n.type == "preproc_function_def":
             raise Untranslatable(f"macro `{_first_line(body)}`", line(n), f"it uses {bad}, which macros "
@@ -209,6 +299,7 @@ def _macro(n: Node) -> str:
     for k, v in {"__syncthreads()": "threadgroup_barrier(mem_flags::mem_threadgroup)", "__forceinline__": "inline",
                  "__device__": "", "__restrict__": ""}.items():
         body = body.replace(k, v)
+    body = re.sub(r"\b([A-Za-z_]\w*)(\s*\()", lambda m: MATH.get(m.group(1), m.group(1)) + m.group(2), body)
     return re.sub(r"\b(__half|__nv_bfloat16|__half2)\b", lambda m: {"__half": "half", "__half2": "half2",
                                                                    "__nv_bfloat16": "bfloat"}[m.group()], body)
 

@@ -61,6 +61,7 @@ UNARY = {"__low2float": "float(({0}).x)", "__high2float": "float(({0}).y)", "__l
          "__ffs": "(({0}) == 0 ? 0 : int(metal::ctz({0})) + 1)", "__float2int_rn": "int(metal::rint({0}))",
          "__float2uint_rn": "uint(metal::rint({0}))", "__expm1f": "(metal::exp({0}) - 1.0f)",
          "expm1f": "(metal::exp({0}) - 1.0f)"}
+STORES = {n: "(*({0}) = ({1}))" for n in ("__stcs", "__stcg", "__stwb", "__stwt")}  # cache hints: plain stores
 SHUFFLES = {"__shfl_sync": "simd_shuffle", "__shfl_up_sync": "simd_shuffle_up",
             "__shfl_down_sync": "simd_shuffle_down", "__shfl_xor_sync": "simd_shuffle_xor"}
 OLD_SHUFFLES = {"__shfl": "simd_shuffle", "__shfl_up": "simd_shuffle_up", "__shfl_down": "simd_shuffle_down",
@@ -91,3 +92,6 @@ CONSTRUCT_ERRORS = {
     "tgammaf": "no tgamma in Metal", "cbrtf": "no cbrt in Metal", "sincospif": "no sincospi in Metal",
     "__shfl_sync_partial": "",
 }
+
+# every CUDA builtin the rules above give a Metal form
+BUILTIN_NAMES = frozenset({*MATH, *CASTS, *BINARY, *UNARY, *STORES, *SHUFFLES, *OLD_SHUFFLES, *VOTES, *ATOMICS})

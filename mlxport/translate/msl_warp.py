@@ -42,7 +42,37 @@ def check_mask(mask: Node, name: str, macros: Macros) -> None:
                           "active lanes)")
 
 
+def _template_default(node: Node) -> Node | None:
+    """``template <int width = WARP_SIZE> __device__ float reduce(...)``: the default of the template
+    parameter `node` names, where no call in the file gives that function template arguments."""
+    decl = next((a for a in _ancestors(node) if a.type == "template_declaration"), None)
+    params = decl.child_by_field_name("parameters") if decl is not None else None
+    fn = next((c for c in decl.named_children if c.type == "function_definition"), None) if decl else None
+    declarator = fn.child_by_field_name("declarator") if fn is not None else None
+    fname = text(declarator.child_by_field_name("declarator")) if declarator is not None and \
+        declarator.type == "function_declarator" else None
+    if params is None or not fname:
+        return None
+    root = decl
+    while root.parent is not None:
+        root = root.parent
+    if re.search(rf"\b{re.escape(fname)}\s*<", text(root)):
+        return None
+    for p in params.named_children:
+        if p.type == "optional_parameter_declaration" and text(p.child_by_field_name("declarator")) == text(node):
+            return p.child_by_field_name("default_value")
+    return None
+
+
+def _ancestors(node: Node):
+    while node.parent is not None:
+        node = node.parent
+        yield node
+
+
 def check_width(width: Node, name: str, macros: Macros) -> None:
+    if width.type == "identifier" and (default := _template_default(width)) is not None:
+        width = default
     if _value(width, macros) != 32 and text(width).strip() not in ("warpSize", "WARP_SIZE"):
         raise RenderError(f"{name} with width {text(width)}", line(width),
                           "sub-warp shuffle widths have no direct Metal form")

@@ -30,7 +30,14 @@ def load(source: str | Path, name: str) -> tuple[bytes, str]:
         size = path.stat().st_size
         if size > MAX_BYTES:
             raise CudaReadError(_too_big(path.name, size))
-        return path.read_bytes(), (str(path) if name == "<source>" else name)
+        from mlxport.translate.includes import amalgamate
+
+        try:
+            path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError:
+            return path.read_bytes(), (str(path) if name == "<source>" else name)  # judged as binary below
+        text, _, _ = amalgamate(path)  # kernels kept in local headers are the file's too
+        return text.encode("utf-8"), (str(path) if name == "<source>" else name)
     if isinstance(source, bytes | bytearray):
         return bytes(source), name
     if not isinstance(source, str):

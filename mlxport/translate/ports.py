@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from mlxport.translate.cexpr import simplify, to_expr
 from mlxport.translate.cudafile import Param
 from mlxport.translate.job import KernelJob
+from mlxport.translate.launch_fit import fitted_dim
 from mlxport.translate.result import Untranslatable
 
 
@@ -36,7 +37,10 @@ def bind_pointers(job: KernelJob) -> Ports:
             continue
         name = _tensor_for(job, p, taken)
         taken.add(name)
-        if p.written and p.read:
+        if p.written and p.read and job.task is not None and name in {t.name for t in job.task.outputs}:
+            ports.outputs.append((p.name, name))  # read back after its writes: device memory is read-write
+            job.bindings[p.name] = name
+        elif p.written and p.read:
             _bind_read_write(job, p, name, taken, ports)
         elif p.written:
             ports.outputs.append((p.name, name))
@@ -59,7 +63,7 @@ def _tensor_for(job: KernelJob, p: Param, taken: set[str]) -> str:
     binder = job.binder
     name = binder.tensor(p.name, p.written and not p.read, taken)
     if name is None and p.written and p.read:
-        name = binder.tensor(p.name, False, taken)
+        name = binder.tensor(p.name, True, taken)  # an output the kernel reads back after writing it
     if name is None:
         pool = [t.name for t in (binder.outputs if p.written else binder.inputs) if t.name not in taken]
         if len(pool) == 1 or (pool and p.written is False):
@@ -106,11 +110,20 @@ def output_shape(job: KernelJob, ports: Ports, name: str) -> list[str | int] | s
         job.notes.append(f"output {name} assumed to have the shape of the first input")
         return f"{src}.shape"
     out: list[str | int] = []
-    for d in spec.shape:
+    for i, d in enumerate(spec.shape):
         if isinstance(d, int):
             out.append(d)
             continue
-        out.append(to_expr(simplify(_over_inputs(job, ast.parse(d, mode="eval").body, name, d))))
+        tree = job.binder.solve(d)
+        if tree is None:
+            try:
+                tree = _over_inputs(job, ast.parse(d, mode="eval").body, name, d)
+            except Untranslatable:
+                tree = fitted_dim(job, name, i)
+                if tree is None:
+                    raise
+                job.notes.append(f"output {name} dimension {d} read off the task's cases as {to_expr(tree)}")
+        out.append(to_expr(simplify(tree)))
     return out
 
 

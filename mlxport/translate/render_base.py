@@ -28,6 +28,7 @@ class FnCtx:
     kind: str  # "kernel" | "helper"
     spaces: dict[str, frozenset[str]] = field(default_factory=dict)  # pointer/array/ref -> address spaces
     name: str = ""
+    groups: dict[str, int] = field(default_factory=dict)  # cooperative-group variable -> tile width (0: block)
 
 
 @dataclass
@@ -100,11 +101,18 @@ def splice(src: bytes, node: Node, part: Callable[[Node], str]) -> str:
     return "".join(out)
 
 
-_FLOAT_MACROS = {"FLT_MAX": "3.402823466e+38F", "FLT_MIN": "1.175494351e-38F", "FLT_EPSILON": "1.192092896e-07F"}
+_FLOAT_MACROS = {"FLT_MAX": "3.402823466e+38F", "FLT_MIN": "1.175494351e-38F", "FLT_EPSILON": "1.192092896e-07F",
+                 # <math.h>'s constants: Metal names them M_PI_F and so on
+                 "M_PI": "3.14159265358979323846F", "M_PI_2": "1.57079632679489661923F",
+                 "M_PI_4": "0.78539816339744830962F", "M_1_PI": "0.31830988618379067154F",
+                 "M_2_PI": "0.63661977236758134308F", "M_2_SQRTPI": "1.12837916709551257390F",
+                 "M_SQRT2": "1.41421356237309504880F", "M_SQRT1_2": "0.70710678118654752440F",
+                 "M_E": "2.71828182845904523536F", "M_LN2": "0.69314718055994530942F",
+                 "M_LN10": "2.30258509299404568402F", "M_LOG2E": "1.44269504088896340736F"}
 
 
 def float_limit_guards(code: str) -> str:
-    """Guarded #defines of the <cfloat> limits that `code` uses."""
+    """Guarded #defines of the <cfloat> limits and <math.h> constants that `code` uses."""
     return "".join(f"#ifndef {k}\n#define {k} {v}\n#endif\n" for k, v in _FLOAT_MACROS.items()
                    if re.search(rf"\b{k}\b", code))
 

@@ -141,6 +141,9 @@ def _function(node: Node, quals: list[str], file: str, defines: dict[str, str], 
               ctx: FeatureContext) -> KernelInfo | None:
     name, decl = source_function_name(node)
     kind = "global" if "__global__" in quals else "device"
+    top = node.child_by_field_name("declarator")
+    if decl is None and kind == "device" and top is not None and top.type == "operator_cast":
+        return None  # `operator T*()` of a struct: called by conversion, never by name
     warnings = check_function(node, name, kind, file)
     if decl is None or not name:
         return None

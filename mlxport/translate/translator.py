@@ -20,6 +20,8 @@ from mlxport.translate.cudafile import CudaFile, CudaReadError
 from mlxport.translate.job import KernelJob, Target
 from mlxport.translate.kernel_facts import kernel_facts, port_facts
 from mlxport.translate.kernel_scope import check_features, check_grid_sync, kernel_node, pick_kernel, reachable
+from mlxport.translate.launch import file_constants
+from mlxport.translate.macros import normalize
 from mlxport.translate.msl_kernel import dry_render, render_msl
 from mlxport.translate.ports import Ports, bind_pointers, output_dtype, output_shape
 from mlxport.translate.reader import read_cuda
@@ -73,14 +75,14 @@ def _source_text(s: str | Path | CudaFile) -> str:
 
 
 def _open(src: str, cf: CudaFile, kernel: str | None, target: Target, task: KernelTask | None) -> KernelJob:
-    # the grammar does not know __align__; alignas(N) means the same and keeps byte offsets
-    src = re.sub(r"__align__\((\s*\w+\s*)\)", lambda m: f"alignas({m.group(1)})  ", src)
-    data = src.encode("utf-8", "replace")
+    data = normalize(src.encode("utf-8", "replace"))
+    src = data.decode("utf-8", "replace")
     root = parse(data).root_node
     info = pick_kernel(cf, kernel)
     return KernelJob(src_text=src, src=data, root=root, cf=cf, info=info, node=kernel_node(root, info),
                      target=target, task=task, binder=Binder(task),
-                     macros={m.name: (m.params, m.body) for m in cf.macros})
+                     macros=file_constants(root) | {m.name: (m.params, m.body) for m in cf.macros})
+
 
 
 def _run(job: KernelJob) -> Translation:

@@ -75,7 +75,7 @@ def run_original(task: KernelTask, inputs: dict[str, mx.array], case: dict[str, 
     bound = {v: k for k, v in task.original.results.items()}
     args = []
     for p in sig.params:
-        base = element if p.base in {n for n, _ in sig.template_params} else p.base
+        base = element if p.base in {n for n, _ in sig.template_params} else source.resolve(p.base)
         storage = STORAGE.get(_plain(base))
         name = task.original.args.get(p.name)
         if p.pointer:
@@ -94,8 +94,8 @@ def run_original(task: KernelTask, inputs: dict[str, mx.array], case: dict[str, 
     result = executor.run(compiled, Launch(launch.grid, launch.block, launch.shared_bytes), args)
     if not result.ok:
         raise TaskError(f"the original kernel {task.kernel} fails at {label}: {result.error}")
-    return [_float64(result.buffers[task.original.results[o.name]], _storage_of(sig, task.original.results[o.name],
-                                                                               element)).reshape(shapes[o.name])
+    return [_float64(result.buffers[task.original.results[o.name]],
+                     _storage_of(sig, source, task.original.results[o.name], element)).reshape(shapes[o.name])
             for o in task.outputs]
 
 
@@ -129,9 +129,9 @@ def _as_storage(a: np.ndarray, storage: str) -> np.ndarray:
     return flat.astype(storage)
 
 
-def _storage_of(sig, param: str, element: str) -> str:
+def _storage_of(sig, source, param: str, element: str) -> str:
     p = next(q for q in sig.params if q.name == param)
-    base = element if p.base in {n for n, _ in sig.template_params} else p.base
+    base = element if p.base in {n for n, _ in sig.template_params} else source.resolve(p.base)
     return STORAGE.get(_plain(base), "float32")
 
 

@@ -20,7 +20,15 @@ from pathlib import Path
 
 import numpy as np
 
-from mlxport.backends.cuda_cpu.source import INCLUDE, DeviceSource, KernelSig, SourceError, device_source, only
+from mlxport.backends.cuda_cpu.source import (
+    INCLUDE,
+    STANDARD,
+    DeviceSource,
+    KernelSig,
+    SourceError,
+    device_source,
+    only,
+)
 from mlxport.backends.sim import build as _build
 from mlxport.backends.sim import sim_threads
 from mlxport.backends.worker import Worker, WorkerError
@@ -108,11 +116,22 @@ class CudaExecutor:
         if len(args) != len(sig.template_params):
             names = ", ".join(n for n, _ in sig.template_params)
             raise ExecError(f"kernel {kernel} takes template arguments <{names}>; {len(args)} given")
-        text = '#include "cuda_exec.h"\n' + only(source, kernel) + "\n" + launcher(sig, args)
+        std = "".join(f"#include <{h}>\n" for h in source.dropped_includes if h in STANDARD)
+        text = std + '#include "cuda_exec.h"\n' + only(source, kernel) + "\n" + launcher(sig, args)
         result = _build.compile_library(text, (INCLUDE, SIM_INCLUDE))
         if not result.ok:
             raise ExecError(f"{kernel} does not compile for the executor: {first_error(result.log, source.path)}")
         return Compiled(result.library, sig, source)
+
+    def constant(self, source: DeviceSource, kernel: str, expr: str) -> int | None:
+        """An integer constant expression of the device code (``x128::size``, ``sizeof(floatX)``),
+        read off the compiler's diagnostics for an undefined template named by its value: the
+        value is found at compile time and nothing is run. None where it is not one."""
+        std = "".join(f"#include <{h}>\n" for h in source.dropped_includes if h in STANDARD)
+        text = (std + '#include "cuda_exec.h"\n' + only(source, kernel) +
+                f"\ntemplate <long long V> struct mlxport_value;\nmlxport_value<(long long)({expr})> mlxport_probe;\n")
+        m = re.search(r"mlxport_value<(-?\d+)(?:LL)?>", _build.syntax_log(text, (INCLUDE, SIM_INCLUDE)))
+        return int(m.group(1)) if m else None
 
     def run(self, compiled: Compiled, launch: Launch, args: list[np.ndarray | np.generic], *, measure: bool = False,
             reverse: bool = False, timeout: float = 120.0) -> ExecResult:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import parse
+from mlxport.cuda_syntax import inner_declarator, parse
 from mlxport.errors import UserError
 
 HERE = Path(__file__).resolve().parent
@@ -40,6 +40,14 @@ PROVIDED = (
     "cassert", "math.h", "cmath", "float.h", "cfloat", "limits.h", "climits", "type_traits", "limits",
     "stdlib.h", "cstdlib", "string.h", "cstring", "utility", "algorithm",
 )
+# The C++ library headers device code may name types from (std::array in a struct, say): left out
+# while the file is rewritten, included as themselves when it is compiled.
+STANDARD = frozenset({
+    "array", "atomic", "bitset", "chrono", "complex", "deque", "functional", "initializer_list", "iomanip",
+    "iostream", "iterator", "list", "map", "memory", "mutex", "new", "numeric", "optional", "random", "set",
+    "sstream", "string", "string_view", "thread", "tuple", "unordered_map", "unordered_set", "variant", "vector",
+    "fstream", "cinttypes", "cstdarg", "climits", "cfloat", "cstring", "ctime", "bit", "span", "queue", "stack",
+})
 # What nvcc defines for device code; the executor runs as an Ampere-class device.
 DEFINES = {"__CUDACC__": "1", "__NVCC__": "1", "__CUDA_ARCH__": "800", "CUDART_VERSION": "12040",
            "__CUDACC_VER_MAJOR__": "12", "__CUDACC_VER_MINOR__": "4"}
@@ -81,6 +89,15 @@ class DeviceSource:
     dropped_includes: list[str] = field(default_factory=list)
     spans: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # kernel -> its definitions in text
     preprocessed: str = ""  # the whole file after the preprocessor, host code included
+    typedefs: dict[str, str] = field(default_factory=dict)  # typedef/using name -> the type it names
+
+    def resolve(self, type_name: str) -> str:
+        """A type name with typedefs followed (floatX -> __nv_bfloat16)."""
+        for _ in range(8):
+            if type_name not in self.typedefs:
+                break
+            type_name = self.typedefs[type_name]
+        return type_name
 
 
 # ---------------------------------------------------------------- preprocessing
@@ -91,19 +108,16 @@ def preprocess(path: Path, compiler: tuple[str, ...], stubs: Path, includes: lis
     (each stands in as an empty file of a folder of this call's own)."""
     dropped: list[str] = []
     with tempfile.TemporaryDirectory(prefix="mlxport-dropped-") as tmp:
-        cmd = [*compiler, "-E", "-x", "c++", "-std=c++20", "-nostdinc", "-I", str(stubs), "-I", str(path.parent),
+        cmd = [*compiler, "-E", "-x", "c++", "-std=c++20", "-nostdinc", "-nostdinc++", "-I", str(stubs), "-I", str(path.parent),
                *[f"-I{p}" for p in includes], "-I", tmp, *[f"-D{k}={v}" for k, v in DEFINES.items()], str(path)]
         for _ in range(64):
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
             if done.returncode == 0:
-                return done.stdout, dropped
+                return _without_system_headers(done.stdout), dropped
             missing = _MISSING.search(done.stderr)
             if not missing:
                 raise SourceError(f"{path.name} does not preprocess: {_first_error(done.stderr)}")
-            name = missing.group(1)
-            if _is_local(done.stderr, name):
-                raise SourceError(f"{path.name} includes \"{name}\", which is neither next to it nor in an include "
-                                  f"folder: pass the folder that holds it with -I")
+            name = missing.group(1)  # a system header, or a local one of a library not here (ATen/ATen.h)
             stub = Path(tmp) / name
             stub.parent.mkdir(parents=True, exist_ok=True)
             stub.write_text("")
@@ -111,8 +125,22 @@ def preprocess(path: Path, compiler: tuple[str, ...], stubs: Path, includes: lis
     raise SourceError(f"{path.name} includes too many headers the executor does not know")
 
 
-def _is_local(stderr: str, name: str) -> bool:
-    return f'#include "{name}"' in stderr or f"#include \"{name}\"" in stderr
+_LINE_MARK = re.compile(r'^# \d+ "[^"]*"((?: \d)*)$')
+
+
+def _without_system_headers(text: str) -> str:
+    """The preprocessed text with what system headers (flag 3) expanded to left blank, markers kept:
+    the compiler's C library is the executor's own at compile time (some compilers search
+    /usr/include even with -nostdinc, and its typedefs would then be defined twice)."""
+    out, system = [], False
+    for ln in text.split("\n"):
+        m = _LINE_MARK.match(ln)
+        if m:
+            system = " 3" in m.group(1)
+            out.append(ln)
+        else:
+            out.append("" if system else ln)
+    return "\n".join(out)
 
 
 def _first_error(stderr: str) -> str:
@@ -143,10 +171,24 @@ def device_source(path: Path, compiler: tuple[str, ...], stubs: Path, includes: 
     rw = _Rewriter(data)
     out, spans = _kernel_spans(rw.render(tree.root_node))
     return DeviceSource(path=str(path), text=out, kernels=rw.kernels, needs_fibers=bool(SYNC.search(out)),
-                        dropped_includes=dropped, spans=spans, preprocessed=text)
+                        dropped_includes=dropped, spans=spans, preprocessed=text, typedefs=_typedefs(tree.root_node))
 
 
-_MARK = re.compile(r"\x00(\w*)\x00")
+_MARK = re.compile(r"\x00(~?\w*)\x00")  # a kernel's name, or ~ and a device function's
+
+
+def _typedefs(root: Node) -> dict[str, str]:
+    out = {}
+    for n in root.children:
+        if n.type == "type_definition":
+            t, d = n.child_by_field_name("type"), n.child_by_field_name("declarator")
+            if t is not None and d is not None and d.type == "type_identifier":
+                out[d.text.decode()] = " ".join(t.text.decode().split())
+        elif n.type == "alias_declaration":
+            name, t = n.child_by_field_name("name"), n.child_by_field_name("type")
+            if name is not None and t is not None:
+                out[name.text.decode()] = " ".join(t.text.decode().split())
+    return out
 
 
 def _kernel_spans(text: str) -> tuple[str, dict[str, list[tuple[int, int]]]]:
@@ -168,11 +210,24 @@ def _kernel_spans(text: str) -> tuple[str, dict[str, list[tuple[int, int]]]]:
 
 
 def only(source: DeviceSource, kernel: str) -> str:
-    """The text with every other kernel's definition blanked: a kernel of the file that cannot run
-    here (inline PTX, say) does not stop the others."""
+    """The text with every other kernel's definition blanked, and every device function the kernel
+    does not call: a kernel of the file that cannot run here (inline PTX, say), or a helper that
+    needs a library the executor lacks, does not stop the others."""
     chars = list(source.text)
+    keep = {kernel}
+    outside = [(0, len(source.text))]  # structs' members and globals may call helpers too
+    for a, b in sorted(x for spans in source.spans.values() for x in spans):
+        start, end = outside.pop()
+        outside += [(start, a), (b, end)]
+    todo = [outside, source.spans.get(kernel, [])]
+    while todo:
+        for a, b in todo.pop():
+            for word in set(re.findall(r"[A-Za-z_]\w*", source.text[a:b])):
+                if "~" + word in source.spans and "~" + word not in keep:
+                    keep.add("~" + word)
+                    todo.append(source.spans["~" + word])
     for name, spans in source.spans.items():
-        if name == kernel:
+        if name in keep:
             continue
         for a, b in spans:
             chars[a:b] = ["\n" if c == "\n" else " " for c in chars[a:b]]
@@ -242,13 +297,25 @@ class _Rewriter:
     def _function_definition(self, node: Node) -> str:
         if not _is_device(node) and not _is_constexpr(node):
             return self.blank(node)
+        templated = node.parent is not None and node.parent.type == "template_declaration"
         if any(c.type == "__global__" for c in node.children):
             name = self._kernel(node, None)
-            if node.parent is None or node.parent.type != "template_declaration":
+            if not templated:
                 return f"\x00{name}\x00{self.children(node)}\x00\x00"
+        elif not templated and (helper := _helper_name(node)):
+            return f"\x00~{helper}\x00{self.children(node)}\x00\x00"
         return self.children(node)
 
+    def _struct_specifier(self, node: Node) -> str:
+        name = _type_name(node)
+        return f"\x00~{name}\x00{self.children(node)}\x00\x00" if name else self.children(node)
+
+    _class_specifier = _struct_specifier
+
     def _template_declaration(self, node: Node) -> str:
+        spec = next((c for c in node.named_children if c.type in ("struct_specifier", "class_specifier")), None)
+        if spec is not None and (name := _type_name(spec, node)):
+            return f"\x00~{name}\x00{self.children(node)}\x00\x00"
         inner = next((c for c in node.named_children if c.type in ("function_definition", "declaration")), None)
         if inner is not None and inner.type == "function_definition":
             if not _is_device(inner) and not _is_constexpr(inner):
@@ -256,6 +323,8 @@ class _Rewriter:
             if any(c.type == "__global__" for c in inner.children):
                 name = self._kernel(inner, node)
                 return f"\x00{name}\x00{self.children(node)}\x00\x00"
+            if helper := _helper_name(inner):
+                return f"\x00~{helper}\x00{self.children(node)}\x00\x00"
         return self.children(node)
 
     def _template_instantiation(self, node: Node) -> str:
@@ -277,6 +346,15 @@ class _Rewriter:
 
     def _optional_parameter_declaration(self, node: Node) -> str:
         return self._declaration_with_pointers(node)
+
+    def _operator_cast(self, node: Node) -> str:
+        """``operator T *()``, the SharedMemory<T> idiom: a conversion to a checked pointer."""
+        d = node.child_by_field_name("declarator")
+        depth, _, inner = _unwrap(d)
+        if depth == 0 or inner is None:
+            return self.children(node)
+        base = " ".join(self.render(c) for c in node.children if c.type != "operator" and c != d)
+        return f"operator {_ptr_type(base, depth)}{self.render(inner)}"
 
     def _type_descriptor(self, node: Node) -> str:
         if node.parent is not None and node.parent.type == "sizeof_expression":
@@ -395,6 +473,34 @@ class _Rewriter:
         return name
 
 
+def _type_name(spec: Node, template: Node | None = None) -> str | None:
+    """A struct or class defined at file or namespace scope (a host context struct, say), by name:
+    kept only where the kernel's code names it."""
+    outer = (template or spec).parent
+    if outer is None or spec.child_by_field_name("body") is None or (name := spec.child_by_field_name("name")) is None:
+        return None
+    if outer.type == "declaration_list" and (outer.parent is None or outer.parent.type != "namespace_definition"):
+        return None
+    if outer.type not in ("translation_unit", "declaration_list") or name.type != "type_identifier":
+        return None  # a specialization (SharedMemory<double>) goes with its primary template's name
+    return name.text.decode()
+
+
+def _helper_name(fn: Node) -> str | None:
+    """A device function at file or namespace scope, by its plain name (None for operators, members
+    and others the kernel may call without naming them)."""
+    outer = fn.parent.parent if fn.parent is not None and fn.parent.type == "template_declaration" else fn.parent
+    if outer is None or outer.type not in ("translation_unit", "declaration_list"):
+        return None
+    if outer.type == "declaration_list" and (outer.parent is None or outer.parent.type != "namespace_definition"):
+        return None
+    decl = _function_declarator(fn)
+    name = decl.child_by_field_name("declarator") if decl is not None else None
+    if name is None or name.type != "identifier":
+        return None
+    return name.text.decode()
+
+
 def _is_device(fn: Node) -> bool:
     return any(c.type in DEVICE for c in fn.children)
 
@@ -424,7 +530,7 @@ def _function_declarator(node: Node) -> Node | None:
     for _ in range(16):
         if decl is None or decl.type == "function_declarator":
             return decl
-        decl = decl.child_by_field_name("declarator")
+        decl = inner_declarator(decl)
     return None
 
 

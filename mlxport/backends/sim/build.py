@@ -181,6 +181,19 @@ def compile_library(text: str, include: tuple[Path, ...]) -> BuildResult:
     return BuildResult(True, lib, seconds=time.perf_counter() - t0)
 
 
+@functools.cache
+def syntax_log(text: str, include: tuple[Path, ...]) -> str:
+    """The compiler's diagnostics for one translation unit, checked but not compiled (nothing of it
+    is built or run): what is read off them is compile-time facts."""
+    cc = find_compiler()
+    with tempfile.TemporaryDirectory(prefix="mlxsim-") as tmpdir:
+        cpp = Path(tmpdir) / "probe.cpp"
+        cpp.write_text(text)
+        dirs = [arg for d in include for arg in ("-I", str(d))]
+        return _run([*cc.command, *cc.flags(), "-fsyntax-only", "-ferror-limit=0", *dirs, str(cpp)],
+                    "a constant").stderr
+
+
 # ---------------------------------------------------------------- diagnostics
 
 _DIAG = re.compile(r"^(?P<file>[^\s:][^:\n]*):(?P<line>\d+):(?P<col>\d+): (?P<sev>fatal error|error|warning|note): "

@@ -31,6 +31,15 @@
 #endif
 #define warpSize 32
 
+// Device code may copy and clear bytes; no C library is linked into a kernel.
+#define memcpy(d, s, n) __builtin_memcpy((d), (s), (n))
+#define memset(d, c, n) __builtin_memset((d), (c), (n))
+
+// What <sys/types.h> gives CUDA code on Linux (system headers are left out of the kernel's text).
+using uint = unsigned int;
+using ushort = unsigned short;
+using ulong = unsigned long;
+
 // Host API types that declarations kept with device code may name; nothing host-side runs.
 using cudaStream_t = struct CUstream_st*;
 using cudaEvent_t = struct CUevent_st*;

@@ -36,6 +36,10 @@ class Ptr {
   template <class U>
     requires(!std::is_convertible_v<U*, T*>)
   explicit Ptr(U* raw) : p_((T*)(raw)), buf_(raw ? find_buffer(raw) : nullptr) {}
+  // CUDA code rounds addresses as integers: reinterpret_cast<T*>(aligned_uintptr)
+  explicit Ptr(uintptr_t addr)
+    requires(AS == AS_GENERIC)
+      : Ptr(reinterpret_cast<T*>(addr)) {}
   template <class U>
     requires std::is_convertible_v<U*, T*>
   Ptr(const Ptr<U, AS>& o) : p_(o.p_), buf_(o.buf_) {}

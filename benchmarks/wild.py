@@ -1,0 +1,171 @@
+"""The wild corpus: real CUDA kernels from public projects (benchmarks/wild/manifest.toml), each
+read, run on the CPU executor at its case and ported with the default policy on the simulator.
+
+The kernels' code is not in this repository: it is read from repository snapshots fetched with the
+search tool's fetch (a bare git dir per repository, OWNER+NAME/repo under the folder given).
+
+    python benchmarks/wild.py /work/.mirror [--only ID,...] [--stages read,run,port] [--out DIR]
+
+Writes DIR/wild.json (per kernel: parsed, executed, translated, verified, reason, seconds) and
+DIR/wild.md (the table and totals), both after every kernel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import time
+import tomllib
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from mlxport.errors import UserError  # noqa: E402
+
+MANIFEST = ROOT / "benchmarks" / "wild" / "manifest.toml"
+SOURCES = (".cu", ".cuh", ".h", ".hpp", ".hh", ".inl", ".c", ".cpp", ".cc")
+
+
+def snapshot(mirror: Path, repo: str, commit: str, work: Path) -> Path:
+    """The repository's source files at ``commit``, written once under ``work`` (snapshots lack their
+    largest files, so the sources are read one by one rather than archived)."""
+    git = mirror / repo.replace("/", "+") / "repo"
+    if not git.is_dir():
+        raise FileNotFoundError(f"no snapshot of {repo} under {mirror}: fetch github:{repo}")
+    dest = work / f"{repo.replace('/', '+')}-{commit[:12]}"
+    if not (dest / ".unpacked").is_file():
+        names = subprocess.run(["git", "-C", str(git), "ls-tree", "-r", "--name-only", commit], capture_output=True,
+                               text=True, check=True).stdout.split("\n")
+        wanted = [n for n in names if n.endswith(SOURCES)]
+        batch = subprocess.run(["git", "-C", str(git), "cat-file", "--batch"], capture_output=True, check=True,
+                               input="".join(f"{commit}:{n}\n" for n in wanted).encode()).stdout
+        pos = 0
+        for name in wanted:
+            header_end = batch.index(b"\n", pos)
+            header = batch[pos:header_end].split()
+            pos = header_end + 1
+            if len(header) < 3 or header[1] != b"blob":
+                continue  # missing from the snapshot
+            size = int(header[2])
+            out = dest / name
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(batch[pos:pos + size])
+            pos += size + 1
+        (dest / ".unpacked").write_text("")
+    return dest
+
+
+def with_defines(src: Path, defines: list[str], work: Path) -> Path:
+    """A copy of the file beside it with its own #defines of these names set to the manifest's values."""
+    text = src.read_text(errors="replace")
+    for item in defines:
+        name, _, value = item.partition("=")
+        text, n = re.subn(rf"(?m)^(\s*#\s*define\s+{re.escape(name)}\s+).*$", rf"\g<1>{value}", text)
+        if not n:
+            text = f"#define {name} {value}\n" + text
+    out = src.with_name(f"_wild_{src.name}")
+    out.write_text(text)
+    return out
+
+
+def stage_read(path: Path, entry: dict, root: Path) -> dict:
+    from mlxport.translate.includes import amalgamate
+    from mlxport.translate.reader import read_cuda
+
+    text, _, _ = amalgamate(path, [root / i for i in entry.get("includes", [])])
+    cf = read_cuda(text, name=path.name)
+    if entry["kernel"] not in [k.name for k in cf.kernels]:
+        return {"parsed": False, "reason": f"the reader finds no kernel {entry['kernel']} in {path.name}"}
+    return {"parsed": True}
+
+
+def stage_task(path: Path, entry: dict, root: Path, folder: Path):
+    from mlxport.cli.port import _case, _pair
+    from mlxport.translate.cuda_task import cuda_task, write_task
+
+    built = cuda_task(path, kernel=entry["kernel"], cases=[_case(entry["case"])],
+                      dtypes=entry.get("dtypes"), shapes=dict(_pair(s, "--shape") for s in entry.get("shapes", [])),
+                      grid=entry.get("grid"), block=entry.get("block"), shared_bytes=entry.get("shared_bytes"),
+                      template=entry.get("template"), includes=[root / i for i in entry.get("includes", [])],
+                      heldout=2)
+    return write_task(built, folder, path)
+
+
+def stage_port(folder: Path, out: Path) -> dict:
+    from mlxport.agent.port import run_port
+    from mlxport.agent.state import RunConfig
+    from mlxport.tasks import load_task
+    from mlxport.translate.translator import Untranslatable, translate_task
+
+    task = load_task(folder)
+    try:
+        translate_task(task, "msl")
+        translated = True
+    except Untranslatable as e:
+        return {"translated": False, "verified": False, "reason": str(e)}
+    run = run_port(task, RunConfig(backend="sim"), out)
+    res = run["result"]
+    return {"translated": translated, "verified": res["verified"], "reason": res.get("why_not") or ""}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("mirror", type=Path, help="folder of fetched snapshots (OWNER+NAME/repo)")
+    ap.add_argument("--only", help="comma-separated ids")
+    ap.add_argument("--stages", default="read,run,port")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "wild")
+    args = ap.parse_args()
+    entries = tomllib.loads(MANIFEST.read_text())["kernel"]
+    if args.only:
+        wanted = set(args.only.split(","))
+        entries = [e for e in entries if e["id"] in wanted]
+    stages = set(args.stages.split(","))
+    args.out.mkdir(parents=True, exist_ok=True)
+    work = args.out / "src"
+    rows = []
+    for entry in entries:
+        t0 = time.perf_counter()
+        row = {"id": entry["id"], "parsed": False, "executed": False, "translated": False, "verified": False,
+               "reason": ""}
+        try:
+            root = snapshot(args.mirror, entry["repo"], entry["commit"], work)
+            path = root / entry["path"]
+            if entry.get("defines"):
+                path = with_defines(path, entry["defines"], work)
+            row.update(stage_read(path, entry, root))
+            if "run" in stages:
+                folder = stage_task(path, entry, root, args.out / "tasks" / re.sub(r"\W", "_", entry["id"]))
+                row["executed"] = True
+                if "port" in stages:
+                    row.update(stage_port(folder, args.out / "ports"))
+        except UserError as e:
+            row["reason"] = str(e)
+        except Exception as e:  # a crash is a finding too: recorded, the corpus goes on
+            row["reason"] = f"{type(e).__name__}: {e} | {traceback.format_exc().splitlines()[-3].strip()}"
+        row["seconds"] = round(time.perf_counter() - t0, 1)
+        rows.append(row)
+        print(f"{row['id']:<48} parsed={row['parsed']!s:<5} executed={row['executed']!s:<5} "
+              f"verified={row['verified']!s:<5} {row['reason'][:150]}", flush=True)
+        write(args.out, rows)
+
+
+def write(out: Path, rows: list[dict]) -> None:
+    (out / "wild.json").write_text(json.dumps(rows, indent=1))
+    n = len(rows)
+    totals = {k: sum(r[k] for r in rows) for k in ("parsed", "executed", "translated", "verified")}
+    lines = ["| kernel | parsed | executed | translated | verified | reason |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['id']} | {'yes' if r['parsed'] else 'no'} | {'yes' if r['executed'] else 'no'} | "
+                     f"{'yes' if r['translated'] else 'no'} | {'yes' if r['verified'] else 'no'} | "
+                     f"{r['reason'][:160].replace('|', '/')} |")
+    lines += ["", "totals: " + ", ".join(f"{k} {v}/{n} ({v / n:.0%})" for k, v in totals.items())]
+    (out / "wild.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

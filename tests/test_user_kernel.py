@@ -1,0 +1,93 @@
+"""A user's own .cu file, ported as it is: `mlxport port FILE.cu --case ...` builds a task whose
+golden is the original kernel run on the CPU executor, the rules policy ports it on the simulator,
+and bad input ends in one sentence."""
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from mlxport.backends import get_backend
+from mlxport.tasks import load_task
+from mlxport.translate.cuda_task import cuda_task, write_task
+from mlxport.translate.translator import translate_task
+from mlxport.verify.correctness import run_correctness
+
+EXAMPLES = Path(__file__).parent / "cuda_exec"
+
+
+def _port(cli, tmp_path, name, *args):
+    result = cli("port", str(EXAMPLES / name), *args, "--backend", "sim", "--out", str(tmp_path / "out"),
+                 env={"MLXPORT_TEST": "1"})
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result
+
+
+def test_a_cooperative_groups_kernel_in_a_file_with_a_local_header_ports_and_its_test_passes(tmp_path, cli):
+    result = _port(cli, tmp_path, "layernorm_main.cu", "--case", "B=2,T=16,C=96,block_size=128")
+    assert "verified on sim" in result.stdout
+    folder = tmp_path / "out" / "layernorm_rows"
+    report = (folder / "report.md").read_text()
+    assert "against the original kernel layernorm_rows run as written on the CPU executor" in report
+    notes = (tmp_path / "out" / "_tasks" / "layernorm_rows" / "NOTES.md").read_text()
+    assert "common_test.h inlined" in notes
+    task = tomllib.loads((folder / "task" / "task.toml").read_text())
+    # mean and rstd hold B*T rows: the port sizes them from inp (B*T*C) and the param C
+    assert {o["name"]: o["shape"] for o in task["outputs"]}["mean"] == ["B * T"]
+    tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--import-mode=importlib",
+                            str(folder / "test_kernel.py")], capture_output=True, text=True, timeout=600)
+    assert tests.returncode == 0, tests.stdout[-3000:]
+
+
+def test_the_samples_shared_memory_struct_file_constants_and_host_headers_port(tmp_path, cli):
+    """block_sum.cu: SharedMemory<T>, a launcher template sizing shared memory with sizeof(T), a
+    static const block size, <fstream> and <sys/time.h>, and a helper needing <cuda/barrier>."""
+    result = _port(cli, tmp_path, "block_sum.cu", "--case", "n=1000")
+    assert "verified on sim" in result.stdout
+    task = tomllib.loads((tmp_path / "out" / "_tasks" / "block_sum" / "task.toml").read_text())
+    assert [i["name"] for i in task["inputs"]] == ["in_"]  # `in` is a Python keyword
+    assert task["outputs"][0]["shape"] == ["((n + 128 - 1) // 128)"]
+    assert task["original"]["launches"][0]["shared_bytes"] == 128 * 4
+    notes = (tmp_path / "out" / "_tasks" / "block_sum" / "NOTES.md").read_text()
+    assert "dropped #include <cuda/barrier>" in notes
+
+
+def test_an_output_read_back_after_its_writes_is_an_output_sized_by_the_params(tmp_path):
+    built = cuda_task(EXAMPLES / "softmax_readback.cu", kernel=None, cases=[{"N": 100, "C": 33}], heldout=2)
+    assert [o["name"] for o in built.task["outputs"]] == ["out"]  # not an in-out pair: its first contents are moot
+    assert built.task["outputs"][0]["shape"] == built.task["inputs"][0]["shape"] == ["N * C"]
+    assert [c for c in built.task["cases"]["heldout"]] == [{"N": 101, "C": 33}, {"N": 100, "C": 35}]
+    task = load_task(write_task(built, tmp_path / "softmax", EXAMPLES / "softmax_readback.cu"))
+    report = run_correctness(task, translate_task(task, "msl").candidate, get_backend("sim"), heldout=True)
+    assert report.ok and report.golden.startswith("the original kernel"), report.summary()
+
+
+def test_tasks_new_from_a_file_then_check_runs_the_original_twice_at_every_case(tmp_path, cli):
+    made = cli("tasks", "new", "mine", "--from", str(EXAMPLES / "softmax_readback.cu"), "--case", "N=64,C=40",
+               "--dir", str(tmp_path))
+    assert made.returncode == 0, made.stderr
+    checked = cli("tasks", "check", str(tmp_path / "mine"))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "original, run twice" in checked.stdout and "3 of 3 checks passed" in checked.stdout
+
+
+@pytest.mark.parametrize(
+    ("file", "args", "fragment"),
+    [
+        ("layernorm_main.cu", ["--kernel", "nope", "--case", "B=2,T=16,C=96,block_size=128"],
+         "its kernels are layernorm_rows: pass one of them with --kernel"),
+        ("layernorm_main.cu", [], "pass --case with its sizes"),
+        ("layernorm_main.cu", ["--case", "B=2,T=16,C=96"], "block_size is a parameter of layernorm_forward()"),
+        ("layernorm_main.cu", ["--case", "B=2,T=16,C=96,block_size=128", "--dtypes", "float16"],
+         "is not templated on its element type"),
+        ("softmax_readback.cu", ["--case", "N=100"], "C is a parameter of softmax(); bind C with --case"),
+        ("softmax_readback.cu", ["--case", "N=100,C=33", "--shape", "out=N"], "--shape out=N is too small"),
+    ],
+)
+def test_bad_input_for_a_file_ends_in_one_sentence(tmp_path, cli, file, args, fragment):
+    result = cli("port", str(EXAMPLES / file), *args, "--backend", "sim", "--out", str(tmp_path / "out"))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert fragment in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
