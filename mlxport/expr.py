@@ -79,7 +79,15 @@ _BINOPS = {
     ast.Mult: lambda a, b: a * b,
     ast.FloorDiv: lambda a, b: _floordiv(a, b),
     ast.Mod: lambda a, b: _mod(a, b),
+    ast.LShift: lambda a, b: _shift(a, b, 1),  # sizes written as in C: 1 << log2N
+    ast.RShift: lambda a, b: _shift(a, b, -1),
 }
+
+
+def _shift(a: int, b: int, sign: int) -> int:
+    if not isinstance(a, int) or not isinstance(b, int) or not 0 <= b < 64:
+        raise ExprError("shifts take integers and a count from 0 to 63")
+    return a << b if sign > 0 else a >> b
 
 
 def _floordiv(a: int, b: int) -> int:
@@ -134,7 +142,7 @@ def _check(node: ast.AST, depth: int) -> None:
             _check(index, depth + 1)
         case ast.BinOp(left=left, op=op, right=right):
             if type(op) not in _BINOPS:
-                raise ExprError(f"operator {type(op).__name__} is not allowed (+ - * // % only)")
+                raise ExprError(f"operator {type(op).__name__} is not allowed (+ - * // % << >> only)")
             _check(left, depth + 1)
             _check(right, depth + 1)
         case ast.UnaryOp(op=ast.USub() | ast.UAdd(), operand=operand):

@@ -64,6 +64,19 @@ def test_an_output_read_back_after_its_writes_is_an_output_sized_by_the_params(t
     assert report.ok and report.golden.startswith("the original kernel"), report.summary()
 
 
+def test_an_output_written_only_in_part_is_nan_where_the_original_leaves_it(tmp_path):
+    built = cuda_task(EXAMPLES / "causal_scale.cu", kernel=None, cases=[{"T": 48}], heldout=1)
+    assert built.task["outputs"][0]["init"]["kind"] == "full"
+    assert any("writes 1176 of the 2304 elements of out" in n for n in built.notes)
+    task = load_task(write_task(built, tmp_path / "causal", EXAMPLES / "causal_scale.cu"))
+    candidate = translate_task(task, "msl").candidate
+    assert candidate.init_value != candidate.init_value  # NaN: unwritten elements match the golden's
+    assert run_correctness(task, candidate, get_backend("sim"), heldout=True).ok
+    # a port that also writes the upper triangle does not match the original
+    wrong = candidate.model_copy(update={"source": candidate.source.replace("if (j <= i)", "")})
+    assert "if (j <= i)" in candidate.source and not run_correctness(task, wrong, get_backend("sim")).ok
+
+
 def test_tasks_new_from_a_file_then_check_runs_the_original_twice_at_every_case(tmp_path, cli):
     made = cli("tasks", "new", "mine", "--from", str(EXAMPLES / "softmax_readback.cu"), "--case", "N=64,C=40",
                "--dir", str(tmp_path))
@@ -84,6 +97,9 @@ def test_tasks_new_from_a_file_then_check_runs_the_original_twice_at_every_case(
          "is not templated on its element type"),
         ("softmax_readback.cu", ["--case", "N=100"], "C is a parameter of softmax(); bind C with --case"),
         ("softmax_readback.cu", ["--case", "N=100,C=33", "--shape", "out=N"], "--shape out=N is too small"),
+        ("device_count.cu", ["--kernel", "scale", "--case", "N=1024"],
+         "n is copied back from device memory at line 16, so it is known only when the program runs; bind it with "
+         "--case or pass --grid"),
     ],
 )
 def test_bad_input_for_a_file_ends_in_one_sentence(tmp_path, cli, file, args, fragment):
@@ -91,3 +107,4 @@ def test_bad_input_for_a_file_ends_in_one_sentence(tmp_path, cli, file, args, fr
     assert result.returncode == 2, result.stdout + result.stderr
     assert fragment in result.stderr and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not (tmp_path / "out").exists()  # nothing written half-way

@@ -77,6 +77,8 @@ def cuda_task(path: Path, *, kernel: str | None, cases: list[dict[str, Any]], dt
     for p in info.params:
         p.base_type = source.resolve(p.base_type)  # typedef floatX: what the buffer really holds
     typenames = {t.name for t in info.template_params if t.kind in ("typename", "class")}
+    for p in info.params:
+        _storage(p, typenames)  # a struct passed by value (a params block of pointers) is named here
     templated = any(p.is_pointer and p.base_type in typenames for p in info.params)
     if not templated:
         # the buffers fix the dtype: the task is checked at the tolerance of its least precise float buffer
@@ -97,6 +99,7 @@ def cuda_task(path: Path, *, kernel: str | None, cases: list[dict[str, Any]], dt
     notes += [f"kernel.cu holds {path.name} with its local header {h} inlined" for h in inlined]
     notes += [f"#include \"{h}\" is not found next to {path.name} or in an -I folder: left out" for h in missing]
     visible = [builder.case(c) for c in cases]
+    builder.heldout = True
     held: list[dict] = []
     for candidate, why in builder.heldout_candidates(cases[0], heldout):
         try:
@@ -104,6 +107,7 @@ def cuda_task(path: Path, *, kernel: str | None, cases: list[dict[str, Any]], dt
         except (CudaTaskError, HostEvalError) as e:
             notes.append(f"no held-out case with {why}: the original kernel does not support it ({e})")
     _name_measured(info, builder.buffer_shapes, roles, [c for c, _ in visible + held])
+    notes += builder.partial.values()
     first = visible[0][0]
     launches = [{"case": _label(c), "grid": list(h.grid), "block": list(h.block), "shared_bytes": h.shared_bytes,
                  "template": builder.template(h)} for c, h in visible + held]
@@ -117,14 +121,23 @@ def cuda_task(path: Path, *, kernel: str | None, cases: list[dict[str, Any]], dt
         spec = {"name": tensor, "dtype": _dtype(p, typenames), "shape": builder.buffer_shapes[p.name]}
         if roles[p.name] in ("input", "inout"):
             fill = builder.fills.get(p.name)
+            if fill is None and np.dtype(_storage(p, typenames).replace("bfloat16", "uint16")).kind in "iu":
+                fill = 0  # indices and counts: zero, as when the task was measured, stays in bounds
             inputs.append({**spec, **({"init": {"kind": "full", "value": fill}} if fill is not None else {})})
             args[p.name] = tensor
         if roles[p.name] in ("output", "inout"):
             out = tensor if roles[p.name] == "output" else f"{tensor}_out"
-            outputs.append({**spec, "name": out})
+            nan = {"init": {"kind": "full", "value": math.nan}} if p.name in builder.partial else {}
+            outputs.append({**spec, "name": out, **nan})
             results[out] = p.name
     if not outputs:
         raise CudaTaskError(f"{info.name} writes none of its pointer arguments: nothing to port")
+    if not any(t["dtype"] == "T" for t in inputs):  # templated on its outputs' type only: one dtype each run
+        if len(dtypes) > 1 and any(t["dtype"] == "T" for t in outputs):
+            raise CudaTaskError(f"{info.name}'s element type is its outputs' alone, so a port cannot tell it from "
+                                f"its inputs: pass one dtype with --dtypes")
+        for t in outputs:
+            t["dtype"] = dtypes[0] if t["dtype"] == "T" else t["dtype"]
     itemsize = " + ".join("*".join(f"({d})" for d in builder.buffer_shapes[p.name]) for p in info.params if p.is_pointer)
     task = {
         "name": name or _identifier(info.name), "kernel": info.name, "source": "kernel.cu", "reference": None,
@@ -190,6 +203,9 @@ class _Builder:
         self.buffer_shapes: dict[str, list[str]] = {}  # from the first case that gives one
         self.template_flags: dict[str, str] = {}
         self.macros: dict[str, int | float] = {}  # for --grid and --block written in the file's own macros
+        self.partial: dict[str, str] = {}  # outputs the original writes only in part -> the note saying so
+        self.whole: set[str] = set()  # outputs written whole at the visible cases: so must held-out ones be
+        self.heldout = False  # building held-out cases, which must be sizes the original supports
 
     def case(self, bound: dict[str, Any]) -> tuple[dict[str, Any], HostLaunch]:
         """The full case (the names bound, every scalar parameter, every buffer's extent) and its launch."""
@@ -343,10 +359,24 @@ class _Builder:
         for p in self.info.params:
             if p.is_pointer and self.roles[p.name] == "output":
                 written = result.written.get(p.name)
-                if written is not None and not written.all():
+                if written is not None and not written.any():
+                    raise CudaTaskError(f"the original writes none of the {written.size} elements of {p.name} at "
+                                        f"{_label(case)}: is its size right? (--shape {p.name}=EXPR)")
+                if written is not None and written.all() and not self.heldout:
+                    self.whole.add(p.name)
+                if written is not None and not written.all() and p.name in self.whole:
+                    raise CudaTaskError(f"the original writes {int(written.sum())} of the {written.size} elements "
+                                        f"of {p.name} at {_label(case)}, though all at the visible case")
+                if written is not None and not written.all() and \
+                        np.dtype(_storage(p, self.typenames).replace("bfloat16", "float16")).kind != "f":
                     raise CudaTaskError(f"the original writes {int(written.sum())} of the {written.size} elements of "
-                                        f"{p.name} at {_label(case)}; give its real size with --shape "
-                                        f"{p.name}=EXPR")
+                                        f"{p.name} at {_label(case)}, which holds integers (no NaN marks what it "
+                                        f"leaves): give its real size with --shape {p.name}=EXPR")
+                if written is not None and not written.all() and p.name not in self.partial:
+                    self.partial[p.name] = (f"the original writes {int(written.sum())} of the {written.size} elements "
+                                            f"of {p.name} at {_label(case)}: the rest are unspecified (NaN in the "
+                                            f"golden, and the port's output starts as NaN); if that is not so, give "
+                                            f"its real size with --shape {p.name}=EXPR")
 
     def _outputs_only(self, case: dict[str, Any], launch: HostLaunch, args: list, first) -> None:
         """A buffer the kernel reads and writes whose first contents change nothing (it writes each

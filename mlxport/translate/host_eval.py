@@ -369,7 +369,8 @@ class _Evaluator:
         elif len(parts) == 1:
             env[name] = parts[0]
         else:
-            env[name] = Unknown(f"{name} is constructed from {text(plist)}")
+            why = next((v.why for v in parts if isinstance(v, Unknown)), None)
+            env[name] = Unknown(why or f"{name} is constructed from {text(plist)}")
 
     def bind_sizes(self, name: str, value: Node | None, env: dict[str, Any]) -> None:
         """``const int B = Q.size(0)`` with B bound: Q's dim 0 is B."""
@@ -392,6 +393,13 @@ class _Evaluator:
             if op != "=" and isinstance(env.get(name), int | float) and isinstance(v, int | float):
                 v = _binop(op[:-1], env[name], v)
             env[name] = v
+        elif expr.type == "call_expression" and _callee(expr) in ("cudaMemcpy", "cudaMemcpyAsync", "memcpy"):
+            args = expr.child_by_field_name("arguments").named_children
+            target = text(args[0]).replace(" ", "").lstrip("&") if args else ""
+            if args and text(args[0]).lstrip().startswith("&") and re.fullmatch(r"\w+", target) and \
+                    target not in self.case:
+                env[target] = Unknown(f"{target} is copied back from device memory at line {self.line(expr)}, "
+                                      "so it is known only when the program runs")
         elif expr.type == "call_expression" and _callee(expr) in _ALLOCATORS:
             args = expr.child_by_field_name("arguments").named_children
             if len(args) >= 2:
@@ -408,6 +416,11 @@ class _Evaluator:
             return _number(text(node))
         if t in ("true", "false"):
             return t == "true"
+        if t == "initializer_list":  # dim3 block = {X, Y, 1};
+            parts = [self.value(c, env) for c in node.named_children]
+            bad = next((v for v in parts if not isinstance(v, int | float)), None)
+            return tuple(int(v) for v in parts) if bad is None else \
+                bad if isinstance(bad, Unknown) else Unknown(f"cannot evaluate {text(node)}")
         if t in ("parenthesized_expression", "condition_clause"):
             return self.value(node.named_children[-1], env)
         if t == "identifier":

@@ -43,6 +43,18 @@ class TypeSizes:
         return None
 
 
+def typename_dtype(job: KernelJob, tname: str) -> str | None:
+    """The fixed dtype of the tensor a pointer of type `tname` is bound to (an output of float32, say)."""
+    for p in job.info.params:
+        base = re.sub(r"\b(const|volatile|__restrict__|__restrict)\b", "", p.base_type).strip()
+        if base == tname and p.is_pointer and job.task is not None:
+            for name in re.findall(r"\w+", job.bindings.get(p.name, "")):
+                spec = job.binder.spec(name)
+                if spec is not None and spec.dtype != "T":
+                    return spec.dtype
+    return None
+
+
 def typename_tensor(job: KernelJob, tname: str) -> str | None:
     """An input whose dtype the template typename `tname` is (bound to a pointer of that type)."""
     for p in job.info.params:
@@ -109,10 +121,11 @@ def templates(job: KernelJob, plan: LaunchPlan) -> tuple[Template, list[str | in
     for tp in job.info.template_params:
         if tp.kind == "typename":
             t = typename_tensor(job, tp.name)
-            if t is None:
+            fixed = None if t is not None else typename_dtype(job, tp.name)
+            if t is None and fixed is None:
                 raise Untranslatable(f"template parameter {tp.name}", job.info.line,
                                      "no kernel pointer of this type is bound to a task input")
-            template[tp.name] = f"{t}.dtype"
+            template[tp.name] = f"{t}.dtype" if t is not None else fixed
         elif tp.kind == "template":
             raise Untranslatable(f"template template parameter {tp.name}", job.info.line, "not supported")
         elif not _value_template(job, plan, tp.name, tp.kind, tp.default, template):

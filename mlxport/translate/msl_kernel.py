@@ -14,7 +14,7 @@ from mlxport.translate.kernel_scope import helper_nodes
 from mlxport.translate.msl_declarators import declarator_kind, declared_name
 from mlxport.translate.msl_helpers import render_helper, variant_for
 from mlxport.translate.msl_render import MslRender
-from mlxport.translate.msl_rules import BUILTIN_NAMES, MATH
+from mlxport.translate.msl_rules import BINARY, BUILTIN_NAMES, CASTS, MATH, UNARY
 from mlxport.translate.ports import Ports, alias_lines
 from mlxport.translate.render_base import FnCtx, KernelFacts, float_limit_guards
 from mlxport.translate.result import Untranslatable
@@ -166,6 +166,9 @@ def _header(job: KernelJob, r: MslRender, nodes: dict[str, list[Node]], rendered
             return ""
         if t in ("preproc_def", "preproc_function_def"):
             return _macro(n)
+        if t == "template_declaration" and any(c.type in ("struct_specifier", "class_specifier")
+                                               for c in n.named_children):
+            return r.render(n, ctx)  # a struct template (its methods are its own, not helpers)
         if t in ("function_definition", "template_declaration"):
             fn = n if t == "function_definition" else next((c for c in walk(n) if c.type == "function_definition"),
                                                            None)
@@ -200,7 +203,24 @@ def _header(job: KernelJob, r: MslRender, nodes: dict[str, list[Node]], rendered
     out = r.copy(job.root, ctx, top)
     out = re.sub(r"\n{3,}", "\n\n", out).strip()
     helper_src = _PTR_CAST if "mlxport_ptr_cast" in out + "".join(rendered.values()) or r.ptr_casts else ""
-    return (helper_src + float_limit_guards(out + job.src_text) + "\n" + out + "\n").lstrip()
+    shims = _macro_builtins(out, {d.name for d in job.cf.device_functions})
+    return (helper_src + float_limit_guards(out + job.src_text) + shims + "\n" + out + "\n").lstrip()
+
+
+def _macro_builtins(header: str, defined: set[str]) -> str:
+    """CUDA builtins that the header's macros still call (`#define IMUL(a, b) __mul24(a, b)`), defined
+    as the same Metal forms the translator gives a direct call."""
+    out = []
+    for name in sorted(set(re.findall(r"\b(__\w+)\s*\(", header)) - defined):
+        if name in BINARY:
+            out.append(f"#define {name}(a, b) ((a) {BINARY[name]} (b))")
+        elif name in UNARY:
+            out.append(f"#define {name}(x) {UNARY[name].format('(x)')}")
+        elif name in CASTS:
+            out.append(f"#define {name}(x) {CASTS[name]}(x)")
+        elif name in MATH:
+            out.append(f"#define {name}(...) {MATH[name]}(__VA_ARGS__)")
+    return "".join(f"{line}\n" for line in out)
 
 
 _TYPES = ("struct_specifier", "class_specifier", "enum_specifier", "union_specifier")
@@ -226,6 +246,9 @@ def _unused_declarations(job: KernelJob, helpers: str) -> set[int]:
             names = _declared_names(c)
             if names:
                 found[c.id] = (names, text(c))
+            elif c.type in ("type_definition", "alias_declaration", "using_declaration", "template_declaration") \
+                    and not any(x.type == "function_definition" for x in c.named_children):
+                seeds.append(text(c))  # kept whatever it declares: what it names is needed too
 
     visit(job.root)
     words = set(re.findall(r"[A-Za-z_]\w*", "\n".join(seeds)))

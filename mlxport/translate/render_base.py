@@ -183,6 +183,8 @@ class TreeRender:
             return None
         left = assigned(node)
         root = root_name(left)
+        if root in self.facts.rw and left.type == "identifier" and text(left) == root:
+            return self.advance(node, root, ctx)
         if root not in self.facts.rw or not dereferences(left):
             return None
         if node.type == "update_expression":
@@ -193,6 +195,19 @@ class TreeRender:
         if op == "=":
             return f"{target} = {right}"
         return f"{target} = {self.render(left, ctx)} {op[:-1]} ({right})"
+
+    def advance(self, node: Node, root: str, ctx: FnCtx) -> str:
+        """`C += off` on a read-write pointer moves its output along: `(C += off, C_out += off)`."""
+        out = self.facts.rw[root]
+        if node.type == "update_expression":
+            op = text(node.child_by_field_name("operator"))
+            return f"({root}{op}, {out}{op})"
+        op = text(node.child_by_field_name("operator"))
+        if op not in ("+=", "-="):
+            raise RenderError(f"`{short(text(node))}`", line(node), f"read-write `{root}` re-pointed: only "
+                              f"`{root} += n` and `{root}++` keep its output in step")
+        right = self.render(node.child_by_field_name("right"), ctx)
+        return f"({root} {op} ({right}), {out} {op} ({right}))"
 
     def rename_root(self, node: Node, root: str, new: str, ctx: FnCtx) -> str:
         if node.type == "identifier" and text(node) == root:

@@ -94,9 +94,15 @@ def run_original(task: KernelTask, inputs: dict[str, mx.array], case: dict[str, 
     result = executor.run(compiled, Launch(launch.grid, launch.block, launch.shared_bytes), args)
     if not result.ok:
         raise TaskError(f"the original kernel {task.kernel} fails at {label}: {result.error}")
-    return [_float64(result.buffers[task.original.results[o.name]],
-                     _storage_of(sig, source, task.original.results[o.name], element)).reshape(shapes[o.name])
-            for o in task.outputs]
+    outs = []
+    for o in task.outputs:
+        param = task.original.results[o.name]
+        out = _float64(result.buffers[param], _storage_of(sig, source, param, element))
+        written = result.written.get(param)
+        if param not in task.original.args and written is not None:
+            out = np.where(written.reshape(out.shape), out, np.nan)  # what the original leaves is unspecified
+        outs.append(out.reshape(shapes[o.name]))
+    return outs
 
 
 @functools.cache

@@ -92,7 +92,8 @@ class DeviceSource:
     typedefs: dict[str, str] = field(default_factory=dict)  # typedef/using name -> the type it names
 
     def resolve(self, type_name: str) -> str:
-        """A type name with typedefs followed (floatX -> __nv_bfloat16)."""
+        """A type name with typedefs followed (floatX -> __nv_bfloat16; an enum -> int)."""
+        type_name = re.sub(r"^(?:const\s+)?enum\s+(?:class\s+)?", "", type_name.strip())
         for _ in range(8):
             if type_name not in self.typedefs:
                 break
@@ -174,13 +175,24 @@ def device_source(path: Path, compiler: tuple[str, ...], stubs: Path, includes: 
                         dropped_includes=dropped, spans=spans, preprocessed=text, typedefs=_typedefs(tree.root_node))
 
 
-_MARK = re.compile(r"\x00(~?\w*)\x00")  # a kernel's name, or ~ and a device function's
+_MARK = re.compile(r"\x00(~?[\w:()]*)\x00")  # a kernel's name, or ~ and a device function's or type's
 
 
 def _typedefs(root: Node) -> dict[str, str]:
+    """File-scope typedefs and aliases, and enums as their underlying type (an enum parameter is
+    passed as that integer)."""
     out = {}
     for n in root.children:
-        if n.type == "type_definition":
+        if n.type in ("namespace_definition", "linkage_specification"):
+            body = n.child_by_field_name("body")
+            out |= _typedefs(body) if body is not None else {}
+        elif n.type == "enum_specifier" or n.type == "declaration" and \
+                (n.child_by_field_name("type") or n).type == "enum_specifier":
+            spec = n if n.type == "enum_specifier" else n.child_by_field_name("type")
+            name, base = spec.child_by_field_name("name"), spec.child_by_field_name("base")
+            if name is not None:
+                out[name.text.decode()] = " ".join(base.text.decode().split()) if base is not None else "int"
+        elif n.type == "type_definition":
             t, d = n.child_by_field_name("type"), n.child_by_field_name("declarator")
             if t is not None and d is not None and d.type == "type_identifier":
                 out[d.text.decode()] = " ".join(t.text.decode().split())
@@ -219,19 +231,41 @@ def only(source: DeviceSource, kernel: str) -> str:
     for a, b in sorted(x for spans in source.spans.values() for x in spans):
         start, end = outside.pop()
         outside += [(start, a), (b, end)]
-    todo = [outside, source.spans.get(kernel, [])]
+    index: dict[str, list[str]] = {}
+    for key in source.spans:
+        if key.startswith("~"):
+            index.setdefault(key.rpartition("::")[2].lstrip("~"), []).append(key)
+    todo: list[tuple[str, list[tuple[int, int]]]] = [("", outside), ("", source.spans.get(kernel, []))]
     while todo:
-        for a, b in todo.pop():
-            for word in set(re.findall(r"[A-Za-z_]\w*", source.text[a:b])):
-                if "~" + word in source.spans and "~" + word not in keep:
-                    keep.add("~" + word)
-                    todo.append(source.spans["~" + word])
+        scope, spans = todo.pop()
+        for a, b in spans:
+            for word in set(re.findall(r"[A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*", source.text[a:b])):
+                for key in _named(re.sub(r"\s+", "", word), scope, index):
+                    if key not in keep:
+                        keep.add(key)
+                        todo.append((key[1:].rpartition("::")[0], source.spans[key]))
     for name, spans in source.spans.items():
         if name in keep:
             continue
         for a, b in spans:
             chars[a:b] = ["\n" if c == "\n" else " " for c in chars[a:b]]
     return "".join(chars)
+
+
+def _named(word: str, scope: str, index: dict[str, list[str]]) -> list[str]:
+    """The helpers and types `word` may name from inside namespace `scope` (``index``: last name
+    -> span keys): `a::f` those whose qualified name ends so (and `a` itself: `x128::size` names
+    the type x128); a plain `f` those of its own namespace, the enclosing ones and anonymous ones."""
+    if "::" in word:
+        last = word.rpartition("::")[2]
+        return [k for k in index.get(last, []) if k[1:] == word or k.endswith("::" + word)] + \
+            _named(word.split("::")[0], scope, index)
+    out = []
+    for key in index.get(word, []):
+        ns = key[1:].rpartition("::")[0]
+        if ns == "" or ns.endswith("(anon)") or scope == ns or scope.startswith(ns + "::"):
+            out.append(key)
+    return out
 
 
 _DECLARATORS = {"pointer_declarator", "init_declarator", "array_declarator", "function_declarator", "identifier",
@@ -295,7 +329,8 @@ class _Rewriter:
             self.scope.pop()
 
     def _function_definition(self, node: Node) -> str:
-        if not _is_device(node) and not _is_constexpr(node):
+        defaulted = any(c.type in ("default_method_clause", "delete_method_clause") for c in node.children)
+        if not _is_device(node) and not _is_constexpr(node) and not defaulted:  # `= default` is host and device
             return self.blank(node)
         templated = node.parent is not None and node.parent.type == "template_declaration"
         if any(c.type == "__global__" for c in node.children):
@@ -303,19 +338,24 @@ class _Rewriter:
             if not templated:
                 return f"\x00{name}\x00{self.children(node)}\x00\x00"
         elif not templated and (helper := _helper_name(node)):
-            return f"\x00~{helper}\x00{self.children(node)}\x00\x00"
+            return f"\x00~{self.qualified(helper)}\x00{self.children(node)}\x00\x00"
         return self.children(node)
+
+    def qualified(self, name: str) -> str:
+        """`wt::loadFromGmem`; an anonymous namespace is `(anon)`: helpers of one name in several
+        namespaces are told apart (kernels.cuh of a project includes them all)."""
+        return "::".join([*(s or "(anon)" for s in self.scope), name])
 
     def _struct_specifier(self, node: Node) -> str:
         name = _type_name(node)
-        return f"\x00~{name}\x00{self.children(node)}\x00\x00" if name else self.children(node)
+        return f"\x00~{self.qualified(name)}\x00{self.children(node)}\x00\x00" if name else self.children(node)
 
     _class_specifier = _struct_specifier
 
     def _template_declaration(self, node: Node) -> str:
         spec = next((c for c in node.named_children if c.type in ("struct_specifier", "class_specifier")), None)
         if spec is not None and (name := _type_name(spec, node)):
-            return f"\x00~{name}\x00{self.children(node)}\x00\x00"
+            return f"\x00~{self.qualified(name)}\x00{self.children(node)}\x00\x00"
         inner = next((c for c in node.named_children if c.type in ("function_definition", "declaration")), None)
         if inner is not None and inner.type == "function_definition":
             if not _is_device(inner) and not _is_constexpr(inner):
@@ -324,7 +364,7 @@ class _Rewriter:
                 name = self._kernel(inner, node)
                 return f"\x00{name}\x00{self.children(node)}\x00\x00"
             if helper := _helper_name(inner):
-                return f"\x00~{helper}\x00{self.children(node)}\x00\x00"
+                return f"\x00~{self.qualified(helper)}\x00{self.children(node)}\x00\x00"
         return self.children(node)
 
     def _template_instantiation(self, node: Node) -> str:
