@@ -163,7 +163,11 @@ def write(out: Path, rows: list[dict]) -> None:
         lines.append(f"| {r['id']} | {'yes' if r['parsed'] else 'no'} | {'yes' if r['executed'] else 'no'} | "
                      f"{'yes' if r['translated'] else 'no'} | {'yes' if r['verified'] else 'no'} | "
                      f"{r['reason'][:160].replace('|', '/')} |")
-    lines += ["", "totals: " + ", ".join(f"{k} {v}/{n} ({v / n:.0%})" for k, v in totals.items())]
+    lines += ["", "totals: " + ", ".join(f"{k} {v}/{n} ({v / n:.0%})" for k, v in totals.items()), "",
+              "| project | kernels | parsed | executed | translated | verified |", "|---|---|---|---|---|---|"]
+    for project in dict.fromkeys(r["id"].split("/")[0] for r in rows):
+        mine = [r for r in rows if r["id"].split("/")[0] == project]
+        lines.append(f"| {project} | {len(mine)} | " + " | ".join(str(sum(r[k] for r in mine)) for k in totals) + " |")
     (out / "wild.md").write_text("\n".join(lines) + "\n")
 
 

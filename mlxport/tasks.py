@@ -54,6 +54,8 @@ def load_task(name_or_dir: str | Path) -> KernelTask:
         data = tomllib.loads((folder / "task.toml").read_text())
     except tomllib.TOMLDecodeError as e:
         raise TaskError(f"{folder / 'task.toml'} is not valid TOML ({e}): fix the syntax") from e
+    if "original" in data and "reference" not in data and not (folder / "reference.py").is_file():
+        data["reference"] = None  # no reference.py: the original kernel is the golden
     try:
         task = KernelTask.model_validate(data)
     except ValidationError as e:
@@ -61,10 +63,10 @@ def load_task(name_or_dir: str | Path) -> KernelTask:
     task.folder = folder.resolve()
     if not (folder / task.source).is_file():
         raise TaskError(f"{folder} has no {task.source}, which task.toml names as its CUDA source")
-    module = task.reference.split(":", 1)[0] if task.reference else None
-    if module == "reference" and not (folder / "reference.py").is_file():
-        raise TaskError(f"{folder} has no reference.py, which task.toml names as its reference: add it, or drop "
-                        f"reference to check against the original kernel")
+    named = [r for r in (task.reference, *(vars(task.baselines).values() if task.baselines else ())) if r]
+    if any(r.split(":", 1)[0] == "reference" for r in named) and not (folder / "reference.py").is_file():
+        raise TaskError(f"{folder} has no reference.py, which task.toml names as its reference or a baseline: add "
+                        f"it, or drop them to check against the original kernel")
     return task
 
 

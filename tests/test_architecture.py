@@ -57,3 +57,12 @@ def test_the_lower_rooms_load_without_the_agent_stack():
             "assert not bad, bad")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_simulators_worker_processes_never_load_mlx():
+    """The simulator and CPU-executor workers run C++ only: MLX there would take GPU memory per
+    process on a CUDA machine (seen on an H200: its memory pools failed with several workers)."""
+    code = ("import sys; import mlxport.backends.sim.runner; "
+            "assert 'mlx.core' not in sys.modules, sorted(m for m in sys.modules if m.startswith('mlx'))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]

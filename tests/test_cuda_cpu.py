@@ -158,6 +158,16 @@ def test_an_out_of_bounds_read_names_the_buffer_element_and_thread(ex, tmp_path)
     assert "out-of-bounds read of x[32]" in r.error and "threadIdx (31,0,0) of blockIdx (0,0,0)" in r.error
 
 
+def test_a_misaligned_access_through_a_byte_stride_faults_as_on_a_gpu(ex, tmp_path):
+    """llama.cpp's `(float *)((char *)dst + i*nb1)` with an nb1 that is no multiple of 4."""
+    c = kernel(ex, tmp_path, "__global__ void rows(float* dst, int nb1) {\n"
+               "  float* row = (float*)((char*)dst + blockIdx.x * nb1);\n  row[threadIdx.x] = 1.0f;\n}\n", "rows")
+    ok = ex.run(c, Launch((2, 1, 1), (4, 1, 1)), [np.zeros(16, np.float32), np.int32(32)])
+    bad = ex.run(c, Launch((2, 1, 1), (4, 1, 1)), [np.zeros(16, np.float32), np.int32(33)])
+    assert ok.ok, ok.error
+    assert "misaligned access to dst at byte 33 through a 4-byte element pointer" in bad.error
+
+
 def test_two_blocks_writing_one_element_without_atomics_is_a_race(ex, tmp_path):
     c = kernel(ex, tmp_path, "__global__ void last(const float* x, float* out) {\n"
                "  if (threadIdx.x == 0) out[0] = x[blockIdx.x];\n}\n", "last")

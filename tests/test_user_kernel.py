@@ -77,6 +77,18 @@ def test_an_output_written_only_in_part_is_nan_where_the_original_leaves_it(tmp_
     assert "if (j <= i)" in candidate.source and not run_correctness(task, wrong, get_backend("sim")).ok
 
 
+def test_a_launch_through_a_function_pointer_is_read_off_the_recorded_launches(tmp_path):
+    built = cuda_task(EXAMPLES / "scale_pointer.cu", kernel="scale_rows", cases=[{"rows": 64, "cols": 100}],
+                      heldout=2)
+    assert [launch["block"] for launch in built.task["original"]["launches"]] == [[100, 1, 1], [100, 1, 1],
+                                                                                  [101, 1, 1]]
+    task = load_task(write_task(built, tmp_path / "scale", EXAMPLES / "scale_pointer.cu"))
+    translation = translate_task(task, "msl")
+    assert any("launch read off the original's launches at the task's 3 cases" in n for n in translation.notes)
+    assert translation.candidate.threadgroup == ["BLOCK_DIM_X", 1, 1]  # std::min(cols, 128): the cols param
+    assert run_correctness(task, translation.candidate, get_backend("sim"), heldout=True).ok
+
+
 def test_tasks_new_from_a_file_then_check_runs_the_original_twice_at_every_case(tmp_path, cli):
     made = cli("tasks", "new", "mine", "--from", str(EXAMPLES / "softmax_readback.cu"), "--case", "N=64,C=40",
                "--dir", str(tmp_path))
@@ -108,3 +120,61 @@ def test_bad_input_for_a_file_ends_in_one_sentence(tmp_path, cli, file, args, fr
     assert fragment in result.stderr and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert not (tmp_path / "out").exists()  # nothing written half-way
+
+
+def test_a_torch_extension_with_a_struct_by_value_and_default_arguments_runs_as_the_golden(tmp_path, cli):
+    """torch_rows.cu: c10::Half, at::acc_type and WARP_SHFL_XOR in device code, a volatile shared
+    array, a struct the host fills at run time (passed as zero bytes, and said so), a default
+    argument the launch leaves out, a NULL default pointer in a helper, a block from a helper's loop."""
+    made = cli("tasks", "new", "rows", "--from", str(EXAMPLES / "torch_rows.cu"), "--case", "nrows=8,ncols=100,eps=1e-5",
+               "--dtypes", "float32,float16", "--dir", str(tmp_path))
+    assert made.returncode == 0, made.stdout + made.stderr
+    task = tomllib.loads((tmp_path / "rows" / "task.toml").read_text())
+    assert task["original"]["zeroed"] == {"scale": 8}
+    assert task["original"]["launches"][0]["block"] == [128, 1, 1]  # next_power_of_2(100), its while loop run
+    assert [p["name"] for p in task["params"]] == ["ncols", "eps", "stride"] and task["params"][2]["default"] == 1
+    notes = (tmp_path / "rows" / "NOTES.md").read_text()
+    assert "scale (const row_scale, 8 bytes) is a struct passed by value" in notes
+    checked = cli("tasks", "check", str(tmp_path / "rows"))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "original, run twice" in checked.stdout
+
+
+def test_integer_counters_updated_in_place_port(tmp_path, cli):
+    """scale_tracker.cu: int in-out buffers, which the port's outputs start as NaN's integer form."""
+    result = _port(cli, tmp_path, "scale_tracker.cu", "--case", "growth_factor=2.0,backoff_factor=0.5,"
+                   "growth_interval=2000", "--shape", "scale=1", "--shape", "growth_tracker=1", "--shape", "found_inf=1")
+    assert "verified on sim" in result.stdout
+    task = tomllib.loads((tmp_path / "out" / "_tasks" / "update_scale" / "task.toml").read_text())
+    assert {o["name"]: o["dtype"] for o in task["outputs"]} == {"scale_out": "float32", "growth_tracker_out": "int32"}
+
+
+def test_an_atomic_kernels_plain_uses_of_its_outputs_become_atomic_loads_and_stores(tmp_path, cli):
+    """embed_backward.cu: atomicAdd through a pointer into an output, an output stored then scaled in
+    place (MLX makes every output atomic once one is), rows the atomics never touch left at zero."""
+    result = _port(cli, tmp_path, "embed_backward.cu", "--case", "B=2,T=8,C=32", "--shape", "dwte=4*C",
+                   "--shape", "dwpe=T*C")
+    assert "verified on sim" in result.stdout
+    source = (tmp_path / "out" / "embed_backward" / "kernel.py").read_text()
+    assert "device atomic<float>* dwte_ix = dwte" in source
+    assert "atomic_store_explicit(&dwpe[t * C + c], atomic_load_explicit(&dwpe[t * C + c], memory_order_relaxed) * " \
+           "(2.0f), memory_order_relaxed)" in source
+    notes = (tmp_path / "out" / "_tasks" / "embed_backward" / "NOTES.md").read_text()
+    assert "the rest keep the zeros it starts as" in notes
+
+
+def test_a_pointer_into_an_in_out_buffer_reads_its_input_and_writes_its_output(tmp_path, cli):
+    result = _port(cli, tmp_path, "accumulate_rows.cu", "--case", "N=6,V=50", "--shape", "dlogits=N*V",
+                   "--shape", "dloss=N")
+    assert "verified on sim" in result.stdout
+    source = (tmp_path / "out" / "accumulate_rows" / "kernel.py").read_text()
+    assert "const float* dlogits_row = dlogits + row * V; device float* dlogits_row_out = dlogits_out + row * V;" \
+        in source
+
+
+def test_buffers_taken_as_vectors_are_read_and_written_through_vector_views(tmp_path, cli):
+    result = _port(cli, tmp_path, "complex_scale.cu", "--case", "n=300", "--shape", "z=2*n", "--shape", "w=2*n",
+                   "--shape", "out=2*n")
+    assert "verified on sim" in result.stdout
+    source = (tmp_path / "out" / "complex_scale" / "kernel.py").read_text()
+    assert "auto mlxport_view_w = mlxport_ptr_cast<half2>(w);" in source

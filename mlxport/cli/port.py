@@ -24,8 +24,8 @@ def port(
                                                         "e.g. 'N=4096,C=768,block_size=128'. Repeat for more.")] = None,
     dtypes: Annotated[str | None, typer.Option(help="Comma-separated dtypes, for a kernel templated on its element "
                                                     "type (default float32).")] = None,
-    shape: Annotated[list[str] | None, typer.Option(help="A buffer's extent in elements where the host code gives "
-                                                         "none, e.g. 'K=B*nh*N*d'. Repeat for more.")] = None,
+    shape: Annotated[list[str] | None, typer.Option(help="A buffer's extent in elements of its dtype (four per float4) where the host "
+                                                         "code gives none, e.g. 'K=B*nh*N*d'. Repeat for more.")] = None,
     grid: Annotated[str | None, typer.Option(help="Blocks per grid, 'X[,Y,Z]' over the case's names, where the "
                                                   "host code does not launch the kernel.")] = None,
     block: Annotated[str | None, typer.Option(help="Threads per block, 'X[,Y,Z]', likewise.")] = None,

@@ -25,19 +25,11 @@ from mlxport.errors import UserError
 from mlxport.expr import evaluate
 from mlxport.spec import KernelTask
 from mlxport.translate.cudafile import KernelInfo, Param
-from mlxport.translate.host_eval import (
-    Buffer,
-    HostArg,
-    HostEvalError,
-    HostLaunch,
-    Tensor,
-    Unknown,
-    evaluate_launch,
-    file_constants,
-)
+from mlxport.translate.host_eval import evaluate_launch, file_constants
+from mlxport.translate.host_values import Buffer, HostArg, HostEvalError, HostLaunch, Tensor, Unknown, number
 from mlxport.translate.includes import amalgamate
 from mlxport.translate.reader import read_cuda
-from mlxport.verify.golden import STORAGE
+from mlxport.verify.golden import STORAGE, zero_struct
 
 MEASURE_ELEMENTS = 1 << 22  # the room a buffer of unknown extent gets in the measuring run
 TOLERANCE = {"float32": {"atol": 1e-4, "rtol": 1e-4, "norm": 1e-4}, "float16": {"atol": 2e-3, "rtol": 1e-2, "norm": 5e-3},
@@ -77,8 +69,16 @@ def cuda_task(path: Path, *, kernel: str | None, cases: list[dict[str, Any]], dt
     for p in info.params:
         p.base_type = source.resolve(p.base_type)  # typedef floatX: what the buffer really holds
     typenames = {t.name for t in info.template_params if t.kind in ("typename", "class")}
+    flags = dict(_pair(p) for p in _top_level(template)) if template else {}
+    zeroed = _zeroed_structs(info, typenames, flags, executor, source)
     for p in info.params:
-        _storage(p, typenames)  # a struct passed by value (a params block of pointers) is named here
+        if p.name not in zeroed:
+            _storage(p, typenames)  # a pointer to a struct is named here
+    if zeroed and not any(p.is_pointer for p in info.params):
+        name = next(iter(zeroed))
+        raise CudaTaskError(f"every buffer of {info.name} arrives inside the struct {name} passed by value, which "
+                            f"the executor can pass only as zero bytes: port a kernel that takes its buffers as "
+                            f"pointer parameters")
     templated = any(p.is_pointer and p.base_type in typenames for p in info.params)
     if not templated:
         # the buffers fix the dtype: the task is checked at the tolerance of its least precise float buffer
@@ -94,8 +94,11 @@ def cuda_task(path: Path, *, kernel: str | None, cases: list[dict[str, Any]], dt
                        (grid, block, shared_bytes), executor, source, includes)
     builder.macros = _numeric_macros(cf) | file_constants(source.preprocessed)
     builder.shapes = {k: _c_expr(v, builder.macros) for k, v in builder.shapes.items()}
-    builder.template_flags = dict(_pair(p) for p in template.split(",")) if template else {}
+    builder.template_flags = flags
+    builder.zeroed = zeroed
     notes: list[str] = [f"dropped #include <{h}>: nothing of it runs in device code" for h in source.dropped_includes]
+    notes += [f"{p.name} ({p.type}, {zeroed[p.name]} bytes) is a struct passed by value, which the host fills at run "
+              f"time: the original runs with it all zero bytes" for p in info.params if p.name in zeroed]
     notes += [f"kernel.cu holds {path.name} with its local header {h} inlined" for h in inlined]
     notes += [f"#include \"{h}\" is not found next to {path.name} or in an -I folder: left out" for h in missing]
     visible = [builder.case(c) for c in cases]
@@ -113,8 +116,10 @@ def cuda_task(path: Path, *, kernel: str | None, cases: list[dict[str, Any]], dt
                  "template": builder.template(h)} for c, h in visible + held]
     inputs, outputs, params, args, results = [], [], [], {}, {}
     for p in info.params:
+        if p.name in zeroed:
+            continue
         if not p.is_pointer:
-            params.append({"name": p.name, "type": _param_type(p), "default": first[p.name]})
+            params.append({"name": p.name, "type": _param_type(p, builder.types), "default": first[p.name]})
             args[p.name] = p.name
             continue
         tensor = f"{p.name}_" if keyword.iskeyword(p.name) else p.name  # `in`: the port names it in Python
@@ -127,7 +132,8 @@ def cuda_task(path: Path, *, kernel: str | None, cases: list[dict[str, Any]], dt
             args[p.name] = tensor
         if roles[p.name] in ("output", "inout"):
             out = tensor if roles[p.name] == "output" else f"{tensor}_out"
-            nan = {"init": {"kind": "full", "value": math.nan}} if p.name in builder.partial else {}
+            start = 0.0 if builder.atomic else math.nan  # atomics accumulate into zeros
+            nan = {"init": {"kind": "full", "value": start}} if p.name in builder.partial else {}
             outputs.append({**spec, "name": out, **nan})
             results[out] = p.name
     if not outputs:
@@ -147,7 +153,7 @@ def cuda_task(path: Path, *, kernel: str | None, cases: list[dict[str, Any]], dt
         "cases": {"visible": [c for c, _ in visible], "heldout": [c for c, _ in held]},
         "cost": {"bytes": f"({itemsize}) * itemsize"}, "tags": ["user-kernel"],
         "original": {"args": args, "results": results, "launches": launches,
-                     "include": [str(Path(p).resolve()) for p in includes]},
+                     "include": [str(Path(p).resolve()) for p in includes], "zeroed": zeroed},
     }
     KernelTask.model_validate({k: v for k, v in task.items() if v is not None} | {"reference": None})
     return Built(task, notes, text)
@@ -202,26 +208,42 @@ class _Builder:
         self.fills: dict[str, float] = {}
         self.buffer_shapes: dict[str, list[str]] = {}  # from the first case that gives one
         self.template_flags: dict[str, str] = {}
+        self.zeroed: dict[str, int] = {}  # struct parameters passed as zero bytes -> their size
+        self.atomic = any(f.category == "atomic" for f in info.features)
         self.macros: dict[str, int | float] = {}  # for --grid and --block written in the file's own macros
         self.partial: dict[str, str] = {}  # outputs the original writes only in part -> the note saying so
         self.whole: set[str] = set()  # outputs written whole at the visible cases: so must held-out ones be
         self.heldout = False  # building held-out cases, which must be sizes the original supports
 
+    @property
+    def types(self) -> dict[str, str]:
+        return {t: "float" for t in self.typenames} | self.template_flags  # the kernel is built at float
+
     def case(self, bound: dict[str, Any]) -> tuple[dict[str, Any], HostLaunch]:
         """The full case (the names bound, every scalar parameter, every buffer's extent) and its launch."""
         grid, block, shared = (self._flag(f, bound) for f in self.flags)
-        types = {t: "float" for t in self.typenames} | self.template_flags  # the kernel is built at float
+        types = self.types
         launch = evaluate_launch(self.text, self.info.name, bound, self.defines, grid, block, shared, types,
                                  lambda expr: self.executor.constant(self.source, self.info.name, expr))
         if launch.line == 0 and not launch.args:  # no launch names the kernel: --grid/--block and --case say all
             launch.args = [HostArg(p.name, Buffer(p.name) if p.is_pointer else bound.get(
                 p.name, Unknown("no launch in the host code names the kernel"))) for p in self.info.params]
+        for p in self.info.params[len(launch.args):]:  # default arguments the launch leaves out
+            if p.default is None or p.is_pointer:
+                break
+            try:
+                v = number(p.default.strip())
+            except ValueError:
+                v = Unknown(f"{p.name} defaults to {p.default}, which is not a number")
+            launch.args.append(HostArg(p.name, v))
         if len(launch.args) != len(self.info.params):
             raise CudaTaskError(f"the launch at line {launch.line} passes {len(launch.args)} arguments to "
                                 f"{self.info.name}, which takes {len(self.info.params)}")
         case = {k: v for k, v in bound.items() if isinstance(v, int | float | bool)}
         unknown: list[str] = []
         for p, arg in zip(self.info.params, launch.args, strict=True):
+            if p.name in self.zeroed:
+                continue
             if p.is_pointer:
                 shape = self.shape_of(p, arg, bound)
                 if shape is None:
@@ -232,7 +254,7 @@ class _Builder:
                 if isinstance(arg.value, Buffer) and arg.value.fill is not None:
                     self.fills[p.name] = arg.value.fill
             elif isinstance(arg.value, int | float | bool):
-                case[p.name] = _scalar(p, arg.value)
+                case[p.name] = _scalar(p, arg.value, types)
             else:
                 why = getattr(arg.value, "why", "")
                 if launch.line == 0:
@@ -297,6 +319,9 @@ class _Builder:
         rng = np.random.default_rng(0)
         out = []
         for p in self.info.params:
+            if p.name in self.zeroed:
+                out.append(zero_struct(self.zeroed[p.name]))
+                continue
             storage = _storage(p, self.typenames)
             if p.is_pointer:
                 n = sizes.get(p.name) or self.elements(p.name, case)
@@ -372,7 +397,12 @@ class _Builder:
                     raise CudaTaskError(f"the original writes {int(written.sum())} of the {written.size} elements of "
                                         f"{p.name} at {_label(case)}, which holds integers (no NaN marks what it "
                                         f"leaves): give its real size with --shape {p.name}=EXPR")
-                if written is not None and not written.all() and p.name not in self.partial:
+                if written is not None and not written.all() and p.name not in self.partial and self.atomic:
+                    self.partial[p.name] = (f"the original writes {int(written.sum())} of the {written.size} elements "
+                                            f"of {p.name} at {_label(case)}: the rest keep the zeros it starts as "
+                                            f"(atomics accumulate into outputs the host zeroes, and MLX starts every "
+                                            f"output of an atomic kernel at zero)")
+                elif written is not None and not written.all() and p.name not in self.partial:
                     self.partial[p.name] = (f"the original writes {int(written.sum())} of the {written.size} elements "
                                             f"of {p.name} at {_label(case)}: the rest are unspecified (NaN in the "
                                             f"golden, and the port's output starts as NaN); if that is not so, give "
@@ -386,7 +416,12 @@ class _Builder:
             if self.roles.get(p.name) != "inout" or written is None or not written.all():
                 continue
             other = list(args)
-            other[i] = _to_storage(np.random.default_rng(7).standard_normal(args[i].size), _storage(p, self.typenames))
+            storage = _storage(p, self.typenames)
+            rng = np.random.default_rng(7)
+            # integers start as zeros: any other contents will do
+            other[i] = rng.integers(1, 64, args[i].size).astype(storage) if storage != "bfloat16" and \
+                np.dtype(storage).kind in "iu" \
+                else _to_storage(rng.standard_normal(args[i].size), storage)
             again = self.executor.run(self._compiled(launch), Launch(launch.grid, launch.block, launch.shared_bytes),
                                       other)
             if again.ok and all(np.array_equal(again.buffers[n], first.buffers[n], equal_nan=True)
@@ -462,6 +497,25 @@ def _itemsize(storage: str) -> int:
     return 2 if storage == "bfloat16" else np.dtype(storage).itemsize
 
 
+def _zeroed_structs(info: KernelInfo, typenames: set[str], flags: dict[str, str], executor: CudaExecutor,
+                    source) -> dict[str, int]:
+    """Parameters of a struct type passed by value, with their sizes as the compiler gives them."""
+    out = {}
+    for p in info.params:
+        if p.is_pointer or p.base_type in typenames or STORAGE.get(p.base_type) is not None:
+            continue
+        t = re.sub(r"^(?:const\s+)?(?:struct\s+)?", "", p.base_type)
+        for name, value in flags.items():  # std::bool_constant<Atomic> at --template Atomic=false
+            t = re.sub(rf"\b{re.escape(name)}\b", value, t)
+        n = executor.constant(source, info.name, f"sizeof({t})")
+        if n is None:
+            raise CudaTaskError(f"parameter {p.name} of type {p.type} cannot be passed by the executor: port a "
+                                f"kernel whose parameters are pointers, plain scalars and structs of known size"
+                                f"{' (bind its template arguments with --template)' if '<' in t else ''}")
+        out[p.name] = n
+    return out
+
+
 def _storage(p: Param, typenames: set[str]) -> str:
     if p.base_type in typenames:
         return "float32"
@@ -487,8 +541,8 @@ def _to_storage(data: np.ndarray, storage: str) -> np.ndarray:
     return data.astype(storage)
 
 
-def _param_type(p: Param) -> str:
-    t = p.base_type
+def _param_type(p: Param, types: dict[str, str]) -> str:
+    t = types.get(p.base_type, p.base_type).lower()  # a template type (acc_t scale) as the kernel is built
     if t in ("bool",):
         return "bool"
     if any(w in t for w in ("float", "double", "half", "bfloat16")):
@@ -496,13 +550,27 @@ def _param_type(p: Param) -> str:
     return "int"
 
 
-def _scalar(p: Param, v: Any) -> Any:
-    kind = _param_type(p)
+def _scalar(p: Param, v: Any, types: dict[str, str]) -> Any:
+    kind = _param_type(p, types)
     return bool(v) if kind == "bool" else float(v) if kind == "float" else int(v)
 
 
 def _label(case: dict[str, Any]) -> str:
     return ",".join(f"{k}={v}" for k, v in case.items())
+
+
+def _top_level(text: str) -> list[str]:
+    """``Ktraits=traits<64, 4, float>,kIsCircular=false`` split at the commas outside <> and ()."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    return [*parts, text[start:]]
 
 
 def _pair(text: str) -> tuple[str, str]:

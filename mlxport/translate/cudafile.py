@@ -25,6 +25,7 @@ class Param(BaseModel):
     is_reference: bool = False
     is_const: bool = False
     is_restrict: bool = False
+    default: str | None = None  # a default argument, as written
     read: bool = False
     written: bool = False
     unknown_calls: list[str] = Field(default_factory=list)

@@ -86,6 +86,8 @@ def _param(p: Node, index: int) -> Param:
         is_pointer=is_pointer, is_reference=bool(kinds & {"reference_declarator", "abstract_reference_declarator"}),
         is_const="const" in (direct_quals if is_pointer else all_quals),
         is_restrict=bool(all_quals & {"__restrict__", "__restrict", "restrict"}),
+        default=source_text(p.child_by_field_name("default_value")) if p.type == "optional_parameter_declaration"
+        else None,
     )
 
 

@@ -17,100 +17,32 @@ import functools
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from tree_sitter import Node
 
 from mlxport.cuda_syntax import function_name, parse, text, walk
-from mlxport.errors import UserError
+from mlxport.translate.host_helpers import call_helper, declared_name
+from mlxport.translate.host_values import (
+    MATH,
+    SIZES,
+    Buffer,
+    Dim3,
+    HostArg,
+    HostEvalError,
+    HostLaunch,
+    Tensor,
+    Unknown,
+    binop,
+    integral,
+    number,
+)
 
-SIZES = {"char": 1, "signed char": 1, "unsigned char": 1, "bool": 1, "short": 2, "unsigned short": 2, "half": 2,
-         "__half": 2, "__nv_bfloat16": 2, "nv_bfloat16": 2, "int": 4, "unsigned": 4, "unsigned int": 4,
-         "float": 4, "int32_t": 4, "uint32_t": 4, "long": 8, "unsigned long": 8, "long long": 8,
-         "unsigned long long": 8, "size_t": 8, "int64_t": 8, "uint64_t": 8, "double": 8, "float2": 8,
-         "half2": 4, "__half2": 4, "float4": 16, "int4": 16, "uint4": 16, "double2": 16, "float3": 12, "int2": 8,
-         "uint": 4, "uchar": 1, "ushort": 2, "ulong": 8, "int8_t": 1, "uint8_t": 1, "int16_t": 2, "uint16_t": 2}
-_MATH = {"sqrt": math.sqrt, "sqrtf": math.sqrt, "ceil": math.ceil, "ceilf": math.ceil, "floor": math.floor,
-         "floorf": math.floor, "log2": math.log2, "log2f": math.log2, "log": math.log, "logf": math.log,
-         "exp": math.exp, "expf": math.exp, "pow": math.pow, "powf": math.pow, "fabs": abs, "abs": abs,
-         "fabsf": abs, "min": min, "max": max, "fmin": min, "fmax": max, "fminf": min, "fmaxf": max,
-         "rsqrt": lambda x: 1 / math.sqrt(x), "round": round, "roundf": round}
 _ALLOCATORS = {"cudaMalloc", "cudaMallocManaged", "cudaMallocAsync", "cudaMallocHost", "cudaHostAlloc"}
 _RANDOM = re.compile(r"make_(random|zeros|ones)\w*|make_\w+_float|malloc|calloc")
 _TORCH_MAKE = {"zeros", "empty", "ones", "full", "rand", "randn", "zeros_like", "empty_like", "ones_like",
                "full_like", "randn_like", "rand_like"}
 
-
-class HostEvalError(UserError):
-    """The host code does not give a launch of the kernel at this case; the message says which name
-    to bind (with --case) or which flag sets what is missing."""
-
-
-@dataclass
-class Buffer:
-    """Memory the host made: where (a name), how big (bytes, or a tensor's shape), its first value;
-    ``size_text`` (the byte count as written) and ``dims`` (the shape as the case's names) where
-    the host states them in names the case binds."""
-
-    name: str
-    nbytes: int | None = None
-    shape: tuple[int, ...] | None = None
-    fill: float | None = None  # torch::zeros / full / ones: the initial value
-    size_text: str | None = None
-    dims: tuple[str, ...] | None = None
-
-    def elements(self, itemsize: int) -> int | None:
-        if self.shape is not None:
-            return math.prod(self.shape)
-        return self.nbytes // itemsize if self.nbytes is not None else None
-
-
-@dataclass
-class Tensor:
-    """A torch tensor parameter: dims learnt as ``x.size(i)`` is bound to a case name."""
-
-    name: str
-    dims: dict[int, int] = field(default_factory=dict)
-    names: dict[int, str] = field(default_factory=dict)  # the case name bound to each dim
-
-    def shape(self) -> tuple[int, ...] | None:
-        return tuple(self.dims[i] for i in range(len(self.dims))) if sorted(self.dims) == list(
-            range(len(self.dims))) and self.dims else None
-
-
-@dataclass
-class Dim3:
-    x: int
-    y: int = 1
-    z: int = 1
-
-    def tuple(self) -> tuple[int, int, int]:
-        return (int(self.x), int(self.y), int(self.z))
-
-
-@dataclass
-class Unknown:
-    """A value the host code computes from something the case does not give."""
-
-    why: str
-
-
-@dataclass
-class HostArg:
-    text: str
-    value: Any  # a number for scalars; a Buffer, Tensor or Unknown for pointers
-
-
-@dataclass
-class HostLaunch:
-    kernel: str
-    line: int
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    shared_bytes: int
-    template_args: list[str]
-    args: list[HostArg]
 
 
 def evaluate_launch(source: str, kernel: str, case: dict[str, Any], defines: dict[str, str] | None = None,
@@ -128,6 +60,12 @@ def evaluate_launch(source: str, kernel: str, case: dict[str, Any], defines: dic
     sites = [n for n in walk(tree.root_node) if n.type == "kernel_call_syntax" and _launches(n, kernel)]
     if not sites and (grid is None or block is None):
         raise HostEvalError(f"the host code never launches {kernel} with <<<...>>>: pass --grid and --block")
+    taken = [s for s in sites if ev.taken(s)]  # `if (cols <= 1024) k<T, 128><<<...>>> else ...`
+    if sites and not taken and (grid is None or block is None):
+        raise HostEvalError(f"at this case the host code never launches {kernel}: each launch (line "
+                            f"{', '.join(str(ev.line(s)) for s in sites)}) is in a branch the case does not take; "
+                            f"bind other sizes with --case")
+    sites = taken
     errors = []
     for site in sites or [None]:
         try:
@@ -199,6 +137,18 @@ class _Evaluator:
 
     # -- the launch
 
+    @functools.cached_property
+    def aliases(self) -> dict[str, str]:
+        """``using accscalar_t = at::acc_type<scalar_t, true>;`` anywhere in the file (dispatch macros
+        included, where tree-sitter sees only an error): the one type each name stands for."""
+        found: dict[str, set[str]] = {}
+        for m in re.finditer(r"\busing\s+(\w+)\s*=\s*([^;{}]+);", text(self.root)):
+            t = re.sub(r"\s+", " ", m.group(2)).strip()
+            acc = re.fullmatch(r"(?:at::)?acc_type<\s*([\w:]+)\s*,\s*true\s*>", t)
+            # PyTorch accumulates half, bfloat16 and float in float on CUDA, double in double
+            found.setdefault(m.group(1), set()).add(("double" if acc.group(1) == "double" else "float") if acc else t)
+        return {k: next(iter(v)) for k, v in found.items() if len(v) == 1}
+
     def line(self, node: Node) -> int:
         before = [m for m in self.markers if m[0] < node.start_byte]
         if not before:
@@ -226,9 +176,21 @@ class _Evaluator:
         return HostLaunch(kernel, self.line(site) if site is not None else 0, g.tuple(), b.tuple(),
                           int(smem), targs, args)
 
+    def taken(self, site: Node) -> bool:
+        """False where an ``if`` around the launch decides, at the case, for the other branch."""
+        for branch, stmt in zip([site, *_ancestors(site)], _ancestors(site), strict=False):
+            if stmt.type != "if_statement" or branch == stmt.child_by_field_name("condition"):
+                continue
+            c = self.value(stmt.child_by_field_name("condition"), self.scope_before(stmt))
+            if isinstance(c, int | float | bool) and bool(c) != (branch == stmt.child_by_field_name("consequence")):
+                return False
+        return True
+
     def template_arg(self, node: Node, env: dict) -> str:
-        if node.type == "type_descriptor":
-            return text(node)
+        if node.type == "type_descriptor":  # <T, BLOCK>: a name, parsed as a type, may be a number
+            v = env.get(text(node).strip(), self.case.get(text(node).strip()))
+            return ("true" if v else "false") if isinstance(v, bool) else str(int(v)) \
+                if isinstance(v, int | float) and float(v).is_integer() else text(node)
         v = self.value(node, env)
         if isinstance(v, bool):
             return "true" if v else "false"
@@ -242,6 +204,9 @@ class _Evaluator:
             v = Dim3(*[int(x) for x in v])
         if isinstance(v, int | float):
             v = Dim3(int(v))
+        if isinstance(v, Dim3) and (bad := next((f for f in (v.x, v.y, v.z) if not isinstance(f, int | float)),
+                                                None)) is not None:
+            v = bad
         if not isinstance(v, Dim3):
             raise HostEvalError(self.unknown(v, what, value))
         return v
@@ -275,7 +240,7 @@ class _Evaluator:
         """A launcher's parameters: from its caller where one calls it (depth-limited), else unknown."""
         name, decl = function_name(fn)
         plist = decl.child_by_field_name("parameters") if decl is not None else None
-        names = [_declared(p) for p in plist.named_children] if plist is not None else []
+        names = [declared_name(p) for p in plist.named_children] if plist is not None else []
         types = [text(p) for p in plist.named_children] if plist is not None else []
         env: dict[str, Any] = {}
         for n, t in zip(names, types, strict=True):
@@ -322,6 +287,15 @@ class _Evaluator:
             init = stmt.child_by_field_name("initializer")
             if init is not None and init.type == "declaration":
                 self.declare(init, env)
+        elif stmt.type == "if_statement":  # a branch the case decides: its statements count
+            c = self.value(stmt.child_by_field_name("condition"), env)
+            if isinstance(c, int | float | bool):
+                branch = stmt.child_by_field_name("consequence") if c else stmt.child_by_field_name("alternative")
+                if branch is not None and branch.type == "else_clause":
+                    branch = branch.named_children[-1] if branch.named_children else None
+                for s in (branch.named_children if branch is not None and branch.type == "compound_statement"
+                          else [branch] if branch is not None else []):
+                    self.execute(s, env)
 
     def declare(self, decl: Node, env: dict[str, Any]) -> None:
         type_text = " ".join(text(c) for c in decl.children if c.type in (
@@ -333,18 +307,21 @@ class _Evaluator:
                 continue
             if d.type not in ("init_declarator", "identifier", "pointer_declarator", "array_declarator"):
                 continue
-            name = _declared(d)
+            name = declared_name(d)
             value = d.child_by_field_name("value") if d.type == "init_declarator" else None
             if name in self.case:
                 env[name] = self.case[name]
                 self.bind_sizes(name, value, env)
                 continue
-            if value is None:
+            if value is None and "dim3" in type_text and "*" not in text(d):
+                env[name] = Dim3(1)  # dim3's constructor: (1, 1, 1) until fields are set
+            elif value is None:
                 env[name] = Buffer(name) if "*" in text(d) else Unknown(f"{name} is declared without a value")
             elif value.type == "argument_list":  # dim3 grid(a, b)
                 parts = [self.value(a, env) for a in value.named_children]
+                why = next((p.why for p in parts if isinstance(p, Unknown)), f"{name} is constructed")
                 env[name] = Dim3(*parts) if "dim3" in type_text and all(isinstance(p, int | float) for p in parts) \
-                    else (parts[0] if len(parts) == 1 else Unknown(f"{name} is constructed"))
+                    else (parts[0] if len(parts) == 1 else Unknown(why))
             elif value.type == "initializer_list":
                 parts = [self.value(a, env) for a in value.named_children]
                 env[name] = Dim3(*parts) if "dim3" in type_text and parts else parts
@@ -352,7 +329,7 @@ class _Evaluator:
                 v = self.value(value, env)
                 if isinstance(v, Buffer):
                     v = dataclasses.replace(v, name=name)
-                if isinstance(v, int | float) and type_text.split()[-1:] and _integral(type_text):
+                if isinstance(v, int | float) and type_text.split()[-1:] and integral(type_text):
                     v = int(v)
                 env[name] = v
 
@@ -386,12 +363,21 @@ class _Evaluator:
         if expr.type == "assignment_expression":
             left, right = expr.child_by_field_name("left"), expr.child_by_field_name("right")
             name = text(left)
+            field = re.fullmatch(r"(\w+)\s*\.\s*([xyz])", name)
+            if field and isinstance(env.get(field.group(1)), Dim3):  # grid.x = n / 512
+                v, op = self.value(right, env), text(expr.child_by_field_name("operator"))
+                old = getattr(env[field.group(1)], field.group(2))
+                if op != "=":
+                    v = binop(op[:-1], old, v) if isinstance(v, int | float) and isinstance(old, int | float) \
+                        else Unknown(f"cannot evaluate {text(expr)}")
+                env[field.group(1)] = dataclasses.replace(env[field.group(1)], **{field.group(2): v})
+                return
             if not re.fullmatch(r"\w+", name) or name in self.case:
                 return
             op = text(expr.child_by_field_name("operator"))
             v = self.value(right, env)
             if op != "=" and isinstance(env.get(name), int | float) and isinstance(v, int | float):
-                v = _binop(op[:-1], env[name], v)
+                v = binop(op[:-1], env[name], v)
             env[name] = v
         elif expr.type == "call_expression" and _callee(expr) in ("cudaMemcpy", "cudaMemcpyAsync", "memcpy"):
             args = expr.child_by_field_name("arguments").named_children
@@ -413,9 +399,11 @@ class _Evaluator:
     def value(self, node: Node, env: dict[str, Any]) -> Any:
         t = node.type
         if t == "number_literal":
-            return _number(text(node))
+            return number(text(node))
         if t in ("true", "false"):
             return t == "true"
+        if t == "compound_literal_expression" and node.child_by_field_name("value") is not None:
+            return self.value(node.child_by_field_name("value"), env)  # dim3{X, Y, 1}, or <<<N, {X, Y, 1}>>>
         if t == "initializer_list":  # dim3 block = {X, Y, 1};
             parts = [self.value(c, env) for c in node.named_children]
             bad = next((v for v in parts if not isinstance(v, int | float)), None)
@@ -439,7 +427,7 @@ class _Evaluator:
                 return a  # x + offset points into x
             if not isinstance(a, int | float) or not isinstance(b, int | float):
                 return Unknown(f"cannot evaluate {text(node)}")
-            return _binop(op, a, b)
+            return binop(op, a, b)
         if t == "unary_expression":
             v = self.value(node.child_by_field_name("argument"), env)
             op = text(node.child_by_field_name("operator"))
@@ -457,7 +445,7 @@ class _Evaluator:
             v = self.value(node.child_by_field_name("value"), env)
             tt = text(node.child_by_field_name("type"))
             if isinstance(v, int | float) and "*" not in tt:
-                return int(v) if _integral(tt) else float(v)
+                return int(v) if integral(tt) else float(v)
             return v
         if t == "sizeof_expression":
             inner = node.child_by_field_name("type") or (node.named_children[0] if node.named_children else None)
@@ -466,6 +454,9 @@ class _Evaluator:
             if name in SIZES:
                 return SIZES[name]
             got = self.probe(f"sizeof({name})") if self.probe is not None else None
+            alias = self.aliases.get(name)
+            if got is None and alias in SIZES:
+                got = SIZES[alias]
             return got if got is not None else Unknown(f"the size of {name} is not known")
         if t == "call_expression":
             return self.call(node, env)
@@ -505,6 +496,8 @@ class _Evaluator:
             return math.inf
         if name in ("M_PI",):
             return math.pi
+        if name == "C10_WARP_SIZE":  # PyTorch's warp size on CUDA (64 only on ROCm)
+            return 32
         # a constant of the device code (x128::size, WARP_SIZE); host variables are never probed
         if self.probe is not None and re.fullmatch(r"[A-Z][A-Z0-9_]*|\w+(::\w+)+", name) and \
                 (got := self.probe(name)) is not None:
@@ -531,12 +524,12 @@ class _Evaluator:
             return Unknown(f"{text(node)} is not known")
         if name in _TORCH_MAKE:
             return self.torch(name, node, args, env)
-        if name in _MATH:
+        if name in MATH:
             vals = [self.value(a, env) for a in args]
             bad = next((v for v in vals if not isinstance(v, int | float)), None)
             if bad is not None:
                 return bad if isinstance(bad, Unknown) else Unknown(f"cannot evaluate {text(node)}")
-            return _MATH[name](*vals)
+            return MATH[name](*vals)
         if name in ("dim3", "make_uint3", "make_int3"):
             vals = [self.value(a, env) for a in args]
             return Dim3(*vals) if all(isinstance(v, int | float) for v in vals) else Unknown(f"{text(node)}")
@@ -545,9 +538,14 @@ class _Evaluator:
             scale = 1 if name.startswith("make_") else 1
             return Buffer(name, int(n) * 4 * scale if isinstance(n, int | float) and name.startswith("make_") else
                           int(n) if isinstance(n, int | float) else None)
+        if len(args) == 1 and (name in SIZES or _TYPE + name in env or name in self.aliases):  # U(epsilon)
+            v = self.value(args[0], env)
+            t = env.get(_TYPE + name, name)
+            t = self.aliases.get(t, t)
+            return (int(v) if integral(t) else float(v)) if isinstance(v, int | float) else v
         fn = self.functions.get(name)
         if fn is not None:
-            return self.inline(fn, [self.value(a, env) for a in args])
+            return call_helper(self, fn, [self.value(a, env) for a in args])
         return Unknown(f"{name}() is host code the executor does not evaluate")
 
     def torch(self, name: str, node: Node, args: list[Node], env: dict[str, Any]) -> Any:
@@ -589,36 +587,12 @@ class _Evaluator:
                 return None
         return re.sub(r"\(\s*(?:size_t|int|long|unsigned)\s*\)", "", out)
 
-    def inline(self, fn: Node, args: list[Any]) -> Any:
-        """A helper whose body is one return statement, evaluated at ``args``."""
-        _, decl = function_name(fn)
-        body = fn.child_by_field_name("body")
-        stmts = [c for c in body.named_children if c.type != "comment"] if body is not None else []
-        if len(stmts) != 1 or stmts[0].type != "return_statement" or not stmts[0].named_children:
-            return Unknown(f"{function_name(fn)[0]}() is host code the executor does not evaluate")
-        plist = decl.child_by_field_name("parameters")
-        env = {_declared(p): a for p, a in zip(plist.named_children, args, strict=False)}
-        if self.inlining >= 8:  # recursion, or overloads of one name calling each other
-            return Unknown(f"{function_name(fn)[0]}() calls itself too deeply to evaluate")
-        self.inlining += 1
-        try:
-            return self.value(stmts[0].named_children[0], env)
-        finally:
-            self.inlining -= 1
-
 
 def _ancestors(node: Node):
     cur = node.parent
     while cur is not None:
         yield cur
         cur = cur.parent
-
-
-def _declared(d: Node) -> str:
-    while d is not None and d.type not in ("identifier", "field_identifier"):
-        d = d.child_by_field_name("declarator") or next((c for c in d.named_children if c.type in (
-            "identifier", "pointer_declarator", "array_declarator", "init_declarator", "reference_declarator")), None)
-    return text(d) if d is not None else ""
 
 
 def _callee(call: Node) -> str:
@@ -635,67 +609,6 @@ def _receiver(call: Node) -> Node | None:
     if fn is not None and fn.type == "template_function":
         fn = fn.child_by_field_name("name")
     return fn.child_by_field_name("argument") if fn is not None and fn.type == "field_expression" else None
-
-
-def _integral(type_text: str) -> bool:
-    return not any(w in type_text for w in ("float", "double", "auto", "half"))
-
-
-def _number(lit: str) -> int | float:
-    s = lit.replace("'", "").rstrip("uUlLfF") if not lit.lower().startswith("0x") else lit.rstrip("uUlL")
-    if lit.lower().startswith("0x"):
-        return int(s, 16)
-    if re.fullmatch(r"0[0-7]+", s):
-        return int(s, 8)
-    try:
-        return int(s)
-    except ValueError:
-        return float(s if not lit.endswith(("f", "F")) else lit.rstrip("fF"))
-
-
-def _binop(op: str, a: float, b: float) -> float | int | bool:
-    both_int = isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool)
-    match op:
-        case "+":
-            return a + b
-        case "-":
-            return a - b
-        case "*":
-            return a * b
-        case "/":
-            if b == 0:
-                raise HostEvalError("the host code divides by zero at this case: bind other sizes with --case")
-            return int(a / b) if both_int else a / b  # C truncates towards zero
-        case "%":
-            return int(math.fmod(a, b)) if both_int else math.fmod(a, b)
-        case "<<":
-            return int(a) << int(b)
-        case ">>":
-            return int(a) >> int(b)
-        case "&":
-            return int(a) & int(b)
-        case "|":
-            return int(a) | int(b)
-        case "^":
-            return int(a) ^ int(b)
-        case "<":
-            return a < b
-        case ">":
-            return a > b
-        case "<=":
-            return a <= b
-        case ">=":
-            return a >= b
-        case "==":
-            return a == b
-        case "!=":
-            return a != b
-        case "&&" | "and":
-            return bool(a) and bool(b)
-        case "||" | "or":
-            return bool(a) or bool(b)
-    raise HostEvalError(f"operator {op} is not evaluated in host code")
-
 
 def _parse_expr(src: str) -> Node | None:
     from mlxport.cuda_syntax import parse_expr

@@ -13,8 +13,8 @@ from mlxport.translate.job import KernelJob
 from mlxport.translate.kernel_scope import helper_nodes
 from mlxport.translate.msl_declarators import declarator_kind, declared_name
 from mlxport.translate.msl_helpers import render_helper, variant_for
-from mlxport.translate.msl_render import MslRender
-from mlxport.translate.msl_rules import BINARY, BUILTIN_NAMES, CASTS, MATH, UNARY
+from mlxport.translate.msl_render import MslRender, leaf_name
+from mlxport.translate.msl_rules import BINARY, BUILTIN_NAMES, CASTS, MATH, TYPE_MAP, UNARY
 from mlxport.translate.ports import Ports, alias_lines
 from mlxport.translate.render_base import FnCtx, KernelFacts, float_limit_guards
 from mlxport.translate.result import Untranslatable
@@ -67,6 +67,10 @@ def render_msl(job: KernelJob, facts: KernelFacts, scalars: Scalars, block: list
     for out in facts.rw.values():
         ctx.spaces[out] = frozenset({"device"})
     body = r.render(job.node.child_by_field_name("body"), ctx)
+    views = _vector_views(job, facts)
+    if views:  # the kernel's own block shadows each buffer with its vector view
+        r.ptr_casts = True
+        body = body.replace("{", "{ " + " ".join(f"auto {p} = mlxport_view_{p};" for p, _ in views), 1)
     rendered = _render_helpers(r, nodes)
     if "blockDim" not in r.used_builtins:
         job.notes[:] = [n for n in job.notes if not n.startswith("blockDim.")]  # the renderer writes to this list
@@ -74,7 +78,20 @@ def render_msl(job: KernelJob, facts: KernelFacts, scalars: Scalars, block: list
     if r.reads_back:
         header = r.READ_BACK["msl"] + header
     prologue = _prologue(job, r, block, scalars, ports)
+    prologue += [f"auto mlxport_view_{p} = mlxport_ptr_cast<{t}>({p});" for p, t in views]
     return header, _tidy("\n".join(prologue) + "\n" + body + "\n")
+
+
+def _vector_views(job: KernelJob, facts: KernelFacts) -> list[tuple[str, str]]:
+    """Buffers the kernel takes as vectors (``const float2* x``, ``half2* y``) while MLX passes their
+    scalars: (parameter, MSL vector type) for each, read and written through a cast pointer."""
+    out = []
+    for p in job.info.params:
+        t = TYPE_MAP.get(p.base_type.strip(), p.base_type.strip())
+        if p.is_pointer and re.fullmatch(r"(?:float|half|bfloat|u?int|u?short|u?char)[234]", t) and \
+                p.name not in facts.rw and not facts.atomic:
+            out.append((p.name, t))
+    return out
 
 
 def _render_helpers(r: MslRender, nodes: dict[str, list[Node]]) -> Rendered:
@@ -188,6 +205,8 @@ def _header(job: KernelJob, r: MslRender, nodes: dict[str, list[Node]], rendered
                  "using_declaration", "enum_specifier"):
             return r.render(n, ctx)
         parent = n.parent
+        if parent is not None and parent.type == "namespace_definition" and n == parent.child_by_field_name("name"):
+            return leaf_name(text(n))
         if parent is not None and parent.type.startswith("preproc_") and n.start_point[0] == parent.start_point[0]:
             return text(n)  # the directive's own line: #ifndef TILE, #if defined(X) && ...
         if t == "ERROR" and parent is not None and parent.type == "translation_unit":

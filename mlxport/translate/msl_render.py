@@ -58,6 +58,11 @@ class MslRender(TreeRender):
         self.used_builtins: set[str] = set()
         self.ptr_casts = False
         self.renames = _user_type_renames(src)
+        self.atomic_ptrs: set[str] = set()  # pointers into atomic outputs: device atomic<T>* too
+
+    def atomic_root(self, name: str) -> bool:
+        """An output MLX made atomic (every output is, once one is), or a pointer into one."""
+        return self.facts.atomic and (name in self.facts.outputs or name in self.atomic_ptrs)
 
     def leaf(self, node: Node) -> str:
         t = text(node)
@@ -67,6 +72,8 @@ class MslRender(TreeRender):
             return "inline"
         if node.type == "__shared__":
             return "threadgroup"
+        if node.type in ("field_identifier", "namespace_identifier"):
+            return leaf_name(t)  # a member named like an MSL keyword: `static Packed128 constant(...)`
         if node.type == "identifier":
             if t == "warpSize":
                 return "32"
@@ -119,11 +126,15 @@ class MslRender(TreeRender):
             return self.assignment(node, ctx)
         if t == "subscript_expression" and (got := self.read_back(node, ctx)) is not None:
             return got
+        if t in ("subscript_expression", "pointer_expression") and (got := self.atomic_load(node, ctx)) is not None:
+            return got
+        if t == "pointer_expression" and (got := self.row_address(node, ctx)) is not None:
+            return got
         if t in ("gnu_asm_expression", "asm_statement"):
             raise RenderError("inline PTX asm", line(node), "inline PTX has no Metal form")
         if t in ("new_expression", "delete_expression", "throw_statement", "try_statement"):
             raise RenderError(t.replace("_", " "), line(node), "not available in Metal kernels")
-        if t == "identifier" and ctx.kind == "kernel" and self.facts.atomic and text(node) in self.facts.outputs:
+        if t == "identifier" and ctx.kind == "kernel" and self.atomic_root(text(node)):
             raise RenderError(f"non-atomic use of output `{text(node)}`", line(node),
                               "MLX makes every output atomic when one is, so it can only be used by atomics "
                               "and plain stores")
@@ -221,7 +232,8 @@ class MslRender(TreeRender):
             raise RenderError(name, ln, "unexpected argument count")
         spaces = spaces_of(args[0], ctx)
         root = root_name(args[0])
-        if spaces != frozenset({"device"}) or ctx.kind != "kernel" or root not in self.facts.outputs:
+        if spaces != frozenset({"device"}) or ctx.kind != "kernel" or not self.atomic_root(root) and \
+                root not in self.facts.outputs:
             where = "threadgroup memory" if spaces == frozenset({"threadgroup"}) else "this pointer"
             raise RenderError(f"{name} on {where}", ln, "only atomics on kernel outputs map to MLX atomic outputs")
         return f"{ATOMICS[name]}({self.raw(args[0], ctx)}, {self.render(args[1], ctx)}, memory_order_relaxed)"
@@ -299,6 +311,20 @@ class MslRender(TreeRender):
             amp = "&" if kind == "reference" else ""
             return f"auto{amp} {name} = {self.render(value, ctx)};"
         space = next(iter(spaces))
+        root = root_name(value) if value is not None else None
+        if ctx.kind == "kernel" and kind == "pointer" and root in self.facts.rw and name not in self.facts.rw:
+            # float* d_bt = d + b * C into a read-write d: a pointer into its input and one into its output
+            out = f"{name}_out"
+            element = re.sub(r"\bconst\b", "", type_text).strip()
+            self.facts.rw[name] = out
+            if root in self.facts.read_through:
+                self.facts.read_through.add(name)
+            return (f"{space} const {element}* {name} = {self.render(value, ctx)}; "
+                    f"{space} {element}* {out} = {self.rename_root(value, root, self.facts.rw[root], ctx)};")
+        if ctx.kind == "kernel" and value is not None and kind == "pointer" and self.atomic_root(root_name(value)):
+            self.atomic_ptrs.add(name)  # float* dw = dwte + ix * C: points at atomics
+            element = re.sub(r"\bconst\b", "", type_text).strip()
+            return f"{space} atomic<{element}>* {name} = {self.raw(value, ctx)};"
         return f"{space} {type_text} {self.render(d, ctx)};"
 
     def register(self, d: Node, ctx: FnCtx) -> None:
@@ -361,14 +387,44 @@ class MslRender(TreeRender):
         if got is not None or ctx.kind != "kernel":
             return got
         left = assigned(node)
-        if not (self.facts.atomic and root_name(left) in self.facts.outputs and dereferences(left)
-                and node.type == "assignment_expression"):
+        if not (self.atomic_root(root_name(left)) and dereferences(left)):
             return None
-        if text(node.child_by_field_name("operator")) != "=":
-            raise RenderError(f"`{short(text(node))}`", line(node), "read-modify-write of an atomic output "
-                              "without an atomic function")
-        return f"atomic_store_explicit({self.address(left, ctx)}, " \
-               f"{self.render(node.child_by_field_name('right'), ctx)}, memory_order_relaxed)"
+        address = self.address(left, ctx)
+        if node.type == "update_expression":  # out[i]++: as unsynchronised as the original's
+            op, value = ("+" if "++" in text(node) else "-"), "1"
+        else:
+            op, value = text(node.child_by_field_name("operator"))[:-1], \
+                self.render(node.child_by_field_name("right"), ctx)
+        if op:  # out[i] += v, not an atomic add: a relaxed load and store, as racy as the original
+            value = f"atomic_load_explicit({address}, memory_order_relaxed) {op} ({value})"
+        return f"atomic_store_explicit({address}, {value}, memory_order_relaxed)"
+
+    def row_address(self, node: Node, ctx: FnCtx) -> str | None:
+        """``&tile[y][x]`` as ``(tile[y] + x)``: the same address, typed as a pointer into the array's
+        address space, so overloads on threadgroup and device pointers tell it apart."""
+        inner = node.child_by_field_name("argument")
+        if text(node.child_by_field_name("operator")) != "&" or inner is None or \
+                inner.type != "subscript_expression" or inner.child_by_field_name("argument") is None or \
+                inner.child_by_field_name("argument").type != "subscript_expression":
+            return None
+        index = inner.child_by_field_name("indices") or inner.named_children[-1]
+        if index.type == "subscript_argument_list":
+            if len(index.named_children) != 1:
+                return None
+            index = index.named_children[0]
+        return f"({self.render(inner.child_by_field_name('argument'), ctx)} + ({self.render(index, ctx)}))"
+
+    def atomic_load(self, node: Node, ctx: FnCtx) -> str | None:
+        """A read of an atomic output's element (``out[i]``, ``*p``): a relaxed atomic load."""
+        if ctx.kind != "kernel" or not self.atomic_root(root_name(node)) or node.type == "pointer_expression" and \
+                text(node.child_by_field_name("operator")) != "*":
+            return None
+        parent = node.parent
+        if parent is not None and (parent.type == "update_expression" or parent.type == "assignment_expression" and
+                                   parent.child_by_field_name("left") == node or parent.type == "pointer_expression"
+                                   and text(parent.child_by_field_name("operator")) == "&"):
+            return None
+        return f"atomic_load_explicit({self.address(node, ctx)}, memory_order_relaxed)"
 
     def address(self, lvalue: Node, ctx: FnCtx) -> str:
         """`&x[i]` for an element lvalue, without touching the atomic-output guard."""

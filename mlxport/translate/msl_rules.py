@@ -14,7 +14,7 @@ TYPE_MAP = {
 RESERVED = {"half", "bfloat", "kernel", "vertex", "fragment", "device", "constant", "threadgroup", "thread",
             "sampler", "texture", "uint", "ushort", "uchar", "vec", "access", "metal", "simd", "quad", "ulong",
             "threadgroup_imageblock", "ray_data", "object_data", "visible", "stage_in", "patch", "array", "atomic",
-            "as_type", "mem_flags", "bfloat16_t", "float16_t"}
+            "as_type", "mem_flags", "bfloat16_t", "float16_t", "fast", "precise"}  # metal::fast, metal::precise
 MATH = {
     "expf": "metal::exp", "exp": "metal::exp", "__expf": "metal::fast::exp", "exp2f": "metal::exp2",
     "exp2": "metal::exp2", "exp10f": "metal::exp10", "__exp10f": "metal::fast::exp10", "logf": "metal::log",

@@ -108,15 +108,16 @@ def _run(job: KernelJob) -> Translation:
         header, body = render_cuda(job, facts, scalars, ports)
     inputs = _inputs(job, ports, scalars, [*grid, *tg, *template.values(), shared_memory])
     outputs = [t for _, t in ports.outputs]
+    read_back = [p for p in sorted(facts.read_through) if p in dict(ports.inputs)]  # not pointers into them
     cand = KernelCandidate(
         language=job.target, name=re.sub(r"\W", "_", job.info.name), source=body, header=header,
         input_names=inputs, output_names=outputs, output_shapes=[output_shape(job, ports, o) for o in outputs],
         output_dtypes=[output_dtype(job, o) for o in outputs], grid=grid, threadgroup=tg, template=template,
         atomic_outputs=facts.atomic and job.target == "msl",
         init_value=0.0 if facts.atomic else float("nan") if facts.read_through or _partial(job) else None,
-        inout={facts.rw[p]: dict(ports.inputs)[p] for p in sorted(facts.read_through)},
+        inout={facts.rw[p]: dict(ports.inputs)[p] for p in read_back},
         shared_memory=shared_memory if job.target == "cuda" else 0)
-    for p in sorted(facts.read_through):
+    for p in read_back:
         job.notes.append(f"`{p}` is read back after the kernel writes it: reads of {p}[i] come from "
                          f"{facts.rw[p]}[i] once written (the output starts as NaN), else from the input; "
                          f"elements never written keep the input's values")

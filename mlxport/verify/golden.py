@@ -9,11 +9,13 @@ on its element type (so half precision's own rounding is not the bar), else at i
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import mlx.core as mx
 import numpy as np
 
+from mlxport.expr import ExprError, evaluate
 from mlxport.spec import KernelTask
 from mlxport.tasks import MLX_LOCK, TaskError, to_numpy
 from mlxport.tasks import golden as reference_golden
@@ -70,7 +72,7 @@ def run_original(task: KernelTask, inputs: dict[str, mx.array], case: dict[str, 
     compiled = executor.compile(source, task.kernel, template)
     with MLX_LOCK:
         arrays = {n: _numpy(a) for n, a in inputs.items()}
-    params = task.param_values(case)
+    names = task.bindings(case, task.dtypes[0])  # the case's dimensions and every param, defaults filled
     shapes = task.shapes(case, task.dtypes[0])
     bound = {v: k for k, v in task.original.results.items()}
     args = []
@@ -86,11 +88,18 @@ def run_original(task: KernelTask, inputs: dict[str, mx.array], case: dict[str, 
             else:
                 out = bound.get(p.name)
                 n = int(np.prod(shapes[out])) if out is not None else 1
-                args.append(_as_storage(np.zeros(n, np.float64), storage))
+                args.append(_as_storage(np.full(n, _start(task, out) or 0.0), storage))
+        elif p.name in task.original.zeroed:
+            args.append(zero_struct(task.original.zeroed[p.name]))
         else:
-            if name is None or name not in params:
+            if name is None:
                 raise TaskError(f"no value for {p.name}, a scalar parameter of {task.kernel}, in case {label}")
-            args.append(np.array(params[name]).astype(_np(storage or "float32")))
+            try:  # a task name, or an expression over them (rope's n_rows = "B * H * T")
+                value = names[name] if name in names else evaluate(name, names)
+            except ExprError as e:
+                raise TaskError(f"no value for {p.name}, a scalar parameter of {task.kernel}, in case {label}: "
+                                f"{name} ({e})") from e
+            args.append(np.array(value).astype(_np(storage or "float32")))
     result = executor.run(compiled, Launch(launch.grid, launch.block, launch.shared_bytes), args)
     if not result.ok:
         raise TaskError(f"the original kernel {task.kernel} fails at {label}: {result.error}")
@@ -99,7 +108,7 @@ def run_original(task: KernelTask, inputs: dict[str, mx.array], case: dict[str, 
         param = task.original.results[o.name]
         out = _float64(result.buffers[param], _storage_of(sig, source, param, element))
         written = result.written.get(param)
-        if param not in task.original.args and written is not None:
+        if param not in task.original.args and written is not None and _start(task, o.name) is None:
             out = np.where(written.reshape(out.shape), out, np.nan)  # what the original leaves is unspecified
         outs.append(out.reshape(shapes[o.name]))
     return outs
@@ -145,3 +154,17 @@ def _float64(a: np.ndarray, storage: str) -> np.ndarray:
     if storage == "bfloat16":
         return (a.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
     return a.astype(np.float64)
+
+
+def zero_struct(nbytes: int) -> np.void:
+    """A struct passed by value, all zero bytes: one scalar slot of its size."""
+    return np.zeros(1, np.dtype((np.void, nbytes)))[0]
+
+
+def _start(task: KernelTask, output: str | None) -> float | None:
+    """What an output holds before the launch where the task says (``init = {kind = "full"}``, finite:
+    accumulators the host zeroes); else None: it starts as zeros that the golden never shows."""
+    spec = next((o for o in task.outputs if o.name == output), None)
+    if spec is not None and spec.init.kind == "full" and not math.isnan(spec.init.value):
+        return spec.init.value
+    return None

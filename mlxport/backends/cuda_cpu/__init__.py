@@ -20,15 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mlxport.backends.cuda_cpu.source import (
-    INCLUDE,
-    STANDARD,
-    DeviceSource,
-    KernelSig,
-    SourceError,
-    device_source,
-    only,
-)
+from mlxport.backends.cuda_cpu.reach import only
+from mlxport.backends.cuda_cpu.source import INCLUDE, STANDARD, DeviceSource, KernelSig, SourceError, device_source
 from mlxport.backends.sim import build as _build
 from mlxport.backends.sim import sim_threads
 from mlxport.backends.worker import Worker, WorkerError

@@ -221,53 +221,6 @@ def _kernel_spans(text: str) -> tuple[str, dict[str, list[tuple[int, int]]]]:
     return "".join(out), spans
 
 
-def only(source: DeviceSource, kernel: str) -> str:
-    """The text with every other kernel's definition blanked, and every device function the kernel
-    does not call: a kernel of the file that cannot run here (inline PTX, say), or a helper that
-    needs a library the executor lacks, does not stop the others."""
-    chars = list(source.text)
-    keep = {kernel}
-    outside = [(0, len(source.text))]  # structs' members and globals may call helpers too
-    for a, b in sorted(x for spans in source.spans.values() for x in spans):
-        start, end = outside.pop()
-        outside += [(start, a), (b, end)]
-    index: dict[str, list[str]] = {}
-    for key in source.spans:
-        if key.startswith("~"):
-            index.setdefault(key.rpartition("::")[2].lstrip("~"), []).append(key)
-    todo: list[tuple[str, list[tuple[int, int]]]] = [("", outside), ("", source.spans.get(kernel, []))]
-    while todo:
-        scope, spans = todo.pop()
-        for a, b in spans:
-            for word in set(re.findall(r"[A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*", source.text[a:b])):
-                for key in _named(re.sub(r"\s+", "", word), scope, index):
-                    if key not in keep:
-                        keep.add(key)
-                        todo.append((key[1:].rpartition("::")[0], source.spans[key]))
-    for name, spans in source.spans.items():
-        if name in keep:
-            continue
-        for a, b in spans:
-            chars[a:b] = ["\n" if c == "\n" else " " for c in chars[a:b]]
-    return "".join(chars)
-
-
-def _named(word: str, scope: str, index: dict[str, list[str]]) -> list[str]:
-    """The helpers and types `word` may name from inside namespace `scope` (``index``: last name
-    -> span keys): `a::f` those whose qualified name ends so (and `a` itself: `x128::size` names
-    the type x128); a plain `f` those of its own namespace, the enclosing ones and anonymous ones."""
-    if "::" in word:
-        last = word.rpartition("::")[2]
-        return [k for k in index.get(last, []) if k[1:] == word or k.endswith("::" + word)] + \
-            _named(word.split("::")[0], scope, index)
-    out = []
-    for key in index.get(word, []):
-        ns = key[1:].rpartition("::")[0]
-        if ns == "" or ns.endswith("(anon)") or scope == ns or scope.startswith(ns + "::"):
-            out.append(key)
-    return out
-
-
 _DECLARATORS = {"pointer_declarator", "init_declarator", "array_declarator", "function_declarator", "identifier",
                 "reference_declarator", "field_identifier", "abstract_pointer_declarator", "parenthesized_declarator",
                 "abstract_function_declarator", "abstract_array_declarator", "abstract_reference_declarator",
@@ -419,7 +372,7 @@ class _Rewriter:
     # -- pointer types
 
     def _declaration_with_pointers(self, node: Node) -> str:
-        decls = [c for c in node.children if c.type in _DECLARATORS]
+        decls = node.children_by_field_name("declarator") or [c for c in node.children if c.type in _DECLARATORS]
         if not any(_pointer_depth(d) for d in decls):
             return self.children(node)
         first = decls[0] if decls else None
@@ -431,6 +384,9 @@ class _Rewriter:
         prefix = " ".join(self.src(c) for c in storage)
         tail_start = decls[-1].end_byte if decls else node.end_byte
         tail = self.gap(tail_start, node.end_byte)
+        default = node.child_by_field_name("default_value")
+        if default is not None and re.fullmatch(r"NULL|0L?|__null|\(\(void\s*\*\)\s*0\)", self.src(default).strip()):
+            tail = " = nullptr"  # NULL is 0L here, which converts to a checked pointer two ways
         pieces = [self._declarator(base, d) for d in decls] or [base]
         if len(pieces) == 1 or node.type in ("parameter_declaration", "optional_parameter_declaration",
                                              "type_descriptor"):

@@ -8,6 +8,7 @@ functions behave, and every buffer access is bounds checked. It never times kern
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from typing import Any
@@ -34,7 +35,6 @@ from mlxport.backends.sim.signature import (
 from mlxport.backends.worker import Worker, WorkerError
 from mlxport.expr import ITEMSIZE, ArrayInfo, ExprError
 from mlxport.spec import CompileResult, Datasheet, Diagnostic, KernelCandidate, KernelTask, Launch
-from mlxport.tasks import MLX_LOCK
 
 __all__ = ["SimBackend", "mlx_source"]
 
@@ -141,6 +141,8 @@ class SimBackend:
         missing = [n for n in candidate.input_names if n not in inputs]
         if missing:
             raise SignatureError(f"missing input(s) {', '.join(missing)}")
+        from mlxport.tasks import MLX_LOCK  # here, not at import: the worker processes never load MLX
+
         with MLX_LOCK:  # from_value evaluates MLX arrays
             hosts = {n: from_value(inputs[n], candidate.ensure_row_contiguous) for n in candidate.input_names}
         # Launch expressions see arrays as ArrayInfo and scalars as their values, as in MLX's call.
@@ -164,6 +166,8 @@ class SimBackend:
         except WorkerError as e:
             return RunResult(error=str(e), seconds=time.perf_counter() - t0)
         outputs, unwritten = _results(launch, out)
+        if candidate.init_value is not None and not math.isnan(candidate.init_value):
+            unwritten = [np.zeros_like(u) for u in unwritten]  # MLX filled them with init_value: defined
         for name, src in candidate.inout.items():
             k = candidate.output_names.index(name)
             start = hosts[src]

@@ -173,7 +173,10 @@ def compile_library(text: str, include: tuple[Path, ...]) -> BuildResult:
         cpp.write_text(text)
         tmp = lib.with_suffix(f".{os.getpid()}.tmp.so")
         dirs = [arg for d in include for arg in ("-I", str(d))]
-        out = _run([*cc.command, *flags, "-shared", *dirs, str(cpp), str(rt), "-o", str(tmp)], "the kernel")
+        # -z defs: a function declared but never defined (a template never specialised for the types
+        # it is built at) fails here, named, instead of when the library is loaded
+        out = _run([*cc.command, *flags, "-shared", "-Wl,-z,defs", *dirs, str(cpp), str(rt), "-o", str(tmp)],
+                   "the kernel")
     if out.returncode != 0:
         tmp.unlink(missing_ok=True)
         return BuildResult(False, None, seconds=time.perf_counter() - t0, log=out.stderr)

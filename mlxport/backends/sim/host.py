@@ -8,6 +8,7 @@ sent are the span its elements cover, and strides (which may be 0 or negative) i
 from __future__ import annotations
 
 import ctypes
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,5 +102,7 @@ def output_fill(dtype: str, init_value: float | None) -> Any:
     if dtype == "bool":
         return bool(init_value)
     if dtype.startswith(("int", "uint")):
-        return int(init_value)
+        # NaN (an in-out or partly written output's poison) has no integer form: MLX converts it as
+        # the CPU does, and Apple silicon's float-to-int conversion gives 0
+        return 0 if math.isnan(init_value) else int(init_value)
     return float(init_value)

@@ -577,3 +577,5 @@ T exclusive_scan(const thread_block_tile<W>& g, T value, CUSIM_LOC) {
 }
 
 }  // namespace cooperative_groups
+
+#include "torch_device.h"

@@ -94,6 +94,7 @@ void* tg_alloc(int slot, size_t bytes, size_t align, const char* name, int32_t e
 const Buffer* find_buffer(const void* p);
 [[noreturn]] void fault_oob(const Buffer* buf, int64_t offset, size_t size, bool read_only);
 [[noreturn]] void fault(const char* message);
+[[noreturn]] void fault_misaligned(const Buffer* buf, int64_t offset, size_t size, size_t align);
 [[noreturn]] void fault_index(const Buffer* buf, int64_t index, int64_t extent);
 uint32_t current_simd_lane();
 uint32_t current_threadgroup_tag();

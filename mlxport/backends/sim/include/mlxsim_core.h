@@ -58,9 +58,11 @@ class Ptr {
 
   T& at(int64_t i) const {
     if (!buf_) return p_[i];
-    int64_t off = (reinterpret_cast<const char*>(p_) - buf_->base) + i * int64_t(sizeof(T));
+    int64_t off = (reinterpret_cast<const char*>(const_cast<const std::remove_cv_t<T>*>(p_)) - buf_->base) + i * int64_t(sizeof(T));
     if (off < 0 || off + int64_t(sizeof(T)) > buf_->bytes) [[unlikely]]
       fault_oob(buf_, off, sizeof(T), std::is_const_v<T>);
+    if (off % int64_t(alignof(T)) != 0) [[unlikely]]
+      fault_misaligned(buf_, off, sizeof(T), alignof(T));
     if constexpr (!std::is_const_v<T>) {
       if (buf_->mask) mark(off);
     }
@@ -86,7 +88,7 @@ class Ptr {
   }
   template <class U>
   ptrdiff_t operator-(const Ptr<U, AS>& o) const {
-    return (reinterpret_cast<const char*>(p_) - reinterpret_cast<const char*>(o.p_)) / ptrdiff_t(sizeof(T));
+    return (reinterpret_cast<const char*>(const_cast<const std::remove_cv_t<T>*>(p_)) - reinterpret_cast<const char*>(const_cast<const std::remove_cv_t<T>*>(o.p_))) / ptrdiff_t(sizeof(T));
   }
   template <class I>
   Ptr& operator+=(I n) {
@@ -203,6 +205,12 @@ struct TgArray {
     else return TgArray<AS, T, Rest...>{q, buf_};
   }
   operator Ptr<T, AS>() const { return Ptr<T, AS>(p_, buf_); }
+  // A row decays to a pointer into the array's address space: tile[y] + x.
+  template <class I>
+    requires(std::is_convertible_v<I, int64_t> && sizeof...(Rest) == 0)
+  Ptr<T, AS> operator+(I i) const {
+    return Ptr<T, AS>(p_, buf_) + int64_t(i);
+  }
 };
 
 // Storage of a threadgroup array, shared by the threadgroup's lanes: slot numbers tell the
@@ -214,7 +222,7 @@ auto tg_array_in(int slot, const char* name) {
   bool fresh;
   T* p = static_cast<T*>(tg_alloc(slot, n * sizeof(T), alignof(T), name, int32_t(sizeof(T)), &buf, &fresh));
   if (fresh)
-    for (size_t i = 0; i < n; ++i) ::new (static_cast<void*>(p + i)) T;
+    for (size_t i = 0; i < n; ++i) ::new (const_cast<void*>(static_cast<const volatile void*>(p + i))) std::remove_cv_t<T>;
   if constexpr (sizeof...(D) == 1) return Ptr<T, AS>(p, buf);
   else return TgArray<AS, T, D...>{p, buf};
 }
@@ -229,7 +237,7 @@ T* tg_scalar(int slot, const char* name) {
   const Buffer* buf;
   bool fresh;
   T* p = static_cast<T*>(tg_alloc(slot, sizeof(T), alignof(T), name, int32_t(sizeof(T)), &buf, &fresh));
-  if (fresh) ::new (static_cast<void*>(p)) T;
+  if (fresh) ::new (const_cast<void*>(static_cast<const volatile void*>(p))) std::remove_cv_t<T>;
   return p;
 }
 

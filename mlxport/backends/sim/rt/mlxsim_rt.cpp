@@ -584,6 +584,11 @@ void fault_oob(const Buffer* buf, int64_t offset, size_t size, bool read_only) {
   abort_lane();
 }
 
+void fault_misaligned(const Buffer* buf, int64_t offset, size_t size, size_t align) {
+  fault(fmt("misaligned access to %s at byte %lld through a %zu-byte element pointer, which needs %zu-byte "
+            "alignment (a GPU faults on it)", buf->name, (long long)offset, size, align).c_str());
+}
+
 void fault(const char* message) {
   Worker* w = tl_worker;
   if (!w) std::abort();  // only kernel code, which always runs on a worker, reaches here

@@ -1,0 +1,55 @@
+"""What of a file's device code one kernel needs: the kernel, and the device functions and structs
+it names, directly or through each other, by namespace; every other definition is blanked, so a
+kernel of the file that cannot run here, or a helper needing a library the executor lacks, does not
+stop it."""
+
+from __future__ import annotations
+
+import re
+
+from mlxport.backends.cuda_cpu.source import DeviceSource
+
+
+def only(source: DeviceSource, kernel: str) -> str:
+    """The text with every other kernel's definition blanked, and every device function the kernel
+    does not call: a kernel of the file that cannot run here (inline PTX, say), or a helper that
+    needs a library the executor lacks, does not stop the others."""
+    chars = list(source.text)
+    keep = {kernel}
+    outside = [(0, len(source.text))]  # structs' members and globals may call helpers too
+    for a, b in sorted(x for spans in source.spans.values() for x in spans):
+        start, end = outside.pop()
+        outside += [(start, a), (b, end)]
+    index: dict[str, list[str]] = {}
+    for key in source.spans:
+        if key.startswith("~"):
+            index.setdefault(key.rpartition("::")[2].lstrip("~"), []).append(key)
+    todo: list[tuple[str, list[tuple[int, int]]]] = [("", outside), ("", source.spans.get(kernel, []))]
+    while todo:
+        scope, spans = todo.pop()
+        for a, b in spans:
+            for word in set(re.findall(r"[A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*", source.text[a:b])):
+                for key in _named(re.sub(r"\s+", "", word), scope, index):
+                    if key not in keep:
+                        keep.add(key)
+                        todo.append((key[1:].rpartition("::")[0], source.spans[key]))
+    for name, spans in source.spans.items():
+        if name in keep:
+            continue
+        for a, b in spans:
+            chars[a:b] = ["\n" if c == "\n" else " " for c in chars[a:b]]
+    return "".join(chars)
+
+
+def _named(word: str, scope: str, index: dict[str, list[str]]) -> list[str]:
+    """The helpers and types `word` may name from inside namespace `scope` (``index``: last name
+    -> span keys): `a::f` those whose qualified name ends so (and `a` itself: `x128::size` names
+    the type x128); a plain `f` those of its own namespace or the enclosing ones, else the global
+    and anonymous ones."""
+    if "::" in word:
+        last = word.rpartition("::")[2]
+        return [k for k in index.get(last, []) if k[1:] == word or k.endswith("::" + word)] + \
+            _named(word.split("::")[0], scope, index)
+    keys = [(key[1:].rpartition("::")[0], key) for key in index.get(word, [])]
+    own = [k for ns, k in keys if ns and (scope == ns or scope.startswith(ns + "::"))]  # innermost first wins
+    return own or [k for ns, k in keys if ns == "" or ns.endswith("(anon)")]

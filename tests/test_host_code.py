@@ -1,0 +1,109 @@
+"""Host code followed at a case without running it: helpers with loops, dim3 fields set in the branch
+the case takes, type aliases of dispatch macros, casts to a launcher's template type."""
+
+import pytest
+
+from mlxport.translate.host_eval import evaluate_launch
+from mlxport.translate.host_values import HostEvalError
+
+KERNEL = "__global__ void k(const float* x, float* y, float eps, int n) {}\n"
+
+
+def _launch(host: str, **case):
+    return evaluate_launch(KERNEL + host, "k", case)
+
+
+def test_a_helper_with_a_loop_is_run_at_the_case():
+    launch = _launch("""
+static int next_power_of_2(int x) {
+    int n = 1;
+    while (n < x) {
+        n *= 2;
+    }
+    return n;
+}
+static int log2_ceil(int v) { int l = 0; for (; (1 << l) < v; ++l) {} return l; }
+void run(const float* x, float* y, int ncols, int nrows) {
+    const int pad = next_power_of_2(ncols);
+    const dim3 block_dims(pad, 1, 1);
+    k<<<nrows, block_dims, pad * sizeof(int)>>>(x, y, 0.5f, 1 << log2_ceil(ncols));
+}""", ncols=200, nrows=64)
+    assert launch.block == (256, 1, 1)
+    assert launch.grid == (64, 1, 1)
+    assert launch.shared_bytes == 1024
+    assert launch.args[3].value == 256
+
+
+def test_a_helper_that_never_ends_is_named_instead_of_hanging():
+    with pytest.raises(HostEvalError, match=r"forever\(\) is host code the executor does not evaluate: it runs more"):
+        _launch("""
+int forever(int x) { while (x > 0) { x += 1; } return x; }
+void run(const float* x, float* y, int n) { k<<<forever(n), 32>>>(x, y, 0.5f, n); }""", n=4)
+
+
+def test_dim3_fields_set_in_the_branch_the_case_takes():
+    host = """
+void run(const float* x, float* y, int n) {
+    dim3 grid;
+    dim3 block;
+    if (n <= 1024) {
+        block.x = n;
+    } else {
+        grid.x = n / 512;
+        block.x = 512;
+    }
+    k<<<grid, block>>>(x, y, 0.5f, n);
+}"""
+    small, large = _launch(host, n=256), _launch(host, n=4096)
+    assert (small.grid, small.block) == ((1, 1, 1), (256, 1, 1))
+    assert (large.grid, large.block) == ((8, 1, 1), (512, 1, 1))
+
+
+def test_a_dispatch_macros_alias_sizes_shared_memory_and_a_functional_cast_keeps_the_float():
+    """apex's style: `using accscalar_t = at::acc_type<scalar_t, true>;` inside a dispatch macro,
+    a launcher template instantiated with it, `U(epsilon)` passed to the kernel."""
+    launch = _launch("""
+template <typename T, typename U>
+void host_apply(const T* x, T* y, int n, double epsilon) {
+    int nshared = 4 * sizeof(U);
+    k<<<n, 128, nshared>>>(x, y, U(epsilon), n);
+}
+void entry(at::Tensor x, at::Tensor y, int n, double epsilon) {
+    DISPATCH_FLOAT_AND_HALF(x.scalar_type(), "entry",
+        using accscalar_t = at::acc_type<scalar_t, true>;
+        host_apply<scalar_t, accscalar_t>(x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), n, epsilon);)
+}""", n=16, epsilon=1e-5)
+    assert launch.shared_bytes == 16
+    assert launch.args[2].value == pytest.approx(1e-5)
+
+
+def test_torchs_warp_size_is_32():
+    launch = _launch("""
+void run(const float* x, float* y, int n) { k<<<n, C10_WARP_SIZE * 4>>>(x, y, 0.5f, n); }""", n=3)
+    assert launch.block == (128, 1, 1)
+
+
+def test_the_launch_in_the_branch_the_case_takes_with_named_template_arguments():
+    source = """template <typename T, int BLOCK>
+__global__ void k(const T* x, T* y, int cols) {}
+template <typename T>
+void run(const T* x, T* y, int rows, int cols) {
+    constexpr int SMALL = 128, LARGE = 512;
+    if (cols <= 1024) {
+        k<T, SMALL><<<rows, SMALL>>>(x, y, cols);
+    } else {
+        k<T, LARGE><<<rows, LARGE>>>(x, y, cols);
+    }
+}"""
+    small = evaluate_launch(source, "k", {"rows": 4, "cols": 1000}, types={"T": "float"})
+    large = evaluate_launch(source, "k", {"rows": 4, "cols": 4097}, types={"T": "float"})
+    assert (small.block, small.template_args) == ((128, 1, 1), ["T", "128"])
+    assert (large.block, large.template_args) == ((512, 1, 1), ["T", "512"])
+
+
+def test_a_case_whose_branches_launch_nothing_says_so():
+    with pytest.raises(HostEvalError, match=r"never launches k: each launch \(line 4\) is in a branch the case"):
+        _launch("""
+void run(const float* x, float* y, int n) {
+    if (n > 0) k<<<n, 32>>>(x, y, 0.5f, n);
+}""", n=0)
