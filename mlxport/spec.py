@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,6 +35,21 @@ __all__ = [
 ]
 
 FLOAT_DTYPES = ("float32", "float16", "bfloat16")
+_TEMPLATE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+# Names a template parameter cannot take: C++20's keywords and alternative tokens, and MSL's own.
+CPP_KEYWORDS = frozenset((
+    "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch",
+    "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval", "constexpr",
+    "constinit", "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype", "default", "delete",
+    "do", "double", "dynamic_cast", "else", "enum", "explicit", "export", "extern", "false", "float", "for",
+    "friend", "goto", "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq",
+    "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register", "reinterpret_cast",
+    "requires", "return", "short", "signed", "sizeof", "static", "static_assert", "static_cast", "struct",
+    "switch", "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid", "typename",
+    "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq", "device",
+    "constant", "threadgroup", "threadgroup_imageblock", "thread", "ray_data", "object_data", "kernel",
+    "vertex", "fragment", "half", "bfloat", "uint", "ushort", "uchar", "size_t", "ptrdiff_t",
+))
 Expr = str | int
 ShapeExpr = str | list[Expr]
 
@@ -307,6 +323,13 @@ class KernelCandidate(Strict):
                 raise ValueError(f"{n!r} is not a valid identifier")
         return v
 
+    @field_validator("template")
+    @classmethod
+    def _template(cls, v: dict[str, bool | int | str]) -> dict[str, bool | int | str]:
+        if problem := template_problem(v):
+            raise ValueError(problem)
+        return v
+
     @field_validator("grid", "threadgroup")
     @classmethod
     def _three(cls, v: list[Expr]) -> list[Expr]:
@@ -345,6 +368,8 @@ class KernelCandidate(Strict):
             raise ExprError(f"input(s) {', '.join(missing)} are not inputs or params of the task "
                             f"(available: {', '.join(inputs)})")
         names = dict(inputs)
+        if problem := template_problem(self.template):  # model_copy(update=...) skips the validators
+            raise ExprError(problem)
         template = {k: evaluate(v, names) for k, v in self.template.items()}
         for k, v in template.items():
             if not isinstance(v, bool | int | Dtype):
@@ -370,6 +395,31 @@ class KernelCandidate(Strict):
 
     def to_toml(self) -> str:
         return _to_toml(self.model_dump(mode="json", exclude_defaults=True))
+
+
+def template_problem(template: dict[str, Any]) -> str | None:
+    """Why a candidate's ``template`` cannot be passed to the compiler, or None. Keys become template
+    parameter names in the generated code and values its arguments: a key is a plain identifier
+    (never C++ text), a value an int, a bool, or an expression of one or of a dtype ("x.dtype",
+    "float16"), which the launch checks it evaluates to."""
+    for key, value in template.items():
+        if (not isinstance(key, str) or not _TEMPLATE_KEY.fullmatch(key) or key in CPP_KEYWORDS
+                or key.startswith("__")):
+            return (f"template key {key!r} must be an identifier: letters, digits and _, not starting with a "
+                    "digit or __, at most 64 characters, not a C++ or Metal keyword")
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int):
+            if abs(value) > 2**62:
+                return f"template value {key} = {value} is too large"
+            continue
+        if not isinstance(value, str):
+            return f"template value {key} must be an int, bool or dtype, got {type(value).__name__}"
+        try:
+            parse(value)
+        except ExprError as e:
+            return f"template value {key} = {value!r} must be an int, bool or dtype expression: {e}"
+    return None
 
 
 class Launch(Strict):

@@ -321,3 +321,163 @@ out[i] = a_shape[0] > 2000000 ? a[i] : a[i] + b[i];
     again = run_tool(session, "benchmark", {"candidate_id": special.id})
     assert again.error and "found wrong by an earlier benchmark" in again.text
     assert Record.from_state(record.to_state()).refuted == record.refuted
+
+
+# ---------------------------------------------------------------- only kernel code compiles
+
+
+def gelu_inputs():
+    from mlxport.tasks import make_inputs
+
+    return make_inputs(GELU, GELU.cases.visible[0], "float32", 1)
+
+
+def refused(candidate, sentence: str, *, check: bool = False):
+    """``candidate`` is refused by the simulator's compile and run (and, with ``check``, by the
+    correctness check) with ``sentence``; nothing of it is published into the library cache."""
+    from mlxport.backends.sim import build
+
+    published = []
+    publish = build._publish
+    build._publish = lambda tmp, final: (published.append(final), publish(tmp, final))
+    try:
+        inputs = gelu_inputs()
+        compiled = SIM.compile(candidate, inputs)
+        assert not compiled.ok and compiled.diagnostics[0].message == sentence, compiled.diagnostics
+        run = SIM.run(candidate, inputs)
+        assert run.error == sentence
+        if check:
+            report = verdict(GELU, candidate)
+            assert not report.ok and sentence in report.summary()
+    finally:
+        build._publish = publish
+    assert not [p for p in published if p.name.startswith("k-")]  # a refused library is never published
+
+
+def test_a_static_initializer_calling_system_is_refused_and_never_runs(tmp_path):
+    header = f"""#include <metal_stdlib>
+using namespace metal;
+extern "C" int system(const char*);
+static int pwned = system("touch {tmp_path / 'pwned'}");
+"""
+    refused(gelu("out[i] = y;").model_copy(update={"header": header}),
+            "not a Metal kernel: calls `system` (line 4 of the header)", check=True)
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_reading_a_file_with_fopen_is_refused(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("7")
+    header = f"""extern "C" void* fopen(const char*, const char*);
+extern "C" int fgetc(void*);
+inline float peek() {{ void* f = fopen("{secret}", "r"); return f ? float(fgetc(f) - '0') : 0.0f; }}
+"""
+    refused(gelu("out[i] = y + 0.0f * peek();").model_copy(update={"header": header}),
+            "not a Metal kernel: calls `fopen` (line 3 of the header), and also `fgetc`")
+
+
+def test_an_api_key_read_with_getenv_and_written_to_disk_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    leak = tmp_path / "leak.txt"
+    header = f"""extern "C" char* getenv(const char*);
+extern "C" void* fopen(const char*, const char*);
+extern "C" int fputs(const char*, void*);
+inline void leak() {{ fputs(getenv("OPENAI_API_KEY"), fopen("{leak}", "w")); }}
+"""
+    refused(gelu("leak(); out[i] = y;").model_copy(update={"header": header}),
+            "not a Metal kernel: calls `fputs` (line 4 of the header), and also `getenv`, `fopen`")
+    assert not leak.exists()
+
+
+def test_a_child_process_outliving_the_run_is_refused_before_it_starts(tmp_path):
+    header = f"""extern "C" int fork();
+extern "C" int setsid();
+extern "C" unsigned sleep(unsigned);
+extern "C" int system(const char*);
+inline void linger() {{ if (fork() == 0) {{ setsid(); sleep(1); system("touch {tmp_path / 'later'}"); }} }}
+"""
+    refused(gelu("if (i == 0) linger();\nout[i] = y;").model_copy(update={"header": header}),
+            "not a Metal kernel: calls `fork` (line 5 of the header), and also `setsid`, `sleep`, `system`")
+    assert not (tmp_path / "later").exists()
+
+
+def test_a_static_local_counter_is_refused():
+    header = "inline uint bump() {\n  static uint counter = 0;\n  return counter++;\n}\n"
+    refused(gelu("out[i] = y + 0.0f * float(bump());").model_copy(update={"header": header}),
+            "not a Metal kernel: `counter` at line 2 of the header is a static local variable; Metal allows "
+            "static and program-scope data only in the constant address space")
+
+
+def test_a_64_mb_mutable_global_is_refused():
+    header = "float scratch[16 * 1024 * 1024];\n"
+    refused(gelu("scratch[i] = y;\nout[i] = scratch[i];").model_copy(update={"header": header}),
+            "not a Metal kernel: `scratch` at line 1 of the header is a mutable program-scope variable; Metal "
+            "allows program-scope data only in the constant address space")
+    # declared by a macro, out of sight of the text: the object still holds it
+    header = "#define SCRATCH(n) float n##_buf[16 * 1024 * 1024];\nSCRATCH(big)\n"
+    refused(gelu("big_buf[i] = y;\nout[i] = big_buf[i];").model_copy(update={"header": header}),
+            "not a Metal kernel: `big_buf` at line 6 of the source is a mutable program-scope variable; Metal "
+            "allows program-scope data only in the constant address space")
+
+
+def test_system_headers_and_inline_assembly_are_refused():
+    refused(gelu("out[i] = y;").model_copy(update={"header": "#include <metal_stdlib>\n%:include <stdlib.h>\n"}),
+            "not a Metal kernel: includes <stdlib.h> (line 2 of the header); a Metal kernel includes only the "
+            "<metal_*> headers")
+    refused(gelu('__asm__ volatile("nop");\nout[i] = y;'),
+            "not a Metal kernel: inline assembly (`__asm__`, line 6 of the source); Metal has none")
+    pasted = gelu('PASTE(__as, m__) volatile("nop");\nout[i] = y;').model_copy(
+        update={"header": "#define PASTE(a, b) a##b\n"})
+    compiled = SIM.compile(pasted, gelu_inputs())  # spelled through a macro: still not compiled
+    assert not compiled.ok and "__inline_assembly_is_not_metal" in compiled.diagnostics[0].message
+
+
+def test_constant_program_scope_data_still_compiles():
+    header = ("constant float scale[2] = {1.0f, 0.5f};\nconstexpr constant int K = 2;\n"
+              "inline float pick(uint i) { constexpr constant float t[2] = {1.0f, 1.0f}; return t[i % K]; }\n")
+    ok = gelu("out[i] = y * scale[0] * pick(i);").model_copy(update={"header": header})
+    assert verdict(GELU, ok).ok
+
+
+def test_a_template_key_carrying_cpp_text_is_refused():
+    from pydantic import ValidationError
+
+    from mlxport.spec import KernelCandidate
+
+    data = gelu("out[i] = y;").model_dump()
+    data["template"] = {'N = 1> void f() { system("id"); } template <int M': 4}
+    with pytest.raises(ValidationError, match="template key .* must be an identifier"):
+        KernelCandidate.model_validate(data)
+    data["template"] = {"N": 'x.size; system("id")'}
+    with pytest.raises(ValidationError, match="template value N .* must be an int, bool or dtype"):
+        KernelCandidate.model_validate(data)
+    # model_copy(update=...) skips validation: the launch refuses it all the same
+    sneaky = gelu("out[i] = y;").model_copy(update={"template": {"int; int": 1}})
+    compiled = SIM.compile(sneaky, gelu_inputs())
+    assert not compiled.ok and "must be an identifier" in compiled.diagnostics[0].message
+
+
+def test_a_cuda_device_function_calling_fopen_is_refused_by_the_cpu_executor(tmp_path):
+    from mlxport.backends.cuda_cpu import CudaExecutor, ExecError
+
+    path = tmp_path / "peek.cu"
+    path.write_text('extern "C" __device__ long fopen(const char*, const char*);\n'
+                    "__device__ long peek(const char* name) {\n"
+                    '  return fopen(name, "r");\n'
+                    "}\n"
+                    '__global__ void leak(long* out) { out[threadIdx.x] = peek("/etc/hostname"); }\n'
+                    "__device__ long raw(long n) {\n"
+                    '  long r; __asm__ volatile("syscall" : "=a"(r) : "a"(n) : "rcx", "r11", "memory");\n'
+                    "  return r;\n"
+                    "}\n"
+                    "__global__ void pid(long* out) { out[0] = raw(39); }\n")
+    executor = CudaExecutor()
+    try:
+        source = executor.source(path)
+        with pytest.raises(ExecError, match=r"not device code: calls `fopen` \(line 3 of peek\.cu\)"):
+            executor.compile(source, "leak")
+        # a system call needs no symbol: inline assembly is refused as such
+        with pytest.raises(ExecError, match=r"inline PTX \(asm\), which the CPU executor does not run \(line 7"):
+            executor.compile(source, "pid")
+    finally:
+        executor.close()

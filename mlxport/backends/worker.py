@@ -9,8 +9,10 @@ Protocol (pipes, one request in flight): an 8-byte length, a JSON header, then t
 of each array the header lists as ``{"dtype": numpy dtype name, "shape": [...]}``. Callers
 pass bfloat16 data as uint16 bits and say so in their own header fields.
 
-The child runs ``python -m mlxport.backends.worker <module:function> <memory bytes>``; the
-function takes ``(header: dict, arrays: list[np.ndarray])`` and returns the same pair.
+The child runs ``python -m mlxport.backends.worker <module:function> <memory bytes> <parent pid>``
+in a fresh temporary directory with an allowlisted environment, and confines itself before its
+first request (mlxport.backends.confine); the function takes ``(header: dict, arrays:
+list[np.ndarray])`` and returns the same pair.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import json
 import os
 import resource
 import select
+import shutil
 import signal
 import struct
 import subprocess
@@ -33,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from mlxport.backends.confine import CPU_SECONDS, lock_down, worker_env
 
 DEFAULT_MEMORY = int(os.environ.get("MLXPORT_WORKER_MEMORY", str(16 << 30)))
 _LEN = struct.Struct("<Q")
@@ -101,6 +106,7 @@ class Worker:
         self.env = env
         self.proc: subprocess.Popen[bytes] | None = None
         self._stderr: Any = None
+        self._home: str | None = None  # the worker's own temporary directory
         self.restarts = 0
         self._lock = threading.Lock()  # the protocol allows one request in flight
 
@@ -110,12 +116,15 @@ class Worker:
         if self.proc is not None:
             self.restarts += 1
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker
+        self._home = tempfile.mkdtemp(prefix="mlxport-worker-")
         root = str(Path(__file__).resolve().parents[2])
-        env = {**os.environ, **(self.env or {})}
+        env = worker_env(self.env)
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env["TMPDIR"] = self._home
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mlxport.backends.worker", self.target, str(self.memory_bytes)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env, start_new_session=True)
+            [sys.executable, "-m", "mlxport.backends.worker", self.target, str(self.memory_bytes), str(os.getpid())],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env, cwd=self._home,
+            start_new_session=True)
         return self.proc
 
     def call(self, header: dict[str, Any], arrays: list[np.ndarray] | None = None, *,
@@ -157,6 +166,7 @@ class Worker:
                    "SIGBUS": "bus error: a misaligned or unmapped access",
                    "SIGABRT": "abort", "SIGKILL": "killed, probably for using too much memory",
                    "SIGFPE": "arithmetic exception (integer division by zero?)",
+                   "SIGXCPU": f"it used up the worker's {CPU_SECONDS} s of CPU time",
                    "SIGILL": "illegal instruction"}.get(name, name)
             msg = f"the kernel crashed the worker process ({name}, {why})"
         else:
@@ -187,6 +197,12 @@ class Worker:
                 self.proc.kill()
             self.proc.wait()
         self.proc = None
+        self._clean()
+
+    def _clean(self) -> None:
+        if self._home is not None:
+            shutil.rmtree(self._home, ignore_errors=True)
+            self._home = None
 
     def close(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -196,6 +212,7 @@ class Worker:
             except (OSError, subprocess.TimeoutExpired):
                 self.kill()
         self.proc = None
+        self._clean()
 
     def __del__(self) -> None:
         try:  # noqa: SIM105 - at interpreter shutdown even contextlib may be gone
@@ -213,7 +230,7 @@ def _limit_memory(nbytes: int) -> None:
             resource.setrlimit(resource.RLIMIT_AS, (nbytes, nbytes))
 
 
-def serve(target: str, memory_bytes: int) -> None:
+def serve(target: str, memory_bytes: int, parent: int) -> None:
     """The worker loop: read a request, run the handler, write the reply, until stdin closes."""
     # Keep the protocol on a private descriptor; anything the kernel prints goes to stderr.
     proto_out = os.dup(1)
@@ -221,6 +238,7 @@ def serve(target: str, memory_bytes: int) -> None:
     _limit_memory(memory_bytes)
     module, _, name = target.partition(":")
     handler = getattr(importlib.import_module(module), name)
+    lock_down(parent)  # after the imports, before any candidate code
     fd_in = 0
     while True:
         try:
@@ -238,4 +256,4 @@ def serve(target: str, memory_bytes: int) -> None:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else DEFAULT_MEMORY)
+    serve(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))

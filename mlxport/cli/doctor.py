@@ -20,11 +20,12 @@ def doctor(as_json: o.Json = False,
     """Which backends can run here, and why not."""
     import platform
 
-    from mlxport.backends import GPUS, availability, get_backend, select_auto
+    from mlxport.backends import GPUS, availability, confine, get_backend, select_auto
 
     status = availability()
     data = {"platform": platform.platform(), "python": platform.python_version(), "auto": select_auto(),
-            "backends": {k: {"available": v.ok, "reason": v.reason} for k, v in status.items()}}
+            "backends": {k: {"available": v.ok, "reason": v.reason} for k, v in status.items()},
+            "confinement": confine.probe()}
     if calibrate:
         if data["auto"] not in GPUS:
             raise UserError(f"--calibrate needs a GPU backend ({' or '.join(GPUS)}); the simulator has no timing")
@@ -36,5 +37,6 @@ def doctor(as_json: o.Json = False,
     for name, v in status.items():
         mark = "[green]available[/green]" if v.ok else f"[red]unavailable[/red]: {escape(v.reason)}"
         o.out.print(f"  {name:6s} {mark}")
+    o.out.print(f"  workers: {escape('; '.join(data['confinement']))} (docs/security.md)")
     if "calibration" in data:
         o.out.print(f"  calibration: {data['calibration']}")

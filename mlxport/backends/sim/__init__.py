@@ -131,7 +131,8 @@ class SimBackend:
         key = src.text
         if key in self._builds:
             old = self._builds[key]
-            return _build.BuildResult(old.ok, old.library, old.diagnostics, cached=True, log=old.log)
+            return _build.BuildResult(old.ok, old.library, old.diagnostics, cached=True, log=old.log,
+                                      refused=old.refused)
         result = _build.build(src)
         self._builds[key] = result
         return result
@@ -154,6 +155,8 @@ class SimBackend:
         sig = self._signature(candidate, infos, launch)
         src = sim_text(sig)
         built = self._compile(src)
+        if not built.ok and built.refused:  # not kernel code: its one sentence says why and where
+            return RunResult(error=built.refused, seconds=time.perf_counter() - t0)
         if not built.ok:
             first = built.diagnostics[0] if built.diagnostics else None
             where = f" ({first.where} line {first.line})" if first and first.line else ""

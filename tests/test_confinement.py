@@ -1,0 +1,89 @@
+"""Workers that run candidate code are confined: no secrets in their environment, a directory of
+their own, no new processes, and never alive after mlxport is gone, however it ends."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mlxport.backends import confine
+from mlxport.backends.worker import Worker
+
+ROOT = Path(__file__).resolve().parents[1]
+LOCKED = confine.probe()[0].startswith("seccomp: no fork")
+
+
+@pytest.fixture
+def probe():
+    worker = Worker("tests.workers.probe:handle", memory_bytes=0)
+    yield worker
+    worker.close()
+
+
+def test_a_worker_sees_no_secrets_and_runs_in_a_directory_of_its_own(probe, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-for-workers")
+    monkeypatch.setenv("MLXPORT_PROVIDER_TOKEN", "also-secret")
+    monkeypatch.setenv("MLXPORT_CACHE", os.environ.get("MLXPORT_CACHE", str(Path.home() / ".cache" / "mlxport")))
+    reply, _ = probe.call({"op": "env"})
+    assert "OPENAI_API_KEY" not in reply["env"] and "MLXPORT_PROVIDER_TOKEN" not in reply["env"]
+    assert "MLXPORT_CACHE" in reply["env"]
+    home = Path(reply["cwd"])
+    assert home.name.startswith("mlxport-worker-") and home != ROOT
+    probe.close()
+    assert not home.exists()
+
+
+@pytest.mark.skipif(not LOCKED, reason="no seccomp filter on this platform (docs/security.md)")
+def test_a_worker_cannot_start_a_process(probe, tmp_path):
+    reply, _ = probe.call({"op": "fork"})
+    assert "Operation not permitted" in reply.get("refused", ""), reply
+    reply, _ = probe.call({"op": "system", "path": str(tmp_path / "pwned")})
+    assert reply["status"] != 0 and not (tmp_path / "pwned").exists()
+
+
+def _workers_of(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+                cmd = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid and b"mlxport.backends.worker" in cmd:
+                out.append(int(entry.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc to find the worker")
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_killing_mlxport_check_during_an_endless_loop_leaves_no_process(tmp_path, sig):
+    candidate = tmp_path / "spin.toml"
+    candidate.write_text((ROOT / "mlxport/evals/tasks/vector_add/ports/msl.toml").read_text().replace(
+        "out[i] = a[i] + b[i];", "while (a[0] == a[0]) { out[i] = a[i]; }"))
+    check = subprocess.Popen([sys.executable, "-m", "mlxport.cli", "check", str(candidate), "--task", "vector_add",
+                              "--backend", "sim"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline, workers = time.monotonic() + 120, []
+    while not workers and time.monotonic() < deadline and check.poll() is None:
+        time.sleep(0.2)
+        workers = _workers_of(check.pid)
+    assert workers, "mlxport check started no worker"
+    time.sleep(1.0)  # the kernel is spinning now
+    check.send_signal(sig)
+    check.wait(timeout=30)
+    deadline = time.monotonic() + 5
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(w) for w in workers), f"workers {workers} outlived mlxport check ({sig.name})"
