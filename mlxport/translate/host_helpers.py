@@ -59,7 +59,7 @@ def declared_name(d: Node) -> str:
 
 
 
-def _truth(ev: _Evaluator, node: Node | None, env: dict, line: Node) -> bool:
+def _truth(ev: _Evaluator, node: Node | None, env: dict) -> bool:
     if node is None:
         return True
     v = ev.value(node, env)
@@ -76,9 +76,7 @@ def _block(ev: _Evaluator, node: Node | None, env: dict, steps: list[int]) -> No
 
 
 def _statement(ev: _Evaluator, stmt: Node, env: dict, steps: list[int]) -> None:
-    steps[0] -= 1
-    if steps[0] < 0:
-        raise _Stuck(f"it runs more than {STEPS} steps")
+    _tick(steps)
     t = stmt.type
     if t == "comment":
         return
@@ -93,12 +91,12 @@ def _statement(ev: _Evaluator, stmt: Node, env: dict, steps: list[int]) -> None:
         raise _Return(ev.value(stmt.named_children[0], env) if stmt.named_children else None)
     elif t == "if_statement":
         cond = stmt.child_by_field_name("condition")
-        if _truth(ev, cond, env, stmt):
+        if _truth(ev, cond, env):
             _block(ev, stmt.child_by_field_name("consequence"), env, steps)
         elif (alt := stmt.child_by_field_name("alternative")) is not None:
             _block(ev, alt.named_children[-1] if alt.type == "else_clause" else alt, env, steps)
     elif t == "while_statement":
-        while _truth(ev, stmt.child_by_field_name("condition"), env, stmt):
+        while _truth(ev, stmt.child_by_field_name("condition"), env):
             _block(ev, stmt.child_by_field_name("body"), env, steps)
             _tick(steps)
     elif t == "for_statement":
@@ -106,7 +104,7 @@ def _statement(ev: _Evaluator, stmt: Node, env: dict, steps: list[int]) -> None:
         if init is not None:
             ev.declare(init, env) if init.type == "declaration" else _effect(ev, init, env)
         update = stmt.child_by_field_name("update")
-        while _truth(ev, stmt.child_by_field_name("condition"), env, stmt):
+        while _truth(ev, stmt.child_by_field_name("condition"), env):
             _block(ev, stmt.child_by_field_name("body"), env, steps)
             if update is not None:
                 _effect(ev, update, env)

@@ -184,16 +184,22 @@ _OPERATORS = {"nw": "operator new", "na": "operator new[]", "dl": "operator dele
 _OPENERS = "INLXJ"  # each of these is closed by an E
 
 
+def _length(body: str, i: int) -> tuple[int, int]:
+    """The length prefix of a source name that starts at ``i``, and where the name begins."""
+    j = i
+    while j < len(body) and body[j].isdigit():
+        j += 1
+    return int(body[i:j]), j
+
+
 def _skip(body: str, i: int) -> int:
     """The index after the balanced encoding (template arguments, say) that opens at ``i``."""
     depth = 0
     while i < len(body):
         c = body[i]
         if c.isdigit():
-            j = i
-            while j < len(body) and body[j].isdigit():
-                j += 1
-            i = j + int(body[i:j])
+            n, j = _length(body, i)
+            i = j + n
             continue
         if c in _OPENERS:
             depth += 1
@@ -228,10 +234,7 @@ def readable(symbol: str) -> tuple[str, list[str]]:
     while i < len(body):
         c = body[i]
         if c.isdigit():
-            j = i
-            while j < len(body) and body[j].isdigit():
-                j += 1
-            n = int(body[i:j])
+            n, j = _length(body, i)
             parts.append(body[j:j + n])
             i = j + n
         elif body.startswith("St", i):
