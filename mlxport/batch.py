@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from mlxport.errors import UserError
+from mlxport.redaction import redact_text, write_text
 
 EVENTS = "batch_events.jsonl"
 CONFIG_FIELDS = ("max_iterations", "patience", "max_tokens", "max_cost", "max_wall_seconds", "max_consecutive_errors",
@@ -160,7 +161,7 @@ class EventLog:
     def emit(self, task: str, event: str, **data: Any) -> None:
         record = {"time": round(time.time(), 3), "pid": os.getpid(), "task": task, "event": event, **data}
         if event != "iteration":
-            line = (json.dumps(record, default=str) + "\n").encode()
+            line = redact_text(json.dumps(record, default=str) + "\n").encode()
             with self._lock:
                 fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
                 try:
@@ -293,8 +294,8 @@ def run_batch(source: str | Path, *, model: str = "rules", jobs: int = 2, out: P
     rows.sort(key=lambda r: order[r["task"]])
     summary = {"source": str(source), "out": str(out), "model": model, "jobs": jobs, "ray": ray_address,
                "wall_seconds": round(time.time() - t0, 1), "totals": totals(rows), "tasks": rows}
-    (out / "batch.json").write_text(json.dumps(summary, indent=2))
-    (out / "batch_report.md").write_text(report_md(summary))
+    write_text(out / "batch.json", json.dumps(summary, indent=2))
+    write_text(out / "batch_report.md", report_md(summary))
     if console is not None:
         console.print(summary_table(rows))
         console.print(f"{summary['totals']['verified']}/{len(rows)} verified; wrote {out / 'batch_report.md'}")

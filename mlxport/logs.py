@@ -1,13 +1,10 @@
 """Structured run logs: one JSON object per line in ``<out>/<task>/log.jsonl``.
 
-Secrets never reach the file: values under secret-looking keys, strings shaped like API keys,
-and credentials inside URLs are redacted before rendering.
+Secrets never reach the file: every event passes through ``mlxport.redaction`` before rendering.
 """
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,31 +12,11 @@ from typing import Any
 
 import structlog
 
-SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|authorization)", re.I)
-SECRET_VALUE = re.compile(r"\b(sk-[A-Za-z0-9_\-]{8,}|sk-ant-[A-Za-z0-9_\-]{8,}|AIza[0-9A-Za-z_\-]{20,})")
-URL_CREDENTIALS = re.compile(r"(https?://)[^/\s:@]+:[^/\s@]+@")
-REDACTED = "[redacted]"
+from mlxport.redaction import redact
 
 
-def _scrub(value: Any) -> Any:
-    if isinstance(value, str):
-        value = URL_CREDENTIALS.sub(r"\1[redacted]@", value)
-        for secret in _environment_secrets():
-            value = value.replace(secret, REDACTED)
-        return SECRET_VALUE.sub(REDACTED, value)
-    if isinstance(value, dict):
-        return {k: REDACTED if SECRET_KEY.search(str(k)) else _scrub(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_scrub(v) for v in value]
-    return value
-
-
-def _environment_secrets() -> list[str]:
-    return [v for k, v in os.environ.items() if SECRET_KEY.search(k) and len(v) >= 8]
-
-
-def redact(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
-    return _scrub(event)
+def _redact(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
+    return redact(event)
 
 
 @contextmanager
@@ -50,7 +27,7 @@ def run_log(path: Path, **context: Any) -> Iterator[structlog.BoundLogger]:
         logger = structlog.wrap_logger(
             structlog.WriteLogger(stream),
             processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso", utc=True),
-                        redact, structlog.processors.JSONRenderer(default=str)],
+                        _redact, structlog.processors.JSONRenderer(default=str)],
         )
         yield logger.bind(**context)
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mlxport.errors import UserError
+from mlxport.redaction import redact
 from mlxport.tools import schemas
 from mlxport.tools.handlers import run_tool
 from mlxport.tools.session import Session, open_session
@@ -207,9 +208,9 @@ def _as_tool_errors(fn, tool_error):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
-            return fn(*args, **kwargs)
+            return redact(fn(*args, **kwargs))
         except UserError as e:  # a call the client can fix: an error result, never a crash
-            raise tool_error(str(e)) from e
+            raise tool_error(redact(str(e))) from e
 
     return wrapper
 

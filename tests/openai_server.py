@@ -59,7 +59,8 @@ class HTTPError:
 
     ``retry_after_ms`` is sent as ``retry-after-ms`` and (floored to seconds) ``retry-after``. The openai SDK
     prefers ``retry-after-ms`` and ignores a delay of 0, falling back to its own ~0.5 s backoff, so the
-    default of 1 ms is what keeps client retries fast. None sends neither header.
+    default of 1 ms is what keeps client retries fast. None sends neither header. ``{authorization}``
+    in ``message`` is replaced by the request's Authorization header, as a careless proxy echoes it.
     """
 
     status: int = 500
@@ -180,7 +181,8 @@ class _Handler(BaseHTTPRequestHandler):
             n = len(self.owner.script)
             return self._send_error(500, f"script exhausted: request #{len(self.owner.requests)} but only {n} turns")
         if isinstance(turn, HTTPError):
-            return self._send_error(turn.status, turn.message, turn.retry_after_ms)
+            message = (turn.message or "").replace("{authorization}", self.headers.get("authorization", ""))
+            return self._send_error(turn.status, message or None, turn.retry_after_ms)
         if body.get("stream"):
             return self._send_stream(turn, body)
         self._send_json(200, _completion(turn, body, self.owner.model))

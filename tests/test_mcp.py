@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TOOLS = {"list_tasks", "read_cuda_source", "query_hardware_kb", "compile_kernel", "check", "benchmark", "port"}
 PORT_TOML = (SUITE_DIR / "vector_add" / "ports" / "msl.toml").read_text()
 PORT_ID = expert_ports(load_task("vector_add"))["msl"].id
+KEY = "sk-live-0123456789abcdefghijklmn"
 
 
 def text(result) -> str:
@@ -32,6 +33,9 @@ async def session_calls(tmp_path: Path) -> dict:
         got["list_tasks"] = await call("list_tasks", {})
         got["read_task"] = await call("read_cuda_source", {"path": "vector_add", "show_source": False})
         got["read_file"] = await call("read_cuda_source", {"path": str(SUITE_DIR / "softmax_rows" / "kernel.cu")})
+        leaky = tmp_path / "leaky.cu"
+        leaky.write_text(f"// {KEY}\n__global__ void k(float* x) {{ x[threadIdx.x] = 1.0f; }}\n")
+        got["read_leaky"] = await call("read_cuda_source", {"path": str(leaky)})
         got["kb"] = await call("query_hardware_kb", {"query": "simd_shuffle_xor semantics"})
         got["compile"] = await call("compile_kernel", {"task": "vector_add", "candidate_toml": PORT_TOML,
                                                        "backend": "sim"})
@@ -55,6 +59,7 @@ def test_mcp_client_lists_and_calls_every_tool(tmp_path):
     assert "Entry kernel: vector_add" in text(got["read_task"])
     assert "softmax" in text(got["read_file"]) and "   1 " in text(got["read_file"])
     assert "simd_shuffle_xor" in text(got["kb"])
+    assert "__global__ void k" in text(got["read_leaky"]) and KEY not in text(got["read_leaky"])
     assert f"candidate {PORT_ID}" in text(got["compile"])
     assert "PASS" in text(got["check"])
     assert "ESTIMATE" in text(got["benchmark"])

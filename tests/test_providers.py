@@ -83,10 +83,4 @@ def test_run_log_is_json_lines_without_secrets(tmp_path, monkeypatch):
     events = [json.loads(line) for line in text.splitlines()]
     assert [e["event"] for e in events][0] == "port_started" and events[-1]["event"] == "port_finished"
     assert any(e.get("tool_calls") == ["read_cuda_source"] for e in events)
-    assert secret not in text  # ...and never logged
-    from mlxport.logs import redact
-
-    scrubbed = redact(None, "info", {"base_url": "https://user:hunter22@host/v1", "headers": {"Authorization": "x"},
-                                     "note": "key sk-abcdefghijklmnop"})
-    assert "hunter22" not in str(scrubbed) and scrubbed["headers"]["Authorization"] == "[redacted]"
-    assert "sk-abcdefghijklmnop" not in scrubbed["note"]
+    assert secret not in text  # ...and never logged (tests/test_redaction.py covers every other output)

@@ -3,7 +3,6 @@ port``, watching each step, steering and approving (agent/chat_session.py runs i
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -26,8 +25,6 @@ def chat(task: KernelTask | None, config: RunConfig, out: Path, *, session: str 
     """Run a chat session and return its id. With ``session``, resume it (``task`` and ``config``
     are then taken from the saved session); with no task, ask which bundled task to port.
     ``model`` overrides ``config.model`` (tests); ``read`` returns the person's next line."""
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
     from mlxport.agent.chat_session import ChatSession
     from mlxport.agent.chat_view import View, model_label
     from mlxport.agent.graph import build_graph
@@ -49,9 +46,9 @@ def chat(task: KernelTask | None, config: RunConfig, out: Path, *, session: str 
                   f"· backend {config.backend}", highlight=False)
     console.print(f"session {saved.id} (saved in {saved.folder})", highlight=False, soft_wrap=True)
     console.print("type guidance any time · /help · /quit", style="dim")
-    conn = sqlite3.connect(saved.folder / "checkpoints.sqlite", check_same_thread=False)
+    saver, conn = sessions.checkpointer(saved.folder)
     try:
-        graph = build_graph(model=model, checkpointer=SqliteSaver(conn))
+        graph = build_graph(model=model, checkpointer=saver)
         chat_session = ChatSession(graph, task, config, saved.folder, saved.id, View(console), hint)
         resume = bool(chat_session.snapshot().values)
         if resume:

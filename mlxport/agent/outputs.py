@@ -13,6 +13,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from mlxport.agent.state import State
+from mlxport.redaction import write_text
 from mlxport.spec import BenchmarkReport, CorrectnessReport, KernelCandidate, KernelTask
 from mlxport.tools.session import Record
 from mlxport.verify.correctness import output_order
@@ -208,23 +209,22 @@ def write_outputs(out: Path, task: KernelTask, state: State, config: dict[str, A
     cand_dir = out / "candidates"
     cand_dir.mkdir(exist_ok=True)
     for cid, r in records.items():
-        (cand_dir / f"{cid}.toml").write_text(r.candidate.to_toml())
+        write_text(cand_dir / f"{cid}.toml", r.candidate.to_toml())
     _write_transcript(out / "transcript.jsonl", state.messages)
     best = records.get(final.get("candidate_id") or "")
     if best is not None:
         _write_op(out, task, best.candidate, config, final)
     run = run_record(task, state, config, session_id, records)
-    (out / "run.json").write_text(json.dumps(run, indent=2, default=str))
-    (out / "report.md").write_text(report_md(task, run, best, final))
+    write_text(out / "run.json", json.dumps(run, indent=2, default=str))
+    write_text(out / "report.md", report_md(task, run, best, final))
     return run
 
 
 def _write_transcript(path: Path, messages: list[BaseMessage]) -> None:
-    with path.open("w") as f:
-        for m in messages:
-            f.write(json.dumps({"type": m.type, "content": m.content,
-                                "tool_calls": getattr(m, "tool_calls", None) or None,
-                                "tool_call_id": getattr(m, "tool_call_id", None)}, default=str) + "\n")
+    write_text(path, "".join(json.dumps({"type": m.type, "content": m.content,
+                                         "tool_calls": getattr(m, "tool_calls", None) or None,
+                                         "tool_call_id": getattr(m, "tool_call_id", None)}, default=str) + "\n"
+                             for m in messages))
 
 
 def _write_op(out: Path, task: KernelTask, c: KernelCandidate, config: dict[str, Any], final: dict) -> None:
@@ -234,7 +234,7 @@ def _write_op(out: Path, task: KernelTask, c: KernelCandidate, config: dict[str,
     shutil.copytree(task.folder, task_copy, ignore=shutil.ignore_patterns("__pycache__"))
     if (task.folder / "reference.py").is_file():
         shutil.copy(task.folder / "reference.py", out / "reference.py")
-    (out / "candidate.toml").write_text(c.to_toml())
+    write_text(out / "candidate.toml", c.to_toml())
     inputs = {t.name for t in task.inputs}
     names = [t.name for t in task.inputs] + [p.name for p in task.params]
     params = {p.name: p.default for p in task.params}
@@ -265,9 +265,9 @@ def _write_op(out: Path, task: KernelTask, c: KernelCandidate, config: dict[str,
                             f"{i}.reshape(outs[{c.output_names.index(o)}].shape), outs[{c.output_names.index(o)}])"
                             f"  # what the kernel did not write is the input's\n" for o, i in c.inout.items()),
     )
-    (out / "kernel.py").write_text(text)
+    write_text(out / "kernel.py", text)
     tol = {d: {"atol": t.atol, "rtol": t.rtol} for d, t in task.tolerance.items()}
-    (out / "test_kernel.py").write_text(TEST_PY.format(cases=task.all_cases(), dtypes=task.dtypes, tolerance=tol,
+    write_text(out / "test_kernel.py", TEST_PY.format(cases=task.all_cases(), dtypes=task.dtypes, tolerance=tol,
                                                        func=task.name))
 
 

@@ -3,14 +3,12 @@ resume after any interruption, and the files a port leaves behind."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from langchain_core.language_models.chat_models import BaseChatModel
-from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.errors import GraphRecursionError
 
 from mlxport.agent import sessions
@@ -40,11 +38,11 @@ def run_port(task: KernelTask, config: RunConfig, out: Path, *, session: str | N
             check_model_spec(config.model, config.base_url)
         session = session or sessions.new_id(task.name)
         sessions.save(folder, session, task.folder, config)
-    conn = sqlite3.connect(folder / "checkpoints.sqlite", check_same_thread=False)
+    saver, conn = sessions.checkpointer(folder)
     with run_log(folder / "log.jsonl", session=session, task=task.name) as log:
         log.info("port_resumed" if resume else "port_started", config=asdict(config))
         try:
-            state = _drive(task, config, conn, session, resume, log, on_update, on_token, model)
+            state = _drive(task, config, saver, session, resume, log, on_update, on_token, model)
         finally:
             conn.close()
         run = write_outputs(folder, task, state, asdict(config), session)
@@ -56,11 +54,11 @@ class NoCheckpoint(UserError):
     """``resume`` named a session that never reached its first checkpoint."""
 
 
-def _drive(task: KernelTask, config: RunConfig, conn: sqlite3.Connection, session: str, resume: bool, log,
+def _drive(task: KernelTask, config: RunConfig, saver: sessions.RedactingSaver, session: str, resume: bool, log,
            on_update: Listener | None, on_token: Callable[[str], None] | None,
            model: BaseChatModel | None) -> State:
     """Run (or continue) the graph to its end and return the final state."""
-    graph = build_graph(model=model, checkpointer=SqliteSaver(conn))
+    graph = build_graph(model=model, checkpointer=saver)
     cfg = {"configurable": {"thread_id": session}, "recursion_limit": 4 * config.max_iterations + 40}
     snapshot = graph.get_state(cfg)
     if resume and not snapshot.values:

@@ -13,19 +13,19 @@ import ctypes
 import ctypes.util
 import errno
 import os
-import re
 import resource
 import signal
 import sys
 import threading
 import time
 
+from mlxport.redaction import SECRET_NAME
+
 # Names a worker needs (interpreter, libraries, locale, mlxport's own settings, GPU runtimes).
 _NAMES = {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TERM", "PYTHONPATH", "PYTHONHASHSEED",
           "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "PYTHONNOUSERSITE", "LD_LIBRARY_PATH", "VIRTUAL_ENV",
           "CXX", "SYSTEMROOT"}
 _PREFIXES = ("LC_", "MLXPORT_", "MLX_", "METAL_", "CUDA_", "NVIDIA_", "NCCL_", "OMP_", "OPENBLAS_", "MKL_", "ZIG_")
-SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
 CPU_SECONDS = int(os.environ.get("MLXPORT_WORKER_CPU_SECONDS", "3600"))  # per worker process, all requests
 OPEN_FILES = 256
 WATCH_SECONDS = 0.25

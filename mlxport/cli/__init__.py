@@ -1,7 +1,8 @@
 """The ``mlxport`` command line: ``mlxport COMMAND ...``, one module per command.
 
 The dispatcher imports only the command it runs, so ``mlxport kb chip`` does not load the agent.
-Every error a user can fix ends as one sentence on stderr and exit code 2.
+Every error a user can fix ends as one sentence on stderr and exit code 2; nothing printed carries
+a secret (mlxport.redaction).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import importlib
 import sys
 
 from mlxport.errors import UserError
+from mlxport.redaction import guard_terminal
 
 # command -> one line of help; the module mlxport.cli.<command> holds it as a Typer app named ``app``
 COMMANDS = {
@@ -37,6 +39,7 @@ def usage() -> str:
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
+    guard_terminal()
     if not argv or argv[0] in ("-h", "--help"):
         print(usage())
         sys.exit(0 if argv else 2)

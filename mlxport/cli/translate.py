@@ -10,6 +10,7 @@ import typer
 
 from mlxport.cli import options as o
 from mlxport.errors import UserError
+from mlxport.redaction import write_text
 
 app = o.command_app("Rule-based translation (a non-LLM baseline) of a CUDA kernel into a candidate.")
 
@@ -31,7 +32,7 @@ def translate(path: Annotated[Path, typer.Argument(help="A .cu file.")],
                            task=load_task(task) if task else None)
     text = result.candidate.to_toml()
     if output:
-        output.write_text(text)
+        write_text(output, text)
         o.out.print(f"wrote {output}")
     else:
         sys.stdout.write(text)

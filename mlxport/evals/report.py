@@ -15,6 +15,7 @@ from mlxport.evals import metrics as M
 from mlxport.evals.runner import PER_RUN, load_errors, load_manifest, load_runs
 from mlxport.evals.templates import svg
 from mlxport.evals.templates.page import CSS
+from mlxport.redaction import write_text
 
 BUDGET_FIELDS = (("max_iterations", "iterations"), ("patience", "patience"), ("max_tokens", "tokens"),
                  ("max_cost", "cost USD"), ("max_wall_seconds", "wall s"), ("max_consecutive_errors", "errors in a row"),
@@ -69,8 +70,8 @@ def build_reports(out: Path) -> tuple[Path, Path]:
     """Write ``out/report.md`` and ``out/report.html`` from the run records; return both paths."""
     ev = collect(Path(out))
     md, html = ev.out / "report.md", ev.out / "report.html"
-    md.write_text(markdown(ev))
-    html.write_text(render_html(ev))
+    write_text(md, markdown(ev))
+    write_text(html, render_html(ev))
     return md, html
 
 

@@ -29,6 +29,7 @@ from typing import Any
 from mlxport.agent import sessions
 from mlxport.agent.config import PER_RUN, parse_budget  # noqa: F401  (parse_budget is part of the eval API)
 from mlxport.errors import UserError
+from mlxport.redaction import write_text
 
 Progress = Callable[[dict[str, Any]], None]
 MANIFEST = "eval.json"
@@ -149,7 +150,7 @@ def _merge_manifest(out: Path, models: list[str], tasks: dict[str, str], seeds: 
         "slugs": {m: model_slug(m) for m in dict.fromkeys([*old["models"], *models])},
     }
     out.mkdir(parents=True, exist_ok=True)
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=2))
+    write_text(out / MANIFEST, json.dumps(manifest, indent=2))
     return manifest
 
 
@@ -253,8 +254,8 @@ def _run_one(key: RunKey, config: dict[str, Any], out: Path, stop: threading.Eve
     except _Stopped:
         return
     except Exception as e:  # one broken run must not end the eval; it is retried on the next invocation
-        (folder / "error.json").write_text(json.dumps({"error": f"{type(e).__name__}: {e}",
-                                                       "traceback": traceback.format_exc()}, indent=2))
+        write_text(folder / "error.json", json.dumps({"error": f"{type(e).__name__}: {e}",
+                                                      "traceback": traceback.format_exc()}, indent=2))
         report(key, "error", error=f"{type(e).__name__}: {e}")
         return
     (folder / "error.json").unlink(missing_ok=True)
