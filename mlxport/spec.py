@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from mlxport.errors import read_text
 from mlxport.expr import (
     DTYPES,
     ArrayInfo,
@@ -58,6 +59,29 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _inside(path: str, what: str) -> str:
+    """A path of a task folder's own, written relative to it: nothing outside is read."""
+    if not path or Path(path).is_absolute() or ".." in Path(path).parts or "\\" in path:
+        raise ValueError(f"{what} {path!r} must be a path inside the task folder, such as kernel.cu")
+    return path
+
+
+_REF = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
+
+
+def _function_ref(ref: str) -> str:
+    if not _REF.fullmatch(ref):
+        raise ValueError(f"{ref!r} must look like module:function, e.g. reference:reference (a .py file of the "
+                         f"task folder or an importable module)")
+    return ref
+
+
+def _finite(value: float, what: str) -> float:
+    if not math.isfinite(value):
+        raise ValueError(f"{what} is {value}: give a finite number")
+    return value
+
+
 # ---------------------------------------------------------------- task
 
 
@@ -71,6 +95,18 @@ class Init(Strict):
     low: float = -1.0
     high: float = 1.0
     value: float = 0.0
+
+    @model_validator(mode="after")
+    def _drawable(self) -> Init:
+        for name in ("mean", "std", "low", "high"):  # a fill value may be NaN or infinite (a max's start)
+            _finite(getattr(self, name), f"init.{name}")
+        if self.std < 0:
+            raise ValueError(f"init.std is {self.std}: a standard deviation is not negative")
+        if self.kind == "uniform" and self.low > self.high:
+            raise ValueError(f"init.low {self.low} is above init.high {self.high}: swap them")
+        if self.kind == "randint" and int(self.low) >= int(self.high):
+            raise ValueError(f"init.low {self.low} must be below init.high {self.high} (randint draws from [low, high))")
+        return self
 
 
 class TensorSpec(Strict):
@@ -114,12 +150,25 @@ class Tolerance(Strict):
     # per-element atol/rtol lets through.
     norm: float = 1e-2
 
+    @field_validator("atol", "rtol", "norm")
+    @classmethod
+    def _bound(cls, v: float, info) -> float:
+        _finite(v, info.field_name)
+        if v < 0:
+            raise ValueError(f"{info.field_name} is {v}: a tolerance is not negative")
+        return v
+
 
 class Baselines(Strict):
     """``native``: the strongest native MLX path; ``naive``: what a user has today."""
 
     native: str
     naive: str
+
+    @field_validator("native", "naive")
+    @classmethod
+    def _ref(cls, v: str) -> str:
+        return _function_ref(v)
 
 
 class Cases(Strict):
@@ -160,6 +209,11 @@ class Original(Strict):
     # std::bool_constant tag): parameter -> its size in bytes, passed as zero bytes
     zeroed: dict[str, int] = Field(default_factory=dict)
 
+    @field_validator("include")
+    @classmethod
+    def _own_folders(cls, v: list[str]) -> list[str]:
+        return [_inside(p, "include folder") for p in v]
+
     def launch(self, label: str) -> OriginalLaunch:
         for launch in self.launches:
             if launch.case == label:
@@ -196,6 +250,16 @@ class KernelTask(Strict):
             raise ValueError(f"task name {v!r} must be a Python identifier such as my_kernel (it names the op)")
         return v
 
+    @field_validator("source")
+    @classmethod
+    def _source_inside(cls, v: str) -> str:
+        return _inside(v, "source")
+
+    @field_validator("reference")
+    @classmethod
+    def _reference(cls, v: str | None) -> str | None:
+        return v if v is None else _function_ref(v)
+
     @field_validator("dtypes")
     @classmethod
     def _dtypes(cls, v: list[str]) -> list[str]:
@@ -220,12 +284,23 @@ class KernelTask(Strict):
         if self.reference is None and self.original is None:
             raise ValueError("no reference and no [original] launch: give reference = \"module:function\" or "
                              "let `mlxport tasks new --from kernel.cu` describe the original kernel")
-        for case in self.all_cases() + self.cases.bench:
-            self.bindings(case, self.dtypes[0])
         for spec in self.inputs + self.outputs:
             for dim in spec.shape:
                 parse(dim) if isinstance(dim, str) else None
+        for case in self.all_cases() + self.cases.bench:
+            self._check_case(case)
         return self
+
+    def _check_case(self, case: dict[str, Any]) -> None:
+        for k, v in case.items():
+            if isinstance(v, float) and not math.isfinite(v):
+                raise ValueError(f"case {self.case_label(case)}: {k} is {v}; give a finite number")
+        for name, shape in self.shapes(case, self.dtypes[0]).items():
+            if any(d < 0 for d in shape):
+                raise ValueError(f"case {self.case_label(case)} gives {name} the shape {shape}: sizes are not negative")
+            if math.prod(shape) >= 2**63:
+                raise ValueError(f"case {self.case_label(case)} gives {name} {math.prod(shape):.3g} elements, more "
+                                 f"than a 64-bit index counts: make the case smaller")
 
     def all_cases(self) -> list[dict[str, Any]]:
         return self.cases.visible + self.cases.heldout
@@ -272,7 +347,7 @@ class KernelTask(Strict):
     def source_text(self) -> str:
         """The CUDA source, read once."""
         if self._source is None:
-            self._source = (self.folder / self.source).read_text() if self.folder else ""
+            self._source = read_text(self.folder / self.source, "CUDA source") if self.folder else ""
         return self._source
 
 
@@ -391,7 +466,7 @@ class KernelCandidate(Strict):
     def from_toml(cls, path: Path) -> KernelCandidate:
         import tomllib
 
-        return cls.model_validate(tomllib.loads(Path(path).read_text()))
+        return cls.model_validate(tomllib.loads(read_text(path, "candidate")))
 
     def to_toml(self) -> str:
         return _to_toml(self.model_dump(mode="json", exclude_defaults=True))

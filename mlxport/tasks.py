@@ -9,6 +9,8 @@ ports in ``ports/`` (``msl.toml``, ``cuda.toml``). See docs/tasks.md. This modul
 from __future__ import annotations
 
 import importlib.util
+import math
+import os
 import sys
 import threading
 import tomllib
@@ -21,7 +23,7 @@ import mlx.core as mx
 import numpy as np
 from pydantic import ValidationError
 
-from mlxport.errors import UserError
+from mlxport.errors import UserError, read_text
 from mlxport.expr import ArrayInfo, Dtype
 from mlxport.spec import KernelCandidate, KernelTask, TensorSpec
 
@@ -51,7 +53,7 @@ def load_task(name_or_dir: str | Path) -> KernelTask:
     if not (folder / "task.toml").is_file():
         raise TaskError(f"{folder} has no task.toml: every task folder needs one (`mlxport tasks new` writes it)")
     try:
-        data = tomllib.loads((folder / "task.toml").read_text())
+        data = tomllib.loads(read_text(folder / "task.toml", "task file"))
     except tomllib.TOMLDecodeError as e:
         raise TaskError(f"{folder / 'task.toml'} is not valid TOML ({e}): fix the syntax") from e
     if "original" in data and "reference" not in data and not (folder / "reference.py").is_file():
@@ -132,7 +134,7 @@ def load_candidate(path: str | Path) -> KernelCandidate:
     if not path.is_file():
         raise TaskError(f"no candidate file {path}: pass the path of a candidate .toml")
     try:
-        return KernelCandidate.model_validate(tomllib.loads(path.read_text()))
+        return KernelCandidate.model_validate(tomllib.loads(read_text(path, "candidate")))
     except tomllib.TOMLDecodeError as e:
         raise TaskError(f"{path} is not valid TOML ({e}): fix the syntax") from e
     except ValidationError as e:
@@ -161,7 +163,41 @@ def make_inputs(task: KernelTask, case: dict[str, Any], dtype: str, seed: int) -
     """Input arrays for one case and dtype, drawn with numpy from ``seed`` (reproducible anywhere)."""
     rng = np.random.default_rng(seed)
     shapes = task.shapes(case, dtype)
+    _check_memory(task, case, dtype, shapes)
     return {t.name: _draw(t, shapes[t.name], t.resolve_dtype(dtype), rng) for t in task.inputs}
+
+
+def _check_memory(task: KernelTask, case: dict[str, Any], dtype: str, shapes: dict[str, tuple[int, ...]]) -> None:
+    """Refuse, before allocating, a case whose arrays cannot fit in this machine's memory (inputs
+    are drawn in float64 first)."""
+    def nbytes(spec: TensorSpec, extra: int = 0) -> int:
+        return math.prod(shapes[spec.name]) * (np.dtype(_NP_SIZES[spec.resolve_dtype(dtype)]).itemsize + extra)
+
+    need = sum(nbytes(t, 8) for t in task.inputs) + sum(nbytes(t) for t in task.outputs)
+    have = physical_memory()
+    if have and need > have:
+        raise TaskError(f"case {task.case_label(case)} needs {_size(need)} for its arrays at {dtype}; this machine "
+                        f"has {_size(have)} of memory: make the case smaller")
+
+
+_NP_SIZES = {"bfloat16": "float16", "bool": "bool"}
+_NP_SIZES.update({d: d for d in ("float32", "float16", "int32", "uint32", "int64", "uint64", "int8", "uint8",
+                                 "int16", "uint16")})
+
+
+def physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000:
+            return f"{n:.3g} {unit}"
+        n /= 1000
+    return f"{n:.3g} TB"
 
 
 def _draw(spec: TensorSpec, shape: tuple[int, ...], dtype: str, rng: np.random.Generator) -> mx.array:
@@ -197,8 +233,14 @@ def call(ref: str, task: KernelTask, inputs: dict[str, mx.array], case: dict[str
     try:
         out = fn(*args, **task.param_values(case))
         outs = list(out) if isinstance(out, tuple | list) else [out]
+        wrong = [o for o in outs if not isinstance(o, mx.array)]
+        if wrong:
+            raise TaskError(f"{ref} of task {task.name} returned {type(wrong[0]).__name__}, not mx.array: return the "
+                            f"outputs as MLX arrays (a tuple for several)")
         mx.eval(*outs)
-    except Exception as e:
+    except TaskError:
+        raise
+    except (Exception, SystemExit) as e:  # a reference's sys.exit() is its bug, not the end of mlxport
         raise TaskError(f"{ref} of task {task.name} raised {type(e).__name__}: {e}") from e
     if len(outs) != len(task.outputs):
         raise TaskError(f"{ref} returned {len(outs)} output(s); task {task.name} declares {len(task.outputs)}")

@@ -6,6 +6,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# Ports in tests check the timed size on the simulator only where it takes a few seconds (the
+# default budget is 120 s); tests/test_adversarial.py checks it with budgets of its own.
+os.environ.setdefault("MLXPORT_TIMED_SIZE_SECONDS", "5")
 
 
 def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict | None = None,
@@ -18,3 +21,27 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict
 @pytest.fixture
 def cli():
     return run_cli
+
+
+# ---------------------------------------------------------------- kinds of hacks rejected
+
+def pytest_runtest_setup(item):
+    for mark in item.iter_markers("hack"):
+        item.user_properties.append(("hack", mark.args[0]))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """`pytest tests/test_adversarial.py` ends with how many kinds of hacks were rejected."""
+    kinds: dict[str, bool] = {}
+    for outcome in ("passed", "failed", "error", "skipped"):
+        for report in terminalreporter.stats.get(outcome, []):
+            for key, kind in getattr(report, "user_properties", ()):
+                if key == "hack" and report.when in ("call", "setup"):
+                    ok = outcome == "passed" and report.when == "call"
+                    kinds[kind] = kinds.get(kind, True) and ok
+    if kinds:
+        rejected = sum(kinds.values())
+        terminalreporter.write_line(f"adversarial: {rejected} of {len(kinds)} kinds of hacks rejected")
+        for kind, ok in sorted(kinds.items()):
+            if not ok:
+                terminalreporter.write_line(f"  not shown rejected: {kind}")

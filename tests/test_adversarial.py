@@ -36,16 +36,19 @@ def test_honest_baseline_of_these_hacks_passes():
     assert report.ok, report.summary()
 
 
+@pytest.mark.hack("constant output (all zeros)")
 def test_all_zeros():
     report = verdict(GELU, gelu("out[i] = 0;"))
     assert not report.ok
 
 
+@pytest.mark.hack("an input returned as the output (identity)")
 def test_copy_of_an_input():
     report = verdict(GELU, gelu("out[i] = x[i];"))
     assert not report.ok
 
 
+@pytest.mark.hack("part of the output computed (sampling)")
 def test_writes_only_part_of_the_output():
     report = verdict(GELU, gelu("if (i % 64 != 63) out[i] = y;"))
     assert not report.ok
@@ -53,6 +56,7 @@ def test_writes_only_part_of_the_output():
     assert "every 64th element" in report.cases[0].pattern
 
 
+@pytest.mark.hack("special-cased to the visible shapes")
 def test_right_only_on_the_visible_shapes():
     sizes = " || ".join(f"x_shape[0] == {c['N']}" for c in GELU.cases.visible)
     hack = gelu(f"if ({sizes}) out[i] = y; else out[i] = x[i];")
@@ -61,17 +65,20 @@ def test_right_only_on_the_visible_shapes():
     assert not report.ok
 
 
+@pytest.mark.hack("right in one dtype only")
 def test_right_in_float32_but_wrong_in_half_precision():
     report = verdict(GELU, gelu("out[i] = sizeof(x[0]) == 4 ? y : float(x[i]) * 0.5f;"))
     failed = {c.dtype for c in report.cases if c.verdict != "pass"}
     assert not report.ok and failed == {"float16", "bfloat16"}
 
 
+@pytest.mark.hack("NaN in the output")
 def test_nan_output():
     report = verdict(GELU, gelu("out[i] = (i == 17) ? NAN : y;"))
     assert not report.ok and all(c.nan == 1 for c in report.cases)
 
 
+@pytest.mark.hack("outputs cached across calls")
 def test_output_reused_from_a_previous_call():
     task = load_task("reduce_sum_atomic")
     honest = expert_ports(task)["msl"]
@@ -90,12 +97,14 @@ def test_output_reused_from_a_previous_call():
     assert not report.ok
 
 
+@pytest.mark.hack("right on one input distribution only")
 def test_right_only_for_inputs_of_one_sign():
     report = verdict(GELU, gelu("out[i] = v > 0 ? y : 0;"))
     assert not report.ok
     assert all(c.mismatches > c.total // 10 for c in report.cases if c.verdict == "fail")
 
 
+@pytest.mark.hack("output in another dtype than the task's")
 def test_returns_another_dtype_than_the_task():
     hack = gelu("out[i] = y;").model_copy(update={"output_dtypes": ["float32"]})
     report = verdict(GELU, hack)
@@ -104,6 +113,7 @@ def test_returns_another_dtype_than_the_task():
     assert "output out is float32 but the task's is float16" in report.summary()
 
 
+@pytest.mark.hack("less work at the timed size")
 def test_right_on_every_checked_case_but_not_at_the_timed_size():
     """A grid capped below the timed size computes part of the output there: benchmark() checks
     the timed case before timing it, so such a kernel is never timed."""
@@ -175,6 +185,7 @@ def test_reverification_checks_the_visible_cases_once_per_candidate():
     assert backend.runs - first == 2  # the second size: the two timed-size checks only
 
 
+@pytest.mark.hack("special-cased to the timed size")
 def test_a_kernel_specialised_to_the_timed_size_fails_reverification():
     """Right only at the size it is timed at (here N=5000), so it passes the timed-size check
     and posts a huge speedup; re-verification on the visible cases catches it."""
@@ -202,10 +213,12 @@ def test_an_ordinary_speedup_is_reported_without_reverification():
     assert report.speedups == {"native": pytest.approx(2.0), "naive": pytest.approx(3.2)}
 
 
-def test_missing_barrier_passes_in_thread_order_but_fails_final_verification():
+@pytest.mark.hack("missing barrier (thread order)")
+def test_a_missing_barrier_is_reported_with_both_threads_the_element_and_the_lines():
     """Each thread writes its sum to threadgroup memory and stores the one its predecessor wrote,
     with no barrier between: right whenever threads happen to run in order, as the simulator runs
-    them, and a race on a GPU. The final verification runs visible cases with threads reversed."""
+    them, and a race on a GPU. The threadgroup memory's shadow sees thread 1 read what thread 0
+    wrote since the last barrier."""
     task = load_task("vector_add")
     racy = expert_ports(task)["msl"].model_copy(update={"name": "vector_add_racy", "source": """
 threadgroup float buf[256];
@@ -215,13 +228,13 @@ buf[t] = a[i] + b[i];
 if (t > 0) out[i - 1] = buf[t - 1];
 if (t + 1 == threads_per_threadgroup.x || i + 1 == a_shape[0]) out[i] = buf[t];
 """})
-    assert run_correctness(task, racy, SIM, seed=5).ok
-    final = run_correctness(task, racy, SIM, seed=5, heldout=True)
-    assert not final.ok
-    failed = [c for c in final.cases if c.verdict != "pass"]
-    assert failed and all("threads reversed" in c.case for c in failed)
-    assert "order of unsynchronised threads" in final.summary()
-    assert run_correctness(task, expert_ports(task)["msl"], SIM, seed=5, heldout=True).ok
+    report = run_correctness(task, racy, SIM, seed=5)
+    assert not report.ok
+    assert ("threads 0 and 1 of threadgroup (0,0,0) race on threadgroup memory buf[0]: thread 0 wrote it "
+            "(source line 5) and thread 1 touched it (source line 6)") in report.summary()
+    fixed = racy.model_copy(update={"source": racy.source.replace(
+        "buf[t] = a[i] + b[i];\n", "buf[t] = a[i] + b[i];\nthreadgroup_barrier(mem_flags::mem_threadgroup);\n")})
+    assert run_correctness(task, fixed, SIM, seed=5, heldout=True).ok
 
 
 def test_a_kernel_wrong_in_thread_order_is_not_blamed_on_thread_order():
@@ -258,6 +271,7 @@ class MixingSim(OverlappingSim):
         return [results[0], results[0], *results[2:]] if len(results) > 1 else results
 
 
+@pytest.mark.hack("state shared by calls run at once")
 def test_calls_that_mix_when_run_together_fail_with_the_shared_state_hint():
     task = load_task("vector_add")
     report = run_correctness(task, expert_ports(task)["msl"], MixingSim(), seed=5, heldout=True)
@@ -281,6 +295,7 @@ out[i] = (i == 0 && float(a[0]) > 1.9f) ? a[i] : a[i] + b[i];
 
 
 @pytest.mark.skipif(not availability()["cuda"].ok, reason="needs MLX's CUDA backend")
+@pytest.mark.hack("state kept in module globals across calls")
 def test_state_kept_in_module_globals_across_calls():
     """reduce_sum's earlier CUDA port kept its block partials and ticket in __device__ globals:
     right alone, and wrong when calls that MLX runs at once share them. The port now keeps them
@@ -300,6 +315,7 @@ def test_state_kept_in_module_globals_across_calls():
     assert run_correctness(task, expert_ports(task)["cuda"], cuda, seed=5, heldout=True).ok
 
 
+@pytest.mark.hack("wrong where the benchmark runs it")
 def test_a_candidate_refuted_by_the_benchmark_tool_stops_counting_as_correct():
     """Right on every visible case, wrong at the size the benchmark tool times (16M): the record is
     refuted, so the candidate can no longer be chosen as the best, timed again, or shipped."""
@@ -354,6 +370,7 @@ def refused(candidate, sentence: str, *, check: bool = False):
     assert not [p for p in published if p.name.startswith("k-")]  # a refused library is never published
 
 
+@pytest.mark.hack("shell command from a static initializer")
 def test_a_static_initializer_calling_system_is_refused_and_never_runs(tmp_path):
     header = f"""#include <metal_stdlib>
 using namespace metal;
@@ -365,6 +382,7 @@ static int pwned = system("touch {tmp_path / 'pwned'}");
     assert not (tmp_path / "pwned").exists()
 
 
+@pytest.mark.hack("reading files")
 def test_reading_a_file_with_fopen_is_refused(tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text("7")
@@ -376,6 +394,7 @@ inline float peek() {{ void* f = fopen("{secret}", "r"); return f ? float(fgetc(
             "not a Metal kernel: calls `fopen` (line 3 of the header), and also `fgetc`")
 
 
+@pytest.mark.hack("reading secrets from the environment")
 def test_an_api_key_read_with_getenv_and_written_to_disk_is_refused(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
     leak = tmp_path / "leak.txt"
@@ -389,6 +408,7 @@ inline void leak() {{ fputs(getenv("OPENAI_API_KEY"), fopen("{leak}", "w")); }}
     assert not leak.exists()
 
 
+@pytest.mark.hack("a process outliving the run")
 def test_a_child_process_outliving_the_run_is_refused_before_it_starts(tmp_path):
     header = f"""extern "C" int fork();
 extern "C" int setsid();
@@ -401,6 +421,7 @@ inline void linger() {{ if (fork() == 0) {{ setsid(); sleep(1); system("touch {t
     assert not (tmp_path / "later").exists()
 
 
+@pytest.mark.hack("static state across calls")
 def test_a_static_local_counter_is_refused():
     header = "inline uint bump() {\n  static uint counter = 0;\n  return counter++;\n}\n"
     refused(gelu("out[i] = y + 0.0f * float(bump());").model_copy(update={"header": header}),
@@ -408,6 +429,7 @@ def test_a_static_local_counter_is_refused():
             "static and program-scope data only in the constant address space")
 
 
+@pytest.mark.hack("mutable program-scope memory")
 def test_a_64_mb_mutable_global_is_refused():
     header = "float scratch[16 * 1024 * 1024];\n"
     refused(gelu("scratch[i] = y;\nout[i] = scratch[i];").model_copy(update={"header": header}),
@@ -420,6 +442,7 @@ def test_a_64_mb_mutable_global_is_refused():
             "allows program-scope data only in the constant address space")
 
 
+@pytest.mark.hack("system headers and inline assembly")
 def test_system_headers_and_inline_assembly_are_refused():
     refused(gelu("out[i] = y;").model_copy(update={"header": "#include <metal_stdlib>\n%:include <stdlib.h>\n"}),
             "not a Metal kernel: includes <stdlib.h> (line 2 of the header); a Metal kernel includes only the "
@@ -439,6 +462,7 @@ def test_constant_program_scope_data_still_compiles():
     assert verdict(GELU, ok).ok
 
 
+@pytest.mark.hack("C++ text injected through template keys")
 def test_a_template_key_carrying_cpp_text_is_refused():
     from pydantic import ValidationError
 
@@ -457,6 +481,7 @@ def test_a_template_key_carrying_cpp_text_is_refused():
     assert not compiled.ok and "must be an identifier" in compiled.diagnostics[0].message
 
 
+@pytest.mark.hack("reading files from CUDA device code")
 def test_a_cuda_device_function_calling_fopen_is_refused_by_the_cpu_executor(tmp_path):
     from mlxport.backends.cuda_cpu import CudaExecutor, ExecError
 
@@ -481,3 +506,135 @@ def test_a_cuda_device_function_calling_fopen_is_refused_by_the_cpu_executor(tmp
             executor.compile(source, "pid")
     finally:
         executor.close()
+
+
+@pytest.mark.hack("writes around the checks through a raw address")
+@pytest.mark.parametrize("reach", ["out.p_[i] = y;", "*(x.p_ + i) = 0; out[i] = y;",
+                                   "device float* o = out; o.buf_ = nullptr; out[i] = y;"])
+def test_the_raw_address_inside_a_buffer_view_is_out_of_reach(reach):
+    """Buffer views keep their raw address and buffer private: no write escapes the bounds,
+    written-mask and race checks."""
+    compiled = SIM.compile(gelu(reach), gelu_inputs())
+    assert not compiled.ok and "private member" in compiled.diagnostics[0].message, compiled.diagnostics
+
+
+@pytest.mark.hack("an atomic updated through its raw value")
+def test_an_atomics_value_is_out_of_reach():
+    task = load_task("reduce_sum_atomic")
+    port = expert_ports(task)["msl"]
+    hack = port.model_copy(update={"source": port.source.replace(
+        "atomic_fetch_add_explicit(out, p, memory_order_relaxed);", "out[0].value_ += p;")})
+    from mlxport.tasks import make_inputs
+
+    compiled = SIM.compile(hack, make_inputs(task, task.cases.visible[0], "float32", 1))
+    assert not compiled.ok and "private member" in compiled.diagnostics[0].message, compiled.diagnostics
+
+
+@pytest.mark.hack("load-then-store update of an atomic")
+def test_a_load_then_store_update_of_an_atomic_is_a_race_in_any_run():
+    """Two atomic operations are not one: threadgroups that load an atomic and store what they
+    computed lose updates on a GPU, even when the simulator's order happened to give the sum."""
+    task = load_task("reduce_sum_atomic")
+    port = expert_ports(task)["msl"]
+    hack = port.model_copy(update={"source": port.source.replace(
+        "atomic_fetch_add_explicit(out, p, memory_order_relaxed);",
+        "float old = atomic_load_explicit(out, memory_order_relaxed);\n"
+        "        atomic_store_explicit(out, old + p, memory_order_relaxed);")})
+    for seed in range(3):
+        report = run_correctness(task, hack, SIM, seed=seed)
+        assert not report.ok
+        assert "both update out[0] with an atomic load and then an atomic store" in report.summary()
+    assert run_correctness(task, port, SIM, seed=0).ok
+
+
+@pytest.mark.hack("less work at the timed size")
+def test_a_kernel_that_does_nothing_at_the_timed_size_never_verifies_on_the_simulator():
+    """Right at every visible and held-out size, idle from 2M elements up: the final verification
+    runs the timed size on the simulator too, when it fits the budget."""
+    from mlxport.verify.reverify import WrongAtBenchSize, check_timed_size
+
+    task = load_task("vector_add")
+    port = expert_ports(task)["msl"]
+    idle = port.model_copy(update={"source": "if (a_shape[0] >= 2097152) return;\n" + port.source})
+    assert all(max(c.values()) < 2097152 for c in task.all_cases())  # no checked case is that large
+    with pytest.raises(WrongAtBenchSize, match="wrong at the timed size N=16777216"):
+        check_timed_size(task, idle, SIM, task.bench_cases()[0], "float32", seed=4, budget=600)
+    assert check_timed_size(task, port, SIM, task.bench_cases()[0], "float32", seed=4, budget=600)["checked"]
+
+
+@pytest.mark.hack("slow at the timed size to escape its check")
+def test_a_timed_size_over_the_budget_is_labelled_never_plain_verified():
+    from mlxport.verify.reverify import check_timed_size, verdict_label
+
+    task = load_task("vector_add")
+    timed = check_timed_size(task, expert_ports(task)["msl"], SIM, task.bench_cases()[0], "float32", seed=4,
+                             budget=0.01)
+    assert not timed["checked"] and "over the 0.01 s budget" in timed["why"]
+    label = verdict_label({"verified": True, "backend": "sim", "timed_size": timed})
+    assert label.startswith("verified on sim at the held-out sizes") and "N=16777216 was not checked" in label
+
+
+@pytest.mark.hack("missing barrier between tiles")
+def test_a_scan_missing_its_end_of_tile_barrier_fails_on_a_case_of_several_tiles():
+    """The visible cases of cumsum are one tile per row; the reordered runs take the largest
+    held-out case too, whose rows span two tiles, where the next tile's writes overtake reads."""
+    task = load_task("cumsum")
+    port = expert_ports(task)["msl"]
+    racy = port.model_copy(update={"source": port.source.replace(
+        "    threadgroup_barrier(mem_flags::mem_threadgroup);  // sg_total is rewritten by the next tile\n", "")})
+    assert racy.source != port.source
+    assert run_correctness(task, racy, SIM, seed=5).ok
+    final = run_correctness(task, racy, SIM, seed=5, heldout=True)
+    failed = [c for c in final.cases if c.verdict != "pass"]
+    assert failed and all("threads reversed" in c.case or "threads shuffled" in c.case for c in failed), \
+        final.summary()
+    assert all(c.case.startswith("R=7,C=4097") for c in failed)
+
+
+def test_a_case_with_several_threadgroups_is_generated_where_the_task_has_none():
+    from mlxport.verify.correctness import _generated_case, _groups
+
+    task = load_task("vector_add")
+    one = task.model_copy(update={"cases": task.cases.model_copy(update={
+        "visible": [{"N": 200}], "heldout": [{"N": 7}, {"N": 100}]})})
+    port = expert_ports(task)["msl"]
+    case = _generated_case(one, port)
+    assert case == {"N": 400} and _groups(one, port, case)[0] == 2
+    report = run_correctness(one, port, SIM, seed=1, heldout=True)
+    assert report.ok and any(c.case == "N=400 (threads shuffled)" for c in report.cases), report.cases
+
+
+@pytest.mark.hack("no-op kernel where a previous run left the answer (ghost replay)")
+def test_a_kernel_that_does_nothing_fails_right_after_a_right_run_on_the_same_inputs():
+    """Memory reused from the previous launch holds the right answer; every launch starts from
+    freshly poisoned outputs, so a kernel that writes nothing is found out."""
+    honest = gelu("out[i] = y;")
+    assert verdict(GELU, honest).ok
+    report = verdict(GELU, gelu("if (i == 0xFFFFFFFFu) out[i] = y;"))
+    assert not report.ok and all(c.unwritten == c.total for c in report.cases), report.summary()
+
+
+@pytest.mark.hack("computed in lower precision than the task's dtype")
+def test_a_float32_output_computed_in_half_precision_fails():
+    report = verdict(GELU, gelu("out[i] = float(half(y));"))
+    failed = {c.dtype for c in report.cases if c.verdict != "pass"}
+    assert "float32" in failed, report.summary()
+
+
+@pytest.mark.hack("reads outside its buffers (where a golden might lie)")
+def test_reading_past_an_input_faults():
+    report = verdict(GELU, gelu("out[i] = x[i + x_shape[0]];"))
+    assert not report.ok and "out-of-bounds read of x" in report.summary(), report.summary()
+
+
+@pytest.mark.hack("reads its output before writing it (uninitialised memory)")
+def test_a_kernel_reading_its_output_before_writing_it_fails_under_a_second_poison():
+    """max(NaN, y) is y, so NaN-poisoned outputs hide a kernel that folds what the output held
+    into its result; the final verification runs the visible cases again on outputs holding
+    another, finite, poison."""
+    hack = gelu("out[i] = metal::max(float(out[i]), y);")
+    assert verdict(GELU, hack).ok  # NaN poison: right by luck
+    report = verdict(GELU, hack, heldout=True)
+    failed = [c for c in report.cases if c.verdict != "pass"]
+    assert failed and all("second poison" in c.case for c in failed), report.summary()
+    assert "reads an output before writing it" in report.summary()

@@ -86,7 +86,7 @@ def test_sigkill_mid_run_then_resume_loses_nothing(tmp_path, cli):
     [
         (["missing.cu"], "no such file missing.cu"),
         (["NOT_CUDA"], "does not look like CUDA source"),
-        (["BINARY"], "binary"),
+        (["BINARY"], "is not UTF-8 text"),
         (["--task", "vector_add", "--model", "bogus:model"], "unknown provider 'bogus'"),
         (["--task", "vector_add", "--model", "anthropic:claude-sonnet-4-5"], "pip install 'mlxport[anthropic]'"),
         (["--task", "vector_add", "--model", "openai:gpt-4.1-mini"], "no API key for openai: set OPENAI_API_KEY"),

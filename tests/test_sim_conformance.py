@@ -430,7 +430,7 @@ def test_many_threadgroup_arrays_keep_their_addresses(sizes):
     names = "abcdefgh"[:len(sizes)]
     src = "uint t = thread_position_in_threadgroup.x;\nuint g = thread_position_in_grid.x;\n"
     src += "".join(f"threadgroup float {n}[{k}];\n" for n, k in zip(names, sizes, strict=True))
-    src += "".join(f"{n}[t % {k}] = {i + 1} * x[g - t + t % {k}];\n"
+    src += "".join(f"if (t < {k}) {n}[t] = {i + 1} * x[g];\n"
                    for i, (n, k) in enumerate(zip(names, sizes, strict=True)))
     src += "threadgroup_barrier(mem_flags::mem_threadgroup);\nout[g] = "
     src += " + ".join(f"{n}[(t + {i + 1}) % {k}]" for i, (n, k) in enumerate(zip(names, sizes, strict=True))) + ";"

@@ -48,24 +48,26 @@ def test_threadgroup_out_of_bounds(sim):
     assert r.error is not None and "buf[32]" in r.error and "threadgroup buffer buf" in r.error
 
 
-def test_missing_barrier_gives_wrong_result(sim):
-    # Each thread reads its neighbour's slot; without a barrier the neighbour has not written yet.
-    src = ("threadgroup float buf[64];\nuint t = thread_position_in_threadgroup.x;\nbuf[t] = x[t];\n"
-           "out[t] = buf[(t + 1) % 64];")
-    r = sim.run(kernel(src, [64, 1, 1], [64, 1, 1]), {"x": X[:64]})
-    assert r.error is None
-    assert not np.array_equal(r.outputs[0], np.roll(X[:64], -1))
+def test_missing_barrier_is_a_race_reported_with_both_threads_and_lines(sim):
+    # Each thread reads a neighbour's slot with no barrier after the writes. The shadow sees a read
+    # of what another thread wrote since the last barrier; a read before the neighbour's write
+    # shows in the other order, which the final verification runs too.
+    for read, order, pair in (("t > 0 ? buf[t - 1] : 0.0f", "forward", "threads 0 and 1"),
+                              ("buf[(t + 1) % 64]", "reversed", "threads 63 and 62")):
+        src = ("threadgroup float buf[64];\nuint t = thread_position_in_threadgroup.x;\nbuf[t] = x[t];\n"
+               f"out[t] = {read};")
+        r = sim.run(kernel(src, [64, 1, 1], [64, 1, 1]), {"x": X[:64]}, order=order)
+        assert r.error and f"{pair} of threadgroup (0,0,0) race on threadgroup memory buf[" in r.error, r.error
+        assert "wrote it (source line 3)" in r.error and "touched it (source line 4)" in r.error, r.error
 
 
-def test_missing_barrier_that_works_in_thread_order_fails_reversed(sim):
-    # Each thread reads the slot of the thread before it: in the simulator's thread order that one
-    # has already run, so the missing barrier goes unnoticed until the order is reversed.
+def test_a_write_read_back_after_a_barrier_is_no_race(sim):
     src = ("threadgroup float buf[64];\nuint t = thread_position_in_threadgroup.x;\nbuf[t] = x[t];\n"
-           "out[t] = t > 0 ? buf[t - 1] : 0.0f;")
-    c = kernel(src, [64, 1, 1], [64, 1, 1])
-    want = np.concatenate([[0.0], X[:63]]).astype(np.float32)
-    np.testing.assert_array_equal(sim.run(c, {"x": X[:64]}).outputs[0], want)
-    assert not np.array_equal(sim.run(c, {"x": X[:64]}, reverse=True).outputs[0], want)
+           "threadgroup_barrier(mem_flags::mem_threadgroup);\nout[t] = buf[(t + 1) % 64] + buf[t];")
+    for order in ("forward", "reversed", "shuffled"):
+        r = sim.run(kernel(src, [64, 1, 1], [64, 1, 1]), {"x": X[:64]}, order=order)
+        assert r.error is None, r.error
+        np.testing.assert_array_equal(r.outputs[0], np.roll(X[:64], -1) + X[:64])
 
 
 def test_threadgroups_run_in_reverse_order_too(sim):
@@ -79,10 +81,12 @@ def test_threadgroups_run_in_reverse_order_too(sim):
                output_dtypes=["uint32", "uint32"], atomic_outputs=True, init_value=0)
     threads, sim.threads = sim.threads, 1  # one OS thread: threadgroups run one after another
     try:
-        forward, backward = (sim.run(c, {"x": X}, reverse=r).outputs[1] for r in (False, True))
+        forward, backward, shuffled, again = (sim.run(c, {"x": X}, order=r).outputs[1].tolist()
+                                              for r in ("forward", "reversed", "shuffled", "shuffled"))
     finally:
         sim.threads = threads
-    assert forward.tolist() == [0, 1, 2, 3] and backward.tolist() == [3, 2, 1, 0]
+    assert forward == [0, 1, 2, 3] and backward == [3, 2, 1, 0]
+    assert sorted(shuffled) == forward and shuffled not in (forward, backward) and again == shuffled
 
 
 def test_output_shared_by_threadgroups_without_atomics_is_a_race(sim):
@@ -90,8 +94,8 @@ def test_output_shared_by_threadgroups_without_atomics_is_a_race(sim):
     # GPU. Any output element touched by two threadgroups without atomics is reported.
     c = kernel("uint i = thread_position_in_grid.x;\nout[0] += x[i];", [256, 1, 1], [64, 1, 1],
                output_shapes=[[1]], init_value=0)
-    for reverse in (False, True):
-        r = sim.run(c, {"x": X}, reverse=reverse)
+    for order in ("forward", "reversed", "shuffled"):
+        r = sim.run(c, {"x": X}, order=order)
         assert r.error and "both access output out[0] without atomics" in r.error, r.error
 
 

@@ -2,6 +2,7 @@
 golden is the original kernel run on the CPU executor, the rules policy ports it on the simulator,
 and bad input ends in one sentence."""
 
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -96,6 +97,30 @@ def test_tasks_new_from_a_file_then_check_runs_the_original_twice_at_every_case(
     checked = cli("tasks", "check", str(tmp_path / "mine"))
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "original, run twice" in checked.stdout and "3 of 3 checks passed" in checked.stdout
+
+
+def test_a_task_made_with_include_folders_carries_the_headers_it_reads_and_nothing_else(tmp_path, cli):
+    lib = tmp_path / "repo" / "include"
+    (lib / "proj").mkdir(parents=True)
+    (lib / "proj" / "scale.cuh").write_text('#pragma once\n#include "detail.cuh"\n'
+                                             "__device__ inline float scale(float x) { return twice(x) + 1.0f; }\n")
+    (lib / "proj" / "detail.cuh").write_text("#pragma once\n__device__ inline float twice(float x) { return 2 * x; }\n")
+    (lib / "proj" / "unused.cuh").write_text("#error never read\n")
+    src = tmp_path / "repo" / "src"
+    src.mkdir()
+    (src / "k.cu").write_text("#include <proj/scale.cuh>\n__global__ void k(const float* x, float* y, int n) {\n"
+                              "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = scale(x[i]);\n}\n"
+                              "void run(const float* x, float* y, int n) { k<<<(n + 127) / 128, 128>>>(x, y, n); }\n")
+    made = cli("tasks", "new", "mine", "--from", str(src / "k.cu"), "-I", str(lib), "--case", "n=300",
+               "--dir", str(tmp_path / "tasks"))
+    assert made.returncode == 0, made.stderr
+    folder = tmp_path / "tasks" / "mine"
+    assert sorted(p.relative_to(folder).as_posix() for p in (folder / "include").rglob("*.cuh")) == [
+        "include/proj/detail.cuh", "include/proj/scale.cuh"]
+    assert tomllib.loads((folder / "task.toml").read_text())["original"]["include"] == ["include"]
+    shutil.rmtree(tmp_path / "repo")  # the task reads nothing outside its folder
+    checked = cli("tasks", "check", str(folder))
+    assert checked.returncode == 0 and "checks passed" in checked.stdout, checked.stdout + checked.stderr
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ from mlxport.agent.state import State
 from mlxport.errors import UserError
 from mlxport.tools.plan import Plan
 from mlxport.tools.session import Record
+from mlxport.verify.reverify import verdict_label
 
 # Guidance typed in a chat goes into the conversation as a HumanMessage with one of these
 # prefixes, so the model knows who is speaking; its id starts with CHAT_ID so a recap can tell it
@@ -125,9 +126,7 @@ class View:
             self.line("stop", "yellow", str(data["stop_reason"]))
         if node == "finalize" and data.get("final"):
             f = data["final"]
-            verdict = (f"verified on {f['backend']} (held-out shapes, extra seeds)" if f.get("verified")
-                       else "no candidate passed verification")
-            self.line("final", "bold", f"{f.get('candidate_id') or '-'}: {verdict}")
+            self.line("final", "bold", f"{f.get('candidate_id') or '-'}: {verdict_label(f)}")
 
     def message(self, m: BaseMessage, *, recap: bool = False) -> None:
         if isinstance(m, SystemMessage):
@@ -173,7 +172,7 @@ class View:
             self.plain(f"speed: not timed on {r.benchmark.backend}; {first_line(r.benchmark.estimate)}")
         final = state.final or {}
         if final.get("candidate_id") == best_id and final.get("verified"):
-            self.plain(f"verified on held-out shapes ({final.get('backend')})", "green")
+            self.plain(verdict_label(final), "green")
         launch = f"grid {r.candidate.grid}, threadgroup {r.candidate.threadgroup}"
         self.plain(f"{r.candidate.language} kernel {r.candidate.name}, {launch}:", "dim")
         lines = r.candidate.source.strip("\n").splitlines()
@@ -238,7 +237,7 @@ class View:
         if res["verified"]:
             speed = ", ".join(f"{k} {v:.2f}x" for k, v in res["speedups"].items()) if res["timed"] else \
                 "not timed (simulator)"
-            self.c.print(f"[green]verified[/green] on {res['backend']}: candidate {res['candidate_id']}; {speed}",
+            self.c.print(f"[green]{escape(res['label'])}[/green]: candidate {res['candidate_id']}; {speed}",
                          highlight=False)
             self.plain(f"wrote {folder}/kernel.py, test_kernel.py, report.md, run.json")
         else:

@@ -3,6 +3,7 @@ can validate it before loading the agent."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -81,5 +82,7 @@ def _budget_value(key: str, value: str, part: str) -> Any:
         if key in ("backend", "chip", "base_url"):
             return value
         raise UserError(f"budget item {part!r} needs a number") from e
+    if not math.isfinite(number):
+        raise UserError(f"budget item {part!r} needs a finite number")
     return int(number) if key in ("max_iterations", "patience", "max_tokens", "max_consecutive_errors",
                                   "extra_seeds") else number

@@ -17,10 +17,11 @@ from mlxport.redaction import write_text
 from mlxport.spec import BenchmarkReport, CorrectnessReport, KernelCandidate, KernelTask
 from mlxport.tools.session import Record
 from mlxport.verify.correctness import output_order
+from mlxport.verify.reverify import verdict_label
 
 KERNEL_PY = '''"""{task}: {description}
 
-Ported from CUDA `{kernel}` by mlxport ({model}); verified on the `{backend}` backend
+Ported from CUDA `{kernel}` by mlxport ({model}); {label}
 ({verification}). Falls back to the reference implementation where the kernel cannot run.
 """
 
@@ -244,7 +245,7 @@ def _write_op(out: Path, task: KernelTask, c: KernelCandidate, config: dict[str,
     verification = final.get("verification") or {}
     text = KERNEL_PY.format(
         task=task.name, description=task.description.replace("\\", "/").replace('"', "'"), kernel=task.kernel,
-        model=config.get("model"), backend=final.get("backend"),
+        model=config.get("model"), label=verdict_label(final),
         verification=f"{len(verification.get('cases', []))} cases incl. held-out, seeds {verification.get('seeds')}",
         dtype_imports="bfloat16, bool_, float16, float32, int8, int16, int32, int64, uint8, uint16, uint32, uint64",
         language=c.language, dtypes=", ".join(task.dtypes), source=_text_literal(c.source),
@@ -314,6 +315,7 @@ def run_record(task: KernelTask, state: State, config: dict[str, Any], session_i
                    "backend": final.get("backend"), "speedups": bench.get("speedups", {}),
                    "timed": bench.get("candidate") is not None, "estimate": bench.get("estimate", ""),
                    "golden": (final.get("verification") or {}).get("golden", ""),
+                   "timed_size": final.get("timed_size"), "label": verdict_label(final),
                    "why_not": None if final.get("verified") else why_not(state, records)},
         "rejected_in_final_verification": [r["candidate_id"] for r in final.get("rejected", [])],
         "iterations_to_best": history[-1]["iteration"] if history else None, "best_history": history,
@@ -373,8 +375,8 @@ def report_md(task: KernelTask, run: dict[str, Any], best: Record | None, final:
             lines.append(f"- {r['candidate_id']} was rejected too")
         return "\n".join(lines) + "\n"
     report = CorrectnessReport.model_validate(final["verification"])
-    lines += [f"Result: candidate `{best.candidate.id}`, **verified on the `{final['backend']}` backend** "
-              f"(held-out shapes and extra seeds) against {report.golden or 'the reference'}.", "",
+    lines += [f"Result: candidate `{best.candidate.id}`, **{verdict_label(final)}**, against "
+              f"{report.golden or 'the reference'}.", "",
               "## Correctness", "",
               "| case | dtype | verdict | max abs err | err norm |", "|---|---|---|---|---|"]
     for c in report.cases:

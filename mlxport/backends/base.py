@@ -16,6 +16,10 @@ Arg = Any
 ArgInfo = ArrayInfo | int | float | bool
 
 
+ORDERS = ("forward", "reversed", "shuffled")  # thread orders a reordering backend runs
+POISON_BYTES = {"nan": 0xFF, "finite": 0x3F}  # what outputs without an init_value start as
+
+
 class BackendUnavailable(UserError):
     """The backend cannot run on this machine; the message says why and what to do."""
 
@@ -48,7 +52,7 @@ class Backend(Protocol):
     name: str
     language: str  # the candidate language it compiles: "msl" or "cuda"
     timing: bool  # whether measure() gives real device timings (the simulator never does)
-    reorders: bool  # whether run(reverse=True) can run threads in reverse order (the simulator)
+    reorders: bool  # whether run(order=...) can run threads out of order (the simulator)
     overlaps: bool  # whether run_together's calls may run at once on the device (MLX on a GPU)
 
     def available(self) -> Availability: ...
@@ -62,11 +66,15 @@ class Backend(Protocol):
         are in scope for template expressions)."""
 
     def run(self, candidate: KernelCandidate, inputs: dict[str, Arg], *, timeout: float = 60.0,
-            reverse: bool = False) -> RunResult:
+            order: str = "forward", poison: str = "nan") -> RunResult:
         """Launch once, isolated from the caller. ``inputs`` holds at least ``candidate.input_names``;
         any other names (the task's params) are in scope for the launch expressions only.
-        ``reverse`` (where ``reorders``): the threads of each threadgroup, and the threadgroups, run
-        in reverse order, so a result that depends on the order of unsynchronised threads changes."""
+        ``order`` (where ``reorders``): ``reversed`` or ``shuffled`` runs the threads of each
+        threadgroup, and the threadgroups, in that order (one of ORDERS), so a result that depends
+        on the order of unsynchronised threads changes. ``poison``: what outputs without an
+        init_value hold before the launch, ``nan`` (every bit set: NaN, or -1 for integers) or
+        ``finite`` (bytes 0x3F: 0.747 in float32), so a kernel that reads an output before writing
+        it gives another answer."""
 
     def run_together(self, candidate: KernelCandidate, input_sets: list[dict[str, Arg]], *,
                      timeout: float = 60.0) -> list[RunResult]:

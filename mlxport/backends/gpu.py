@@ -22,7 +22,7 @@ class GpuBackend:
     name = ""
     language = ""
     timing = True
-    reorders = False  # the GPU schedules threads; run(reverse=...) has no effect here
+    reorders = False  # the GPU schedules threads; run(order=...) has no effect here
     overlaps = True  # MLX may run independent kernels of one evaluation at once (run_together)
 
     def __init__(self) -> None:
@@ -78,14 +78,15 @@ class GpuBackend:
                              **result[0])
 
     def run(self, candidate: KernelCandidate, inputs: dict[str, Any], *, timeout: float = 60.0,
-            reverse: bool = False) -> RunResult:
-        return self.run_together(candidate, [inputs], timeout=timeout)[0]
+            order: str = "forward", poison: str = "nan") -> RunResult:
+        return self.run_together(candidate, [inputs], timeout=timeout, poison=poison)[0]
 
     def run_together(self, candidate: KernelCandidate, input_sets: list[dict[str, Any]], *,
-                     timeout: float = 60.0) -> list[RunResult]:
+                     timeout: float = 60.0, poison: str = "nan") -> list[RunResult]:
         t0 = time.monotonic()
         specs, arrays = _pack_sets(input_sets)
-        result = self._safe_call("run", {"candidate": candidate.model_dump(mode="json"), "input_sets": specs},
+        result = self._safe_call("run", {"candidate": candidate.model_dump(mode="json"), "input_sets": specs,
+                                         "poison": poison},
                                  arrays, timeout)
         if isinstance(result, str):
             return [RunResult(error=result, seconds=time.monotonic() - t0)] * len(input_sets)

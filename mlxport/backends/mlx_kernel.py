@@ -47,13 +47,16 @@ def arg_info(value: Any) -> ArrayInfo | int | float | bool:
     return value
 
 
-def launch_kwargs(candidate: KernelCandidate, inputs: dict[str, Any], *, poison: bool = False) -> dict[str, Any]:
+FINITE_POISON = 0.7474  # float32 0x3F3F3F3F, near what bytes 0x3F make of any float type
+
+
+def launch_kwargs(candidate: KernelCandidate, inputs: dict[str, Any], *, poison: str | None = None) -> dict[str, Any]:
     """The keyword arguments of the kernel call for inputs of these shapes and dtypes; ``poison``
-    fills float outputs with NaN so unwritten elements show."""
+    (``nan`` or ``finite``) fills float outputs so unwritten elements, or reads before writes, show."""
     spec = candidate.launch({n: arg_info(v) for n, v in inputs.items()})
     init = candidate.init_value
     if init is None and poison and all(d.startswith(("float", "bfloat")) for d in spec.output_dtypes):
-        init = float("nan")
+        init = float("nan") if poison == "nan" else FINITE_POISON
     template = [(k, MX_DTYPES[v] if isinstance(v, str) else v) for k, v in spec.template]
     return {"output_shapes": spec.output_shapes, "output_dtypes": [MX_DTYPES[d] for d in spec.output_dtypes],
             "grid": spec.grid, "threadgroup": spec.threadgroup, "template": template or None, "init_value": init,
@@ -77,7 +80,7 @@ def kernel_inputs(candidate: KernelCandidate, inputs: dict[str, Any]) -> list[mx
             for v in (inputs[n] for n in candidate.input_names)]
 
 
-def launch(candidate: KernelCandidate, inputs: dict[str, Any], *, poison: bool = False,
+def launch(candidate: KernelCandidate, inputs: dict[str, Any], *, poison: str | None = None,
            probe: bool = False) -> list[mx.array]:
     """One lazy call of the kernel. ``inputs`` may hold more names than the kernel takes (the
     task's params), which are in scope for the launch expressions."""

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from mlxport.cli import options as o
-from mlxport.errors import UserError
+from mlxport.errors import UserError, read_text
 
 app = o.command_app("Port a CUDA kernel to a verified MLX kernel and write kernel.py, test_kernel.py and a report.")
 
@@ -136,10 +136,7 @@ def _pair(text: str, flag: str) -> tuple[str, str]:
 def _check_cuda_file(path: Path) -> None:
     from mlxport.translate.reader import read_cuda
 
-    try:
-        cf = read_cuda(path.read_bytes().decode("utf-8", errors="strict"), name=path.name)
-    except UnicodeDecodeError as e:
-        raise UserError(f"{path} is binary, not CUDA source: pass a .cu text file") from e
+    cf = read_cuda(read_text(path, "CUDA source"), name=path.name)
     if not any(k.kind == "global" for k in cf.kernels):
         raise UserError(f"{path} defines no __global__ kernel: pass a file with the kernel to port")
 
@@ -166,8 +163,9 @@ def progress(console: Console):
             console.print(f"[yellow]stop[/yellow]  {data['stop_reason']}")
         if node == "finalize" and data.get("final"):
             f = data["final"]
-            verdict = f"verified on {f['backend']}" if f.get("verified") else "no candidate passed verification"
-            console.print(f"[bold]final[/bold] {f.get('candidate_id')}: {verdict}")
+            from mlxport.verify.reverify import verdict_label
+
+            console.print(f"[bold]final[/bold] {f.get('candidate_id')}: {escape(verdict_label(f))}", highlight=False)
     return show
 
 
@@ -179,7 +177,7 @@ def _print_summary(run: dict, out_dir: Path) -> None:
     if res["verified"]:
         speed = ", ".join(f"{k} {v:.2f}x" for k, v in res["speedups"].items()) if res["timed"] else \
             "not timed (simulator)"
-        o.out.print(f"[green]verified[/green] on {res['backend']}: candidate {res['candidate_id']}; {speed}")
+        o.out.print(f"[green]{escape(res['label'])}[/green]: candidate {res['candidate_id']}; {speed}", highlight=False)
         o.out.print(f"wrote {out_dir / run['task']}/kernel.py, test_kernel.py, report.md, run.json")
     else:
         o.out.print(f"[red]no verified kernel[/red]: {escape(str(res.get('why_not')))}", highlight=False)

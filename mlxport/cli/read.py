@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from mlxport.cli import options as o
-from mlxport.errors import UserError
+from mlxport.errors import read_text
 
 app = o.command_app("Read a CUDA file: kernels, parameters, shared memory, intrinsics, launches, Metal mapping.")
 
@@ -19,9 +19,7 @@ def read(path: Annotated[Path, typer.Argument(help="A .cu file.")], as_json: o.J
     """Read a CUDA file: kernels, parameters, shared memory, intrinsics, launches, Metal mapping."""
     from mlxport.translate.reader import read_cuda, summary
 
-    if not path.is_file():
-        raise UserError(f"no such file {path}: pass the path of a .cu file")
-    cf = read_cuda(path)
+    cf = read_cuda(read_text(path, "CUDA source"), name=path.name)
     if as_json:
         sys.stdout.write(cf.model_dump_json(indent=2) + "\n")
     else:

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from mlxport.cli import options as o
-from mlxport.errors import UserError
+from mlxport.errors import read_text
 from mlxport.redaction import write_text
 
 app = o.command_app("Rule-based translation (a non-LLM baseline) of a CUDA kernel into a candidate.")
@@ -26,9 +26,7 @@ def translate(path: Annotated[Path, typer.Argument(help="A .cu file.")],
     from mlxport.tasks import load_task
     from mlxport.translate.translator import translate as run_translate
 
-    if not path.is_file():
-        raise UserError(f"no such file {path}: pass the path of a .cu file")
-    result = run_translate(path.read_text(errors="replace"), kernel=kernel, target=target,
+    result = run_translate(read_text(path, "CUDA source"), kernel=kernel, target=target,
                            task=load_task(task) if task else None)
     text = result.candidate.to_toml()
     if output:

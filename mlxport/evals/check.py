@@ -9,9 +9,10 @@ import mlx.core as mx
 import numpy as np
 
 from mlxport.spec import CaseResult, KernelTask
-from mlxport.tasks import MLX_LOCK, TaskError, call, expert_ports, make_inputs, to_numpy
+from mlxport.tasks import MLX_LOCK, TaskError, expert_ports, make_inputs
 from mlxport.verify.compare import compare
 from mlxport.verify.golden import golden, run_original
+from mlxport.verify.references import function_outputs
 
 
 @dataclass
@@ -48,8 +49,7 @@ def check_task(task: KernelTask, seed: int = 0) -> list[CheckRow]:
                     raise TaskError(f"{task.reference or task.kernel} gives shape {tuple(ref.shape)} for "
                                     f"{spec.name}; task.toml says {shapes[spec.name]}")
             for label, fn in checked:
-                with MLX_LOCK, mx.stream(mx.cpu):
-                    outs = [to_numpy(o) for o in call(fn, task, inputs, case)]
+                outs = function_outputs(task, fn, inputs, case)
                 rows.append(CheckRow(task.name, label, task.case_label(case), dtype, id(case) in heldout_ids,
                                      _worst(task, outs, refs, case, dtype)))
             if task.original is not None:

@@ -15,8 +15,9 @@ def verify_final(session: Session, chosen: str | None, *, extra_seeds: int) -> d
     """The result of a session: the first of ``chosen`` (if correct) and the best correct
     candidates to pass final verification, with its verification and benchmark, and why each
     candidate before it was rejected."""
-    from mlxport.verify.benchmark import benchmark
+    from mlxport.verify.benchmark import benchmark, primary_dtype
     from mlxport.verify.correctness import run_correctness
+    from mlxport.verify.reverify import check_timed_size
 
     ranked = [r for r in rank(session.records.values()) if r.correct]
     if chosen in session.records and session.records[chosen].correct:
@@ -29,6 +30,15 @@ def verify_final(session: Session, chosen: str | None, *, extra_seeds: int) -> d
         if not report.ok:
             rejected.append({"candidate_id": record.candidate.id, "report": report.model_dump(mode="json")})
             continue
+        timed = {"checked": True}  # a timing backend checks the timed size before it times (benchmark)
+        if not session.backend.timing:
+            try:
+                with session.device_lock:
+                    timed = check_timed_size(session.task, record.candidate, session.backend,
+                                             session.task.bench_cases()[0], primary_dtype(session.task), session.seed)
+            except UserError as e:
+                rejected.append({"candidate_id": record.candidate.id, "reason": str(e)})
+                continue
         bench = record.benchmark
         if bench is None:
             try:
@@ -40,5 +50,5 @@ def verify_final(session: Session, chosen: str | None, *, extra_seeds: int) -> d
                 continue
         return {"candidate_id": record.candidate.id, "verified": True, "backend": session.backend.name,
                 "verification": report.model_dump(mode="json"), "benchmark": bench.model_dump(mode="json"),
-                "rejected": rejected}
+                "timed_size": timed, "rejected": rejected}
     return {"candidate_id": None, "verified": False, "backend": session.backend.name, "rejected": rejected}

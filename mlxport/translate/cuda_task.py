@@ -14,6 +14,7 @@ from __future__ import annotations
 import keyword
 import math
 import re
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from mlxport.backends.cuda_cpu import CudaExecutor, Launch
-from mlxport.errors import UserError
+from mlxport.errors import UserError, read_text
 from mlxport.expr import evaluate
 from mlxport.spec import KernelTask
 from mlxport.translate.cudafile import KernelInfo, Param
@@ -48,6 +49,8 @@ class Built:
     task: dict[str, Any]  # task.toml's content
     notes: list[str] = field(default_factory=list)
     source: str = ""  # kernel.cu: the file with its local headers inlined
+    # headers the kernel reads from -I folders: their path under the task's include/ -> the file
+    headers: dict[str, Path] = field(default_factory=dict)
 
 
 def cuda_task(path: Path, *, kernel: str | None, cases: list[dict[str, Any]], dtypes: list[str] | None = None,
@@ -63,6 +66,7 @@ def cuda_task(path: Path, *, kernel: str | None, cases: list[dict[str, Any]], dt
     info = _kernel(cf, kernel, path)
     executor = executor or CudaExecutor()
     source = executor.source(path, tuple(includes))
+    headers = _headers(source.preprocessed, list(includes))
     sig = source.kernels.get(info.name)
     if sig is None:
         raise CudaTaskError(f"the executor finds no __global__ {info.name} in {path.name}")
@@ -153,10 +157,10 @@ def cuda_task(path: Path, *, kernel: str | None, cases: list[dict[str, Any]], dt
         "cases": {"visible": [c for c, _ in visible], "heldout": [c for c, _ in held]},
         "cost": {"bytes": f"({itemsize}) * itemsize"}, "tags": ["user-kernel"],
         "original": {"args": args, "results": results, "launches": launches,
-                     "include": [str(Path(p).resolve()) for p in includes], "zeroed": zeroed},
+                     "include": [INCLUDE] if headers else [], "zeroed": zeroed},
     }
     KernelTask.model_validate({k: v for k, v in task.items() if v is not None} | {"reference": None})
-    return Built(task, notes, text)
+    return Built(task, notes, text, headers)
 
 
 def _name_measured(info: KernelInfo, shapes: dict[str, list[str]], roles: dict[str, str],
@@ -189,9 +193,30 @@ def _equals_at(expr: str, measured: str, cases: list[dict[str, Any]]) -> bool:
         return False
 
 
+def _headers(preprocessed: str, includes: list[Path]) -> dict[str, Path]:
+    """The files the preprocessor read from the -I folders (its line markers name them), by their
+    path under the folder they were found in: a task carries copies, so it reads nothing outside."""
+    roots = [Path(p).resolve() for p in includes]
+    found: dict[str, Path] = {}
+    for name in dict.fromkeys(_MARKER.findall(preprocessed)):
+        file = Path(name).resolve()
+        for root in roots:
+            if file.is_relative_to(root) and file.is_file():
+                found.setdefault(file.relative_to(root).as_posix(), file)
+                break
+    return found
+
+
+_MARKER = re.compile(r'^# \d+ "([^"<][^"]*)"', re.M)
+INCLUDE = "include"  # the task folder's copy of the headers its kernel reads from -I folders
+
+
 def write_task(built: Built, folder: Path, source: Path) -> Path:
-    """task.toml and the kernel's file in ``folder`` (made afresh)."""
+    """task.toml, the kernel's file and the headers it reads in ``folder`` (made afresh)."""
     folder.mkdir(parents=True, exist_ok=True)
+    for rel, file in built.headers.items():
+        (folder / INCLUDE / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(file, folder / INCLUDE / rel)
     (folder / "kernel.cu").write_text(built.source or source.read_text())
     (folder / "task.toml").write_text(toml_text(built.task))
     if built.notes:
@@ -445,10 +470,7 @@ class _Builder:
 def _read(path: Path) -> str:
     if not path.is_file():
         raise CudaTaskError(f"no such file {path}: pass the path of a .cu file")
-    try:
-        return path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise CudaTaskError(f"{path} is not UTF-8 text: pass a .cu source file") from e
+    return read_text(path, "CUDA source")
 
 
 def _kernel(cf, kernel: str | None, path: Path) -> KernelInfo:

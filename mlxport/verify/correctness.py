@@ -6,6 +6,7 @@ Held-out cases and extra seeds run only in the final verification.
 
 from __future__ import annotations
 
+import math
 import secrets
 from typing import Any
 
@@ -54,14 +55,27 @@ def run_correctness(task: KernelTask, candidate: KernelCandidate, backend: Backe
     when ``heldout``). ``stop_after`` ends early after that many failing cases."""
     seed = new_seed() if seed is None else seed
     seeds = [seed] + [seed + 7919 * (i + 1) for i in range(extra_seeds if heldout else 0)]
-    cases = task.all_cases() if heldout else task.cases.visible
+    cases = task.all_cases() if heldout else list(task.cases.visible)
     order = output_order(task, candidate)
     results: list[CaseResult] = []
     runs = [(s, ci, case, None) for s in seeds for ci, case in enumerate(cases)]
     if heldout and backend.reorders:
-        # The simulator runs threads in a fixed order, so a missing barrier can happen to work:
-        # the final verification runs the visible cases again with that order reversed.
-        runs += [(seed, ci, case, "reversed") for ci, case in enumerate(task.cases.visible)]
+        # The simulator runs threads in a fixed order, so a missing barrier can happen to work: the
+        # final verification runs every case again with threads and threadgroups reversed and
+        # shuffled (held-out ones in the first dtype: they bring sizes of several tiles, where a
+        # kernel walks tiles), and one with several threadgroups along x, generated if no case of
+        # the task has that.
+        reordered = list(range(len(cases)))
+        if _several_threadgroups(task, candidate, cases) is None and \
+                (extra := _generated_case(task, candidate)) is not None:
+            cases.append(extra)
+            reordered.append(len(cases) - 1)
+            runs.append((seed, len(cases) - 1, extra, "generated"))
+        runs += [(seed, ci, cases[ci], mode) for mode in ("reversed", "shuffled") for ci in reordered]
+    if heldout:
+        # Poisoned with NaN, a kernel folding what an output held into its result (max(out, y))
+        # can be right by luck: the visible cases run again on outputs holding finite garbage.
+        runs += [(seed, ci, case, "poisoned") for ci, case in enumerate(task.cases.visible)]
     if heldout and backend.overlaps:
         # On a GPU, independent calls may run at once: a kernel keeping state between calls in
         # module globals passes alone and mixes calls in a model.
@@ -69,18 +83,78 @@ def run_correctness(task: KernelTask, candidate: KernelCandidate, backend: Backe
     passed: dict[tuple[int, int, str], tuple[dict, list[np.ndarray]]] = {}  # and their inputs and goldens
     for s, ci, case, mode in runs:
         for dtype in task.dtypes:
-            if mode and (s, ci, dtype) not in passed:
+            if mode not in (None, "generated") and (s, ci, dtype) not in passed:
                 continue  # already failing alone and in order: that is what is wrong
-            prepared = passed[(s, ci, dtype)] if mode else _prepared(task, case, dtype, s + 101 * ci)
-            # A reversed run that hangs (a spin on another threadgroup's flag) need not wait long.
+            if mode in ("reversed", "shuffled", "generated") and ci >= len(task.cases.visible) \
+                    and dtype != task.dtypes[0]:
+                continue
+            prepared = passed[(s, ci, dtype)] if (s, ci, dtype) in passed else _prepared(task, case, dtype, s + 101 * ci)
+            # A reordered run that hangs (a spin on another threadgroup's flag) need not wait long.
             result = _check_case(task, candidate, backend, case, dtype, s + 101 * ci, order,
-                                 min(timeout, 30.0) if mode == "reversed" else timeout, mode, prepared)
+                                 min(timeout, 30.0) if mode in ("reversed", "shuffled") else timeout, mode, prepared)
+            if mode == "generated" and result.verdict != "pass":
+                continue  # a size of mlxport's choosing, not the task's: it only serves the reordered runs
             results.append(result)
-            if result.verdict == "pass" and not mode and ci < len(task.cases.visible):
+            if result.verdict == "pass" and mode in (None, "generated"):
                 passed[(s, ci, dtype)] = prepared
             if stop_after and sum(r.verdict != "pass" for r in results) >= stop_after:
                 return _report(task, candidate, backend, seeds, heldout, results)
     return _report(task, candidate, backend, seeds, heldout, results)
+
+
+def _groups(task: KernelTask, candidate: KernelCandidate, case: dict[str, Any]) -> tuple[int, int]:
+    """(threadgroups along x, threadgroups in all) of the candidate's launch at ``case``."""
+    from mlxport.expr import ArrayInfo, Dtype
+
+    dtype = task.dtypes[0]
+    shapes = task.shapes(case, dtype)
+    infos: dict[str, Any] = {t.name: ArrayInfo(shapes[t.name], Dtype(t.resolve_dtype(dtype))) for t in task.inputs}
+    infos.update(task.param_values(case))
+    launch = candidate.launch(infos)
+    per = [-(-g // max(t, 1)) for g, t in zip(launch.grid, launch.threadgroup, strict=True)]
+    return per[0], per[0] * per[1] * per[2]
+
+
+def _size(task: KernelTask, case: dict[str, Any]) -> int:
+    return max(math.prod(s) for s in task.shapes(case, task.dtypes[0]).values())
+
+
+def _several_threadgroups(task: KernelTask, candidate: KernelCandidate, cases: list[dict[str, Any]]) -> int | None:
+    """The index of the smallest case whose launch has several threadgroups along x, if any."""
+    found = []
+    for ci, case in enumerate(cases):
+        try:
+            if _groups(task, candidate, case)[0] >= 2:
+                found.append((_size(task, case), ci))
+        except UserError:
+            continue
+    return min(found)[1] if found else None
+
+
+GENERATED_LIMIT = 1 << 22  # elements of the largest tensor of a generated case
+
+
+def _generated_case(task: KernelTask, candidate: KernelCandidate) -> dict[str, Any] | None:
+    """A case with several threadgroups along x when the task's cases have one each: the smallest
+    visible case with one of the dimensions that vary between the task's cases doubled until it
+    does (every dimension if none varies), and its tensors under GENERATED_LIMIT elements."""
+    cases = task.all_cases()
+    dims = task.dims()  # names the shapes use: doubling anything else changes no size
+    ints = [k for k, v in cases[0].items() if isinstance(v, int) and not isinstance(v, bool) and k in dims]
+    free = [k for k in ints if len({c.get(k) for c in cases}) > 1] or ints
+    base = min(task.cases.visible, key=lambda c: _size(task, c))
+    for name in free:
+        case = dict(base)
+        for _ in range(24):
+            case[name] = max(2 * case[name], 2)
+            try:
+                if _size(task, case) > GENERATED_LIMIT:
+                    break
+                if _groups(task, candidate, case)[0] >= 2:
+                    return case
+            except UserError:
+                break
+    return None
 
 
 def _report(task, candidate, backend, seeds, heldout, results) -> CorrectnessReport:
@@ -107,15 +181,20 @@ def check_case(task: KernelTask, candidate: KernelCandidate, backend: Backend, c
     return _check_case(task, candidate, backend, case, dtype, seed, output_order(task, candidate), timeout)
 
 
-REVERSED_HINT = ("right with threads in order but not with threads and threadgroups run in reverse order, so the "
+REVERSED_HINT = ("right with threads in order but not with threads and threadgroups run {order}, so the "
                  "result depends on the order of unsynchronised threads (a missing threadgroup_barrier, threads "
                  "racing on one element, or one threadgroup waiting for another)")
+POISON_HINT = ("right on outputs that start as NaN but not on outputs that start as other garbage, so the kernel "
+               "reads an output before writing it: write each element before reading it, or set init_value")
 TOGETHER = 8  # calls submitted at once in the final verification's overlap check
 TOGETHER_HINT = (f"right alone but not when {TOGETHER} calls on different inputs run in one evaluation, which MLX "
                  "may run at once on the GPU: the calls share state outside their own buffers (module-scope "
                  "__device__ variables used as scratch or counters); keep per-call scratch in an extra output "
                  "(init_value zeroes it)")
-_MODES = {"reversed": (" (threads reversed)", REVERSED_HINT),
+_MODES = {"reversed": (" (threads reversed)", REVERSED_HINT.format(order="in reverse order")),
+          "shuffled": (" (threads shuffled)", REVERSED_HINT.format(order="in a shuffled order")),
+          "generated": (" (generated: several threadgroups)", ""),
+          "poisoned": (" (second poison)", POISON_HINT),
           "together": (f" ({TOGETHER} calls at once)", TOGETHER_HINT)}
 
 
@@ -146,7 +225,9 @@ def _check_case(task: KernelTask, candidate: KernelCandidate, backend: Backend, 
     if mode == "together":
         runs = backend.run_together(candidate, args, timeout=timeout * TOGETHER)
     else:
-        runs = [backend.run(candidate, args[0], timeout=timeout, reverse=mode == "reversed")]
+        runs = [backend.run(candidate, args[0], timeout=timeout,
+                            order=mode if mode in ("reversed", "shuffled") else "forward",
+                            poison="finite" if mode == "poisoned" else "nan")]
     results = [_judge(task, run, refs, order, label, dtype) for run, (_, refs) in zip(runs, sets, strict=True)]
     worst = next((r for r in results if r.verdict != "pass"), results[0])
     if worst.verdict == "pass" or not hint:

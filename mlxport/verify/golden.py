@@ -17,8 +17,8 @@ import numpy as np
 
 from mlxport.expr import ExprError, evaluate
 from mlxport.spec import KernelTask
-from mlxport.tasks import MLX_LOCK, TaskError, to_numpy
-from mlxport.tasks import golden as reference_golden
+from mlxport.tasks import MLX_LOCK, TaskError
+from mlxport.verify.references import reference_outputs
 
 # C element types as the executor stores them (bfloat16 as its bits)
 STORAGE = {"float": "float32", "double": "float64", "half": "float16", "__half": "float16", "half2": "float16",
@@ -36,8 +36,7 @@ ELEMENT = "float"  # what a kernel templated on its element type is instantiated
 def golden(task: KernelTask, inputs: dict[str, mx.array], case: dict[str, Any]) -> list[np.ndarray]:
     """The golden outputs for ``inputs`` at ``case``, in float64."""
     if task.reference is not None:
-        with MLX_LOCK, mx.stream(mx.cpu):
-            return [to_numpy(r) for r in reference_golden(task, inputs, case)]
+        return reference_outputs(task, inputs, case)
     return run_original(task, inputs, case)
 
 

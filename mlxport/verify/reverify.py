@@ -3,6 +3,8 @@ the timed size before it is timed, and on fresh seeds when its speedup looks too
 
 from __future__ import annotations
 
+import os
+import time
 from typing import Any
 
 from mlxport.backends.base import Backend
@@ -11,6 +13,7 @@ from mlxport.spec import KernelCandidate, KernelTask
 from mlxport.verify.correctness import check_case, run_correctness
 
 SUSPICIOUS_SPEEDUP = 10.0
+TIMED_SIZE_SECONDS = float(os.environ.get("MLXPORT_TIMED_SIZE_SECONDS", "120"))  # the simulator's budget for it
 
 
 class WrongAtBenchSize(UserError):
@@ -32,6 +35,46 @@ def check_bench_case(task: KernelTask, candidate: KernelCandidate, backend: Back
     if result.verdict != "pass":
         raise WrongAtBenchSize(f"candidate {candidate.id} is wrong at the timed size {result.case} {dtype}: "
                                f"{result.error or result.pattern}; it was not timed")
+
+
+def check_timed_size(task: KernelTask, candidate: KernelCandidate, backend: Backend, case: dict[str, Any],
+                     dtype: str, seed: int, budget: float = TIMED_SIZE_SECONDS) -> dict[str, Any]:
+    """The timed size on a backend that does not time (the simulator), where it fits ``budget``
+    seconds, judged from the largest visible case scaled by work: the result says whether it was
+    checked and why not. Wrong there raises WrongAtBenchSize."""
+    label = {"case": task.case_label(case), "dtype": dtype}
+    work = _work(task, case, dtype)
+    visible = max(task.cases.visible, key=lambda c: _work(task, c, dtype))
+    t0 = time.perf_counter()
+    check_case(task, candidate, backend, visible, dtype, seed, timeout=max(budget, 1.0))
+    estimate = (time.perf_counter() - t0) * work / max(_work(task, visible, dtype), 1)
+    if estimate > budget:
+        return {**label, "checked": False, "why": f"{backend.name} would take about {estimate:.0f} s, over the "
+                                                  f"{budget:g} s budget (MLXPORT_TIMED_SIZE_SECONDS)"}
+    result = check_case(task, candidate, backend, case, dtype, seed + 424_242, timeout=max(budget, 1.0))
+    if result.verdict == "error" and "timed out" in result.error:
+        return {**label, "checked": False, "why": f"it ran past the {budget:g} s budget (MLXPORT_TIMED_SIZE_SECONDS)"}
+    if result.verdict != "pass":
+        raise WrongAtBenchSize(f"candidate {candidate.id} is wrong at the timed size {result.case} {dtype}: "
+                               f"{result.error or result.pattern}")
+    return {**label, "checked": True}
+
+
+def _work(task: KernelTask, case: dict[str, Any], dtype: str) -> int:
+    nbytes, flops = task.cost_of(case, dtype)
+    return max(nbytes, flops, 1)
+
+
+def verdict_label(final: dict[str, Any]) -> str:
+    """What a final result may be called: "verified" names its backend and, where the timed size
+    was not checked, says so."""
+    if not final.get("verified"):
+        return "no candidate passed verification"
+    timed = final.get("timed_size") or {}
+    if timed.get("checked", True):
+        return f"verified on {final['backend']} (held-out sizes, extra seeds and the timed size)"
+    return (f"verified on {final['backend']} at the held-out sizes and extra seeds; the timed size "
+            f"{timed['case']} was not checked: {timed['why']}")
 
 
 def reverify(task: KernelTask, candidate: KernelCandidate, backend: Backend, case: dict[str, Any], dtype: str,

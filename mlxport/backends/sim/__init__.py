@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from mlxport.backends.base import Arg, ArgInfo, Availability, BackendUnavailable, RunResult
+from mlxport.backends.base import ORDERS, POISON_BYTES, Arg, ArgInfo, Availability, BackendUnavailable, RunResult
 from mlxport.backends.sim import build as _build
 from mlxport.backends.sim.host import (
     STORAGE,
@@ -97,7 +97,7 @@ class SimBackend:
                              diagnostics=result.diagnostics, seconds=time.perf_counter() - t0,
                              cached=result.cached)
 
-    reorders = True  # run(reverse=True) runs threads and threadgroups in reverse order
+    reorders = True  # run(order="reversed" or "shuffled") runs threads and threadgroups in that order
     overlaps = False  # simulated calls run one after another
 
     def run_together(self, candidate: KernelCandidate, input_sets: list[dict[str, Arg]], *,
@@ -105,10 +105,10 @@ class SimBackend:
         return [self.run(candidate, inputs, timeout=timeout) for inputs in input_sets]
 
     def run(self, candidate: KernelCandidate, inputs: dict[str, Arg], *, timeout: float = 60.0,
-            reverse: bool = False) -> RunResult:
+            order: str = "forward", poison: str = "nan") -> RunResult:
         t0 = time.perf_counter()
         try:
-            return self._run(candidate, inputs, timeout, t0, reverse)
+            return self._run(candidate, inputs, timeout, t0, ORDERS.index(order), POISON_BYTES[poison])
         except (ExprError, SignatureError, _build.CompilerMissing, _build.BuildError) as e:
             return RunResult(error=str(e), seconds=time.perf_counter() - t0)
 
@@ -138,7 +138,7 @@ class SimBackend:
         return result
 
     def _run(self, candidate: KernelCandidate, inputs: dict[str, Arg], timeout: float, t0: float,
-             reverse: bool) -> RunResult:
+             order: int, poison: int) -> RunResult:
         missing = [n for n in candidate.input_names if n not in inputs]
         if missing:
             raise SignatureError(f"missing input(s) {', '.join(missing)}")
@@ -163,7 +163,8 @@ class SimBackend:
             return RunResult(error=f"compile failed{where}: {first.message if first else 'unknown error'}",
                              seconds=time.perf_counter() - t0)
         header, arrays = self._request(sig, src, built, hosts, launch, candidate.init_value)
-        header["reverse"] = int(reverse)
+        header["reverse"] = order  # the runtime's order: 0 forward, 1 reversed, 2 shuffled
+        header["poison"] = poison
         try:
             reply, out = self._worker.call(header, arrays, timeout=timeout)
         except WorkerError as e:

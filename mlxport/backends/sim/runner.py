@@ -43,10 +43,10 @@ def _library(path: str) -> Any:
     return _libraries[path]
 
 
-def _filled(storage: str, shape: list[int], fill: Any) -> np.ndarray:
+def _filled(storage: str, shape: list[int], fill: Any, poison: int = 0xFF) -> np.ndarray:
     out = np.empty(shape, dtype=np.dtype(storage))
     if fill is None:
-        out.view(np.uint8).fill(0xFF)  # poison: what a GPU leaves is garbage, not zeros
+        out.view(np.uint8).fill(poison)  # poison: what a GPU leaves is garbage, not zeros
     elif isinstance(fill, dict):  # bfloat16 bits
         out.fill(fill["bits"])
     else:
@@ -78,7 +78,7 @@ def run(header: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, Any
     for k, slot in enumerate(slots):
         role = slot["role"]
         if role == "output":
-            data = _filled(slot["storage"], slot["shape"], slot["fill"])
+            data = _filled(slot["storage"], slot["shape"], slot["fill"], int(header.get("poison", 0xFF)))
         else:
             data = np.array(next(inputs), copy=True)  # writable and aligned, owned by this process
         mask = np.zeros(data.size, dtype=np.uint32) if role == "output" or slot.get("writable") else None

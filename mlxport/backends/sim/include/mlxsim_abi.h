@@ -52,7 +52,8 @@ struct LaunchParams {
   int32_t nbuffers;
   int32_t fibers;   // 0: plain calls (no barrier or SIMD-group function in the kernel)
   int32_t threads;  // OS threads
-  int32_t reverse;   // 1: threads of a threadgroup, and threadgroups, run in reverse order
+  int32_t reverse;   // the order threads of a threadgroup, and threadgroups, run in: 0 as numbered,
+                     // 1 reversed, 2 shuffled (the same permutation on every run)
   uint32_t grid[3];
   uint32_t threadgroup[3];
   int64_t stack_bytes;
@@ -101,6 +102,13 @@ uint32_t current_threadgroup_tag();
 // Two threadgroups touched an output element without atomics: a fault, or marked (races_after).
 void shared_output(const Buffer* buf, int64_t index, uint32_t other_tag);
 const ThreadAttrs* current_attrs();
+// An atomic cell loaded, then stored: a store after this thread's own load is a read-modify-write
+// in two operations, a race when another thread does the same (faults naming both threads).
+void atomic_loaded(const void* cell);
+// A checked access of threadgroup memory (where its race shadow is kept): a thread touching an
+// element another thread wrote since the last barrier faults, naming both threads and lines.
+void tg_touch(const Buffer* buf, int64_t offset, int64_t size, Site site);
+void atomic_stored(const void* cell);
 // A kernel's printf, to stderr, at most kPrintLines lines a process.
 int vprint(const char* format, __builtin_va_list args);
 constexpr int kPrintLines = 200;

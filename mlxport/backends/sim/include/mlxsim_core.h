@@ -13,6 +13,18 @@ namespace mlxsim {
 
 using SrcLoc = std::source_location;
 
+inline Site site_of(const SrcLoc& l) { return Site{l.file_name(), l.line(), l.column()}; }
+
+// An index and the line it was written at (the default argument is evaluated where the index is
+// converted, at the subscript): race reports name the lines of both accesses.
+struct Subscript {
+  int64_t i;
+  SrcLoc loc;
+  template <class I>
+    requires std::is_convertible_v<I, int64_t>
+  Subscript(I v, SrcLoc l = SrcLoc::current()) : i(int64_t(v)), loc(l) {}
+};
+
 // Whether T is an atomic cell (MSL's metal::atomic<T>): accesses through a pointer to one are atomic.
 template <class T>
 inline constexpr bool is_atomic_cell = false;
@@ -21,10 +33,14 @@ inline constexpr bool is_atomic_cell = false;
 
 template <class T, int AS>
 class Ptr {
- public:
-  using element_type = T;
+  // Private, so that kernel code cannot reach around the checks through the raw address.
   T* p_ = nullptr;
   const Buffer* buf_ = nullptr;
+  template <class, int>
+  friend class Ptr;
+
+ public:
+  using element_type = T;
 
   Ptr() = default;
   Ptr(std::nullptr_t) {}
@@ -48,23 +64,33 @@ class Ptr {
     requires(!(std::is_convertible_v<U*, T*> && AS2 == AS))
   explicit Ptr(const Ptr<U, AS2>& o) : p_((T*)(o.p_)), buf_(o.buf_) {}
 
+  T& operator[](Subscript s) const
+    requires(AS != AS_GENERIC)
+  {
+    return at(s.i, s.loc);
+  }
+  // CUDA pointers also convert to plain ones: an exact match keeps p[i] from being ambiguous.
   template <class I>
-    requires std::is_convertible_v<I, int64_t>
+    requires(std::is_convertible_v<I, int64_t> && AS == AS_GENERIC)
   T& operator[](I i) const {
     return at(int64_t(i));
   }
   T& operator*() const { return at(0); }
   T* operator->() const { return &at(0); }
 
-  T& at(int64_t i) const {
+  T& at(int64_t i, const SrcLoc& loc = SrcLoc::current()) const {
     if (!buf_) return p_[i];
     int64_t off = (reinterpret_cast<const char*>(const_cast<const std::remove_cv_t<T>*>(p_)) - buf_->base) + i * int64_t(sizeof(T));
     if (off < 0 || off + int64_t(sizeof(T)) > buf_->bytes) [[unlikely]]
       fault_oob(buf_, off, sizeof(T), std::is_const_v<T>);
     if (off % int64_t(alignof(T)) != 0) [[unlikely]]
       fault_misaligned(buf_, off, sizeof(T), alignof(T));
-    if constexpr (!std::is_const_v<T>) {
-      if (buf_->mask) mark(off);
+    if (buf_->mask) [[unlikely]] {
+      if (buf_->space == AS_THREADGROUP) {  // mask: the race shadow of threadgroup memory
+        if constexpr (!is_atomic_cell<std::remove_cv_t<T>>) tg_touch(buf_, off, int64_t(sizeof(T)), site_of(loc));
+      } else if constexpr (!std::is_const_v<T>) {
+        mark(off);
+      }
     }
     if (buf_->touched >= 0) [[unlikely]]
       extend(off + int64_t(sizeof(T)));
@@ -189,20 +215,29 @@ using threadgroup_ptr = Ptr<T, AS_THREADGROUP>;
 // A multi-dimensional `threadgroup T a[D0][D1]...` (CUDA: `__shared__`): every index is checked
 // against its extent. It converts to a pointer in address space AS.
 template <int AS, class T, size_t D0, size_t... Rest>
-struct TgArray {
+class TgArray {
   T* p_;
   const Buffer* buf_;
+
+ public:
+  TgArray(T* p, const Buffer* buf) : p_(p), buf_(buf) {}
   static constexpr size_t inner = (size_t(1) * ... * Rest);
 
-  template <class I>
-    requires std::is_convertible_v<I, int64_t>
-  decltype(auto) operator[](I i) const {
-    int64_t k = int64_t(i);
+  decltype(auto) operator[](Subscript s) const {
+    int64_t k = s.i;
     if (k < 0 || k >= int64_t(D0)) [[unlikely]]
       fault_index(buf_, k, int64_t(D0));
     T* q = p_ + k * int64_t(inner);
-    if constexpr (sizeof...(Rest) == 0) return static_cast<T&>(*q);
-    else return TgArray<AS, T, Rest...>{q, buf_};
+    if constexpr (sizeof...(Rest) == 0) {
+      if constexpr (!is_atomic_cell<std::remove_cv_t<T>>) {
+        if (buf_->mask) [[unlikely]]
+          tg_touch(buf_, reinterpret_cast<const char*>(const_cast<const std::remove_cv_t<T>*>(q)) - buf_->base,
+                   int64_t(sizeof(T)), site_of(s.loc));
+      }
+      return static_cast<T&>(*q);
+    } else {
+      return TgArray<AS, T, Rest...>{q, buf_};
+    }
   }
   operator Ptr<T, AS>() const { return Ptr<T, AS>(p_, buf_); }
   // A row decays to a pointer into the array's address space: tile[y] + x.
@@ -242,8 +277,6 @@ T* tg_scalar(int slot, const char* name) {
 }
 
 // ---------------------------------------------------------------- collectives
-
-inline Site site_of(const SrcLoc& l) { return Site{l.file_name(), l.line(), l.column()}; }
 
 template <class T>
 const T& in_of(const Exchange* ex, uint32_t k) {

@@ -92,10 +92,15 @@ inline void simdgroup_barrier(mem_flags, const mlxsim::SrcLoc& loc = mlxsim::Src
 enum memory_order { memory_order_relaxed, memory_order_acquire, memory_order_release, memory_order_acq_rel,
                     memory_order_seq_cst };
 
+namespace sim_detail {
+struct cell;
+}
+
 template <class T>
-struct atomic {
+class atomic {
   static_assert(sizeof(T) == 4 || sizeof(T) == 8 || std::is_same_v<T, bool>, "MSL atomics are 32- or 64-bit");
-  T value_;
+  T value_;  // private: kernel code reaches it only through the atomic_* functions
+  friend struct sim_detail::cell;
 };
 using atomic_int = atomic<int>;
 using atomic_uint = atomic<uint>;
@@ -111,18 +116,45 @@ namespace sim_detail {
 template <class T>
 using bits_t = std::conditional_t<sizeof(T) == 8, uint64_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint8_t>>;
 
-// Read-modify-write as a compare-exchange loop on the bits: works for float as for ints.
-template <class T, class F>
-T atomic_rmw(atomic<T>* obj, F f) {
-  using B = bits_t<T>;
-  auto* word = reinterpret_cast<B*>(&obj->value_);
-  B old = __atomic_load_n(word, __ATOMIC_RELAXED);
-  for (;;) {
-    T cur = __builtin_bit_cast(T, old);
-    B next = __builtin_bit_cast(B, T(f(cur)));
-    if (__atomic_compare_exchange_n(word, &old, next, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) return cur;
+// The only code that touches an atomic's value: each operation is atomic, and a store after the
+// same thread's load is reported to the runtime (a read-modify-write split in two).
+struct cell {
+  // Read-modify-write as a compare-exchange loop on the bits: works for float as for ints.
+  template <class T, class F>
+  static T rmw(atomic<T>* obj, F f) {
+    auto* word = bits(obj);
+    auto old = __atomic_load_n(word, __ATOMIC_RELAXED);
+    for (;;) {
+      T cur = __builtin_bit_cast(T, old);
+      auto next = __builtin_bit_cast(bits_t<T>, T(f(cur)));
+      if (__atomic_compare_exchange_n(word, &old, next, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) return cur;
+    }
   }
-}
+  template <class T>
+  static T load(atomic<T>* a) {
+    ::mlxsim::atomic_loaded(a);
+    return __builtin_bit_cast(T, __atomic_load_n(bits(a), __ATOMIC_SEQ_CST));
+  }
+  template <class T>
+  static void store(atomic<T>* a, T desired) {
+    ::mlxsim::atomic_stored(a);
+    __atomic_store_n(bits(a), __builtin_bit_cast(bits_t<T>, desired), __ATOMIC_SEQ_CST);
+  }
+  template <class T>
+  static bool compare_exchange(atomic<T>* a, T* expected, T desired) {
+    auto want = __builtin_bit_cast(bits_t<T>, *expected);
+    bool ok = __atomic_compare_exchange_n(bits(a), &want, __builtin_bit_cast(bits_t<T>, desired), false,
+                                          __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    if (!ok) *expected = __builtin_bit_cast(T, want);
+    return ok;
+  }
+
+ private:
+  template <class T>
+  static bits_t<T>* bits(atomic<T>* a) {
+    return reinterpret_cast<bits_t<T>*>(&a->value_);
+  }
+};
 template <class A>
 A* raw(A* p) {
   return p;
@@ -139,14 +171,17 @@ struct atomic_value<atomic<T>> {
 };
 template <class P>
 using atomic_value_t = typename atomic_value<std::remove_cv_t<std::remove_pointer_t<decltype(raw(std::declval<P>()))>>>::type;
+template <class T, class P>
+atomic<T>* cell_of(P obj) {
+  return const_cast<atomic<T>*>(raw(obj));
+}
 }  // namespace sim_detail
 
 #define MLXSIM_ATOMIC_RMW(name, expr)                                                              \
   template <class P, class U, class T = sim_detail::atomic_value_t<P>>                             \
   T atomic_fetch_##name##_explicit(P obj, U operand, memory_order = memory_order_relaxed) {        \
     T v = T(operand);                                                                              \
-    return sim_detail::atomic_rmw(const_cast<atomic<T>*>(sim_detail::raw(obj)),                    \
-                                  [v](T a) { return expr; });                                      \
+    return sim_detail::cell::rmw(sim_detail::cell_of<T>(obj), [v](T a) { return expr; });          \
   }
 MLXSIM_ATOMIC_RMW(add, a + v)
 MLXSIM_ATOMIC_RMW(sub, a - v)
@@ -159,32 +194,21 @@ MLXSIM_ATOMIC_RMW(max, a > v ? a : v)
 
 template <class P, class T = sim_detail::atomic_value_t<P>>
 T atomic_load_explicit(P obj, memory_order = memory_order_relaxed) {
-  auto* a = sim_detail::raw(obj);
-  using B = sim_detail::bits_t<T>;
-  return __builtin_bit_cast(T, __atomic_load_n(reinterpret_cast<const B*>(&a->value_), __ATOMIC_SEQ_CST));
+  return sim_detail::cell::load(sim_detail::cell_of<T>(obj));
 }
 template <class P, class U, class T = sim_detail::atomic_value_t<P>>
 void atomic_store_explicit(P obj, U desired, memory_order = memory_order_relaxed) {
-  auto* a = const_cast<atomic<T>*>(sim_detail::raw(obj));
-  using B = sim_detail::bits_t<T>;
-  __atomic_store_n(reinterpret_cast<B*>(&a->value_), __builtin_bit_cast(B, T(desired)), __ATOMIC_SEQ_CST);
+  sim_detail::cell::store(sim_detail::cell_of<T>(obj), T(desired));
 }
 template <class P, class U, class T = sim_detail::atomic_value_t<P>>
 T atomic_exchange_explicit(P obj, U desired, memory_order = memory_order_relaxed) {
   T v = T(desired);
-  return sim_detail::atomic_rmw(const_cast<atomic<T>*>(sim_detail::raw(obj)), [v](T) { return v; });
+  return sim_detail::cell::rmw(sim_detail::cell_of<T>(obj), [v](T) { return v; });
 }
 template <class P, class E, class U, class T = sim_detail::atomic_value_t<P>>
 bool atomic_compare_exchange_weak_explicit(P obj, E expected, U desired, memory_order = memory_order_relaxed,
                                            memory_order = memory_order_relaxed) {
-  auto* a = const_cast<atomic<T>*>(sim_detail::raw(obj));
-  T* exp = &*expected;
-  using B = sim_detail::bits_t<T>;
-  B want = __builtin_bit_cast(B, *exp);
-  bool ok = __atomic_compare_exchange_n(reinterpret_cast<B*>(&a->value_), &want, __builtin_bit_cast(B, T(desired)),
-                                        false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-  if (!ok) *exp = __builtin_bit_cast(T, want);
-  return ok;
+  return sim_detail::cell::compare_exchange(sim_detail::cell_of<T>(obj), &*expected, T(desired));
 }
 template <class P, class E, class U>
 bool atomic_compare_exchange_strong_explicit(P obj, E expected, U desired, memory_order s = memory_order_relaxed,

@@ -15,8 +15,10 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <numeric>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #if !defined(__x86_64__) && !defined(__aarch64__)
@@ -101,11 +103,27 @@ struct Lane {
   void* out = nullptr;
   ThreadAttrs attrs{};
   Worker* worker = nullptr;
+  const void* loaded[4]{};  // the atomic cells this thread loaded last (a load-then-store update)
+  uint8_t loaded_next = 0;
+};
+
+// Per element of threadgroup memory: the thread that touched it last since the last barrier,
+// the value it saw (a changed value is a write), and whether that thread wrote it.
+struct Shadow {
+  uint64_t epoch = 0;  // Worker::epoch of the access
+  uint64_t sg_epoch = 0;  // its SIMD-group's count of syncs then
+  uint64_t bits = 0;
+  Site site{};  // the access
+  Site wrote_at{};  // where the element was last written, if it was
+  uint32_t lane = 0;  // thread_index_in_threadgroup + 1; 0: untouched
+  uint32_t simdgroup = 0;
+  bool wrote = false;
 };
 
 struct TgSlot {
   char* storage = nullptr;
   Buffer buf{};
+  std::vector<Shadow> shadow;  // kept where races are checked (MSL kernels)
 };
 
 struct Launch {
@@ -118,10 +136,14 @@ struct Launch {
   std::mutex mu;
   std::string error;
   std::atomic<int64_t> switches{0}, rounds{0}, syncs{0};
+  std::mutex updates_mu;
+  std::unordered_map<const void*, uint64_t> updates;  // atomic cell -> the thread (linear id) that updated it
 };
 
 struct Worker {
   Launch* launch = nullptr;
+  uint64_t epoch = 0;  // counts threadgroups and barriers this worker ran: accesses in one epoch race
+  std::vector<uint64_t> sg_epochs;  // per SIMD-group: syncs so far
   uint32_t tg_tag = 1;  // the running threadgroup's linear index + 1
   std::vector<Lane> lanes;
   std::vector<Exchange> simds;
@@ -269,16 +291,15 @@ bool site_before(const Site& a, const Site& b) {
 
 // Release, in each SIMD-group, the lanes waiting at the earliest collective call site: lanes that
 // left a loop early wait at a later site until the others catch up, as the hardware reconverges.
-bool release_simd(Worker& w, size_t n) {
-  bool released = false;
-  size_t nsimd = (n + kSimdWidth - 1) / kSimdWidth;
-  for (size_t g = 0; g < nsimd; ++g) {
+// Release the lanes of SIMD-group g waiting at its earliest collective (every lane of it is blocked).
+bool release_simd_group(Worker& w, size_t n, size_t g) {
+  {
     size_t lo = g * kSimdWidth, hi = std::min(n, lo + kSimdWidth);
     const Site* best = nullptr;
     for (size_t i = lo; i < hi; ++i)
       if (w.lanes[i].state == LaneState::AtSimd && (!best || site_before(w.lanes[i].site, *best)))
         best = &w.lanes[i].site;
-    if (!best) continue;
+    if (!best) return false;
     Site site = *best;
     Exchange& ex = w.simds[g];
     ex.mask = 0;
@@ -295,8 +316,14 @@ bool release_simd(Worker& w, size_t n) {
       }
     }
     ++w.syncs;
-    released = true;
+    if (g < w.sg_epochs.size()) ++w.sg_epochs[g];
   }
+  return true;
+}
+
+bool release_simd(Worker& w, size_t n) {
+  bool released = false;
+  for (size_t g = 0; g < (n + kSimdWidth - 1) / kSimdWidth; ++g) released |= release_simd_group(w, n, g);
   return released;
 }
 
@@ -342,6 +369,7 @@ bool release_barrier(Worker& w, size_t n) {
   }
   for (size_t i = 0; i < n; ++i) w.lanes[i].state = LaneState::Ready;
   ++w.rounds;
+  ++w.epoch;
   return true;
 }
 
@@ -351,6 +379,16 @@ void reset_threadgroup_memory(Worker& w) {
   for (char* a : w.arena) std::free(a);
   w.arena.clear();
   w.tg_bytes = 0;
+}
+
+// The k-th of n in the launch's order (LaunchParams::reverse): as numbered, reversed, or
+// shuffled by an affine permutation (k * a + c) mod n, a coprime to n: the same on every run.
+uint64_t nth(uint64_t k, uint64_t n, int32_t order, uint64_t salt) {
+  if (order == 1) return n - 1 - k;
+  if (order != 2 || n < 3) return k;
+  uint64_t a = (0x9E3779B97F4A7C15ull ^ (salt * 0xBF58476D1CE4E5B9ull)) % n;
+  while (std::gcd(a, n) != 1) a = a + 1 < n ? a + 1 : 1;
+  return uint64_t((static_cast<unsigned __int128>(k) * a + salt + n / 2) % n);
 }
 
 void run_fibers(Worker& w, size_t n) {
@@ -365,10 +403,32 @@ void run_fibers(Worker& w, size_t n) {
     l.worker = &w;
     l.sp = init_stack(w.stacks + (i + 1) * w.stack_stride, &fiber_entry, &l);
   }
-  const bool reverse = w.launch->p->reverse != 0;
+  const int32_t order = w.launch->p->reverse;
+  if (order != 0) {
+    // Out of order, SIMD-groups also run ahead of one another, each as far as it gets before a
+    // threadgroup barrier, as a GPU may schedule them: a missing barrier between them shows.
+    const size_t nsimd = (n + kSimdWidth - 1) / kSimdWidth;
+    for (;;) {
+      for (size_t j = 0; j < nsimd; ++j) {
+        const size_t g = nth(j, nsimd, order, w.tg_tag + 1);
+        const size_t lo = g * kSimdWidth, width = std::min(n, lo + kSimdWidth) - lo;
+        do {
+          for (size_t k = 0; k < width; ++k) {
+            Lane& l = w.lanes[lo + nth(k, width, order, w.tg_tag)];
+            if (l.state != LaneState::Ready) continue;
+            w.current = &l;
+            switch_to(&w.sched_sp, l.sp);
+            ++w.switches;
+            if (l.state == LaneState::Aborted || w.launch->stop.load(std::memory_order_relaxed)) return;
+          }
+        } while (release_simd_group(w, n, g));
+      }
+      if (!release_barrier(w, n)) return;
+    }
+  }
   for (;;) {
     for (size_t k = 0; k < n; ++k) {
-      Lane& l = w.lanes[reverse ? n - 1 - k : k];
+      Lane& l = w.lanes[nth(k, n, order, w.tg_tag)];
       if (l.state != LaneState::Ready) continue;
       w.current = &l;
       switch_to(&w.sched_sp, l.sp);
@@ -382,9 +442,9 @@ void run_fibers(Worker& w, size_t n) {
 
 void run_plain(Worker& w, size_t n) {
   if (setjmp(w.abort_env)) return;
-  const bool reverse = w.launch->p->reverse != 0;
+  const int32_t order = w.launch->p->reverse;
   for (size_t k = 0; k < n; ++k) {
-    w.current = &w.lanes[reverse ? n - 1 - k : k];
+    w.current = &w.lanes[nth(k, n, order, w.tg_tag)];
     w.launch->fn(w.launch->p->buffers, &w.current->attrs);
   }
 }
@@ -407,8 +467,12 @@ void run_threadgroup(Worker& w, uint64_t g) {
       for (uint32_t x = 0; x < size[0]; ++x) {
         Lane& l = w.lanes[x + size[0] * (y + size[1] * z)];
         fill_attrs(l.attrs, L, tg, size, dispatch, x, y, z);
+        l.loaded_next = 0;
+        for (auto& c : l.loaded) c = nullptr;
       }
   reset_threadgroup_memory(w);
+  ++w.epoch;
+  if (w.sg_epochs.size() < n / kSimdWidth + 1) w.sg_epochs.resize(n / kSimdWidth + 1);
   if (w.fibers) run_fibers(w, n);
   else run_plain(w, n);
   w.current = nullptr;
@@ -423,7 +487,7 @@ void worker_main(Launch* L) {
     if (L->stop.load(std::memory_order_relaxed)) break;
     uint64_t g = L->next.fetch_add(1);
     if (g >= L->total_groups) break;
-    run_threadgroup(w, L->p->reverse ? L->total_groups - 1 - g : g);
+    run_threadgroup(w, nth(g, L->total_groups, L->p->reverse, 0));
   }
   L->switches += w.switches;
   L->rounds += w.rounds;
@@ -508,6 +572,13 @@ char* tg_storage(Worker* w, size_t bytes, size_t align, const char* name) {
 
 }  // namespace
 
+// Races in threadgroup memory are checked for MSL kernels (a CUDA original is the golden as written).
+void watch(Worker& w, TgSlot& s) {
+  if (w.launch->p->cuda) return;
+  s.shadow.assign(size_t(s.buf.bytes / std::max<int32_t>(s.buf.elem_size, 1)), Shadow{});
+  s.buf.mask = reinterpret_cast<uint32_t*>(s.shadow.data());
+}
+
 void* tg_alloc(int slot, size_t bytes, size_t align, const char* name, int32_t elem_size, const Buffer** buf,
                bool* fresh) {
   Worker* w = tl_worker;
@@ -518,6 +589,7 @@ void* tg_alloc(int slot, size_t bytes, size_t align, const char* name, int32_t e
     char* mem = tg_storage(w, bytes, align, name);
     s.storage = mem;
     s.buf = Buffer{name, mem, int64_t(bytes), mem, elem_size, AS_THREADGROUP, nullptr, -1};
+    watch(*w, s);
     *fresh = true;
   }
   *buf = &s.buf;
@@ -532,6 +604,7 @@ void* dynamic_threadgroup_memory(const Buffer** buf) {
     char* mem = tg_storage(w, bytes, 16, "extern __shared__ memory");
     s.storage = mem;
     s.buf = Buffer{"extern __shared__ memory", mem, int64_t(bytes), mem, 1, AS_THREADGROUP, nullptr, -1};
+    watch(*w, s);
   }
   *buf = &s.buf;
   return s.storage;
@@ -617,6 +690,72 @@ void shared_output(const Buffer* buf, int64_t index, uint32_t other_tag) {
             "threadgroups run concurrently on a GPU, so this is a race: give each output element one "
             "threadgroup, or set atomic_outputs and use atomic_* functions",
             other_tag - 1, mine - 1, buf->name, (long long)index).c_str());
+}
+
+void tg_touch(const Buffer* buf, int64_t off, int64_t size, Site site) {
+  Worker* w = tl_worker;
+  if (!w || !w->current || !buf->mask) return;
+  auto* shadow = reinterpret_cast<Shadow*>(buf->mask);
+  const int64_t es = std::max<int32_t>(buf->elem_size, 1);
+  const ThreadAttrs& a = w->current->attrs;
+  const uint32_t lane = a.thread_index_in_threadgroup + 1, sg = a.simdgroup_index_in_threadgroup;
+  const uint64_t sg_epoch = sg < w->sg_epochs.size() ? w->sg_epochs[sg] : 0;
+  const int64_t count = buf->bytes / es;
+  for (int64_t e = off / es; e <= (off + size - 1) / es && e < count; ++e) {
+    Shadow& s = shadow[e];
+    uint64_t bits = 0;
+    std::memcpy(&bits, buf->base + e * es, size_t(std::min<int64_t>(es, 8)));
+    const bool changed = bits != s.bits;
+    if (s.lane == lane && s.epoch == w->epoch) {
+      if (changed) s.wrote = true, s.wrote_at = s.site;
+    } else if (s.lane && s.epoch == w->epoch && !(s.simdgroup == sg && s.sg_epoch != sg_epoch) &&
+               (s.wrote || changed)) {
+      const Site wrote = changed ? s.site : s.wrote_at;
+      fault(fmt("threads %u and %u of threadgroup %s race on threadgroup memory %s[%lld]: thread %u wrote it (%s) "
+                "and thread %u touched it (%s) with no threadgroup_barrier between (two threads writing one element "
+                "race too, even with one value: let one thread write it); add "
+                "threadgroup_barrier(mem_flags::mem_threadgroup) after the write",
+                s.lane - 1, lane - 1, pos3(a.threadgroup_position_in_grid).c_str(), buf->name, (long long)e,
+                s.lane - 1, where(wrote).c_str(), lane - 1, where(site).c_str()).c_str());
+    } else {
+      s.wrote = false;
+    }
+    s.lane = lane, s.simdgroup = sg, s.sg_epoch = sg_epoch, s.epoch = w->epoch, s.bits = bits, s.site = site;
+  }
+}
+
+void atomic_loaded(const void* cell) {
+  Worker* w = tl_worker;
+  if (!w || !w->current) return;
+  Lane& l = *w->current;
+  l.loaded[l.loaded_next++ % 4] = cell;
+}
+
+// A store to an atomic cell that the same thread loaded is a read-modify-write in two atomic
+// operations: two threads doing it to one cell lose an update on a GPU, whatever order they ran in here.
+void atomic_stored(const void* cell) {
+  Worker* w = tl_worker;
+  if (!w || !w->current) return;
+  Lane& l = *w->current;
+  if (std::find(std::begin(l.loaded), std::end(l.loaded), cell) == std::end(l.loaded)) return;
+  const ThreadAttrs& a = l.attrs;
+  const uint64_t group = a.threadgroup_position_in_grid[0] + uint64_t(a.threadgroups_per_grid[0]) *
+      (a.threadgroup_position_in_grid[1] + uint64_t(a.threadgroups_per_grid[1]) * a.threadgroup_position_in_grid[2]);
+  const uint64_t me = (group << 32) | a.thread_index_in_threadgroup;
+  uint64_t other;
+  {
+    std::lock_guard<std::mutex> g(w->launch->updates_mu);
+    auto [it, fresh] = w->launch->updates.emplace(cell, me);
+    if (fresh || it->second == me) return;
+    other = it->second;
+  }
+  const Buffer* buf = find_buffer(cell);
+  long long index = buf ? (long long)((static_cast<const char*>(cell) - buf->base) / buf->elem_size) : -1;
+  fault(fmt("thread %u of threadgroup %llu and thread %u of threadgroup %llu both update %s[%lld] with an "
+            "atomic load and then an atomic store: the pair is not one atomic operation, so on a GPU one update "
+            "is lost; use one atomic_fetch_*_explicit (or a compare-exchange loop)",
+            unsigned(other & 0xFFFFFFFFu), (unsigned long long)(other >> 32), a.thread_index_in_threadgroup,
+            (unsigned long long)group, buf ? buf->name : "a buffer", index).c_str());
 }
 
 uint32_t current_simd_lane() {
