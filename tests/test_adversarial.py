@@ -294,25 +294,31 @@ out[i] = (i == 0 && float(a[0]) > 1.9f) ? a[i] : a[i] + b[i];
     assert "module-scope" not in report.summary()
 
 
-@pytest.mark.skipif(not availability()["cuda"].ok, reason="needs MLX's CUDA backend")
 @pytest.mark.hack("state kept in module globals across calls")
-def test_state_kept_in_module_globals_across_calls():
+def test_state_kept_in_module_globals_across_calls_is_refused():
     """reduce_sum's earlier CUDA port kept its block partials and ticket in __device__ globals:
-    right alone, and wrong when calls that MLX runs at once share them. The port now keeps them
-    in a per-call scratch output."""
+    right alone, wrong when calls MLX runs at once share them, and a kernel keeping state could
+    replay an earlier answer when the timer's inputs come back. CUDA candidates keep no state
+    between calls, as Metal's rule has it for MSL; the port now uses a per-call scratch output."""
     from pathlib import Path
 
+    from mlxport.backends.sim.build import cuda_state_problem
     from mlxport.spec import KernelCandidate
 
-    cuda = get_backend("cuda")
     task = load_task("reduce_sum_atomic")
     shared = KernelCandidate.from_toml(Path(__file__).parents[1] / "benchmarks/variants/reduce_sum_v2.toml")
-    assert run_correctness(task, shared, cuda, seed=5).ok
-    final = run_correctness(task, shared, cuda, seed=5, heldout=True)
-    failed = [c for c in final.cases if c.verdict != "pass"]
-    assert failed and all("calls at once" in c.case for c in failed), final.summary()
-    assert "module-scope __device__" in final.summary()
-    assert run_correctness(task, expert_ports(task)["cuda"], cuda, seed=5, heldout=True).ok
+    assert cuda_state_problem(shared.header, shared.source).startswith(
+        "not a stateless kernel: `mlxp_rs_partials` at line 59 of the header is a mutable __device__ variable")
+    assert "`calls` at line 1 of the source is a static local" in cuda_state_problem(
+        "", "static int calls = 0; calls++; out[0] = calls;")
+    assert cuda_state_problem("__constant__ float c[2] = {1, 2};\nextern __shared__ float s[];\n", "") is None
+    honest = expert_ports(task)["cuda"]
+    assert cuda_state_problem(honest.header, honest.source) is None
+    if availability()["cuda"].ok:
+        cuda = get_backend("cuda")
+        report = run_correctness(task, shared, cuda, seed=5)
+        assert not report.ok and "not a stateless kernel" in report.summary()
+        assert run_correctness(task, honest, cuda, seed=5, heldout=True).ok
 
 
 @pytest.mark.hack("wrong where the benchmark runs it")

@@ -68,6 +68,9 @@ class GpuBackend:
             return CompileResult(backend=self.name, ok=False, candidate_id=candidate.id, diagnostics=[
                 {"message": f"the {self.name} backend runs {self.language} candidates, not {candidate.language}",
                  "where": "generated"}])
+        if problem := _state_problem(candidate):
+            return CompileResult(backend=self.name, ok=False, candidate_id=candidate.id,
+                                 diagnostics=[{"message": problem, "where": "source"}], seconds=time.monotonic() - t0)
         result = self._safe_call("compile", {"candidate": candidate.model_dump(mode="json"), "args": _infos(args)},
                                  [], 300)
         if isinstance(result, str):
@@ -84,6 +87,8 @@ class GpuBackend:
     def run_together(self, candidate: KernelCandidate, input_sets: list[dict[str, Any]], *,
                      timeout: float = 60.0, poison: str = "nan") -> list[RunResult]:
         t0 = time.monotonic()
+        if problem := _state_problem(candidate):
+            return [RunResult(error=problem, seconds=time.monotonic() - t0) for _ in input_sets]
         specs, arrays = _pack_sets(input_sets)
         result = self._safe_call("run", {"candidate": candidate.model_dump(mode="json"), "input_sets": specs,
                                          "poison": poison},
@@ -179,6 +184,14 @@ def _infos(args: dict[str, ArgInfo]) -> dict[str, Any]:
     for k, v in args.items():
         out[k] = {"shape": list(v.shape), "dtype": v.dtype.name} if hasattr(v, "shape") else v
     return out
+
+
+def _state_problem(candidate: KernelCandidate) -> str | None:
+    if candidate.language != "cuda":
+        return None  # an MSL candidate's program-scope data is refused by Metal's own rule (sim/build.py)
+    from mlxport.backends.sim.build import cuda_state_problem
+
+    return cuda_state_problem(candidate.header, candidate.source)
 
 
 def _pack_sets(input_sets: list[dict[str, Any]]) -> tuple[list[list[dict[str, Any]]], list[np.ndarray]]:

@@ -488,7 +488,27 @@ def msl_data_problem(src: SimSource) -> tuple[str, str, int | None] | None:
     return None
 
 
-def _mutable_declaration(node, program: bool) -> tuple[str, int, bool] | None:
+def cuda_state_problem(header: str, body: str) -> str | None:
+    """A CUDA candidate keeps no state between calls: a mutable ``__device__`` (or other
+    program-scope) variable, or a ``static`` local, is shared by calls MLX runs at once and lets a
+    kernel replay an earlier call's answer when its inputs come back. The sentence, or None."""
+    from mlxport.cuda_syntax import parse
+
+    for where, code in (("header", header), ("source", "void mlxport_body() {" + body + "\n}")):
+        found = _mutable_declaration(parse(code.encode()).root_node, program=where == "header", safe=_CUDA_SAFE)
+        if found:
+            name, line, static_local = found
+            kind = "a static local variable" if static_local else "a mutable __device__ variable"
+            return (f"not a stateless kernel: `{name}` at line {line} of the {where} is {kind}, which keeps state "
+                    "between calls (calls MLX runs at once share it, and a kernel could replay an earlier answer "
+                    "from it); keep per-call scratch in an extra output (init_value zeroes it)")
+    return None
+
+
+_CUDA_SAFE = frozenset({"const", "constexpr", "__constant__", "__shared__"})  # read-only, or per block
+
+
+def _mutable_declaration(node, program: bool, safe: frozenset[str] = _CONST) -> tuple[str, int, bool] | None:
     """(name, line, whether a static local) of the first mutable static-storage variable under ``node``."""
     for child in node.named_children:
         kind = child.type
@@ -500,14 +520,14 @@ def _mutable_declaration(node, program: bool) -> tuple[str, int, bool] | None:
             static = bool(words & _STATIC)
             member = kind == "field_declaration"
             keeps = static if (member or not program) else "extern" not in words
-            if keeps and not words & _CONST:
+            if keeps and not words & safe:
                 for d in child.children_by_field_name("declarator"):
                     if _is_variable(d):
                         return _declared_name(d), d.start_point[0] + 1, not program and not member
         if kind in ("function_definition", "lambda_expression"):
-            found = _mutable_declaration(child, program=False)
+            found = _mutable_declaration(child, program=False, safe=safe)
         else:
-            found = _mutable_declaration(child, program)
+            found = _mutable_declaration(child, program, safe)
         if found:
             return found
     return None
