@@ -61,17 +61,18 @@ def run_correctness(task: KernelTask, candidate: KernelCandidate, backend: Backe
     runs = [(s, ci, case, None) for s in seeds for ci, case in enumerate(cases)]
     if heldout and backend.reorders:
         # The simulator runs threads in a fixed order, so a missing barrier can happen to work: the
-        # final verification runs every case again with threads and threadgroups reversed and
-        # shuffled (held-out ones in the first dtype: they bring sizes of several tiles, where a
-        # kernel walks tiles), and one with several threadgroups along x, generated if no case of
-        # the task has that.
+        # final verification runs the visible cases again with threads and threadgroups reversed
+        # and shuffled, the held-out ones shuffled in the first dtype (they bring sizes of several
+        # tiles, where a kernel walks tiles), and one with several threadgroups along x, generated
+        # if no case of the task has that.
         reordered = list(range(len(cases)))
         if _several_threadgroups(task, candidate, cases) is None and \
                 (extra := _generated_case(task, candidate)) is not None:
             cases.append(extra)
             reordered.append(len(cases) - 1)
             runs.append((seed, len(cases) - 1, extra, "generated"))
-        runs += [(seed, ci, cases[ci], mode) for mode in ("reversed", "shuffled") for ci in reordered]
+        runs += [(seed, ci, cases[ci], mode) for mode in ("reversed", "shuffled") for ci in reordered
+                 if mode == "shuffled" or ci < len(task.cases.visible)]
     if heldout:
         # Poisoned with NaN, a kernel folding what an output held into its result (max(out, y))
         # can be right by luck: the visible cases run again on outputs holding finite garbage.
@@ -85,9 +86,9 @@ def run_correctness(task: KernelTask, candidate: KernelCandidate, backend: Backe
         for dtype in task.dtypes:
             if mode not in (None, "generated") and (s, ci, dtype) not in passed:
                 continue  # already failing alone and in order: that is what is wrong
-            if mode in ("reversed", "shuffled", "generated") and ci >= len(task.cases.visible) \
-                    and dtype != task.dtypes[0]:
-                continue
+            if dtype != task.dtypes[0] and (mode == "poisoned" or (
+                    mode in ("reversed", "shuffled", "generated") and ci >= len(task.cases.visible))):
+                continue  # what these runs look for does not depend on the dtype
             prepared = passed[(s, ci, dtype)] if (s, ci, dtype) in passed else _prepared(task, case, dtype, s + 101 * ci)
             # A reordered run that hangs (a spin on another threadgroup's flag) need not wait long.
             result = _check_case(task, candidate, backend, case, dtype, s + 101 * ci, order,

@@ -43,6 +43,8 @@ def check_timed_size(task: KernelTask, candidate: KernelCandidate, backend: Back
     seconds, judged from the largest visible case scaled by work: the result says whether it was
     checked and why not. Wrong there raises WrongAtBenchSize."""
     label = {"case": task.case_label(case), "dtype": dtype}
+    if budget <= 0:
+        return {**label, "checked": False, "why": "the budget is 0 s (MLXPORT_TIMED_SIZE_SECONDS)"}
     work = _work(task, case, dtype)
     visible = max(task.cases.visible, key=lambda c: _work(task, c, dtype))
     t0 = time.perf_counter()
