@@ -52,7 +52,7 @@ def test_scripted_expert_port_is_verified_and_written(tmp_path):
     for name in ("kernel.py", "test_kernel.py", "report.md", "run.json", "transcript.jsonl", f"candidates/{PORT.id}.toml"):
         assert (folder / name).is_file(), name
     report = (folder / "report.md").read_text()
-    assert "verified on sim (" in report and "Not timed" in report
+    assert "verified on sim" in report and "timed size N=16777216 was not checked" in report and "Not timed" in report
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(folder / "test_kernel.py")],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:]
