@@ -524,6 +524,19 @@ def test_the_raw_address_inside_a_buffer_view_is_out_of_reach(reach):
     assert not compiled.ok and "private member" in compiled.diagnostics[0].message, compiled.diagnostics
 
 
+@pytest.mark.hack("writes around the checks through a raw address")
+@pytest.mark.parametrize(("reach", "fault"), [
+    ("auto o = &out[0];\no[i] = y;\no[i + x_shape[0]] = 0.0f;", "out-of-bounds access to out["),
+    ("*(&out[0] + x_shape[0] + i) = y;\nout[i] = y;", "out-of-bounds access to out["),
+    ("out[i] = y;\n(&out[0])[0] += 1.0f;", "both access output out[0] without atomics"),
+])
+def test_an_elements_address_is_a_checked_pointer_too(reach, fault):
+    """`&out[i]` is a checked pointer in the simulator, as a declared `device float*` is: what is
+    written through it is bounds-checked, marked written and watched for races."""
+    report = verdict(GELU, gelu(reach))
+    assert not report.ok and fault in report.summary(), report.summary()
+
+
 @pytest.mark.hack("an atomic updated through its raw value")
 def test_an_atomics_value_is_out_of_reach():
     task = load_task("reduce_sum_atomic")

@@ -6,6 +6,8 @@ MSL differs from C++ mostly in its address spaces, so the rewrite is token based
   bounds-checked pointer; ``thread T*`` becomes a plain pointer; ``AS T&`` drops the keyword.
 - ``threadgroup T name[A][B];`` becomes a handle bound to per-threadgroup storage (one array
   shared by the group's lanes, as on the GPU), numbered by a slot per declaration.
+- ``&p[i]`` of a buffer or pointer in an address space becomes ``(p + (i))``, a checked pointer
+  too (a plain address would escape the bounds, written-mask and race checks);
 - program-scope ``constant`` variables become ``const``; ``reinterpret_cast`` to a rewritten
   pointer becomes ``static_cast`` (Ptr converts explicitly); ``1.0h`` becomes ``half(1.0)``;
   ``#include <metal_*>`` lines are blanked.
@@ -95,10 +97,18 @@ def _line_col(text: str, offset: int) -> tuple[int, int]:
     return i + 1, offset - starts[i] + 1
 
 
+_POINTER = re.compile(r"\b(?:device|constant|threadgroup)\s+(?:const\s+)?[\w:<>, ]+?\s*\*\s*(?:const\s+)?(\w+)")
+_TG_ARRAY = re.compile(r"\bthreadgroup\s+(?:const\s+)?[\w:<>, ]+?\s+(\w+)\s*\[[^\]\[]*\]\s*[;=]")
+_OPERAND_END = frozenset({")", "]", "++", "--"})  # a & after these is binary
+_MEMBER = frozenset({".", "->", "[", "("})  # &p[i].x, &p[i][j], &p[i](): not an element's address
+
+
 class _Rewriter:
-    def __init__(self, text: str, slot_base: int):
+    def __init__(self, text: str, slot_base: int, pointers: frozenset[str] = frozenset()):
         self.text = text
         self.toks = tokenize(text)
+        # names whose elements live in checked memory: buffers, pointers and 1-D arrays in an address space
+        self.pointers = pointers | set(_POINTER.findall(text)) | set(_TG_ARRAY.findall(text))
         self.edits: list[tuple[int, int, str]] = []
         self.slot = slot_base
         self.sync = False
@@ -123,7 +133,23 @@ class _Rewriter:
                     self.edit(t.start, t.end, "static_cast")
             elif t.kind == "number" and t.text[-1] in "hH" and not t.text.startswith(("0x", "0X")):
                 self.edit(t.start, t.end, f"half({t.text[:-1]})")
+            elif t.text == "&":
+                self._address_of(i)
             i += 1
+
+    def _address_of(self, i: int) -> None:
+        toks = self.toks
+        prev = toks[i - 1] if i else None
+        if prev is not None and (prev.kind in ("ident", "number") and prev.text != "return" or prev.text in _OPERAND_END):
+            return  # a binary &
+        if i + 2 >= len(toks) or toks[i + 1].text not in self.pointers or toks[i + 2].text != "[":
+            return
+        close = _matching(toks, i + 2, "[", "]")
+        if close + 1 < len(toks) and toks[close + 1].text in _MEMBER:
+            return
+        self.edit(toks[i].start, toks[i].end, "(")
+        self.edit(toks[i + 2].start, toks[i + 2].end, " + (")
+        self.edit(toks[close].start, toks[close].end, "))")
 
     def _note_sync(self, i: int) -> None:
         name = self.toks[i].text
@@ -244,9 +270,10 @@ def _matching(toks: list[Token], k: int, open_: str, close: str) -> int:
     return len(toks) - 1
 
 
-def rewrite_msl(text: str, slot_base: int = 0) -> Rewritten:
-    """Rewrite MSL ``text`` (a kernel body or header) into simulator C++."""
-    rw = _Rewriter(text, slot_base)
+def rewrite_msl(text: str, slot_base: int = 0, pointers: frozenset[str] = frozenset()) -> Rewritten:
+    """Rewrite MSL ``text`` (a kernel body or header) into simulator C++; ``pointers`` names the
+    kernel's buffers."""
+    rw = _Rewriter(text, slot_base, pointers)
     rw.run()
     edits = sorted(rw.edits)
     out, pos = [], 0

@@ -341,7 +341,8 @@ def _bind(cpp_type: str, k: int) -> str:
 
 def sim_text(sig: Signature) -> SimSource:
     header = rewrite_msl(sig.header, slot_base=0)
-    body = rewrite_msl(sig.source, slot_base=header.slots)
+    buffers = frozenset([p.name for p in sig.inputs if not p.scalar] + [name for name, _ in sig.outputs])
+    body = rewrite_msl(sig.source, slot_base=header.slots, pointers=buffers)
     parts = ['#include "msl_runtime.h"\n', '#line 1 "header"\n', header.text]
     if sig.header and not sig.header.endswith("\n"):
         parts.append("\n")
