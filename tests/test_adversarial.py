@@ -657,3 +657,28 @@ def test_a_kernel_reading_its_output_before_writing_it_fails_under_a_second_pois
     failed = [c for c in report.cases if c.verdict != "pass"]
     assert failed and all("second poison" in c.case for c in failed), report.summary()
     assert "reads an output before writing it" in report.summary()
+
+
+@pytest.mark.hack("stale outputs while timed (output memory reused between calls)")
+def test_outputs_made_as_they_are_timed_are_checked_against_the_reference():
+    """A kernel that keeps what a reused output buffer holds is right on poisoned outputs and
+    fast while timed, returning the previous call's answer: the GPU worker checks the outputs of
+    calls made as the timed ones are (here a function serving the previous input set's answer)."""
+    from mlxport.backends.gpu_worker import timed_outputs
+    from mlxport.tasks import call, make_inputs
+
+    task = load_task("vector_add")
+    case, dtype = {"N": 4096}, "bfloat16"
+    sets = [make_inputs(task, case, dtype, seed) for seed in range(3)]
+    answers = [call(task.reference, task, s, case)[0] for s in sets]
+    served = []
+
+    def stale(inputs):
+        k = next(j for j, s in enumerate(sets) if s is inputs)
+        served.append(k)
+        return answers[(k - 1) % 3] if len(served) > 1 else answers[k]
+
+    port = expert_ports(task)["msl"]
+    assert timed_outputs(task, port, lambda inputs: call(task.reference, task, inputs, case), sets, case, dtype) is None
+    why = timed_outputs(task, port, stale, sets, case, dtype)
+    assert why and "of out is wrong in the calls made as they are timed" in why

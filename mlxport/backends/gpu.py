@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from mlxport.backends.base import ArgInfo, Availability, BackendUnavailable, RunResult
+from mlxport.errors import UserError
 from mlxport.spec import CompileResult, Datasheet, KernelCandidate, KernelTask
 
 
@@ -112,7 +113,12 @@ class GpuBackend:
                 warmup: int, iters: int) -> dict[str, list[float]]:
         payload = {"task_dir": str(task.folder), "candidate": candidate.model_dump(mode="json"), "case": case,
                    "dtype": dtype, "seed": seed, "warmup": warmup, "iters": iters}
-        return self._time("measure", payload)["samples"]
+        reply = self._time("measure", payload)
+        if reply.get("timed_outputs"):
+            raise WrongWhileTimed(f"candidate {candidate.id} is right when checked but wrong as it is timed: "
+                                  f"{reply['timed_outputs']}; a kernel may not rely on what its outputs held "
+                                  "before the call, so no timing is reported")
+        return reply["samples"]
 
     def calibrate(self) -> dict[str, Any]:
         """Measure copy bandwidth and matmul rate with the benchmark's timer and store them for this
@@ -184,6 +190,10 @@ def _infos(args: dict[str, ArgInfo]) -> dict[str, Any]:
     for k, v in args.items():
         out[k] = {"shape": list(v.shape), "dtype": v.dtype.name} if hasattr(v, "shape") else v
     return out
+
+
+class WrongWhileTimed(UserError):
+    """The candidate's outputs were wrong in the calls that were timed: its timing means nothing."""
 
 
 def _state_problem(candidate: KernelCandidate) -> str | None:

@@ -107,7 +107,7 @@ def run(payload: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, An
 def measure(payload: dict[str, Any], arrays=None) -> tuple[dict[str, Any], list]:
     """Time the candidate and every baseline of the task on the same inputs, interleaved in
     rounds so that drift affects all alike."""
-    from mlxport.tasks import baseline, call, load_task, make_inputs
+    from mlxport.tasks import baseline, load_task, make_inputs
 
     task = load_task(payload["task_dir"])
     candidate = KernelCandidate.model_validate(payload["candidate"])
@@ -121,9 +121,35 @@ def measure(payload: dict[str, Any], arrays=None) -> tuple[dict[str, Any], list]
     if task.baselines is not None:
         fns["native"] = baseline(task, task.baselines.native, params)
         fns["naive"] = baseline(task, task.baselines.naive, params)
-    if task.reference is not None:
-        call(task.reference, task, sets[0], case)  # the reference runs here too: a broken task fails loudly
-    return {"samples": timer.samples(fns, sets, warmup=payload["warmup"], iters=payload["iters"])}, []
+    samples = timer.samples(fns, sets, warmup=payload["warmup"], iters=payload["iters"])
+    reply: dict[str, Any] = {"samples": samples}
+    if task.reference is not None:  # the reference runs here too: a broken task fails loudly
+        reply["timed_outputs"] = timed_outputs(task, candidate, fns["candidate"], sets, case, dtype)
+    return reply, []
+
+
+def timed_outputs(task, candidate: KernelCandidate, fn, sets: list[dict[str, Any]], case: dict[str, Any],
+                  dtype: str) -> str | None:
+    """What is wrong with the candidate's outputs as the timed calls make them (output memory
+    reused from the previous call, nothing poisoned), against the reference on each input set; None
+    when right. A kernel that trusts what a reused output buffer still holds is right when checked
+    on poisoned outputs and fast while timed."""
+    from mlxport.tasks import call
+
+    tol = task.tolerance[dtype]
+    order = [candidate.output_names.index(t.name) if t.name in candidate.output_names else k
+             for k, t in enumerate(task.outputs)]
+    for k, inputs in enumerate(sets * 2):  # twice round: every call follows another's outputs
+        outs = mlx_kernel.as_list(fn(inputs))
+        refs = call(task.reference, task, inputs, case)
+        for spec, idx, ref in zip(task.outputs, order, refs, strict=True):
+            got, want = outs[idx].astype(mx.float32), ref.astype(mx.float32)
+            bad = mx.logical_not(mx.isclose(got, want, rtol=4 * tol.rtol, atol=4 * tol.atol, equal_nan=True))
+            share = mx.mean(bad.astype(mx.float32)).item()
+            if share > 0.01:
+                return (f"{share:.1%} of {spec.name} is wrong in the calls made as they are timed (input set "
+                        f"{k % len(sets)}, output memory reused, nothing poisoned)")
+    return None
 
 
 def calibrate(payload: dict[str, Any], arrays=None) -> tuple[dict[str, Any], list]:
