@@ -600,9 +600,18 @@ class CorrectnessReport(Strict):
         head = (f"{'PASS' if self.ok else 'FAIL'}: {len(self.cases) - len(bad)}/{len(self.cases)} cases passed "
                 f"on {self.backend} (seed {self.seeds[0]})")
         lines = [head]
+        same: dict[str, list[CaseResult]] = {}  # one line per distinct error, with where else it came
+        for c in bad:
+            if c.verdict == "error":
+                same.setdefault(c.error, []).append(c)
+        bad = [c for c in bad if c.verdict != "error" or same[c.error][0] is c]
         for c in bad[:limit]:
             if c.verdict == "error":
-                lines.append(f"  {c.case} {c.dtype}: ERROR {c.error}")
+                also = same[c.error][1:]
+                more = "" if not also else (f" (the same in {len(also)} more case{'s' if len(also) > 1 else ''}: "
+                                            + ", ".join(f"{o.case} {o.dtype}" for o in also[:4])
+                                            + (", ..." if len(also) > 4 else "") + ")")
+                lines.append(f"  {c.case} {c.dtype}: ERROR {c.error}{more}")
                 continue
             where = f" first at {c.first_mismatch}: got {c.got:.6g}, expected {c.expected:.6g};" \
                 if c.first_mismatch is not None and c.got is not None else ""

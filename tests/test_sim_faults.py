@@ -30,7 +30,7 @@ def test_out_of_bounds_write_names_buffer_index_and_thread(sim):
     c = kernel("uint i = thread_position_in_grid.x;\nout[i + 1] = x[i];", ["x.size", 1, 1], [64, 1, 1])
     r = sim.run(c, {"x": X})
     assert r.error is not None
-    assert "out[256]" in r.error and "has 256 elements" in r.error
+    assert "out[256]" in r.error and "has 256 elements" in r.error and "at source line 2" in r.error
     assert "thread_position_in_threadgroup (63,0,0)" in r.error and "threadgroup_position_in_grid (3,0,0)" in r.error
 
 
@@ -46,6 +46,7 @@ def test_threadgroup_out_of_bounds(sim):
            "threadgroup_barrier(mem_flags::mem_threadgroup);\nout[t] = buf[t];")
     r = sim.run(kernel(src, [64, 1, 1], [64, 1, 1]), {"x": X[:64]})
     assert r.error is not None and "buf[32]" in r.error and "threadgroup buffer buf" in r.error
+    assert "at source line 3" in r.error
 
 
 def test_missing_barrier_is_a_race_reported_with_both_threads_and_lines(sim):
@@ -173,3 +174,18 @@ def test_threadgroup_memory_limit(sim):
     src = "threadgroup float big[9000];\nbig[thread_position_in_threadgroup.x] = 1;\nout[0] = big[0];"
     r = sim.run(kernel(src, [1, 1, 1], [1, 1, 1]), {"x": X})
     assert r.error is not None and "32 KB" in r.error
+
+
+def test_a_grid_counted_in_threadgroups_gets_its_hint_and_one_error_is_one_line(sim):
+    from mlxport.tasks import expert_ports, load_task
+    from mlxport.verify.correctness import run_correctness
+
+    task = load_task("vector_add")
+    port = expert_ports(task)["msl"]
+    body = "\nuint i = thread_position_in_grid.x;\nout[i] = a[i] + b[i];\n"
+    short = port.model_copy(update={"grid": ["ceildiv(a.size, 256)", 1, 1], "source": body})
+    summary = run_correctness(task, short, sim, seed=1).summary()
+    assert "only 1/256 of the output was written: `grid` counts threads, not threadgroups" in summary
+    broken = port.model_copy(update={"source": body.replace("out[i]", "threadgroup float t[2];\nt[5] = 1.0f;\nout[i]")})
+    lines = run_correctness(task, broken, sim, seed=1).summary().splitlines()
+    assert len(lines) == 2 and "at source line 4" in lines[1] and "(the same in 5 more cases: " in lines[1], lines

@@ -231,6 +231,8 @@ def _check_case(task: KernelTask, candidate: KernelCandidate, backend: Backend, 
                             poison="finite" if mode == "poisoned" else "nan")]
     results = [_judge(task, run, refs, order, label, dtype) for run, (_, refs) in zip(runs, sets, strict=True)]
     worst = next((r for r in results if r.verdict != "pass"), results[0])
+    if worst.verdict == "fail" and (grid_hint := _grid_in_threadgroups(task, candidate, sets[0][0], case, worst)):
+        worst = worst.model_copy(update={"pattern": f"{worst.pattern}; {grid_hint}"})
     if worst.verdict == "pass" or not hint:
         return worst
     k = results.index(worst)
@@ -244,6 +246,26 @@ def _check_case(task: KernelTask, candidate: KernelCandidate, backend: Backend, 
     if worst.verdict == "error":
         return worst.model_copy(update={"error": f"{worst.error}; {hint}"})
     return worst.model_copy(update={"pattern": f"{worst.pattern}; {hint}"})
+
+
+def _grid_in_threadgroups(task: KernelTask, candidate: KernelCandidate, inputs: dict[str, mx.array],
+                          case: dict[str, Any], result: CaseResult) -> str:
+    """The hint for the commonest launch mistake: a grid counted in threadgroups writes one
+    threadgroup's share of the output."""
+    from mlxport.tasks import arg_infos
+
+    if not result.unwritten or not result.total:
+        return ""
+    try:
+        launch = candidate.launch(arg_infos(task, inputs, case))
+    except UserError:
+        return ""
+    per_group = math.prod(launch.threadgroup)
+    written = result.total - result.unwritten
+    if per_group > 1 and written and abs(written * per_group - result.total) < per_group:
+        return (f"only 1/{per_group} of the output was written: `grid` counts threads, not threadgroups "
+                f"(MLX dispatches grid threads in groups of `threadgroup`), so multiply it by the threadgroup size")
+    return ""
 
 
 def _judge(task: KernelTask, run: RunResult, refs: list[np.ndarray], order: list[int], label: str, dtype: str) -> CaseResult:

@@ -93,10 +93,11 @@ void threadgroup_barrier_wait(Site site);
 void* tg_alloc(int slot, size_t bytes, size_t align, const char* name, int32_t elem_size,
                const Buffer** buf, bool* fresh);
 const Buffer* find_buffer(const void* p);
-[[noreturn]] void fault_oob(const Buffer* buf, int64_t offset, size_t size, bool read_only);
+// site: the subscript, named in the report where it is the candidate's own text
+[[noreturn]] void fault_oob(const Buffer* buf, int64_t offset, size_t size, bool read_only, Site site);
 [[noreturn]] void fault(const char* message);
 [[noreturn]] void fault_misaligned(const Buffer* buf, int64_t offset, size_t size, size_t align);
-[[noreturn]] void fault_index(const Buffer* buf, int64_t index, int64_t extent);
+[[noreturn]] void fault_index(const Buffer* buf, int64_t index, int64_t extent, Site site);
 uint32_t current_simd_lane();
 uint32_t current_threadgroup_tag();
 // Two threadgroups touched an output element without atomics: a fault, or marked (races_after).

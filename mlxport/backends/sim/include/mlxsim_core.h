@@ -82,7 +82,7 @@ class Ptr {
     if (!buf_) return p_[i];
     int64_t off = (reinterpret_cast<const char*>(const_cast<const std::remove_cv_t<T>*>(p_)) - buf_->base) + i * int64_t(sizeof(T));
     if (off < 0 || off + int64_t(sizeof(T)) > buf_->bytes) [[unlikely]]
-      fault_oob(buf_, off, sizeof(T), std::is_const_v<T>);
+      fault_oob(buf_, off, sizeof(T), std::is_const_v<T>, site_of(loc));
     if (off % int64_t(alignof(T)) != 0) [[unlikely]]
       fault_misaligned(buf_, off, sizeof(T), alignof(T));
     if (buf_->mask) [[unlikely]] {
@@ -226,7 +226,7 @@ class TgArray {
   decltype(auto) operator[](Subscript s) const {
     int64_t k = s.i;
     if (k < 0 || k >= int64_t(D0)) [[unlikely]]
-      fault_index(buf_, k, int64_t(D0));
+      fault_index(buf_, k, int64_t(D0), site_of(s.loc));
     T* q = p_ + k * int64_t(inner);
     if constexpr (sizeof...(Rest) == 0) {
       if constexpr (!is_atomic_cell<std::remove_cv_t<T>>) {

@@ -637,7 +637,13 @@ const Buffer* find_buffer(const void* p) {
   return nullptr;
 }
 
-void fault_oob(const Buffer* buf, int64_t offset, size_t size, bool read_only) {
+// " at source line 3" where the site is in the candidate's own text (the header or the body)
+std::string at_line(const Site& s) {
+  if (!s.file || (std::strcmp(s.file, "source") != 0 && std::strcmp(s.file, "header") != 0)) return "";
+  return fmt(" at %s line %u", s.file, s.line);
+}
+
+void fault_oob(const Buffer* buf, int64_t offset, size_t size, bool read_only, Site site) {
   Worker* w = tl_worker;
   const char* space = buf->space == AS_THREADGROUP ? "threadgroup" : buf->space == AS_CONSTANT ? "constant" : "device";
   int64_t index = offset >= 0 ? offset / int64_t(size) : -((-offset + int64_t(size) - 1) / int64_t(size));
@@ -652,7 +658,7 @@ void fault_oob(const Buffer* buf, int64_t offset, size_t size, bool read_only) {
                (long long)(buf->bytes / int64_t(size)), (long long)(buf->bytes / buf->elem_size), buf->elem_size);
   }
   std::string msg = std::string("out-of-bounds ") + (read_only ? "read of " : "access to ") + what +
-                    (w ? who(w->current) : std::string());
+                    at_line(site) + (w ? who(w->current) : std::string());
   if (w) record_error(w->launch, msg);
   abort_lane();
 }
@@ -669,9 +675,9 @@ void fault(const char* message) {
   abort_lane();
 }
 
-void fault_index(const Buffer* buf, int64_t index, int64_t extent) {
-  fault(fmt("out-of-bounds index %lld into threadgroup array %s (that dimension has %lld entries)", (long long)index,
-            buf->name, (long long)extent).c_str());
+void fault_index(const Buffer* buf, int64_t index, int64_t extent, Site site) {
+  fault(fmt("out-of-bounds index %lld into threadgroup array %s (that dimension has %lld entries)%s", (long long)index,
+            buf->name, (long long)extent, at_line(site).c_str()).c_str());
 }
 
 uint32_t current_threadgroup_tag() {
