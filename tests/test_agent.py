@@ -258,3 +258,15 @@ def test_the_rules_policy_reads_outcomes_not_the_words_of_tool_summaries(tmp_pat
     assert calls(tmp_path / "reworded") == calls(tmp_path / "plain") and len(calls(tmp_path / "plain")) >= 7
     assert other["result"] == plain["result"] and other["result"]["verified"]
     assert other["stop_reason"] == plain["stop_reason"] == "finish"
+
+
+def test_a_compile_and_a_check_of_the_new_id_in_one_turn_run_in_order(tmp_path):
+    """A model that compiles and checks the candidate in one turn: the check sees the candidate the
+    compile just registered (device calls run in order, each seeing the ones before)."""
+    scripted = model({"tool_calls": [compile_call(), {"name": "run_correctness", "args": {"candidate_id": PORT.id}}]},
+                     {"name": "finish", "args": {"summary": "one turn"}})
+    run = port(tmp_path, scripted)
+    transcript = [json.loads(line) for line in (tmp_path / "vector_add" / "transcript.jsonl").read_text().splitlines()]
+    tools = [m["content"] for m in transcript if m["type"] == "tool"]
+    assert tools[0].startswith(f"candidate {PORT.id}: compiled") and "PASS: 6/6" in tools[1], tools[:2]
+    assert run["result"]["verified"] and run["tool_errors"] == 0
