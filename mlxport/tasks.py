@@ -24,7 +24,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from mlxport.errors import UserError, read_text
-from mlxport.expr import ArrayInfo, Dtype
+from mlxport.expr import ITEMSIZE, ArrayInfo, Dtype
 from mlxport.spec import KernelCandidate, KernelTask, TensorSpec
 
 SUITE_DIR = Path(__file__).parent / "evals" / "tasks"
@@ -171,18 +171,13 @@ def _check_memory(task: KernelTask, case: dict[str, Any], dtype: str, shapes: di
     """Refuse, before allocating, a case whose arrays cannot fit in this machine's memory (inputs
     are drawn in float64 first)."""
     def nbytes(spec: TensorSpec, extra: int = 0) -> int:
-        return math.prod(shapes[spec.name]) * (np.dtype(_NP_SIZES[spec.resolve_dtype(dtype)]).itemsize + extra)
+        return math.prod(shapes[spec.name]) * (ITEMSIZE[spec.resolve_dtype(dtype)] + extra)
 
     need = sum(nbytes(t, 8) for t in task.inputs) + sum(nbytes(t) for t in task.outputs)
     have = physical_memory()
     if have and need > have:
         raise TaskError(f"case {task.case_label(case)} needs {_size(need)} for its arrays at {dtype}; this machine "
                         f"has {_size(have)} of memory: make the case smaller")
-
-
-_NP_SIZES = {"bfloat16": "float16", "bool": "bool"}
-_NP_SIZES.update({d: d for d in ("float32", "float16", "int32", "uint32", "int64", "uint64", "int8", "uint8",
-                                 "int16", "uint16")})
 
 
 def physical_memory() -> int:

@@ -608,6 +608,7 @@ def test_a_scan_missing_its_end_of_tile_barrier_fails_on_a_case_of_several_tiles
     assert failed and all("threads reversed" in c.case or "threads shuffled" in c.case for c in failed), \
         final.summary()
     assert all(c.case.startswith("R=7,C=4097") for c in failed)
+    assert "order of unsynchronised threads" in final.summary()
 
 
 def test_a_case_with_several_threadgroups_is_generated_where_the_task_has_none():

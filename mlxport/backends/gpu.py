@@ -7,6 +7,7 @@ which is restarted for the next candidate.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import platform
 import time
@@ -199,9 +200,14 @@ class WrongWhileTimed(UserError):
 def _state_problem(candidate: KernelCandidate) -> str | None:
     if candidate.language != "cuda":
         return None  # an MSL candidate's program-scope data is refused by Metal's own rule (sim/build.py)
+    return _cuda_state_problem(candidate.header, candidate.source)
+
+
+@functools.lru_cache(maxsize=256)
+def _cuda_state_problem(header: str, source: str) -> str | None:  # parsed once per candidate, not per run
     from mlxport.backends.sim.build import cuda_state_problem
 
-    return cuda_state_problem(candidate.header, candidate.source)
+    return cuda_state_problem(header, source)
 
 
 def _pack_sets(input_sets: list[dict[str, Any]]) -> tuple[list[list[dict[str, Any]]], list[np.ndarray]]:
