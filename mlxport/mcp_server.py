@@ -1,35 +1,376 @@
-"""An MCP server over stdio exposing mlxport's tools, so any MCP client can drive a port.
+"""An MCP server over stdio: the graph's tools for any MCP client, so a client's model sits where
+the graph's model does.
 
-Thin: every tool goes through ``mlxport.tools.handlers.run_tool`` (the same implementation the
-agent calls) or ``run_port``. Candidates compiled through the server are remembered per (task,
-backend) for the server's lifetime, so ``check`` and ``benchmark`` take the id ``compile_kernel``
-returned, as in an agent session. Run it with ``mlxport mcp`` or ``python -m mlxport.mcp_server``;
-see docs/mcp.md.
+Every graph tool is served under its own name with the same arguments (generated from the same
+pydantic schemas, ``mlxport.tools.schemas``) plus ``task`` and ``backend``, and runs through
+``run_tool``, the function the graph's tools node calls. The server adds what a client needs
+around them: ``list_tasks``, ``create_task`` (a task from a .cu file), ``port`` (a whole port,
+unattended). Its instructions are the graph's system prompt for the language of its backend;
+its prompt ``port_kernel`` is the graph's first message; its resources are the knowledge base
+and each task's CUDA source and reference. Candidates live in one session per resolved task
+folder and backend for the server's lifetime; ``finish`` verifies and writes the port as
+``mlxport port`` does, and ends the session. Run it with ``mlxport mcp``; see docs/mcp.md.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import sys
 import threading
-import tomllib
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from mlxport.errors import UserError
 from mlxport.redaction import redact
 from mlxport.tools import schemas
-from mlxport.tools.handlers import run_tool
+from mlxport.tools.handlers import numbered_page, run_tool
 from mlxport.tools.session import Session, open_session
 
-INSTRUCTIONS = """mlxport ports CUDA kernels to MLX custom kernels (Metal, or CUDA through MLX) and
-verifies them against a reference. A task is a suite name (list_tasks) or a task folder. Typical
-use: read_cuda_source, query_hardware_kb, compile_kernel, check, benchmark; or port for a whole
-unattended port. Backends: auto, metal, cuda, sim (the simulator checks correctness only)."""
+NOTES = """
+Using these tools through MCP: every tool but query_hardware_kb takes `task` (a suite name from
+list_tasks, a task folder, or the folder create_task made from your .cu file) and `backend`
+(default: this server's, {backend}). Candidates are remembered per task and backend until
+finish, which verifies the best one on held-out shapes and writes kernel.py, report.md and run.json.
+"""
+TASK_FIELD = Field(description="The task: a suite name (list_tasks), a task folder, or the folder create_task made.")
+BACKEND_FIELD = Field(description="auto, metal, cuda or sim; default: the server's backend.")
 
-_sessions: dict[tuple[str, str], Session] = {}
-_lock = threading.Lock()
+
+@dataclass
+class Served:
+    """A session of the server, with the calls made in it (its transcript)."""
+
+    session: Session
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Server:
+    """The sessions of one server process, keyed by resolved task folder and backend."""
+
+    def __init__(self, backend: str = "auto"):
+        from mlxport.backends import get_backend
+
+        self.backend = get_backend(backend).name
+        self.sessions: dict[tuple[Path, str], Served] = {}
+        self.names: dict[str, Path] = {}  # task names seen, for resource URIs
+        self.lock = threading.Lock()
+
+    def served(self, task: str, backend: str | None) -> Served:
+        from mlxport.backends import get_backend
+        from mlxport.tasks import find_task
+
+        folder, name = find_task(task).resolve(), get_backend(backend or self.backend).name
+        with self.lock:
+            if (folder, name) not in self.sessions:
+                self.sessions[(folder, name)] = Served(open_session(folder, name))
+                self.names[self.sessions[(folder, name)].session.task.name] = folder
+            return self.sessions[(folder, name)]
+
+    def call(self, name: str, task: str | None, backend: str | None, args: dict[str, Any]) -> str:
+        extra = {k: args.pop(k) for k in EXTRA.get(name, {}) if k in args}
+        if name in NO_TASK:
+            return _text(run_tool(_KB, name, args))
+        if name == "read_cuda_source" and task and _bare_cu(Path(task)):
+            return _read_file(Path(task), args)
+        served = self.served(_required(task), backend)
+        with served.lock:
+            out = run_tool(served.session, name, args)
+            served.session.apply(out)
+            served.calls.append({"tool": name, "args": args, "text": out.text, "error": out.error})
+            if name == "finish" and not out.error:
+                return self.finish(served, args.get("candidate_id"), **extra)
+        return _text(out)
+
+    def finish(self, served: Served, chosen: str | None, out: str = "mlxport-out") -> str:
+        """Verify as a port's finalize does, write the port's files, and end the session."""
+        from dataclasses import asdict
+
+        from mlxport.agent.config import RunConfig
+        from mlxport.agent.outputs import write_outputs
+        from mlxport.agent.sessions import new_id
+        from mlxport.tools.final import verify_final
+
+        s = served.session
+        config = RunConfig(model="mcp client", backend=s.backend.name)
+        final = verify_final(s, chosen, extra_seeds=config.extra_seeds)
+        folder = Path(out).resolve() / s.task.name
+        run = write_outputs(folder, s.task, _state(served, final), asdict(config), new_id(s.task.name))
+        with self.lock:
+            self.sessions = {k: v for k, v in self.sessions.items() if v is not served}
+        res = run["result"]
+        verdict = f"{res['label']}: candidate {res['candidate_id']}" if res["verified"] else \
+            f"no verified kernel: {res.get('why_not')}"
+        files = "kernel.py, report.md, run.json" if res["verified"] else "report.md, run.json, candidates/"
+        return f"{verdict}\nwrote {files} to {folder}; this session is closed"
+
+
+def _state(served: Served, final: dict[str, Any]):
+    """The graph state a port of these calls would have ended with, for the port's files."""
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    from mlxport.agent.state import State
+
+    s = served.session
+    messages = []
+    for i, c in enumerate(served.calls):
+        messages.append(AIMessage("", tool_calls=[{"id": f"mcp{i}", "name": c["tool"], "args": c["args"]}]))
+        messages.append(ToolMessage(c["text"], tool_call_id=f"mcp{i}", status="error" if c["error"] else "success"))
+    best = s.best()
+    return State(task_dir=str(s.task.folder), messages=messages,
+                 records={k: r.to_state() for k, r in s.records.items()}, plan=s.plan.model_dump(),
+                 best_id=best.candidate.id if best else None, iterations=len(served.calls),
+                 evaluated=sum(r.correctness is not None for r in s.records.values()), seed=s.seed,
+                 stop_reason="finish", finish=s.finish, final=final)
+
+
+def _text(out) -> str:
+    if out.error:
+        raise UserError(out.text.removeprefix("error: "))
+    return out.text
+
+
+def _required(task: str | None) -> str:
+    if not task:
+        raise UserError("this tool needs `task`: a suite name (list_tasks), a task folder, or create_task's folder")
+    return task
+
+
+def _bare_cu(path: Path) -> bool:
+    return path.suffix == ".cu" and path.is_file() and not (path.parent / "task.toml").is_file()
+
+
+def _read_file(path: Path, args: dict[str, Any]) -> str:
+    """read_cuda_source of a .cu file outside any task: its summary and pages of its source."""
+    from mlxport.errors import read_text
+    from mlxport.translate.reader import CudaReadError, read_cuda, summary
+
+    text = read_text(path, "CUDA source")
+    try:
+        cf = read_cuda(text, name=path.name)
+    except CudaReadError as e:
+        raise UserError(str(e)) from e
+    names = [k.name for k in cf.kernels]
+    if args.get("kernel") and args["kernel"] not in names:
+        raise UserError(f"no kernel {args['kernel']!r} in {path}; kernels: {', '.join(names)}")
+    start = args.get("start_line") or 1
+    parts = [summary(cf)] if start == 1 else []
+    if args.get("show_source", True):
+        parts.append(numbered_page(text, path.name, start, "read_cuda_source"))
+    parts.append("create_task makes a task of it, to compile and check ports against this kernel.")
+    return "\n\n".join(parts)
+
+
+class _NoTask:
+    name = "none"
+
+
+# The knowledge base needs neither a task nor a device.
+_KB = Session(task=None, backend=_NoTask())  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- the graph's tools
+
+
+NO_TASK = {"query_hardware_kb", "ask_user"}
+EXTRA = {"finish": {"out": (str, "mlxport-out", "Folder for the port's files: OUT/<task>/ gets kernel.py, "
+                                                "report.md and run.json.")}}
+
+
+def graph_tool(server: Server, schema: type[schemas.ToolArgs]):
+    """A function with the schema's arguments, typed and described as the graph's model sees them
+    (plus ``task`` and ``backend``), calling the graph's tool of that name."""
+    name, kw = schema.__name__, inspect.Parameter.KEYWORD_ONLY
+    params = [] if name in NO_TASK else [
+        inspect.Parameter("task", kw, annotation=Annotated[str, TASK_FIELD]),
+        inspect.Parameter("backend", kw, default=None, annotation=Annotated[str | None, BACKEND_FIELD])]
+    for fname, f in schema.model_fields.items():
+        params.append(inspect.Parameter(fname, kw, default=inspect.Parameter.empty if f.is_required() else f.default,
+                                        annotation=Annotated[(f.annotation, *f.metadata,
+                                                              Field(description=f.description))]))
+    for fname, (kind, default, description) in EXTRA.get(name, {}).items():
+        params.append(inspect.Parameter(fname, kw, default=default,
+                                        annotation=Annotated[kind, Field(description=description)]))
+
+    def tool(**kwargs: Any) -> str:
+        return server.call(name, kwargs.pop("task", None), kwargs.pop("backend", None), kwargs)
+
+    tool.__name__ = name
+    tool.__signature__ = inspect.Signature(params, return_annotation=str)  # type: ignore[attr-defined]
+    return tool
+
+
+def ask_user_tool():
+    """ask_user through MCP elicitation: the client puts the question to its person (and a client
+    that cannot is told, as unattended runs are, that no one is here)."""
+    from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
+    from mcp.server.mcpserver import Context
+    from mcp.server.mcpserver.resolve import Elicit, Resolve
+    from pydantic import BaseModel
+
+    class Answer(BaseModel):
+        answer: str = Field(description="Your answer to the model's question.")
+
+    def ask(question, ctx):
+        caps = ctx.client_capabilities
+        return Elicit(question, Answer) if caps is not None and caps.elicitation is not None else None
+
+    def ask_user(question, reply) -> str:
+        if not isinstance(reply, AcceptedElicitation):
+            return "the person gave no answer: decide yourself"
+        if reply.data is None:
+            return _text(run_tool(_KB, "ask_user", {"question": question}))
+        return f"the person answers: {reply.data.answer.strip()}" if reply.data.answer.strip() else \
+            "the person gave no answer: decide yourself"
+
+    field = schemas.ask_user.model_fields["question"]
+    ask.__annotations__ = {"question": str, "ctx": Context}
+    ask_user.__annotations__ = {"question": Annotated[(str, *field.metadata, Field(description=field.description))],
+                                "reply": Annotated[ElicitationResult[Answer], Resolve(ask)], "return": str}
+    return ask_user
+
+
+# ---------------------------------------------------------------- the server's own tools
+
+
+def list_tasks() -> list[dict[str, str]]:
+    """The built-in task suite: name and description of each task."""
+    from mlxport.tasks import load_task, suite_names
+
+    return [{"name": n, "description": load_task(n).description} for n in suite_names()]
+
+
+def create_task(path: Annotated[str, Field(description="A .cu file with the __global__ kernel to port.")],
+                cases: Annotated[list[str], Field(description="Sizes to check at, each binding the kernel's and host "
+                                                               "code's names, e.g. 'N=4096,C=768'.")],
+                kernel: Annotated[str | None, Field(description="The kernel; default: the file's only one.")] = None,
+                dtypes: Annotated[str | None, Field(description="Dtypes of a templated kernel, e.g. "
+                                                                "'float32,float16'.")] = None,
+                shapes: Annotated[list[str] | None, Field(description="A buffer's extent where the host code gives "
+                                                                      "none, 'NAME=EXPR'.")] = None,
+                grid: Annotated[str | None, Field(description="Blocks per grid, where the host code gives none.")] = None,
+                block: Annotated[str | None, Field(description="Threads per block, likewise.")] = None,
+                includes: Annotated[list[str] | None, Field(description="Folders of the file's local headers.")] = None,
+                folder: Annotated[str, Field(description="Parent folder of the new task.")] = "mlxport-tasks",
+                name: Annotated[str | None, Field(description="Task name; default: from the file.")] = None) -> str:
+    """Make a task from a CUDA file: the original kernel, run on the CPU executor, is the golden every
+    candidate is checked against, at the cases given. Returns the task folder to pass as `task`."""
+    from mlxport.tasks import load_task
+    from mlxport.tools.handlers import contract
+    from mlxport.translate.task_folder import cuda_task_folder
+
+    notes: list[str] = []
+
+    class Notes:
+        @staticmethod
+        def print(text: str, **_: Any) -> None:
+            notes.append(text)
+
+    made = cuda_task_folder(Path(path), Path(folder), kernel_name=kernel, cases=cases, dtypes=dtypes,
+                            shapes=shapes or [], grid=grid, block=block, shared_bytes=None,
+                            includes=[Path(p) for p in includes or []], name=name, console=Notes)
+    task = load_task(made)
+    return "\n".join([f"created task {task.name} in {made.resolve()}: pass task={str(made.resolve())!r}",
+                      contract(task), *notes])
+
+
+def port(task: Annotated[str, TASK_FIELD],
+         model: Annotated[str, Field(description="rules (the non-LLM baseline) or provider:model")] = "rules",
+         backend: Annotated[str | None, BACKEND_FIELD] = None,
+         budget: Annotated[dict[str, Any] | None, Field(description="RunConfig fields: max_iterations, patience, "
+                                                                    "max_tokens, max_cost, max_wall_seconds")] = None,
+         out: Annotated[str, Field(description="Output folder: OUT/<task>/ gets the port's files.")] = "mlxport-out",
+         base_url: Annotated[str | None, Field(description="An OpenAI-compatible server's URL.")] = None,
+         seed: Annotated[int, Field(description="The run's seed (inputs and sampling).")] = 0) -> dict[str, Any]:
+    """Port a whole task unattended with the agent graph under a budget; writes kernel.py,
+    report.md and run.json to OUT/<task>/ and returns the run's summary."""
+    from mlxport.agent.port import run_port
+    from mlxport.agent.state import RunConfig
+    from mlxport.batch import summary_row
+    from mlxport.tasks import load_task
+
+    try:
+        config = RunConfig(model=model, backend=backend or SERVER.backend, base_url=base_url, seed=seed,
+                           **(budget or {}))
+    except TypeError as e:
+        raise UserError(f"bad budget ({e}): use RunConfig fields such as max_iterations, patience, max_cost") from e
+    run = run_port(load_task(task), config, Path(out))
+    row = summary_row(run["task"], "done", run)
+    return {**row, "session": run["session"], "candidate_id": run["result"]["candidate_id"],
+            "backend": run["result"]["backend"], "non_llm_baseline": run["non_llm_baseline"],
+            "folder": str(Path(out).resolve() / run["task"])}
+
+
+SERVER: Server  # set by build_server
+
+
+# ---------------------------------------------------------------- prompts and resources
+
+
+def port_kernel(task: Annotated[str, TASK_FIELD]) -> str:
+    """Port a task's CUDA kernel with this server's tools: the graph's first message for it."""
+    from mlxport.prompts.render import task_prompt
+
+    s = SERVER.served(task, None).session
+    return task_prompt(s.task, s.backend, target=None, budget="yours to set") + \
+        f"\n\nPass task={str(s.task.folder)!r} to every tool. Start with read_cuda_source."
+
+
+def kb_doc(doc: str) -> str:
+    from mlxport.knowledge import all_sections
+
+    sections = [s for s in all_sections() if s.doc_id == doc]
+    if not sections:
+        raise UserError(f"no knowledge-base document {doc!r}")
+    return "\n\n".join(f"## {s.heading}\n{s.text}" + (f"\nSource: {s.source_line}" if s.source_line else "")
+                       for s in sections)
+
+
+def task_source(task: str) -> str:
+    s = SERVER.served(str(SERVER.names.get(task, task)), None).session
+    return s.task.source_text()
+
+
+def task_reference(task: str) -> str:
+    s = SERVER.served(str(SERVER.names.get(task, task)), None).session
+    return _text(run_tool(s, "read_reference", {}))
+
+
+def build_server(backend: str = "auto"):
+    global SERVER
+    MCPServer, ToolError = _mcp()
+    from mcp.server.mcpserver.resources import FunctionResource
+
+    from mlxport.knowledge import all_sections
+    from mlxport.prompts.render import system_prompt
+
+    SERVER = Server(backend)
+    from mlxport.backends import get_backend
+
+    instructions = system_prompt(get_backend(SERVER.backend).language) + "\n" + NOTES.format(backend=SERVER.backend)
+    server = MCPServer("mlxport", instructions=instructions, log_level="WARNING")
+    for schema in schemas.TOOLS:
+        fn = ask_user_tool() if schema is schemas.ask_user else graph_tool(SERVER, schema)
+        server.add_tool(_as_tool_errors(fn, ToolError), name=schema.__name__,
+                        description=" ".join(schema.__doc__.split()))
+    for fn in (list_tasks, create_task, port):
+        server.add_tool(_as_tool_errors(fn, ToolError), name=fn.__name__, description=" ".join(fn.__doc__.split()))
+    server.prompt(name="port_kernel", description=port_kernel.__doc__)(port_kernel)
+    docs = {s.doc_id: s.doc_title for s in all_sections()}
+    for doc, title in docs.items():
+        server.add_resource(FunctionResource(uri=f"mlxport://kb/{doc}", name=f"kb/{doc}", title=title,
+                                             description=f"Knowledge base: {title}", mime_type="text/markdown",
+                                             fn=functools.partial(kb_doc, doc)))
+    server.resource("mlxport://task/{task}/source", name="task source", mime_type="text/x-cuda",
+                    description="A task's CUDA source (a suite name or a task this server has opened)")(task_source)
+    server.resource("mlxport://task/{task}/reference", name="task reference", mime_type="text/plain",
+                    description="What a task's candidates are checked against, and its tolerances")(task_reference)
+    return server
 
 
 def _mcp():
@@ -41,183 +382,31 @@ def _mcp():
     return MCPServer, ToolError
 
 
-def session(task: str, backend: str = "auto") -> Session:
-    """The server's session for a task on a backend, created on first use."""
-    with _lock:
-        key = (task, backend)
-        if key not in _sessions:
-            _sessions[key] = open_session(task, backend)
-        return _sessions[key]
-
-
-def run(s: Session, name: str, args: dict[str, Any]):
-    """One tool call; keeps what it changed in the session, as the agent's tools node does."""
-    out = run_tool(s, name, args)
-    if out.error:
-        raise UserError(out.text.removeprefix("error: "))
-    s.apply(out)
-    return out
-
-
-def call(s: Session, name: str, args: dict[str, Any]) -> str:
-    return run(s, name, args).text
-
-
-def _compile(s: Session, fields: dict[str, Any]) -> tuple[str, str]:
-    """Compile and return (candidate id, tool text)."""
-    out = run(s, "compile_kernel", fields)
-    return next(iter(out.records)), out.text
-
-
-def _candidate_fields(candidate_toml: str | None, candidate: dict[str, Any] | None) -> dict[str, Any]:
-    if candidate_toml:
-        try:
-            fields = tomllib.loads(candidate_toml)
-        except tomllib.TOMLDecodeError as e:
-            raise UserError(f"candidate_toml is not valid TOML ({e}): fix the syntax") from e
-    else:
-        fields = dict(candidate or {})
-    fields.pop("language", None)  # the backend decides the language
-    return fields
-
-
-def _candidate_id(s: Session, candidate_id: str | None, candidate_toml: str | None) -> tuple[str, list[str]]:
-    if candidate_id:
-        return candidate_id, []
-    if not candidate_toml:
-        raise UserError("pass candidate_id (from compile_kernel) or candidate_toml")
-    cid, text = _compile(s, _candidate_fields(candidate_toml, None))
-    return cid, [text]
-
-
-# ---------------------------------------------------------------- tools
-
-
-def list_tasks() -> list[dict[str, str]]:
-    """The built-in task suite: name and description of each task."""
-    from mlxport.tasks import load_task, suite_names
-
-    return [{"name": n, "description": load_task(n).description} for n in suite_names()]
-
-
-def read_cuda_source(path: str, kernel: str | None = None, show_source: bool = True) -> str:
-    """Read CUDA source: a structured summary (kernels, parameters read/written, shared memory,
-    intrinsics, launch sites, how each feature maps to Metal), then the numbered source. `path` is a
-    task name or folder, or any .cu file."""
-    file = Path(path)
-    if file.suffix == ".cu" and file.is_file() and not (file.parent / "task.toml").is_file():
-        return _read_file(file, kernel, show_source)
-    task = str(file.parent) if file.suffix == ".cu" else path
-    return call(session(task, "sim"), "read_cuda_source", {"kernel": kernel, "show_source": show_source})
-
-
-def _read_file(file: Path, kernel: str | None, show_source: bool) -> str:
-    from mlxport.translate.reader import CudaReadError, read_cuda, summary
-
-    text = file.read_text(errors="replace")
-    try:
-        cf = read_cuda(text, name=file.name)
-    except CudaReadError as e:
-        raise UserError(str(e)) from e
-    names = [k.name for k in cf.kernels]
-    if kernel and kernel not in names:
-        raise UserError(f"no kernel {kernel!r} in {file}; kernels: {', '.join(names)}")
-    parts = [summary(cf)]
-    if show_source:
-        parts.append("\n".join(f"{i + 1:4d} {line}" for i, line in enumerate(text.splitlines()[:600])))
-    return "\n\n".join(parts)
-
-
-def query_hardware_kb(query: str, chip: str | None = None) -> str:
-    return call(_KB, "query_hardware_kb", {"query": query, "chip": chip})
-
-
-def compile_kernel(task: str, candidate_toml: str | None = None, candidate: dict[str, Any] | None = None,
-                   backend: str = "auto") -> str:
-    """Compile a kernel candidate for a task and register it; returns its id and the compiler's
-    verdict. Give the candidate as TOML text (the format of a task's ports/msl.toml) or as fields
-    (name, source, input_names, output_names, output_shapes, output_dtypes, grid, threadgroup, ...;
-    `based_on` an earlier id plus the fields you change). `grid` counts threads."""
-    return _compile(session(task, backend), _candidate_fields(candidate_toml, candidate))[1]
-
-
-def check(task: str, candidate_id: str | None = None, candidate_toml: str | None = None, backend: str = "auto") -> str:
-    """Check a candidate against the task's reference on every visible shape case and dtype
-    (tolerances from the task). Pass the id from compile_kernel, or candidate_toml to compile and
-    check in one call."""
-    s = session(task, backend)
-    cid, texts = _candidate_id(s, candidate_id, candidate_toml)
-    return "\n".join([*texts, call(s, "run_correctness", {"candidate_id": cid})])
-
-
-def benchmark(task: str, candidate_id: str | None = None, candidate_toml: str | None = None,
-              backend: str = "auto") -> str:
-    """Time a correct candidate against the task's baselines (native MLX op, naive path). The
-    simulator has no timing: there it returns a labelled roofline estimate."""
-    s = session(task, backend)
-    cid, texts = _candidate_id(s, candidate_id, candidate_toml)
-    if not s.record(cid).correct:
-        texts.append(call(s, "run_correctness", {"candidate_id": cid}))
-    return "\n".join([*texts, call(s, "benchmark", {"candidate_id": cid})])
-
-
-def port(task: str, model: str = "rules", backend: str = "auto", budget: dict[str, Any] | None = None,
-         out: str = "mlxport-out", base_url: str | None = None, seed: int = 0) -> dict[str, Any]:
-    """Port a whole task unattended with the agent graph (model: rules, the non-LLM baseline, or
-    provider:model) under a budget (RunConfig fields such as max_iterations, patience, max_tokens,
-    max_cost, max_wall_seconds); writes kernel.py, report.md and run.json to OUT/<task>/ and returns
-    the run's summary."""
-    from mlxport.agent.port import run_port
-    from mlxport.agent.state import RunConfig
-    from mlxport.batch import summary_row
-    from mlxport.tasks import load_task
-
-    try:
-        config = RunConfig(model=model, backend=backend, base_url=base_url, seed=seed, **(budget or {}))
-    except TypeError as e:
-        raise UserError(f"bad budget ({e}): use RunConfig fields such as max_iterations, patience, max_cost") from e
-    run = run_port(load_task(task), config, Path(out))
-    row = summary_row(run["task"], "done", run)
-    return {**row, "session": run["session"], "candidate_id": run["result"]["candidate_id"],
-            "backend": run["result"]["backend"], "non_llm_baseline": run["non_llm_baseline"],
-            "folder": str(Path(out).resolve() / run["task"])}
-
-
-class _NoTask:
-    name = "none"
-
-
-# The knowledge base needs neither a task nor a device.
-_KB = Session(task=None, backend=_NoTask())  # type: ignore[arg-type]
-
-TOOLS = {"list_tasks": (list_tasks, None), "read_cuda_source": (read_cuda_source, None),
-         "query_hardware_kb": (query_hardware_kb, schemas.query_hardware_kb.__doc__),
-         "compile_kernel": (compile_kernel, None), "check": (check, None), "benchmark": (benchmark, None),
-         "port": (port, None)}
-
-
-def build_server():
-    MCPServer, ToolError = _mcp()
-    server = MCPServer("mlxport", instructions=INSTRUCTIONS, log_level="WARNING")
-    for name, (fn, doc) in TOOLS.items():
-        server.add_tool(_as_tool_errors(fn, ToolError), name=name, description=" ".join((doc or fn.__doc__).split()))
-    return server
-
-
 def _as_tool_errors(fn, tool_error):
+    """Redacted results; a UserError (a call the client can fix) as an error result, never a crash."""
+    if inspect.iscoroutinefunction(fn):
+        @functools.wraps(fn)
+        async def waiting(*args, **kwargs):
+            try:
+                return redact(await fn(*args, **kwargs))
+            except UserError as e:
+                raise tool_error(redact(str(e))) from e
+
+        return waiting
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return redact(fn(*args, **kwargs))
-        except UserError as e:  # a call the client can fix: an error result, never a crash
+        except UserError as e:
             raise tool_error(redact(str(e))) from e
 
     return wrapper
 
 
-def serve_mcp() -> None:
+def serve_mcp(backend: str = "auto") -> None:
     """Serve over stdio until the client closes the stream."""
-    server = build_server()
+    server = build_server(backend)
     _protect_stdout()
     server.run("stdio")
 
@@ -232,7 +421,7 @@ def _protect_stdout() -> None:
 
 if __name__ == "__main__":
     try:
-        serve_mcp()
+        serve_mcp(sys.argv[1] if len(sys.argv) > 1 else "auto")
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

@@ -68,12 +68,20 @@ class HTTPError:
     retry_after_ms: int | None = 1
 
 
+@dataclass
+class Hang:
+    """A server that stops answering: the request waits ``seconds`` (default: the test's whole
+    length) before the connection closes without a reply."""
+
+    seconds: float = 3600.0
+
+
 def malformed_tool_call(name: str = "tool", arguments: str = '{"x": 1', id: str = "call_malformed") -> Reply:
     """A reply whose only tool call has arguments that are not valid JSON."""
     return Reply(tool_calls=[ToolCall(name, arguments, id)])
 
 
-Turn = Reply | HTTPError
+Turn = Reply | HTTPError | Hang
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -95,6 +103,7 @@ class OpenAIServer:
         self.request_headers: list[dict[str, str]] = []  # lower-cased headers of the same requests
         self.request_times: list[float] = []  # time.monotonic() at each request's arrival
         self._lock = threading.Lock()
+        self.hung = threading.Event()  # set on stop: hung requests end
         self._next = 0
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -117,6 +126,7 @@ class OpenAIServer:
         return self
 
     def stop(self) -> None:
+        self.hung.set()
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
@@ -180,6 +190,10 @@ class _Handler(BaseHTTPRequestHandler):
         if turn is None:
             n = len(self.owner.script)
             return self._send_error(500, f"script exhausted: request #{len(self.owner.requests)} but only {n} turns")
+        if isinstance(turn, Hang):
+            self.owner.hung.wait(turn.seconds)
+            self.close_connection = True
+            return None
         if isinstance(turn, HTTPError):
             message = (turn.message or "").replace("{authorization}", self.headers.get("authorization", ""))
             return self._send_error(turn.status, message or None, turn.retry_after_ms)

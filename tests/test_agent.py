@@ -270,3 +270,34 @@ def test_a_compile_and_a_check_of_the_new_id_in_one_turn_run_in_order(tmp_path):
     tools = [m["content"] for m in transcript if m["type"] == "tool"]
     assert tools[0].startswith(f"candidate {PORT.id}: compiled") and "PASS: 6/6" in tools[1], tools[:2]
     assert run["result"]["verified"] and run["tool_errors"] == 0
+
+
+def test_ask_user_in_an_unattended_port_is_told_no_one_is_here_without_an_error(tmp_path):
+    scripted = model({"name": "ask_user", "args": {"question": "float16 too?"}},
+                     {"name": "finish", "args": {}})
+    run = port(tmp_path, scripted)
+    transcript = [json.loads(line) for line in (tmp_path / "vector_add" / "transcript.jsonl").read_text().splitlines()]
+    assert [m["content"] for m in transcript if m["type"] == "tool"][0].startswith("no one is here")
+    assert run["tool_errors"] == 0
+
+
+def test_ask_user_with_a_person_pauses_before_the_turns_tools_run_and_returns_the_answer():
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command
+
+    from mlxport.agent.graph import build_graph
+
+    scripted = model({"tool_calls": [compile_call(), {"name": "ask_user", "args": {"question": "float16 too?"}}]},
+                     {"name": "finish", "args": {}})
+    graph = build_graph(model=scripted, checkpointer=InMemorySaver())
+    cfg = {"configurable": {"thread_id": "t"}}
+    context = RunConfig(backend="sim", approve=True)
+    graph.invoke({"task_dir": str(TASK.folder)}, cfg, context=context)
+    snap = graph.get_state(cfg)
+    assert [i.value for t in snap.tasks for i in t.interrupts] == [{"kind": "ask", "question": "float16 too?"}]
+    assert not snap.values.get("records")  # nothing of the turn ran yet: it runs once, after the answer
+    graph.invoke(Command(resume="only float32"), cfg, context=context)
+    state = State.of(graph.get_state(cfg).values)
+    tools = [m.content for m in state.messages if m.type == "tool"]
+    assert tools[0].startswith(f"candidate {PORT.id}: compiled") and tools[1] == "the person answers: only float32"
+    assert state.stop_reason == "finish"

@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mlxport.agent.config import parse_budget
-from mlxport.cli.port import _case
 from mlxport.errors import UserError
 from mlxport.tasks import SUITE_DIR, arg_infos, load_candidate, load_task, make_inputs
+from mlxport.translate.task_folder import parse_case
 
 VECTOR_ADD = SUITE_DIR / "vector_add"
 TOML = (VECTOR_ADD / "task.toml").read_text()
@@ -177,7 +177,7 @@ FLAG = st.text(alphabet=string.printable, max_size=40)
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(budget=FLAG, case=FLAG)
 def test_any_budget_or_case_flag_parses_or_raises_a_user_error(budget, case):
-    for parse, text in ((parse_budget, budget), (_case, case)):
+    for parse, text in ((parse_budget, budget), (parse_case, case)):
         with contextlib.suppress(UserError):
             parse(text)
 

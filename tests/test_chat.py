@@ -215,3 +215,15 @@ def test_reject_inspect_and_resume_at_an_approval(tmp_path):
     state = checkpointed(tmp_path / "vector_add", session)
     assert state["records"][PORT.id]["rejected"] and state["final"]["candidate_id"] == variant.id
     assert (tmp_path / "vector_add" / "kernel.py").is_file()
+
+
+def test_a_question_from_the_model_waits_for_the_persons_answer(tmp_path):
+    scripted = ScriptedModel(script=[turn("ask_user", question="Is float32 enough?"), turn("finish", "Done.")])
+    screen = io.StringIO()
+    console = Console(file=screen, width=100, highlight=False)
+    person = Person(screen, [("the model asks: Is float32 enough?", 1, "/plan"),
+                             ("(empty", 1, "yes, float32 only"), ("finished (finish)", 1, "/quit")])
+    session = chat(TASK, RunConfig(backend="sim"), tmp_path, model=scripted, console=console, read=person.read)
+    state = checkpointed(tmp_path / "vector_add", session)
+    answers = [m for m in state["messages"] if getattr(m, "type", "") == "tool"]
+    assert answers[0].content == "the person answers: yes, float32 only"

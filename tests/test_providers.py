@@ -3,7 +3,7 @@ speaks the OpenAI chat-completions API, driving the real graph on the simulator.
 
 import json
 
-from openai_server import HTTPError, OpenAIServer, Reply, ToolCall, malformed_tool_call
+from openai_server import Hang, HTTPError, OpenAIServer, Reply, ToolCall, malformed_tool_call
 
 from mlxport.agent.port import run_port
 from mlxport.agent.state import RunConfig
@@ -84,3 +84,25 @@ def test_run_log_is_json_lines_without_secrets(tmp_path, monkeypatch):
     assert [e["event"] for e in events][0] == "port_started" and events[-1]["event"] == "port_finished"
     assert any(e.get("tool_calls") == ["read_cuda_source"] for e in events)
     assert secret not in text  # ...and never logged (tests/test_redaction.py covers every other output)
+
+
+def test_a_hung_server_ends_the_run_with_a_clear_stop_reason(tmp_path):
+    with OpenAIServer([Reply(tool_calls=[ToolCall("read_cuda_source", {})])] + [Hang()] * 8) as server:
+        config = RunConfig(model="openai:scripted-model", base_url=server.url, backend="sim", max_iterations=8,
+                           request_timeout=0.5)
+        record = run_port(TASK, config, tmp_path)
+    assert record["stop_reason"].startswith("model_error: OpenAITimeoutError: Request timed out"), record["stop_reason"]
+    assert len(server.requests) == 1 + 5  # the first reply, then the request and its 4 retries
+    assert (tmp_path / "vector_add" / "report.md").is_file()
+
+
+def test_meaningless_calls_and_text_only_replies_end_in_consecutive_errors(tmp_path):
+    """What a tiny model does: well-formed calls with nonsense arguments, calls of unknown tools,
+    and chatter without a call."""
+    script = [Reply(tool_calls=[ToolCall("compile_kernel", {"kernel": "hello"})]),
+              Reply(tool_calls=[ToolCall("get_weather", {"city": "Paris"})]),
+              Reply("I think the answer is 42."),
+              Reply(tool_calls=[ToolCall("run_correctness", {"candidate_id": 7})])]
+    record, _ = run(tmp_path, script)
+    assert record["stop_reason"] == "consecutive_errors"
+    assert record["result"]["verified"] is False and record["tool_errors"] == 3

@@ -99,7 +99,10 @@ class ChatSession:
             return
         snap = self.snapshot()
         asks = [i.value for t in snap.tasks for i in t.interrupts]
-        if asks:
+        if asks and isinstance(asks[0], dict) and asks[0].get("kind") == "ask":
+            self.mode = "question"
+            self.view.question(asks[0]["question"])
+        elif asks:
             self.mode = "approval"
             self.view.approval(asks[0] if isinstance(asks[0], dict) else {"summary": str(asks[0])})
         elif snap.next == ("reason",):
@@ -143,6 +146,9 @@ class ChatSession:
             return True
         if text.startswith("/"):
             return self.command(text)
+        if self.mode == "question":
+            self.start(Command(resume=text))
+            return True
         if self.mode == "approval" and text.lower() in YES + NO:
             self.start(Command(resume="yes" if text.lower() in YES else "no"))
             return True

@@ -3,7 +3,6 @@ diffs, the approval prompt and the recap of a resumed session. Sized for an 80x2
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from mlxport.agent.config import RunConfig
 from mlxport.agent.graph import spent
 from mlxport.agent.state import State
 from mlxport.errors import UserError
+from mlxport.tools.handlers import candidate_diff
 from mlxport.tools.plan import Plan
 from mlxport.tools.session import Record
 from mlxport.verify.reverify import verdict_label
@@ -198,14 +198,18 @@ class View:
 
     def diff(self, state: State, a: str, b: str) -> None:
         ra, rb = find_record(state, a), find_record(state, b)
-        old, new = ra.candidate.to_toml().splitlines(), rb.candidate.to_toml().splitlines()
-        lines = list(difflib.unified_diff(old, new, ra.candidate.id, rb.candidate.id, lineterm="", n=2))
+        lines = candidate_diff(ra.candidate, rb.candidate)
         if not lines:
             self.plain(f"{ra.candidate.id} and {rb.candidate.id} are identical")
         for ln in lines:
             style = "bold" if ln.startswith(("---", "+++")) else "green" if ln.startswith("+") else \
                 "red" if ln.startswith("-") else "cyan" if ln.startswith("@@") else ""
             self.plain(ln, style)
+
+    def question(self, question: str) -> None:
+        self.end_stream()
+        self.c.print(f"[bold yellow]the model asks:[/bold yellow] {escape(question)}", highlight=False)
+        self.plain("  type your answer (slash commands still work)")
 
     def approval(self, payload: dict[str, Any]) -> None:
         self.end_stream()

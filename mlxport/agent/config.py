@@ -12,7 +12,7 @@ from mlxport.errors import UserError
 PER_RUN = ("model", "seed", "approve")
 BUDGET_KEYS = {"iterations": "max_iterations", "patience": "patience", "tokens": "max_tokens", "cost": "max_cost",
                "wall": "max_wall_seconds", "errors": "max_consecutive_errors", "target": "target_speedup",
-               "extra_seeds": "extra_seeds"}
+               "extra_seeds": "extra_seeds", "verify": "max_verifications"}
 
 
 @dataclass(kw_only=True)
@@ -30,17 +30,19 @@ class RunConfig:
     max_consecutive_errors: int = 4
     target_speedup: float | None = None  # default: the task's target
     extra_seeds: int = 2  # final verification
+    max_verifications: int = 3  # candidates the model may check with the verify tool before finishing
     chip: str = "M3 Max"  # for simulator roofline estimates
     seed: int = 0
     context_window: int | None = None
+    request_timeout: float = 300.0  # seconds per model request (a hung server ends the run after its retries)
     prices: tuple[float, float] | None = None  # USD per million tokens in/out; default: the price table
-    approve: bool = False  # chat: pause for a person to approve each new best candidate
+    approve: bool = False  # chat: a person is present: approves each new best, answers ask_user
 
     def validate(self) -> RunConfig:
         for name in ("max_iterations", "patience", "max_tokens", "max_consecutive_errors"):
             if getattr(self, name) < 1:
                 raise UserError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
-        for name in ("max_cost", "max_wall_seconds"):
+        for name in ("max_cost", "max_wall_seconds", "request_timeout"):
             if getattr(self, name) <= 0:
                 raise UserError(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
         from mlxport.backends import check_name
@@ -85,4 +87,4 @@ def _budget_value(key: str, value: str, part: str) -> Any:
     if not math.isfinite(number):
         raise UserError(f"budget item {part!r} needs a finite number")
     return int(number) if key in ("max_iterations", "patience", "max_tokens", "max_consecutive_errors",
-                                  "extra_seeds") else number
+                                  "extra_seeds", "max_verifications") else number

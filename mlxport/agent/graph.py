@@ -18,7 +18,7 @@ from mlxport.agent.history import trim
 from mlxport.agent.models import load_model
 from mlxport.agent.providers import cost, window
 from mlxport.agent.state import RunConfig, State
-from mlxport.prompts.render import render, system_prompt
+from mlxport.prompts.render import render, system_prompt, task_prompt
 from mlxport.tools import schemas
 from mlxport.tools.final import verify_final
 from mlxport.tools.handlers import DEVICE_TOOLS, run_tool
@@ -54,7 +54,8 @@ def _ctx(runtime: Runtime[RunConfig] | None) -> RunConfig:
 def session_of(state: State, ctx: RunConfig) -> Session:
     records = {k: Record.from_state(v) for k, v in state.records.items()}
     return open_session(state.task_dir, ctx.backend, chip=ctx.chip, records=records,
-                        plan=Plan.model_validate(state.plan), iteration=state.iterations, seed=state.seed)
+                        plan=Plan.model_validate(state.plan), iteration=state.iterations, seed=state.seed,
+                        verifications=ctx.max_verifications)
 
 
 def _elapsed(state: State, t0: float) -> float:
@@ -69,25 +70,16 @@ def prepare(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
     ctx = _ctx(runtime)
     session = open_session(state.task_dir, ctx.backend, chip=ctx.chip)
     task, backend = session.task, session.backend
-    first = render(
-        "task", kernel=task.kernel, task=task.name, description=task.description, folder=task.folder,
-        backend=backend.name,
-        inputs=", ".join(f"{t.name} {t.dtype}{t.shape}" for t in task.inputs),
-        params=", ".join(f"{p.name}: {p.type} = {p.default}" for p in task.params) or "none",
-        outputs=", ".join(f"{t.name} {t.dtype}{t.shape}" for t in task.outputs), dtypes=", ".join(task.dtypes),
-        cases="; ".join(task.case_label(c) for c in task.cases.visible),
-        target_speedup=ctx.target_speedup or task.target_speedup,
-        native=task.baselines.native if task.baselines else "none: the task has no MLX op to time against",
-        budget=f"{ctx.max_iterations} iterations, patience {ctx.patience} candidates"
-               + ("" if backend.timing else " (a simulator: correctness only, no timing)"),
-    )
+    first = task_prompt(task, backend, target=ctx.target_speedup,
+                        budget=f"{ctx.max_iterations} iterations, patience {ctx.patience} candidates, "
+                               f"{ctx.max_verifications} verifications")
     return {"messages": [SystemMessage(system_prompt(session.language)), HumanMessage(first)],
             "seed": ctx.seed * 1000 + 1, "plan": Plan().model_dump(), "elapsed": _elapsed(state, t0)}
 
 
 @cache
-def _loaded_model(spec: str, base_url: str | None) -> BaseChatModel:
-    return load_model(spec, base_url)
+def _loaded_model(spec: str, base_url: str | None, timeout: float) -> BaseChatModel:
+    return load_model(spec, base_url, timeout=timeout)
 
 
 def _reason(model: BaseChatModel | None):
@@ -97,7 +89,7 @@ def _reason(model: BaseChatModel | None):
         stop = budget_stop(state, ctx)
         if stop:
             return {"stop_reason": stop}
-        llm = model or _loaded_model(ctx.model, ctx.base_url)
+        llm = model or _loaded_model(ctx.model, ctx.base_url, ctx.request_timeout)
         llm = llm.bind_tools(schemas.TOOLS)
         prompt = trim(list(state.messages), ctx.context_window or window(ctx.model)) + [status_message(state, ctx)]
         try:
@@ -167,9 +159,13 @@ def tools(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
     """Run the last model turn's tool calls. Reading and searching run concurrently; calls that
     touch the device run in order, each seeing what the ones before it changed."""
     t0 = time.monotonic()
-    session = session_of(state, _ctx(runtime))
+    ctx = _ctx(runtime)
+    session = session_of(state, ctx)
     last: AIMessage = state.messages[-1]
     calls = list(last.tool_calls)
+    if ctx.approve:
+        # Before any tool runs: the node runs again from its start when the person answers.
+        session.answers = {q: str(interrupt({"kind": "ask", "question": q})) for q in _questions(calls)}
     results: dict[str, Output] = {}
     with ThreadPoolExecutor(max_workers=4) as pool:
         futures = {c["id"]: pool.submit(run_tool, session, c["name"], c["args"])
@@ -199,6 +195,14 @@ def tools(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
     if session.finish is not None:
         update["finish"] = session.finish
     return update
+
+
+def _questions(calls: list[dict[str, Any]]) -> list[str]:
+    out = []
+    for c in calls:
+        if c["name"] == "ask_user" and isinstance(q := (c.get("args") or {}).get("question"), str) and q.strip():
+            out.append(q)
+    return list(dict.fromkeys(out))
 
 
 def assess(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""``mlxport mcp``: mlxport's tools for an MCP client, over stdio (see mlxport/mcp_server.py)."""
+"""``mlxport mcp``: the graph's tools for an MCP client, over stdio (see mlxport/mcp_server.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ app = o.command_app("Serve mlxport's tools to an MCP client over stdio.")
 
 
 @app.command()
-def mcp() -> None:
-    """Serve mlxport's tools (read, knowledge, compile, check, benchmark, port) to an MCP client over stdio."""
+def mcp(backend: o.Backend = "auto") -> None:
+    """Serve the porting tools (the graph's, plus list_tasks, create_task and port) to an MCP client
+    over stdio; the backend is the default of calls that name none."""
     from mlxport.mcp_server import serve_mcp
 
-    serve_mcp()
+    serve_mcp(backend)

@@ -70,6 +70,7 @@ def port(
 def _resolve_task(kernel, task, reference, inputs, outputs, heldout, flags, out_dir):
     from mlxport.evals.scaffold import task_from_flags, task_name_for
     from mlxport.tasks import load_task
+    from mlxport.translate.task_folder import cuda_task_folder, parse_dtypes
 
     if task:
         return load_task(task)
@@ -85,52 +86,9 @@ def _resolve_task(kernel, task, reference, inputs, outputs, heldout, flags, out_
             raise UserError("--reference needs --inputs and --outputs to describe the kernel's arrays")
         folder = task_from_flags(kernel, out_dir / "_tasks" / task_name_for(kernel), reference=reference,
                                  inputs=inputs, outputs=outputs, cases=flags["cases"], heldout=heldout or [],
-                                 kernel=flags["kernel_name"], dtypes=_dtypes(flags["dtypes"]) or ["float32"])
+                                 kernel=flags["kernel_name"], dtypes=parse_dtypes(flags["dtypes"]) or ["float32"])
         return load_task(folder)
     return load_task(cuda_task_folder(kernel, out_dir / "_tasks", **flags, console=o.err))
-
-
-def cuda_task_folder(path: Path, parent: Path, *, kernel_name, cases, dtypes, shapes, grid, block, shared_bytes,
-                     includes, name: str | None = None, console=None) -> Path:
-    """The task folder of a bare .cu file, made from its kernel and cases (shared with `tasks new --from`)."""
-    from mlxport.translate.cuda_task import cuda_task, write_task
-
-    if not cases:
-        raise UserError(f"{path} is not in a task folder: pass --case with its sizes (e.g. --case 'N=4096'), "
-                        f"or --task DIR")
-    built = cuda_task(path, kernel=kernel_name, cases=[_case(c) for c in cases], dtypes=_dtypes(dtypes),
-                      shapes=dict(_pair(s, "--shape") for s in shapes), grid=grid, block=block,
-                      shared_bytes=shared_bytes, includes=list(includes), name=name)
-    folder = write_task(built, parent / built.task["name"], path)
-    if console is not None:
-        for note in built.notes:
-            console.print(f"note: {note}", highlight=False, markup=False)
-    return folder
-
-
-def _dtypes(text: str | None) -> list[str] | None:
-    return [d.strip() for d in text.split(",") if d.strip()] if text else None
-
-
-def _case(text: str) -> dict:
-    out = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        k, v = _pair(part, "--case")
-        try:
-            out[k] = int(v)
-        except ValueError:
-            try:
-                out[k] = float(v)
-            except ValueError as e:
-                raise UserError(f"--case {part!r}: {v!r} is not a number; bind names to numbers, e.g. N=4096") from e
-    return out
-
-
-def _pair(text: str, flag: str) -> tuple[str, str]:
-    name, sep, value = text.partition("=")
-    if not sep or not all(part.isidentifier() for part in name.strip().split(".")) or not value.strip():
-        raise UserError(f"{flag} {text!r} is not NAME=VALUE: write it like N=4096")
-    return name.strip(), value.strip()
 
 
 def _check_cuda_file(path: Path) -> None:

@@ -112,7 +112,7 @@ def new(name: str, directory: Annotated[Path, typer.Option("--dir", help="Parent
         ) -> None:
     """Make a task folder: from a .cu file (--from) with its kernel as the golden, or a scaffold to edit."""
     if source is not None:
-        from mlxport.cli.port import cuda_task_folder
+        from mlxport.translate.task_folder import cuda_task_folder
 
         folder = cuda_task_folder(source, directory, kernel_name=kernel, cases=case or [], dtypes=dtypes,
                                   shapes=shape or [], grid=grid, block=block, shared_bytes=shared_bytes,

@@ -10,7 +10,7 @@ import numpy as np
 
 from mlxport.spec import CaseResult, KernelTask
 from mlxport.tasks import MLX_LOCK, TaskError, expert_ports, make_inputs
-from mlxport.verify.compare import compare
+from mlxport.verify.compare import axis_names, compare
 from mlxport.verify.golden import golden, run_original
 from mlxport.verify.references import function_outputs
 
@@ -63,7 +63,8 @@ def check_task(task: KernelTask, seed: int = 0) -> list[CheckRow]:
 
 
 def _worst(task: KernelTask, outs: list[np.ndarray], refs: list[np.ndarray], case: dict, dtype: str) -> CaseResult:
-    results = [compare(o, r, task.tolerance[dtype], case=task.case_label(case), dtype=dtype)
-               for o, r in zip(outs, refs, strict=True)]
+    results = [compare(o, r, task.tolerance[dtype], case=task.case_label(case), dtype=dtype,
+                       axes=axis_names(spec.shape))
+               for spec, o, r in zip(task.outputs, outs, refs, strict=True)]
     failed = [r for r in results if r.verdict != "pass"]
     return failed[0] if failed else results[0]

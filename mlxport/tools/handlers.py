@@ -13,11 +13,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from mlxport.errors import UserError
-from mlxport.spec import CompileResult, KernelCandidate, KernelTask
+from mlxport.spec import CompileResult, Diagnostic, KernelCandidate, KernelTask
 from mlxport.tools import schemas
+from mlxport.tools.hints import compile_hints
 from mlxport.tools.session import Output, Record, Session, ToolError
 
-SOURCE_LINES = 600  # numbered source lines shown by read_cuda_source
+SOURCE_LINES = 400  # numbered source lines per page of read_cuda_source
 
 
 def run_tool(session: Session, name: str, args: dict[str, Any]) -> Output:
@@ -47,15 +48,28 @@ def read_cuda_source(session: Session, args: schemas.read_cuda_source) -> Output
     focus = args.kernel or task.kernel
     if focus not in names:
         raise ToolError(f"no kernel {focus!r} in {task.source}; kernels: {', '.join(names)}")
-    parts = [f"Task {task.name}: {task.description}", f"Entry kernel: {task.kernel}", summary(cf), _contract(task)]
+    parts = [f"Task {task.name}: {task.description}", f"Entry kernel: {task.kernel}", summary(cf), contract(task)]
+    if args.start_line > 1:  # a later page: the summary was on the first
+        parts = []
     if args.show_source:
-        numbered = "\n".join(f"{i + 1:4d} {line}" for i, line in enumerate(text.splitlines()[:SOURCE_LINES]))
-        parts.append(f"--- {task.source} ---\n{numbered}")
+        parts.append(numbered_page(text, task.source, args.start_line, "read_cuda_source"))
     return Output("\n\n".join(parts), data={"task": task.name, "task_dir": str(task.folder), "kernel": focus,
                                             "backend": session.backend.name, "language": session.language})
 
 
-def _contract(task: KernelTask) -> str:
+def numbered_page(text: str, name: str, start: int, tool: str) -> str:
+    """Lines ``start``.. of ``text``, numbered, with a notice of what follows when more remain."""
+    lines = text.splitlines()
+    if start > max(len(lines), 1):
+        raise ToolError(f"{name} has {len(lines)} lines; start_line {start} is past the end")
+    end = min(start - 1 + SOURCE_LINES, len(lines))
+    page = "\n".join(f"{i + 1:4d} {lines[i]}" for i in range(start - 1, end))
+    head = f"--- {name}, lines {start}-{end} of {len(lines)} ---"
+    more = f"\n--- {len(lines) - end} more lines: {tool}(start_line={end + 1}) shows them ---" if end < len(lines) else ""
+    return f"{head}\n{page}{more}"
+
+
+def contract(task: KernelTask) -> str:
     ins = ", ".join(f"{t.name}: {t.dtype}{t.shape}" for t in task.inputs)
     params = ", ".join(f"{p.name}: {p.type} = {p.default}" for p in task.params) or "none"
     outs = ", ".join(f"{t.name}: {t.dtype}{t.shape}" for t in task.outputs)
@@ -96,6 +110,8 @@ def compile_kernel(session: Session, args: schemas.compile_kernel) -> Output:
                                                           plan_node=session.plan.active.id if session.plan.active else None)
     record.compile = result
     head = f"candidate {candidate.id}: {result.summary()}"
+    if not result.ok:
+        head += "".join(f"\nhint: {h}" for h in compile_hints(candidate, result))
     if result.ok:
         head += "\nnext: run_correctness(candidate_id=...)"
     data = {"candidate_id": candidate.id, "compiled": result.ok, **({} if result.ok else {"why": result.summary()})}
@@ -103,20 +119,32 @@ def compile_kernel(session: Session, args: schemas.compile_kernel) -> Output:
 
 
 def _compile(session: Session, candidate: KernelCandidate) -> CompileResult:
+    """Compile every distinct instantiation the visible cases need (template values and dtypes
+    differ between cases); the first failure is the result, naming its case."""
     from mlxport.tasks import arg_infos, make_inputs
 
     task = session.task
-    case = task.cases.visible[0]
-    for dtype in task.dtypes:
-        try:
-            infos = arg_infos(task, make_inputs(task, case, dtype, seed=0), case)
-            candidate.launch(infos)
-        except UserError as e:
-            raise ToolError(f"launch expressions fail for case {task.case_label(case)} {dtype}: {e}") from e
-        with session.device_lock:
-            result = session.backend.compile(candidate, infos)
-        if not result.ok:
-            return result
+    seen: set[str] = set()
+    result = None
+    for case in task.cases.visible:
+        for dtype in task.dtypes:
+            try:
+                infos = arg_infos(task, make_inputs(task, case, dtype, seed=0), case)
+                launch = candidate.launch(infos)
+            except UserError as e:
+                raise ToolError(f"launch expressions fail for case {task.case_label(case)} {dtype}: {e}") from e
+            key = repr((launch.template, launch.output_dtypes, dtype))
+            if key in seen:
+                continue
+            seen.add(key)
+            with session.device_lock:
+                result = session.backend.compile(candidate, infos)
+            if not result.ok:
+                if len(seen) > 1:
+                    result.diagnostics.insert(0, Diagnostic(
+                        message=f"the instantiation for case {task.case_label(case)} {dtype} failed "
+                                f"(template {dict(launch.template) or 'none'}); earlier ones compiled", where="generated"))
+                return result
     return result
 
 
@@ -125,7 +153,8 @@ def run_correctness(session: Session, args: schemas.run_correctness) -> Output:
 
     record = session.record(args.candidate_id)
     if record.compile is not None and not record.compile.ok:
-        raise ToolError(f"candidate {args.candidate_id} did not compile; fix it and compile again")
+        raise ToolError(f"candidate {args.candidate_id} did not compile, so it cannot run; fix it and compile "
+                        f"again. {record.compile.summary()}")
     session.seed += 1
     with session.device_lock:
         report = check(session.task, record.candidate, session.backend, seed=session.seed)
@@ -167,6 +196,104 @@ def benchmark(session: Session, args: schemas.benchmark) -> Output:
                   records={args.candidate_id: record}, plan=session.plan)
 
 
+def verify(session: Session, args: schemas.verify) -> Output:
+    from mlxport.verify.correctness import run_correctness as check
+
+    record = session.record(args.candidate_id)
+    if record.verified:
+        return Output(f"candidate {args.candidate_id} was verified before (not counted again): {record.verified}",
+                      data={"candidate_id": args.candidate_id, "verified": record.verified.startswith("PASS")})
+    if not record.correct:
+        raise ToolError(f"candidate {args.candidate_id} has not passed run_correctness; verify it once it does")
+    used = sum(r.verified is not None for r in session.records.values())
+    if used >= session.verifications:
+        raise ToolError(f"this session's {session.verifications} verifications are spent; finish verifies the best "
+                        f"candidate in any case")
+    with session.device_lock:
+        report = check(session.task, record.candidate, session.backend, seed=session.seed + 90_000 + used,
+                       heldout=True)
+    record.verified = verdicts(session.task, report)
+    left = session.verifications - used - 1
+    return Output(f"candidate {args.candidate_id}: {record.verified}\n({left} verification{'s' * (left != 1)} left)",
+                  data={"candidate_id": args.candidate_id, "verified": report.ok}, records={args.candidate_id: record})
+
+
+def verdicts(task: KernelTask, report) -> str:
+    """The verification's verdicts by kind of check, without the held-out shapes or where outputs
+    differ (the model would tune to them)."""
+    from mlxport.verify.correctness import MODES
+
+    visible = {task.case_label(c) for c in task.cases.visible}
+    kinds: dict[str, list] = {}
+    heldout: list[str] = []
+    for c in report.cases:
+        base, _, rest = c.case.partition(" (")
+        mode = next((m for m, (suffix, _) in MODES.items() if rest and suffix == f" ({rest}"), None)
+        if mode is None and base not in visible:
+            if base not in heldout:
+                heldout.append(base)
+            kind = "held-out cases"
+        else:
+            kind = {None: "visible cases on new inputs"}.get(mode, MODES.get(mode, ("", ""))[0].strip(" ()"))
+        where = f"held-out case {heldout.index(base) + 1}" if kind == "held-out cases" else base
+        kinds.setdefault(kind, []).append((c, mode, where))
+    lines = [f"{'PASS' if report.ok else 'FAIL'} on verification (verdicts only: held-out shapes stay hidden)"]
+    for kind, results in kinds.items():
+        bad = [(c, mode, k) for c, mode, k in results if c.verdict != "pass"]
+        line = f"  {kind}: {len(results) - len(bad)}/{len(results)} pass"
+        if bad:
+            c, mode, k = bad[0]
+            what = f"{k} {c.dtype}"
+            how = "the kernel failed to run" if c.verdict == "error" else \
+                f"{c.mismatches / max(c.total, 1):.1%} of elements wrong" if c.mismatches else "wrong"
+            hint = MODES.get(mode, ("", ""))[1]
+            line += f"; first failure {what}: {how}" + (f"; {hint}" if hint else "")
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def diff_candidates(session: Session, args: schemas.diff_candidates) -> Output:
+    old, new = session.record(args.old).candidate, session.record(args.new).candidate
+    lines = candidate_diff(old, new)
+    return Output("\n".join(lines) or f"{old.id} and {new.id} are identical",
+                  data={"old": old.id, "new": new.id, "changed": bool(lines)})
+
+
+def candidate_diff(old: KernelCandidate, new: KernelCandidate) -> list[str]:
+    """A unified diff of two candidates' TOML."""
+    import difflib
+
+    return list(difflib.unified_diff(old.to_toml().splitlines(), new.to_toml().splitlines(), old.id, new.id,
+                                     lineterm="", n=2))
+
+
+def read_reference(session: Session, args: schemas.read_reference) -> Output:
+    from mlxport.errors import read_text
+    from mlxport.verify.golden import golden_name
+
+    task = session.task
+    parts = [f"Candidates are compared with {golden_name(task)}."]
+    if task.reference is not None and task.folder is not None:
+        module = task.reference.partition(":")[0]
+        path = task.folder / f"{module.replace('.', '/')}.py"
+        parts.append(numbered_page(read_text(path, "reference"), path.name, 1, "read_reference"))
+    else:
+        parts.append("The task has no reference.py: read_cuda_source shows the kernel that is the golden.")
+    if task.baselines:
+        parts.append(f"Timed against: native {task.baselines.native}, naive {task.baselines.naive}.")
+    tol = "; ".join(f"{d}: atol {t.atol:g}, rtol {t.rtol:g}, error norm {t.norm:g}" for d, t in task.tolerance.items())
+    parts.append(f"Tolerances: {tol}.")
+    return Output("\n\n".join(parts), data={"golden": golden_name(task)})
+
+
+def ask_user(session: Session, args: schemas.ask_user) -> Output:
+    if session.answers is None:
+        return Output("no one is here to answer: decide yourself and go on", data={"answered": False})
+    answer = session.answers.get(args.question, "").strip()
+    return Output(f"the person answers: {answer}" if answer else "the person gave no answer: decide yourself",
+                  data={"answered": bool(answer)})
+
+
 def show_candidate(session: Session, args: schemas.show_candidate) -> Output:
     r = session.record(args.candidate_id)
     status = [f"compile: {r.compile.summary() if r.compile else 'not compiled'}"]
@@ -176,6 +303,8 @@ def show_candidate(session: Session, args: schemas.show_candidate) -> Output:
         status.append(f"refuted by the benchmark: {r.refuted}")
     if r.speedup is not None:
         status.append(f"speedup over native: {r.speedup:.2f}x")
+    if r.verified:
+        status.append(f"verification: {r.verified.partition(' ')[0]}")
     return Output(f"candidate {args.candidate_id} ({'; '.join(status)}):\n{r.candidate.to_toml()}",
                   data={"candidate_id": args.candidate_id})
 
@@ -216,8 +345,11 @@ def finish(session: Session, args: schemas.finish) -> Output:
     return Output(text, data={"candidate_id": chosen}, finish={"candidate_id": chosen, "summary": args.summary})
 
 
-HANDLERS = {fn.__name__: fn for fn in (read_cuda_source, query_hardware_kb, compile_kernel, run_correctness,
-                                       benchmark, show_candidate, update_plan, finish)}
-# Run in order, one at a time: tools that touch the device, and update_plan, whose ideas the
-# device tools attach outcomes to.
-DEVICE_TOOLS = {"compile_kernel", "run_correctness", "benchmark", "update_plan"}
+HANDLERS = {fn.__name__: fn for fn in (read_cuda_source, query_hardware_kb, read_reference, compile_kernel,
+                                       run_correctness, benchmark, verify, show_candidate, diff_candidates,
+                                       update_plan, ask_user, finish)}
+assert set(HANDLERS) == set(schemas.TOOL_NAMES)
+# Run in order, one at a time: tools that touch the device, update_plan, whose ideas the device
+# tools attach outcomes to, and the tools that read candidates the ones before them made.
+DEVICE_TOOLS = {"compile_kernel", "run_correctness", "benchmark", "verify", "update_plan", "show_candidate",
+                "diff_candidates"}

@@ -21,6 +21,8 @@ class read_cuda_source(ToolArgs):
 
     kernel: str | None = Field(None, description="Kernel to focus on; default: the task's entry kernel.")
     show_source: bool = Field(True, description="Include the numbered source text.")
+    start_line: int = Field(1, ge=1, description="First source line shown; long files come in pages and each "
+                                                 "page says where the next one starts.")
 
 
 class query_hardware_kb(ToolArgs):
@@ -84,7 +86,7 @@ class benchmark(ToolArgs):
 class show_candidate(ToolArgs):
     """Show a registered candidate in full (source and launch settings) and its results so far."""
 
-    candidate_id: str
+    candidate_id: str = Field(description="Id returned by compile_kernel.")
 
 
 class update_plan(ToolArgs):
@@ -92,7 +94,7 @@ class update_plan(ToolArgs):
     gain, optionally under a parent), `select` the idea you work on next, or `close` one as done or
     abandoned with a note. Measured outcomes are attached automatically."""
 
-    action: Literal["add", "select", "close"]
+    action: Literal["add", "select", "close"] = Field(description="add an idea, select one to work on, or close one.")
     idea: str | None = Field(None, description="For add: the idea, e.g. 'one SIMD-group per row'.",
                              max_length=300)
     rationale: str | None = Field(None, description="For add: why it should help.", max_length=600)
@@ -103,6 +105,36 @@ class update_plan(ToolArgs):
     note: str | None = Field(None, description="For close: what was learned.", max_length=600)
 
 
+class verify(ToolArgs):
+    """Run the final verification's extra checks on a candidate that passed run_correctness:
+    held-out shapes you have not seen, threads and threadgroups run in reversed and shuffled order,
+    outputs starting as garbage. Returns verdicts only (no shapes). Each call counts against the
+    session's verification budget; a candidate is verified once."""
+
+    candidate_id: str = Field(description="Id of a candidate that passed run_correctness.")
+
+
+class diff_candidates(ToolArgs):
+    """Show what changed between two candidates: a unified diff of their source and launch settings."""
+
+    old: str = Field(description="Id of the earlier candidate.")
+    new: str = Field(description="Id of the later candidate.")
+
+
+class read_reference(ToolArgs):
+    """Read what candidates are checked against: the task's reference (its Python source, or the
+    original CUDA kernel when the task has none), the baselines it is timed against, and the
+    tolerances."""
+
+
+class ask_user(ToolArgs):
+    """Ask the person a question and wait for the answer. Only when you are truly stuck on
+    something only they know (intent, an ambiguous requirement); unattended runs answer that no one
+    is there."""
+
+    question: str = Field(description="One clear question.", max_length=600)
+
+
 class finish(ToolArgs):
     """End the session. The best verified candidate is taken (or the one you name); it is then
     checked on held-out shapes and extra seeds before it is accepted."""
@@ -111,6 +143,6 @@ class finish(ToolArgs):
     summary: str = Field("", description="What you did and why it is the result.", max_length=2000)
 
 
-TOOLS: list[type[ToolArgs]] = [read_cuda_source, query_hardware_kb, compile_kernel, run_correctness, benchmark,
-                               show_candidate, update_plan, finish]
+TOOLS: list[type[ToolArgs]] = [read_cuda_source, query_hardware_kb, read_reference, compile_kernel, run_correctness,
+                               benchmark, verify, show_candidate, diff_candidates, update_plan, ask_user, finish]
 TOOL_NAMES = {t.__name__: t for t in TOOLS}

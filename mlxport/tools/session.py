@@ -38,6 +38,7 @@ class Record:
     plan_node: str | None = None
     rejected: bool = False  # a person rejected it in a chat session
     refuted: str | None = None  # why the benchmark found it wrong after run_correctness passed
+    verified: str | None = None  # the verify tool's verdicts
 
     @property
     def correct(self) -> bool:
@@ -53,7 +54,7 @@ class Record:
         return {"candidate": self.candidate.model_dump(mode="json"), "iteration": self.iteration,
                 "compile": _dump(self.compile), "correctness": _dump(self.correctness),
                 "benchmark": _dump(self.benchmark), "plan_node": self.plan_node, "rejected": self.rejected,
-                "refuted": self.refuted}
+                "refuted": self.refuted, "verified": self.verified}
 
     @classmethod
     def from_state(cls, d: dict[str, Any]) -> Record:
@@ -61,7 +62,7 @@ class Record:
                    compile=_load(CompileResult, d.get("compile")),
                    correctness=_load(CorrectnessReport, d.get("correctness")),
                    benchmark=_load(BenchmarkReport, d.get("benchmark")), plan_node=d.get("plan_node"),
-                   rejected=d.get("rejected", False), refuted=d.get("refuted"))
+                   rejected=d.get("rejected", False), refuted=d.get("refuted"), verified=d.get("verified"))
 
 
 def _dump(m: BaseModel | None) -> dict | None:
@@ -97,6 +98,8 @@ class Session:
     datasheet: Datasheet | None = None  # this machine's GPU figures, for roofline fractions
     finish: dict[str, Any] | None = None
     calls: int = 0
+    verifications: int = 3  # candidates the verify tool may check in this session
+    answers: dict[str, str] | None = None  # a person's answers to ask_user by question; None: no one is here
 
     @property
     def language(self) -> str:

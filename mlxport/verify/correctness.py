@@ -17,7 +17,7 @@ from mlxport.backends.base import Backend, RunResult
 from mlxport.errors import UserError
 from mlxport.spec import CaseResult, CorrectnessReport, KernelCandidate, KernelTask
 from mlxport.tasks import MLX_LOCK, TaskError, make_inputs
-from mlxport.verify.compare import compare
+from mlxport.verify.compare import axis_names, compare
 from mlxport.verify.golden import golden, golden_name
 
 
@@ -192,7 +192,7 @@ TOGETHER_HINT = (f"right alone but not when {TOGETHER} calls on different inputs
                  "may run at once on the GPU: the calls share state outside their own buffers (module-scope "
                  "__device__ variables used as scratch or counters); keep per-call scratch in an extra output "
                  "(init_value zeroes it)")
-_MODES = {"reversed": (" (threads reversed)", REVERSED_HINT.format(order="in reverse order")),
+MODES = {"reversed": (" (threads reversed)", REVERSED_HINT.format(order="in reverse order")),
           "shuffled": (" (threads shuffled)", REVERSED_HINT.format(order="in a shuffled order")),
           "generated": (" (generated: several threadgroups)", ""),
           "poisoned": (" (second poison)", POISON_HINT),
@@ -211,7 +211,7 @@ def _check_case(task: KernelTask, candidate: KernelCandidate, backend: Backend, 
                 prepared: tuple[dict, list[np.ndarray]] | None = None) -> CaseResult:
     """One case and dtype: alone, or (``mode``) with threads reversed, or together with more calls
     on fresh inputs of the same case."""
-    suffix, hint = _MODES.get(mode, ("", ""))
+    suffix, hint = MODES.get(mode, ("", ""))
     label = task.case_label(case) + suffix
     sets = [prepared or _prepared(task, case, dtype, seed)]
     if mode == "together":
@@ -273,14 +273,15 @@ def _judge(task: KernelTask, run: RunResult, refs: list[np.ndarray], order: list
     if not run.ok:
         return CaseResult(case=label, dtype=dtype, verdict="error", error=run.error or "unknown failure")
     worst = None
-    for ref, idx in zip(refs, order, strict=True):
+    for spec, ref, idx in zip(task.outputs, refs, order, strict=True):
         if idx >= len(run.outputs):
             return CaseResult(case=label, dtype=dtype, verdict="error", error=f"kernel produced {len(run.outputs)} outputs")
         unwritten = run.unwritten[idx] if idx < len(run.unwritten) else None
         out = np.asarray(run.outputs[idx], dtype=np.float64)
-        res = compare(out, ref, task.tolerance[dtype], case=label, dtype=dtype, unwritten=unwritten)
+        res = compare(out, ref, task.tolerance[dtype], case=label, dtype=dtype, unwritten=unwritten,
+                      axes=axis_names(spec.shape))
         if res.verdict != "pass" and len(order) > 1:
-            res = res.model_copy(update={"pattern": f"output {task.outputs[order.index(idx)].name}: {res.pattern}"})
+            res = res.model_copy(update={"pattern": f"output {spec.name}: {res.pattern}"})
         if worst is None or (res.verdict != "pass" and worst.verdict == "pass"):
             worst = res
     return worst

@@ -8,6 +8,8 @@ MSL differs from C++ mostly in its address spaces, so the rewrite is token based
   shared by the group's lanes, as on the GPU), numbered by a slot per declaration.
 - ``&p[i]`` of a buffer or pointer in an address space becomes ``(p + (i))``, a checked pointer
   too (a plain address would escape the bounds, written-mask and race checks);
+- ``[const] auto* p`` becomes ``auto p``: what it points into may be a checked pointer, which
+  ``auto*`` cannot deduce (its constness comes with the deduced type);
 - program-scope ``constant`` variables become ``const``; ``reinterpret_cast`` to a rewritten
   pointer becomes ``static_cast`` (Ptr converts explicitly); ``1.0h`` becomes ``half(1.0)``;
   ``#include <metal_*>`` lines are blanked.
@@ -131,6 +133,10 @@ class _Rewriter:
                     continue
                 if t.text in ("reinterpret_cast", "const_cast") and self._cast_to_space(i):
                     self.edit(t.start, t.end, "static_cast")
+                if t.text == "auto" and i + 1 < len(toks) and toks[i + 1].text == "*":
+                    self.edit(toks[i + 1].start, toks[i + 1].end, "")
+                    if i and toks[i - 1].text == "const":
+                        self.edit(toks[i - 1].start, toks[i - 1].end, "")
             elif t.kind == "number" and t.text[-1] in "hH" and not t.text.startswith(("0x", "0X")):
                 self.edit(t.start, t.end, f"half({t.text[:-1]})")
             elif t.text == "&":
