@@ -301,3 +301,42 @@ def test_ask_user_with_a_person_pauses_before_the_turns_tools_run_and_returns_th
     tools = [m.content for m in state.messages if m.type == "tool"]
     assert tools[0].startswith(f"candidate {PORT.id}: compiled") and tools[1] == "the person answers: only float32"
     assert state.stop_reason == "finish"
+
+
+def test_tree_search_tries_the_best_rated_idea_marks_it_failed_and_keeps_the_better_branch(tmp_path):
+    """Two ideas; the higher rated one (p1) yields only a wrong kernel, so its cycle ends after the
+    stagnation window as failed and lowers its siblings' confidence; the next cycle on p2 finds a
+    correct one, which is the result."""
+    wrong = PORT.model_copy(update={"source": "uint i = thread_position_in_grid.x;\nout[i] = a[i];\n"})
+    ideas = {"tool_calls": [
+        {"name": "update_plan", "args": {"action": "add", "idea": "vectorise", "expected_gain": "2x",
+                                         "difficulty": 0.2, "confidence": 0.8}},
+        {"name": "update_plan", "args": {"action": "add", "idea": "plain", "expected_gain": "1.2x",
+                                         "difficulty": 0.3, "confidence": 0.6}},
+        {"name": "update_plan", "args": {"action": "add", "idea": "too hard", "expected_gain": "5x",
+                                         "difficulty": 0.95, "confidence": 0.9}}]}
+    scripted = model(ideas, compile_call(wrong), {"name": "run_correctness", "args": {"candidate_id": wrong.id}},
+                     compile_call(), {"name": "run_correctness", "args": {"candidate_id": PORT.id}},
+                     {"name": "finish", "args": {}})
+    run = port(tmp_path, scripted, search="tree", stagnation=1)
+    assert run["result"]["candidate_id"] == PORT.id and run["result"]["verified"]
+    assert [(c["node"], c["improved"]) for c in run["cycles"]] == [("p1", False), ("p2", True)]
+    nodes = {n["id"]: n for n in run["plan"]}
+    assert nodes["p1"]["status"] == "failed" and nodes["p2"]["status"] == "done"
+    assert nodes["p3"]["status"] == "open"  # rated above the difficulty limit: never tried
+    transcript = (tmp_path / "vector_add" / "transcript.jsonl").read_text()
+    assert 'Cycle 1: work on p1 \\"vectorise\\"' in transcript and 'Cycle 2: work on p2 \\"plain\\"' in transcript
+
+
+def test_plan_ratings_order_the_frontier_and_measurements_update_them():
+    from mlxport.tools.plan import Plan
+
+    plan = Plan()
+    a = plan.add("a", expected_gain="2x", difficulty=0.5, confidence=0.5)
+    b = plan.add("b", expected_gain="+30%", difficulty=0.1, confidence=0.9)
+    child = plan.add("a.1", expected_gain="1.5x", parent=a.id)
+    assert [n.id for n in plan.frontier()] == [b.id, a.id, child.id]
+    plan.select(a.id)
+    plan.measured(a.id, improved=False, outcome="no improvement")
+    assert plan.get(a.id).status == "failed" and plan.get(b.id).confidence == pytest.approx(0.72)
+    assert [n.id for n in plan.frontier()] == [b.id]  # under a failed idea: off the frontier

@@ -192,3 +192,10 @@ def test_budget_values_are_checked_before_a_run(budget, values):
     text = ",".join(f"{k}={v}" for k, v in zip(budget, values, strict=False))
     with contextlib.suppress(UserError):
         RunConfig(**parse_budget(text)).validate()
+
+
+@pytest.mark.parametrize("query", ["", "the of and"])
+def test_a_knowledge_base_query_without_words_is_one_sentence(cli, query):
+    result = cli("kb", "search", query)
+    assert result.returncode == 2 and "has no words to search for" in result.stderr
+    assert "Traceback" not in result.stderr

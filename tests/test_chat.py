@@ -148,7 +148,7 @@ def test_chat_in_a_terminal_guidance_approval_quit_and_resume(tmp_path, tmux):
     assert (out / "vector_add" / "kernel.py").is_file()
 
     tmux.type("first", "/plan")
-    tmux.wait_for("first", f"p1 {IDEA} (expect baseline)")
+    tmux.wait_for("first", f"p1 {IDEA} (expect baseline;")
     tmux.type("first", "/quit")
     screen = tmux.wait_for("first", "[exit 0]")
     assert f"mlxport chat --session {session} --out {out}" in screen
@@ -195,10 +195,11 @@ def test_reject_inspect_and_resume_at_an_approval(tmp_path):
     screen = io.StringIO()
     console = Console(file=screen, width=80, highlight=False)
     config = RunConfig(backend="sim")
-    first = Person(screen, [("accept it?", 1, "n"), ("accept it?", 2, "/quit")])
+    first = Person(screen, [("accept it?", 1, "/best"), ("awaits your approval", 1, "n"), ("accept it?", 2, "/quit")])
     session = chat(TASK, config, tmp_path, model=scripted, console=console, read=first.read)
     text = screen.getvalue()
     assert f"rejected candidate {PORT.id}" in text and "resume with" in text
+    assert f"candidate {PORT.id} awaits your approval (y/n); until then the best is none" in text
     assert threading.active_count() < 10
 
     second = Person(screen, [("accept it?", 3, f"/diff {PORT.id[:6]} {variant.id[:6]}"),

@@ -184,3 +184,21 @@ def test_parse_budget():
     for bad in ("iterations", "model=x", "cost=lots", "speed=3"):
         with pytest.raises(UserError):
             parse_budget(bad)
+
+
+def test_the_same_model_with_tree_search_is_its_own_entrant(tmp_path):
+    out = tmp_path / "eval"
+    run_eval(["rules@tree"], ["vector_add"], 1, CONFIG, 1, out)
+    runs = {r["model"]: r for r in load_runs(out)}
+    assert set(runs) == {"rules", "rules@tree"}
+    assert runs["rules"]["config"]["search"] == "linear" and runs["rules@tree"]["config"]["search"] == "tree"
+    assert runs["rules@tree"]["cycles"] and runs["rules@tree"]["result"]["verified"]
+    rows = {r["label"]: r for r in M.leaderboard(load_runs(out), expected_per_model=1)}
+    assert set(rows) == {"rules", "rules@tree"} and rows["rules@tree"]["non_llm_baseline"]
+
+
+def test_eval_without_models_runs_the_rules_baseline(tmp_path, cli):
+    result = cli("eval", "--tasks", "vector_add", "--backend", "sim", "--budget", "iterations=6,extra_seeds=0",
+                 "--out", str(tmp_path / "eval"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert [r["model"] for r in load_runs(tmp_path / "eval")] == ["rules"]

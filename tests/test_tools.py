@@ -94,3 +94,27 @@ def test_auto_pointers_into_buffers_compile_and_run_as_on_metal(session):
             "*po = *pa + b[i];\n")
     cid = call(session, "compile_kernel", **{**FIELDS, "source": body}).data["candidate_id"]
     assert "PASS" in call(session, "run_correctness", candidate_id=cid).text
+
+
+def test_independent_compiles_of_a_turn_compile_side_by_side_on_the_simulator(session):
+    a = {"name": "compile_kernel", "args": FIELDS}
+    b = {"name": "compile_kernel", "args": {**FIELDS, "threadgroup": [64, 1, 1]}}
+    after_a = {"name": "compile_kernel", "args": {"based_on": PORT.id, "threadgroup": [32, 1, 1]}}
+    check = {"name": "run_correctness", "args": {"candidate_id": PORT.id}}
+    assert handlers.parallel_compiles(session, [a, b, check]) == [a, b]
+    assert handlers.parallel_compiles(session, [a, after_a]) == []  # after_a needs a's candidate first
+    call(session, "compile_kernel", **FIELDS)
+    assert handlers.parallel_compiles(session, [b, after_a]) == [b, after_a]  # now it is known
+
+
+def test_the_benchmark_result_carries_the_launch_and_its_threadgroup_memory():
+    from mlxport.tasks import load_task
+
+    s = open_session("matmul_tiled", "sim")
+    port = expert_ports(load_task("matmul_tiled"))["msl"]
+    fields = {k: v for k, v in port.model_dump(mode="json", exclude_defaults=True).items() if k != "language"}
+    call(s, "compile_kernel", **fields)
+    assert "PASS" in call(s, "run_correctness", candidate_id=port.id).text
+    out = call(s, "benchmark", candidate_id=port.id).text
+    assert "launch at M=4096,N=4096,K=4096 bfloat16: 4096 threadgroups of 128 threads" in out
+    assert "17408 B of threadgroup memory each (53% of the 32 KB" in out  # 64 x 68 floats

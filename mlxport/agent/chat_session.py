@@ -55,7 +55,8 @@ class ChatSession:
         self.pending: list[HumanMessage] = []
         self.worker: threading.Thread | None = None
         self.stop = threading.Event()
-        self.mode = "idle"  # running | approval | finished | idle (stopped by an error)
+        self.mode = "idle"  # running | approval | question | finished | idle (stopped by an error)
+        self.awaiting: str | None = None  # the candidate the person is asked to approve
 
     # ------------------------------------------------------------ graph driving
 
@@ -104,7 +105,9 @@ class ChatSession:
             self.view.question(asks[0]["question"])
         elif asks:
             self.mode = "approval"
-            self.view.approval(asks[0] if isinstance(asks[0], dict) else {"summary": str(asks[0])})
+            payload = asks[0] if isinstance(asks[0], dict) else {"summary": str(asks[0])}
+            self.awaiting = payload.get("candidate_id")
+            self.view.approval(payload)
         elif snap.next == ("reason",):
             self.inject()
             self.start(None)
@@ -118,6 +121,9 @@ class ChatSession:
         if not self.pending and not reset:
             return
         messages, self.pending = self.pending, []
+        if self.config.model == "rules":
+            self.view.plain("the rules policy is a non-LLM baseline: it does not read guidance (kept in the "
+                            "transcript); use --model provider:model to steer a port", "yellow")
         as_node = "assess" if reset else None  # after END, route through assess's edge back to reason
         self.graph.update_state(self.cfg, {"messages": messages, **reset}, as_node=as_node)
         for m in messages:
@@ -174,7 +180,7 @@ class ChatSession:
             elif name == "/plan":
                 self.view.plan(self.state())
             elif name == "/best":
-                self.view.best(self.state())
+                self.view.best(self.state(), awaiting=self.awaiting if self.mode == "approval" else None)
             elif name == "/budget":
                 self.view.budget(self.state(), self.config)
             elif name == "/diff":

@@ -153,9 +153,13 @@ class View:
         self.plain("plan ([>] active, [x] done, [-] abandoned):", "bold")
         self.plain(Plan.model_validate(state.plan).render())
 
-    def best(self, state: State) -> None:
+    def best(self, state: State, awaiting: str | None = None) -> None:
         records = state.records
         best_id = state.best_id
+        if awaiting in records:
+            self.plain(f"candidate {awaiting} awaits your approval (y/n); until then the best is "
+                       f"{best_id or 'none'}", "yellow")
+            best_id = awaiting
         if best_id not in records:
             self.plain(f"no correct candidate yet ({len(records)} tried)", "yellow")
             return

@@ -10,9 +10,11 @@ from typing import Any
 from mlxport.errors import UserError
 
 PER_RUN = ("model", "seed", "approve")
+SEARCHES = ("linear", "tree")
 BUDGET_KEYS = {"iterations": "max_iterations", "patience": "patience", "tokens": "max_tokens", "cost": "max_cost",
                "wall": "max_wall_seconds", "errors": "max_consecutive_errors", "target": "target_speedup",
-               "extra_seeds": "extra_seeds", "verify": "max_verifications"}
+               "extra_seeds": "extra_seeds", "verify": "max_verifications",
+               "stagnation": "stagnation"}
 
 
 @dataclass(kw_only=True)
@@ -36,10 +38,18 @@ class RunConfig:
     context_window: int | None = None
     request_timeout: float = 300.0  # seconds per model request (a hung server ends the run after its retries)
     prices: tuple[float, float] | None = None  # USD per million tokens in/out; default: the price table
+    search: str = field(default="linear", metadata={"description": "linear (one ReAct thread) or tree (cycles "
+                                                                   "on the best-rated idea of the plan)"})
+    stagnation: int = 3  # tree: candidates checked without improvement before a cycle ends
+    max_difficulty: float = 0.8  # tree: ideas rated harder are not tried
     approve: bool = False  # chat: a person is present: approves each new best, answers ask_user
 
     def validate(self) -> RunConfig:
-        for name in ("max_iterations", "patience", "max_tokens", "max_consecutive_errors"):
+        if not 0 < self.max_difficulty <= 1:
+            raise UserError(f"max_difficulty is a rating from 0 to 1, got {self.max_difficulty}")
+        if self.search not in SEARCHES:
+            raise UserError(f"--search must be one of {', '.join(SEARCHES)}, got {self.search!r}")
+        for name in ("max_iterations", "patience", "max_tokens", "max_consecutive_errors", "stagnation"):
             if getattr(self, name) < 1:
                 raise UserError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
         for name in ("max_cost", "max_wall_seconds", "request_timeout"):
@@ -87,4 +97,4 @@ def _budget_value(key: str, value: str, part: str) -> Any:
     if not math.isfinite(number):
         raise UserError(f"budget item {part!r} needs a finite number")
     return int(number) if key in ("max_iterations", "patience", "max_tokens", "max_consecutive_errors",
-                                  "extra_seeds", "max_verifications") else number
+                                  "extra_seeds", "max_verifications", "stagnation", "context_window") else number

@@ -1,4 +1,11 @@
-"""The porting graph: prepare -> reason <-> tools -> assess -> ... -> finalize."""
+"""The porting graph: prepare -> reason <-> tools -> assess -> ... -> finalize.
+
+Two searches share it. ``linear``: one ReAct thread; the model keeps the plan. ``tree`` (after
+K-Search): the plan is the world model; ``select`` starts a cycle on the best-rated open idea, the
+model generates, debugs and improves candidates for it until ``stagnation`` checked candidates
+bring no improvement, and ``assess`` then closes the cycle with the measured outcome (done or
+failed) and updates the ratings.
+"""
 
 from __future__ import annotations
 
@@ -21,7 +28,7 @@ from mlxport.agent.state import RunConfig, State
 from mlxport.prompts.render import render, system_prompt, task_prompt
 from mlxport.tools import schemas
 from mlxport.tools.final import verify_final
-from mlxport.tools.handlers import DEVICE_TOOLS, run_tool
+from mlxport.tools.handlers import DEVICE_TOOLS, parallel_compiles, run_tool
 from mlxport.tools.plan import Plan
 from mlxport.tools.session import Output, Record, Session, open_session, rank
 
@@ -35,11 +42,13 @@ def build_graph(model: BaseChatModel | None = None, checkpointer=None):
     g.add_node("tools", tools)
     g.add_node("assess", assess)
     g.add_node("finalize", finalize)
+    g.add_node("select", select)
     g.add_edge(START, "prepare")
-    g.add_edge("prepare", "reason")
+    g.add_conditional_edges("prepare", after_assess, ["select", "reason", "finalize"])
+    g.add_edge("select", "reason")
     g.add_conditional_edges("reason", after_reason, ["tools", "reason", "finalize"])
     g.add_edge("tools", "assess")
-    g.add_conditional_edges("assess", after_assess, ["reason", "finalize"])
+    g.add_conditional_edges("assess", after_assess, ["select", "reason", "finalize"])
     g.add_edge("finalize", END)
     return g.compile(checkpointer=checkpointer, name="mlxport")
 
@@ -74,7 +83,8 @@ def prepare(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
                         budget=f"{ctx.max_iterations} iterations, patience {ctx.patience} candidates, "
                                f"{ctx.max_verifications} verifications")
     return {"messages": [SystemMessage(system_prompt(session.language)), HumanMessage(first)],
-            "seed": ctx.seed * 1000 + 1, "plan": Plan().model_dump(), "elapsed": _elapsed(state, t0)}
+            "seed": ctx.seed * 1000 + 1, "plan": Plan().model_dump(), "search": ctx.search,
+            "elapsed": _elapsed(state, t0)}
 
 
 @cache
@@ -123,8 +133,13 @@ def status_message(state: State, ctx: RunConfig) -> HumanMessage:
     left = (f"{ctx.max_iterations - state.iterations} iterations, "
             f"{ctx.patience - state.since_improvement} candidates of patience, "
             f"{max(ctx.max_tokens - state.total_tokens(), 0)} tokens left")
-    return HumanMessage(render("status", iteration=state.iterations + 1, budget_left=left,
-                               plan=Plan.model_validate(state.plan).render(), best=best_text))
+    text = render("status", iteration=state.iterations + 1, budget_left=left,
+                  plan=Plan.model_validate(state.plan).render(), best=best_text)
+    if state.cycle:
+        c = state.cycle
+        text += (f"\nCycle {c['number']} on {c['node']}: {c['since']} of {ctx.stagnation} checked candidates "
+                 f"without improvement")
+    return HumanMessage(text)
 
 
 def spent(state: State, ctx: RunConfig) -> float:
@@ -157,7 +172,8 @@ def after_reason(state: State) -> str:
 
 def tools(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
     """Run the last model turn's tool calls. Reading and searching run concurrently; calls that
-    touch the device run in order, each seeing what the ones before it changed."""
+    touch the device run in order, each seeing what the ones before it changed, except compiles
+    that depend on nothing of the turn, which compile side by side where the backend allows."""
     t0 = time.monotonic()
     ctx = _ctx(runtime)
     session = session_of(state, ctx)
@@ -170,8 +186,13 @@ def tools(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
     with ThreadPoolExecutor(max_workers=4) as pool:
         futures = {c["id"]: pool.submit(run_tool, session, c["name"], c["args"])
                    for c in calls if c["name"] not in DEVICE_TOOLS}
+        compiles = {c["id"]: pool.submit(run_tool, session, c["name"], c["args"])
+                    for c in parallel_compiles(session, calls)}
+        for cid, f in compiles.items():
+            results[cid] = f.result()
+            session.apply(results[cid])
         for c in calls:
-            if c["name"] in DEVICE_TOOLS:
+            if c["name"] in DEVICE_TOOLS and c["id"] not in results:
                 results[c["id"]] = run_tool(session, c["name"], c["args"])
                 session.apply(results[c["id"]])
         for cid, f in futures.items():
@@ -233,6 +254,9 @@ def assess(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
         update["stop_reason"] = "target_speedup"
     elif update["since_improvement"] >= ctx.patience:
         update["stop_reason"] = "patience"
+    if ctx.search == "tree":
+        _end_cycle(state, ctx, update, ranked[0] if ranked and ranked[0].correct else None,
+                   last="stop_reason" in update)
     return update
 
 
@@ -251,7 +275,53 @@ def _better(best: Record, state: State) -> bool:
 
 
 def after_assess(state: State) -> str:
-    return "finalize" if state.stop_reason else "reason"
+    if state.stop_reason:
+        return "finalize"
+    return "select" if state.search == "tree" and state.cycle is None else "reason"
+
+
+def select(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
+    """Tree search: start a cycle on the frontier idea with the best rating, or ask for ideas."""
+    ctx = _ctx(runtime)
+    plan = Plan.model_validate(state.plan)
+    frontier = plan.frontier(ctx.max_difficulty)
+    if not frontier:
+        return {"messages": [HumanMessage(
+            f"Tree search: no open idea rated at most {ctx.max_difficulty:g} difficult. Add ideas with update_plan "
+            f"(expected_gain, difficulty, confidence, under the idea they refine); the best rated is tried next, "
+            f"or finish.")]}
+    node = plan.select(frontier[0].id)
+    number = len(state.cycles) + 1
+    return {"plan": plan.model_dump(),
+            "cycle": {"node": node.id, "number": number, "since": 0, "improved": False},
+            "messages": [HumanMessage(
+                f"Cycle {number}: work on {node.id} \"{node.idea}\" (score {node.score:.2f}). Write, fix and improve "
+                f"candidates for it; the cycle ends after {ctx.stagnation} checked candidates without improvement.")]}
+
+
+def _end_cycle(state: State, ctx: RunConfig, update: dict[str, Any], best: Record | None, last: bool) -> None:
+    """Tree search: count the cycle's checked candidates; past the stagnation window (or when the
+    run stops: ``last``), attach the measured outcome to its idea (done if it improved the best,
+    else failed)."""
+    cycle = dict(state.cycle or {})
+    if not cycle:
+        return
+    improved = update.get("since_improvement") == 0 and "best_id" in update
+    cycle["improved"] = cycle["improved"] or improved
+    cycle["since"] = 0 if improved else cycle["since"] + update["evaluated"] - state.evaluated
+    plan = Plan.model_validate(update.get("plan", state.plan))
+    node = plan.get(cycle["node"])
+    if cycle["since"] < ctx.stagnation and node.status == "active" and not last:
+        update["cycle"] = cycle
+        return
+    speed = f", {best.speedup:.2f}x native" if best is not None and best.speedup is not None else ""
+    outcome = (f"improved the best to {best.candidate.id}{speed}" if cycle["improved"] and best is not None
+               else f"no improvement in {cycle['since']} candidates")
+    if node.status == "active":
+        plan.measured(node.id, cycle["improved"], outcome)
+    update.update(plan=plan.model_dump(), cycle=None,
+                  cycles=[*state.cycles, {"node": node.id, "idea": node.idea, "improved": cycle["improved"],
+                                          "outcome": outcome, "iteration": state.iterations}])
 
 
 def finalize(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:

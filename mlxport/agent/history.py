@@ -35,7 +35,7 @@ def count_tokens(message: BaseMessage) -> int:
 
 def trim(messages: list[BaseMessage], window: int) -> list[BaseMessage]:
     """Drop the oldest exchanges after the first two messages until the rest fits ``window``."""
-    budget = window - RESERVE
+    budget = window - min(RESERVE, window // 4)  # a small window keeps room for the history too
     if len(messages) <= 3 or sum(map(count_tokens, messages)) <= budget:
         return messages
     head, rest = messages[:2], messages[2:]

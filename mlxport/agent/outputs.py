@@ -319,6 +319,7 @@ def run_record(task: KernelTask, state: State, config: dict[str, Any], session_i
                    "why_not": None if final.get("verified") else why_not(state, records)},
         "rejected_in_final_verification": [r["candidate_id"] for r in final.get("rejected", [])],
         "iterations_to_best": history[-1]["iteration"] if history else None, "best_history": history,
+        "plan": state.plan.get("nodes", []), "cycles": state.cycles,
         "seed": config.get("seed"),
         "versions": {p: _version(p) for p in ("mlxport", "mlx", "langgraph", "langchain-core")},
         "host": {"platform": platform.platform(), "python": platform.python_version()},

@@ -45,6 +45,9 @@ class State:
     seed: int = 0
     usage: Annotated[dict[str, dict[str, int]], add_usage] = field(default_factory=dict)
     elapsed: float = 0.0  # seconds of work so far, summed over runs (a resumed run keeps counting)
+    search: str = "linear"  # RunConfig.search, kept where the graph's edges can read it
+    cycle: dict[str, Any] | None = None  # tree search: the idea worked on, candidates since it improved
+    cycles: list[dict[str, Any]] = field(default_factory=list)  # tree search: each ended cycle's outcome
     stop_reason: str | None = None
     finish: dict[str, Any] | None = None
     final: dict[str, Any] | None = None

@@ -18,13 +18,13 @@ def batch(source: Annotated[str, typer.Argument(help="Manifest .toml, folder of 
           model: o.Model = "rules",
           jobs: Annotated[int, typer.Option(help="Ports at once (device work stays serialised).")] = 2,
           out_dir: o.Out = Path("mlxport-out"), backend: o.Backend = "auto", base_url: o.BaseUrl = None,
-          budget: o.Budget = None, seed: o.Seed = 0,
+          budget: o.Budget = None, seed: o.Seed = 0, search: o.Search = "linear",
           ray: Annotated[str | None, typer.Option("--ray", help="Ray address, auto or local (mlxport[ray]).")] = None,
           as_json: o.Json = False) -> None:
     """Port many kernels unattended; rerun the same command to resume."""
     from mlxport.batch import run_batch
 
-    fields = o.overrides(backend=backend, base_url=base_url, budget=budget, seed=seed)
+    fields = o.overrides(backend=backend, base_url=base_url, budget=budget, seed=seed, search=search)
     path = run_batch(source, model=model, jobs=jobs, out=out_dir, budget=fields, ray_address=ray,
                      console=o.err if as_json else o.out)
     summary = json.loads(path.read_text())

@@ -18,7 +18,7 @@ def chat(kernel: Annotated[Path | None, typer.Argument(help="The .cu file, insid
          task: Annotated[str | None, typer.Option(help="Task name or folder.")] = None,
          session: Annotated[str | None, typer.Option(help="Resume this session id.")] = None,
          model: o.Model = "rules", base_url: o.BaseUrl = None, backend: o.Backend = "auto", budget: o.Budget = None,
-         out_dir: o.Out = Path("mlxport-out"), seed: o.Seed = 0) -> None:
+         out_dir: o.Out = Path("mlxport-out"), seed: o.Seed = 0, search: o.Search = "linear") -> None:
     """Port a kernel interactively: watch each step, steer, approve candidates; resume with --session."""
     from mlxport.agent.chat import chat as run_chat
     from mlxport.agent.config import RunConfig
@@ -26,7 +26,7 @@ def chat(kernel: Annotated[Path | None, typer.Argument(help="The .cu file, insid
     if session:
         run_chat(None, RunConfig(), out_dir, session=session)
         return
-    config = o.run_config(model=model, base_url=base_url, backend=backend, budget=budget, seed=seed)
+    config = o.run_config(model=model, base_url=base_url, backend=backend, budget=budget, seed=seed, search=search)
     run_chat(_task(kernel, task), config, out_dir)
 
 

@@ -18,7 +18,9 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, invoke_w
 @app.callback()
 def run(
     ctx: typer.Context,
-    models: Annotated[str | None, typer.Option(help="Comma-separated model specs; rules is always added.")] = None,
+    models: Annotated[str | None, typer.Option(help="Comma-separated model specs, each optionally with @tree or "
+                                                    "@linear (its search; default linear), e.g. "
+                                                    "rules,rules@tree; rules is always added.")] = None,
     suite: Annotated[str, typer.Option(help="Task suite.")] = "core",
     tasks: Annotated[str | None, typer.Option(help="Comma-separated task names (default: the whole suite).")] = None,
     seeds: Annotated[int, typer.Option(help="Runs per model and task.")] = 1,
@@ -32,8 +34,6 @@ def run(
     from mlxport.evals.report import build_reports
     from mlxport.evals.runner import resolve_tasks, run_eval
 
-    if not models:
-        raise UserError("pass --models, e.g. --models openai:gpt-4.1-mini,scripted:my_script.json")
     fields = o.overrides(backend=backend, base_url=base_url, budget=budget)
     names = [t for t in (tasks or "").split(",") if t]
     resolve_tasks(suite, names)  # an unknown suite or task fails here, before any work
@@ -42,7 +42,7 @@ def run(
         o.out.print(f"[{event['done']}/{event['total']}] {event['model']} {event['task']} seed {event['seed']}: "
                     f"{event['status']}", highlight=False)
 
-    folder = run_eval([m for m in models.split(",") if m], names, seeds, fields, jobs, out_dir, on_progress=progress)
+    folder = run_eval([m for m in (models or "").split(",") if m], names, seeds, fields, jobs, out_dir, on_progress=progress)
     md, html = build_reports(folder)
     o.out.print(f"wrote {md} and {html}")
 

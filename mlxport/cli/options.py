@@ -11,6 +11,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from mlxport.errors import UserError
+
 out = Console(width=None if sys.stdout.isatty() else 140)
 err = Console(stderr=True, soft_wrap=True)
 
@@ -27,6 +29,7 @@ Backend = Annotated[str, typer.Option(help="auto, metal, cuda or sim.")]
 Budget = Annotated[str | None, typer.Option(help="e.g. iterations=12,patience=6,tokens=4e5,cost=5,wall=30m,target=1.5")]
 Out = Annotated[Path, typer.Option("--out", help="Output folder.")]
 Seed = Annotated[int, typer.Option(help="Seed of the run (inputs and verification).")]
+Search = Annotated[str, typer.Option(help="linear (one ReAct thread) or tree (cycles on the best-rated idea).")]
 Task = Annotated[str, typer.Option(help="Task name or folder.")]
 
 
@@ -34,21 +37,27 @@ def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
-def overrides(*, backend: str, base_url: str | None, budget: str | None, seed: int | None = None) -> dict[str, Any]:
+def overrides(*, backend: str, base_url: str | None, budget: str | None, seed: int | None = None,
+              search: str = "linear") -> dict[str, Any]:
     """RunConfig fields from the shared flags (batch and eval apply them to every port)."""
-    from mlxport.agent.config import parse_budget
+    from mlxport.agent.config import SEARCHES, parse_budget
 
-    fields = {"backend": backend, **parse_budget(budget), **({"base_url": base_url} if base_url else {})}
+    if search not in SEARCHES:
+        raise UserError(f"--search must be one of {', '.join(SEARCHES)}, got {search!r}")
+    fields = {"backend": backend, "search": search, **parse_budget(budget),
+              **({"base_url": base_url} if base_url else {})}
     return fields if seed is None else {**fields, "seed": seed}
 
 
-def run_config(*, model: str, backend: str, base_url: str | None, budget: str | None, seed: int):
+def run_config(*, model: str, backend: str, base_url: str | None, budget: str | None, seed: int,
+               search: str = "linear"):
     """A validated RunConfig from the flags, with the model spec checked (a typo fails at once,
     before the agent is loaded)."""
     from mlxport.agent.config import RunConfig
     from mlxport.agent.providers import check_model_spec
 
-    config = RunConfig(model=model, **overrides(backend=backend, base_url=base_url, budget=budget, seed=seed))
+    config = RunConfig(model=model, **overrides(backend=backend, base_url=base_url, budget=budget, seed=seed,
+                                                search=search))
     config.validate()
     check_model_spec(config.model, config.base_url)
     return config

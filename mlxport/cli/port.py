@@ -40,7 +40,7 @@ def port(
     model: o.Model = "rules", base_url: o.BaseUrl = None, backend: o.Backend = "auto", budget: o.Budget = None,
     out_dir: o.Out = Path("mlxport-out"),
     resume: Annotated[str | None, typer.Option(help="Resume this session id (its own configuration applies).")] = None,
-    seed: o.Seed = 0, as_json: o.Json = False,
+    seed: o.Seed = 0, search: o.Search = "linear", as_json: o.Json = False,
 ) -> None:
     """Port a CUDA kernel to a verified MLX kernel and write kernel.py, test_kernel.py and a report.
 
@@ -52,7 +52,8 @@ def port(
 
         run = resume_port(out_dir, resume, on_update=show)
     else:
-        config = o.run_config(model=model, base_url=base_url, backend=backend, budget=budget, seed=seed)
+        config = o.run_config(model=model, base_url=base_url, backend=backend, budget=budget, seed=seed,
+                              search=search)
         flags = dict(kernel_name=kernel_name, cases=case or [], dtypes=dtypes, shapes=shape or [], grid=grid,
                      block=block, shared_bytes=shared_bytes, includes=include or [])
         the_task = _resolve_task(kernel, task, reference, inputs, outputs, heldout, flags, out_dir)

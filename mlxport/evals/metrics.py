@@ -48,7 +48,7 @@ def label(model: str) -> str:
 
 
 def is_baseline(model: str) -> bool:
-    return model == "rules"
+    return model.partition("@")[0] == "rules"
 
 
 # ---------------------------------------------------------------- per run

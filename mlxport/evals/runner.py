@@ -69,12 +69,20 @@ def model_slug(model: str) -> str:
     return text
 
 
+def split_entrant(entrant: str) -> tuple[str, str]:
+    """``model@tree`` -> (model, "tree"); a bare model spec searches linearly."""
+    from mlxport.agent.config import SEARCHES
+
+    model, sep, search = entrant.rpartition("@")
+    return (model, search) if sep and search in SEARCHES else (entrant, "linear")
+
+
 def normalise_model(model: str) -> str:
     """Scripted paths become absolute so a resumed run finds them from any directory."""
-    model = model.strip()
+    model, search = split_entrant(model.strip())
     if model.startswith("scripted:"):
-        return "scripted:" + str(Path(model.removeprefix("scripted:")).expanduser().resolve())
-    return model
+        model = "scripted:" + str(Path(model.removeprefix("scripted:")).expanduser().resolve())
+    return model if search == "linear" else f"{model}@{search}"
 
 
 def resolve_models(models: list[str]) -> list[str]:
@@ -189,7 +197,7 @@ def run_eval(models: list[str], tasks: list[str] | None, seeds: int, config_over
     task_dirs = resolve_tasks(tasks=tasks)
     config = base_config(config_overrides)
     for m in models:
-        check_model_spec(m, config.get("base_url"))
+        check_model_spec(split_entrant(m)[0], config.get("base_url"))
     ensure_writable(out)
     _merge_manifest(out, models, task_dirs, seeds, config)
     keys = plan_runs(models, task_dirs, seeds)
@@ -245,7 +253,8 @@ def _run_one(key: RunKey, config: dict[str, Any], out: Path, stop: threading.Eve
     report(key, "resumed" if saved else "started")
     task = load_task(key.task_dir)
     cfg = RunConfig(**{**config, "prices": tuple(config["prices"]) if config.get("prices") else None,
-                       "model": key.model, "seed": key.seed})
+                       "model": split_entrant(key.model)[0], "search": split_entrant(key.model)[1],
+                       "seed": key.seed})
     where = seed_dir(out, key.slug, key.seed)
     try:
         run = _resume(task, saved, where, on_update) if saved else None
@@ -281,6 +290,9 @@ def load_runs(out: Path) -> list[dict[str, Any]]:
     runs = []
     for path in sorted((out / "runs").glob("*/seed*/*/run.json")):
         run = json.loads(path.read_text())
+        search = (run.get("config") or {}).get("search", "linear")
+        if search != "linear":  # the entrant: the same model with another search is another row
+            run["model"] = f"{run['model']}@{search}"
         if "tool_calls" not in run:
             run["tool_calls"] = _count_tool_messages(path.parent / "transcript.jsonl")
         run["_folder"] = str(path.parent.relative_to(out))

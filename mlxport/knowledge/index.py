@@ -149,6 +149,9 @@ def _to_hit(s: Section, score: float) -> Hit:
 def _rank(query: str, chip: ChipProfile | None) -> list[tuple[Section, float]]:
     idx = _index()
     tokens = _query_tokens(query)
+    if not tokens:
+        raise ValueError(f"the query {query!r} has no words to search for: ask about something, e.g. "
+                         f"'simd_shuffle_xor' or 'threadgroup memory limit'")
     scores = idx.body.get_scores(tokens) + _HEADING_WEIGHT * idx.headings.get_scores(tokens)
     ranked = []
     for s, score in zip(idx.sections, scores, strict=True):

@@ -8,6 +8,7 @@ the MCP server, or a test.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from pydantic import ValidationError
@@ -137,7 +138,8 @@ def _compile(session: Session, candidate: KernelCandidate) -> CompileResult:
             if key in seen:
                 continue
             seen.add(key)
-            with session.device_lock:
+            # A GPU compiles in its worker, one call at a time; the simulator's compiler runs beside others.
+            with session.device_lock if session.backend.timing else contextlib.nullcontext():
                 result = session.backend.compile(candidate, infos)
             if not result.ok:
                 if len(seen) > 1:
@@ -191,7 +193,14 @@ def benchmark(session: Session, args: schemas.benchmark) -> Output:
     timed = report.candidate is not None
     if timed:
         session.plan.attach(args.candidate_id, f"{args.candidate_id} {report.speedups.get('native', 0):.2f}x native")
-    return Output(f"candidate {args.candidate_id}: {summary(report)}",
+    from mlxport.knowledge import hardware_profile
+    from mlxport.tools.profile import launch_facts
+    from mlxport.verify.benchmark import primary_dtype
+
+    limit = hardware_profile(session.chip.name if session.chip else "M3 Max").threadgroup_memory_bytes
+    facts = launch_facts(session.task, record.candidate, session.task.bench_cases()[0], primary_dtype(session.task),
+                         limit)
+    return Output(f"candidate {args.candidate_id}: {summary(report)}" + (f"\n  {facts}" if facts else ""),
                   data={"candidate_id": args.candidate_id, "timed": timed, "speedups": dict(report.speedups)},
                   records={args.candidate_id: record}, plan=session.plan)
 
@@ -315,7 +324,9 @@ def update_plan(session: Session, args: schemas.update_plan) -> Output:
         if args.action == "add":
             if not args.idea:
                 raise ToolError("update_plan(action='add') needs an idea")
-            node = p.add(args.idea, args.rationale or "", args.expected_gain or "", args.parent)
+            node = p.add(args.idea, args.rationale or "", args.expected_gain or "", args.parent,
+                         difficulty=0.5 if args.difficulty is None else args.difficulty,
+                         confidence=0.5 if args.confidence is None else args.confidence)
             text = f"added {node.id}"
         elif args.action == "select":
             node = p.select(_need(args.node_id))
@@ -349,6 +360,16 @@ HANDLERS = {fn.__name__: fn for fn in (read_cuda_source, query_hardware_kb, read
                                        run_correctness, benchmark, verify, show_candidate, diff_candidates,
                                        update_plan, ask_user, finish)}
 assert set(HANDLERS) == set(schemas.TOOL_NAMES)
+def parallel_compiles(session: Session, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The turn's compile_kernel calls that may compile side by side: on a backend whose compiler
+    runs off the device (the simulator), each starting from nothing or from a candidate already known."""
+    if session.backend.timing:
+        return []
+    free = [c for c in calls if c["name"] == "compile_kernel" and isinstance(c.get("args"), dict)
+            and (not c["args"].get("based_on") or c["args"]["based_on"] in session.records)]
+    return free if len(free) > 1 else []
+
+
 # Run in order, one at a time: tools that touch the device, update_plan, whose ideas the device
 # tools attach outcomes to, and the tools that read candidates the ones before them made.
 DEVICE_TOOLS = {"compile_kernel", "run_correctness", "benchmark", "verify", "update_plan", "show_candidate",

@@ -90,9 +90,10 @@ class show_candidate(ToolArgs):
 
 
 class update_plan(ToolArgs):
-    """Maintain the optimisation plan: a tree of ideas. `add` an idea (with rationale and expected
-    gain, optionally under a parent), `select` the idea you work on next, or `close` one as done or
-    abandoned with a note. Measured outcomes are attached automatically."""
+    """Maintain the optimisation plan: a tree of ideas. `add` an idea (with rationale and ratings:
+    expected gain, difficulty, confidence; optionally under a parent), `select` the idea you work on
+    next, or `close` one as done or abandoned with a note. Measured outcomes are attached
+    automatically; in tree search the best-rated open idea is selected for you each cycle."""
 
     action: Literal["add", "select", "close"] = Field(description="add an idea, select one to work on, or close one.")
     idea: str | None = Field(None, description="For add: the idea, e.g. 'one SIMD-group per row'.",
@@ -100,6 +101,9 @@ class update_plan(ToolArgs):
     rationale: str | None = Field(None, description="For add: why it should help.", max_length=600)
     expected_gain: str | None = Field(None, description="For add: e.g. '1.5x' or 'fixes fp16'.", max_length=60)
     parent: str | None = Field(None, description="For add: id of the parent idea.")
+    difficulty: float | None = Field(None, ge=0, le=1, description="For add: 0 easy .. 1 hard (default 0.5).")
+    confidence: float | None = Field(None, ge=0, le=1, description="For add: 0 .. 1 that the gain is real "
+                                                                   "(default 0.5).")
     node_id: str | None = Field(None, description="For select/close: the idea's id, e.g. 'p2'.")
     status: Literal["done", "abandoned"] | None = Field(None, description="For close.")
     note: str | None = Field(None, description="For close: what was learned.", max_length=600)
