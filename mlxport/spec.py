@@ -579,6 +579,7 @@ class CaseResult(Strict):
     unwritten: int = 0
     pattern: str = ""
     error: str = ""
+    seed: int | None = None  # of the inputs
 
 
 class CorrectnessReport(Strict):

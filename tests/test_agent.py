@@ -53,6 +53,12 @@ def test_scripted_expert_port_is_verified_and_written(tmp_path):
         assert (folder / name).is_file(), name
     report = (folder / "report.md").read_text()
     assert "verified on sim" in report and "timed size N=16777216 was not checked" in report and "Not timed" in report
+    assert report.count("| case | kind | dtype |") == 3 and "Seed " in report  # one table per seed
+    html = (folder / "report.html").read_text()
+    assert "http" not in html.replace("http://www.w3.org/2000/svg", "") and "<script" not in html  # offline
+    assert "Roofline on M3 Max (no measurements: the backend does not time)" in html
+    assert "<b>p1</b> one thread per element" in html and f"<code>{PORT.id}</code>" in html
+    assert "| held-out | float32 | pass |" in report and "| visible, threads reversed |" in report
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(folder / "test_kernel.py")],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:]
@@ -229,6 +235,19 @@ def test_report_of_a_timed_port_names_what_its_bandwidth_fraction_is_of():
                                                         "benchmark": bench.model_dump()})
     assert "The candidate moves 88% of the copy bandwidth measured by calibration." in text
     assert "- timings spread widely; the machine may be busy" in text
+
+    from mlxport.agent.report_html import render_port_html
+    from mlxport.spec import Datasheet
+
+    timed = bench.model_copy(update={"candidate": bench.candidate.model_copy(update={"gflops": 280.0}),
+                                     "baselines": [bench.baselines[0].model_copy(update={"gflops": 305.0})]})
+    html = render_port_html(TASK, {**run, "result": {"label": "verified on cuda", "candidate_id": PORT.id,
+                                                     "verified": True}},
+                            {PORT.id: Record(candidate=PORT)}, {"benchmark": timed.model_dump()},
+                            Datasheet(name="NVIDIA H200", memory_bandwidth_gbs=4800.0, fp32_tflops=67.0))
+    assert "Roofline on NVIDIA H200 (measured)" in html
+    assert "<title>port: 280 GFLOP/s</title>" in html and "<title>native: 305 GFLOP/s</title>" in html
+    assert "ceilings: 4800 GB/s, 67000 GFLOP/s" in html
 
 
 def test_the_rules_policy_reads_outcomes_not_the_words_of_tool_summaries(tmp_path, monkeypatch):

@@ -12,6 +12,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
+from mlxport.agent.report_html import render_port_html
 from mlxport.agent.state import State
 from mlxport.redaction import write_text
 from mlxport.spec import BenchmarkReport, CorrectnessReport, KernelCandidate, KernelTask
@@ -22,10 +23,14 @@ from mlxport.verify.reverify import verdict_label
 KERNEL_PY = '''"""{task}: {description}
 
 Ported from CUDA `{kernel}` by mlxport ({model}); {label}
-({verification}). Falls back to the reference implementation where the kernel cannot run.
+({verification}). `backend` says which path runs: metal, cuda, sim (MLXPORT_KERNEL_BACKEND=sim: this
+file's kernel on mlxport's Metal simulator, slow, for checking the artifact where no GPU is) or
+reference (the reference implementation, with a warning once, where the kernel cannot run).
 """
 
 import importlib.util
+import os
+import warnings
 from pathlib import Path
 
 import mlx.core as mx
@@ -69,7 +74,40 @@ def _scalar(value):
 
 
 def _available():
-    return mx.metal.is_available() if LANGUAGE == "msl" else mx.cuda.is_available()
+    return mx.metal.is_available() if LANGUAGE == "msl" else hasattr(mx, "cuda") and mx.cuda.is_available()
+
+
+def _backend():
+    if os.environ.get("MLXPORT_KERNEL_BACKEND") == "sim" and LANGUAGE == "msl":
+        return "sim"
+    if _available():
+        return "metal" if LANGUAGE == "msl" else "cuda"
+    return "reference"
+
+
+backend = _backend()
+_warned = []
+
+
+def _fall_back(why):
+    if not _warned:
+        _warned.append(why)
+        warnings.warn(f"{func} runs its reference implementation, not the ported kernel: {{why}}", RuntimeWarning,
+                      stacklevel=3)
+    return _reference()
+
+
+def _simulate(inputs, args):
+    """This file's kernel on mlxport's Metal simulator (needs mlxport installed)."""
+    from mlxport.backends import get_backend
+    from mlxport.spec import KernelCandidate
+
+    verified = KernelCandidate.from_toml(Path(__file__).with_name("candidate.toml"))
+    candidate = verified.model_copy(update={{"source": SOURCE, "header": HEADER}})
+    run = get_backend("sim").run(candidate, inputs)
+    if not run.ok:
+        raise RuntimeError(f"the simulator could not run {func}: {{run.error}}")
+    return [mx.array(o).astype(d) for o, d in zip(run.outputs, args["output_dtypes"])]
 
 
 def _get_kernel(shared_memory=0):
@@ -99,10 +137,15 @@ def launch_args({signature}):
 
 def {func}({signature}):
     """{description}"""
-    if not _available() or {first_input}.dtype not in VERIFIED_DTYPES:
-        return _reference()({call_args})
+    if backend == "reference":
+        return _fall_back(f"no {{'Metal' if LANGUAGE == 'msl' else 'CUDA'}} GPU here")({call_args})
+    if {first_input}.dtype not in VERIFIED_DTYPES:
+        return _fall_back(f"{{{first_input}.dtype}} was not verified")({call_args})
     args = launch_args({call_args})
-    outs = _get_kernel(args.pop("shared_memory"))(inputs=[{input_names_joined}], **args)
+    if backend == "sim":
+        outs = _simulate({sim_inputs}, args)
+    else:
+        outs = _get_kernel(args.pop("shared_memory"))(inputs=[{input_names_joined}], **args)
 {inout_lines}    return {return_expr}
 '''
 
@@ -117,8 +160,8 @@ _NO_REFERENCE = '''    raise RuntimeError("{task} has no MLX reference to fall b
 TEST_PY = '''"""Parity test of kernel.py against the reference (written by mlxport).
 
 Where Metal (or CUDA) is present this runs the kernel; elsewhere kernel.py falls back to the
-reference, so the second test checks the kernel itself on mlxport's Metal simulator if mlxport
-is installed.
+reference (and says so), so the simulator test runs kernel.py's own path with
+MLXPORT_KERNEL_BACKEND=sim on mlxport's Metal simulator.
 """
 
 import importlib.util
@@ -161,21 +204,38 @@ def test_matches_reference(case, dtype):
         np.testing.assert_allclose(o, r, atol=TOLERANCE[dtype]["atol"], rtol=TOLERANCE[dtype]["rtol"])
 
 
-def test_kernel_on_simulator_where_no_gpu():
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_this_files_kernel_on_the_simulator(case, monkeypatch):
+    """kernel.py's own call path with MLXPORT_KERNEL_BACKEND=sim: its source, launch arguments and
+    output handling run on mlxport's Metal simulator, where no GPU is needed."""
+    monkeypatch.setenv("MLXPORT_KERNEL_BACKEND", "sim")
     kernel = _load("kernel")
-    if kernel._available():
-        pytest.skip("the GPU ran the kernel in test_matches_reference")
-    from mlxport.backends import get_backend
-    from mlxport.spec import KernelCandidate
-    from mlxport.tasks import load_task
-    from mlxport.verify.correctness import run_correctness
-
     if kernel.LANGUAGE != "msl":
         pytest.skip("the simulator runs Metal kernels only")
+    assert kernel.backend == "sim"
+    from mlxport.tasks import load_task, make_inputs
+    from mlxport.verify.golden import golden
+
     task = load_task(HERE / "task")
-    candidate = KernelCandidate.from_toml(HERE / "candidate.toml")
-    report = run_correctness(task, candidate, get_backend("sim"), seed=99, heldout=True)
-    assert report.ok, report.summary()
+    dtype = DTYPES[0]
+    inputs = make_inputs(task, CASES[case], dtype, seed=4321 + case)
+    out = kernel.{func}(*[inputs[t.name] for t in task.inputs], **task.param_values(CASES[case]))
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    for o, r in zip(outs, golden(task, inputs, CASES[case])):
+        np.testing.assert_allclose(np.array(o.astype(mx.float32)), r, atol=TOLERANCE[dtype]["atol"],
+                                   rtol=TOLERANCE[dtype]["rtol"])
+
+
+def test_kernel_says_which_path_runs():
+    kernel = _load("kernel")
+    assert kernel.backend in ("metal", "cuda", "reference")
+    if kernel.backend == "reference" and (HERE / "reference.py").is_file():
+        from mlxport.tasks import load_task, make_inputs
+
+        task = load_task(HERE / "task")
+        inputs = make_inputs(task, CASES[0], DTYPES[0], seed=1)
+        with pytest.warns(RuntimeWarning, match="runs its reference implementation"):
+            kernel.{func}(*[inputs[t.name] for t in task.inputs], **task.param_values(CASES[0]))
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))
@@ -218,7 +278,21 @@ def write_outputs(out: Path, task: KernelTask, state: State, config: dict[str, A
     run = run_record(task, state, config, session_id, records)
     write_text(out / "run.json", json.dumps(run, indent=2, default=str))
     write_text(out / "report.md", report_md(task, run, best, final))
+    write_text(out / "report.html", render_port_html(task, run, records, final, _ceilings(final, config)))
     return run
+
+
+def _ceilings(final: dict, config: dict[str, Any]):
+    """The device figures the roofline is drawn under: this machine's GPU where the port was timed,
+    else the chip the simulator's estimates are for."""
+    from mlxport.knowledge import hardware_profile, local_datasheet
+
+    if ((final.get("benchmark") or {}).get("candidate")) is not None:
+        return local_datasheet()
+    try:
+        return hardware_profile(config.get("chip") or "M3 Max").datasheet()
+    except ValueError:
+        return None
 
 
 def _write_transcript(path: Path, messages: list[BaseMessage]) -> None:
@@ -253,6 +327,7 @@ def _write_op(out: Path, task: KernelTask, c: KernelCandidate, config: dict[str,
         atomic_outputs=c.atomic_outputs, ensure_row_contiguous=c.ensure_row_contiguous, func=task.name,
         signature=signature, first_input=task.inputs[0].name, call_args=call_args,
         input_names_joined=", ".join(n if n in inputs else f"_scalar({n})" for n in c.input_names if n in names),
+        sim_inputs="{" + ", ".join(f"{n!r}: {n}" for n in c.input_names if n in names) + "}",
         template_lines="\n".join(f"    {k} = {_py(v)}" for k, v in c.template.items()) or "    pass",
         template_items=", ".join(f"({k!r}, {k})" for k in c.template),
         grid=", ".join(_py(g) for g in c.grid), threadgroup=", ".join(_py(t) for t in c.threadgroup),
@@ -378,10 +453,18 @@ def report_md(task: KernelTask, run: dict[str, Any], best: Record | None, final:
     report = CorrectnessReport.model_validate(final["verification"])
     lines += [f"Result: candidate `{best.candidate.id}`, **{verdict_label(final)}**, against "
               f"{report.golden or 'the reference'}.", "",
-              "## Correctness", "",
-              "| case | dtype | verdict | max abs err | err norm |", "|---|---|---|---|---|"]
-    for c in report.cases:
-        lines.append(f"| {c.case} | {c.dtype} | {c.verdict} | {c.max_abs:.3g} | {c.err_norm:.3g} |")
+              "## Correctness", ""]
+    visible = {task.case_label(c) for c in task.cases.visible}
+    for seed in dict.fromkeys(c.seed for c in report.cases):
+        lines += [f"Seed {seed}:" if seed is not None else "All seeds:", "",
+                  "| case | kind | dtype | verdict | max abs err | err norm |", "|---|---|---|---|---|---|"]
+        for c in (c for c in report.cases if c.seed == seed):
+            base, _, mode = c.case.partition(" (")
+            kind = ("visible" if base in visible else "held-out") + (f", {mode.rstrip(')')}" if mode else "")
+            verdict = c.verdict if c.verdict == "pass" else f"{c.verdict}: {c.error or c.pattern}"
+            err = f"{c.max_abs:.3g} | {c.err_norm:.3g}" if c.max_abs is not None else "- | -"
+            lines.append(f"| {base} | {kind} | {c.dtype} | {verdict} | {err} |")
+        lines.append("")
     lines += ["", "## Speed", ""]
     bench = BenchmarkReport.model_validate(final["benchmark"])
     if bench.candidate is None:

@@ -95,6 +95,7 @@ def run_correctness(task: KernelTask, candidate: KernelCandidate, backend: Backe
                                  min(timeout, 30.0) if mode in ("reversed", "shuffled") else timeout, mode, prepared)
             if mode == "generated" and result.verdict != "pass":
                 continue  # a size of mlxport's choosing, not the task's: it only serves the reordered runs
+            result = result.model_copy(update={"seed": s})
             results.append(result)
             if result.verdict == "pass" and mode in (None, "generated"):
                 passed[(s, ci, dtype)] = prepared

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from tree_sitter import Node
 
+from mlxport.backends.sim.build import compiler_env
 from mlxport.cuda_syntax import inner_declarator, parse
 from mlxport.errors import UserError
 
@@ -112,7 +113,7 @@ def preprocess(path: Path, compiler: tuple[str, ...], stubs: Path, includes: lis
         cmd = [*compiler, "-E", "-x", "c++", "-std=c++20", "-nostdinc", "-nostdinc++", "-I", str(stubs), "-I", str(path.parent),
                *[f"-I{p}" for p in includes], "-I", tmp, *[f"-D{k}={v}" for k, v in DEFINES.items()], str(path)]
         for _ in range(64):
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=compiler_env())
             if done.returncode == 0:
                 return _without_system_headers(done.stdout), dropped
             missing = _MISSING.search(done.stderr)

@@ -87,7 +87,7 @@ def find_compiler() -> Compiler:
                                   "or set CXX to a C++20 compiler") from e
         command = (sys.executable, "-m", "ziglang", "c++")
     try:
-        out = subprocess.run([*command, "--version"], capture_output=True, text=True, timeout=120)
+        out = subprocess.run([*command, "--version"], capture_output=True, text=True, timeout=120, env=compiler_env())
     except (OSError, subprocess.TimeoutExpired) as e:
         raise CompilerMissing(f"the C++ compiler {' '.join(command)} does not run: {e}") from e
     if out.returncode != 0:
@@ -127,9 +127,16 @@ class BuildError(RuntimeError):
     """The compiler timed out, or the simulator's own runtime does not compile."""
 
 
+def compiler_env() -> dict[str, str]:
+    """The compiler's environment: zig keeps its caches under mlxport's, so no lock on the user's
+    ~/.cache/zig (another program's build) can stall a compile."""
+    zig = str(cache_dir().parent / "zig")
+    return {**os.environ, "ZIG_GLOBAL_CACHE_DIR": zig, "ZIG_LOCAL_CACHE_DIR": zig}
+
+
 def _run(cmd: list[str], what: str) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT)
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT, env=compiler_env())
     except subprocess.TimeoutExpired as e:
         raise BuildError(f"compiling {what} took over {COMPILE_TIMEOUT:g} s") from e
 
@@ -147,10 +154,14 @@ def runtime_object() -> Path:
     if obj.exists():
         return obj
     tmp = obj.with_suffix(f".{os.getpid()}.tmp.o")
+    t0 = time.perf_counter()
+    sys.stderr.write("mlxport: building the simulator runtime, once for this compiler (up to a few minutes the "
+                     "first time, while the compiler builds its C++ library; later compiles take seconds)\n")
     out = _run([*cc.command, *flags, "-I", str(INCLUDE), "-c", str(RUNTIME_SOURCE), "-o", str(tmp)], "the runtime")
     if out.returncode != 0:
         raise BuildError(f"the simulator runtime does not compile:\n{out.stderr[-3000:]}")
     _publish(tmp, obj)
+    sys.stderr.write(f"mlxport: the simulator runtime is built ({time.perf_counter() - t0:.0f} s)\n")
     return obj
 
 

@@ -184,3 +184,45 @@ def lines(title: str, series: dict[str, list[float]], *, x_label: str, y_label: 
                     f'{dash}><title>{escape(labels.get(name, name))}</title></polyline>')
     legend, extra = _legend(names, color, x0, height - 12, w, labels)
     return _frame(width, height + extra - 18, title, body + legend, desc)
+
+
+def roofline(title: str, points: list[tuple[str, float, float]], *, bandwidth_gbs: float, peak_gflops: float,
+             intensity: float, width: int = 550, height: int = 400, desc: str = "") -> str:
+    """A log-log roofline: attainable GFLOP/s against arithmetic intensity (FLOP/byte) under the
+    memory and compute ceilings, the case's intensity marked, and measured points (name, x, y)."""
+    x0, y0, w, h = 80, height - 80, width - 110, height - 130
+    xs = [p[1] for p in points] + [intensity, peak_gflops / bandwidth_gbs]
+    lo_x, hi_x = 10 ** math.floor(math.log10(max(min(xs), 1e-3)) - 1), 10 ** math.ceil(math.log10(max(xs)) + 1)
+    ys = [p[2] for p in points if p[2] > 0] + [bandwidth_gbs * lo_x, peak_gflops]
+    lo_y, hi_y = 10 ** math.floor(math.log10(min(ys))), 10 ** math.ceil(math.log10(max(ys)) + 0.3)
+
+    def px(x: float) -> float:
+        return x0 + w * (math.log10(x) - math.log10(lo_x)) / (math.log10(hi_x) - math.log10(lo_x))
+
+    def py(y: float) -> float:
+        return y0 - h * (math.log10(max(y, lo_y)) - math.log10(lo_y)) / (math.log10(hi_y) - math.log10(lo_y))
+
+    body = [f'<line x1="{x0}" y1="{y0}" x2="{x0 + w}" y2="{y0}" stroke="#444"/>',
+            f'<line x1="{x0}" y1="{y0}" x2="{x0}" y2="{y0 - h}" stroke="#444"/>']
+    for e in range(round(math.log10(lo_x)), round(math.log10(hi_x)) + 1):
+        body.append(f'<text x="{px(10 ** e):.1f}" y="{y0 + 16}" text-anchor="middle" fill="#444">{10 ** e:g}</text>')
+    for e in range(round(math.log10(lo_y)), round(math.log10(hi_y)) + 1):
+        body.append(f'<text x="{x0 - 6}" y="{py(10 ** e) + 4:.1f}" text-anchor="end" fill="#444">{10 ** e:g}</text>')
+    body.append(f'<text x="{x0 + w / 2}" y="{y0 + 36}" text-anchor="middle" fill="#222">FLOP per byte (log)</text>')
+    body.append(f'<text x="20" y="{y0 - h / 2}" transform="rotate(-90 20 {y0 - h / 2})" text-anchor="middle" '
+                f'fill="#222">GFLOP/s (log)</text>')
+    ridge = peak_gflops / bandwidth_gbs
+    intensity = max(intensity, lo_x)
+    ceiling = [(lo_x, bandwidth_gbs * lo_x), (ridge, peak_gflops), (hi_x, peak_gflops)]
+    body.append('<polyline points="' + " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in ceiling)
+                + f'" fill="none" stroke="#222" stroke-width="2"><title>ceilings: {bandwidth_gbs:g} GB/s, '
+                  f'{peak_gflops:g} GFLOP/s</title></polyline>')
+    body.append(f'<line x1="{px(intensity):.1f}" y1="{y0}" x2="{px(intensity):.1f}" y2="{y0 - h}" stroke="#999" '
+                f'stroke-dasharray="4 4"><title>this case: {intensity:.3g} FLOP/byte</title></line>')
+    names = [p[0] for p in points]
+    color = colors(names, baseline="")
+    for n, x, y in points:
+        body.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="6" fill="{color[n]}" stroke="#fff" '
+                    f'stroke-width="1.5"><title>{escape(n)}: {y:.4g} GFLOP/s</title></circle>')
+    legend, extra = _legend(names, color, x0, height - 12, w, {}) if names else ([], 0)
+    return _frame(width, height + extra - 18, title, body + legend, desc)
