@@ -9,7 +9,7 @@ import pytest
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 COMMANDS = ("port", "chat", "batch", "eval", "check", "bench", "read", "translate", "tasks new", "kb search", "mcp",
-            "doctor")
+            "doctor", "export")
 
 
 def help_options(cli, command: str) -> set[str]:

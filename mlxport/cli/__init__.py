@@ -27,6 +27,7 @@ COMMANDS = {
     "kb": "The Apple-GPU knowledge base: search, chip, chips.",
     "doctor": "Which backends run here, and why not; --calibrate measures the GPU.",
     "mcp": "Serve mlxport's tools to an MCP client over stdio.",
+    "export": "Write a verified port as a Python package a user can pip install.",
 }
 
 
