@@ -60,6 +60,7 @@ def scan_op(backend: str | None = None) -> ScanOp:
         inputs = {"u": u, "delta": delta, "A": A, "B": B, "C": C, "D_skip": D_skip, "h0": h0,
                   "delta_softplus": delta_softplus}
         kwargs = launch_kwargs(candidate, inputs)
+        kwargs.pop("shared_memory", None)  # the kernel object carries it (0: static shared memory only)
         y, h = kernel(inputs=[inputs[n] for n in candidate.input_names], **kwargs)
         return y, h
 
