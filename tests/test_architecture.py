@@ -13,7 +13,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "mlxport"
 # Lowest first. A module may import its own room and the rooms below.
 ROOMS = [("errors", "redaction", "expr", "spec", "cuda_syntax"), ("tasks",), ("backends",), ("verify",), ("translate", "knowledge"),
-         ("tools", "prompts", "logs"), ("agent",), ("evals", "batch", "mcp_server"), ("cli",)]
+         ("tools", "prompts", "logs", "charts"), ("agent",), ("evals", "batch", "mcp_server", "export", "integrations"), ("cli",)]
 LEVEL = {room: level for level, rooms in enumerate(ROOMS) for room in rooms}
 
 

@@ -165,6 +165,7 @@ MLXPORT_KERNEL_BACKEND=sim on mlxport's Metal simulator.
 """
 
 import importlib.util
+import math
 from pathlib import Path
 
 import mlx.core as mx
@@ -204,10 +205,10 @@ def test_matches_reference(case, dtype):
         np.testing.assert_allclose(o, r, atol=TOLERANCE[dtype]["atol"], rtol=TOLERANCE[dtype]["rtol"])
 
 
-@pytest.mark.parametrize("case", range(len(CASES)))
-def test_this_files_kernel_on_the_simulator(case, monkeypatch):
+def test_this_files_kernel_on_the_simulator(monkeypatch):
     """kernel.py's own call path with MLXPORT_KERNEL_BACKEND=sim: its source, launch arguments and
-    output handling run on mlxport's Metal simulator, where no GPU is needed."""
+    output handling run on mlxport's Metal simulator, where no GPU is needed (the smallest case:
+    every case and the held-out ones were verified before this file was written)."""
     monkeypatch.setenv("MLXPORT_KERNEL_BACKEND", "sim")
     kernel = _load("kernel")
     if kernel.LANGUAGE != "msl":
@@ -218,6 +219,7 @@ def test_this_files_kernel_on_the_simulator(case, monkeypatch):
 
     task = load_task(HERE / "task")
     dtype = DTYPES[0]
+    case = min(range(len(CASES)), key=lambda i: max(math.prod(s) for s in task.shapes(CASES[i], dtype).values()))
     inputs = make_inputs(task, CASES[case], dtype, seed=4321 + case)
     out = kernel.{func}(*[inputs[t.name] for t in task.inputs], **task.param_values(CASES[case]))
     outs = list(out) if isinstance(out, (tuple, list)) else [out]

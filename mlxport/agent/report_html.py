@@ -8,8 +8,8 @@ import math
 from html import escape
 from typing import Any
 
-from mlxport.evals.templates import svg
-from mlxport.evals.templates.page import CSS
+from mlxport.charts import svg
+from mlxport.charts.page import CSS
 from mlxport.spec import BenchmarkReport, Datasheet, KernelTask
 from mlxport.tools.session import Record
 

@@ -10,11 +10,11 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from mlxport.charts import svg
+from mlxport.charts.page import CSS
 from mlxport.errors import UserError
 from mlxport.evals import metrics as M
 from mlxport.evals.runner import PER_RUN, load_errors, load_manifest, load_runs
-from mlxport.evals.templates import svg
-from mlxport.evals.templates.page import CSS
 from mlxport.redaction import write_text
 
 BUDGET_FIELDS = (("max_iterations", "iterations"), ("patience", "patience"), ("max_tokens", "tokens"),
