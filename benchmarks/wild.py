@@ -4,7 +4,7 @@ read, run on the CPU executor at its case and ported with the default policy on 
 The kernels' code is not in this repository: it is read from repository snapshots fetched with the
 search tool's fetch (a bare git dir per repository, OWNER+NAME/repo under the folder given).
 
-    python benchmarks/wild.py /work/.mirror [--only ID,...] [--stages read,run,port] [--out DIR]
+    python benchmarks/wild.py /work/.mirror [--only ID,...] [--stages read,run,port] [--out DIR] [--manifest F]
 
 Writes DIR/wild.json (per kernel: parsed, executed, translated, verified, reason, seconds) and
 DIR/wild.md (the table and totals), both after every kernel.
@@ -85,11 +85,11 @@ def stage_read(path: Path, entry: dict, root: Path) -> dict:
 
 
 def stage_task(path: Path, entry: dict, root: Path, folder: Path):
-    from mlxport.cli.port import _case, _pair
     from mlxport.translate.cuda_task import cuda_task, write_task
+    from mlxport.translate.task_folder import parse_case, parse_pair
 
-    built = cuda_task(path, kernel=entry["kernel"], cases=[_case(entry["case"])],
-                      dtypes=entry.get("dtypes"), shapes=dict(_pair(s, "--shape") for s in entry.get("shapes", [])),
+    built = cuda_task(path, kernel=entry["kernel"], cases=[parse_case(entry["case"])],
+                      dtypes=entry.get("dtypes"), shapes=dict(parse_pair(s, "--shape") for s in entry.get("shapes", [])),
                       grid=entry.get("grid"), block=entry.get("block"), shared_bytes=entry.get("shared_bytes"),
                       template=entry.get("template"), includes=[root / i for i in entry.get("includes", [])],
                       heldout=2)
@@ -119,8 +119,9 @@ def main() -> None:
     ap.add_argument("--only", help="comma-separated ids")
     ap.add_argument("--stages", default="read,run,port")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "wild")
+    ap.add_argument("--manifest", type=Path, default=MANIFEST)
     args = ap.parse_args()
-    entries = tomllib.loads(MANIFEST.read_text())["kernel"]
+    entries = tomllib.loads(args.manifest.read_text())["kernel"]
     if args.only:
         wanted = set(args.only.split(","))
         entries = [e for e in entries if e["id"] in wanted]

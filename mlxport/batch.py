@@ -422,10 +422,17 @@ def run_on_ray(job_list: list[Job], out: Path, address: str, log: EventLog, jobs
             if offered.get(backend, 0) < 1:
                 raise UserError(f"no node of the Ray cluster at {address} offers the {backend!r} resource: start one "
                                 f"with ray start --resources='{{\"{backend}\": 1}}'")
+        if any(j.backend == "cuda" for j in job_list) and offered.get("GPU", 0) < 1:
+            raise UserError(f"the Ray cluster at {address} offers 'cuda' but no GPU: start its GPU nodes with "
+                            f"ray start --num-gpus=N")
         remote = ray.remote(_ray_port)
         refs = {}
         for j in job_list:
-            ref = remote.options(resources={j.backend: 1}, num_cpus=1, name=f"port:{j.name}").remote(asdict(j), str(out))
+            # A CUDA port holds one GPU of its own: Ray sets the worker's CUDA_VISIBLE_DEVICES to it,
+            # while the simulator checks and compiles use the node's CPUs.
+            gpus = 1 if j.backend == "cuda" else 0
+            ref = remote.options(resources={j.backend: 1}, num_cpus=1, num_gpus=gpus,
+                                 name=f"port:{j.name}").remote(asdict(j), str(out))
             refs[ref] = j
             log.emit(j.name, "submitted", resource=j.backend)
         rows = []
@@ -461,6 +468,12 @@ def _match_ray_auth() -> None:
 
 def _ray_port(job: dict[str, Any], out: str) -> tuple[dict[str, Any], Event]:
     """Runs on a Ray worker: the same job as in the thread pool; events go to the shared log."""
+    import ray
+
     events: list[Event] = []
-    row = port_job(Job(**job), Path(out), EventLog(Path(out), events.append))
+    log, one = EventLog(Path(out), events.append), Job(**job)
+    if one.backend == "cuda":
+        log.emit(one.name, "placed", gpus=[str(g) for g in ray.get_gpu_ids()],
+                 visible=os.environ.get("CUDA_VISIBLE_DEVICES", ""))
+    row = port_job(one, Path(out), log)
     return row, events[-1]

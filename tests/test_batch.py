@@ -16,7 +16,7 @@ from mlxport.errors import UserError
 from mlxport.tasks import SUITE_DIR, suite_names
 
 # The quickest suite tasks under the rules policy on the simulator.
-SIX = ["vector_add", "softmax_rows", "matmul_tiled", "gelu_tanh", "cumsum", "transpose_tiled"]
+FOUR = ["vector_add", "softmax_rows", "gelu_tanh", "transpose_tiled"]
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -90,7 +90,7 @@ def start_batch(source: Path, out: Path) -> subprocess.Popen:
 
 
 def test_killed_batch_restarts_without_running_a_task_twice(tmp_path):
-    source = manifest(tmp_path, "".join(f'[[port]]\ntask = "{t}"\n' for t in SIX))
+    source = manifest(tmp_path, "".join(f'[[port]]\ntask = "{t}"\n' for t in FOUR))
     out = tmp_path / "out"
     first = start_batch(source, out)
     deadline = time.monotonic() + 240
@@ -101,25 +101,25 @@ def test_killed_batch_restarts_without_running_a_task_twice(tmp_path):
     os.killpg(first.pid, signal.SIGKILL)  # the batch and its simulator workers, as a crash would
     first.wait()
     done_before = {p.parent.name for p in out.glob("*/run.json")}
-    assert 2 <= len(done_before) < 6
+    assert 2 <= len(done_before) < 4
     assert not (out / "batch.json").exists()
 
     second = start_batch(source, out)
     assert second.wait(timeout=300) == 0, second.stderr.read()[-2000:]
     events = read_events(out)
     starts = Counter(e["task"] for e in events if e["event"] == "start")
-    assert starts == Counter(SIX), "every task started from scratch exactly once"
+    assert starts == Counter(FOUR), "every task started from scratch exactly once"
     second_pid = second.pid
     skipped = {e["task"] for e in events if e["event"] == "skip" and e["pid"] == second_pid}
     assert skipped == done_before
     resumed = {e["task"] for e in events if e["event"] == "resume"}
     print(f"done before the kill: {sorted(done_before)}; resumed: {sorted(resumed)}")
     assert resumed.isdisjoint(done_before)
-    for task in SIX:
+    for task in FOUR:
         run = json.loads((out / task / "run.json").read_text())
         assert run["result"]["verified"], task
     summary = json.loads((out / "batch.json").read_text())
-    assert [r["task"] for r in summary["tasks"]] == SIX
+    assert [r["task"] for r in summary["tasks"]] == FOUR
     assert {r["task"] for r in summary["tasks"] if r["status"] == "skipped"} == done_before
-    assert summary["totals"]["verified"] == 6
+    assert summary["totals"]["verified"] == 4
     assert "| vector_add |" in (out / "batch_report.md").read_text()

@@ -1,5 +1,6 @@
 """A batch on a real local Ray cluster (`ray start --head` in a subprocess) whose node offers the
-`sim` resource: each port is a Ray task placed by that resource."""
+`sim` resource and two declared (fake) GPUs with the `cuda` resource: each port is a Ray task placed
+by that resource, and a CUDA port holds one GPU of its own."""
 
 import json
 import os
@@ -31,7 +32,7 @@ def free_port() -> int:
 def cluster():
     port, temp = free_port(), tempfile.mkdtemp(prefix="ray")
     cmd = [str(Path(sys.executable).with_name("ray")), "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
-           '--resources={"sim": 2}', "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp}"]
+           "--num-gpus=2", '--resources={"sim": 2, "cuda": 2}', "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp}"]
     head = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     address = f"127.0.0.1:{port}"
     try:
@@ -75,3 +76,14 @@ def test_a_backend_no_node_offers_is_refused(cluster, tmp_path):
     with pytest.raises(UserError, match="offers the 'metal' resource"):
         run_batch(SUITE_DIR / "vector_add",
                   out=tmp_path, ray_address=cluster, budget={"backend": "metal"})
+
+
+def test_each_cuda_port_holds_one_gpu_and_its_worker_sees_only_that_device(cluster, tmp_path):
+    manifest = tmp_path / "batch.toml"
+    manifest.write_text("".join(f'[[port]]\ntask = "{t}"\n' for t in ("vector_add", "softmax_rows", "gelu_tanh")))
+    out = tmp_path / "out"
+    run_batch(manifest, out=out, ray_address=cluster, budget={"backend": "cuda"})
+    placed = [e for e in read_events(out) if e["event"] == "placed"]
+    assert sorted(e["task"] for e in placed) == ["gelu_tanh", "softmax_rows", "vector_add"]
+    for e in placed:  # the node's GPUs are declared, not real: each port then fails on the missing device
+        assert len(e["gpus"]) == 1 and e["gpus"][0] in ("0", "1") and e["visible"] == e["gpus"][0], e

@@ -188,9 +188,12 @@ def _name_measured(info: KernelInfo, shapes: dict[str, list[str]], roles: dict[s
 
 def _equals_at(expr: str, measured: str, cases: list[dict[str, Any]]) -> bool:
     try:
-        return all(evaluate(expr, c) == c[measured] for c in cases)
+        values = [evaluate(expr, c) for c in cases]
     except (UserError, KeyError):
         return False
+    # Only integer params size a buffer: a float scale that happens to equal the extent is no size.
+    return all(type(v) is int and v == c[measured] for v, c in zip(values, cases))
+
 
 
 def _headers(preprocessed: str, includes: list[Path]) -> dict[str, Path]:

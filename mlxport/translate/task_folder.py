@@ -16,7 +16,7 @@ def cuda_task_folder(path: Path, parent: Path, *, kernel_name, cases, dtypes, sh
         raise UserError(f"{path} is not in a task folder: pass --case with its sizes (e.g. --case 'N=4096'), "
                         f"or --task DIR")
     built = cuda_task(path, kernel=kernel_name, cases=[parse_case(c) for c in cases], dtypes=parse_dtypes(dtypes),
-                      shapes=dict(_pair(s, "--shape") for s in shapes), grid=grid, block=block,
+                      shapes=dict(parse_pair(s, "--shape") for s in shapes), grid=grid, block=block,
                       shared_bytes=shared_bytes, includes=list(includes), name=name)
     folder = write_task(built, parent / built.task["name"], path)
     if console is not None:
@@ -32,7 +32,7 @@ def parse_dtypes(text: str | None) -> list[str] | None:
 def parse_case(text: str) -> dict:
     out = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
-        k, v = _pair(part, "--case")
+        k, v = parse_pair(part, "--case")
         try:
             out[k] = int(v)
         except ValueError:
@@ -43,7 +43,7 @@ def parse_case(text: str) -> dict:
     return out
 
 
-def _pair(text: str, flag: str) -> tuple[str, str]:
+def parse_pair(text: str, flag: str) -> tuple[str, str]:
     name, sep, value = text.partition("=")
     if not sep or not all(part.isidentifier() for part in name.strip().split(".")) or not value.strip():
         raise UserError(f"{flag} {text!r} is not NAME=VALUE: write it like N=4096")
