@@ -65,6 +65,18 @@ def test_an_output_read_back_after_its_writes_is_an_output_sized_by_the_params(t
     assert report.ok and report.golden.startswith("the original kernel"), report.summary()
 
 
+def test_a_buffer_the_kernel_never_reads_is_not_sized_by_a_float_param_equal_to_its_extent(tmp_path):
+    # llama.cpp's rope: freq_factors unused at this case (extent 1), freq_scale = 1.0.
+    src = tmp_path / "scaled.cu"
+    src.write_text("__global__ void scaled(float* out, const float* x, const float* unused, float s, int N) {\n"
+                   "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < N) out[i] = s * x[i];\n}\n"
+                   "void launch(float* out, const float* x, const float* unused, float s, int N) {\n"
+                   "  scaled<<<(N + 63) / 64, 64>>>(out, x, unused, s, N);\n}\n")
+    built = cuda_task(src, kernel=None, cases=[{"N": 100, "s": 1.0}], heldout=0)
+    unused = next(t for t in built.task["inputs"] if t["name"] == "unused")
+    assert unused["shape"] != ["s"], unused
+
+
 def test_an_output_written_only_in_part_is_nan_where_the_original_leaves_it(tmp_path):
     built = cuda_task(EXAMPLES / "causal_scale.cu", kernel=None, cases=[{"T": 48}], heldout=1)
     assert built.task["outputs"][0]["init"]["kind"] == "full"

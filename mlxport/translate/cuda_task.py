@@ -195,7 +195,6 @@ def _equals_at(expr: str, measured: str, cases: list[dict[str, Any]]) -> bool:
     return all(type(v) is int and v == c[measured] for v, c in zip(values, cases))
 
 
-
 def _headers(preprocessed: str, includes: list[Path]) -> dict[str, Path]:
     """The files the preprocessor read from the -I folders (its line markers name them), by their
     path under the folder they were found in: a task carries copies, so it reads nothing outside."""
