@@ -192,7 +192,7 @@ def _equals_at(expr: str, measured: str, cases: list[dict[str, Any]]) -> bool:
     except (UserError, KeyError):
         return False
     # Only integer params size a buffer: a float scale that happens to equal the extent is no size.
-    return all(type(v) is int and v == c[measured] for v, c in zip(values, cases))
+    return all(type(v) is int and v == c[measured] for v, c in zip(values, cases, strict=True))
 
 
 def _headers(preprocessed: str, includes: list[Path]) -> dict[str, Path]:
