@@ -3,27 +3,43 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+# The simulator compiles with the system's C++ compiler; only a machine without one gets zig's.
+ZIG := $(if $(shell command -v c++ g++ clang++ 2>/dev/null),,zig)
+RUN_STAMP := $(VENV)/.installed-run
+TEST_STAMP := $(VENV)/.installed-test
+PIP := $(BIN)/python -m pip install --progress-bar off
+SHOW := { grep -E "^(Collecting|Successfully)" | cut -c1-100 || true; }
 
-$(STAMP): pyproject.toml
-	@echo "mlxport: creating $(VENV) and installing mlxport with its test tools (once; a few minutes on a fresh machine)"
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+$(BIN)/python:
+	@echo "mlxport: creating $(VENV)"
+	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	set -o pipefail; $(BIN)/python -m pip install --progress-bar off -e ".[dev]" | { grep -E "^(Collecting|Successfully)" | cut -c1-100 || true; }
+
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	@echo "mlxport: installing mlxport and what running it needs$(if $(ZIG), (with zig: no C++ compiler here))"
+	set -o pipefail; $(PIP) -e ".$(if $(ZIG),[zig])" | $(SHOW)
 	@echo "mlxport: installed ($$(du -sh $(VENV) | cut -f1) in $(VENV))"
-	touch $(STAMP)
+	touch $(RUN_STAMP)
 
-install: $(STAMP)
+$(TEST_STAMP): $(RUN_STAMP)
+	@echo "mlxport: adding the test tools (pytest, ray, mlx-lm, an OpenAI client, mcp)"
+	set -o pipefail; $(PIP) -e ".[dev$(if $(ZIG),$(comma)zig)]" | $(SHOW)
+	@echo "mlxport: installed ($$(du -sh $(VENV) | cut -f1) in $(VENV))"
+	touch $(TEST_STAMP)
 
-run: $(STAMP)
+comma := ,
+
+install: $(RUN_STAMP)
+
+run: $(RUN_STAMP)
 	@echo "mlxport: porting the suite's softmax_rows with the rules baseline on this machine's backend"
 	$(BIN)/mlxport port --task softmax_rows --out mlxport-out
 
-test: $(STAMP)
-	@echo "mlxport: running the tests on 2 workers (about 5 minutes; skipped tests say why at the end)"
+test: $(TEST_STAMP)
+	@echo "mlxport: running the tests on 2 workers (about 6 minutes; skipped tests say why at the end)"
 	$(BIN)/python -m pytest -q -n 2 -rs
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(BIN)/ruff check mlxport tests benchmarks
 
 .PHONY: install run test lint

@@ -218,6 +218,18 @@ def test_reject_inspect_and_resume_at_an_approval(tmp_path):
     assert (tmp_path / "vector_add" / "kernel.py").is_file()
 
 
+def test_guidance_to_the_rules_baseline_is_kept_and_said_to_be_unread(tmp_path):
+    screen = io.StringIO()
+    console = Console(file=screen, width=200, highlight=False)
+    person = Person(screen, [("accept it?", 1, "use float4 loads"), ("does not read guidance", 1, "/quit")])
+    session = chat(TASK, RunConfig(backend="sim"), tmp_path, console=console, read=person.read)
+    text = screen.getvalue()
+    assert "the rules baseline reads no guidance" in text and "type guidance any time" not in text
+    assert "it does not read guidance (kept in the transcript); use --model provider:model" in text
+    assert "queued for the model" not in text and "it reaches the model" not in text
+    assert session
+
+
 def test_a_question_from_the_model_waits_for_the_persons_answer(tmp_path):
     scripted = ScriptedModel(script=[turn("ask_user", question="Is float32 enough?"), turn("finish", "Done.")])
     screen = io.StringIO()

@@ -38,10 +38,15 @@ def flags(march: str | None = None) -> list[str]:
 
 
 def pinned_march() -> str:
-    """A baseline CPU without FMA or half-precision instructions, unlike the compiler's default."""
+    """A target CPU other than the compiler's default, so the simulator must round alike on both:
+    zig's clang targets the native CPU (which may fuse or hold half natively), so the other is a
+    baseline without FMA or half instructions; GCC targets that baseline, so the other is native."""
     if platform.machine().lower() in ("arm64", "aarch64"):
         return "-mcpu=generic"
-    zig = any("zig" in part for part in find_compiler().command)
+    cc = find_compiler()
+    if cc.gcc_major is not None:
+        return "-march=native"
+    zig = any("zig" in part for part in cc.command)
     return "-march=x86_64" if zig else "-march=x86-64"  # zig spells LLVM's CPU names with underscores
 
 
@@ -559,7 +564,7 @@ int main() {
   __half hinc = __float2half(1.5f); hinc++; ++hinc; hinc--;
   __half2 h2inc = __floats2half2_rn(1, 2); ++h2inc;
   P("h_inc", H(hinc) | H2(h2inc) << 16);
-  P("h_int_ctor", H(__half(70000)) | H(__half(3)) << 16); S("h_sat_short", short(__half(65504.0f)) * 100000 + int(__half(-3.9f)));
+  P("h_int_ctor", H(__half(70000)) | H(__half(3)) << 16); S("h_sat_short", (long long)short(__half(65504.0f)) * 100000 + int(__half(-3.9f)));
   P("h_sat_ushort", (unsigned short)(__half(-3.0f)) + u64((unsigned)(CUDART_INF_FP16)) * 10);
   S("h_ll_nan", (long long)__half2ll_rz(CUDART_NAN_FP16)); S("h_int_nan", __half2int_rz(CUDART_NAN_FP16));
   P("h2_halves", H2(__halves2half2(__float2half(1), __float2half(-2)))); P("h2_dup", H2(__half2half2(__float2half(3))));
@@ -569,7 +574,7 @@ int main() {
   P("b2_lohi", B(__low2bfloat16(__floats2bfloat162_rn(5, 6))) | B(__high2bfloat16(__floats2bfloat162_rn(5, 6))) << 16);
   P("raw", H(__half(__half_raw{0x3c00})) | u64(__half2_raw(__floats2half2_rn(1, 2)).y) << 16);
   volatile __half vh = __float2half(2.0f);
-  vh = __half_raw{0x4400};
+  [[maybe_unused]] volatile __half& assigned = (vh = __half_raw{0x4400});  // GCC warns on a volatile result left unread
   const __half hv = __half_raw(vh);
   P("volatile", H(hv));
   constexpr __half ch = 0.5f;
@@ -624,7 +629,7 @@ float4 no_vector_ops(float4 a, float4 b) { return a + b; }
 __half no_mixed_half(__half h) { return h * 2.0f; }
 int fine() { return abs(-1) + INT_MAX / 2 + int(FLT_MAX > 0) + int(std::sqrt(4.0)) + int(sqrtf(M_PI) > 1); }
 """
-FAILING_LINES = {10: "invalid operands", 11: "ambiguous"}
+FAILING_LINES = {10: ("invalid operands", "no match for"), 11: ("ambiguous",)}  # clang's words, GCC's
 
 
 def hexf(x: float) -> str:
@@ -1222,4 +1227,4 @@ def test_what_cuda_rejects_does_not_compile(tmp_path: Path) -> None:
     errors = {int(m.group(1)): m.group(2) for m in re.finditer(r"bad\.cpp:(\d+):\d+: error: (.*)", done.stderr)}
     assert set(errors) == set(FAILING_LINES), done.stderr[-3000:]
     for line, words in FAILING_LINES.items():
-        assert words in errors[line], errors[line]
+        assert any(w in errors[line] for w in words), errors[line]

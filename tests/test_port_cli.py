@@ -107,6 +107,7 @@ def test_bad_input_ends_in_one_sentence(tmp_path, cli, args, fragment):
     assert fragment in result.stderr
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+    assert not list(tmp_path.rglob("session.json"))  # refused before a session is saved
 
 
 def test_resuming_a_session_that_died_before_its_first_checkpoint_says_so(tmp_path):

@@ -1,6 +1,5 @@
 """The README and the commands agree: every option a README command line uses is in that
-command's --help, and every option of `mlxport port` (the command a user starts with) is in the
-README."""
+command's --help, and every option of every command is in the README."""
 
 import re
 from pathlib import Path
@@ -8,8 +7,8 @@ from pathlib import Path
 import pytest
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-COMMANDS = ("port", "chat", "batch", "eval", "check", "bench", "read", "translate", "tasks new", "kb search", "mcp",
-            "doctor", "export")
+COMMANDS = ("port", "chat", "batch", "eval", "check", "bench", "read", "translate", "tasks new", "tasks list",
+            "tasks show", "tasks check", "kb search", "kb chip", "mcp", "doctor", "export")
 
 
 def help_options(cli, command: str) -> set[str]:
@@ -29,6 +28,7 @@ def test_every_option_the_readme_uses_is_in_the_commands_help(cli, command):
     assert not unknown, f"README uses {sorted(unknown)} with `mlxport {command}`, which its --help does not name"
 
 
-def test_every_option_of_port_is_in_the_readme(cli):
-    missing = {o for o in help_options(cli, "port") - {"--help"} if not re.search(rf"{o}\b", README)}
-    assert not missing, f"`mlxport port --help` names {sorted(missing)}, which the README never mentions"
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_option_of_every_command_is_in_the_readme(cli, command):
+    missing = {o for o in help_options(cli, command) - {"--help"} if not re.search(rf"{o}\b", README)}
+    assert not missing, f"`mlxport {command} --help` names {sorted(missing)}, which the README never mentions"

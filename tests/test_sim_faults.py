@@ -119,7 +119,8 @@ def test_syntax_error_points_into_the_body(sim):
     result = sim.compile(c, {"x": X})
     assert not result.ok
     d = result.diagnostics[0]
-    assert d.where == "source" and d.line == 2 and "expected ';'" in d.message
+    # clang points at the line missing its ';', GCC at the token after it
+    assert d.where == "source" and d.line in (2, 3) and "expected" in d.message and "';'" in d.message
 
 
 def test_error_in_header_points_into_the_header(sim):

@@ -14,6 +14,7 @@ from rich.markup import escape
 from mlxport.agent import sessions
 from mlxport.agent.config import RunConfig
 from mlxport.agent.providers import check_model_spec
+from mlxport.backends import get_backend
 from mlxport.errors import UserError
 from mlxport.spec import KernelTask
 from mlxport.tasks import load_task, suite_names
@@ -38,6 +39,7 @@ def chat(task: KernelTask | None, config: RunConfig, out: Path, *, session: str 
         config = replace(config, approve=True).validate()
         if model is None:
             check_model_spec(config.model, config.base_url)
+        get_backend(config.backend)  # an unavailable backend is said before anything is saved
         sessions.ensure_writable(out / task.name)
         saved = sessions.save(out / task.name, sessions.new_id(task.name), task.folder, config)
     hint = f"mlxport chat --session {saved.id} --out {out}"
@@ -45,7 +47,8 @@ def chat(task: KernelTask | None, config: RunConfig, out: Path, *, session: str 
     console.print(f"[bold]mlxport chat[/bold]  task [bold]{task.name}[/bold] · {escape(label)} "
                   f"· backend {config.backend}", highlight=False)
     console.print(f"session {saved.id} (saved in {saved.folder})", highlight=False, soft_wrap=True)
-    console.print("type guidance any time · /help · /quit", style="dim")
+    console.print("the rules baseline reads no guidance · /help · /quit" if config.model == "rules" and model is None
+                  else "type guidance any time · /help · /quit", style="dim")
     saver, conn = sessions.checkpointer(saved.folder)
     try:
         graph = build_graph(model=model, checkpointer=saver)

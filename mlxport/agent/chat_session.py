@@ -45,6 +45,10 @@ def read_lines(events: queue.Queue, read: Callable[[], str]) -> None:
         events.put(("line", line))
 
 
+RULES_IGNORE_GUIDANCE = ("the rules policy is a non-LLM baseline: it does not read guidance (kept in the transcript); "
+                         "use --model provider:model to steer a port")
+
+
 class ChatSession:
     def __init__(self, graph, task: KernelTask, config: RunConfig, folder: Path, session: str, view: View,
                  resume_hint: str):
@@ -121,9 +125,6 @@ class ChatSession:
         if not self.pending and not reset:
             return
         messages, self.pending = self.pending, []
-        if self.config.model == "rules":
-            self.view.plain("the rules policy is a non-LLM baseline: it does not read guidance (kept in the "
-                            "transcript); use --model provider:model to steer a port", "yellow")
         as_node = "assess" if reset else None  # after END, route through assess's edge back to reason
         self.graph.update_state(self.cfg, {"messages": messages, **reset}, as_node=as_node)
         for m in messages:
@@ -159,15 +160,17 @@ class ChatSession:
             self.start(Command(resume="yes" if text.lower() in YES else "no"))
             return True
         self.pending.append(guidance_message(text))
+        rules = self.config.model == "rules"
+        if rules:
+            self.view.plain(RULES_IGNORE_GUIDANCE + ("; now answer y or n" if self.mode == "approval" else ""), "yellow")
         if self.mode == "finished":
             self.inject(stop_reason=None, finish=None, final=None)
             self.start(None)
         elif self.mode == "idle":
             self.start(None)
-        elif self.mode == "approval":
-            self.view.plain("queued for the model's next call; now answer y or n", "dim")
-        else:
-            self.view.plain("queued: it reaches the model before its next call", "dim")
+        elif not rules:
+            self.view.plain("queued for the model's next call; now answer y or n" if self.mode == "approval" else
+                            "queued: it reaches the model before its next call", "dim")
         return True
 
     def command(self, text: str) -> bool:

@@ -16,6 +16,7 @@ from mlxport.agent.graph import build_graph
 from mlxport.agent.outputs import write_outputs
 from mlxport.agent.providers import check_model_spec
 from mlxport.agent.state import RunConfig, State
+from mlxport.backends import get_backend
 from mlxport.errors import UserError
 from mlxport.logs import node_event, run_log
 from mlxport.spec import KernelTask
@@ -36,6 +37,7 @@ def run_port(task: KernelTask, config: RunConfig, out: Path, *, session: str | N
         config.validate()
         if model is None:
             check_model_spec(config.model, config.base_url)
+        get_backend(config.backend)  # an unavailable backend is said before anything is saved
         session = session or sessions.new_id(task.name)
         sessions.save(folder, session, task.folder, config)
     saver, conn = sessions.checkpointer(folder)

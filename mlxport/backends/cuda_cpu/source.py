@@ -55,7 +55,7 @@ DEFINES = {"__CUDACC__": "1", "__NVCC__": "1", "__CUDA_ARCH__": "800", "CUDART_V
 DEVICE = ("__device__", "__global__")
 SYNC = re.compile(r"__syncthreads|__syncwarp|__shfl|__ballot|__all|__any|__activemask|__match_|__reduce_\w+_sync|"
                   r"cooperative_groups|thread_block|tiled_partition|\bvolatile\b")
-_MISSING = re.compile(r"fatal error: '([^']+)' file not found")
+_MISSING = re.compile(r"fatal error: (?:'([^']+)' file not found|([^\s:]+): No such file or directory)")  # clang's, GCC's
 
 
 class SourceError(UserError):
@@ -119,7 +119,7 @@ def preprocess(path: Path, compiler: tuple[str, ...], stubs: Path, includes: lis
             missing = _MISSING.search(done.stderr)
             if not missing:
                 raise SourceError(f"{path.name} does not preprocess: {_first_error(done.stderr)}")
-            name = missing.group(1)  # a system header, or a local one of a library not here (ATen/ATen.h)
+            name = missing.group(1) or missing.group(2)  # a system header, or a local one of a library not here (ATen/ATen.h)
             stub = Path(tmp) / name
             stub.parent.mkdir(parents=True, exist_ok=True)
             stub.write_text("")

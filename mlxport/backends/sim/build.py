@@ -28,6 +28,7 @@ import hashlib
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -60,6 +61,14 @@ class Compiler:
     def is_clang(self) -> bool:
         return "clang" in self.version.lower() or "zig" in " ".join(self.command)
 
+    @property
+    def gcc_major(self) -> int | None:
+        """GCC's major version (the last number of its first --version line); None for clang."""
+        if self.is_clang:
+            return None
+        m = re.search(r"\s(\d+)\.\d+(?:\.\d+)?\s*$", self.version)
+        return int(m.group(1)) if m else None
+
     def flags(self) -> list[str]:
         # MSL char is signed; plain char is unsigned on aarch64 (Linux), so say it everywhere.
         # MLX compiles metal_kernel sources with fast math off (setFastMathEnabled(false) up to
@@ -68,31 +77,67 @@ class Compiler:
         # one FMA wherever the CPU has one (zig's clang targets the native CPU; AVX512-FP16 fuses
         # even half arithmetic), so results would depend on the machine: never contract.
         flags = ["-std=c++20", OPT_LEVEL, "-fPIC", "-fvisibility=hidden", "-w", "-fsigned-char", "-ffp-contract=off"]
+        # MSL rounds every half operation to half; clang keeps float excess precision otherwise, and
+        # so does GCC from 13 under -std=c++NN (GCC 12 has no excess precision for C++ at all).
         if self.is_clang:
-            # MSL rounds every half operation to half; clang keeps float excess precision otherwise.
             flags += ["-Xclang", "-ffloat16-excess-precision=none"]
+        elif (self.gcc_major or 0) >= 13:
+            flags += ["-fexcess-precision=16"]
         return flags
+
+    def no_error_limit(self) -> str:
+        return "-ferror-limit=0" if self.is_clang else "-fmax-errors=0"
+
+
+SYSTEM_COMPILERS = ("c++", "g++", "clang++")
+_PROBE = "using half = _Float16;\nstatic_assert(sizeof(half) == 2);\n#include <source_location>\nint main() {}\n"
+
+
+def find_compiler() -> Compiler:
+    """``$CXX`` when set; else the system's C++ compiler (``c++``, ``g++``, ``clang++``: the first
+    that compiles C++20 with ``_Float16``, GCC 12 or clang 16 on); else the zig toolchain of the
+    ``ziglang`` package (``pip install 'mlxport[zig]'``) on machines without one."""
+    return _find_compiler(os.environ.get("CXX", ""), os.environ.get("PATH", ""))
 
 
 @functools.cache
-def find_compiler() -> Compiler:
-    """``$CXX`` when set, else the zig toolchain shipped as the ``ziglang`` package."""
-    if os.environ.get("CXX"):
-        command = tuple(shlex.split(os.environ["CXX"]))
-    else:
-        try:
-            import ziglang  # noqa: F401
-        except ImportError as e:
-            raise CompilerMissing("no C++ compiler: install the ziglang package (pip install ziglang) "
-                                  "or set CXX to a C++20 compiler") from e
-        command = (sys.executable, "-m", "ziglang", "c++")
+def _find_compiler(cxx: str, path: str) -> Compiler:
+    if cxx:
+        return _probe(tuple(shlex.split(cxx)), check=False)
+    tried = []
+    for name in SYSTEM_COMPILERS:
+        if shutil.which(name, path=path):
+            try:
+                return _probe((name,), check=True)
+            except CompilerMissing as e:
+                tried.append(str(e))
+    try:
+        import ziglang  # noqa: F401
+    except ImportError as e:
+        why = f" ({'; '.join(tried)})" if tried else ""
+        raise CompilerMissing("no C++20 compiler for the simulator" + why + ": install g++ 12+ or clang++ 16+, "
+                              "or pip install 'mlxport[zig]', or set CXX") from e
+    return _probe((sys.executable, "-m", "ziglang", "c++"), check=False)
+
+
+def _probe(command: tuple[str, ...], *, check: bool) -> Compiler:
+    """The compiler's version; with ``check``, also that it compiles the simulator's C++ dialect."""
     try:
         out = subprocess.run([*command, "--version"], capture_output=True, text=True, timeout=120, env=compiler_env())
     except (OSError, subprocess.TimeoutExpired) as e:
         raise CompilerMissing(f"the C++ compiler {' '.join(command)} does not run: {e}") from e
     if out.returncode != 0:
         raise CompilerMissing(f"the C++ compiler {' '.join(command)} failed: {out.stderr.strip()[:300]}")
-    return Compiler(command, out.stdout.strip().splitlines()[0] if out.stdout.strip() else "unknown")
+    cc = Compiler(command, out.stdout.strip().splitlines()[0] if out.stdout.strip() else "unknown")
+    if check:
+        with tempfile.TemporaryDirectory(prefix="mlxsim-probe-") as tmp:
+            cpp = Path(tmp) / "probe.cpp"
+            cpp.write_text(_PROBE)
+            done = subprocess.run([*command, *cc.flags(), "-fsyntax-only", str(cpp)], capture_output=True, text=True,
+                                  timeout=120, env=compiler_env())
+        if done.returncode != 0:
+            raise CompilerMissing(f"{command[0]} ({cc.version}) does not compile C++20 with _Float16")
+    return cc
 
 
 def cache_dir() -> Path:
@@ -129,9 +174,10 @@ class BuildError(RuntimeError):
 
 def compiler_env() -> dict[str, str]:
     """The compiler's environment: zig keeps its caches under mlxport's, so no lock on the user's
-    ~/.cache/zig (another program's build) can stall a compile."""
+    ~/.cache/zig (another program's build) can stall a compile; the C locale keeps GCC's quotes
+    ASCII in the diagnostics models and people read."""
     zig = str(cache_dir().parent / "zig")
-    return {**os.environ, "ZIG_GLOBAL_CACHE_DIR": zig, "ZIG_LOCAL_CACHE_DIR": zig}
+    return {**os.environ, "ZIG_GLOBAL_CACHE_DIR": zig, "ZIG_LOCAL_CACHE_DIR": zig, "LC_ALL": "C"}
 
 
 def _run(cmd: list[str], what: str) -> subprocess.CompletedProcess[str]:
@@ -155,11 +201,15 @@ def runtime_object() -> Path:
         return obj
     tmp = obj.with_suffix(f".{os.getpid()}.tmp.o")
     t0 = time.perf_counter()
-    sys.stderr.write("mlxport: building the simulator runtime, once for this compiler (up to a few minutes the "
-                     "first time, while the compiler builds its C++ library; later compiles take seconds)\n")
+    zig = any("ziglang" in part for part in cc.command)
+    sys.stderr.write("mlxport: building the simulator runtime, once for this compiler (" +
+                     ("up to a few minutes: zig builds its C++ library first" if zig else "seconds") + ")\n")
     out = _run([*cc.command, *flags, "-I", str(INCLUDE), "-c", str(RUNTIME_SOURCE), "-o", str(tmp)], "the runtime")
     if out.returncode != 0:
         raise BuildError(f"the simulator runtime does not compile:\n{out.stderr[-3000:]}")
+    if zig:  # zig builds libc++ at a first link: here, inside the announced wait, not at the first kernel's
+        _run([*cc.command, *flags, "-shared", str(tmp), "-o", str(tmp.with_suffix(".so"))], "the runtime")
+        tmp.with_suffix(".so").unlink(missing_ok=True)
     _publish(tmp, obj)
     sys.stderr.write(f"mlxport: the simulator runtime is built ({time.perf_counter() - t0:.0f} s)\n")
     return obj
@@ -588,7 +638,7 @@ def syntax_log(text: str, include: tuple[Path, ...]) -> str:
         cpp = Path(tmpdir) / "probe.cpp"
         cpp.write_text(text)
         dirs = [arg for d in include for arg in ("-I", str(d))]
-        return _run([*cc.command, *cc.flags(), "-fsyntax-only", "-ferror-limit=0", *dirs, str(cpp)],
+        return _run([*cc.command, *cc.flags(), "-fsyntax-only", cc.no_error_limit(), *dirs, str(cpp)],
                     "a constant").stderr
 
 

@@ -168,7 +168,11 @@ LANGUAGE = frozenset(["__gxx_personality_v0", "_Unwind_Resume", "__cxa_begin_cat
                       "_ZSt9terminatev", "__clang_call_terminate", "__stack_chk_fail", "__stack_chk_guard",
                       "__cxa_pure_virtual", "__cxa_deleted_virtual", "__tls_get_addr",
                       "_ZNSt3__122__libcpp_verbose_abortEPKcz"])
-KERNEL_LIBRARY = LIBM | MEMORY | LANGUAGE
+# GCC's: the linker-made table PIC code addresses data through (a symbol, not a call), and libgcc's
+# conversions of half and bfloat16 on CPUs without instructions for them.
+GCC = frozenset(["_GLOBAL_OFFSET_TABLE_", "__extendhfsf2", "__extendhfdf2", "__truncsfhf2", "__truncdfhf2",
+                 "__extendbfsf2", "__truncsfbf2", "__truncdfbf2", "__trunchfbf2"])
+KERNEL_LIBRARY = LIBM | MEMORY | LANGUAGE | GCC
 
 
 def disallowed(needed: set[str], runtime: set[str]) -> list[str]:

@@ -820,8 +820,12 @@ constexpr int __clz(int x) { return x == 0 ? 32 : __builtin_clz(unsigned(x)); }
 constexpr int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll((unsigned long long)x); }
 constexpr int __ffs(int x) { return __builtin_ffs(x); }
 constexpr int __ffsll(long long x) { return __builtin_ffsll(x); }
-constexpr unsigned int __brev(unsigned int x) { return __builtin_bitreverse32(x); }
-constexpr unsigned long long __brevll(unsigned long long x) { return __builtin_bitreverse64(x); }
+constexpr unsigned long long __brevll(unsigned long long x) {
+  unsigned long long r = 0;
+  for (int i = 0; i < 64; i++) r |= ((x >> i) & 1ull) << (63 - i);
+  return r;
+}
+constexpr unsigned int __brev(unsigned int x) { return (unsigned int)(__brevll(x) >> 32); }
 // Byte n of the result is byte s<4n+2:4n> of y:x; CUDA documents the selector's fourth bits as unused.
 constexpr unsigned int __byte_perm(unsigned int x, unsigned int y, unsigned int s) {
   const unsigned long long v = ((unsigned long long)y << 32) | x;

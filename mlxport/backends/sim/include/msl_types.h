@@ -150,16 +150,20 @@ MSL_BF_CMP(>=)
 #undef MSL_BF_CMP
 
 // MSL literal suffixes: 1.5h (half), 1.5bf (bfloat).
-#pragma clang diagnostic push
+#pragma GCC diagnostic push
+#ifdef __clang__
 #pragma clang diagnostic ignored "-Wuser-defined-literals"
 #pragma clang diagnostic ignored "-Wreserved-user-defined-literal"
+#else
+#pragma GCC diagnostic ignored "-Wliteral-suffix"
+#endif
 constexpr half operator""h(long double v) { return half(v); }
 constexpr half operator""h(unsigned long long v) { return half(v); }
 constexpr half operator""H(long double v) { return half(v); }
 constexpr bfloat operator""bf(long double v) { return bfloat(float(v)); }
 constexpr bfloat operator""bf(unsigned long long v) { return bfloat(float(v)); }
 constexpr bfloat operator""BF(long double v) { return bfloat(float(v)); }
-#pragma clang diagnostic pop
+#pragma GCC diagnostic pop
 
 // True when half arithmetic rounds after every operation (see the flag at the top).
 inline bool msl_sim_half_rounds_per_op() {
