@@ -121,3 +121,13 @@ def test_resuming_a_session_that_died_before_its_first_checkpoint_says_so(tmp_pa
     sessions.save(folder, "s1", task.folder, RunConfig(backend="sim"))
     with pytest.raises(NoCheckpoint, match="has no checkpoint"):
         run_port(task, RunConfig(backend="sim"), tmp_path, session="s1", resume=True)
+
+
+def test_a_long_progress_line_ends_after_a_whole_sentence_and_says_it_was_cut():
+    from mlxport.cli.port import clip
+
+    text = "ESTIMATE, not a measurement. " + "This case moves 67.1 MB. " * 40
+    cut = clip(text, 120)
+    assert cut.endswith("MB. [...] (the whole of it: transcript.jsonl)") and len(cut) < 170
+    assert clip("short.", 120) == "short."
+    assert clip("word " * 60, 50).startswith("word word") and "[...]" in clip("word " * 60, 50)

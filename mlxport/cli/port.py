@@ -100,6 +100,16 @@ def _check_cuda_file(path: Path) -> None:
         raise UserError(f"{path} defines no __global__ kernel: pass a file with the kernel to port")
 
 
+def clip(text: str, limit: int) -> str:
+    """``text`` up to ``limit`` characters, cut after a whole sentence where one ends in the second
+    half (else at a word), marked so no one reads a cut line as the whole of it."""
+    if len(text) <= limit:
+        return text
+    end = text.rfind(". ", limit // 2, limit)
+    cut = text[:end + 1] if end > 0 else text[:text.rfind(" ", 0, limit)]
+    return cut + " [...] (the whole of it: transcript.jsonl)"
+
+
 def progress(console: Console):
     """A listener printing each graph step in a line or two."""
     def show(node: str, data: dict) -> None:
@@ -108,14 +118,14 @@ def progress(console: Console):
             if kind == "ai":
                 text = (m.content or "").strip() if isinstance(m.content, str) else ""
                 if text:
-                    console.print(f"[cyan]model[/cyan] {escape(text[:300])}", highlight=False)
+                    console.print(f"[cyan]model[/cyan] {escape(clip(text, 400))}", highlight=False)
                 for c in m.tool_calls:
                     args = ", ".join(f"{k}={str(v)[:40]!r}" for k, v in c["args"].items() if k != "source")
                     console.print(f"[cyan]call[/cyan]  {c['name']}({escape(args)})", highlight=False)
             elif kind == "tool":
                 first = str(m.content).splitlines()[0] if m.content else ""
                 color = "red" if getattr(m, "status", "") == "error" else "green"
-                console.print(f"[{color}]tool[/{color}]  {escape(first[:200])}", highlight=False)
+                console.print(f"[{color}]tool[/{color}]  {escape(clip(first, 600))}", highlight=False)
         if data.get("best_id"):
             console.print(f"[magenta]best[/magenta]  {data['best_id']}")
         if data.get("stop_reason"):
