@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import mlx.core as mx  # noqa: E402
 
-from benchmarks.port_variants import reduce_sum_variants, rmsnorm_variants, rope_variants  # noqa: E402
+from benchmarks.port_variants import attention_variants, reduce_sum_variants, rmsnorm_variants, rope_variants  # noqa: E402
 from mlxport.backends import mlx_kernel, timer  # noqa: E402
 from mlxport.backends.calibration import copy_candidate, device_name  # noqa: E402
 from mlxport.spec import KernelCandidate  # noqa: E402
@@ -83,7 +83,7 @@ def _matches(task, dtype: str, cand: KernelCandidate, port: KernelCandidate, set
                for n in names)
 
 
-VARIANTS = {"rmsnorm": rmsnorm_variants, "rope": rope_variants,
+VARIANTS = {"rmsnorm": rmsnorm_variants, "rope": rope_variants, "attention_fwd": attention_variants,
             "reduce_sum_atomic": lambda port: {**reduce_sum_variants(port), "v2_module_globals":
                                                KernelCandidate.from_toml(HERE / "variants" / "reduce_sum_v2.toml")}}
 

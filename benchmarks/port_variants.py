@@ -155,6 +155,22 @@ def reduce_sum(res: Results, backend) -> None:
             bench(res, backend, task, variant, f"reduce_sum {label}", iters=12)
 
 
+def attention_variants(port: KernelCandidate) -> dict[str, KernelCandidate]:
+    """The tensor-core path's tiles: query-row tiles a warp owns (MT), keys a tile (BK) and the
+    buffers in flight (STAGES); the port takes MT 2, BK 64, 2 stages. And the scalar port it replaced."""
+    mt_expr, tiles = "1 + min(1, 128 // q.shape[3])", "2 * 2 * 64"
+    assert port.template["MT"] == mt_expr and tiles in port.shared_memory
+    out = {"v1_scalar": KernelCandidate.from_toml(HERE / "variants" / "attention_v1.toml")}
+    for mt, bk, st in ((1, 64, 2), (2, 32, 2), (2, 64, 3), (2, 32, 3)):
+        data = json.loads(port.model_dump_json())
+        data["template"].update(MT=str(mt), BK=str(bk), STAGES=str(st))
+        data["grid"][1] = data["grid"][1].replace(mt_expr, str(mt))
+        data["shared_memory"] = data["shared_memory"].replace(mt_expr, str(mt)).replace(tiles, f"2 * {st} * {bk}")
+        label = f"mt{mt}_bk{bk}_s{st}"
+        out[label] = KernelCandidate.model_validate({**data, "name": f"attention_fwd_{label}"})
+    return out
+
+
 def copies(res: Results, backend=None) -> None:
     variants = {  # label: (load, store, vectors per thread)
         "ldg_st_4": ("__ldg", "dst[i] = v[k]", 4), "ldcs_stcs_4": ("__ldcs", "__stcs(dst + i, v[k])", 4),

@@ -14,10 +14,12 @@ from mlxport.agent.port import run_port
 from mlxport.agent.state import RunConfig
 from mlxport.tasks import expert_ports, load_task
 
-DEFAULT_TASKS = ["vector_add", "gelu_tanh", "softmax_rows", "rmsnorm", "transpose_tiled", "cumsum"]
+# Elementwise, a row reduction over SIMD-groups, a threadgroup-memory tile: the suite's three shapes
+# of kernel (tests/test_translator.py translates and checks all twelve).
+DEFAULT_TASKS = ["vector_add", "softmax_rows", "transpose_tiled"]
 
 
-def test_defaults_turn_six_tasks_into_verified_kernels_whose_tests_pass(tmp_path):
+def test_defaults_turn_three_tasks_into_verified_kernels_whose_tests_pass(tmp_path):
     for name in DEFAULT_TASKS:
         run = run_port(load_task(name), RunConfig(), tmp_path)  # the defaults: rules policy, best backend
         assert run["result"]["verified"], (name, run["stop_reason"], run["rejected_in_final_verification"])

@@ -8,17 +8,12 @@ report labels it a non-LLM baseline.
 
 from __future__ import annotations
 
-import re
 from functools import cache
 from typing import Any, NamedTuple
 
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-
-THREADGROUP_SIZES = (64, 128, 512)
-# Kernels using only these features compute the same thing at any block size.
-FREE_BLOCK_FEATURES = {"builtin", "math", "memory", "vector", "type", "half", "attribute", "pattern", "bits", "debug"}
 
 
 class RulesPolicy(BaseChatModel):
@@ -72,22 +67,20 @@ def decide(messages: list[BaseMessage]) -> tuple[str, tuple[str, dict[str, Any]]
         return _translated_compile(source["task_dir"], source["language"])
     last = done[-1]
     cid = last.outcome.get("candidate_id")
-    if last.tool == "compile_kernel":
-        if last.outcome.get("compiled"):
-            return "", ("run_correctness", {"candidate_id": cid})
+    tried = names.count("compile_kernel") - 1  # variants compiled so far
+    if last.tool == "compile_kernel" and last.outcome.get("compiled"):
+        return "", ("run_correctness", {"candidate_id": cid})
+    if last.tool == "run_correctness" and last.outcome.get("correct"):
+        return "", ("benchmark", {"candidate_id": cid})
+    if last.tool == "benchmark" and not tried and not (last.outcome.get("timed") or last.outcome.get("error")):
+        return _finish("verified on a backend without timing; nothing to tune")
+    if last.tool in ("compile_kernel", "run_correctness") and not tried:
         why = last.outcome.get("why")
-        return _finish("the translated kernel did not compile" + (f": {why}" if why else ""))
-    if last.tool == "run_correctness":
-        if last.outcome.get("correct"):
-            return "", ("benchmark", {"candidate_id": cid})
-        return _finish("the translation is not correct")
-    if last.tool == "benchmark":
-        if not (last.outcome.get("timed") or last.outcome.get("error")):
-            return _finish("verified on a backend without timing; nothing to tune")
-        tried = names.count("compile_kernel") - 1
-        return _next_variant(source["task_dir"], source["language"], tried) or \
-            _finish("tried the translation and a few block sizes")
-    return _finish("done")
+        return _finish("the translated kernel did not compile" + (f": {why}" if why else "")
+                       if last.tool == "compile_kernel" else "the translation is not correct")
+    # A variant that failed is dropped; a timed one stands for the final pick.
+    return _next_variant(source["task_dir"], source["language"], tried) or \
+        _finish("tried the translation and its tuning variants")
 
 
 def _translated_compile(task_dir: str, language: str) -> tuple[str, tuple[str, dict[str, Any]] | None]:
@@ -109,48 +102,23 @@ def _fields(translation) -> dict[str, Any]:
 
 
 def _next_variant(task_dir: str, language: str, tried: int) -> tuple[str, tuple[str, dict[str, Any]]] | None:
-    """The next block size to try, for kernels where the block size is free."""
+    """The next tuning variant to try (other values of the source's #defines)."""
     from mlxport.tools.session import cached_task
 
     task = cached_task(task_dir)
     variants = _variants(task_dir, language, task.source_text())
     if tried >= len(variants):
         return None
-    size, translation = variants[tried]
-    return f"Trying block size {size}.", ("compile_kernel", _fields(translation))
+    label, translation = variants[tried]
+    return f"Trying the translation with {label}.", ("compile_kernel", _fields(translation))
 
 
 @cache
 def _variants(task_dir: str, language: str, source: str) -> list[tuple[int, Any]]:
     from mlxport.tools.session import cached_task
+    from mlxport.translate.variants import tuning_variants
 
-    return block_size_variants(cached_task(task_dir), language)
-
-
-def block_size_variants(task, target: str) -> list[tuple[int, Any]]:
-    """Re-translations with another block size, for kernels where the block size is a free
-    parameter: launched with a #define'd block, no shared memory, no warp-level code."""
-    from mlxport.translate.reader import read_cuda
-    from mlxport.translate.translator import Untranslatable, translate
-
-    source = task.source_text()
-    cf = read_cuda(source, name=task.source)
-    kernel = next((k for k in cf.kernels if k.name == task.kernel), None)
-    launch = next((site for site in cf.launches if site.kernel == task.kernel), None)
-    if kernel is None or launch is None or kernel.shared or launch.block not in cf.defines:
-        return []
-    if any(f.category not in FREE_BLOCK_FEATURES for f in kernel.features):
-        return []
-    out = []
-    for size in THREADGROUP_SIZES:
-        if str(size) == cf.defines[launch.block].strip():
-            continue
-        changed = re.sub(rf"(#define\s+{launch.block}\s+)\S+", rf"\g<1>{size}", source, count=1)
-        try:
-            out.append((size, translate(changed, kernel=task.kernel, target=target, task=task)))
-        except Untranslatable:
-            continue
-    return out
+    return tuning_variants(cached_task(task_dir), language)
 
 
 def _finish(why: str) -> tuple[str, tuple[str, dict[str, Any]]]:

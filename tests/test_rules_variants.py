@@ -1,0 +1,55 @@
+"""The rules policy's tuning search: other values of the source's #defines, each a candidate that
+must pass its checks; one that fails is dropped and the search goes on."""
+
+from langchain_core.messages import AIMessage, ToolMessage
+
+from mlxport.agent.rules import decide
+from mlxport.tasks import load_task
+from mlxport.translate.variants import tuning_variants
+
+
+def test_variants_vary_the_defines_but_not_the_warp_size_block_define_first():
+    labels = [label for label, _ in tuning_variants(load_task("cumsum"), "cuda")]
+    assert labels[0].startswith("SCAN_BLOCK=") and "SCAN_ITEMS=8" in labels
+    assert not any(label.startswith("WARP") for label in labels)
+    blocks = [int(label.split("=")[1]) for label in labels if label.startswith("SCAN_BLOCK=")]
+    assert 256 not in blocks and max(blocks) <= 1024  # 256 is the source's own value
+    ids = {t.candidate.id for _, t in tuning_variants(load_task("cumsum"), "cuda")}
+    assert len(ids) == len(labels)
+
+
+def play(task, wrong: int):
+    """Drive the policy with scripted tool outcomes; the wrong-th compiled candidate fails its check."""
+    messages, compiles = [], []
+    for step in range(80):
+        text, call = decide(messages)
+        name, args = call
+        if name == "finish":
+            return compiles, args["summary"]
+        if name == "read_cuda_source":
+            outcome = {"task_dir": str(task.folder), "language": "cuda"}
+        elif name == "compile_kernel":
+            compiles.append(text)
+            outcome = {"compiled": True, "candidate_id": f"c{len(compiles)}"}
+        elif name == "run_correctness":
+            outcome = {"correct": args["candidate_id"] != f"c{wrong}", "candidate_id": args["candidate_id"]}
+        elif name == "benchmark":
+            outcome = {"timed": True, "candidate_id": args["candidate_id"]}
+        else:
+            outcome = {}
+        messages += [AIMessage(text, tool_calls=[{"name": name, "args": args, "id": f"t{step}", "type": "tool_call"}]),
+                     ToolMessage("", tool_call_id=f"t{step}", artifact=outcome)]
+    raise AssertionError("the policy did not finish")
+
+
+def test_a_variant_that_fails_its_check_is_dropped_and_the_search_goes_on():
+    task = load_task("layernorm")
+    variants = tuning_variants(task, "cuda")
+    compiles, summary = play(task, wrong=2)
+    assert len(compiles) == 1 + len(variants) == 5
+    assert compiles[1] == f"Trying the translation with {variants[0][0]}." and "tuning variants" in summary
+
+
+def test_the_translation_itself_failing_ends_the_search():
+    compiles, summary = play(load_task("layernorm"), wrong=1)
+    assert len(compiles) == 1 and "not correct" in summary
