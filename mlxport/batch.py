@@ -26,7 +26,7 @@ from mlxport.redaction import redact_text, write_text
 
 EVENTS = "batch_events.jsonl"
 CONFIG_FIELDS = ("max_iterations", "patience", "max_tokens", "max_cost", "max_wall_seconds", "max_consecutive_errors",
-                 "target_speedup", "extra_seeds", "chip", "seed", "context_window", "backend", "base_url")
+                 "target_speedup", "extra_seeds", "chip", "seed", "context_window", "backend", "base_url", "search")
 KERNEL_KEYS = {"kernel", "reference", "inputs", "outputs", "cases", "heldout", "kernel_name", "dtypes"}
 Event = dict[str, Any]
 

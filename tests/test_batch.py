@@ -123,3 +123,13 @@ def test_killed_batch_restarts_without_running_a_task_twice(tmp_path):
     assert {r["task"] for r in summary["tasks"] if r["status"] == "skipped"} == done_before
     assert summary["totals"]["verified"] == 4
     assert "| vector_add |" in (out / "batch_report.md").read_text()
+
+
+def test_the_batch_command_runs_with_its_flags(cli, tmp_path):
+    """The CLI's flags reach every port's config (search among them), and a verified batch exits 0."""
+    result = cli("batch", str(SUITE_DIR / "vector_add"), "--backend", "sim", "--search", "tree", "--budget",
+                 "extra_seeds=0", "--out", str(tmp_path), "--json")
+    assert result.returncode == 0, result.stderr[-2000:]
+    summary = json.loads(result.stdout)
+    assert summary["totals"]["verified"] == 1
+    assert json.loads((tmp_path / "vector_add" / "run.json").read_text())["config"]["search"] == "tree"

@@ -87,3 +87,12 @@ def test_each_cuda_port_holds_one_gpu_and_its_worker_sees_only_that_device(clust
     assert sorted(e["task"] for e in placed) == ["gelu_tanh", "softmax_rows", "vector_add"]
     for e in placed:  # the node's GPUs are declared, not real: each port then fails on the missing device
         assert len(e["gpus"]) == 1 and e["gpus"][0] in ("0", "1") and e["visible"] == e["gpus"][0], e
+
+
+def test_cuda_ports_on_a_cluster_without_gpus_are_refused(cli, tmp_path):
+    """A local cluster offering the 'cuda' resource but, on this machine, no GPU: one sentence and a
+    non-zero exit, before any port is submitted (one would wait for a GPU forever)."""
+    result = cli("batch", str(SUITE_DIR / "vector_add"), "--ray", "local", "--backend", "cuda",
+                 "--out", str(tmp_path), timeout=120)
+    assert result.returncode != 0 and "offers 'cuda' but no GPU" in result.stderr, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr and not (tmp_path / "vector_add").exists()
