@@ -441,7 +441,8 @@ class KernelCandidate(Strict):
         missing = [n for n in self.input_names if n not in inputs]
         if missing:
             raise ExprError(f"input(s) {', '.join(missing)} are not inputs or params of the task "
-                            f"(available: {', '.join(inputs)})")
+                            f"(available: {', '.join(inputs)}): use those names in input_names, or translate "
+                            "with mlxport translate --task TASK, which binds the kernel's parameters to them")
         names = dict(inputs)
         if problem := template_problem(self.template):  # model_copy(update=...) skips the validators
             raise ExprError(problem)

@@ -74,6 +74,14 @@ def test_a_non_utf8_candidate_ends_in_one_sentence(tmp_path, cli):
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
+@pytest.mark.parametrize("command", ["check", "bench"])
+def test_a_cuda_candidate_on_the_simulator_ends_in_one_sentence_naming_the_backend(cli, command):
+    port = VECTOR_ADD / "ports" / "cuda.toml"
+    result = cli(command, str(port), "--task", "vector_add", "--backend", "sim")
+    assert result.returncode == 2 and "use --backend cuda" in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
 def test_an_endless_reference_is_killed_and_leaves_no_worker(tmp_path):
     folder = task_copy(tmp_path, reference=LOOP)
     env = {**os.environ, "MLXPORT_REFERENCE_SECONDS": "2"}

@@ -26,6 +26,7 @@ def bench(candidate: Annotated[Path, typer.Argument(help="Candidate .toml file."
 
     session = open_session(task, backend, chip=chip)
     cand, be = load_candidate(candidate), session.backend
+    o.runs_here(cand, be)
     report = run_correctness(session.task, cand, be)
     if not report.ok:
         o.err.print(report.summary(), highlight=False, markup=False)

@@ -25,6 +25,7 @@ def check(candidate: Annotated[Path, typer.Argument(help="Candidate .toml file."
 
     the_task, cand = load_task(task), load_candidate(candidate)
     be = get_backend(backend)
+    o.runs_here(cand, be)
     report = run_correctness(the_task, cand, be, seed=seed, heldout=heldout)
     if as_json:
         o.print_json(report.model_dump(mode="json") | {"ok": report.ok})

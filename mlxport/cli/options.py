@@ -37,6 +37,15 @@ def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
+def runs_here(candidate, backend) -> None:
+    """A candidate reaches only a backend that compiles its language; else one sentence naming the fix."""
+    if candidate.language != backend.language:
+        where = "--backend cuda on a machine with MLX's CUDA backend" if candidate.language == "cuda" else \
+            "--backend sim (or metal on Apple silicon)"
+        raise UserError(f"candidate {candidate.name} is {candidate.language} and the {backend.name} backend runs "
+                        f"{backend.language} candidates: use {where}")
+
+
 def overrides(*, backend: str, base_url: str | None, budget: str | None, seed: int | None = None,
               search: str = "linear") -> dict[str, Any]:
     """RunConfig fields from the shared flags (batch and eval apply them to every port)."""
