@@ -13,7 +13,8 @@ def cuda_task_folder(path: Path, parent: Path, *, kernel_name, cases, dtypes, sh
     """The task folder of a bare .cu file, made from its kernel and cases (``mlxport port FILE.cu``,
     ``tasks new --from`` and the MCP server's create_task); ``console`` prints the notes."""
     if not cases:
-        raise UserError(f"{path} is not in a task folder: pass --case with the sizes of one case (e.g. --case 'N=4096')")
+        raise UserError(f"a task from {path} needs the sizes of one case to run the kernel at: pass --case "
+                        "(e.g. --case 'N=4096')")
     built = cuda_task(path, kernel=kernel_name, cases=[parse_case(c) for c in cases], dtypes=parse_dtypes(dtypes),
                       shapes=dict(parse_pair(s, "--shape") for s in shapes), grid=grid, block=block,
                       shared_bytes=shared_bytes, includes=list(includes), name=name)
