@@ -140,7 +140,7 @@ def test_a_task_made_with_include_folders_carries_the_headers_it_reads_and_nothi
     [
         ("layernorm_main.cu", ["--kernel", "nope", "--case", "B=2,T=16,C=96,block_size=128"],
          "its kernels are layernorm_rows: pass one of them with --kernel"),
-        ("layernorm_main.cu", [], "pass --case with the sizes of one case"),
+        ("layernorm_main.cu", [], "needs the sizes of one case"),
         ("layernorm_main.cu", ["--case", "B=2,T=16,C=96"], "block_size is a parameter of layernorm_forward()"),
         ("layernorm_main.cu", ["--case", "B=2,T=16,C=96,block_size=128", "--dtypes", "float16"],
          "is not templated on its element type"),
@@ -162,7 +162,7 @@ def test_bad_input_for_a_file_ends_in_one_sentence(tmp_path, cli, file, args, fr
 def test_tasks_new_says_what_it_needs_and_makes_the_folder_it_is_given(tmp_path, cli):
     bare = cli("tasks", "new", "ln", "--from", str(EXAMPLES / "layernorm_main.cu"), "--dir", str(tmp_path / "a"))
     assert bare.returncode == 2 and "Traceback" not in bare.stderr
-    assert "pass --case with the sizes of one case" in bare.stderr and "--task" not in bare.stderr  # no such option
+    assert "needs the sizes of one case" in bare.stderr and "--task" not in bare.stderr  # no such option
     made = cli("tasks", "new", "mine", "--dir", str(tmp_path / "not" / "yet"))
     assert made.returncode == 0, made.stderr
     assert (tmp_path / "not" / "yet" / "mine" / "task.toml").is_file()

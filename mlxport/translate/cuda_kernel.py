@@ -1,6 +1,10 @@
 """The CUDA-body candidate for ``mx.fast.cuda_kernel``: the kernel body as written (only
 read-write pointers are split), preceded by aliases and constants, and a header with the file's
-device functions, types and CUDA includes."""
+device functions, types and CUDA includes.
+
+A float-only kernel that the task also runs on 16-bit dtypes gets MLX's 16-bit pointers: its
+``reinterpret_cast<float4*>(p)[i]`` views become ``mlxport_view4(p)[i]``, which reads and writes
+four elements of the buffer's own type as a float4, so the arithmetic stays in float."""
 
 from __future__ import annotations
 
@@ -13,20 +17,66 @@ from mlxport.cuda_syntax import text, walk
 from mlxport.translate.job import KernelJob
 from mlxport.translate.ports import Ports, alias_lines
 from mlxport.translate.render_base import FnCtx, KernelFacts, TreeRender, float_limit_guards, splice
+from mlxport.translate.result import Untranslatable
 from mlxport.translate.scalars import Scalars, prologue_consts
 
 _CUDA_OK_INCLUDES = ("cuda_fp16", "cuda_bf16", "cooperative_groups", "mma.h", "cuda/")
 
 
+_VIEW = re.compile(r"reinterpret_cast\s*<\s*(const\s+)?float([24])\s*\*\s*>")
+# Vector views over a buffer of any element type: a float2/float4 read or written as one access.
+VIEW_HELPERS = """template <typename T, int N> struct alignas(N * sizeof(T)) mlxport_pack { T v[N]; };
+template <typename T, int N, typename F> struct mlxport_vec_ref {
+    T* p;
+    __device__ operator F() const {
+        const mlxport_pack<T, N> u = *reinterpret_cast<const mlxport_pack<T, N>*>(p);
+        F f; float* o = reinterpret_cast<float*>(&f);
+        for (int k = 0; k < N; ++k) o[k] = static_cast<float>(u.v[k]);
+        return f;
+    }
+    __device__ const mlxport_vec_ref& operator=(const F& f) const {
+        mlxport_pack<T, N> u; const float* i = reinterpret_cast<const float*>(&f);
+        for (int k = 0; k < N; ++k) u.v[k] = static_cast<T>(i[k]);
+        *reinterpret_cast<mlxport_pack<T, N>*>(p) = u;
+        return *this;
+    }
+};
+template <typename T, int N, typename F> struct mlxport_vec_view {
+    T* p;
+    __device__ mlxport_vec_ref<T, N, F> operator[](long long i) const { return {p + N * i}; }
+};
+template <typename T> __device__ mlxport_vec_view<T, 2, float2> mlxport_view2(T* p) { return {p}; }
+template <typename T> __device__ mlxport_vec_view<T, 4, float4> mlxport_view4(T* p) { return {p}; }
+"""
+
+
+class CudaRender(TreeRender):
+    def rule(self, node: Node, ctx: FnCtx) -> str | None:
+        if self.facts.generic_float is not None and node.type == "call_expression":
+            fn = node.child_by_field_name("function")
+            m = _VIEW.fullmatch(text(fn)) if fn is not None and fn.type == "template_function" else None
+            args = node.child_by_field_name("arguments")
+            if m and args is not None and len(args.named_children) == 1:
+                return f"mlxport_view{m.group(2)}({self.render(args.named_children[0], ctx)})"
+        return super().rule(node, ctx)
+
+
 def render_cuda(job: KernelJob, facts: KernelFacts, scalars: Scalars, ports: Ports) -> tuple[str, str]:
     """(header, body)."""
-    r = TreeRender(job.src, facts, job.notes)
+    r = CudaRender(job.src, facts, job.notes)
     body = r.render(job.node.child_by_field_name("body"), FnCtx("kernel", name=job.info.name))
+    if facts.generic_float is not None and re.search(r"\bfloat[24]\s*\*", body):
+        raise Untranslatable("float vector pointer", job.info.line, "a float-only kernel run on 16-bit dtypes gets "
+                             "16-bit buffers; only reinterpret_cast<float2/float4*>(p)[i] views are rewritten")
     outer, inner = prologue_consts(job, scalars, cuda=True)
     lines = alias_lines(ports) + outer
     if inner:
         body = "{\n" + "\n".join(inner) + "\n" + body + "\n}"
     header = _header(job)
+    if "mlxport_view" in body:
+        header = VIEW_HELPERS + header
+        job.notes.append("float2/float4 views of the buffers read and write their own element type as float "
+                         "vectors (mlxport_view4): the arithmetic stays in float")
     if r.reads_back:
         header = r.READ_BACK["cuda"] + header
     job.notes.append("CUDA body: the kernel body runs as written; scalars come from shapes (x_shape) or 0-d "
