@@ -26,11 +26,15 @@ class RulesPolicy(BaseChatModel):
 
     def _generate(self, messages: list[BaseMessage], stop=None, run_manager=None, **kwargs) -> ChatResult:
         step = len([m for m in messages if isinstance(m, AIMessage)])
-        content, call = decide(messages)
-        calls = [{"name": call[0], "args": call[1], "id": f"rules_{step}", "type": "tool_call"}] if call else []
+        content, calls = decide(messages)
+        calls = [{"name": name, "args": args, "id": f"rules_{step}_{i}", "type": "tool_call"}
+                 for i, (name, args) in enumerate(calls)]
         message = AIMessage(content, tool_calls=calls,
                             usage_metadata={"input_tokens": 0, "output_tokens": 0, "total_tokens": 0})
         return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+Call = tuple[str, dict[str, Any]]  # a tool's name and arguments
 
 
 class Step(NamedTuple):
@@ -48,20 +52,21 @@ def _history(messages: list[BaseMessage]) -> list[Step]:
             for m in messages if isinstance(m, AIMessage) for c in m.tool_calls if c["id"] in outcomes]
 
 
-def decide(messages: list[BaseMessage]) -> tuple[str, tuple[str, dict[str, Any]] | None]:
+def decide(messages: list[BaseMessage]) -> tuple[str, list[Call]]:
+    """What to say and the tool calls of the next turn."""
     done = _history(messages)
     names = [d.tool for d in done]
     if "read_cuda_source" not in names:
-        return "Reading the CUDA source.", ("read_cuda_source", {})
+        return "Reading the CUDA source.", [("read_cuda_source", {})]
     if "query_hardware_kb" not in names:
-        return "Checking the CUDA-to-Metal mapping.", ("query_hardware_kb", {"query": "CUDA to Metal mapping of thread "
-                                                                                     "indices, shared memory, barriers"})
+        return "Checking the CUDA-to-Metal mapping.", [("query_hardware_kb", {
+            "query": "CUDA to Metal mapping of thread indices, shared memory, barriers"})]
     if "update_plan" not in names:
-        return "Planning.", ("update_plan", {"action": "add", "idea": "rule-based translation of the CUDA kernel",
-                                             "rationale": "a faithful port first; tune the launch after",
-                                             "expected_gain": "correctness"})
+        return "Planning.", [("update_plan", {"action": "add", "idea": "rule-based translation of the CUDA kernel",
+                                              "rationale": "a faithful port first; tune the launch after",
+                                              "expected_gain": "correctness"})]
     if names.count("update_plan") == 1:
-        return "", ("update_plan", {"action": "select", "node_id": "p1"})
+        return "", [("update_plan", {"action": "select", "node_id": "p1"})]
     source = next(d.outcome for d in done if d.tool == "read_cuda_source")  # the task folder and language
     if "compile_kernel" not in names:
         return _translated_compile(source["task_dir"], source["language"])
@@ -69,9 +74,9 @@ def decide(messages: list[BaseMessage]) -> tuple[str, tuple[str, dict[str, Any]]
     cid = last.outcome.get("candidate_id")
     tried = names.count("compile_kernel") - 1  # variants compiled so far
     if last.tool == "compile_kernel" and last.outcome.get("compiled"):
-        return "", ("run_correctness", {"candidate_id": cid})
+        return "", [("run_correctness", {"candidate_id": cid})]
     if last.tool == "run_correctness" and last.outcome.get("correct"):
-        return "", ("benchmark", {"candidate_id": cid})
+        return "", [("benchmark", {"candidate_id": cid})]
     if last.tool == "benchmark" and not tried and not (last.outcome.get("timed") or last.outcome.get("error")):
         return _finish("verified on a backend without timing; nothing to tune")
     if last.tool in ("compile_kernel", "run_correctness") and not tried:
@@ -83,16 +88,16 @@ def decide(messages: list[BaseMessage]) -> tuple[str, tuple[str, dict[str, Any]]
         _finish("tried the translation and its tuning variants")
 
 
-def _translated_compile(task_dir: str, language: str) -> tuple[str, tuple[str, dict[str, Any]] | None]:
+def _translated_compile(task_dir: str, language: str) -> tuple[str, list[Call]]:
     from mlxport.tools.session import cached_task
     from mlxport.translate.translator import Untranslatable, translate_task
 
     try:
         translation = translate_task(cached_task(task_dir), language)
     except Untranslatable as e:
-        return f"The rule-based translator cannot port this kernel: {e}", ("finish", {"summary": str(e)})
+        return f"The rule-based translator cannot port this kernel: {e}", [("finish", {"summary": str(e)})]
     notes = "; ".join(translation.notes[:6])
-    return f"Compiling the rule-based translation. {notes}", ("compile_kernel", _fields(translation))
+    return f"Compiling the rule-based translation. {notes}", [("compile_kernel", _fields(translation))]
 
 
 def _fields(translation) -> dict[str, Any]:
@@ -101,8 +106,10 @@ def _fields(translation) -> dict[str, Any]:
     return fields
 
 
-def _next_variant(task_dir: str, language: str, tried: int) -> tuple[str, tuple[str, dict[str, Any]]] | None:
-    """The next tuning variant to try (other values of the source's #defines)."""
+def _next_variant(task_dir: str, language: str, tried: int) -> tuple[str, list[Call]] | None:
+    """The next tuning variant (another value of one of the source's #defines), compiled, checked and
+    timed in one turn, so the default budget reaches several: a check that fails leaves the timing
+    an error and the variant out of the pick."""
     from mlxport.tools.session import cached_task
 
     task = cached_task(task_dir)
@@ -110,7 +117,10 @@ def _next_variant(task_dir: str, language: str, tried: int) -> tuple[str, tuple[
     if tried >= len(variants):
         return None
     label, translation = variants[tried]
-    return f"Trying the translation with {label}.", ("compile_kernel", _fields(translation))
+    cid = translation.candidate.id
+    return f"Trying the translation with {label}.", [("compile_kernel", _fields(translation)),
+                                                      ("run_correctness", {"candidate_id": cid}),
+                                                      ("benchmark", {"candidate_id": cid})]
 
 
 @cache
@@ -121,5 +131,5 @@ def _variants(task_dir: str, language: str, source: str) -> list[tuple[int, Any]
     return tuning_variants(cached_task(task_dir), language)
 
 
-def _finish(why: str) -> tuple[str, tuple[str, dict[str, Any]]]:
-    return f"Finishing: {why}.", ("finish", {"summary": f"rules policy (non-LLM baseline): {why}"})
+def _finish(why: str) -> tuple[str, list[Call]]:
+    return f"Finishing: {why}.", [("finish", {"summary": f"rules policy (non-LLM baseline): {why}"})]
