@@ -124,7 +124,7 @@ def _next_variant(task_dir: str, language: str, tried: int) -> tuple[str, list[C
 
 
 @cache
-def _variants(task_dir: str, language: str, source: str) -> list[tuple[int, Any]]:
+def _variants(task_dir: str, language: str, source: str) -> list[tuple[str, Any]]:
     from mlxport.tools.session import cached_task
     from mlxport.translate.variants import tuning_variants
 
