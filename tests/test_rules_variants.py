@@ -19,6 +19,17 @@ def test_variants_vary_the_defines_but_not_the_warp_size_block_define_first():
     assert len(ids) == len(labels)
 
 
+def test_constexpr_block_sizes_and_launch_literals_vary_too_never_as_the_translation_itself():
+    from mlxport.translate.translator import translate_task
+
+    rms = [label for label, _ in tuning_variants(load_task("rmsnorm"), "cuda")]
+    assert "BLOCK=512" in rms  # constexpr int BLOCK = 256; in both host launchers
+    softmax = tuning_variants(load_task("softmax_rows"), "cuda")
+    assert any(label.startswith("block@") for label, _ in softmax)  # softmax_rows_kernel<T, 512><<<rows, 512>>>
+    base = translate_task(load_task("softmax_rows"), "cuda").candidate.id
+    assert base not in {t.candidate.id for _, t in softmax}
+
+
 def play(task, wrong: int):
     """Drive the policy with scripted tool outcomes; the wrong-th compiled candidate fails its check.
     Returns what it said at each compile, the turns taken, and the finish summary."""

@@ -1,24 +1,31 @@
-"""The rule-based translation's search space: the same CUDA source with other values of its
-integer ``#define``s (block sizes, items per thread, tile sizes, grid caps), each re-translated.
+"""The rule-based translation's search space: the same CUDA source with other values of the integers
+its launch is tuned by, each re-translated. Three kinds: ``#define NAME 256``, host or file-scope
+``constexpr int NAME = 256;`` (every declaration of that name at once), and a literal that a launch
+passes both as a template argument and as its block size (``k<T, 512><<<rows, 512>>>``).
 
-A value can change what a kernel computes (a tile that no longer divides its loop, a cap below
-what the kernel needs), so a variant is a candidate like any other: it ships only after passing
-every check. Hardware constants (the warp size) are left alone, and a define that sizes the block
-stays within 1024 threads.
+A value can change what a kernel computes (a tile that no longer divides its loop, a cap below what
+the kernel needs), so a variant is a candidate like any other: it ships only after passing every
+check. Hardware constants (the warp size) are left alone, and a value that sizes the block stays
+within 1024 threads.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 THREADGROUP_SIZES = (64, 128, 256, 512, 1024)
 MAX_VARIANTS = 10
+_DEFINE = re.compile(r"^[ \t]*#define[ \t]+(\w+)[ \t]+(\d+)[ \t]*(?://.*)?$", re.M)
+_CONSTEXPR = re.compile(r"\bconstexpr\s+(?:unsigned\s+|signed\s+)?(?:int|long|size_t|short)\s+(\w+)\s*=\s*(\d+)\s*;")
+_LAUNCH_PAIR = re.compile(r"<([^<>;]*?)\b(\d+)\b([^<>;]*)>\s*<<<\s*([^,;]+?),\s*(\d+)\b")
 
 
 def tuning_variants(task, target: str) -> list[tuple[str, Any]]:
     """(label such as ``LN_BLOCK=512``, Translation) for each other value worth timing, the
-    launch's block define first, at most MAX_VARIANTS, none identical to another."""
+    launch's block first, at most MAX_VARIANTS, none identical to another or to the translation
+    itself (a value in a branch the task's launch does not take changes nothing)."""
     from mlxport.translate.reader import read_cuda
     from mlxport.translate.translator import Untranslatable, translate
 
@@ -27,34 +34,61 @@ def tuning_variants(task, target: str) -> list[tuple[str, Any]]:
     launch = next((site for site in cf.launches if site.kernel == task.kernel), None)
     if launch is None:
         return []
-    block = launch.block.strip()
-    tunable = [(name, int(value)) for name, value in cf.defines.items()
-               if value.strip().isdigit() and int(value) > 0 and "WARP" not in name.upper()]
-    tunable.sort(key=lambda nv: nv[0] != block)
-    out, seen = [], set()
-    for name, value in tunable:
+    try:
+        seen = {translate(source, kernel=task.kernel, target=target, task=task).candidate.id}
+    except Untranslatable:
+        return []
+    out = []
+    for name, value, blockish, edit in sorted(_knobs(source, launch.block.strip()), key=lambda k: not k[2]):
         values = [value // 2, value * 2, value * 4]
-        if name == block:
+        if blockish:
             values = [v for v in dict.fromkeys([*THREADGROUP_SIZES, *values]) if v <= 1024]
         for v in values:
             if v < 1 or v == value:
                 continue
-            changed = re.sub(rf"(#define\s+{name}\s+)\S+", rf"\g<1>{v}", source, count=1)
             try:
-                translation = translate(changed, kernel=task.kernel, target=target, task=task)
+                translation = translate(edit(v), kernel=task.kernel, target=target, task=task)
             except Untranslatable:
                 continue
             if translation.candidate.id not in seen:
                 seen.add(translation.candidate.id)
-                out.append((f"{name}={v}", translation))
+                out.append((name, f"{name}={v}", translation))
     return _interleave(out)[:MAX_VARIANTS]
 
 
-def _interleave(variants: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
-    """One value of each define in turn, so the cap keeps every define in the search."""
+def _knobs(source: str, block: str) -> list[tuple[str, int, bool, Callable[[int], str]]]:
+    """(name, value, whether it sizes the block, the source with another value) per tunable integer."""
+    knobs = []
+    for m in _DEFINE.finditer(source):
+        name, value = m.group(1), int(m.group(2))
+        if value > 0 and "WARP" not in name.upper():
+            knobs.append((name, value, name == block, lambda v, m=m: source[:m.start(2)] + str(v) + source[m.end(2):]))
+    decls: dict[str, list[re.Match]] = {}
+    for m in _CONSTEXPR.finditer(source):
+        decls.setdefault(m.group(1), []).append(m)
+    for name, ms in decls.items():
+        value = int(ms[0].group(2))
+        if value > 0 and "WARP" not in name.upper() and all(int(m.group(2)) == value for m in ms):
+            knobs.append((name, value, name == block, lambda v, ms=ms: _replace(source, [m.span(2) for m in ms], v)))
+    for m in _LAUNCH_PAIR.finditer(source):
+        if m.group(2) == m.group(5) and int(m.group(2)) > 32:
+            line = source.count("\n", 0, m.start()) + 1
+            knobs.append((f"block@{line}", int(m.group(2)), True,
+                          lambda v, m=m: _replace(source, [m.span(2), m.span(5)], v)))
+    return knobs
+
+
+def _replace(source: str, spans: list[tuple[int, int]], value: int) -> str:
+    for start, end in sorted(spans, reverse=True):
+        source = source[:start] + str(value) + source[end:]
+    return source
+
+
+def _interleave(variants: list[tuple[str, str, Any]]) -> list[tuple[str, Any]]:
+    """One value of each knob in turn, so the cap keeps every knob in the search."""
     by_name: dict[str, list] = {}
-    for label, t in variants:
-        by_name.setdefault(label.split("=")[0], []).append((label, t))
+    for name, label, t in variants:
+        by_name.setdefault(name, []).append((label, t))
     out, queues = [], list(by_name.values())
     while any(queues):
         for q in queues:
