@@ -155,6 +155,34 @@ def test_float4_views_of_a_float_only_kernel_run_on_16_bit_buffers(tmp_path):
         ex.close()
 
 
+def test_atomics_into_a_tiny_output_go_through_a_stage_the_last_block_copies_out(tmp_path):
+    """reduce_sum's blocks each atomicAdd into a 1-element output, which MLX keeps in host-visible
+    memory; the CUDA body stages them in a scratch output and the last block writes the sum. Run on
+    the CPU executor with 147 blocks, wrapped as MLX wraps it."""
+    from mlxport.backends.cuda_cpu import CudaExecutor, Launch
+    from mlxport.expr import ArrayInfo, Dtype
+
+    c = translate_task(load_task("reduce_sum_atomic"), "cuda").candidate
+    assert c.output_names == ["out", "mlxport_stage"] and c.output_shapes == [[1], [1025]] and c.init_value == 0.0
+    path = tmp_path / "port.cu"
+    path.write_text("#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n" + c.header + "\ntemplate <typename T>\n"
+                    "__global__ void port(const T* x, const int* x_shape, float* out, float* mlxport_stage) {\n"
+                    + c.source + "\n}\n")
+    n = 300001
+    x = np.random.default_rng(5).standard_normal(n).astype(np.float32)
+    launch = c.launch({"x": ArrayInfo((n,), Dtype("float32"))})
+    blocks = launch.grid[0] // launch.threadgroup[0]
+    ex = CudaExecutor()
+    try:
+        k = ex.compile(ex.source(path), "port", ["float"])
+        r = ex.run(k, Launch((blocks, 1, 1), launch.threadgroup),
+                   [x, np.array([n], np.int32), np.zeros(1, np.float32), np.zeros(1025, np.float32)])
+    finally:
+        ex.close()
+    assert r.ok and not r.races, r.error
+    assert blocks > 100 and abs(float(r.buffers["out"][0]) - x.astype(np.float64).sum()) < 1e-3
+
+
 # ------------------------------------------------------------------------------------------ rules
 
 SHARED_SHUFFLE = """

@@ -50,6 +50,29 @@ template <typename T> __device__ mlxport_vec_view<T, 4, float4> mlxport_view4(T*
 """
 
 
+STAGE = "mlxport_stage"  # per-call scratch in device memory; element 0 is the blocks' ticket
+STAGE_SLOTS = 1024  # sized like the expert reduce_sum's scratch, which MLX keeps in device memory
+
+
+def stage_small_outputs(body: str, outputs: list[tuple[str, int]]) -> str:
+    """The body with its tiny outputs' writes landing in the stage; the last block to finish
+    copies them out. MLX keeps a tiny output in host-visible memory, where every block's atomic
+    crosses the bus (about 1 us each on an H200)."""
+    finals = "".join(f"float* const mlxport_final_{name} = {name};\n" for name, _ in outputs)
+    offsets, at = {}, 1
+    for name, size in outputs:
+        offsets[name], at = at, at + size
+    shadows = "".join(f"float* const {name} = {STAGE} + {offsets[name]};\n" for name, _ in outputs)
+    copies = "".join(f"    for (int k = 0; k < {size}; ++k) mlxport_final_{name}[k] = "
+                     f"reinterpret_cast<volatile float*>({STAGE} + {offsets[name]})[k];\n" for name, size in outputs)
+    return ("{\n" + finals + "{\n" + shadows + "auto mlxport_body = [&]() {\n" + body + "\n};\nmlxport_body();\n}\n"
+            "__threadfence();  // this thread's updates of the stage are visible before its block takes a ticket\n"
+            "__syncthreads();\n"
+            "if (threadIdx.x + threadIdx.y + threadIdx.z == 0 &&\n"
+            f"    atomicAdd(reinterpret_cast<unsigned int*>({STAGE}), 1u) == gridDim.x * gridDim.y * gridDim.z - 1) {{\n"
+            "    __threadfence();\n" + copies + "}\n}")
+
+
 class CudaRender(TreeRender):
     def rule(self, node: Node, ctx: FnCtx) -> str | None:
         if self.facts.generic_float is not None and node.type == "call_expression":
@@ -61,8 +84,9 @@ class CudaRender(TreeRender):
         return super().rule(node, ctx)
 
 
-def render_cuda(job: KernelJob, facts: KernelFacts, scalars: Scalars, ports: Ports) -> tuple[str, str]:
-    """(header, body)."""
+def render_cuda(job: KernelJob, facts: KernelFacts, scalars: Scalars, ports: Ports,
+                staged: list[tuple[str, int]] | None = None) -> tuple[str, str]:
+    """(header, body); ``staged``: tiny outputs (name, elements) whose writes go through the stage."""
     r = CudaRender(job.src, facts, job.notes)
     body = r.render(job.node.child_by_field_name("body"), FnCtx("kernel", name=job.info.name))
     if facts.generic_float is not None and re.search(r"\bfloat[24]\s*\*", body):
@@ -72,6 +96,10 @@ def render_cuda(job: KernelJob, facts: KernelFacts, scalars: Scalars, ports: Por
     lines = alias_lines(ports) + outer
     if inner:
         body = "{\n" + "\n".join(inner) + "\n" + body + "\n}"
+    if staged:
+        body = stage_small_outputs(body, staged)
+        job.notes.append(f"atomics into {', '.join(n for n, _ in staged)} land in a per-call stage in device memory "
+                         f"({STAGE}, zeroed by init_value); the last block to finish copies the result out")
     header = _header(job)
     if "mlxport_view" in body:
         header = VIEW_HELPERS + header

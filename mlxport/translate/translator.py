@@ -16,7 +16,7 @@ from mlxport.spec import KernelCandidate, KernelTask
 from mlxport.translate import launch_config
 from mlxport.translate.binding import Binder
 from mlxport.translate.cexpr import CExprError
-from mlxport.translate.cuda_kernel import render_cuda
+from mlxport.translate.cuda_kernel import STAGE, STAGE_SLOTS, render_cuda
 from mlxport.translate.cudafile import CudaFile, CudaReadError
 from mlxport.translate.job import KernelJob, Target
 from mlxport.translate.kernel_facts import kernel_facts, port_facts
@@ -102,17 +102,22 @@ def _run(job: KernelJob) -> Translation:
     if generic:
         template[generic[0]] = generic[1]
     dynamic, shared_memory = launch_config.dynamic_shared(job, plan, template, facts, sizes)
+    outputs = [t for _, t in ports.outputs]
+    shapes, dtypes = [output_shape(job, ports, o) for o in outputs], [output_dtype(job, o) for o in outputs]
     if job.target == "msl":
         header, body = render_msl(job, facts, scalars, block, ports)
     else:
-        header, body = render_cuda(job, facts, scalars, ports)
+        staged = _tiny_atomic_outputs(facts, outputs, shapes, dtypes)
+        header, body = render_cuda(job, facts, scalars, ports, staged)
+        if staged:
+            outputs, shapes, dtypes = [*outputs, STAGE], [*shapes, [STAGE_SLOTS + sum(n for _, n in staged)]], \
+                [*dtypes, "float32"]
     inputs = _inputs(job, ports, scalars, [*grid, *tg, *template.values(), shared_memory])
-    outputs = [t for _, t in ports.outputs]
     read_back = [p for p in sorted(facts.read_through) if p in dict(ports.inputs)]  # not pointers into them
     cand = KernelCandidate(
         language=job.target, name=re.sub(r"\W", "_", job.info.name), source=body, header=header,
-        input_names=inputs, output_names=outputs, output_shapes=[output_shape(job, ports, o) for o in outputs],
-        output_dtypes=[output_dtype(job, o) for o in outputs], grid=grid, threadgroup=tg, template=template,
+        input_names=inputs, output_names=outputs, output_shapes=shapes,
+        output_dtypes=dtypes, grid=grid, threadgroup=tg, template=template,
         atomic_outputs=facts.atomic and job.target == "msl",
         init_value=0.0 if facts.atomic else float("nan") if facts.read_through or _partial(job) else None,
         inout={facts.rw[p]: dict(ports.inputs)[p] for p in read_back},
@@ -124,6 +129,19 @@ def _run(job: KernelJob) -> Translation:
     if dynamic:
         job.notes.append(dynamic)
     return Translation(candidate=cand, notes=job.notes, bindings=job.bindings)
+
+
+def _tiny_atomic_outputs(facts, outputs: list[str], shapes: list, dtypes: list[str]) -> list[tuple[str, int]]:
+    """(name, elements) of the float32 outputs of an atomic kernel small enough for MLX to keep them in
+    host-visible memory (a literal shape of at most 64 elements)."""
+    if not facts.atomic:
+        return []
+    out = []
+    for name, shape, dtype in zip(outputs, shapes, dtypes, strict=True):
+        if dtype == "float32" and isinstance(shape, list) and all(isinstance(d, int) for d in shape) \
+                and math.prod(shape) <= 64:
+            out.append((name, math.prod(shape)))
+    return out
 
 
 def _inputs(job: KernelJob, ports: Ports, scalars: Scalars, launch: list) -> list[str]:
