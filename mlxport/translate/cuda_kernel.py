@@ -4,7 +4,8 @@ device functions, types and CUDA includes.
 
 A float-only kernel that the task also runs on 16-bit dtypes gets MLX's 16-bit pointers: its
 ``reinterpret_cast<float4*>(p)[i]`` views become ``mlxport_view4(p)[i]``, which reads and writes
-four elements of the buffer's own type as a float4, so the arithmetic stays in float."""
+four elements of the buffer's own type as a float4, so the arithmetic stays in float. An atomic
+kernel's tiny float32 outputs are staged in device memory (``stage_small_outputs``)."""
 
 from __future__ import annotations
 
@@ -21,8 +22,6 @@ from mlxport.translate.result import Untranslatable
 from mlxport.translate.scalars import Scalars, prologue_consts
 
 _CUDA_OK_INCLUDES = ("cuda_fp16", "cuda_bf16", "cooperative_groups", "mma.h", "cuda/")
-
-
 _VIEW = re.compile(r"reinterpret_cast\s*<\s*(const\s+)?float([24])\s*\*\s*>")
 # Vector views over a buffer of any element type: a float2/float4 read or written as one access.
 VIEW_HELPERS = """template <typename T, int N> struct alignas(N * sizeof(T)) mlxport_pack { T v[N]; };
@@ -48,7 +47,6 @@ template <typename T, int N, typename F> struct mlxport_vec_view {
 template <typename T> __device__ mlxport_vec_view<T, 2, float2> mlxport_view2(T* p) { return {p}; }
 template <typename T> __device__ mlxport_vec_view<T, 4, float4> mlxport_view4(T* p) { return {p}; }
 """
-
 
 STAGE = "mlxport_stage"  # per-call scratch in device memory; element 0 is the blocks' ticket
 STAGE_SLOTS = 1024  # sized like the expert reduce_sum's scratch, which MLX keeps in device memory
