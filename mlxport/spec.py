@@ -602,14 +602,16 @@ class CorrectnessReport(Strict):
         head = (f"{'PASS' if self.ok else 'FAIL'}: {len(self.cases) - len(bad)}/{len(self.cases)} cases passed "
                 f"on {self.backend} (seed {self.seeds[0]})")
         lines = [head]
-        same: dict[str, list[CaseResult]] = {}  # one line per distinct error, with where else it came
+        # One line per distinct error, with where else it came; which thread faults first varies
+        # from run to run where threadgroups run side by side, so positions do not tell errors apart.
+        same: dict[str, list[CaseResult]] = {}
         for c in bad:
             if c.verdict == "error":
-                same.setdefault(c.error, []).append(c)
-        bad = [c for c in bad if c.verdict != "error" or same[c.error][0] is c]
+                same.setdefault(_error_kind(c.error), []).append(c)
+        bad = [c for c in bad if c.verdict != "error" or same[_error_kind(c.error)][0] is c]
         for c in bad[:limit]:
             if c.verdict == "error":
-                also = same[c.error][1:]
+                also = same[_error_kind(c.error)][1:]
                 more = "" if not also else (f" (the same in {len(also)} more case{'s' if len(also) > 1 else ''}: "
                                             + ", ".join(f"{o.case} {o.dtype}" for o in also[:4])
                                             + (", ..." if len(also) > 4 else "") + ")")
@@ -661,3 +663,8 @@ class BenchmarkReport(Strict):
     estimate: str = ""  # simulator: a labelled roofline floor estimate for a named chip
     bandwidth_basis: str = ""  # what roofline_fraction is a fraction of
     timing_basis: str = ""  # how the times were read (backends/timer.py)
+
+
+def _error_kind(error: str | None) -> str:
+    """An error without the thread and threadgroup positions it names."""
+    return re.sub(r"\(\d+, ?\d+, ?\d+\)", "(.)", error or "")
