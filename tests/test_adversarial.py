@@ -1,6 +1,8 @@
 """Candidates that game a weak correctness check are rejected, one test per known hack, and the
 expert ports of the suite pass every visible and held-out case on the simulator."""
 
+import re
+
 import pytest
 
 from mlxport.backends import availability, get_backend
@@ -230,8 +232,9 @@ if (t + 1 == threads_per_threadgroup.x || i + 1 == a_shape[0]) out[i] = buf[t];
 """})
     report = run_correctness(task, racy, SIM, seed=5)
     assert not report.ok
-    assert ("threads 0 and 1 of threadgroup (0,0,0) race on threadgroup memory buf[0]: thread 0 wrote it "
-            "(source line 5) and thread 1 touched it (source line 6)") in report.summary()
+    # Which threadgroup is caught first varies: threadgroups run side by side.
+    assert re.search(r"threads 0 and 1 of threadgroup \(\d+,0,0\) race on threadgroup memory buf\[0\]: thread 0 "
+                     r"wrote it \(source line 5\) and thread 1 touched it \(source line 6\)", report.summary())
     fixed = racy.model_copy(update={"source": racy.source.replace(
         "buf[t] = a[i] + b[i];\n", "buf[t] = a[i] + b[i];\nthreadgroup_barrier(mem_flags::mem_threadgroup);\n")})
     assert run_correctness(task, fixed, SIM, seed=5, heldout=True).ok
