@@ -177,6 +177,20 @@ def test_threadgroup_memory_limit(sim):
     assert r.error is not None and "32 KB" in r.error
 
 
+def test_errors_that_differ_only_in_the_faulting_thread_are_one_line():
+    """Threadgroups run side by side, so which thread faults first varies between cases and runs."""
+    from mlxport.spec import CaseResult, CorrectnessReport
+
+    def case(n, where):
+        return CaseResult(case=f"N={n}", dtype="float32", verdict="error",
+                          error=f"out-of-bounds access to t[5] by thread_position_in_threadgroup {where}")
+
+    report = CorrectnessReport(backend="sim", candidate_id="c", task="t", seeds=[1],
+                               cases=[case(1, "(0,0,0)"), case(2, "(3,1,0)"), case(3, "(0, 2, 0)")])
+    lines = report.summary().splitlines()
+    assert len(lines) == 2 and "(0,0,0)" in lines[1] and "(the same in 2 more cases: N=2 float32, N=3 float32)" in lines[1]
+
+
 def test_a_grid_counted_in_threadgroups_gets_its_hint_and_one_error_is_one_line(sim):
     from mlxport.tasks import expert_ports, load_task
     from mlxport.verify.correctness import run_correctness

@@ -55,7 +55,7 @@ STAGE_SLOTS = 1024  # sized like the expert reduce_sum's scratch, which MLX keep
 def stage_small_outputs(body: str, outputs: list[tuple[str, int]]) -> str:
     """The body with its tiny outputs' writes landing in the stage; the last block to finish
     copies them out. MLX keeps a tiny output in host-visible memory, where every block's atomic
-    crosses the bus (about 1 us each on an H200)."""
+    crosses the bus (on an H200, 1024 blocks' atomics took 1181 us against the expert port's 16)."""
     finals = "".join(f"float* const mlxport_final_{name} = {name};\n" for name, _ in outputs)
     offsets, at = {}, 1
     for name, size in outputs:

@@ -70,7 +70,9 @@ def _generic_float(job: KernelJob) -> tuple[str, str] | None:
     if float_only and job.target == "cuda" and vectors:
         # MLX passes __half/__nv_bfloat16 pointers for 16-bit dtypes: a kept float4 view of them
         # reads the wrong bytes (seen on an H200), so the CUDA body views them in their own type.
-        return "T", specs[0].name
+        # The body never names the type, but a template value keeps one module per dtype where
+        # MLX's CUDA cache keys on the name and template alone (before 0.32.1).
+        return job.fresh_name("T"), specs[0].name
     if not (float_only and job.target == "msl"):
         return None
     name = job.fresh_name("T")

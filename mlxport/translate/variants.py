@@ -19,7 +19,7 @@ THREADGROUP_SIZES = (64, 128, 256, 512, 1024)
 MAX_VARIANTS = 10
 _DEFINE = re.compile(r"^[ \t]*#define[ \t]+(\w+)[ \t]+(\d+)[ \t]*(?://.*)?$", re.M)
 _CONSTEXPR = re.compile(r"\bconstexpr\s+(?:unsigned\s+|signed\s+)?(?:int|long|size_t|short)\s+(\w+)\s*=\s*(\d+)\s*;")
-_LAUNCH_PAIR = re.compile(r"<([^<>;]*?)\b(\d+)\b([^<>;]*)>\s*<<<\s*([^,;]+?),\s*(\d+)\b")
+_LAUNCH_PAIR = re.compile(r"<[^<>;]*?\b(\d+)\b[^<>;]*>\s*<<<\s*[^,;]+?,\s*(\d+)\b")  # k<T, 512><<<g, 512
 
 
 def tuning_variants(task, target: str) -> list[tuple[str, Any]]:
@@ -62,7 +62,7 @@ def _knobs(source: str, block: str) -> list[tuple[str, int, bool, Callable[[int]
     for m in _DEFINE.finditer(source):
         name, value = m.group(1), int(m.group(2))
         if value > 0 and "WARP" not in name.upper():
-            knobs.append((name, value, name == block, lambda v, m=m: source[:m.start(2)] + str(v) + source[m.end(2):]))
+            knobs.append((name, value, name == block, lambda v, m=m: _replace(source, [m.span(2)], v)))
     decls: dict[str, list[re.Match]] = {}
     for m in _CONSTEXPR.finditer(source):
         decls.setdefault(m.group(1), []).append(m)
@@ -71,10 +71,10 @@ def _knobs(source: str, block: str) -> list[tuple[str, int, bool, Callable[[int]
         if value > 0 and "WARP" not in name.upper() and all(int(m.group(2)) == value for m in ms):
             knobs.append((name, value, name == block, lambda v, ms=ms: _replace(source, [m.span(2) for m in ms], v)))
     for m in _LAUNCH_PAIR.finditer(source):
-        if m.group(2) == m.group(5) and int(m.group(2)) > 32:
+        if m.group(1) == m.group(2) and int(m.group(1)) > 32:
             line = source.count("\n", 0, m.start()) + 1
-            knobs.append((f"block@{line}", int(m.group(2)), True,
-                          lambda v, m=m: _replace(source, [m.span(2), m.span(5)], v)))
+            knobs.append((f"block@{line}", int(m.group(1)), True,
+                          lambda v, m=m: _replace(source, [m.span(1), m.span(2)], v)))
     return knobs
 
 
