@@ -2,15 +2,21 @@
 
 What ``mlxport port`` ships by default is the rule-based translation (a non-LLM baseline) at the
 variant it measures fastest. Per suite task this script does the same search: the translation and
-its tuning variants (``mlxport.translate.variants``: other values of its #defines), each checked
-on every case (held-out too), the correct ones timed at the first bench case in the task's primary
-dtype; the fastest is the rules result. The expert port is timed at the same case, and the table
-gives the rules result against the native op, the naive composition and the expert port, with
-geomeans over all tasks and over the memory-bound ones.
+its tuning variants (``mlxport.translate.variants``), each checked on the visible cases in the
+task's primary dtype and timed at the first bench case in that dtype; then the fastest gets the
+full check (every case, held-out too, every dtype), the next fastest if it fails, so the rules
+result passed every check. Compiles are what a check costs (one per dtype and launch shape), so
+only that one variant pays for all of them. The expert port is timed at the same case, and the
+table gives the rules result against the native op, the naive composition and the expert port,
+with geomeans over all tasks and over the memory-bound ones. Each variant's entry in the JSON has
+its seconds and, for the ones fully checked, the outcome.
 
-    python benchmarks/rules_vs_expert.py --backend cuda --out OUT_DIR [--tasks a,b] [--iters 20] [--max-variants N]
+    python benchmarks/rules_vs_expert.py --backend cuda --out OUT_DIR [--tasks a,b | --tasks memory]
+        [--iters 20] [--max-variants N] [--seconds S]
 
-Writes OUT_DIR/rules_vs_expert.json and .md after every task.
+``--seconds`` shares a wall-clock budget among the tasks: a task stops timing further variants
+(most promising first) when its share runs low. Writes OUT_DIR/rules_vs_expert.json and .md after
+every task.
 """
 
 from __future__ import annotations
@@ -26,16 +32,22 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mlxport.backends import get_backend  # noqa: E402
+from mlxport.errors import UserError  # noqa: E402
 from mlxport.tasks import expert_ports, load_task, suite_names  # noqa: E402
 from mlxport.translate.translator import Untranslatable, translate_task  # noqa: E402
 from mlxport.translate.variants import tuning_variants  # noqa: E402
 from mlxport.verify.benchmark import benchmark, primary_dtype  # noqa: E402
-from mlxport.verify.correctness import run_correctness  # noqa: E402
+from mlxport.verify.correctness import check_case, run_correctness  # noqa: E402
 
+VARIANT_SHARE = 0.6  # of a task's time for timing variants; the rest is the full check and the expert port
 MEMORY_BOUND = ("rmsnorm", "softmax_rows", "layernorm", "rope", "gelu_tanh", "vector_add", "transpose_tiled", "cumsum")
 
 
-def task_row(name: str, backend, language: str, iters: int, max_variants: int | None = None) -> dict:
+def task_row(name: str, backend, language: str, iters: int, max_variants: int | None = None,
+             deadline: float | None = None) -> dict:
+    """The rules result for one task against its expert port. Every variant is timed after a quick
+    check; the full check runs on the fastest, then the next fastest while one fails. Past
+    ``deadline`` (time.time()) no further variant is timed; the translation always is."""
     task = load_task(name)
     case = task.bench_cases()[0]
     dtype = primary_dtype(task)
@@ -45,33 +57,57 @@ def task_row(name: str, backend, language: str, iters: int, max_variants: int | 
     except Untranslatable as e:
         row["untranslatable"] = str(e)
         return row
-    best = None
-    for size, translation in [("as written", first), *tuning_variants(task, language)[:max_variants]]:
-        cand = translation.candidate
-        entry = {"variant": size, "id": cand.id}
-        report = run_correctness(task, cand, backend, seed=7, heldout=True)
-        entry["correct"] = report.ok
-        if report.ok:
-            r = benchmark(task, cand, backend, case=case, dtype=dtype, seed=11, iters=iters)
-            entry["us"] = r.candidate.median_us
-            if best is None or entry["us"] < best[0]["us"]:
-                best = (entry, r)
-        else:
-            entry["summary"] = report.summary()[:600]
-        row["variants"].append(entry)
+    variants = [("as written", first), *tuning_variants(task, language)[:max_variants]]
+    for k, (label, translation) in enumerate(variants):
+        if k and deadline is not None and time.time() > deadline:
+            row["not_timed"] = [label for label, _ in variants[k:]]
+            break
+        row["variants"].append(timed_variant(task, label, translation.candidate, backend, case, dtype, iters))
+    best = fully_checked(task, row["variants"], {t.candidate.id: t.candidate for _, t in variants}, backend)
     if best is None:
         row["incorrect"] = "no variant of the translation passed every case"
         return row
-    entry, rules = best
     expert = benchmark(task, expert_ports(task)[language], backend, case=case, dtype=dtype, seed=11, iters=iters)
     base = {b.name: b.median_us for b in expert.baselines}
-    row.update(rules_variant=entry["variant"], rules_us=entry["us"], expert_us=expert.candidate.median_us,
+    row.update(rules_variant=best["variant"], rules_us=best["us"], expert_us=expert.candidate.median_us,
                native_us=base.get("native"), naive_us=base.get("naive"), timing_basis=expert.timing_basis,
-               vs_expert=expert.candidate.median_us / entry["us"])
+               vs_expert=expert.candidate.median_us / best["us"])
     for b in ("native", "naive"):
         if base.get(b):
-            row[f"vs_{b}"] = base[b] / entry["us"]
+            row[f"vs_{b}"] = base[b] / best["us"]
     return row
+
+
+def timed_variant(task, label: str, cand, backend, case: dict, dtype: str, iters: int) -> dict:
+    """The variant checked on the visible cases in ``dtype``, then timed (``benchmark`` checks the
+    timed size too); its entry says which step failed and how many seconds it took."""
+    t0 = time.time()
+    entry = {"variant": label, "id": cand.id}
+    for k, visible in enumerate(task.cases.visible):
+        result = check_case(task, cand, backend, visible, dtype, seed=7 + 101 * k)
+        if result.verdict != "pass":
+            entry["quick_check"] = f"{result.case} {dtype}: {result.error or result.pattern}"[:600]
+            break
+    else:
+        try:
+            entry["us"] = benchmark(task, cand, backend, case=case, dtype=dtype, seed=11, iters=iters).candidate.median_us
+        except UserError as e:
+            entry["timing_error"] = str(e)[:600]
+    entry["seconds"] = round(time.time() - t0, 1)
+    return entry
+
+
+def fully_checked(task, entries: list[dict], candidates: dict, backend) -> dict | None:
+    """The fastest timed entry that passes the full check (every case, held-out too, every dtype),
+    trying the next fastest while one fails; each entry tried records the outcome."""
+    for entry in sorted((e for e in entries if "us" in e), key=lambda e: e["us"]):
+        t0 = time.time()
+        report = run_correctness(task, candidates[entry["id"]], backend, seed=7, heldout=True)
+        entry["full_check"] = {"correct": report.ok, "seconds": round(time.time() - t0, 1)}
+        if report.ok:
+            return entry
+        entry["full_check"]["summary"] = report.summary()[:600]
+    return None
 
 
 def geomean(values: list[float]) -> float | None:
@@ -109,22 +145,25 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--backend", default="cuda")
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--tasks", default="")
+    ap.add_argument("--tasks", default="", help="a,b or memory (the memory-bound tasks); default: every suite task")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--max-variants", type=int, default=None, help="tuning variants per task (default: all)")
+    ap.add_argument("--seconds", type=float, default=0, help="wall-clock budget for all tasks (0: none)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     backend = get_backend(args.backend)
     if not backend.timing:
         sys.exit(f"the {args.backend} backend does not time kernels: run this on a GPU backend (cuda or metal)")
     language = "cuda" if args.backend == "cuda" else "msl"
-    backend.calibrate()
     result = {"backend": args.backend, "date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv),
               "device": str(backend.device_info().get("device_name", args.backend)), "rows": []}
-    for name in [t for t in args.tasks.split(",") if t] or sorted(suite_names(), key=lambda n: n not in MEMORY_BOUND):
+    names = task_names(args.tasks)
+    end = time.time() + args.seconds
+    for k, name in enumerate(names):
         t0 = time.time()
         try:
-            row = task_row(name, backend, language, args.iters, args.max_variants)
+            row = task_row(name, backend, language, args.iters, args.max_variants,
+                           variant_deadline(t0, end, len(names) - k) if args.seconds else None)
         except Exception as e:
             row = {"task": name, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-1500:]}
         row["seconds"] = round(time.time() - t0, 1)
@@ -133,6 +172,18 @@ def main() -> None:
         (args.out / "rules_vs_expert.json").write_text(json.dumps(result, indent=2, default=str))
         (args.out / "rules_vs_expert.md").write_text(markdown(result))
     print(markdown(result))
+
+
+def task_names(tasks: str) -> list[str]:
+    if tasks == "memory":
+        return list(MEMORY_BOUND)
+    return [t for t in tasks.split(",") if t] or sorted(suite_names(), key=lambda n: n not in MEMORY_BOUND)
+
+
+def variant_deadline(now: float, end: float, tasks_left: int) -> float:
+    """When a task stops timing variants: its even share of what is left, less the part kept for
+    the full check of the fastest and the expert port's timing."""
+    return now + VARIANT_SHARE * max(end - now, 0) / tasks_left
 
 
 if __name__ == "__main__":

@@ -1,33 +1,46 @@
-"""The rules policy's tuning search: other values of the source's #defines, each a candidate that
-must pass its checks; one that fails is dropped and the search goes on."""
+"""The rules policy's tuning search: the buffers as __restrict__, unrolled stride loops and other
+values of the source's tuning integers, each a candidate that must pass its checks; one that fails
+is dropped and the search goes on."""
 
 from langchain_core.messages import AIMessage, ToolMessage
 
 from mlxport.agent.rules import decide
 from mlxport.spec import KernelCandidate
 from mlxport.tasks import load_task
-from mlxport.translate.variants import tuning_variants
+from mlxport.translate.variants import MAX_VARIANTS, tuning_variants
 
 
-def test_variants_vary_the_defines_but_not_the_warp_size_block_define_first():
-    labels = [label for label, _ in tuning_variants(load_task("cumsum"), "cuda")]
-    assert labels[0].startswith("SCAN_BLOCK=") and "SCAN_ITEMS=8" in labels
-    assert not any(label.startswith("WARP") for label in labels)
-    blocks = [int(label.split("=")[1]) for label in labels if label.startswith("SCAN_BLOCK=")]
+def test_restrict_then_unroll_then_the_defines_block_first_never_the_warp_size():
+    variants = tuning_variants(load_task("cumsum"), "cuda")
+    labels = [label for label, _ in variants]
+    assert labels[:3] == ["__restrict__", "unroll=4 + __restrict__", "unroll=8 + __restrict__"]
+    assert labels[3].startswith("SCAN_BLOCK=") and "SCAN_ITEMS=8 + __restrict__" in labels
+    assert all(label.endswith("__restrict__") for label in labels)  # every CUDA variant carries it
+    assert not any(label.startswith("WARP") for label in labels) and len(labels) <= MAX_VARIANTS
+    blocks = [int(label.split("=")[1].split()[0]) for label in labels if label.startswith("SCAN_BLOCK=")]
     assert 256 not in blocks and max(blocks) <= 1024  # 256 is the source's own value
-    ids = {t.candidate.id for _, t in tuning_variants(load_task("cumsum"), "cuda")}
-    assert len(ids) == len(labels)
+    assert len({t.candidate.id for _, t in variants}) == len(labels)
+    metal = [label for label, _ in tuning_variants(load_task("cumsum"), "msl")]
+    assert metal[:3] == ["unroll=4", "unroll=8", "SCAN_BLOCK=64"]  # Metal: no __restrict__ knob
 
 
 def test_constexpr_block_sizes_and_launch_literals_vary_too_never_as_the_translation_itself():
     from mlxport.translate.translator import translate_task
 
-    rms = [label for label, _ in tuning_variants(load_task("rmsnorm"), "cuda")]
+    rms = [label for label, _ in tuning_variants(load_task("rmsnorm"), "msl")]
     assert "BLOCK=512" in rms  # constexpr int BLOCK = 256; in both host launchers
     softmax = tuning_variants(load_task("softmax_rows"), "cuda")
     assert any(label.startswith("block@") for label, _ in softmax)  # softmax_rows_kernel<T, 512><<<rows, 512>>>
     base = translate_task(load_task("softmax_rows"), "cuda").candidate.id
     assert base not in {t.candidate.id for _, t in softmax}
+
+
+def test_a_value_only_a_branch_not_timed_takes_is_not_a_variant():
+    """softmax_rows launches 128 threads for C <= 1024 and 512 above; it is timed at C = 4096, so
+    the 128 (block@82) never varies there and only the 512 (block@84) does."""
+    labels = [label for label, _ in tuning_variants(load_task("softmax_rows"), "cuda")]
+    assert any(label.startswith("block@84=") for label in labels)
+    assert not any(label.startswith("block@82=") for label in labels)
 
 
 def play(task, wrong: int):
@@ -67,7 +80,7 @@ def test_a_variant_that_fails_its_check_is_dropped_and_the_search_goes_on():
     task = load_task("layernorm")
     variants = tuning_variants(task, "cuda")
     compiles, turns, summary = play(task, wrong=2)
-    assert len(compiles) == 1 + len(variants) == 5 and turns == 7 + len(variants)
+    assert len(compiles) == 1 + len(variants) and len(variants) >= 5 and turns == 7 + len(variants)
     assert compiles[1] == f"Trying the translation with {variants[0][0]}." and "tuning variants" in summary
 
 

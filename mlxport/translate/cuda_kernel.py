@@ -5,7 +5,8 @@ device functions, types and CUDA includes.
 A float-only kernel that the task also runs on 16-bit dtypes gets MLX's 16-bit pointers: its
 ``reinterpret_cast<float4*>(p)[i]`` views become ``mlxport_view4(p)[i]``, which reads and writes
 four elements of the buffer's own type as a float4, so the arithmetic stays in float. An atomic
-kernel's tiny float32 outputs are staged in device memory (``stage_small_outputs``)."""
+kernel's tiny float32 outputs are staged in device memory (``stage_small_outputs``). A tuning variant
+declares the buffers ``__restrict__`` (``restrict_buffers``)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ from collections.abc import Callable
 from tree_sitter import Node
 
 from mlxport.cuda_syntax import text, walk
+from mlxport.spec import KernelCandidate
 from mlxport.translate.job import KernelJob
 from mlxport.translate.ports import Ports, alias_lines
 from mlxport.translate.render_base import FnCtx, KernelFacts, TreeRender, float_limit_guards, splice
-from mlxport.translate.result import Untranslatable
+from mlxport.translate.result import Translation, Untranslatable
 from mlxport.translate.scalars import Scalars, prologue_consts
 
 _CUDA_OK_INCLUDES = ("cuda_fp16", "cuda_bf16", "cooperative_groups", "mma.h", "cuda/")
@@ -69,6 +71,39 @@ def stage_small_outputs(body: str, outputs: list[tuple[str, int]]) -> str:
             "if (threadIdx.x + threadIdx.y + threadIdx.z == 0 &&\n"
             f"    atomicAdd(reinterpret_cast<unsigned int*>({STAGE}), 1u) == gridDim.x * gridDim.y * gridDim.z - 1) {{\n"
             "    __threadfence();\n" + copies + "}\n}")
+
+
+# What MLX writes between a candidate's header and its body (mlx/backend/cuda/custom_kernel.cpp):
+# the namespace, the signature's words and types, the template constants. A buffer named like one
+# of these would be rewritten there too.
+_SIGNATURE_WORDS = frozenset({
+    "namespace", "mlx", "core", "cu", "cg", "cooperative_groups", "__global__", "void", "const", "__grid_constant__",
+    "Shape", "Strides", "int", "constexpr", "bool", "true", "false", "using", "float", "double", "__half",
+    "__nv_bfloat16", "complex64_t", "cuComplex", "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t",
+    "uint32_t", "uint64_t"})
+
+
+def restrict_buffers(translation: Translation) -> Translation | None:
+    """The CUDA translation with its buffers as ``__restrict__`` kernel parameters; None where a
+    buffer's name could clash with what MLX writes around the signature.
+
+    MLX declares them ``const T* x`` and ``T* out``. Without __restrict__ the compiler must assume
+    that a store through ``out`` may change what ``x`` holds, so it neither reads ``x`` through the
+    read-only path nor issues a later load ahead of an earlier store. The promise holds in every
+    call: each output is a fresh buffer and inputs are never written (a read-write pointer is an
+    input and a separate output). MLX writes the signature right after the header, so
+    ``#define x __restrict__ x`` at the header's end qualifies the parameter and ``#undef x`` at the
+    body's start ends the rewrite before any use of the name."""
+    cand = translation.candidate
+    names = [*cand.input_names, *cand.output_names]
+    if cand.language != "cuda" or set(names) & (_SIGNATURE_WORDS | set(cand.template)):
+        return None
+    defines = "".join(f"#define {n} __restrict__ {n}\n" for n in names)
+    undefs = "".join(f"#undef {n}\n" for n in names)
+    restricted = KernelCandidate.model_validate({**cand.model_dump(), "header": cand.header + "\n" + defines,
+                                                 "source": undefs + cand.source})
+    note = "buffers are __restrict__ kernel parameters (MLX's outputs are fresh and its inputs never written)"
+    return translation.model_copy(update={"candidate": restricted, "notes": [*translation.notes, note]})
 
 
 class CudaRender(TreeRender):
