@@ -4,7 +4,8 @@
 # saves as it goes and stops when the call's BUDGET (seconds, default 570) runs out.
 #   attention: the CUDA port's correctness on every case (2 seeds), then device time against
 #              mx.fast.scaled_dot_product_attention and the port's variants (kernel_profile.py)
-#   rules:     the default policy's own output against the expert ports (rules_vs_expert.py)
+#   rules:     the default policy's own output against the expert ports on the memory-bound tasks
+#              (rules_vs_expert.py; RULES_ARGS replaces its arguments)
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 BUDGET=${BUDGET:-570}
@@ -15,7 +16,7 @@ for stage in ${@:-attention rules}; do
       timeout "$(left 200)" python3 benchmarks/gpu_suite.py --backend cuda --tasks attention_fwd --skip bench,timer,translated --out "$OUT/att" | grep -v '^{'
       timeout "$(left 300)" python3 benchmarks/kernel_profile.py --tasks attention_fwd --variants --calls 20 --out "$OUT/prof" | cut -c1-300 ;;
     rules)
-      timeout "$(left 480)" python3 benchmarks/rules_vs_expert.py --backend cuda --out "$OUT/rules" --iters 20 ${RULES_ARGS:-} | cut -c1-300 ;;
+      timeout "$(left 450)" python3 benchmarks/rules_vs_expert.py --backend cuda --out "$OUT/rules" ${RULES_ARGS:---tasks memory --iters 15 --seconds 380} | cut -c1-300 ;;
     *) echo "unknown stage $stage: use attention or rules" >&2; exit 2 ;;
   esac
 done
