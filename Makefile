@@ -22,7 +22,7 @@ $(RUN_STAMP): pyproject.toml | $(BIN)/python
 	touch $(RUN_STAMP)
 
 $(TEST_STAMP): $(RUN_STAMP)
-	@echo "mlxport: adding the test tools (pytest, ray, mlx-lm, an OpenAI client, mcp)"
+	@echo "mlxport: adding the test tools (pytest, ray, mlx-lm, an OpenAI client, mcp, NVRTC on Linux x86-64)"
 	set -o pipefail; $(PIP) -e ".[dev$(if $(ZIG),$(comma)zig)]" | $(SHOW)
 	@echo "mlxport: installed ($$(du -sh $(VENV) | cut -f1) in $(VENV))"
 	touch $(TEST_STAMP)

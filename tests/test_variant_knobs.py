@@ -14,6 +14,7 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
+from mlxport.backends.cuda_source import mlx_cuda_source
 from mlxport.expr import ArrayInfo, Dtype
 from mlxport.tasks import load_task, make_inputs
 from mlxport.translate.cuda_kernel import restrict_buffers
@@ -81,24 +82,6 @@ def test_restrict_qualifies_the_signature_and_ends_before_the_body():
 
 # ------------------------------------------------------------------ run as MLX's cuda_kernel runs them
 
-CTYPE = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "int32": "int"}
-
-
-def as_mlx_compiles(cand, launch, dtypes: dict[str, str]) -> str:
-    """The file mx.fast.cuda_kernel compiles (mlx/backend/cuda/custom_kernel.cpp): the header, the
-    namespace, the signature, the template constants, the body; shapes come as int pointers here."""
-    params = []
-    for n in cand.input_names:
-        params.append(f"    const {CTYPE[dtypes[n]]}* {n},")
-        if f"{n}_shape" in cand.source:
-            params.append(f"    const int* {n}_shape,")
-    params += [f"    {CTYPE[d]}* {n}," for n, d in zip(cand.output_names, launch.output_dtypes, strict=True)]
-    consts = "".join(f"  using {k} = {CTYPE[v]};\n" if isinstance(v, str) else f"  constexpr int {k} = {int(v)};\n"
-                     for k, v in launch.template)
-    return ("#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n" + cand.header
-            + "namespace mlx::core::cu {\n\nnamespace cg = cooperative_groups;\n\n__global__ void custom_kernel_port(\n"
-            + "\n".join(params).rstrip(",") + ") {\n" + consts + "\n" + cand.source + "\n}\n\n} // namespace mlx::core::cu\n")
-
 
 def run_on_executor(ex, path: Path, task, cand, case: dict, dtype: str) -> dict[str, np.ndarray]:
     from mlxport.backends.cuda_cpu import Launch
@@ -106,7 +89,7 @@ def run_on_executor(ex, path: Path, task, cand, case: dict, dtype: str) -> dict[
     inputs, params, shapes = make_inputs(task, case, dtype, 3), task.param_values(case), task.shapes(case, dtype)
     infos = {t.name: ArrayInfo(shapes[t.name], Dtype(t.resolve_dtype(dtype))) for t in task.inputs}
     launch = cand.launch({**infos, **params})
-    path.write_text(as_mlx_compiles(cand, launch, {n: dtype if n in inputs else "float32" for n in cand.input_names}))
+    path.write_text(mlx_cuda_source(cand, launch, {n: dtype if n in inputs else "float32" for n in cand.input_names}))
     args = []
     for n in cand.input_names:
         a = inputs.get(n)

@@ -1,0 +1,61 @@
+"""Compile a task's CUDA port with NVRTC, as MLX compiles it, on a machine without a GPU: the
+compiler's resource report (registers, spills, shared memory) and, with --sass, the machine code.
+
+MLX compiles a custom kernel with NVRTC for the device's architecture (``sm_90a`` on compute
+capability 9, which enables wgmma). Here NVRTC comes from the ``nvidia-cuda-nvrtc`` wheel and the
+CUDA headers from ``nvidia-cuda-runtime``; --sass needs ``cuobjdump`` and ``nvdisasm`` on PATH (the
+CUDA toolkit's, or the copies in Triton's wheel under triton/backends/nvidia/bin):
+
+    pip install nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-cuda-cccl
+    python benchmarks/nvrtc_build.py attention_fwd --case 0 --dtype bfloat16 --arch sm_90a [--set WG=0] [--sass]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mlxport.backends.cuda_source import NVRTC_PREAMBLE, mlx_cuda_source, nvrtc_compile, nvrtc_root  # noqa: E402
+from mlxport.expr import ArrayInfo, Dtype  # noqa: E402
+from mlxport.tasks import expert_ports, load_task  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("task")
+    ap.add_argument("--case", type=int, default=0, help="index into the task's bench cases")
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--arch", default="sm_90a")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=EXPR", help="another template expression")
+    ap.add_argument("--sass", action="store_true", help="print the machine code (cuobjdump --dump-sass)")
+    args = ap.parse_args()
+    task = load_task(args.task)
+    port = expert_ports(task)["cuda"]
+    if args.set:
+        port = port.model_copy(update={"template": {**port.template, **dict(s.split("=", 1) for s in args.set)}})
+    case = task.bench_cases()[args.case]
+    shapes = task.shapes(case, args.dtype)
+    infos = {t.name: ArrayInfo(shapes[t.name], Dtype(t.resolve_dtype(args.dtype))) for t in task.inputs}
+    launch = port.launch({**infos, **task.param_values(case)})
+    dtypes = {n: str(infos[n].dtype) if n in infos else "float32" for n in port.input_names}  # scalars: float arrays
+    if nvrtc_root() is None:
+        sys.exit("NVRTC not found: pip install nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-cuda-cccl")
+    ok, log, cubin = nvrtc_compile(NVRTC_PREAMBLE + mlx_cuda_source(port, launch, dtypes), args.arch)
+    print(f"{args.task} {task.case_label(case)} {args.dtype} {args.arch} template {dict(launch.template)}")
+    print(log.strip() or "(no log)")
+    if not ok:
+        sys.exit(1)
+    if args.sass:
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+            f.write(cubin)
+            f.flush()
+            print(subprocess.run(["cuobjdump", "--dump-sass", f.name], capture_output=True, text=True, check=True).stdout)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""CUDA ports compile as MLX compiles them (NVRTC, sm_90a on Hopper, sm_80 elsewhere) on a machine
+without a GPU: every expert port at its first bench case, attention's three paths and its
+mma.sync fallback, and the rules translation with its tuning knobs (the buffers as
+``__restrict__`` through ``#define``s around MLX's signature, loops unrolled)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlxport.backends.cuda_source import NVRTC_PREAMBLE, mlx_cuda_source, nvrtc_compile, nvrtc_root
+from mlxport.expr import ArrayInfo, Dtype
+from mlxport.tasks import expert_ports, load_task, suite_names
+from mlxport.translate.translator import translate_task
+from mlxport.translate.variants import tuning_variants
+from mlxport.verify.benchmark import primary_dtype
+
+pytestmark = pytest.mark.skipif(nvrtc_root() is None, reason="NVRTC is not installed (the nvidia-cuda-nvrtc, "
+                                "nvidia-cuda-runtime and nvidia-cuda-cccl wheels; Linux x86-64)")
+MEMORY_BOUND = ("rmsnorm", "softmax_rows", "layernorm", "rope", "gelu_tanh", "vector_add", "transpose_tiled", "cumsum")
+
+
+def compiled(task, cand, case: dict, dtype: str, arch: str = "sm_90a") -> str:
+    shapes = task.shapes(case, dtype)
+    infos = {t.name: ArrayInfo(shapes[t.name], Dtype(t.resolve_dtype(dtype))) for t in task.inputs}
+    launch = cand.launch({**infos, **task.param_values(case)})
+    dtypes = {n: str(infos[n].dtype) if n in infos else "float32" for n in cand.input_names}
+    ok, log, cubin = nvrtc_compile(NVRTC_PREAMBLE + mlx_cuda_source(cand, launch, dtypes), arch)
+    assert ok and cubin, f"{cand.name} at {task.case_label(case)} {dtype} {arch}:\n{log[-3000:]}"
+    return log
+
+
+@pytest.mark.parametrize("name", suite_names())
+def test_expert_cuda_ports_compile(name):
+    task = load_task(name)
+    log = compiled(task, expert_ports(task)["cuda"], task.bench_cases()[0], primary_dtype(task))
+    assert "0 bytes spill stores" in log  # ptxas's report came back, and the port does not spill
+
+
+@pytest.mark.parametrize(("case", "dtype", "arch"), [(0, "float32", "sm_90a"), (2, "float16", "sm_90a"),
+                                                     (1, "bfloat16", "sm_80")])
+def test_attention_paths_compile(case, dtype, arch):
+    """Float32 prefill on FMAs, split-KV decode, and mma.sync where there is no wgmma (the port
+    picks its engine when MLX compiles it); wgmma is the first test's."""
+    task = load_task("attention_fwd")
+    compiled(task, expert_ports(task)["cuda"], task.bench_cases()[case], dtype, arch)
+
+
+@pytest.mark.parametrize("name", MEMORY_BOUND)
+def test_rules_translation_and_its_knobs_compile(name):
+    """The translation, and its first variant that unrolls (else its first): both knobs at once
+    where the kernel has a stride loop, ``__restrict__`` alone where it has none."""
+    task = load_task(name)
+    case, dtype = task.bench_cases()[0], primary_dtype(task)
+    compiled(task, translate_task(task, "cuda").candidate, case, dtype)
+    variants = tuning_variants(task, "cuda")
+    label, variant = next((v for v in variants if v[0].startswith("unroll=")), variants[0])
+    assert "__restrict__" in label
+    compiled(task, variant.candidate, case, dtype)
