@@ -8,6 +8,10 @@ CUDA toolkit's, or the copies in Triton's wheel under triton/backends/nvidia/bin
 
     pip install nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-cuda-cccl
     python benchmarks/nvrtc_build.py attention_fwd --case 0 --dtype bfloat16 --arch sm_90a [--set WG=0] [--sass]
+    python benchmarks/nvrtc_build.py softmax_rows --rules ["unroll=8 + __restrict__"] [--sass]
+
+``--rules`` builds the rule-based translation instead of the expert port, or with a label one of
+its tuning variants (``mlxport.translate.variants``).
 """
 
 from __future__ import annotations
@@ -33,9 +37,11 @@ def main() -> None:
     ap.add_argument("--arch", default="sm_90a")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=EXPR", help="another template expression")
     ap.add_argument("--sass", action="store_true", help="print the machine code (cuobjdump --dump-sass)")
+    ap.add_argument("--rules", nargs="?", const="as written", metavar="VARIANT",
+                    help="the rule-based translation (or this tuning variant of it) instead of the expert port")
     args = ap.parse_args()
     task = load_task(args.task)
-    port = expert_ports(task)["cuda"]
+    port = expert_ports(task)["cuda"] if args.rules is None else rules_port(task, args.rules)
     if args.set:
         port = port.model_copy(update={"template": {**port.template, **dict(s.split("=", 1) for s in args.set)}})
     case = task.bench_cases()[args.case]
@@ -55,6 +61,16 @@ def main() -> None:
             f.write(cubin)
             f.flush()
             print(subprocess.run(["cuobjdump", "--dump-sass", f.name], capture_output=True, text=True, check=True).stdout)
+
+
+def rules_port(task, label: str):
+    from mlxport.translate.translator import translate_task
+    from mlxport.translate.variants import tuning_variants
+
+    variants = {"as written": translate_task(task, "cuda"), **dict(tuning_variants(task, "cuda"))}
+    if label not in variants:
+        sys.exit(f"no variant {label!r} of {task.name}'s translation; its variants: {', '.join(variants)}")
+    return variants[label].candidate
 
 
 if __name__ == "__main__":

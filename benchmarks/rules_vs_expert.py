@@ -2,8 +2,9 @@
 
 What ``mlxport port`` ships by default is the rule-based translation (a non-LLM baseline) at the
 variant it measures fastest. Per suite task this script does the same search: the translation and
-its tuning variants (``mlxport.translate.variants``), each checked on the visible cases in the
-task's primary dtype and timed at the first bench case in that dtype; then the fastest gets the
+its tuning variants (``mlxport.translate.variants.Search``, each step on top of the fastest so
+far), each checked on the visible cases in the task's primary dtype and timed at the first bench
+case in that dtype; then the fastest gets the
 full check (every case, held-out too, every dtype), the next fastest if it fails, so the rules
 result passed every check. Compiles are what a check costs (one per dtype and launch shape), so
 only that one variant pays for all of them. The expert port is timed at the same case, and the
@@ -14,8 +15,8 @@ its seconds and, for the ones fully checked, the outcome.
     python benchmarks/rules_vs_expert.py --backend cuda --out OUT_DIR [--tasks a,b | --tasks memory]
         [--iters 20] [--max-variants N] [--seconds S]
 
-``--seconds`` shares a wall-clock budget among the tasks: a task stops timing further variants
-(most promising first) when its share runs low. Writes OUT_DIR/rules_vs_expert.json and .md after
+``--seconds`` shares a wall-clock budget among the tasks: a task stops its search when its share
+runs low. Writes OUT_DIR/rules_vs_expert.json and .md after
 every task.
 """
 
@@ -35,7 +36,7 @@ from mlxport.backends import get_backend  # noqa: E402
 from mlxport.errors import UserError  # noqa: E402
 from mlxport.tasks import expert_ports, load_task, suite_names  # noqa: E402
 from mlxport.translate.translator import Untranslatable, translate_task  # noqa: E402
-from mlxport.translate.variants import tuning_variants  # noqa: E402
+from mlxport.translate.variants import Search  # noqa: E402
 from mlxport.verify.benchmark import benchmark, primary_dtype  # noqa: E402
 from mlxport.verify.correctness import check_case, run_correctness  # noqa: E402
 
@@ -47,7 +48,7 @@ def task_row(name: str, backend, language: str, iters: int, max_variants: int | 
              deadline: float | None = None) -> dict:
     """The rules result for one task against its expert port. Every variant is timed after a quick
     check; the full check runs on the fastest, then the next fastest while one fails. Past
-    ``deadline`` (time.time()) no further variant is timed; the translation always is."""
+    ``deadline`` (time.time()) the search stops; the translation is always timed."""
     task = load_task(name)
     case = task.bench_cases()[0]
     dtype = primary_dtype(task)
@@ -57,13 +58,19 @@ def task_row(name: str, backend, language: str, iters: int, max_variants: int | 
     except Untranslatable as e:
         row["untranslatable"] = str(e)
         return row
-    variants = [("as written", first), *tuning_variants(task, language)[:max_variants]]
-    for k, (label, translation) in enumerate(variants):
-        if k and deadline is not None and time.time() > deadline:
-            row["not_timed"] = [label for label, _ in variants[k:]]
+    candidates = {first.candidate.id: first.candidate}
+    row["variants"].append(timed_variant(task, "as written", first.candidate, backend, case, dtype, iters))
+    search, times = Search(task, language), {}
+    while (variant := search.next(times)) is not None and (max_variants is None or len(times) < max_variants):
+        if deadline is not None and time.time() > deadline:
+            row["search_cut"] = f"out of time after {len(times)} variants"
             break
-        row["variants"].append(timed_variant(task, label, translation.candidate, backend, case, dtype, iters))
-    best = fully_checked(task, row["variants"], {t.candidate.id: t.candidate for _, t in variants}, backend)
+        label, translation = variant
+        candidates[translation.candidate.id] = translation.candidate
+        entry = timed_variant(task, label, translation.candidate, backend, case, dtype, iters)
+        row["variants"].append(entry)
+        times[label] = entry.get("us")
+    best = fully_checked(task, row["variants"], candidates, backend)
     if best is None:
         row["incorrect"] = "no variant of the translation passed every case"
         return row
@@ -79,8 +86,9 @@ def task_row(name: str, backend, language: str, iters: int, max_variants: int | 
 
 
 def timed_variant(task, label: str, cand, backend, case: dict, dtype: str, iters: int) -> dict:
-    """The variant checked on the visible cases in ``dtype``, then timed (``benchmark`` checks the
-    timed size too); its entry says which step failed and how many seconds it took."""
+    """The variant checked on the visible cases in ``dtype``, then timed alone (``benchmark`` checks
+    the timed size too; the baselines are timed once, next to the expert port); its entry says
+    which step failed and how many seconds it took."""
     t0 = time.time()
     entry = {"variant": label, "id": cand.id}
     for k, visible in enumerate(task.cases.visible):
@@ -90,7 +98,8 @@ def timed_variant(task, label: str, cand, backend, case: dict, dtype: str, iters
             break
     else:
         try:
-            entry["us"] = benchmark(task, cand, backend, case=case, dtype=dtype, seed=11, iters=iters).candidate.median_us
+            entry["us"] = benchmark(task, cand, backend, case=case, dtype=dtype, seed=11, iters=iters,
+                                    baselines=False).candidate.median_us
         except UserError as e:
             entry["timing_error"] = str(e)[:600]
     entry["seconds"] = round(time.time() - t0, 1)

@@ -156,7 +156,7 @@ class SyntheticTiming:
     def device_info(self, datasheet=None):
         return {"device_name": "simulator with synthetic timings"}
 
-    def measure(self, task, candidate, case, dtype, *, seed, warmup, iters):
+    def measure(self, task, candidate, case, dtype, *, seed, warmup, iters, baselines=True):
         self.measured += 1
         return {"candidate": [self.candidate_seconds] * iters, "native": [50e-6] * iters, "naive": [80e-6] * iters}
 

@@ -43,9 +43,10 @@ def test_a_value_only_a_branch_not_timed_takes_is_not_a_variant():
     assert not any(label.startswith("block@82=") for label in labels)
 
 
-def play(task, wrong: int):
-    """Drive the policy with scripted tool outcomes; the wrong-th compiled candidate fails its check.
-    Returns what it said at each compile, the turns taken, and the finish summary."""
+def play(task, wrong: int, us=lambda said: 10.0):
+    """Drive the policy with scripted tool outcomes; the wrong-th compiled candidate fails its check,
+    and a timed one takes ``us(what the policy said when it compiled it)``. Returns what it said at
+    each compile, the turns taken, and the finish summary."""
     messages, compiles, ids = [], [], {}
     for turn in range(60):
         text, calls = decide(messages)
@@ -64,7 +65,9 @@ def play(task, wrong: int):
                 outcome = {"correct": ids[args["candidate_id"]] != wrong, "candidate_id": args["candidate_id"]}
             elif name == "benchmark":
                 ok = ids[args["candidate_id"]] != wrong
-                outcome = {"timed": True, "candidate_id": args["candidate_id"]} if ok else {"error": "not correct"}
+                said = compiles[ids[args["candidate_id"]] - 1]
+                outcome = {"timed": True, "us": us(said), "candidate_id": args["candidate_id"]} if ok \
+                    else {"error": "not correct"}
             else:
                 outcome = {}
             answers.append((f"t{turn}_{i}", name, args, outcome))
@@ -87,3 +90,22 @@ def test_a_variant_that_fails_its_check_is_dropped_and_the_search_goes_on():
 def test_the_translation_itself_failing_ends_the_search():
     compiles, turns, summary = play(load_task("layernorm"), wrong=1)
     assert len(compiles) == 1 and "not correct" in summary
+
+
+def test_the_search_builds_on_the_fastest_variant_so_far():
+    """rope launches dim3 block(half < 64 ? half : 64, ROWS_PER_BLOCK): both 64s are one knob. With
+    a narrower block scripted fastest, the later steps (rows per block, then the unroll factors
+    again) all carry it, and the best of those carries their value too."""
+    task = load_task("rope")
+    narrow = dict(tuning_variants(task, "cuda"))["block.x@54=16 + __restrict__"].candidate
+    assert narrow.template["BLOCK_DIM_X"] == "min(x.shape[3] // 2, 16)"  # was 64: the launch changed
+
+    def us(said: str) -> float:
+        return 50.0 - 20 * ("block.x@54=16" in said) - 10 * ("ROWS_PER_BLOCK=16" in said)
+
+    compiles, _, summary = play(task, wrong=0, us=us)
+    tried = [c.removeprefix("Trying the translation with ").removesuffix(".") for c in compiles[1:]]
+    after = tried[tried.index("block.x@54=32 + __restrict__") + 1:]
+    assert after and all(label.startswith("block.x@54=16 + ") or label.startswith("unroll=") for label in after)
+    assert "unroll=4 + block.x@54=16 + ROWS_PER_BLOCK=16 + __restrict__" in tried
+    assert "tuning variants" in summary

@@ -1,8 +1,9 @@
 """The ``rules`` policy: a deterministic, non-LLM baseline behind the chat-model interface.
 
 It drives the same tools an LLM would, in a fixed order: read the source, query the knowledge
-base, plan, compile the rule-based translation, check it, benchmark it, try a few threadgroup
-sizes where the backend can time them, finish. It works offline and is the default model; every
+base, plan, compile the rule-based translation, check it, benchmark it, then, where the backend
+can time them, search its tuning variants, each on top of the fastest so far
+(``translate.variants.Search``), and finish. It works offline and is the default model; every
 report labels it a non-LLM baseline.
 """
 
@@ -84,7 +85,7 @@ def decide(messages: list[BaseMessage]) -> tuple[str, list[Call]]:
         return _finish("the translated kernel did not compile" + (f": {why}" if why else "")
                        if last.tool == "compile_kernel" else "the translation is not correct")
     # A variant that failed is dropped; a timed one stands for the final pick.
-    return _next_variant(source["task_dir"], source["language"], tried) or \
+    return _next_variant(source["task_dir"], source["language"], done) or \
         _finish("tried the translation and its tuning variants")
 
 
@@ -106,29 +107,43 @@ def _fields(translation) -> dict[str, Any]:
     return fields
 
 
-def _next_variant(task_dir: str, language: str, tried: int) -> tuple[str, list[Call]] | None:
-    """The next tuning variant (another value of one of the source's #defines), compiled, checked and
-    timed in one turn, so the default budget reaches several: a check that fails leaves the timing
-    an error and the variant out of the pick."""
+def _next_variant(task_dir: str, language: str, done: list[Step]) -> tuple[str, list[Call]] | None:
+    """The search's next tuning variant (on top of the fastest so far), compiled, checked and timed
+    in one turn, so the default budget reaches several: a check that fails leaves the timing an
+    error and the variant out of the pick."""
     from mlxport.tools.session import cached_task
 
-    task = cached_task(task_dir)
-    variants = _variants(task_dir, language, task.source_text())
-    if tried >= len(variants):
+    search = _search(task_dir, language, cached_task(task_dir).source_text())
+    times: dict[str, float | None] = {}
+    for d in done:
+        if d.tool == "compile_kernel" and (label := search.label_of(_compiled_id(d, language))):
+            times[label] = None
+        elif d.tool == "benchmark" and (label := search.label_of(d.args.get("candidate_id", ""))) in times:
+            times[label] = d.outcome.get("us") if d.outcome.get("timed") else None
+    if (variant := search.next(times)) is None:
         return None
-    label, translation = variants[tried]
+    label, translation = variant
     cid = translation.candidate.id
     return f"Trying the translation with {label}.", [("compile_kernel", _fields(translation)),
                                                       ("run_correctness", {"candidate_id": cid}),
                                                       ("benchmark", {"candidate_id": cid})]
 
 
-@cache
-def _variants(task_dir: str, language: str, source: str) -> list[tuple[str, Any]]:
-    from mlxport.tools.session import cached_task
-    from mlxport.translate.variants import tuning_variants
+def _compiled_id(step: Step, language: str) -> str:
+    from mlxport.spec import KernelCandidate
 
-    return tuning_variants(cached_task(task_dir), language)
+    try:
+        return step.outcome.get("candidate_id") or KernelCandidate.model_validate({"language": language, **step.args}).id
+    except ValueError:
+        return ""
+
+
+@cache
+def _search(task_dir: str, language: str, source: str):
+    from mlxport.tools.session import cached_task
+    from mlxport.translate.variants import Search
+
+    return Search(cached_task(task_dir), language)
 
 
 def _finish(why: str) -> tuple[str, list[Call]]:

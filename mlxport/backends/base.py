@@ -82,6 +82,6 @@ class Backend(Protocol):
         share state outside their own buffers (module globals) mix their results."""
 
     def measure(self, task: KernelTask, candidate: KernelCandidate, case: dict[str, Any], dtype: str, *, seed: int,
-                warmup: int, iters: int) -> dict[str, list[float]]:
-        """Seconds per call of the candidate and of every baseline of the task ("native",
-        "naive"), timed side by side on the same inputs; only where ``timing`` is true."""
+                warmup: int, iters: int, baselines: bool = True) -> dict[str, list[float]]:
+        """Seconds per call of the candidate and, with ``baselines``, of every baseline of the task
+        ("native", "naive"), timed side by side on the same inputs; only where ``timing`` is true."""

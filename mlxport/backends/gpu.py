@@ -111,9 +111,9 @@ class GpuBackend:
         return results
 
     def measure(self, task: KernelTask, candidate: KernelCandidate, case: dict[str, Any], dtype: str, *, seed: int,
-                warmup: int, iters: int) -> dict[str, list[float]]:
+                warmup: int, iters: int, baselines: bool = True) -> dict[str, list[float]]:
         payload = {"task_dir": str(task.folder), "candidate": candidate.model_dump(mode="json"), "case": case,
-                   "dtype": dtype, "seed": seed, "warmup": warmup, "iters": iters}
+                   "dtype": dtype, "seed": seed, "warmup": warmup, "iters": iters, "baselines": baselines}
         reply = self._time("measure", payload)
         if reply.get("timed_outputs"):
             raise WrongWhileTimed(f"candidate {candidate.id} is right when checked but wrong as it is timed: "

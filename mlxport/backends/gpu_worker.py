@@ -118,7 +118,7 @@ def measure(payload: dict[str, Any], arrays=None) -> tuple[dict[str, Any], list]
     # Scalar params become kernel inputs once, as the written kernel.py makes them: what is timed
     # is what ships.
     fns = {"candidate": mlx_kernel.caller(candidate, {**sets[0], **params})}
-    if task.baselines is not None:
+    if task.baselines is not None and payload.get("baselines", True):
         fns["native"] = baseline(task, task.baselines.native, params)
         fns["naive"] = baseline(task, task.baselines.naive, params)
     samples = timer.samples(fns, sets, warmup=payload["warmup"], iters=payload["iters"])

@@ -201,7 +201,8 @@ def benchmark(session: Session, args: schemas.benchmark) -> Output:
     facts = launch_facts(session.task, record.candidate, session.task.bench_cases()[0], primary_dtype(session.task),
                          limit)
     return Output(f"candidate {args.candidate_id}: {summary(report)}" + (f"\n  {facts}" if facts else ""),
-                  data={"candidate_id": args.candidate_id, "timed": timed, "speedups": dict(report.speedups)},
+                  data={"candidate_id": args.candidate_id, "timed": timed, "speedups": dict(report.speedups),
+                        "us": report.candidate.median_us if timed else None},
                   records={args.candidate_id: record}, plan=session.plan)
 
 

@@ -1,5 +1,5 @@
-"""The rule-based translation's search space: the same kernel translated with other settings of what
-its speed is tuned by, most promising first. Each variant is a candidate like any other: it ships
+"""The rule-based translation's tuning search: the same kernel translated with other settings of what
+its speed is tuned by. Each variant is a candidate like any other: it ships
 only after passing every check. The knobs:
 
 - ``__restrict__`` (CUDA): the buffers become ``__restrict__`` kernel parameters
@@ -17,11 +17,16 @@ only after passing every check. The knobs:
   a kernel computes (a tile that no longer divides its loop), which the checks catch. Hardware
   constants (the warp size) are left alone, and a value that sizes the block stays within 1024
   threads.
+- integer literals in the ``dim3`` the timed launch passes as its block (``dim3 block(half < 64 ?
+  half : 64, ROWS)``: every ``64`` of one dimension at once), labelled ``block.x=16``.
 
-The order: ``__restrict__`` alone, then unroll=4 and unroll=8 (what the translation loses against
-the expert ports is mostly bytes in flight per thread), then the integers taking turns (one value
-of each, then the next), so the cap keeps each in the search. A variant that would time the same
-code and launch as the translation or an earlier variant is dropped.
+The search is greedy and driven by timings (``Search.next``): ``__restrict__`` alone, unroll=4 and
+unroll=8 (what the translation loses against the expert ports is mostly bytes in flight per
+thread), then each integer's values in turn on top of the fastest variant so far (those sizing the
+block first), then the unroll factors again on top of that (a smaller block gives a stride loop the
+iterations unrolling needs). A variant that would time the same code and launch as the
+translation or a variant already offered is skipped. ``tuning_variants`` is the search when no
+variant is faster than the translation.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from tree_sitter import Node
 
@@ -46,52 +51,117 @@ from mlxport.verify.benchmark import primary_dtype
 
 THREADGROUP_SIZES = (64, 128, 256, 512, 1024)
 UNROLL = (4, 8)
-MAX_VARIANTS = 10
+MAX_VARIANTS = 16
 RESTRICT = "__restrict__"
-_DEFINE = re.compile(r"^[ \t]*#define[ \t]+(\w+)[ \t]+(\d+)[ \t]*(?://.*)?$", re.M)
-_CONSTEXPR = re.compile(r"\bconstexpr\s+(?:unsigned\s+|signed\s+)?(?:int|long|size_t|short)\s+(\w+)\s*=\s*(\d+)\s*;")
-_LAUNCH_PAIR = re.compile(r"<[^<>;]*?\b(\d+)\b[^<>;]*>\s*<<<\s*[^,;]+?,\s*(\d+)\b")  # k<T, 512><<<g, 512
+_DEFINE = re.compile(rb"^[ \t]*#define[ \t]+(\w+)[ \t]+(\d+)[ \t]*(?://.*)?$", re.M)
+_CONSTEXPR = re.compile(rb"\bconstexpr\s+(?:unsigned\s+|signed\s+)?(?:int|long|size_t|short)\s+(\w+)\s*=\s*(\d+)\s*;")
+_LAUNCH_PAIR = re.compile(rb"<[^<>;]*?\b(\d+)\b[^<>;]*>\s*<<<\s*[^,;]+?,\s*(\d+)\b")  # k<T, 512><<<g, 512
 _BOUND_OPS = ("<", "<=", ">", ">=", "!=")
+
+Edit = tuple[int, int, bytes]  # replace source bytes [start, end) with these
+
+
+class Knob(NamedTuple):
+    name: str
+    value: int | None  # the source's own (None: unroll, which the source does not set)
+    values: list[int]  # the others worth timing, most promising first
+    edits: Callable[[int], list[Edit]]
+
+
+class Search:
+    """The tuning search over one task's translation. It keeps no record of a run: ``next`` replays
+    the search from the labels offered so far and their timings, so one object serves any number
+    of runs."""
+
+    def __init__(self, task, target: str) -> None:
+        from mlxport.translate.reader import read_cuda
+        from mlxport.translate.translator import Untranslatable, translate
+
+        self.task, self.target, self._translate, self._untranslatable = task, target, translate, Untranslatable
+        self.source = task.source_text().encode("utf-8", "replace")
+        self.knobs: list[Knob] = []
+        self.restrict = False
+        self._built: dict[str, tuple[dict[str, int], Translation | None, str | None]] = {}  # label: (settings, variant, timed key)
+        cf = read_cuda(task.source_text(), name=task.source)
+        launch = next((site for site in cf.launches if site.kernel == task.kernel), None)
+        try:
+            base = translate(task.source_text(), kernel=task.kernel, target=target, task=task) if launch else None
+        except Untranslatable:
+            base = None
+        if base is None:
+            return
+        self.restrict = target == "cuda" and restrict_buffers(base) is not None
+        self._base_key = _as_timed(task, base)
+        if loops := stride_loops(task.source_text(), cf, task.kernel):
+            self.knobs.append(Knob("unroll", None, list(UNROLL), lambda u, loops=loops: _unroll_edits(self.source, loops, u)))
+        self.knobs += _integer_knobs(self.source, launch.block.strip())
+
+    def next(self, times: dict[str, float | None]) -> tuple[str, Translation] | None:
+        """The next variant to check and time, or None when the search is over. ``times``: each
+        label offered so far, in the order offered, with its time (None: it failed or was not
+        timed)."""
+        if len(times) >= MAX_VARIANTS:
+            return None
+        walked: list[str] = []  # the offered labels the replay has reached, in order
+        keys = {self._base_key} if self.knobs or self.restrict else set()
+        keys |= {self._built[label][2] for label in times if label in self._built}
+        for settings in self._plan(times, walked):
+            label = self._label(settings)
+            if label in times:
+                walked.append(label)
+                continue
+            _, variant, key = self._build(label, settings)
+            if variant is not None and key not in keys:
+                return label, variant
+        return None
+
+    def label_of(self, candidate_id: str) -> str | None:
+        """The label of a variant this search built, by its candidate's id."""
+        return next((label for label, (_, v, _) in self._built.items() if v and v.candidate.id == candidate_id), None)
+
+    def _plan(self, times: dict[str, float | None], walked: list[str]):
+        """Each step's settings on top of the fastest variant among those before it."""
+        def best() -> dict[str, int]:
+            timed = [(times[label], k, label) for k, label in enumerate(walked) if times.get(label) is not None]
+            return dict(self._built[min(timed)[2]][0]) if timed else {}
+
+        if self.restrict:
+            yield {}
+        unroll = [k for k in self.knobs if k.name == "unroll"]
+        for knob in unroll + [k for k in self.knobs if k.name != "unroll"] + unroll:
+            for v in knob.values:
+                yield {**best(), knob.name: v}
+
+    def _label(self, settings: dict[str, int]) -> str:
+        order = [k.name for k in self.knobs]
+        parts = [f"{name}={settings[name]}" for name in sorted(settings, key=order.index)]
+        return " + ".join(parts + ([RESTRICT] if self.restrict else []))
+
+    def _build(self, label: str, settings: dict[str, int]) -> tuple[dict[str, int], Translation | None, str | None]:
+        if label not in self._built:
+            edits = [e for k in self.knobs if k.name in settings and settings[k.name] != k.value
+                     for e in k.edits(settings[k.name])]
+            data = self.source
+            for start, end, new in sorted(edits, reverse=True):
+                data = data[:start] + new + data[end:]
+            try:
+                variant = self._translate(data.decode("utf-8", "replace"), kernel=self.task.kernel,
+                                          target=self.target, task=self.task)
+            except self._untranslatable:
+                variant = None
+            if variant is not None and self.restrict:
+                variant = restrict_buffers(variant)
+            self._built[label] = (settings, variant, _as_timed(self.task, variant) if variant else None)
+        return self._built[label]
 
 
 def tuning_variants(task, target: str) -> list[tuple[str, Translation]]:
-    """(label such as ``LN_BLOCK=512``, Translation) for each setting worth timing, at most
-    MAX_VARIANTS, none timing the same code and launch as another or as the translation itself (a
-    value in a branch the timed launch does not take changes nothing there)."""
-    from mlxport.translate.reader import read_cuda
-    from mlxport.translate.translator import Untranslatable, translate
-
-    source = task.source_text()
-    cf = read_cuda(source, name=task.source)
-    launch = next((site for site in cf.launches if site.kernel == task.kernel), None)
-    if launch is None:
-        return []
-    try:
-        base = translate(source, kernel=task.kernel, target=target, task=task)
-    except Untranslatable:
-        return []
-    restrict = target == "cuda" and restrict_buffers(base) is not None
-    seen = {_as_timed(task, base)}
-
-    def variant(label: str, edited: str) -> tuple[str, Translation] | None:
-        try:
-            translation = translate(edited, kernel=task.kernel, target=target, task=task)
-        except Untranslatable:
-            return None
-        if restrict:
-            translation, label = restrict_buffers(translation), " + ".join(filter(None, [label, RESTRICT]))
-        if (key := _as_timed(task, translation)) in seen:
-            return None
-        seen.add(key)
-        return label, translation
-
-    leading = [("", source)] if restrict else []
-    if loops := stride_loops(source, cf, task.kernel):
-        leading += [(f"unroll={u}", unrolled(source, loops, u)) for u in UNROLL]
-    first = [v for label, edited in leading if (v := variant(label, edited))]
-    knobs = [[v for label, edited in values if (v := variant(label, edited))]
-             for values in _integer_knobs(source, launch.block.strip())]
-    return (first + _interleave(knobs))[:MAX_VARIANTS]
+    """(label such as ``LN_BLOCK=512 + __restrict__``, Translation) for each variant the search
+    tries when none is faster than the translation, at most MAX_VARIANTS."""
+    search, out = Search(task, target), []
+    while (v := search.next({label: None for label, _ in out})) is not None:
+        out.append(v)
+    return out
 
 
 def _as_timed(task, translation: Translation) -> str:
@@ -132,10 +202,17 @@ def stride_loops(source: str, cf: CudaFile, kernel: str) -> list[int]:
 def unrolled(source: str, loops: list[int], factor: int) -> str:
     """The source with ``#pragma unroll factor`` on its own line before each of ``loops``."""
     data = source.encode("utf-8", "replace")
-    for start in reversed(loops):
-        indent = data[start:len(data) - len(data[start:].lstrip(b" \t"))]
-        data = data[:start] + indent + f"#pragma unroll {factor}\n".encode() + data[start:]
+    for start, end, new in reversed(_unroll_edits(data, loops, factor)):
+        data = data[:start] + new + data[end:]
     return data.decode("utf-8", "replace")
+
+
+def _unroll_edits(data: bytes, loops: list[int], factor: int) -> list[Edit]:
+    edits = []
+    for start in loops:
+        indent = data[start:len(data) - len(data[start:].lstrip(b" \t"))]
+        edits.append((start, start, indent + f"#pragma unroll {factor}\n".encode()))
+    return edits
 
 
 def _is_stride_loop(loop: Node, constants: set[str]) -> bool:
@@ -191,51 +268,62 @@ def _has_pragma(loop: Node) -> bool:
         "unroll" in text(prev)
 
 
-def _integer_knobs(source: str, block: str) -> list[list[tuple[str, str]]]:
-    """Per tunable integer, (label, the source at that value) for each value worth timing; those
-    sizing the block first."""
+def _integer_knobs(data: bytes, block: str) -> list[Knob]:
+    """A knob per tunable integer, with the values worth timing; those sizing the block first."""
     knobs = []
-    for name, value, blockish, edit in sorted(_integers(source, block), key=lambda k: not k[2]):
+    for name, value, blockish, spans in sorted(_integers(data, block), key=lambda k: not k[2]):
         values = [value // 2, value * 2, value * 4]
-        if blockish:
+        if blockish == "total":
             values = [v for v in dict.fromkeys([*THREADGROUP_SIZES, *values]) if v <= 1024]
-        knobs.append([(f"{name}={v}", edit(v)) for v in values if v >= 1 and v != value])
+        elif blockish == "dim":  # one dimension of a dim3 block
+            values = [value // 4, value // 8, value // 2, value * 2]
+        values = [v for v in values if v >= 1 and v != value]
+        knobs.append(Knob(name, value, values, lambda v, spans=spans: [(a, b, str(v).encode()) for a, b in spans]))
     return knobs
 
 
-def _integers(source: str, block: str) -> list[tuple[str, int, bool, Callable[[int], str]]]:
-    """(name, value, whether it sizes the block, the source with another value) per tunable integer."""
+def _integers(data: bytes, block: str) -> list[tuple[str, int, str, list[tuple[int, int]]]]:
+    """(name, value, what of the block it sizes: "total", "dim" or "", its spans in the source) per
+    tunable integer."""
     knobs = []
-    for m in _DEFINE.finditer(source):
-        name, value = m.group(1), int(m.group(2))
+    for m in _DEFINE.finditer(data):
+        name, value = m.group(1).decode(), int(m.group(2))
         if value > 0 and "WARP" not in name.upper():
-            knobs.append((name, value, name == block, lambda v, m=m: _replace(source, [m.span(2)], v)))
+            knobs.append((name, value, "total" if name == block else "", [m.span(2)]))
     decls: dict[str, list[re.Match]] = {}
-    for m in _CONSTEXPR.finditer(source):
-        decls.setdefault(m.group(1), []).append(m)
+    for m in _CONSTEXPR.finditer(data):
+        decls.setdefault(m.group(1).decode(), []).append(m)
     for name, ms in decls.items():
         value = int(ms[0].group(2))
         if value > 0 and "WARP" not in name.upper() and all(int(m.group(2)) == value for m in ms):
-            knobs.append((name, value, name == block, lambda v, ms=ms: _replace(source, [m.span(2) for m in ms], v)))
-    for m in _LAUNCH_PAIR.finditer(source):
+            knobs.append((name, value, "total" if name == block else "", [m.span(2) for m in ms]))
+    for m in _LAUNCH_PAIR.finditer(data):
         if m.group(1) == m.group(2) and int(m.group(1)) > 32:
-            line = source.count("\n", 0, m.start()) + 1
-            knobs.append((f"block@{line}", int(m.group(1)), True,
-                          lambda v, m=m: _replace(source, [m.span(1), m.span(2)], v)))
+            line = data.count(b"\n", 0, m.start()) + 1
+            knobs.append((f"block@{line}", int(m.group(1)), "total", [m.span(1), m.span(2)]))
+    knobs += _dim3_literals(data, block)
     return knobs
 
 
-def _replace(source: str, spans: list[tuple[int, int]], value: int) -> str:
-    for start, end in sorted(spans, reverse=True):
-        source = source[:start] + str(value) + source[end:]
-    return source
-
-
-def _interleave(knobs: list[list[Any]]) -> list[Any]:
-    """One value of each knob in turn, so the cap keeps every knob in the search."""
-    out, queues = [], [list(q) for q in knobs]
-    while any(queues):
-        for q in queues:
-            if q:
-                out.append(q.pop(0))
-    return out
+def _dim3_literals(data: bytes, block: str) -> list[tuple[str, int, str, list[tuple[int, int]]]]:
+    """Integer literals in the ``dim3 <block>(x, y, z)`` declaration the launch passes as its block,
+    per dimension and value (``half < 64 ? half : 64`` is one knob, both 64s at once)."""
+    if not re.fullmatch(r"\w+", block):
+        return []
+    knobs = []
+    for decl in re.finditer(rb"\bdim3\s+" + block.encode() + rb"\s*\(([^;]*)\)\s*;", data):
+        start, depth, dims = decl.start(1), 0, [[decl.start(1), None]]
+        for i in range(decl.start(1), decl.end(1)):
+            c = data[i:i + 1]
+            depth += c in b"([{" and 1 or (-1 if c in b")]}" else 0)
+            if c == b"," and depth == 0:
+                dims[-1][1] = i
+                dims.append([i + 1, None])
+        dims[-1][1] = decl.end(1)
+        line = data.count(b"\n", 0, start) + 1
+        for axis, (a, b) in zip("xyz", dims, strict=False):
+            by_value: dict[int, list[tuple[int, int]]] = {}
+            for m in re.finditer(rb"(?<![\w.])(\d+)(?![\w.])", data[a:b]):
+                by_value.setdefault(int(m.group(1)), []).append((a + m.start(1), a + m.end(1)))
+            knobs += [(f"block.{axis}@{line}", v, "dim", spans) for v, spans in by_value.items() if v >= 8]
+    return knobs

@@ -39,9 +39,11 @@ def stats(name: str, samples: list[float], nbytes: int, flops: int, peak_gbs: fl
 
 def benchmark(task: KernelTask, candidate: KernelCandidate, backend: Backend, *, case: dict[str, Any] | None = None,
               dtype: str | None = None, seed: int = 0, iters: int = 30, warmup: int = 5,
-              chip: Datasheet | None = None, datasheet: Datasheet | None = None) -> BenchmarkReport:
+              chip: Datasheet | None = None, datasheet: Datasheet | None = None,
+              baselines: bool = True) -> BenchmarkReport:
     """``chip``: the Apple chip a simulator estimate is for; ``datasheet``: this device's published
-    figures, which an uncalibrated GPU's roofline fraction is of."""
+    figures, which an uncalibrated GPU's roofline fraction is of; without ``baselines`` only the
+    candidate is timed (a search comparing candidates with each other), so nothing is a speedup."""
     case = case if case is not None else task.bench_cases()[0]
     dtype = dtype or primary_dtype(task)
     nbytes, flops = task.cost_of(case, dtype)
@@ -53,10 +55,11 @@ def benchmark(task: KernelTask, candidate: KernelCandidate, backend: Backend, *,
         estimate = roofline_estimate(nbytes, flops, chip) if chip else f"{backend.name} does not time kernels"
         return BenchmarkReport(**base, estimate=estimate)
     check_bench_case(task, candidate, backend, case, dtype, seed)
-    samples = backend.measure(task, candidate, case, dtype, seed=seed, warmup=warmup, iters=iters)
+    samples = backend.measure(task, candidate, case, dtype, seed=seed, warmup=warmup, iters=iters, baselines=baselines)
     report = _report(base, samples, nbytes, flops, info.get("bandwidth_gbs"))
     if not report.stable:
-        samples = backend.measure(task, candidate, case, dtype, seed=seed + 1, warmup=warmup, iters=iters * 2)
+        samples = backend.measure(task, candidate, case, dtype, seed=seed + 1, warmup=warmup, iters=iters * 2,
+                                  baselines=baselines)
         report = _report(base, samples, nbytes, flops, info.get("bandwidth_gbs"))
     strongest = min(report.speedups.values(), default=0.0)
     if strongest > SUSPICIOUS_SPEEDUP:

@@ -113,7 +113,7 @@ class SimBackend:
             return RunResult(error=str(e), seconds=time.perf_counter() - t0)
 
     def measure(self, task: KernelTask, candidate: KernelCandidate, case: dict[str, Any], dtype: str, *, seed: int,
-                warmup: int, iters: int) -> dict[str, list[float]]:
+                warmup: int, iters: int, baselines: bool = True) -> dict[str, list[float]]:
         raise BackendUnavailable("the simulator checks correctness only; it never times")
 
     def close(self) -> None:
