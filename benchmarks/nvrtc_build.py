@@ -65,13 +65,13 @@ def main() -> None:
 
 def rules_port(task, label: str):
     from mlxport.translate.translator import translate_task
-    from mlxport.translate.variants import tuning_variants
+    from mlxport.translate.variants import Search
 
-    variants = {"as written": translate_task(task, "cuda"), **dict(tuning_variants(task, "cuda"))}
-    if label not in variants:
-        sys.exit(f"no variant {label!r} of {task.name}'s translation; its variants: {', '.join(variants)}")
-    return variants[label].candidate
-
+    variant = translate_task(task, "cuda") if label == "as written" else Search(task, "cuda").variant(label)
+    if variant is None:
+        sys.exit(f"{task.name}'s translation has no variant {label!r}: labels are as in rules_vs_expert.json, "
+                 f"e.g. 'unroll=8 + __restrict__'")
+    return variant.candidate
 
 if __name__ == "__main__":
     main()

@@ -60,8 +60,8 @@ def task_row(name: str, backend, language: str, iters: int, max_variants: int | 
         return row
     candidates = {first.candidate.id: first.candidate}
     row["variants"].append(timed_variant(task, "as written", first.candidate, backend, case, dtype, iters))
-    search, times = Search(task, language), {}
-    while (variant := search.next(times)) is not None and (max_variants is None or len(times) < max_variants):
+    search, times, base = Search(task, language), {}, row["variants"][0].get("us")
+    while (variant := search.next(times, base)) is not None and (max_variants is None or len(times) < max_variants):
         if deadline is not None and time.time() > deadline:
             row["search_cut"] = f"out of time after {len(times)} variants"
             break
@@ -88,7 +88,7 @@ def task_row(name: str, backend, language: str, iters: int, max_variants: int | 
 def timed_variant(task, label: str, cand, backend, case: dict, dtype: str, iters: int) -> dict:
     """The variant checked on the visible cases in ``dtype``, then timed alone (``benchmark`` checks
     the timed size too; the baselines are timed once, next to the expert port); its entry says
-    which step failed and how many seconds it took."""
+    which step failed and how many seconds it took, the quick check's apart."""
     t0 = time.time()
     entry = {"variant": label, "id": cand.id}
     for k, visible in enumerate(task.cases.visible):
@@ -97,6 +97,7 @@ def timed_variant(task, label: str, cand, backend, case: dict, dtype: str, iters
             entry["quick_check"] = f"{result.case} {dtype}: {result.error or result.pattern}"[:600]
             break
     else:
+        entry["check_seconds"] = round(time.time() - t0, 1)
         try:
             entry["us"] = benchmark(task, cand, backend, case=case, dtype=dtype, seed=11, iters=iters,
                                     baselines=False).candidate.median_us

@@ -43,12 +43,17 @@ def test_a_value_only_a_branch_not_timed_takes_is_not_a_variant():
     assert not any(label.startswith("block@82=") for label in labels)
 
 
-def play(task, wrong: int, us=lambda said: 10.0):
+def play(task, wrong: int, us=lambda said: 10.0, fresh: bool = False):
     """Drive the policy with scripted tool outcomes; the wrong-th compiled candidate fails its check,
     and a timed one takes ``us(what the policy said when it compiled it)``. Returns what it said at
-    each compile, the turns taken, and the finish summary."""
+    each compile, the turns taken, and the finish summary. ``fresh``: every turn in a new process,
+    as far as the policy knows (a resumed run)."""
+    from mlxport.agent import rules
+
     messages, compiles, ids = [], [], {}
     for turn in range(60):
+        if fresh:
+            rules._search.cache_clear()
         text, calls = decide(messages)
         if calls[0][0] == "finish":
             return compiles, turn, calls[0][1]["summary"]
@@ -104,8 +109,31 @@ def test_the_search_builds_on_the_fastest_variant_so_far():
         return 50.0 - 20 * ("block.x@54=16" in said) - 10 * ("ROWS_PER_BLOCK=16" in said)
 
     compiles, _, summary = play(task, wrong=0, us=us)
+    assert play(task, wrong=0, us=us, fresh=True)[0] == compiles  # a resumed run goes on where it stopped
     tried = [c.removeprefix("Trying the translation with ").removesuffix(".") for c in compiles[1:]]
+    assert len(set(tried)) == len(tried)
     after = tried[tried.index("block.x@54=32 + __restrict__") + 1:]
     assert after and all(label.startswith("block.x@54=16 + ") or label.startswith("unroll=") for label in after)
     assert "unroll=4 + block.x@54=16 + ROWS_PER_BLOCK=16 + __restrict__" in tried
     assert "tuning variants" in summary
+
+
+def test_a_variant_slower_than_the_translation_is_not_built_on():
+    from mlxport.translate.variants import Search
+
+    search = Search(load_task("cumsum"), "msl")
+    times = {"unroll=4": 30.0, "unroll=8": 20.0}
+    assert search.next(times)[0] == "unroll=8 + SCAN_BLOCK=64"
+    assert search.next(times, base=10.0)[0] == "SCAN_BLOCK=64"
+
+
+def test_dim3_block_literals_one_knob_per_dimension_with_a_single_value():
+    from mlxport.translate.variants import _dim3_literals
+
+    def knobs(src: bytes):
+        return [(name, value) for name, value, _, _ in _dim3_literals(src, "block")]
+
+    assert knobs(b"dim3 block(half < 64 ? half : 64, ROWS);") == [("block.x@1", 64)]
+    assert knobs(b"dim3 block(32, (n + 31) / 32);") == [("block.x@1", 32)]  # y has two values: left alone
+    assert knobs(b"dim3 block(256), grid((n + 255) / 256);") == [("block.x@1", 256)]  # not the grid's
+    assert knobs(b"dim3 block(f(a, 64), 8);") == [("block.x@1", 64), ("block.y@1", 8)]

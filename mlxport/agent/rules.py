@@ -110,23 +110,24 @@ def _fields(translation) -> dict[str, Any]:
 def _next_variant(task_dir: str, language: str, done: list[Step]) -> tuple[str, list[Call]] | None:
     """The search's next tuning variant (on top of the fastest so far), compiled, checked and timed
     in one turn, so the default budget reaches several: a check that fails leaves the timing an
-    error and the variant out of the pick."""
+    error and the variant out of the pick. The search is replayed from the history, so a resumed
+    run goes on where it stopped."""
     from mlxport.tools.session import cached_task
 
+    compiles = [_compiled_id(d, language) for d in done if d.tool == "compile_kernel"]
+    timed = {d.args.get("candidate_id"): d.outcome.get("us") for d in done
+             if d.tool == "benchmark" and d.outcome.get("timed")}
     search = _search(task_dir, language, cached_task(task_dir).source_text())
     times: dict[str, float | None] = {}
-    for d in done:
-        if d.tool == "compile_kernel" and (label := search.label_of(_compiled_id(d, language))):
-            times[label] = None
-        elif d.tool == "benchmark" and (label := search.label_of(d.args.get("candidate_id", ""))) in times:
-            times[label] = d.outcome.get("us") if d.outcome.get("timed") else None
-    if (variant := search.next(times)) is None:
-        return None
-    label, translation = variant
-    cid = translation.candidate.id
-    return f"Trying the translation with {label}.", [("compile_kernel", _fields(translation)),
-                                                      ("run_correctness", {"candidate_id": cid}),
-                                                      ("benchmark", {"candidate_id": cid})]
+    while (variant := search.next(times, base=timed.get(compiles[0]))) is not None:
+        label, translation = variant
+        cid = translation.candidate.id
+        if cid not in compiles[1:]:
+            return f"Trying the translation with {label}.", [("compile_kernel", _fields(translation)),
+                                                              ("run_correctness", {"candidate_id": cid}),
+                                                              ("benchmark", {"candidate_id": cid})]
+        times[label] = timed.get(cid)
+    return None
 
 
 def _compiled_id(step: Step, language: str) -> str:

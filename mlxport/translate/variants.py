@@ -18,7 +18,9 @@ only after passing every check. The knobs:
   constants (the warp size) are left alone, and a value that sizes the block stays within 1024
   threads.
 - integer literals in the ``dim3`` the timed launch passes as its block (``dim3 block(half < 64 ?
-  half : 64, ROWS)``: every ``64`` of one dimension at once), labelled ``block.x=16``.
+  half : 64, ROWS)``: every ``64`` of one dimension at once, a dimension with one such value only),
+  labelled by axis and line (``block.x@54=16``); a block it makes larger than 1024 threads fails
+  its check.
 
 The search is greedy and driven by timings (``Search.next``): ``__restrict__`` alone, unroll=4 and
 unroll=8 (what the translation loses against the expert ports is mostly bytes in flight per
@@ -26,7 +28,7 @@ thread), then each integer's values in turn on top of the fastest variant so far
 block first), then the unroll factors again on top of that (a smaller block gives a stride loop the
 iterations unrolling needs). A variant that would time the same code and launch as the
 translation or a variant already offered is skipped. ``tuning_variants`` is the search when no
-variant is faster than the translation.
+variant is timed.
 """
 
 from __future__ import annotations
@@ -70,8 +72,8 @@ class Knob(NamedTuple):
 
 class Search:
     """The tuning search over one task's translation. It keeps no record of a run: ``next`` replays
-    the search from the labels offered so far and their timings, so one object serves any number
-    of runs."""
+    the search from the labels offered so far and their timings, so one object (or a new one, when
+    a run resumes) serves any number of runs."""
 
     def __init__(self, task, target: str) -> None:
         from mlxport.translate.reader import read_cuda
@@ -96,34 +98,42 @@ class Search:
             self.knobs.append(Knob("unroll", None, list(UNROLL), lambda u, loops=loops: _unroll_edits(self.source, loops, u)))
         self.knobs += _integer_knobs(self.source, launch.block.strip())
 
-    def next(self, times: dict[str, float | None]) -> tuple[str, Translation] | None:
+    def next(self, times: dict[str, float | None], base: float | None = None) -> tuple[str, Translation] | None:
         """The next variant to check and time, or None when the search is over. ``times``: each
         label offered so far, in the order offered, with its time (None: it failed or was not
-        timed)."""
+        timed); ``base``: the translation's own time, which a variant must beat to be built on."""
         if len(times) >= MAX_VARIANTS:
             return None
-        walked: list[str] = []  # the offered labels the replay has reached, in order
+        walked: list[tuple[str, dict[str, int]]] = []  # the offered steps the replay has reached
         keys = {self._base_key} if self.knobs or self.restrict else set()
-        keys |= {self._built[label][2] for label in times if label in self._built}
-        for settings in self._plan(times, walked):
+        for settings in self._plan(times, walked, base):
             label = self._label(settings)
             if label in times:
-                walked.append(label)
+                walked.append((label, settings))
+                keys.add(self._build(label, settings)[2])
                 continue
             _, variant, key = self._build(label, settings)
             if variant is not None and key not in keys:
                 return label, variant
         return None
 
-    def label_of(self, candidate_id: str) -> str | None:
-        """The label of a variant this search built, by its candidate's id."""
-        return next((label for label, (_, v, _) in self._built.items() if v and v.candidate.id == candidate_id), None)
+    def variant(self, label: str) -> Translation | None:
+        """The variant a label names (``unroll=8 + block@84=128 + __restrict__``), or None."""
+        try:
+            settings = {name: int(v) for name, v in (p.rsplit("=", 1) for p in label.split(" + ") if p != RESTRICT)}
+        except ValueError:
+            return None
+        if not set(settings) <= {k.name for k in self.knobs} or self._label(settings) != label:
+            return None
+        return self._build(label, settings)[1]
 
-    def _plan(self, times: dict[str, float | None], walked: list[str]):
-        """Each step's settings on top of the fastest variant among those before it."""
+    def _plan(self, times: dict[str, float | None], walked: list[tuple[str, dict[str, int]]], base: float | None):
+        """Each step's settings on top of the fastest variant among those before it (and faster
+        than the translation)."""
         def best() -> dict[str, int]:
-            timed = [(times[label], k, label) for k, label in enumerate(walked) if times.get(label) is not None]
-            return dict(self._built[min(timed)[2]][0]) if timed else {}
+            timed = [(times[label], k, settings) for k, (label, settings) in enumerate(walked)
+                     if times.get(label) is not None and (base is None or times[label] < base)]
+            return dict(min(timed, key=lambda t: t[:2])[2]) if timed else {}
 
         if self.restrict:
             yield {}
@@ -157,7 +167,7 @@ class Search:
 
 def tuning_variants(task, target: str) -> list[tuple[str, Translation]]:
     """(label such as ``LN_BLOCK=512 + __restrict__``, Translation) for each variant the search
-    tries when none is faster than the translation, at most MAX_VARIANTS."""
+    tries when none is timed, at most MAX_VARIANTS."""
     search, out = Search(task, target), []
     while (v := search.next({label: None for label, _ in out})) is not None:
         out.append(v)
@@ -307,23 +317,34 @@ def _integers(data: bytes, block: str) -> list[tuple[str, int, str, list[tuple[i
 
 def _dim3_literals(data: bytes, block: str) -> list[tuple[str, int, str, list[tuple[int, int]]]]:
     """Integer literals in the ``dim3 <block>(x, y, z)`` declaration the launch passes as its block,
-    per dimension and value (``half < 64 ? half : 64`` is one knob, both 64s at once)."""
+    per dimension (``half < 64 ? half : 64`` is one knob, both 64s at once); a dimension with more
+    than one such value is left alone, as is anything under 8."""
     if not re.fullmatch(r"\w+", block):
         return []
     knobs = []
-    for decl in re.finditer(rb"\bdim3\s+" + block.encode() + rb"\s*\(([^;]*)\)\s*;", data):
-        start, depth, dims = decl.start(1), 0, [[decl.start(1), None]]
-        for i in range(decl.start(1), decl.end(1)):
+    for decl in re.finditer(rb"\bdim3\s+" + block.encode() + rb"\s*\(", data):
+        dims, depth, start = [], 0, decl.end()
+        for i in range(decl.end(), len(data)):
             c = data[i:i + 1]
-            depth += c in b"([{" and 1 or (-1 if c in b")]}" else 0)
-            if c == b"," and depth == 0:
-                dims[-1][1] = i
-                dims.append([i + 1, None])
-        dims[-1][1] = decl.end(1)
-        line = data.count(b"\n", 0, start) + 1
+            if c == b";":
+                dims = []
+                break
+            if c in b")]}" and depth:
+                depth -= 1
+            elif c in b"([{":
+                depth += 1
+            elif c in b")," and not depth:
+                dims.append((start, i))
+                start = i + 1
+                if c == b")":
+                    break
+        line = data.count(b"\n", 0, decl.start()) + 1
         for axis, (a, b) in zip("xyz", dims, strict=False):
             by_value: dict[int, list[tuple[int, int]]] = {}
             for m in re.finditer(rb"(?<![\w.])(\d+)(?![\w.])", data[a:b]):
-                by_value.setdefault(int(m.group(1)), []).append((a + m.start(1), a + m.end(1)))
-            knobs += [(f"block.{axis}@{line}", v, "dim", spans) for v, spans in by_value.items() if v >= 8]
+                if int(m.group(1)) >= 8:
+                    by_value.setdefault(int(m.group(1)), []).append((a + m.start(1), a + m.end(1)))
+            if len(by_value) == 1:
+                (value, spans), = by_value.items()
+                knobs.append((f"block.{axis}@{line}", value, "dim", spans))
     return knobs
