@@ -92,8 +92,14 @@ def _fields(value: Any) -> list[str]:
 
 
 def write_text(path: Path, text: str) -> None:
-    """Write a file mlxport leaves behind (reports, run records, transcripts, candidates)."""
-    path.write_text(redact_text(text))
+    """Write a file mlxport leaves behind (reports, run records, transcripts, candidates): whole or
+    not at all, so a run killed mid-write leaves no half file (a run.json says a port is done)."""
+    if path.exists() and not path.is_file():  # a device or pipe (-o /dev/stdout): written as it is
+        path.write_text(redact_text(text))
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(redact_text(text))
+    os.replace(tmp, path)
 
 
 class RedactingStream:

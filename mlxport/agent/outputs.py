@@ -278,9 +278,9 @@ def write_outputs(out: Path, task: KernelTask, state: State, config: dict[str, A
     if best is not None:
         _write_op(out, task, best.candidate, config, final)
     run = run_record(task, state, config, session_id, records)
-    write_text(out / "run.json", json.dumps(run, indent=2, default=str))
     write_text(out / "report.md", report_md(task, run, best, final))
     write_text(out / "report.html", render_port_html(task, run, records, final, _ceilings(final, config)))
+    write_text(out / "run.json", json.dumps(run, indent=2, default=str))  # last: it marks the port done
     return run
 
 
