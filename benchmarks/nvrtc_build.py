@@ -25,8 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mlxport.backends.cuda_source import NVRTC_PREAMBLE, mlx_cuda_source, nvrtc_compile, nvrtc_root  # noqa: E402
-from mlxport.expr import ArrayInfo, Dtype  # noqa: E402
-from mlxport.tasks import expert_ports, load_task  # noqa: E402
+from mlxport.expr import ArrayInfo  # noqa: E402
+from mlxport.tasks import case_infos, expert_ports, load_task  # noqa: E402
 
 
 def main() -> None:
@@ -45,10 +45,10 @@ def main() -> None:
     if args.set:
         port = port.model_copy(update={"template": {**port.template, **dict(s.split("=", 1) for s in args.set)}})
     case = task.bench_cases()[args.case]
-    shapes = task.shapes(case, args.dtype)
-    infos = {t.name: ArrayInfo(shapes[t.name], Dtype(t.resolve_dtype(args.dtype))) for t in task.inputs}
-    launch = port.launch({**infos, **task.param_values(case)})
-    dtypes = {n: str(infos[n].dtype) if n in infos else "float32" for n in port.input_names}  # scalars: float arrays
+    infos = case_infos(task, case, args.dtype)
+    launch = port.launch(infos)
+    dtypes = {n: str(i.dtype) if isinstance(i := infos.get(n), ArrayInfo) else "float32"  # scalars: float arrays
+              for n in port.input_names}
     if nvrtc_root() is None:
         sys.exit("NVRTC not found: pip install nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-cuda-cccl")
     ok, log, cubin = nvrtc_compile(NVRTC_PREAMBLE + mlx_cuda_source(port, launch, dtypes), args.arch)

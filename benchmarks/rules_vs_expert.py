@@ -34,14 +34,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mlxport.backends import get_backend  # noqa: E402
 from mlxport.errors import UserError  # noqa: E402
-from mlxport.tasks import expert_ports, load_task, suite_names  # noqa: E402
+from mlxport.tasks import MEMORY_BOUND, expert_ports, load_task, suite_names  # noqa: E402
 from mlxport.translate.translator import Untranslatable, translate_task  # noqa: E402
 from mlxport.translate.variants import Search  # noqa: E402
 from mlxport.verify.benchmark import benchmark, primary_dtype  # noqa: E402
 from mlxport.verify.correctness import check_case, run_correctness  # noqa: E402
 
 VARIANT_SHARE = 0.6  # of a task's time for timing variants; the rest is the full check and the expert port
-MEMORY_BOUND = ("rmsnorm", "softmax_rows", "layernorm", "rope", "gelu_tanh", "vector_add", "transpose_tiled", "cumsum")
 
 
 def task_row(name: str, backend, language: str, iters: int, max_variants: int | None = None,

@@ -213,6 +213,18 @@ def _draw(spec: TensorSpec, shape: tuple[int, ...], dtype: str, rng: np.random.G
     return mx.array(a).astype(MX_DTYPES[dtype])
 
 
+# The suite tasks whose speed is bounded by memory traffic (the rules policy's speed target is over these).
+MEMORY_BOUND = ("rmsnorm", "softmax_rows", "layernorm", "rope", "gelu_tanh", "vector_add", "transpose_tiled", "cumsum")
+
+
+def case_infos(task: KernelTask, case: dict[str, Any], dtype: str) -> dict[str, Any]:
+    """``arg_infos`` at a case and dtype, without making the inputs."""
+    shapes = task.shapes(case, dtype)
+    infos: dict[str, Any] = {t.name: ArrayInfo(shapes[t.name], Dtype(t.resolve_dtype(dtype))) for t in task.inputs}
+    infos.update(task.param_values(case))
+    return infos
+
+
 def arg_infos(task: KernelTask, inputs: dict[str, mx.array], case: dict[str, Any]) -> dict[str, Any]:
     """What candidate expressions see: ArrayInfo per input, and each param's value."""
     infos: dict[str, Any] = {n: ArrayInfo(tuple(a.shape), Dtype(dtype_name(a.dtype))) for n, a in inputs.items()}

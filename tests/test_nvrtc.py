@@ -8,21 +8,19 @@ from __future__ import annotations
 import pytest
 
 from mlxport.backends.cuda_source import NVRTC_PREAMBLE, mlx_cuda_source, nvrtc_compile, nvrtc_root
-from mlxport.expr import ArrayInfo, Dtype
-from mlxport.tasks import expert_ports, load_task, suite_names
+from mlxport.expr import ArrayInfo
+from mlxport.tasks import MEMORY_BOUND, case_infos, expert_ports, load_task, suite_names
 from mlxport.translate.variants import tuning_variants
 from mlxport.verify.benchmark import primary_dtype
 
 pytestmark = pytest.mark.skipif(nvrtc_root() is None, reason="NVRTC is not installed (the nvidia-cuda-nvrtc, "
                                 "nvidia-cuda-runtime and nvidia-cuda-cccl wheels; Linux x86-64)")
-MEMORY_BOUND = ("rmsnorm", "softmax_rows", "layernorm", "rope", "gelu_tanh", "vector_add", "transpose_tiled", "cumsum")
 
 
 def compiled(task, cand, case: dict, dtype: str, arch: str = "sm_90a") -> str:
-    shapes = task.shapes(case, dtype)
-    infos = {t.name: ArrayInfo(shapes[t.name], Dtype(t.resolve_dtype(dtype))) for t in task.inputs}
-    launch = cand.launch({**infos, **task.param_values(case)})
-    dtypes = {n: str(infos[n].dtype) if n in infos else "float32" for n in cand.input_names}
+    infos = case_infos(task, case, dtype)
+    launch = cand.launch(infos)
+    dtypes = {n: str(i.dtype) if isinstance(i := infos.get(n), ArrayInfo) else "float32" for n in cand.input_names}
     ok, log, cubin = nvrtc_compile(NVRTC_PREAMBLE + mlx_cuda_source(cand, launch, dtypes), arch)
     assert ok and cubin, f"{cand.name} at {task.case_label(case)} {dtype} {arch}:\n{log[-3000:]}"
     return log

@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 
 from mlxport.backends.cuda_source import mlx_cuda_source
-from mlxport.expr import ArrayInfo, Dtype
-from mlxport.tasks import load_task, make_inputs
+from mlxport.tasks import case_infos, load_task, make_inputs
 from mlxport.translate.cuda_kernel import restrict_buffers
 from mlxport.translate.reader import read_cuda
 from mlxport.translate.translator import translate, translate_task
@@ -87,8 +86,7 @@ def run_on_executor(ex, path: Path, task, cand, case: dict, dtype: str) -> dict[
     from mlxport.backends.cuda_cpu import Launch
 
     inputs, params, shapes = make_inputs(task, case, dtype, 3), task.param_values(case), task.shapes(case, dtype)
-    infos = {t.name: ArrayInfo(shapes[t.name], Dtype(t.resolve_dtype(dtype))) for t in task.inputs}
-    launch = cand.launch({**infos, **params})
+    launch = cand.launch(case_infos(task, case, dtype))
     path.write_text(mlx_cuda_source(cand, launch, {n: dtype if n in inputs else "float32" for n in cand.input_names}))
     args = []
     for n in cand.input_names:

@@ -47,11 +47,9 @@ def threadgroup_bytes(candidate: KernelCandidate, values: dict) -> int | None:
 
 
 def launch_facts(task: KernelTask, candidate: KernelCandidate, case: dict, dtype: str, limit: int) -> str:
-    from mlxport.expr import ArrayInfo, Dtype
+    from mlxport.tasks import case_infos
 
-    shapes = task.shapes(case, dtype)
-    infos = {t.name: ArrayInfo(shapes[t.name], Dtype(t.resolve_dtype(dtype))) for t in task.inputs}
-    infos.update(task.param_values(case))
+    infos = case_infos(task, case, dtype)
     try:
         launch = candidate.launch(infos)
     except UserError:

@@ -36,19 +36,20 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from tree_sitter import Node
 
 from mlxport.cuda_syntax import parse, text, walk
 from mlxport.errors import UserError
-from mlxport.expr import ArrayInfo, Dtype
 from mlxport.translate.cuda_kernel import restrict_buffers
 from mlxport.translate.cudafile import CudaFile
 from mlxport.translate.kernel_scope import helper_nodes, kernel_node, pick_kernel, reachable
 from mlxport.translate.launch import file_constants
 from mlxport.translate.macros import normalize
-from mlxport.translate.result import Translation
+from mlxport.translate.reader import read_cuda
+from mlxport.translate.result import Translation, Untranslatable
+from mlxport.translate.translator import translate
 from mlxport.verify.benchmark import primary_dtype
 
 THREADGROUP_SIZES = (64, 128, 256, 512, 1024)
@@ -76,10 +77,7 @@ class Search:
     a run resumes) serves any number of runs."""
 
     def __init__(self, task, target: str) -> None:
-        from mlxport.translate.reader import read_cuda
-        from mlxport.translate.translator import Untranslatable, translate
-
-        self.task, self.target, self._translate, self._untranslatable = task, target, translate, Untranslatable
+        self.task, self.target = task, target
         self.source = task.source_text().encode("utf-8", "replace")
         self.knobs: list[Knob] = []
         self.restrict = False
@@ -155,9 +153,9 @@ class Search:
             for start, end, new in sorted(edits, reverse=True):
                 data = data[:start] + new + data[end:]
             try:
-                variant = self._translate(data.decode("utf-8", "replace"), kernel=self.task.kernel,
-                                          target=self.target, task=self.task)
-            except self._untranslatable:
+                variant = translate(data.decode("utf-8", "replace"), kernel=self.task.kernel, target=self.target,
+                                    task=self.task)
+            except Untranslatable:
                 variant = None
             if variant is not None and self.restrict:
                 variant = restrict_buffers(variant)
@@ -178,12 +176,10 @@ def _as_timed(task, translation: Translation) -> str:
     """The code and its launch at the size and dtype a variant is timed at (the first bench case,
     the primary dtype): a variant that differs only in a branch not taken there times the same."""
     cand = translation.candidate
-    case, dtype = task.bench_cases()[0], primary_dtype(task)
-    shapes = task.shapes(case, dtype)
-    infos: dict[str, Any] = {t.name: ArrayInfo(shapes[t.name], Dtype(t.resolve_dtype(dtype))) for t in task.inputs}
-    infos.update(task.param_values(case))
+    from mlxport.tasks import case_infos
+
     try:
-        launch = cand.launch(infos).model_dump_json()
+        launch = cand.launch(case_infos(task, task.bench_cases()[0], primary_dtype(task))).model_dump_json()
     except UserError:
         launch = cand.id
     return json.dumps([cand.source, cand.header, launch])

@@ -106,13 +106,9 @@ def run_correctness(task: KernelTask, candidate: KernelCandidate, backend: Backe
 
 def _groups(task: KernelTask, candidate: KernelCandidate, case: dict[str, Any]) -> tuple[int, int]:
     """(threadgroups along x, threadgroups in all) of the candidate's launch at ``case``."""
-    from mlxport.expr import ArrayInfo, Dtype
+    from mlxport.tasks import case_infos
 
-    dtype = task.dtypes[0]
-    shapes = task.shapes(case, dtype)
-    infos: dict[str, Any] = {t.name: ArrayInfo(shapes[t.name], Dtype(t.resolve_dtype(dtype))) for t in task.inputs}
-    infos.update(task.param_values(case))
-    launch = candidate.launch(infos)
+    launch = candidate.launch(case_infos(task, case, task.dtypes[0]))
     per = [-(-g // max(t, 1)) for g, t in zip(launch.grid, launch.threadgroup, strict=True)]
     return per[0], per[0] * per[1] * per[2]
 
