@@ -7,7 +7,7 @@
 #   ncu:       Nsight Compute on the attention port at the D = 128 causal case (speed of light, warp
 #              states, occupancy, scheduler), into $OUT/attention_ncu.txt
 #   rules:     the default policy's own output against the expert ports on the memory-bound tasks
-#              (rules_vs_expert.py; RULES_ARGS replaces its arguments)
+#              (rules_vs_expert.py, 8 tasks at once; RULES_ARGS replaces its arguments)
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 BUDGET=${BUDGET:-570}
@@ -25,7 +25,7 @@ for stage in ${@:-attention rules}; do
         > "$OUT/attention_ncu.txt" 2>&1; tail -5 "$OUT/attention_ncu.txt" ;;
     rules)
       t=$(left 590)  # its --seconds leaves 45 s for the last task's full check and expert port
-      timeout "$t" python3 benchmarks/rules_vs_expert.py --backend cuda --out "$OUT/rules" ${RULES_ARGS:---tasks memory --iters 15 --seconds $((t > 90 ? t - 45 : 45))} | cut -c1-300 ;;
+      timeout "$t" python3 benchmarks/rules_vs_expert.py --backend cuda --out "$OUT/rules" ${RULES_ARGS:---tasks memory --iters 15 --jobs 8 --seconds $((t > 90 ? t - 45 : 45))} | cut -c1-300 ;;
     *) echo "unknown stage $stage: use attention, ncu or rules" >&2; exit 2 ;;
   esac
 done

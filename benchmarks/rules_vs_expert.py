@@ -13,11 +13,13 @@ with geomeans over all tasks and over the memory-bound ones. Each variant's entr
 its seconds and, for the ones fully checked, the outcome.
 
     python benchmarks/rules_vs_expert.py --backend cuda --out OUT_DIR [--tasks a,b | --tasks memory]
-        [--iters 20] [--max-variants N] [--seconds S]
+        [--iters 20] [--max-variants N] [--seconds S] [--jobs N]
 
 ``--seconds`` shares a wall-clock budget among the tasks: a task stops its search when its share
-runs low. Writes OUT_DIR/rules_vs_expert.json and .md after
-every task.
+runs low. ``--jobs N`` runs N tasks at once, each in a process of its own: a search is mostly
+compiles and checks on the CPU, and timings still take turns on the GPU (the backend's timing
+lock), so no kernel is timed beside another's timing. Writes OUT_DIR/rules_vs_expert.json and .md
+after every task.
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import multiprocessing
 import sys
 import time
 import traceback
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -158,7 +162,10 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--max-variants", type=int, default=None, help="tuning variants per task (default: all)")
     ap.add_argument("--seconds", type=float, default=0, help="wall-clock budget for all tasks (0: none)")
+    ap.add_argument("--jobs", type=int, default=1, help="tasks at once, each in a process of its own")
     args = ap.parse_args()
+    if args.jobs < 1:
+        sys.exit(f"--jobs must be at least 1, got {args.jobs}")
     args.out.mkdir(parents=True, exist_ok=True)
     backend = get_backend(args.backend)
     if not backend.timing:
@@ -167,20 +174,39 @@ def main() -> None:
     result = {"backend": args.backend, "date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv),
               "device": str(backend.device_info().get("device_name", args.backend)), "rows": []}
     names = task_names(args.tasks)
-    end = time.time() + args.seconds
-    for k, name in enumerate(names):
-        t0 = time.time()
-        try:
-            row = task_row(name, backend, language, args.iters, args.max_variants,
-                           variant_deadline(t0, end, len(names) - k) if args.seconds else None)
-        except Exception as e:
-            row = {"task": name, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-1500:]}
-        row["seconds"] = round(time.time() - t0, 1)
-        result["rows"].append(row)
+    end = time.time() + args.seconds if args.seconds else None
+
+    def record(row: dict) -> None:
+        result["rows"] = sorted([*result["rows"], row], key=lambda r: names.index(r["task"]))
         print(json.dumps({k: v for k, v in row.items() if k != "trace"}), flush=True)
         (args.out / "rules_vs_expert.json").write_text(json.dumps(result, indent=2, default=str))
         (args.out / "rules_vs_expert.md").write_text(markdown(result))
+
+    # Task k starts in wave k // jobs: its share of what is left is over the waves still to run.
+    plan = [(name, args.backend, language, args.iters, args.max_variants, end, math.ceil((len(names) - k) / args.jobs))
+            for k, name in enumerate(names)]
+    if args.jobs == 1:
+        for job in plan:
+            record(task_result(*job))
+    else:
+        with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            for done in as_completed([pool.submit(task_result, *job) for job in plan]):
+                record(done.result())
     print(markdown(result))
+
+
+def task_result(name: str, backend_name: str, language: str, iters: int, max_variants: int | None,
+                end: float | None, waves_left: int) -> dict:
+    """One task's row, its search cut at its share of the time left (``end``: time.time() when all
+    tasks are done; ``waves_left``: the rounds of tasks still to run, this one's included)."""
+    t0 = time.time()
+    try:
+        row = task_row(name, get_backend(backend_name), language, iters, max_variants,
+                       variant_deadline(t0, end, waves_left) if end else None)
+    except Exception as e:
+        row = {"task": name, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-1500:]}
+    row["seconds"] = round(time.time() - t0, 1)
+    return row
 
 
 def task_names(tasks: str) -> list[str]:
@@ -189,10 +215,10 @@ def task_names(tasks: str) -> list[str]:
     return [t for t in tasks.split(",") if t] or sorted(suite_names(), key=lambda n: n not in MEMORY_BOUND)
 
 
-def variant_deadline(now: float, end: float, tasks_left: int) -> float:
+def variant_deadline(now: float, end: float, waves_left: int) -> float:
     """When a task stops timing variants: its even share of what is left, less the part kept for
     the full check of the fastest and the expert port's timing."""
-    return now + VARIANT_SHARE * max(end - now, 0) / tasks_left
+    return now + VARIANT_SHARE * max(end - now, 0) / waves_left
 
 
 if __name__ == "__main__":

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -18,6 +23,26 @@ ArgInfo = ArrayInfo | int | float | bool
 
 ORDERS = ("forward", "reversed", "shuffled")  # thread orders a reordering backend runs
 POISON_BYTES = {"nan": 0xFF, "finite": 0x3F}  # what outputs without an init_value start as
+
+
+def cache_root() -> Path:
+    """Where mlxport keeps what it builds and measures on this machine: $MLXPORT_CACHE, else
+    ~/.cache/mlxport (its own, so other programs' caches and locks never stall it)."""
+    return Path(os.environ.get("MLXPORT_CACHE") or Path.home() / ".cache" / "mlxport")
+
+
+@contextlib.contextmanager
+def timing_lock(backend: str) -> Iterator[None]:
+    """Held while a backend times kernels: mlxport processes sharing a GPU (a batch beside a
+    benchmark, benchmark jobs) take turns, so no timing has another's kernels beside it."""
+    path = cache_root() / "locks" / f"{backend}-timing.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 class BackendUnavailable(UserError):

@@ -10,12 +10,12 @@ vector copy moves bytes markedly faster.
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
+from mlxport.backends.base import cache_root
 from mlxport.spec import KernelCandidate
 
 
@@ -70,8 +70,7 @@ def device_name(backend: str) -> str:
 
 
 def path() -> Path:
-    root = Path(os.environ.get("MLXPORT_CACHE", Path.home() / ".cache" / "mlxport"))
-    return root / "calibration.json"
+    return cache_root() / "calibration.json"
 
 
 def load(device_name: str) -> dict[str, Any] | None:

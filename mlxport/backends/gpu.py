@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from mlxport.backends.base import ArgInfo, Availability, BackendUnavailable, RunResult
+from mlxport.backends.base import ArgInfo, Availability, BackendUnavailable, RunResult, timing_lock
 from mlxport.errors import UserError
 from mlxport.spec import CompileResult, Datasheet, KernelCandidate, KernelTask
 
@@ -112,8 +112,14 @@ class GpuBackend:
 
     def measure(self, task: KernelTask, candidate: KernelCandidate, case: dict[str, Any], dtype: str, *, seed: int,
                 warmup: int, iters: int, baselines: bool = True) -> dict[str, list[float]]:
+        from mlxport.tasks import case_infos
+
         payload = {"task_dir": str(task.folder), "candidate": candidate.model_dump(mode="json"), "case": case,
                    "dtype": dtype, "seed": seed, "warmup": warmup, "iters": iters, "baselines": baselines}
+        # Compiled in the timing worker before the timing lock is taken: other processes' timings
+        # wait for timings, not for compiles. Its failure is left for the measurement to report.
+        self._safe_call("compile", {"candidate": payload["candidate"], "args": _infos(case_infos(task, case, dtype))},
+                        [], 300, timing=True)
         reply = self._time("measure", payload)
         if reply.get("timed_outputs"):
             raise WrongWhileTimed(f"candidate {candidate.id} is right when checked but wrong as it is timed: "
@@ -136,19 +142,21 @@ class GpuBackend:
         from mlxport.backends.worker import WorkerError
 
         try:
-            return self._call(op, payload, timeout=600, timing=True)[0]
+            with timing_lock(self.name):
+                return self._call(op, payload, timeout=600, timing=True)[0]
         except WorkerError as e:
             # A device fault is sticky for the whole process on CUDA: the next timing starts fresh.
             if self._timer is not None:
                 self._timer.restart()
             raise BackendUnavailable(f"timing failed on {self.name}: {e}") from e
 
-    def _safe_call(self, op: str, header: dict[str, Any], arrays: list[np.ndarray], timeout: float) -> Any:
+    def _safe_call(self, op: str, header: dict[str, Any], arrays: list[np.ndarray], timeout: float, *,
+                   timing: bool = False) -> Any:
         """The worker's answer, or one sentence saying why there is none (crash, timeout)."""
         from mlxport.backends.worker import WorkerError
 
         try:
-            return self._call(op, header, arrays, timeout)
+            return self._call(op, header, arrays, timeout, timing=timing)
         except WorkerError as e:
             return str(e)
 

@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mlxport.backends.base import cache_root
 from mlxport.backends.sim import symbols
 from mlxport.backends.sim.rewrite import tokenize
 from mlxport.backends.sim.signature import SimSource
@@ -141,8 +142,7 @@ def _probe(command: tuple[str, ...], *, check: bool) -> Compiler:
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("MLXPORT_CACHE")
-    path = Path(root) / "sim" if root else Path.home() / ".cache" / "mlxport" / "sim"
+    path = cache_root() / "sim"
     path.mkdir(parents=True, exist_ok=True)
     return path
 
