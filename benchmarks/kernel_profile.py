@@ -20,7 +20,7 @@ bytes (the calibration's), and with ``--variants`` the launch-shape variants of
 split in the trace by a one-thread marker kernel. Also: an empty kernel and a tiny native op (the
 launch floor), and the copy of 1 GiB of traffic the calibration times.
 
-    python benchmarks/kernel_profile.py --out OUT_DIR [--tasks a,b] [--variants] [--calls 20]
+    python benchmarks/kernel_profile.py --out OUT_DIR [--tasks a,b] [--variants [a,b]] [--calls 20]
 """
 
 from __future__ import annotations
@@ -88,11 +88,15 @@ VARIANTS = {"rmsnorm": rmsnorm_variants, "rope": rope_variants, "attention_fwd":
                                                KernelCandidate.from_toml(HERE / "variants" / "reduce_sum_v2.toml")}}
 
 
-def task_rows(name: str, calls: int, variants: bool) -> list[dict]:
+def task_rows(name: str, calls: int, variants: str) -> list[dict]:
+    """``variants``: "" (none), "all", or labels "a,b"."""
     task = load_task(name)
     port = expert_ports(task)["cuda"]
     extra = VARIANTS[name](port) if variants and name in VARIANTS else {}
-    extra = {label: c for label, c in extra.items() if c.id != port.id}  # the port is profiled anyway
+    if variants not in ("", "all") and (unknown := set(variants.split(",")) - set(extra)):
+        sys.exit(f"{name} has no variants {sorted(unknown)}: its variants are {', '.join(extra) or 'none'}")
+    extra = {label: c for label, c in extra.items() if c.id != port.id  # the port is profiled anyway
+             and (variants == "all" or label in variants.split(","))}
     rows = []
     for case in task.bench_cases():
         params = task.param_values(case)
@@ -148,7 +152,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--tasks", default=TASKS)
     ap.add_argument("--calls", type=int, default=20)
-    ap.add_argument("--variants", action="store_true")
+    ap.add_argument("--variants", nargs="?", const="all", default="",
+                    help="time the port's variants too: all of them, or these labels (a,b)")
     args = ap.parse_args()
     if not mx.cuda.is_available():
         sys.exit("kernel_profile.py needs MLX's CUDA backend and torch with CUDA")

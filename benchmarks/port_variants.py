@@ -157,29 +157,33 @@ def reduce_sum(res: Results, backend) -> None:
 
 def attention_variants(port: KernelCandidate) -> dict[str, KernelCandidate]:
     """The 16-bit prefill path's choices: wgmma (WG 1, where the compiler targets sm_90a) or mma.sync
-    (WG 0, 16 * MT query rows a warp), warpgroups a block sharing the K and V tiles (WGS), keys a tile
-    (BK) and buffers in flight (STAGES). The port takes WG 1, WGS 1, MT 1, BK 64, 2 stages; WG 0,
-    WGS 1, MT 2 is session 5's port, WG 1, WGS 2 session 6's. And the scalar port of session 4, and
-    session 6's block order (longest rows first within each head, heads one after another)."""
-    threads, rows, tiles = "128 + 384 * (1 - min(1, q.shape[2] // 5))", "ceildiv(q.shape[2], 64)", "(64 + 2 * 2 * 64)"
-    assert port.template["WGS"] == "1" and port.grid[0] == threads and rows in port.grid[1] and tiles in port.shared_memory
+    (WG 0, 16 * MT query rows a warp), warpgroups a block sharing the K and V tiles (WGS), keys a
+    tile (BK) and buffers in flight (STAGES). The port takes WG 1, WGS 1, MT 1, BK 64, 2 stages at
+    every head dimension; WG 0, WGS 1, MT 2 is session 5's port, WG 1, WGS 2, BK 64 session 6's. And the scalar port of session 4, session 6's
+    causal block order (longest rows first within each head, heads one after another), and session
+    7's non-causal order (heads interleaved, as the causal order has them)."""
+    dec, pre, h16 = "(1 - min(1, q.shape[2] // 5))", "min(1, q.shape[2] // 5)", "((4 - q.itemsize) // 2)"
     out = {"v1_scalar": KernelCandidate.from_toml(HERE / "variants" / "attention_v1.toml")}
-    for wg, wgs, mt, bk, st in ((0, 1, 2, 64, 2), (0, 1, 1, 64, 2), (1, 2, 1, 64, 2), (1, 1, 1, 64, 3),
-                                (1, 1, 1, 128, 2), (1, 1, 1, 128, 3), (1, 2, 1, 128, 3)):
+    for wg, wgs, mt, bk, st in ((0, 1, 2, 64, 2), (0, 1, 1, 64, 2), (1, 1, 1, 64, 2), (1, 2, 1, 64, 2),
+                                (1, 1, 1, 64, 3), (1, 1, 1, 128, 2), (1, 1, 1, 128, 3), (1, 2, 1, 128, 3)):
         data = json.loads(port.model_dump_json())
         data["template"].update(WG=str(wg), WGS=str(wgs), MT=str(mt), BK=str(bk), STAGES=str(st))
         bq = 64 * wgs * (mt if wg == 0 else 1)
-        if wgs > 1:
-            data["grid"][0] += f" + {128 * (wgs - 1)} * min(1, q.shape[2] // 5) * ((4 - q.itemsize) // 2)"
-        data["threadgroup"][0] = data["grid"][0]
-        data["grid"][1] = data["grid"][1].replace(rows, f"ceildiv(q.shape[2], {bq})")
-        data["shared_memory"] = data["shared_memory"].replace(tiles, f"({bq} + 2 * {st} * {bk})")
+        threads = f"128 + 384 * {dec} + {128 * (wgs - 1)} * {pre} * {h16}"
+        data["grid"][:2] = [threads, f"{dec} * q.shape[2] + {pre} * ({h16} * ceildiv(q.shape[2], {bq}) + "
+                                     f"(1 - {h16}) * ceildiv(q.shape[2], 16))"]
+        data["threadgroup"][0] = threads
+        data["shared_memory"] = f"{pre} * {h16} * (({bq} + 2 * {st} * {bk}) * q.shape[3] * 2 + 1024)"
         label = f"{'wgmma' if wg else 'mma'}_wgs{wgs}_mt{mt}_bk{bk}_s{st}"
         out[label] = KernelCandidate.model_validate({**data, "name": f"attention_fwd_{label}"})
     order = "    const int i = blockIdx.y + gridDim.y * blockIdx.z;\n    bh = i % gridDim.z;\n    return gridDim.y - 1 - i / gridDim.z;"
     assert order in port.header
     per_head = port.header.replace(order, "    bh = blockIdx.z;\n    return gridDim.y - 1 - blockIdx.y;")
     out["longest_first_per_head"] = port.model_copy(update={"header": per_head, "name": "attention_fwd_per_head"})
+    by_head = "    if constexpr (!CAUSAL) {"
+    assert by_head in port.header
+    out["all_heads_noncausal"] = port.model_copy(update={"header": port.header.replace(by_head, "    if constexpr (false) {"),
+                                                         "name": "attention_fwd_all_heads"})
     return out
 
 

@@ -17,9 +17,9 @@ its seconds and, for the ones fully checked, the outcome.
 
 ``--seconds`` shares a wall-clock budget among the tasks: a task stops its search when its share
 runs low. ``--jobs N`` runs N tasks at once, each in a process of its own: a search is mostly
-compiles and checks on the CPU, and timings still take turns on the GPU (the backend's timing
-lock), so no kernel is timed beside another's timing. Writes OUT_DIR/rules_vs_expert.json and .md
-after every task.
+compiles (on the CPU) and checks, and timings take turns on the GPU (the backend's timing lock), so
+two timings never overlap, though other jobs' checks may run beside one. Writes
+OUT_DIR/rules_vs_expert.json and .md after every task.
 """
 
 from __future__ import annotations
@@ -190,8 +190,12 @@ def main() -> None:
             record(task_result(*job))
     else:
         with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            for done in as_completed([pool.submit(task_result, *job) for job in plan]):
-                record(done.result())
+            futures = {pool.submit(task_result, *job): job[0] for job in plan}
+            for done in as_completed(futures):
+                try:
+                    record(done.result())
+                except Exception as e:  # a job process that died (a crash in MLX) takes the pool with it
+                    record({"task": futures[done], "error": f"its process died: {type(e).__name__}: {e}"})
     print(markdown(result))
 
 

@@ -34,10 +34,10 @@ def test_expert_cuda_ports_compile(name):
 
 
 @pytest.mark.parametrize(("case", "dtype", "arch"), [(0, "float32", "sm_90a"), (2, "float16", "sm_90a"),
-                                                     (1, "bfloat16", "sm_80")])
+                                                     (1, "bfloat16", "sm_90a"), (1, "bfloat16", "sm_80")])
 def test_attention_paths_compile(case, dtype, arch):
-    """Float32 prefill on FMAs, split-KV decode, and mma.sync where there is no wgmma (the port
-    picks its engine when MLX compiles it); wgmma is the first test's."""
+    """Float32 prefill on FMAs, split-KV decode, wgmma at D = 64, and mma.sync where there is no
+    wgmma (the port picks its engine when MLX compiles it); wgmma at D = 128 is the first test's."""
     task = load_task("attention_fwd")
     compiled(task, expert_ports(task)["cuda"], task.bench_cases()[case], dtype, arch)
 
@@ -53,3 +53,37 @@ def test_rules_translation_and_its_knobs_compile(name):
     label, variant = next((v for v in variants if v[0].startswith("unroll=")), variants[0])
     assert "__restrict__" in label
     compiled(task, variant.candidate, case, dtype)
+
+
+def test_attention_profile_variants_include_the_ports_own_shapes():
+    """kernel_profile.py --variants times the port beside its variants: the variant labelled with the
+    port's own shape launches exactly as the port does at both head dimensions."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks.port_variants import attention_variants
+
+    task = load_task("attention_fwd")
+    port = expert_ports(task)["cuda"]
+    variants = attention_variants(port)
+    for case in task.bench_cases()[:2]:
+        infos = case_infos(task, case, "bfloat16")
+        mine, theirs = port.launch(infos), variants["wgmma_wgs1_mt1_bk64_s2"].launch(infos)
+        assert (mine.grid, mine.threadgroup, mine.shared_memory, mine.template) == \
+            (theirs.grid, theirs.threadgroup, theirs.shared_memory, theirs.template), task.case_label(case)
+
+
+@pytest.mark.parametrize(("name", "label"), [
+    ("rope", "unroll=8 + block.x@54=16 + ROWS_PER_BLOCK=16 + __restrict__"),
+    ("transpose_tiled", "TILE_DIM=64 + BLOCK_ROWS=4 + __restrict__"),
+])
+def test_the_combined_variants_the_h200_search_chose_compile(name, label):
+    """Knobs stacked by the search (benchmarks/results/h200_s8_rules_vs_expert.json) edit the
+    source together: the variant each task shipped there builds here."""
+    from mlxport.translate.variants import Search
+
+    task = load_task(name)
+    variant = Search(task, "cuda").variant(label)
+    assert variant is not None, label
+    compiled(task, variant.candidate, task.bench_cases()[0], primary_dtype(task))

@@ -9,6 +9,7 @@ import time
 HOLD = """
 import sys, time
 from mlxport.backends.base import timing_lock
+print("asking", time.time(), flush=True)
 with timing_lock("cuda"):
     print("in", time.time(), flush=True)
     time.sleep(float(sys.argv[1]))
@@ -16,24 +17,45 @@ with timing_lock("cuda"):
 """
 
 
+def stamps(text: str) -> dict[str, float]:
+    return {word: float(t) for word, t in (line.split() for line in text.splitlines())}
+
+
 def test_a_second_process_waits_for_the_first_to_finish_timing(tmp_path):
-    env = {**os.environ, "MLXPORT_CACHE": str(tmp_path)}
-    first = subprocess.Popen([sys.executable, "-c", HOLD, "1.0"], env=env, stdout=subprocess.PIPE, text=True)
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    first = subprocess.Popen([sys.executable, "-c", HOLD, "3.0"], env=env, stdout=subprocess.PIPE, text=True)
+    first.stdout.readline()
     assert first.stdout.readline().startswith("in")  # the first holds the lock now
-    second = subprocess.run([sys.executable, "-c", HOLD, "0"], env=env, capture_output=True, text=True, timeout=60)
-    first_out = float(first.stdout.readline().split()[1])
+    second = stamps(subprocess.run([sys.executable, "-c", HOLD, "0"], env=env, capture_output=True, text=True,
+                                   timeout=60).stdout)
+    first_out = stamps(first.stdout.read())["out"]
     first.wait(timeout=60)
-    second_in = float(second.stdout.split()[1])
-    assert second_in >= first_out, (first_out, second_in)
-    assert (tmp_path / "locks" / "cuda-timing.lock").exists()
+    assert second["asking"] < first_out <= second["in"], (second, first_out)  # it asked while the first held it
+    assert any(tmp_path.glob("mlxport-*/cuda*.lock"))
 
 
 def test_the_lock_is_released_when_its_holder_is_killed(tmp_path):
-    env = {**os.environ, "MLXPORT_CACHE": str(tmp_path)}
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
     holder = subprocess.Popen([sys.executable, "-c", HOLD, "600"], env=env, stdout=subprocess.PIPE, text=True)
+    holder.stdout.readline()
     assert holder.stdout.readline().startswith("in")
     holder.kill()
     holder.wait(timeout=60)
     t0 = time.time()
     after = subprocess.run([sys.executable, "-c", HOLD, "0"], env=env, capture_output=True, text=True, timeout=60)
-    assert after.stdout.startswith("in") and time.time() - t0 < 30
+    assert "in" in stamps(after.stdout) and time.time() - t0 < 30
+
+
+def test_processes_on_other_gpus_do_not_wait(tmp_path):
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, "600"], env={**env, "CUDA_VISIBLE_DEVICES": "0"},
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        holder.stdout.readline()
+        assert holder.stdout.readline().startswith("in")
+        other = subprocess.run([sys.executable, "-c", HOLD, "0"], env={**env, "CUDA_VISIBLE_DEVICES": "1"},
+                               capture_output=True, text=True, timeout=30)
+        assert "out" in stamps(other.stdout)
+    finally:
+        holder.kill()
+        holder.wait(timeout=60)

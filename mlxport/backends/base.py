@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,11 +35,19 @@ def cache_root() -> Path:
 
 @contextlib.contextmanager
 def timing_lock(backend: str) -> Iterator[None]:
-    """Held while a backend times kernels: mlxport processes sharing a GPU (a batch beside a
-    benchmark, benchmark jobs) take turns, so no timing has another's kernels beside it."""
-    path = cache_root() / "locks" / f"{backend}-timing.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as f:
+    """Held while a backend times kernels, so the timings of mlxport processes sharing a GPU (a
+    batch beside a benchmark, benchmark jobs) take turns. Their checks still run beside a timing.
+    One lock file per backend and set of visible GPUs, in the temporary folder, so processes with
+    different caches still share it; where none can be made, timing goes on without it."""
+    devices = re.sub(r"[^\w-]", "_", os.environ.get("CUDA_VISIBLE_DEVICES", ""))
+    path = Path(tempfile.gettempdir()) / f"mlxport-{os.getuid()}" / f"{backend}{'-' + devices if devices else ''}.lock"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        f = open(path, "a")  # noqa: SIM115 (held across the yield)
+    except OSError:
+        yield
+        return
+    with f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import json
 import platform
 import time
 from typing import Any
@@ -30,6 +31,7 @@ class GpuBackend:
     def __init__(self) -> None:
         self._worker = None
         self._timer = None
+        self._timer_compiled: set[tuple[str, str]] = set()  # (candidate, arguments) the timing worker compiled
         self._info: dict[str, dict[str, Any]] = {}  # per datasheet sent
 
     # -- the workers: processes per backend object, restarted after a crash or timeout. No memory
@@ -118,8 +120,11 @@ class GpuBackend:
                    "dtype": dtype, "seed": seed, "warmup": warmup, "iters": iters, "baselines": baselines}
         # Compiled in the timing worker before the timing lock is taken: other processes' timings
         # wait for timings, not for compiles. Its failure is left for the measurement to report.
-        self._safe_call("compile", {"candidate": payload["candidate"], "args": _infos(case_infos(task, case, dtype))},
-                        [], 300, timing=True)
+        args = _infos(case_infos(task, case, dtype))
+        key = (candidate.id, json.dumps(args, sort_keys=True))
+        if key not in self._timer_compiled:
+            self._safe_call("compile", {"candidate": payload["candidate"], "args": args}, [], 300, timing=True)
+            self._timer_compiled.add(key)
         reply = self._time("measure", payload)
         if reply.get("timed_outputs"):
             raise WrongWhileTimed(f"candidate {candidate.id} is right when checked but wrong as it is timed: "
@@ -148,6 +153,7 @@ class GpuBackend:
             # A device fault is sticky for the whole process on CUDA: the next timing starts fresh.
             if self._timer is not None:
                 self._timer.restart()
+                self._timer_compiled.clear()
             raise BackendUnavailable(f"timing failed on {self.name}: {e}") from e
 
     def _safe_call(self, op: str, header: dict[str, Any], arrays: list[np.ndarray], timeout: float, *,
