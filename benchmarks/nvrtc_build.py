@@ -24,8 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mlxport.backends.cuda_source import NVRTC_PREAMBLE, mlx_cuda_source, nvrtc_compile, nvrtc_root  # noqa: E402
-from mlxport.expr import ArrayInfo  # noqa: E402
+from mlxport.backends.cuda_source import nvrtc_compile, nvrtc_root, nvrtc_source  # noqa: E402
 from mlxport.tasks import case_infos, expert_ports, load_task  # noqa: E402
 
 
@@ -47,11 +46,9 @@ def main() -> None:
     case = task.bench_cases()[args.case]
     infos = case_infos(task, case, args.dtype)
     launch = port.launch(infos)
-    dtypes = {n: str(i.dtype) if isinstance(i := infos.get(n), ArrayInfo) else "float32"  # scalars: float arrays
-              for n in port.input_names}
     if nvrtc_root() is None:
         sys.exit("NVRTC not found: pip install nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-cuda-cccl")
-    ok, log, cubin = nvrtc_compile(NVRTC_PREAMBLE + mlx_cuda_source(port, launch, dtypes), args.arch)
+    ok, log, cubin = nvrtc_compile(nvrtc_source(port, infos), args.arch)
     print(f"{args.task} {task.case_label(case)} {args.dtype} {args.arch} template {dict(launch.template)}")
     print(log.strip() or "(no log)")
     if not ok:
@@ -72,6 +69,7 @@ def rules_port(task, label: str):
         sys.exit(f"{task.name}'s translation has no variant {label!r}: labels are as in rules_vs_expert.json, "
                  f"e.g. 'unroll=8 + __restrict__'")
     return variant.candidate
+
 
 if __name__ == "__main__":
     main()

@@ -159,9 +159,10 @@ def attention_variants(port: KernelCandidate) -> dict[str, KernelCandidate]:
     """The 16-bit prefill path's choices: wgmma (WG 1, where the compiler targets sm_90a) or mma.sync
     (WG 0, 16 * MT query rows a warp), warpgroups a block sharing the K and V tiles (WGS), keys a
     tile (BK) and buffers in flight (STAGES). The port takes WG 1, WGS 1, MT 1, BK 64, 2 stages at
-    every head dimension; WG 0, WGS 1, MT 2 is session 5's port, WG 1, WGS 2, BK 64 session 6's. And the scalar port of session 4, session 6's
-    causal block order (longest rows first within each head, heads one after another), and session
-    7's non-causal order (heads interleaved, as the causal order has them)."""
+    every head dimension; WG 0, WGS 1, MT 2 is session 5's port, WG 1, WGS 2, BK 64 session 6's.
+    And the scalar port of session 4, session 6's causal block order (longest rows first within each
+    head, heads one after another), and session 7's non-causal order (heads interleaved, as the
+    causal order has them)."""
     dec, pre, h16 = "(1 - min(1, q.shape[2] // 5))", "min(1, q.shape[2] // 5)", "((4 - q.itemsize) // 2)"
     out = {"v1_scalar": KernelCandidate.from_toml(HERE / "variants" / "attention_v1.toml")}
     for wg, wgs, mt, bk, st in ((0, 1, 2, 64, 2), (0, 1, 1, 64, 2), (1, 1, 1, 64, 2), (1, 2, 1, 64, 2),

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from mlxport.backends.cuda_source import NVRTC_PREAMBLE, mlx_cuda_source, nvrtc_compile, nvrtc_root
-from mlxport.expr import ArrayInfo
+from mlxport.backends.cuda_source import nvrtc_compile, nvrtc_root, nvrtc_source
 from mlxport.tasks import MEMORY_BOUND, case_infos, expert_ports, load_task, suite_names
 from mlxport.translate.variants import tuning_variants
 from mlxport.verify.benchmark import primary_dtype
@@ -18,10 +17,7 @@ pytestmark = pytest.mark.skipif(nvrtc_root() is None, reason="NVRTC is not insta
 
 
 def compiled(task, cand, case: dict, dtype: str, arch: str = "sm_90a") -> str:
-    infos = case_infos(task, case, dtype)
-    launch = cand.launch(infos)
-    dtypes = {n: str(i.dtype) if isinstance(i := infos.get(n), ArrayInfo) else "float32" for n in cand.input_names}
-    ok, log, cubin = nvrtc_compile(NVRTC_PREAMBLE + mlx_cuda_source(cand, launch, dtypes), arch)
+    ok, log, cubin = nvrtc_compile(nvrtc_source(cand, case_infos(task, case, dtype)), arch)
     assert ok and cubin, f"{cand.name} at {task.case_label(case)} {dtype} {arch}:\n{log[-3000:]}"
     return log
 

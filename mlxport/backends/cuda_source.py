@@ -33,6 +33,15 @@ def mlx_cuda_source(cand: KernelCandidate, launch, dtypes: dict[str, str], name:
             + "\n".join(params).rstrip(",") + ") {\n" + consts + "\n" + cand.source + "\n}\n\n} // namespace mlx::core::cu\n")
 
 
+def nvrtc_source(cand: KernelCandidate, infos: dict) -> str:
+    """What NVRTC compiles for ``cand`` at a case's ``infos`` (``tasks.case_infos``): MLX's file with
+    the preamble; scalar inputs become float arrays, as kernel.py passes them."""
+    from mlxport.expr import ArrayInfo
+
+    dtypes = {n: str(i.dtype) if isinstance(i := infos.get(n), ArrayInfo) else "float32" for n in cand.input_names}
+    return NVRTC_PREAMBLE + mlx_cuda_source(cand, cand.launch(infos), dtypes)
+
+
 def nvrtc_root() -> Path | None:
     """The folder holding NVRTC's library and the CUDA headers (the wheels' ``nvidia/cu13``)."""
     try:

@@ -123,8 +123,10 @@ class GpuBackend:
         args = _infos(case_infos(task, case, dtype))
         key = (candidate.id, json.dumps(args, sort_keys=True))
         if key not in self._timer_compiled:
-            self._safe_call("compile", {"candidate": payload["candidate"], "args": args}, [], 300, timing=True)
-            self._timer_compiled.add(key)
+            compiled = self._safe_call("compile", {"candidate": payload["candidate"], "args": args}, [], 300,
+                                       timing=True)
+            if not isinstance(compiled, str):  # after a crash the restarted worker compiles afresh
+                self._timer_compiled.add(key)
         reply = self._time("measure", payload)
         if reply.get("timed_outputs"):
             raise WrongWhileTimed(f"candidate {candidate.id} is right when checked but wrong as it is timed: "
