@@ -73,10 +73,13 @@ def test_attention_profile_variants_include_the_ports_own_shapes():
 @pytest.mark.parametrize(("name", "label"), [
     ("rope", "unroll=8 + block.x@54=16 + ROWS_PER_BLOCK=16 + __restrict__"),
     ("transpose_tiled", "TILE_DIM=64 + BLOCK_ROWS=4 + __restrict__"),
+    ("softmax_rows", "vector=8 + unroll=4 + block@84=128 + __restrict__"),
+    ("layernorm", "vector=4 + LN_BLOCK=128 + __restrict__"),
 ])
 def test_the_combined_variants_the_h200_search_chose_compile(name, label):
-    """Knobs stacked by the search (benchmarks/results/h200_s8_rules_vs_expert.json) edit the
-    source together: the variant each task shipped there builds here."""
+    """Knobs stacked by the search (benchmarks/results/h200_s8_rules_vs_expert.json and
+    h200_s9_rules_vs_expert_3.json) edit the source together: the variant each task shipped there
+    builds here."""
     from mlxport.translate.variants import Search
 
     task = load_task(name)

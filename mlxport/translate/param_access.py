@@ -3,6 +3,8 @@ unknown functions it passes them to (the rule is `analyze_rw`'s)."""
 
 from __future__ import annotations
 
+import re
+
 from tree_sitter import Node
 
 from mlxport.cuda_syntax import bare_callee, source_text
@@ -133,6 +135,8 @@ def _classify(ident: Node, rw: _RW, tracked: dict[str, _RW], known: dict[str, Ke
         return
     top, deref = _climb(ident)
     parent = top.parent
+    if not deref and _to_integer(top):
+        return  # an address turned into a number (an alignment test) reads nothing
     if parent is None:
         rw.read = True
         return
@@ -160,6 +164,16 @@ def _classify(ident: Node, rw: _RW, tracked: dict[str, _RW], known: dict[str, Ke
         _call_use(parent.parent, parent, top, deref, rw, known)
         return
     rw.read = True
+
+
+def _to_integer(node: Node) -> bool:
+    """Whether the node is ``reinterpret_cast<an integer type>(...)``."""
+    if node.type != "call_expression" or bare_callee(node) != "reinterpret_cast":
+        return False
+    fn = node.child_by_field_name("function")
+    targs = fn.child_by_field_name("arguments") if fn is not None and fn.type == "template_function" else None
+    return targs is not None and "*" not in source_text(targs) and \
+        re.search(r"\b(u?intptr_t|size_t|(unsigned\s+)?long(\s+long)?|u?int64_t)\b", source_text(targs)) is not None
 
 
 def _alias(local: str, source: str, tracked: dict[str, _RW], is_ref: bool = False) -> None:

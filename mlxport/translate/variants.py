@@ -6,6 +6,10 @@ only after passing every check. The knobs:
   (``cuda_kernel.restrict_buffers``), so loads of inputs take the read-only path and may be issued
   ahead of earlier stores. It changes no result (MLX hands a kernel distinct, fresh outputs and
   never writes its inputs), so every CUDA variant carries it and the first is it alone.
+- ``vector=V`` (CUDA): each thread of a block- or grid-stride loop moves V consecutive elements a
+  step, each buffer's V as one aligned load or store (``vectorize.py``: which loops keep their
+  meaning, and the run-time test that falls back to the loop as written). Sums a thread carries
+  across iterations combine the same terms in another grouping.
 - ``unroll=U``: ``#pragma unroll U`` before each block- or grid-stride loop (a ``+=`` step, a bound
   known only at run time) of the kernel and the device functions it calls. Each thread still runs
   the same operations in the same order (the CPU executor's results match bit for bit); the
@@ -22,11 +26,11 @@ only after passing every check. The knobs:
   labelled by axis and line (``block.x@54=16``); a block it makes larger than 1024 threads fails
   its check.
 
-The search is greedy and driven by timings (``Search.next``): ``__restrict__`` alone, unroll=4 and
-unroll=8 (what the translation loses against the expert ports is mostly bytes in flight per
-thread), then each integer's values in turn on top of the fastest variant so far (those sizing the
-block first), then the unroll factors again on top of that (a smaller block gives a stride loop the
-iterations unrolling needs). A variant that would time the same code and launch as the
+The search is greedy and driven by timings (``Search.next``): ``__restrict__`` alone, vector=8 and
+vector=4, unroll=4 and unroll=8 (what the translation loses against the expert ports is mostly
+bytes in flight per thread), each on top of the fastest variant so far, then each integer's values
+in turn (those sizing the block first), then the vector widths and unroll factors again on top of
+that (a smaller block gives a stride loop the iterations a chunk or unrolling needs). A variant that would time the same code and launch as the
 translation or a variant already offered is skipped. ``tuning_variants`` is the search when no
 variant is timed.
 """
@@ -50,11 +54,12 @@ from mlxport.translate.macros import normalize
 from mlxport.translate.reader import read_cuda
 from mlxport.translate.result import Translation, Untranslatable
 from mlxport.translate.translator import translate
+from mlxport.translate.vectorize import VECTOR, vector_plan
 from mlxport.verify.benchmark import primary_dtype
 
 THREADGROUP_SIZES = (64, 128, 256, 512, 1024)
 UNROLL = (4, 8)
-MAX_VARIANTS = 16
+MAX_VARIANTS = 20
 RESTRICT = "__restrict__"
 _DEFINE = re.compile(rb"^[ \t]*#define[ \t]+(\w+)[ \t]+(\d+)[ \t]*(?://.*)?$", re.M)
 _CONSTEXPR = re.compile(rb"\bconstexpr\s+(?:unsigned\s+|signed\s+)?(?:int|long|size_t|short)\s+(\w+)\s*=\s*(\d+)\s*;")
@@ -92,6 +97,8 @@ class Search:
             return
         self.restrict = target == "cuda" and restrict_buffers(base) is not None
         self._base_key = _as_timed(task, base)
+        if target == "cuda" and (plan := vector_plan(task.source_text(), cf, task.kernel)):
+            self.knobs.append(Knob("vector", None, list(VECTOR), plan.edits))
         if loops := stride_loops(task.source_text(), cf, task.kernel):
             self.knobs.append(Knob("unroll", None, list(UNROLL), lambda u, loops=loops: _unroll_edits(self.source, loops, u)))
         self.knobs += _integer_knobs(self.source, launch.block.strip())
@@ -135,8 +142,8 @@ class Search:
 
         if self.restrict:
             yield {}
-        unroll = [k for k in self.knobs if k.name == "unroll"]
-        for knob in unroll + [k for k in self.knobs if k.name != "unroll"] + unroll:
+        again = [k for name in ("vector", "unroll") for k in self.knobs if k.name == name]
+        for knob in self.knobs + again:
             for v in knob.values:
                 yield {**best(), knob.name: v}
 
@@ -149,12 +156,13 @@ class Search:
         if label not in self._built:
             edits = [e for k in self.knobs if k.name in settings and settings[k.name] != k.value
                      for e in k.edits(settings[k.name])]
-            data = self.source
-            for start, end, new in sorted(edits, reverse=True):
+            data, edits = self.source, sorted(edits)
+            for start, end, new in reversed(edits):
                 data = data[:start] + new + data[end:]
+            clash = any(b[0] < a[1] for a, b in zip(edits, edits[1:], strict=False))  # a value in a rewritten loop
             try:
-                variant = translate(data.decode("utf-8", "replace"), kernel=self.task.kernel, target=self.target,
-                                    task=self.task)
+                variant = None if clash else translate(data.decode("utf-8", "replace"), kernel=self.task.kernel,
+                                                       target=self.target, task=self.task)
             except Untranslatable:
                 variant = None
             if variant is not None and self.restrict:

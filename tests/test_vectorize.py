@@ -1,0 +1,120 @@
+"""The ``vector=V`` knob (mlxport/translate/vectorize.py): which stride loops take chunk loads and
+stores, and what the rewritten loops compute, run as MLX's cuda_kernel runs them on the CPU
+executor."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_variant_knobs import run_on_executor
+
+from mlxport.tasks import load_task
+from mlxport.translate.reader import read_cuda
+from mlxport.translate.translator import translate, translate_task
+from mlxport.translate.variants import Search
+from mlxport.translate.vectorize import vector_plan
+
+LOOPS = """
+#define BLOCK 128
+__device__ float load_f(const float* p) { return __ldg(p); }
+__device__ void store_f(float* p, float v) { *p = v; }
+__device__ float pair(const float* p) { return p[0] + p[1]; }
+__global__ void k(const float* x, const float* y, float* out, float* out2, int n) {
+    const float* xr = x + blockIdx.x * n;
+    float* o1 = out + blockIdx.x * n;
+    float* o2 = out + n;
+    const int tid = blockIdx.x * blockDim.x + threadIdx.x;
+    float s = 0.0f;
+    for (int c = threadIdx.x; c < n; c += BLOCK) { float v = load_f(xr + c); store_f(o1 + c, v * y[c + 1]); }  // 12
+    for (int c = tid; c < n; c += gridDim.x * blockDim.x) out2[c] = x[c] + y[c];  // 13
+    for (int c = threadIdx.x; c < n; c += BLOCK) { if (c % 2) s += x[c]; }
+    for (int c = threadIdx.x; c < n; c += BLOCK) { if (s > 0) out2[c] = x[c]; }
+    for (int c = threadIdx.x; c < n; c += BLOCK) { out2[c] = out2[c] + x[c]; }
+    for (int c = threadIdx.x; c < n; c += BLOCK) { s += x[c]; if (s > 1) break; }
+    for (int c = threadIdx.x; c < n; c += BLOCK) { s += __shfl_xor_sync(0xffffffffu, x[c], 1); }
+    for (int c = n / 2 + tid; c < n; c += BLOCK) { out2[c] = x[c]; }
+    for (int c = threadIdx.x; c < n; c += BLOCK) { s += pair(x + c); }
+    for (int c = threadIdx.x; c < n; c += BLOCK) { o1[c] = x[c]; o2[c] = y[c]; }
+    for (int c = threadIdx.x; c < n; c += BLOCK) { s += x[c] > 0 ? y[c] : 0.0f; }
+    for (int c = threadIdx.x; c < n; c += BLOCK) { s += x[2 * c]; }
+    if (s == 12345.0f) out2[0] = s;
+}
+void launch(const float* x, const float* y, float* out, float* out2, int n) { k<<<1, BLOCK>>>(x, y, out, out2, n); }
+"""
+
+
+def test_only_loops_whose_every_buffer_use_is_an_element_every_iteration_take_vectors():
+    """Taken: an accessor read and an accessor store (lines 12), a grid-stride loop from a local
+    thread index (13). Left: a read under an if, a store under an if, a buffer read and written, a
+    break, a warp shuffle, a start not at a thread's index, an accessor reading two elements, one
+    output written through two names, a read in one arm of ?:, an index other than c plus an offset."""
+    plan = vector_plan(LOOPS, read_cuda(LOOPS), "k")
+    assert plan is not None and plan.lines == [12, 13]
+    edited = LOOPS.encode()
+    for start, end, new in sorted(plan.edits(8), reverse=True):
+        edited = edited[:start] + new + edited[end:]
+    text = edited.decode()
+    assert "mlxport_elem_load_f(mlxport_r0.v[mlxport_k])" in text and "__device__ float mlxport_elem_load_f(const float& p) " \
+        "{ return p; }" in text  # the copy reads its element as a reference: no __ldg on registers
+    assert "mlxport_apart" not in text.split("__global__")[1]  # each output at one offset
+    cand = translate(text, kernel="k", target="cuda").candidate
+    base = translate(LOOPS, kernel="k", target="cuda").candidate
+    # the alignment tests turn output addresses into numbers, which reads nothing: no output turns input
+    assert (cand.input_names, cand.output_names) == (base.input_names, base.output_names)
+
+
+def test_an_output_at_two_offsets_is_vectorized_only_where_they_lie_a_chunk_apart():
+    t = load_task("rope")
+    plan = vector_plan(t.source_text(), read_cuda(t.source_text()), t.kernel)
+    rope = plan.loops[-1].rewrite(4)
+    assert "mlxport_apart<4>(0, half)" in rope and "(long long)(half) >= (long long)(blockDim.x) * 4" in rope
+
+
+@pytest.fixture(scope="module")
+def executor():
+    from mlxport.backends.cuda_cpu import CudaExecutor
+
+    ex = CudaExecutor()
+    yield ex
+    ex.close()
+
+
+def bf16_as_float(a: np.ndarray) -> np.ndarray:
+    return (a.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def test_softmax_chunks_run_on_aligned_rows_and_the_loop_as_written_elsewhere(executor, tmp_path):
+    """Rows of 1018 bfloat16 elements start 8-byte aligned every other row: rows 0 and 2 take
+    4-element chunks for their first 1016 elements (a variant that doubles the chunked path's output
+    differs there and nowhere else), row 1 and the last 2 elements run the loop as written; all
+    three match the translation within rounding (a thread sums other elements in another order)."""
+    t = load_task("softmax_rows")
+    case = {"R": 3, "C": 1018}
+    variant = Search(t, "cuda").variant("vector=4 + __restrict__").candidate
+    doubled = variant.model_copy(update={"source": variant.source.replace(
+        "__expf(mlxport_elem_load_f", "2.0f * __expf(mlxport_elem_load_f")})
+    want = bf16_as_float(run_on_executor(executor, tmp_path / "a.cu", t, translate_task(t, "cuda").candidate, case,
+                                         "bfloat16")["out"]).reshape(3, -1)
+    got = bf16_as_float(run_on_executor(executor, tmp_path / "b.cu", t, variant, case, "bfloat16")["out"]).reshape(3, -1)
+    bad = bf16_as_float(run_on_executor(executor, tmp_path / "c.cu", t, doubled, case, "bfloat16")["out"]).reshape(3, -1)
+    np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-6)
+    assert ((bad != got).sum(axis=1) == [1016, 0, 1016]).all()
+    assert (bad[:, 1016:] == got[:, 1016:]).all()
+
+
+@pytest.mark.parametrize(("task", "label", "case"), [
+    ("rope", "vector=4 + block.x@54=16 + __restrict__", {"B": 1, "H": 2, "T": 8, "D": 128}),
+    ("layernorm", "vector=4 + LN_BLOCK=128 + __restrict__", {"R": 4, "D": 1024}),
+])
+def test_vector_variants_match_the_translation(executor, tmp_path, task, label, case):
+    """rope (elementwise: bit for bit) and layernorm (its sums regrouped: within rounding), at sizes
+    where every thread gets a whole chunk, layernorm's row through shared memory in chunks too."""
+    t = load_task(task)
+    variant = Search(t, "cuda").variant(label)
+    assert variant is not None and "mlxport_chunk" in variant.candidate.source
+    want = run_on_executor(executor, tmp_path / "a.cu", t, translate_task(t, "cuda").candidate, case, "bfloat16")["out"]
+    got = run_on_executor(executor, tmp_path / "b.cu", t, variant.candidate, case, "bfloat16")["out"]
+    if task == "rope":
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(bf16_as_float(got), bf16_as_float(want), rtol=1e-2, atol=1e-5)
