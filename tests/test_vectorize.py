@@ -14,53 +14,84 @@ from mlxport.translate.translator import translate, translate_task
 from mlxport.translate.variants import Search
 from mlxport.translate.vectorize import vector_plan
 
-LOOPS = """
+HEADER = """
 #define BLOCK 128
+#define SKIP_IF(v) if (v) continue
 __device__ float load_f(const float* p) { return __ldg(p); }
 __device__ void store_f(float* p, float v) { *p = v; }
+__device__ void store_pos(float* p, float v) { if (v > 0) *p = v; }
 __device__ float pair(const float* p) { return p[0] + p[1]; }
+__device__ float next_lane(float v) { return __shfl_down_sync(0xffffffffu, v, 1); }
 __global__ void k(const float* x, const float* y, float* out, float* out2, int n) {
     const float* xr = x + blockIdx.x * n;
     float* o1 = out + blockIdx.x * n;
-    float* o2 = out + n;
     const int tid = blockIdx.x * blockDim.x + threadIdx.x;
     float s = 0.0f;
-    for (int c = threadIdx.x; c < n; c += BLOCK) { float v = load_f(xr + c); store_f(o1 + c, v * y[c + 1]); }  // 12
-    for (int c = tid; c < n; c += gridDim.x * blockDim.x) out2[c] = x[c] + y[c];  // 13
-    for (int c = threadIdx.x; c < n; c += BLOCK) { if (c % 2) s += x[c]; }
-    for (int c = threadIdx.x; c < n; c += BLOCK) { if (s > 0) out2[c] = x[c]; }
-    for (int c = threadIdx.x; c < n; c += BLOCK) { out2[c] = out2[c] + x[c]; }
-    for (int c = threadIdx.x; c < n; c += BLOCK) { s += x[c]; if (s > 1) break; }
-    for (int c = threadIdx.x; c < n; c += BLOCK) { s += __shfl_xor_sync(0xffffffffu, x[c], 1); }
-    for (int c = n / 2 + tid; c < n; c += BLOCK) { out2[c] = x[c]; }
-    for (int c = threadIdx.x; c < n; c += BLOCK) { s += pair(x + c); }
-    for (int c = threadIdx.x; c < n; c += BLOCK) { o1[c] = x[c]; o2[c] = y[c]; }
-    for (int c = threadIdx.x; c < n; c += BLOCK) { s += x[c] > 0 ? y[c] : 0.0f; }
-    for (int c = threadIdx.x; c < n; c += BLOCK) { s += x[2 * c]; }
-    if (s == 12345.0f) out2[0] = s;
+"""
+FOOTER = """
 }
 void launch(const float* x, const float* y, float* out, float* out2, int n) { k<<<1, BLOCK>>>(x, y, out, out2, n); }
 """
+TAKEN = ("for (int c = threadIdx.x; c < n; c += BLOCK) { float v = load_f(xr + c); store_f(o1 + c, v * y[c + 1]); }\n"
+         "for (int c = tid; c < n; c += gridDim.x * blockDim.x) out2[c] = x[c] + y[c];")
+LEFT = {  # a loop each, and what makes its rewrite change the kernel's meaning or fail to compile
+    "a read under an if": "for (int c = threadIdx.x; c < n; c += BLOCK) { if (c % 2) s += x[c]; }",
+    "a store under an if": "for (int c = threadIdx.x; c < n; c += BLOCK) { if (s > 0) out2[c] = x[c]; }",
+    "a read in one arm of ?:": "for (int c = threadIdx.x; c < n; c += BLOCK) { s += x[c] > 0 ? y[c] : 0.0f; }",
+    "a buffer read and written": "for (int c = threadIdx.x; c < n; c += BLOCK) { out2[c] = out2[c] + x[c]; }",
+    "a break": "for (int c = threadIdx.x; c < n; c += BLOCK) { s += x[c]; if (s > 1) break; }",
+    "a warp shuffle": "for (int c = threadIdx.x; c < n; c += BLOCK) { s += __shfl_xor_sync(0xffffffffu, x[c], 1); }",
+    "a shuffle in a helper": "for (int c = threadIdx.x; c < n; c += BLOCK) { out2[c] = next_lane(x[c]); }",
+    "a continue in a macro": "for (int c = threadIdx.x; c < n; c += BLOCK) { SKIP_IF(x[c] < 0); out2[c] = x[c]; }",
+    "a start not at a thread's index": "for (int c = n / 2 + tid; c < n; c += BLOCK) { out2[c] = x[c]; }",
+    "a start past the first stride": "for (int c = threadIdx.x + blockDim.x; c < n; c += blockDim.x) out2[c] = x[c];",
+    "the thread's index in the body": "for (int c = threadIdx.x; c < n; c += BLOCK) out2[c] = x[c] + threadIdx.x;",
+    "an accessor reading two elements": "for (int c = threadIdx.x; c < n; c += BLOCK) { s += pair(x + c); }",
+    "an accessor storing under an if": "for (int c = threadIdx.x; c < n; c += BLOCK) store_pos(out2 + c, x[c]);",
+    "one output through two names": "float* o2 = out + n;\n"
+                                    "for (int c = threadIdx.x; c < n; c += BLOCK) { o1[c] = x[c]; o2[c] = y[c]; }",
+    "an address under another name": "auto o = out2;\n"
+                                     "for (int c = threadIdx.x; c < n; c += BLOCK) { o[c] = x[c]; out[c] = out2[c]; }",
+    "an index other than c plus an offset": "for (int c = threadIdx.x; c < n; c += BLOCK) { s += x[2 * c]; }",
+    "the loop's name declared again": "for (int c = threadIdx.x; c < n; c += BLOCK) { float v; { const int c = 0; "
+                                      "v = x[c]; } out2[c] = v; }",
+    "an offset declared in the body": "for (int c = threadIdx.x; c < n; c += BLOCK) { const int o = 1; "
+                                      "out2[c] = x[c + o]; }",
+    "a bound that is not an integer": "for (int c = threadIdx.x; c < n * 0.5f; c += BLOCK) out2[c] = x[c];",
+    "an output the thread touches again": "for (int c = threadIdx.x; c < n; c += BLOCK) out2[c] = x[c];\n"
+                                          "for (int c = threadIdx.x; c < n; c += BLOCK) out[c] = 2 * out2[c];",
+    "a thread that may have left": "if (tid >= n) return;\n"
+                                   "for (int c = tid; c < n; c += gridDim.x * blockDim.x) out2[c] = x[c];",
+}
 
 
-def test_only_loops_whose_every_buffer_use_is_an_element_every_iteration_take_vectors():
-    """Taken: an accessor read and an accessor store (lines 12), a grid-stride loop from a local
-    thread index (13). Left: a read under an if, a store under an if, a buffer read and written, a
-    break, a warp shuffle, a start not at a thread's index, an accessor reading two elements, one
-    output written through two names, a read in one arm of ?:, an index other than c plus an offset."""
-    plan = vector_plan(LOOPS, read_cuda(LOOPS), "k")
-    assert plan is not None and plan.lines == [12, 13]
-    edited = LOOPS.encode()
+def plan_of(loops: str):
+    src = HEADER + loops + FOOTER
+    return src, vector_plan(src, read_cuda(src), "k")
+
+
+def test_a_loop_whose_every_buffer_use_is_an_element_every_iteration_takes_vectors():
+    """An accessor read, an accessor store and a subscript read at an offset; a grid-stride loop
+    from a local thread index. The alignment tests turn output addresses into numbers, which reads
+    nothing: no output becomes an input."""
+    src, plan = plan_of(TAKEN)
+    assert plan is not None and plan.lines == [14, 15]
+    edited = src.encode()
     for start, end, new in sorted(plan.edits(8), reverse=True):
         edited = edited[:start] + new + edited[end:]
     text = edited.decode()
     assert "mlxport_elem_load_f(mlxport_r0.v[mlxport_k])" in text and "__device__ float mlxport_elem_load_f(const float& p) " \
         "{ return p; }" in text  # the copy reads its element as a reference: no __ldg on registers
-    assert "mlxport_apart" not in text.split("__global__")[1]  # each output at one offset
+    assert "(long long)(BLOCK) == (long long)(blockDim.x)" in text  # the stride is the block, at run time
+    assert "(long long)(gridDim.x * blockDim.x) == (long long)(blockDim.x * gridDim.x)" in text
     cand = translate(text, kernel="k", target="cuda").candidate
-    base = translate(LOOPS, kernel="k", target="cuda").candidate
-    # the alignment tests turn output addresses into numbers, which reads nothing: no output turns input
+    base = translate(src, kernel="k", target="cuda").candidate
     assert (cand.input_names, cand.output_names) == (base.input_names, base.output_names)
+
+
+@pytest.mark.parametrize("why", list(LEFT))
+def test_a_loop_the_rewrite_would_change_is_left_as_written(why):
+    assert plan_of(LEFT[why])[1] is None, why
 
 
 def test_an_output_at_two_offsets_is_vectorized_only_where_they_lie_a_chunk_apart():

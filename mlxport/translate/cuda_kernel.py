@@ -163,6 +163,9 @@ def _header(job: KernelJob) -> str:
             if fdecl is not None and "__global__" in quals:
                 return ""
             return text(n)
+        if t == "linkage_specification" and n.child_by_field_name("body") is not None and \
+                n.child_by_field_name("body").type != "declaration_list":
+            return top(n.child_by_field_name("body"))  # extern "C" f(): the linkage goes with what it names
         if t in ("preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "namespace_definition",
                  "declaration_list", "linkage_specification"):
             return _copy(job.src, n, top)

@@ -1,0 +1,316 @@
+"""What a kernel's code says that the ``vector=V`` rewrite (vectorize.py) must know to keep its
+meaning: the kernel's buffers and the memory each points into, its locals, the device functions that
+touch a pointer only as one element, which expressions depend on a thread's identity, and where the
+block's barriers are."""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from tree_sitter import Node
+
+from mlxport.cuda_syntax import function_declarator, text, walk
+from mlxport.translate.cudafile import CudaFile
+
+LOADS = frozenset({"__ldg", "__ldcg", "__ldca", "__ldcs", "__ldlu", "__ldcv"})
+# Calls that exchange data between threads, or wait for them (cooperative groups' members too).
+COLLECTIVE = re.compile(r"^(__syncthreads\w*|__syncwarp|__shfl\w*|__ballot\w*|__any\w*|__all\w*|__activemask|"
+                        r"__match\w*|__reduce\w*|__barrier\w*|sync|shfl\w*|any|all|ballot|match_\w+|reduce|"
+                        r"inclusive_scan|exclusive_scan|thread_rank|meta_group_rank|__threadfence_block)$")
+BARRIER = re.compile(r"^(__syncthreads\w*|sync|__barrier_sync)$")
+_IDENTITY = frozenset({"threadIdx", "blockIdx"})
+_SIMPLE_MACRO = re.compile(r"[\w\s.+\-*/()%<>&|^~]*")
+_DECLARATORS = frozenset({"init_declarator", "array_declarator", "pointer_declarator", "reference_declarator"})
+
+
+class Buffer(NamedTuple):
+    elem: str  # the element type as declared
+    base: str  # the memory it points into: a parameter, a shared array, or all extern shared arrays
+    shared: bool
+
+
+class KernelFacts:
+    """Facts about one kernel (``kn``, its function_definition) and the file it is in."""
+
+    def __init__(self, root: Node, kn: Node, cf: CudaFile) -> None:
+        self.root, self.kn, self.body = root, kn, kn.child_by_field_name("body")
+        self.functions: dict[str, list[Node]] = {}
+        for n in walk(root):
+            if n.type == "function_definition" and not any(c.type == "__global__" for c in n.children):
+                name, _ = function_declarator(n)
+                if name is not None:
+                    self.functions.setdefault(text(name), []).append(n)
+        self.macros = {m.name: m for m in cf.macros}
+        counts: dict[str, int] = {}
+        self.locals: dict[str, Node] = {}  # name: value, for names declared once in the kernel
+        self.pointers: set[str] = set()  # names that may hold an address: pointers, references, auto
+        for p in params_of(self.kn):
+            decl = p.child_by_field_name("declarator")
+            if decl is not None and decl.type in ("pointer_declarator", "reference_declarator"):
+                self.pointers.add(_declared(decl))
+        for d in walk(self.body):
+            if d.type in _DECLARATORS and (d.parent is None or d.parent.type not in _DECLARATORS):
+                name = _declared(d)
+                counts[name] = counts.get(name, 0) + 1
+                kind = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
+                holder = d.parent
+                auto = holder is not None and "auto" in text(holder.child_by_field_name("type"))
+                if kind is not None and kind.type in ("pointer_declarator", "reference_declarator") or auto:
+                    self.pointers.add(name)
+                if d.type == "init_declarator" and d.child_by_field_name("value") is not None:
+                    self.locals[name] = d.child_by_field_name("value")
+        self.locals = {n: v for n, v in self.locals.items() if counts.get(n) == 1}
+        self.buffers = self._buffers(counts)
+        self.accessors = self._accessors()
+
+    def _buffers(self, counts: dict[str, int]) -> dict[str, Buffer]:
+        """Pointer parameters, one-dimensional __shared__ arrays, and local pointers declared once
+        from one of them (``const T* xr = x + row * n``) and never assigned; none volatile."""
+        out: dict[str, Buffer] = {}
+        for p in params_of(self.kn):
+            decl = p.child_by_field_name("declarator")
+            if decl is not None and decl.type == "pointer_declarator" and "volatile" not in text(p) and \
+                    _declared(decl) not in counts:
+                out[_declared(decl)] = Buffer(text(p.child_by_field_name("type")), _declared(decl), False)
+        for d in walk(self.body):
+            if d.type == "declaration" and any(text(c) == "__shared__" for c in d.children) and \
+                    "volatile" not in text(d):
+                for a in d.children_by_field_name("declarator"):
+                    inner = a.child_by_field_name("declarator") if a.type == "array_declarator" else None
+                    if inner is not None and inner.type == "identifier" and counts.get(text(inner)) == 1:
+                        extern = any(text(c) == "extern" for c in d.children)
+                        out[text(inner)] = Buffer(text(d.child_by_field_name("type")),
+                                                  "extern __shared__" if extern else text(inner), True)
+            elif d.type == "init_declarator" and d.parent is not None and "volatile" not in text(d.parent):
+                target = d.child_by_field_name("declarator")
+                base = _base(d.child_by_field_name("value"))
+                if target is not None and target.type == "pointer_declarator" and base in out and \
+                        counts.get(_declared(target)) == 1:
+                    out.setdefault(_declared(target), Buffer(text(d.parent.child_by_field_name("type")),
+                                                             out[base].base, out[base].shared))
+        assigned = assigned_names(self.body)
+        return {n: b for n, b in out.items() if n not in assigned}
+
+    # -------------------------------------------------------------- element accessors
+
+    def _accessors(self) -> dict[str, tuple[list[Node], dict[int, str]]]:
+        """File-scope device functions by name: (their definitions, {argument: "read" or "write"}
+        for each pointer argument that every definition touches only as its one element)."""
+        out = {}
+        for name, fns in self.functions.items():
+            if not all(_file_scope(fn) and any(c.type == "__device__" for c in fn.children) for fn in fns):
+                continue
+            kinds: dict[int, set[str]] = {}
+            for fn in fns:
+                for i, p in pointer_params(fn):
+                    kinds.setdefault(i, set()).add(self._element_use(fn, p))
+            roles = {i: k.pop() for i, k in kinds.items() if len(k) == 1 and k <= {"read", "write"}}
+            if len({len(params_of(fn)) for fn in fns}) == 1 and \
+                    all(all(i in dict(pointer_params(fn)) for i in roles) for fn in fns):
+                out[name] = ([holder_of(fn) for fn in fns], roles)
+        return out
+
+    def _element_use(self, fn: Node, p: str) -> str:
+        """"read" when the function only reads ``*p`` (``*p``, ``p[0]``, ``__ldg(p)``) and does so on
+        every call, "write" when it only assigns it, as a statement of its own body; else ""."""
+        body = fn.child_by_field_name("body")
+        uses = set()
+        for n in walk(body) if body is not None else []:
+            if n.type != "identifier" or text(n) != p:
+                continue
+            top = n.parent
+            if top is not None and top.type == "argument_list" and len(top.named_children) == 1 and \
+                    top.parent is not None and text(top.parent.child_by_field_name("function")) in LOADS:
+                top = top.parent
+            elif not (top is not None and (top.type == "subscript_expression" and text(index_of(top)) == "0" or
+                                           top.type == "pointer_expression" and
+                                           text(top.child_by_field_name("operator")) == "*")):
+                return ""
+            while top.parent is not None and top.parent.type == "parenthesized_expression":
+                top = top.parent
+            parent = top.parent
+            if parent is not None and parent.type == "assignment_expression" and parent.child_by_field_name("left") == top:
+                statement = parent.parent
+                if text(parent.child_by_field_name("operator")) != "=" or statement is None or \
+                        statement.type != "expression_statement" or statement.parent != body:
+                    return ""
+                uses.add("write")
+            elif parent is None or parent.type in ("update_expression", "init_declarator") or \
+                    parent.type == "pointer_expression" or conditional(top, body) or \
+                    parent.type == "argument_list" and self._by_reference(parent):
+                return ""
+            else:
+                uses.add("read")
+        return uses.pop() if len(uses) == 1 else ""
+
+    def _by_reference(self, args: Node) -> bool:
+        """Whether a call may take an argument by reference (a function of this file, or unknown)."""
+        call = args.parent
+        if call is None or call.type != "call_expression":
+            return True
+        fn = call.child_by_field_name("function")
+        if fn is not None and fn.type == "template_function" and text(fn.child_by_field_name("name")).endswith("_cast"):
+            return False
+        return callee(call) in self.functions
+
+    # -------------------------------------------------------------- threads
+
+    def identity(self, node: Node, skip: frozenset[str] = frozenset(), seen: set[str] | None = None) -> set[str]:
+        """The thread and block indices (``threadIdx.x``) an expression depends on, through the
+        locals it names (but not ``skip``); ``*`` where it calls a function that reads them, unless
+        that function waits for the whole block: what a block reduction returns is taken as the
+        same for every thread."""
+        seen = set() if seen is None else seen
+        out = set()
+        for n in walk(node):
+            if n.type == "field_expression" and text(n.child_by_field_name("argument")) in _IDENTITY:
+                out.add(text(n).replace(" ", ""))
+            elif n.type == "identifier" and text(n) in self.locals and text(n) not in skip | seen:
+                seen.add(text(n))
+                out |= self.identity(self.locals[text(n)], skip, seen)
+            elif n.type == "call_expression" and self.reaches(n, _reads_identity) and not self.reaches(n, _is_barrier):
+                out.add("*")
+        return out
+
+    def reaches(self, call: Node, found, seen: set[str] | None = None) -> bool:
+        """Whether a call's function of this file, or one it calls, holds a node ``found`` accepts."""
+        seen = set() if seen is None else seen
+        name = callee(call)
+        if name in seen or name not in self.functions:
+            return False
+        seen.add(name)
+        for fn in self.functions[name]:
+            for n in walk(fn):
+                if found(n) or n.type == "call_expression" and self.reaches(n, found, seen):
+                    return True
+        return False
+
+    def collective(self, node: Node) -> bool:
+        """Whether the code exchanges data with or waits for other threads, itself or in a function
+        it calls, or hides statements in a macro."""
+        def is_collective(n: Node) -> bool:
+            return n.type == "call_expression" and COLLECTIVE.match(callee(n)) is not None
+
+        for n in walk(node):
+            if is_collective(n) or n.type == "call_expression" and self.reaches(n, is_collective):
+                return True
+            if n.type == "identifier" and text(n) in self.macros:
+                m = self.macros[text(n)]
+                if m.params is not None or not _SIMPLE_MACRO.fullmatch(m.body) or \
+                        re.search(r"\b(continue|break|return|goto|__\w+)\b", m.body):
+                    return True
+        return False
+
+    def barrier(self, statement: Node) -> bool:
+        """Whether a statement waits for the whole block on every path (a ``__syncthreads()`` of its
+        own, or in a function it calls, outside any condition)."""
+        return any(n.type == "call_expression" and (_is_barrier(n) or self.reaches(n, _is_barrier)) and
+                   not conditional(n, statement) for n in walk(statement))
+
+
+def _is_barrier(n: Node) -> bool:
+    return n.type == "call_expression" and BARRIER.match(callee(n)) is not None
+
+
+def _reads_identity(n: Node) -> bool:
+    return n.type == "field_expression" and text(n.child_by_field_name("argument")) in _IDENTITY
+
+
+def assigned_names(node: Node) -> set[str]:
+    """Names assigned, incremented or address-taken in the subtree."""
+    out = set()
+    for n in walk(node):
+        target = None
+        if n.type == "assignment_expression":
+            target = n.child_by_field_name("left")
+        elif n.type == "update_expression" or \
+                n.type == "pointer_expression" and text(n.child_by_field_name("operator")) == "&":
+            target = n.child_by_field_name("argument")
+        if target is not None and target.type == "identifier":
+            out.add(text(target))
+    return out
+
+
+def conditional(n: Node, top: Node) -> bool:
+    """Whether the node runs only on some paths through ``top``: under an if, ?:, && or ||."""
+    cur = n
+    while cur is not None and cur != top:
+        parent = cur.parent
+        if parent is None:
+            return True
+        if parent.type in ("if_statement", "conditional_expression") and parent.child_by_field_name("condition") != cur:
+            return True
+        if parent.type == "binary_expression" and text(parent.child_by_field_name("operator")) in ("&&", "||") and \
+                parent.child_by_field_name("right") == cur:
+            return True
+        cur = parent
+    return False
+
+
+def callee(call: Node) -> str:
+    """The called name without its object, scope or template arguments (``block.sync()``: ``sync``)."""
+    fn = call.child_by_field_name("function")
+    if fn is not None and fn.type == "template_function":
+        fn = fn.child_by_field_name("name")
+    return re.split(r"\.|->|::", text(fn))[-1].strip()
+
+
+def _base(value: Node | None) -> str | None:
+    """The pointer a declaration's value offsets (``x + off``, ``off + x``, ``&x[i]``, ``x``)."""
+    while value is not None and value.type == "parenthesized_expression" and value.named_children:
+        value = value.named_children[0]
+    if value is None:
+        return None
+    if value.type == "identifier":
+        return text(value)
+    if value.type == "binary_expression" and text(value.child_by_field_name("operator")) == "+":
+        left, right = value.child_by_field_name("left"), value.child_by_field_name("right")
+        return _base(left) if left is not None and left.type != "number_literal" and _base(left) else _base(right)
+    if value.type == "pointer_expression" and text(value.child_by_field_name("operator")) == "&":
+        arg = value.child_by_field_name("argument")
+        if arg is not None and arg.type == "subscript_expression":
+            return _base(arg.child_by_field_name("argument"))
+    return None
+
+
+def _declared(decl: Node) -> str:
+    cur = decl
+    for _ in range(16):
+        if cur is None or cur.type == "identifier":
+            break
+        cur = cur.child_by_field_name("declarator") or next(
+            (c for c in cur.named_children if c.type in ("identifier", *_DECLARATORS)), None)
+    return text(cur) if cur is not None else ""
+
+
+def params_of(fn: Node) -> list[Node]:
+    _, decl = function_declarator(fn)
+    plist = decl.child_by_field_name("parameters") if decl is not None else None
+    return [p for p in plist.named_children if p.type == "parameter_declaration"] if plist is not None else []
+
+
+def pointer_params(fn: Node) -> list[tuple[int, str]]:
+    out = []
+    for i, p in enumerate(params_of(fn)):
+        decl = p.child_by_field_name("declarator")
+        name = decl.child_by_field_name("declarator") if decl is not None and decl.type == "pointer_declarator" else None
+        if name is not None and name.type == "identifier" and "volatile" not in text(p):
+            out.append((i, text(name)))
+    return out
+
+
+def index_of(sub: Node) -> Node | None:
+    idx = sub.child_by_field_name("indices") or sub.child_by_field_name("index")
+    if idx is not None and idx.type == "subscript_argument_list":
+        return idx.named_children[0] if len(idx.named_children) == 1 else None
+    return idx
+
+
+def holder_of(fn: Node) -> Node:
+    return fn.parent if fn.parent is not None and fn.parent.type == "template_declaration" else fn
+
+
+def _file_scope(fn: Node) -> bool:
+    holder = holder_of(fn)
+    return holder.parent is not None and holder.parent.type in ("translation_unit", "declaration_list")
