@@ -149,3 +149,16 @@ def test_vector_variants_match_the_translation(executor, tmp_path, task, label, 
         np.testing.assert_array_equal(got, want)
     else:
         np.testing.assert_allclose(bf16_as_float(got), bf16_as_float(want), rtol=1e-2, atol=1e-5)
+
+
+def test_an_extern_c_kernel_gets_its_helpers_before_the_linkage_and_no_linkage_left_in_the_header():
+    src = ('extern "C" __global__ void k(const float* x, float* out, int n) {\n'
+           "    for (int c = threadIdx.x; c < n; c += blockDim.x) out[c] = x[c];\n}\n"
+           "void launch(const float* x, float* out, int n) { k<<<1, 128>>>(x, out, n); }\n")
+    plan = vector_plan(src, read_cuda(src), "k")
+    edited = src.encode()
+    for start, end, new in sorted(plan.edits(4), reverse=True):
+        edited = edited[:start] + new + edited[end:]
+    assert edited.decode().index("struct alignas") < edited.decode().index('extern "C"')
+    header = translate(edited.decode(), kernel="k", target="cuda").candidate.header
+    assert "mlxport_chunk" in header and not header.rstrip().endswith('extern "C"')  # MLX's namespace follows
