@@ -162,3 +162,15 @@ def test_an_extern_c_kernel_gets_its_helpers_before_the_linkage_and_no_linkage_l
     assert edited.decode().index("struct alignas") < edited.decode().index('extern "C"')
     header = translate(edited.decode(), kernel="k", target="cuda").candidate.header
     assert "mlxport_chunk" in header and not header.rstrip().endswith('extern "C"')  # MLX's namespace follows
+
+
+def test_knobs_that_edit_the_same_source_make_no_variant():
+    """A constant tuned inside a loop the vector knob rewrites: each knob alone builds, the two
+    together would splice one edit into the other and are skipped."""
+    t = load_task("softmax_rows")
+    src = t.source_text().replace("store_f(outr + c, __expf(load_f(xr + c) - m) * inv);",
+                                  "constexpr int K = 1;\n        store_f(outr + c, K * __expf(load_f(xr + c) - m) * inv);")
+    object.__setattr__(t, "source_text", lambda: src)
+    search = Search(t, "cuda")
+    assert search.variant("K=2 + __restrict__") is not None and search.variant("vector=8 + __restrict__") is not None
+    assert search.variant("vector=8 + K=2 + __restrict__") is None

@@ -30,9 +30,10 @@ The search is greedy and driven by timings (``Search.next``): ``__restrict__`` a
 vector=4, unroll=4 and unroll=8 (what the translation loses against the expert ports is mostly
 bytes in flight per thread), each on top of the fastest variant so far, then each integer's values
 in turn (those sizing the block first), then the vector widths and unroll factors again on top of
-that (a smaller block gives a stride loop the iterations a chunk or unrolling needs). A variant that would time the same code and launch as the
-translation or a variant already offered is skipped. ``tuning_variants`` is the search when no
-variant is timed.
+that (a smaller block gives a stride loop the iterations a chunk or unrolling needs). A variant that
+would time the same code and launch as the translation or a variant already offered is skipped, as is
+one whose knobs edit the same source (a tuned constant inside a rewritten loop). ``tuning_variants``
+is the search when no variant is timed.
 """
 
 from __future__ import annotations
@@ -156,10 +157,11 @@ class Search:
         if label not in self._built:
             edits = [e for k in self.knobs if k.name in settings and settings[k.name] != k.value
                      for e in k.edits(settings[k.name])]
-            data, edits = self.source, sorted(edits)
+            edits = sorted(edits)
+            clash = any(b[0] < a[1] for a, b in zip(edits, edits[1:], strict=False))  # a value in a rewritten loop
+            data = self.source
             for start, end, new in reversed(edits):
                 data = data[:start] + new + data[end:]
-            clash = any(b[0] < a[1] for a, b in zip(edits, edits[1:], strict=False))  # a value in a rewritten loop
             try:
                 variant = None if clash else translate(data.decode("utf-8", "replace"), kernel=self.task.kernel,
                                                        target=self.target, task=self.task)

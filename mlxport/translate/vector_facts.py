@@ -1,7 +1,8 @@
 """What a kernel's code says that the ``vector=V`` rewrite (vectorize.py) must know to keep its
 meaning: the kernel's buffers and the memory each points into, its locals, the device functions that
 touch a pointer only as one element, which expressions depend on a thread's identity, and where the
-block's barriers are."""
+block's barriers are. Read inside ``reading_source`` of the parsed bytes (names come from
+``source_text``)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from typing import NamedTuple
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import function_declarator, text, walk
+from mlxport.cuda_syntax import bare_callee, function_declarator, text, walk
 from mlxport.translate.cudafile import CudaFile
+from mlxport.translate.declarations import declared_name
 
 LOADS = frozenset({"__ldg", "__ldcg", "__ldca", "__ldcs", "__ldlu", "__ldcv"})
 # Calls that exchange data between threads, or wait for them (cooperative groups' members too).
@@ -48,10 +50,10 @@ class KernelFacts:
         for p in params_of(self.kn):
             decl = p.child_by_field_name("declarator")
             if decl is not None and decl.type in ("pointer_declarator", "reference_declarator"):
-                self.pointers.add(_declared(decl))
+                self.pointers.add(declared_name(decl))
         for d in walk(self.body):
             if d.type in _DECLARATORS and (d.parent is None or d.parent.type not in _DECLARATORS):
-                name = _declared(d)
+                name = declared_name(d)
                 counts[name] = counts.get(name, 0) + 1
                 kind = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
                 holder = d.parent
@@ -71,8 +73,8 @@ class KernelFacts:
         for p in params_of(self.kn):
             decl = p.child_by_field_name("declarator")
             if decl is not None and decl.type == "pointer_declarator" and "volatile" not in text(p) and \
-                    _declared(decl) not in counts:
-                out[_declared(decl)] = Buffer(text(p.child_by_field_name("type")), _declared(decl), False)
+                    declared_name(decl) not in counts:
+                out[declared_name(decl)] = Buffer(text(p.child_by_field_name("type")), declared_name(decl), False)
         for d in walk(self.body):
             if d.type == "declaration" and any(text(c) == "__shared__" for c in d.children) and \
                     "volatile" not in text(d):
@@ -86,8 +88,8 @@ class KernelFacts:
                 target = d.child_by_field_name("declarator")
                 base = _base(d.child_by_field_name("value"))
                 if target is not None and target.type == "pointer_declarator" and base in out and \
-                        counts.get(_declared(target)) == 1:
-                    out.setdefault(_declared(target), Buffer(text(d.parent.child_by_field_name("type")),
+                        counts.get(declared_name(target)) == 1:
+                    out.setdefault(declared_name(target), Buffer(text(d.parent.child_by_field_name("type")),
                                                              out[base].base, out[base].shared))
         assigned = assigned_names(self.body)
         return {n: b for n, b in out.items() if n not in assigned}
@@ -152,7 +154,7 @@ class KernelFacts:
         fn = call.child_by_field_name("function")
         if fn is not None and fn.type == "template_function" and text(fn.child_by_field_name("name")).endswith("_cast"):
             return False
-        return callee(call) in self.functions
+        return bare_callee(call) in self.functions
 
     # -------------------------------------------------------------- threads
 
@@ -176,7 +178,7 @@ class KernelFacts:
     def reaches(self, call: Node, found, seen: set[str] | None = None) -> bool:
         """Whether a call's function of this file, or one it calls, holds a node ``found`` accepts."""
         seen = set() if seen is None else seen
-        name = callee(call)
+        name = bare_callee(call)
         if name in seen or name not in self.functions:
             return False
         seen.add(name)
@@ -190,7 +192,7 @@ class KernelFacts:
         """Whether the code exchanges data with or waits for other threads, itself or in a function
         it calls, or hides statements in a macro."""
         def is_collective(n: Node) -> bool:
-            return n.type == "call_expression" and COLLECTIVE.match(callee(n)) is not None
+            return n.type == "call_expression" and COLLECTIVE.match(bare_callee(n)) is not None
 
         for n in walk(node):
             if is_collective(n) or n.type == "call_expression" and self.reaches(n, is_collective):
@@ -210,7 +212,7 @@ class KernelFacts:
 
 
 def _is_barrier(n: Node) -> bool:
-    return n.type == "call_expression" and BARRIER.match(callee(n)) is not None
+    return n.type == "call_expression" and BARRIER.match(bare_callee(n)) is not None
 
 
 def _reads_identity(n: Node) -> bool:
@@ -248,14 +250,6 @@ def conditional(n: Node, top: Node) -> bool:
     return False
 
 
-def callee(call: Node) -> str:
-    """The called name without its object, scope or template arguments (``block.sync()``: ``sync``)."""
-    fn = call.child_by_field_name("function")
-    if fn is not None and fn.type == "template_function":
-        fn = fn.child_by_field_name("name")
-    return re.split(r"\.|->|::", text(fn))[-1].strip()
-
-
 def _base(value: Node | None) -> str | None:
     """The pointer a declaration's value offsets (``x + off``, ``off + x``, ``&x[i]``, ``x``)."""
     while value is not None and value.type == "parenthesized_expression" and value.named_children:
@@ -272,16 +266,6 @@ def _base(value: Node | None) -> str | None:
         if arg is not None and arg.type == "subscript_expression":
             return _base(arg.child_by_field_name("argument"))
     return None
-
-
-def _declared(decl: Node) -> str:
-    cur = decl
-    for _ in range(16):
-        if cur is None or cur.type == "identifier":
-            break
-        cur = cur.child_by_field_name("declarator") or next(
-            (c for c in cur.named_children if c.type in ("identifier", *_DECLARATORS)), None)
-    return text(cur) if cur is not None else ""
 
 
 def params_of(fn: Node) -> list[Node]:

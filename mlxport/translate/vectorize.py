@@ -66,17 +66,18 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import function_declarator, parse, text, walk
+from mlxport.cuda_syntax import ancestors, bare_callee, function_declarator, parse, reading_source, text, walk
 from mlxport.errors import UserError
 from mlxport.translate.cudafile import CudaFile
+from mlxport.translate.declarations import declared_name
 from mlxport.translate.kernel_scope import kernel_node, pick_kernel
 from mlxport.translate.macros import normalize
 from mlxport.translate.vector_facts import (
     LOADS,
     KernelFacts,
     assigned_names,
-    callee,
     conditional,
+    holder_of,
     index_of,
     params_of,
     pointer_params,
@@ -173,7 +174,12 @@ class VectorPlan:
 def vector_plan(source: str, cf: CudaFile, kernel: str) -> VectorPlan | None:
     """The kernel's stride loops that can move V elements a thread a step, or None if none can."""
     raw = source.encode("utf-8", "replace")
-    root = parse(normalize(raw)).root_node
+    data = normalize(raw)  # what the translator parses, offsets kept
+    with reading_source(data):
+        return _plan(raw, parse(data).root_node, cf, kernel)
+
+
+def _plan(raw: bytes, root: Node, cf: CudaFile, kernel: str) -> VectorPlan | None:
     try:
         kn = kernel_node(root, pick_kernel(cf, kernel))
     except UserError:  # a kernel defined by a macro
@@ -188,10 +194,10 @@ def vector_plan(source: str, cf: CudaFile, kernel: str) -> VectorPlan | None:
             lines.append(node.start_point[0] + 1)
     if not loops:
         return None
-    holder = kn.parent if kn.parent is not None and kn.parent.type == "template_declaration" else kn
+    holder = holder_of(kn)
     preamble = HELPERS + "".join(_elem_copy(raw, d, name, facts.accessors[name][1]) for name in sorted(used)
                                  for d in facts.accessors[name][0])
-    linkage = next((a for a in _ancestors(kn) if a.type == "linkage_specification"), None)
+    linkage = next((a for a in ancestors(kn) if a.type == "linkage_specification"), None)
     if linkage is not None and linkage.child_by_field_name("body") == holder:
         holder = linkage  # extern "C" __global__ void k(...): the helpers go before the extern
     elif linkage is not None:  # inside extern "C" { ... }: templates need C++ linkage
@@ -275,10 +281,10 @@ def _loop(raw: bytes, node: Node, facts: KernelFacts, used: set[str]) -> _Loop |
             edits.append((node_.start_byte, node_.end_byte, slot))
         else:
             call, arg = accessor
-            used.add(callee(call))
+            used.add(bare_callee(call))
             fn = call.child_by_field_name("function")
             name = fn.child_by_field_name("name") if fn.type == "template_function" else fn
-            edits.append((name.start_byte, name.end_byte, f"mlxport_elem_{callee(call)}"))
+            edits.append((name.start_byte, name.end_byte, f"mlxport_elem_{bare_callee(call)}"))
             edits.append((arg.start_byte, arg.end_byte, slot))
     bases = {facts.buffers[r].base for r, _, _ in chunks}
     written = {facts.buffers[r].base: r for r, _, w in chunks if w}
@@ -320,7 +326,7 @@ def _exits_before(loop: Node, facts: KernelFacts, fields: set[str]) -> bool:
     is built of (``if (i >= n) return;``): the others' chunks would then go undone."""
     for r in walk(facts.body):
         if r.type == "return_statement" and r.start_byte < loop.start_byte:
-            tests = [a.child_by_field_name("condition") for a in _ancestors(r) if a.type == "if_statement"]
+            tests = [a.child_by_field_name("condition") for a in ancestors(r) if a.type == "if_statement"]
             if any(facts.identity(t) & (fields | {"*"}) for t in tests if t is not None):
                 return True
     return False
@@ -335,8 +341,8 @@ def _alone(loop: Node, base: str, written: bool, facts: KernelFacts) -> bool:
     for n in walk(facts.body):
         if n.type != "identifier" or text(n) not in names or loop.start_byte <= n.start_byte < loop.end_byte:
             continue
-        decl = next((a for a in _ancestors(n) if a.type == "init_declarator"), None)
-        if _declares(n) or decl is not None and _declared_name(decl) in facts.buffers:
+        decl = next((a for a in ancestors(n) if a.type == "init_declarator"), None)
+        if _declares(n) or decl is not None and declared_name(decl) in facts.buffers:
             continue  # a buffer's own declaration, or a local pointer taken from it
         if (written or not _only_reads(n, facts)) and not (facts.buffers[text(n)].shared and _barrier_between(n, loop, facts)):
             return False
@@ -356,7 +362,7 @@ def _only_reads(n: Node, facts: KernelFacts) -> bool:
     call = arg.parent.parent if arg.parent is not None and arg.parent.type == "argument_list" else None
     if call is None or call.type != "call_expression":
         return False
-    if callee(call) in LOADS:
+    if bare_callee(call) in LOADS:
         return True
     found = _through_accessor(arg, facts.accessors)
     return found is not None and not found[1]
@@ -427,7 +433,7 @@ def _through_accessor(arg: Node, accessors: dict):
     call = args.parent if args is not None and args.type == "argument_list" else None
     if call is None or call.type != "call_expression":
         return None
-    name = callee(call)
+    name = bare_callee(call)
     if name not in accessors:
         return None
     index = next(i for i, c in enumerate(args.named_children) if c == arg)
@@ -477,22 +483,8 @@ def _declares(n: Node) -> bool:
         parent.child_by_field_name("value") != n and parent.child_by_field_name("size") != n
 
 
-def _declared_name(decl: Node) -> str:
-    target = decl.child_by_field_name("declarator")
-    while target is not None and target.type != "identifier":
-        target = target.child_by_field_name("declarator")
-    return text(target)
-
-
 def _declared_in(node: Node) -> set[str]:
     return {text(n) for n in walk(node) if n.type == "identifier" and _declares(n)}
-
-
-def _ancestors(n: Node):
-    cur = n.parent
-    while cur is not None:
-        yield cur
-        cur = cur.parent
 
 
 def _names(node: Node | None) -> set[str]:
