@@ -10,11 +10,12 @@ from mlxport.tasks import load_task
 from mlxport.translate.variants import MAX_VARIANTS, tuning_variants
 
 
-def test_restrict_then_unroll_then_the_defines_block_first_never_the_warp_size():
+def test_restrict_then_vectors_then_unroll_then_the_defines_block_first_never_the_warp_size():
     variants = tuning_variants(load_task("cumsum"), "cuda")
     labels = [label for label, _ in variants]
-    assert labels[:3] == ["__restrict__", "unroll=4 + __restrict__", "unroll=8 + __restrict__"]
-    assert labels[3].startswith("SCAN_BLOCK=") and "SCAN_ITEMS=8 + __restrict__" in labels
+    assert labels[:5] == ["__restrict__", "vector=8 + __restrict__", "vector=4 + __restrict__",
+                          "unroll=4 + __restrict__", "unroll=8 + __restrict__"]  # vectors: each thread's run of items
+    assert labels[5].startswith("SCAN_BLOCK=") and "SCAN_ITEMS=8 + __restrict__" in labels
     assert all(label.endswith("__restrict__") for label in labels)  # every CUDA variant carries it
     assert not any(label.startswith("WARP") for label in labels) and len(labels) <= MAX_VARIANTS
     blocks = [int(label.split("=")[1].split()[0]) for label in labels if label.startswith("SCAN_BLOCK=")]
@@ -100,7 +101,8 @@ def test_the_translation_itself_failing_ends_the_search():
 def test_the_search_builds_on_the_fastest_variant_so_far():
     """rope launches dim3 block(half < 64 ? half : 64, ROWS_PER_BLOCK): both 64s are one knob. With
     a narrower block scripted fastest, the later steps (rows per block, then the vector widths and
-    unroll factors again) all carry it, and the best of those carries their value too."""
+    unroll factors again) all carry it, and the best of those carries their value too. The shared
+    array's capacity (ROPE_MAX_HALF) sizes nothing else: it comes last of all."""
     task = load_task("rope")
     narrow = dict(tuning_variants(task, "cuda"))["block.x@54=16 + __restrict__"].candidate
     assert narrow.template["BLOCK_DIM_X"] == "min(x.shape[3] // 2, 16)"  # was 64: the launch changed
@@ -112,11 +114,26 @@ def test_the_search_builds_on_the_fastest_variant_so_far():
     assert play(task, wrong=0, us=us, fresh=True)[0] == compiles  # a resumed run goes on where it stopped
     tried = [c.removeprefix("Trying the translation with ").removesuffix(".") for c in compiles[1:]]
     assert len(set(tried)) == len(tried)
-    after = tried[tried.index("block.x@54=32 + __restrict__") + 1:]
-    assert after and all("block.x@54=16 + " in label for label in after)
-    assert "vector=4 + block.x@54=16 + ROWS_PER_BLOCK=16 + __restrict__" in tried
-    assert "unroll=4 + block.x@54=16 + ROWS_PER_BLOCK=16 + __restrict__" in tried
+    again = tried.index("unroll=8 + block.x@54=16 + ROWS_PER_BLOCK=16 + __restrict__")
+    after = tried[tried.index("block.x@54=32 + __restrict__") + 1:again + 1]
+    assert after[0] == "block.x@54=16 + ROWS_PER_BLOCK=2 + __restrict__"  # the block's other dimension next
+    assert all("block.x@54=16 + " in label for label in after)
+    assert "vector=4 + block.x@54=16 + ROWS_PER_BLOCK=16 + __restrict__" in after
+    # the block's sizes once more on top of all that, the source's own 64 among them
+    assert tried[again + 1:again + 4] == ["ROWS_PER_BLOCK=16 + __restrict__", "block.x@54=8 + ROWS_PER_BLOCK=16 + "
+                                          "__restrict__", "block.x@54=32 + ROWS_PER_BLOCK=16 + __restrict__"]
+    assert all("ROPE_MAX_HALF" in label for label in tried[again + 4:]) and len(tried) == MAX_VARIANTS
     assert "tuning variants" in summary
+
+
+def test_capacities_are_names_only_ever_an_arrays_size():
+    from mlxport.translate.variants import _capacities
+
+    src = b"""#define CAP 256
+#define ROWS 4
+constexpr int N = 8;
+__global__ void k(float* o) { __shared__ float a[CAP]; __shared__ float b[N]; o[threadIdx.x % N] = a[ROWS]; }"""
+    assert _capacities(src) == {"CAP"}  # N and ROWS are read as values too
 
 
 def test_a_variant_slower_than_the_translation_is_not_built_on():

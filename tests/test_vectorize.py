@@ -101,6 +101,63 @@ def test_an_output_at_two_offsets_is_vectorized_only_where_they_lie_a_chunk_apar
     assert "mlxport_apart<4>(0, half)" in rope and "(long long)(half) >= (long long)(blockDim.x) * 4" in rope
 
 
+RUN_HEADER = """
+#define BLOCK 128
+#define ITEMS 4
+__device__ float load_f(const float* p) { return __ldg(p); }
+__device__ void store_f(float* p, float v) { *p = v; }
+__global__ void k(const float* x, const float* y, float* out, float* out2, int n) {
+    const int first = (blockIdx.x * blockDim.x + threadIdx.x) * ITEMS;
+    float items[ITEMS];
+    float s = 0.0f;
+"""
+RUNS_TAKEN = ("#pragma unroll\n"
+              "for (int k = 0; k < ITEMS; ++k) items[k] = first + k < n ? load_f(x + first + k) : 0.0f;\n"
+              "for (int k = 0; k < ITEMS; k++) { if (n > first + k) { out[first + k] = items[k] * y[first + k + 1]; } }\n"
+              "for (int k = 0; k < 2 * ITEMS; k += 1) store_f(out2 + first + k, s);")
+RUNS_LEFT = {  # a thread's run of elements, and what makes loading it whole change the kernel
+    "a read under another test": "for (int k = 0; k < ITEMS; ++k) s += x[first + k] > 0 ? y[first + k] : 0.0f;",
+    "a store in an else branch": "for (int k = 0; k < ITEMS; ++k) { if (first + k < n) s += x[first + k]; "
+                                 "else out[first + k] = 0.0f; }",
+    "a store under a test and more": "for (int k = 0; k < ITEMS; ++k) if (first + k < n && s > 0) out[first + k] = 1;",
+    "a bound the body changes": "for (int k = 0; k < ITEMS; ++k) { if (first + k < n) out[first + k] = x[first + k]; "
+                                "n -= 1; }",
+    "an offset the body changes": "int o = first;\nfor (int k = 0; k < ITEMS; ++k) { out[o + k] = x[o + k]; o += 1; }",
+    "two bounds for one offset": "for (int k = 0; k < ITEMS; ++k) { if (first + k < n) out[first + k] = 1.0f; "
+                                 "s += first + k < 2 * n ? x[first + k] : 0.0f; }",
+    "a test the last element passes alone": "for (int k = 0; k < ITEMS; ++k) if (first + k <= n) out[first + k] = 1;",
+    "a run from 1": "for (int k = 1; k < ITEMS; ++k) out[first + k] = x[first + k];",
+    "a step of 2": "for (int k = 0; k < ITEMS; k += 2) out[first + k] = x[first + k];",
+    "a scaled index": "for (int k = 0; k < ITEMS; ++k) out[first + 2 * k] = x[first + k];",
+    "a buffer read and written": "for (int k = 0; k < ITEMS; ++k) out[first + k] = out[first + k] + x[first + k];",
+    "a warp shuffle": "for (int k = 0; k < ITEMS; ++k) out[first + k] = __shfl_xor_sync(0xffffffffu, x[first + k], 1);",
+    "a break": "for (int k = 0; k < ITEMS; ++k) { if (x[first + k] < 0) break; out[first + k] = x[first + k]; }",
+}
+
+
+def test_a_threads_run_of_elements_loads_whole_under_its_bounds_tests():
+    """Items a thread reads or writes at ``first + k`` for k < ITEMS, guarded by ``first + k < n``
+    (or ``n > first + k``) or not at all: the chunks run when the whole run is in bounds, the
+    loop as written otherwise (and for the last ITEMS mod V)."""
+    src = RUN_HEADER + RUNS_TAKEN + FOOTER
+    plan = vector_plan(src, read_cuda(src), "k")
+    assert plan is not None and plan.lines == [11, 12, 13]
+    first, second, third = (lp.rewrite(4) for lp in plan.loops)
+    assert first.startswith("if (") and "(first) + (ITEMS) <= (n)" in first and "#pragma unroll\nfor (int k = 0;" in first
+    assert "(first) + (ITEMS) <= (n)" in second and "reinterpret_cast<size_t>(y + (first + 1))" in second
+    assert "<= (n)" not in third  # unguarded: alignment is the only test
+    edited = src.encode()
+    for start, end, new in sorted(plan.edits(4), reverse=True):
+        edited = edited[:start] + new + edited[end:]
+    assert translate(edited.decode(), kernel="k", target="cuda").candidate is not None
+
+
+@pytest.mark.parametrize("why", list(RUNS_LEFT))
+def test_a_run_the_rewrite_would_change_is_left_as_written(why):
+    src = RUN_HEADER + RUNS_LEFT[why] + FOOTER
+    assert vector_plan(src, read_cuda(src), "k") is None, why
+
+
 @pytest.fixture(scope="module")
 def executor():
     from mlxport.backends.cuda_cpu import CudaExecutor
@@ -131,6 +188,30 @@ def test_softmax_chunks_run_on_aligned_rows_and_the_loop_as_written_elsewhere(ex
     np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-6)
     assert ((bad != got).sum(axis=1) == [1016, 0, 1016]).all()
     assert (bad[:, 1016:] == got[:, 1016:]).all()
+
+
+@pytest.mark.parametrize("label", ["vector=4 + __restrict__", "vector=8 + SCAN_ITEMS=8 + __restrict__"])
+def test_cumsum_runs_load_whole_on_aligned_rows_and_match_bit_for_bit(executor, tmp_path, label):
+    """Each thread scans its run of SCAN_ITEMS elements in the order it did: the chunked variant
+    matches the translation bit for bit. Rows of 1018 bfloat16 start 16-byte aligned every fourth
+    row (8-byte: every other one): a variant that doubles what the chunked stores write differs on
+    those rows, in every run that lies wholly within the row, and nowhere else."""
+    t = load_task("cumsum")
+    case = {"R": 9, "C": 1018}
+    variant = Search(t, "cuda").variant(label).candidate
+    assert variant.source.count("mlxport_chunk<T, ") == 4  # a load and a store: its type twice each
+    doubled = variant.model_copy(update={"source": variant.source.replace(
+        "mlxport_w0.v[mlxport_k] = from_float<T>(", "mlxport_w0.v[mlxport_k] = from_float<T>(2.0f * ")})
+    want = run_on_executor(executor, tmp_path / "a.cu", t, translate_task(t, "cuda").candidate, case, "bfloat16")["out"]
+    got = run_on_executor(executor, tmp_path / "b.cu", t, variant, case, "bfloat16")["out"]
+    bad = run_on_executor(executor, tmp_path / "c.cu", t, doubled, case, "bfloat16")["out"]
+    np.testing.assert_array_equal(got, want)
+    items, width = (8, 8) if "SCAN_ITEMS=8" in label else (4, 4)
+    whole = 1018 // items * items
+    rows = [r for r in range(9) if r * 1018 * 2 % (width * 2) == 0]
+    differs = (bf16_as_float(bad) != bf16_as_float(got)).reshape(9, -1)
+    assert differs[:, whole:].sum() == 0 and differs.any(axis=1).nonzero()[0].tolist() == rows
+    assert all(differs[r, :whole].mean() > 0.9 for r in rows)
 
 
 @pytest.mark.parametrize(("task", "label", "case"), [

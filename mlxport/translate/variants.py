@@ -30,7 +30,10 @@ The search is greedy and driven by timings (``Search.next``): ``__restrict__`` a
 vector=4, unroll=4 and unroll=8 (what the translation loses against the expert ports is mostly
 bytes in flight per thread), each on top of the fastest variant so far, then each integer's values
 in turn (those sizing the block first), then the vector widths and unroll factors again on top of
-that (a smaller block gives a stride loop the iterations a chunk or unrolling needs). A variant that
+that (a smaller block gives a stride loop the iterations a chunk or unrolling needs), then the
+integers sizing the block again, the source's own value among them (more items a thread can want
+another block: a row scanned in one tile rather than four), then the integers that only size an
+array. A variant that
 would time the same code and launch as the translation or a variant already offered is skipped, as is
 one whose knobs edit the same source (a tuned constant inside a rewritten loop). ``tuning_variants``
 is the search when no variant is timed.
@@ -75,6 +78,8 @@ class Knob(NamedTuple):
     value: int | None  # the source's own (None: unroll, which the source does not set)
     values: list[int]  # the others worth timing, most promising first
     edits: Callable[[int], list[Edit]]
+    block: bool = False  # sizes the block: tried again after the second pass
+    capacity: bool = False  # only ever an array's size: tried last of all
 
 
 class Search:
@@ -143,10 +148,13 @@ class Search:
 
         if self.restrict:
             yield {}
-        again = [k for name in ("vector", "unroll") for k in self.knobs if k.name == name]
-        for knob in self.knobs + again:
-            for v in knob.values:
-                yield {**best(), knob.name: v}
+        first = [(k, k.values) for k in self.knobs if not k.capacity]
+        again = [(k, k.values) for name in ("vector", "unroll") for k in self.knobs if k.name == name]
+        blocks = [(k, [k.value, *k.values]) for k in self.knobs if k.block]  # the source's own value too
+        capacities = [(k, k.values) for k in self.knobs if k.capacity]
+        for knob, values in first + again + blocks + capacities:
+            for v in values:
+                yield {n: x for n, x in {**best(), knob.name: v}.items() if n != knob.name or v != knob.value}
 
     def _label(self, settings: dict[str, int]) -> str:
         order = [k.name for k in self.knobs]
@@ -285,16 +293,25 @@ def _has_pragma(loop: Node) -> bool:
 
 
 def _integer_knobs(data: bytes, block: str) -> list[Knob]:
-    """A knob per tunable integer, with the values worth timing; those sizing the block first."""
+    """A knob per tunable integer, with the values worth timing, in the order of what they size: the
+    block (the name or literal it is given as), then the rest of the block's declaration (``dim3
+    block(64, ROWS)``), then the rest, then capacities (a value only ever an array's size, such as
+    ``__shared__ float f[MAX_HALF]``: it changes nothing but the memory a block takes), which the
+    search tries last of all."""
     knobs = []
-    for name, value, blockish, spans in sorted(_integers(data, block), key=lambda k: not k[2]):
+    capacities = _capacities(data)
+    in_block = _names_in(data, _dim3_args(data, block))
+    for name, value, blockish, spans in sorted(_integers(data, block), key=lambda k: (
+            0 if k[2] else 1 if k[0] in in_block else 3 if k[0] in capacities else 2)):
         values = [value // 2, value * 2, value * 4]
         if blockish == "total":
             values = [v for v in dict.fromkeys([*THREADGROUP_SIZES, *values]) if v <= 1024]
         elif blockish == "dim":  # one dimension of a dim3 block
             values = [value // 4, value // 8, value // 2, value * 2]
         values = [v for v in values if v >= 1 and v != value]
-        knobs.append(Knob(name, value, values, lambda v, spans=spans: [(a, b, str(v).encode()) for a, b in spans]))
+        sizes_block = bool(blockish) or name in in_block
+        knobs.append(Knob(name, value, values, lambda v, spans=spans: [(a, b, str(v).encode()) for a, b in spans],
+                          sizes_block, name in capacities and not sizes_block))
     return knobs
 
 
@@ -321,13 +338,50 @@ def _integers(data: bytes, block: str) -> list[tuple[str, int, str, list[tuple[i
     return knobs
 
 
+def _capacities(data: bytes) -> set[str]:
+    """Names used, wherever the source names them (their definitions aside), only as the size of an
+    array it declares."""
+    uses: dict[str, set[bool]] = {}
+    for n in walk(parse(data).root_node):
+        parent = n.parent
+        if n.type == "identifier" and not (parent is not None and parent.type in ("preproc_def", "init_declarator") and
+                                           parent.child_by_field_name("name" if parent.type == "preproc_def"
+                                                                      else "declarator") == n):
+            uses.setdefault(text(n), set()).add(
+                parent is not None and parent.type == "array_declarator" and parent.child_by_field_name("size") == n)
+    return {name for name, kinds in uses.items() if kinds == {True}}
+
+
+def _names_in(data: bytes, spans: list[tuple[int, int]]) -> set[str]:
+    return {m.decode() for a, b in spans for m in re.findall(rb"[A-Za-z_]\w*", data[a:b])}
+
+
 def _dim3_literals(data: bytes, block: str) -> list[tuple[str, int, str, list[tuple[int, int]]]]:
     """Integer literals in the ``dim3 <block>(x, y, z)`` declaration the launch passes as its block,
     per dimension (``half < 64 ? half : 64`` is one knob, both 64s at once); a dimension with more
     than one such value is left alone, as is anything under 8."""
+    knobs = []
+    for line, dims in _dim3_declarations(data, block):
+        for axis, (a, b) in zip("xyz", dims, strict=False):
+            by_value: dict[int, list[tuple[int, int]]] = {}
+            for m in re.finditer(rb"(?<![\w.])(\d+)(?![\w.])", data[a:b]):
+                if int(m.group(1)) >= 8:
+                    by_value.setdefault(int(m.group(1)), []).append((a + m.start(1), a + m.end(1)))
+            if len(by_value) == 1:
+                (value, spans), = by_value.items()
+                knobs.append((f"block.{axis}@{line}", value, "dim", spans))
+    return knobs
+
+
+def _dim3_args(data: bytes, block: str) -> list[tuple[int, int]]:
+    return [span for _, dims in _dim3_declarations(data, block) for span in dims]
+
+
+def _dim3_declarations(data: bytes, block: str) -> list[tuple[int, list[tuple[int, int]]]]:
+    """(line, the spans of its arguments) for each ``dim3 <block>(x, y, z)`` declaration."""
     if not re.fullmatch(r"\w+", block):
         return []
-    knobs = []
+    out = []
     for decl in re.finditer(rb"\bdim3\s+" + block.encode() + rb"\s*\(", data):
         dims, depth, start = [], 0, decl.end()
         for i in range(decl.end(), len(data)):
@@ -344,13 +398,5 @@ def _dim3_literals(data: bytes, block: str) -> list[tuple[str, int, str, list[tu
                 start = i + 1
                 if c == b")":
                     break
-        line = data.count(b"\n", 0, decl.start()) + 1
-        for axis, (a, b) in zip("xyz", dims, strict=False):
-            by_value: dict[int, list[tuple[int, int]]] = {}
-            for m in re.finditer(rb"(?<![\w.])(\d+)(?![\w.])", data[a:b]):
-                if int(m.group(1)) >= 8:
-                    by_value.setdefault(int(m.group(1)), []).append((a + m.start(1), a + m.end(1)))
-            if len(by_value) == 1:
-                (value, spans), = by_value.items()
-                knobs.append((f"block.{axis}@{line}", value, "dim", spans))
-    return knobs
+        out.append((data.count(b"\n", 0, decl.start()) + 1, dims))
+    return out

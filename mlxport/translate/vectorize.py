@@ -76,7 +76,6 @@ from mlxport.translate.vector_facts import (
     LOADS,
     KernelFacts,
     assigned_names,
-    conditional,
     holder_of,
     index_of,
     params_of,
@@ -129,39 +128,72 @@ class _Loop:
     body: str  # as written
     vector_body: str  # element accesses through the chunks
     chunks: list[_Chunk]
+    accessors: set[str]  # the element accessors the body calls
 
     def rewrite(self, v: int) -> str:
         t, c0 = self.type, "mlxport_c0"
-        tests = [f"reinterpret_cast<size_t>({ch.pointer()}) % ({v} * sizeof({ch.elem})) == 0"
-                 for ch in self.chunks]
-        by_root: dict[str, list[str]] = {}
-        for ch in self.chunks:
-            if ch.write:
-                by_root.setdefault(ch.root, []).append(ch.offset or "0")
-        tests += [f"mlxport_apart<{v}>({a}, {b})" for offs in by_root.values()
-                  for i, a in enumerate(offs) for b in offs[i + 1:]]
+        tests = _chunk_tests(self.chunks, v)
         tests.append(f"(long long)({self.step}) == (long long)({self.span})")
         tests.append(f"(long long)({self.bound}) >= (long long)({self.step}) * {v}")
         ok = "(" + " && ".join(tests) + ")"
-        loads = "".join(f"    const mlxport_chunk<{ch.elem}, {v}> {ch.name} = "
-                        f"*reinterpret_cast<const mlxport_chunk<{ch.elem}, {v}>*>({ch.pointer(c0)});\n"
-                        for ch in self.chunks if not ch.write)
-        slots = "".join(f"    mlxport_chunk<{ch.elem}, {v}> {ch.name};\n" for ch in self.chunks if ch.write)
-        stores = "".join(f"    *reinterpret_cast<mlxport_chunk<{ch.elem}, {v}>*>({ch.pointer(c0)}) = {ch.name};\n"
-                         for ch in self.chunks if ch.write)
         return (f"for ({t} {c0} = {ok} ? ({t})({self.init}) * {v} : ({t})({self.bound}); {c0} + {v} <= ({self.bound}); "
-                f"{c0} += ({self.step}) * {v}) {{\n{loads}{slots}"
-                f"#pragma unroll\n    for (int mlxport_k = 0; mlxport_k < {v}; ++mlxport_k) {{\n"
-                f"        {t} {self.var} = {c0} + mlxport_k;\n        {self.vector_body}\n    }}\n{stores}}}\n"
+                f"{c0} += ({self.step}) * {v}) {{\n{_chunk_step(self.chunks, v, c0, t, self.var, self.vector_body)}}}\n"
                 f"for ({t} {self.var} = ({ok} ? ({t})(({self.bound}) / {v} * {v}) : ({t})0) + ({self.init}); "
                 f"{self.var} < {self.bound}; {self.var} += {self.step}) {self.body}")
+
+
+@dataclass
+class _Run:
+    start: int  # its #pragma unroll, if it has one
+    end: int
+    var: str
+    type: str
+    count: str
+    pragma: str  # "#pragma unroll" as written, or ""
+    loop: str  # as written
+    vector_body: str
+    chunks: list[_Chunk]
+    accessors: set[str]
+    guards: list[tuple[str, str]]  # (OFF, BOUND) of each ``OFF + k < BOUND`` guarding an access
+
+    def rewrite(self, v: int) -> str:
+        """Chunks when V divides the count, every guard holds for the whole run and every pointer is
+        aligned; the loop as written otherwise."""
+        t, k0, pragma = self.type, "mlxport_k0", self.pragma + "\n" if self.pragma else ""
+        tests = [f"({self.count}) % {v} == 0"] + _chunk_tests(self.chunks, v) + \
+            [f"({off}) + ({self.count}) <= ({bound})" for off, bound in self.guards]
+        return (f"if ({' && '.join(tests)}) {{\n{pragma}for ({t} {k0} = 0; {k0} < ({self.count}); {k0} += {v}) {{\n"
+                f"{_chunk_step(self.chunks, v, k0, t, self.var, self.vector_body)}}}\n}} else {{\n{pragma}{self.loop}\n}}\n")
+
+
+def _chunk_tests(chunks: list[_Chunk], v: int) -> list[str]:
+    """Every chunk's pointer aligned to the chunk, an output's offsets a chunk apart."""
+    tests = [f"reinterpret_cast<size_t>({ch.pointer()}) % ({v} * sizeof({ch.elem})) == 0" for ch in chunks]
+    by_root: dict[str, list[str]] = {}
+    for ch in chunks:
+        if ch.write:
+            by_root.setdefault(ch.root, []).append(ch.offset or "0")
+    return tests + [f"mlxport_apart<{v}>({a}, {b})" for offs in by_root.values()
+                    for i, a in enumerate(offs) for b in offs[i + 1:]]
+
+
+def _chunk_step(chunks: list[_Chunk], v: int, at: str, t: str, var: str, body: str) -> str:
+    """One chunk's loads, the V iterations of the body on them, and its stores."""
+    loads = "".join(f"    const mlxport_chunk<{ch.elem}, {v}> {ch.name} = "
+                    f"*reinterpret_cast<const mlxport_chunk<{ch.elem}, {v}>*>({ch.pointer(at)});\n"
+                    for ch in chunks if not ch.write)
+    slots = "".join(f"    mlxport_chunk<{ch.elem}, {v}> {ch.name};\n" for ch in chunks if ch.write)
+    stores = "".join(f"    *reinterpret_cast<mlxport_chunk<{ch.elem}, {v}>*>({ch.pointer(at)}) = {ch.name};\n"
+                     for ch in chunks if ch.write)
+    return (f"{loads}{slots}#pragma unroll\n    for (int mlxport_k = 0; mlxport_k < {v}; ++mlxport_k) {{\n"
+            f"        {t} {var} = {at} + mlxport_k;\n        {body}\n    }}\n{stores}")
 
 
 @dataclass
 class VectorPlan:
     """The kernel's loops that take vector loads, and what they need before the kernel."""
 
-    loops: list[_Loop]
+    loops: list[_Loop | _Run]
     insert_at: int  # the kernel's definition (its template line) starts here
     preamble: str  # the chunk helpers and the element accessors' copies
     lines: list[int]  # the loops' lines in the source
@@ -188,9 +220,15 @@ def _plan(raw: bytes, root: Node, cf: CudaFile, kernel: str) -> VectorPlan | Non
         return None
     facts = KernelFacts(root, kn, cf)
     loops, used, lines = [], set(), []
-    for node in facts.body.named_children:  # statements of the kernel itself: every thread reaches them
-        if node.type == "for_statement" and (found := _loop(raw, node, facts, used)) is not None:
+    for node in walk(facts.body):
+        if node.type != "for_statement":
+            continue
+        # a stride loop must be a statement of the kernel itself (every thread reaches it); a run
+        # keeps each element with its thread, wherever it is
+        found = (_loop(raw, node, facts) if node.parent == facts.body else None) or _run(raw, node, facts)
+        if found is not None:
             loops.append(found)
+            used |= found.accessors
             lines.append(node.start_point[0] + 1)
     if not loops:
         return None
@@ -229,7 +267,7 @@ def _elem_copy(raw: bytes, holder: Node, name: str, roles: dict[int, str]) -> st
 # ------------------------------------------------------------------ loops
 
 
-def _loop(raw: bytes, node: Node, facts: KernelFacts, used: set[str]) -> _Loop | None:
+def _loop(raw: bytes, node: Node, facts: KernelFacts) -> _Loop | None:
     init_decl, cond, update = (node.child_by_field_name(f) for f in ("initializer", "condition", "update"))
     body = node.child_by_field_name("body")
     if init_decl is None or init_decl.type != "declaration" or cond is None or update is None or body is None:
@@ -252,25 +290,69 @@ def _loop(raw: bytes, node: Node, facts: KernelFacts, used: set[str]) -> _Loop |
     span, fields = _thread_index(init, facts)
     if span is None or _NOT_INTEGER.search(text(bound)) or _NOT_INTEGER.search(text(step)):
         return None
-    # the body: each element on its own, whoever runs it, on every iteration
+    # each element on its own, whoever runs it, on every iteration
+    if facts.identity(body, skip=frozenset({var})) & (fields | {"*"}) or _exits_before(node, facts, fields):
+        return None
+    found = _chunked(raw, body, var, [init, bound, step], facts)
+    if found is None or any(not _alone(node, facts.buffers[ch.root].base, ch.write, facts) for ch in found[0]):
+        return None
+    return _Loop(node.start_byte, node.end_byte, var, ctype, _slice(raw, init), _slice(raw, bound),
+                 _slice(raw, step), span, _slice(raw, body), found[1], found[0], found[2])
+
+
+def _run(raw: bytes, node: Node, facts: KernelFacts) -> _Run | None:
+    """``for (int k = 0; k < K; ++k)`` whose every buffer use is an element at k plus an offset
+    fixed for the loop, on every iteration or under tests ``OFF + k < BOUND`` (a thread's run of
+    K consecutive elements, as CUB's blocked arrangement loads them)."""
+    init_decl, cond, update = (node.child_by_field_name(f) for f in ("initializer", "condition", "update"))
+    body = node.child_by_field_name("body")
+    if init_decl is None or init_decl.type != "declaration" or cond is None or update is None or body is None:
+        return None
+    decls = init_decl.children_by_field_name("declarator")
+    ctype = _slice(raw, init_decl.child_by_field_name("type"))
+    if len(decls) != 1 or decls[0].type != "init_declarator" or not _INDEX_TYPES.fullmatch(ctype) or \
+            text(decls[0].child_by_field_name("value")).strip() != "0":
+        return None
+    var = text(decls[0].child_by_field_name("declarator"))
+    if cond.type != "binary_expression" or text(cond.child_by_field_name("operator")) != "<" or \
+            text(cond.child_by_field_name("left")) != var or cond.child_by_field_name("right") is None:
+        return None
+    count = cond.child_by_field_name("right")
+    step = re.sub(r"\s+", "", text(update))
+    if step not in (f"++{var}", f"{var}++", f"{var}+=1") or _NOT_INTEGER.search(text(count)):
+        return None
+    guards: dict[str, str] = {}
+    found = _chunked(raw, body, var, [count], facts, lambda c: _guard(c, var, body, guards))
+    if found is None:
+        return None
+    pragma = node.prev_named_sibling
+    while pragma is not None and pragma.type == "comment":
+        pragma = pragma.prev_named_sibling
+    unroll = pragma is not None and pragma.type == "preproc_call" and text(pragma).strip().startswith("#pragma unroll")
+    start = pragma.start_byte if unroll else node.start_byte
+    return _Run(start, node.end_byte, var, ctype, _slice(raw, count), text(pragma).strip() if unroll else "",
+                _slice(raw, node), found[1], found[0], found[2], list(guards.items()))
+
+
+def _chunked(raw: bytes, body: Node, var: str, invariant: list[Node], facts: KernelFacts,
+             guard=None) -> tuple[list[_Chunk], str, set[str]] | None:
+    """(the chunks, the body with each element access through its chunk, the accessors it calls) when every use of a
+    buffer in the body is an element at ``var`` plus an offset, the body has no exits, loops or
+    exchanges with other threads, and the ``invariant`` expressions stay fixed through the loop;
+    ``guard``: whether a condition may guard an access (None: none may)."""
     if any(n.type in _STOPS or n.type.startswith("preproc") for n in walk(body)) or facts.collective(body):
         return None
-    if facts.identity(body, skip=frozenset({var})) & (fields | {"*"}):
-        return None
     assigned, declared = assigned_names(body), _declared_in(body)
-    invariant = [init, bound, step]
     if var in assigned | declared or any(n.type == "call_expression" for e in invariant for n in walk(e)) or \
             any(_names(e) & (assigned | declared) for e in invariant):
         return None
     if _names(body) & (facts.pointers - set(facts.buffers) - {var}):
         return None  # an address held under another name could alias a buffer
-    if _exits_before(node, facts, fields):
-        return None
-    accesses = _accesses(body, var, facts, assigned | declared)
+    accesses = _accesses(body, var, facts, assigned | declared, guard)
     if not accesses:
         return None
     chunks: dict[tuple[str, str, bool], _Chunk] = {}
-    edits = []
+    edits, used = [], set()
     for node_, root_name, offset, write, accessor in accesses:
         key = (root_name, offset, write)
         if key not in chunks:
@@ -286,15 +368,30 @@ def _loop(raw: bytes, node: Node, facts: KernelFacts, used: set[str]) -> _Loop |
             name = fn.child_by_field_name("name") if fn.type == "template_function" else fn
             edits.append((name.start_byte, name.end_byte, f"mlxport_elem_{bare_callee(call)}"))
             edits.append((arg.start_byte, arg.end_byte, slot))
-    bases = {facts.buffers[r].base for r, _, _ in chunks}
     written = {facts.buffers[r].base: r for r, _, w in chunks if w}
     if set(written) & {facts.buffers[r].base for r, _, w in chunks if not w} or \
             len({(facts.buffers[r].base, r) for r, _, w in chunks if w}) != len(written):
         return None  # a buffer read and written, or written through two names, could overlap itself
-    if any(not _alone(node, base, base in written, facts) for base in bases):
-        return None
-    return _Loop(node.start_byte, node.end_byte, var, ctype, _slice(raw, init), _slice(raw, bound),
-                 _slice(raw, step), span, _slice(raw, body), _splice(raw, body, edits), list(chunks.values()))
+    return list(chunks.values()), _splice(raw, body, edits), used
+
+
+def _guard(cond: Node, var: str, body: Node, seen: dict[str, str]) -> bool:
+    """Whether a condition is ``OFF + var < BOUND`` (or ``BOUND > OFF + var``) with OFF and BOUND
+    fixed through the loop; each one accepted is kept in ``seen`` as {OFF: BOUND}."""
+    while cond.type in ("condition_clause", "parenthesized_expression") and len(cond.named_children) == 1:
+        cond = cond.named_children[0]
+    op = text(cond.child_by_field_name("operator")) if cond.type == "binary_expression" else ""
+    if op not in ("<", ">"):
+        return False
+    run, bound = (cond.child_by_field_name(f) for f in (("left", "right") if op == "<" else ("right", "left")))
+    changing = assigned_names(body) | _declared_in(body)
+    offset = _offset(run, var, changing)
+    if offset is None or var in _names(bound) or _names(bound) & changing or \
+            any(n.type == "call_expression" for n in walk(bound)):
+        return False
+    if seen.setdefault(offset or "0", text(bound)) != text(bound):
+        return False  # one bound an offset, so one test covers it
+    return True
 
 
 def _thread_index(init: Node, facts: KernelFacts) -> tuple[str | None, set[str]]:
@@ -376,9 +473,11 @@ def _barrier_between(n: Node, loop: Node, facts: KernelFacts) -> bool:
                     for s in facts.body.named_children)
 
 
-def _accesses(body: Node, var: str, facts: KernelFacts, changing: set[str]):
+def _accesses(body: Node, var: str, facts: KernelFacts, changing: set[str], guard=None):
     """(node to replace, buffer, offset, write, (accessor call, its argument) or None) for every use of
-    a buffer in the body; None when any use is not an element access the rewrite keeps."""
+    a buffer in the body; None when any use is not an element access the rewrite keeps: one that
+    runs only on some iterations (under conditions other than those ``guard`` accepts), a write
+    that is not a statement of its own."""
     out = []
     for n in walk(body):
         if n.type != "identifier" or text(n) not in facts.buffers:
@@ -399,9 +498,10 @@ def _accesses(body: Node, var: str, facts: KernelFacts, changing: set[str]):
                 out.append((None, text(n), offset, found[1], found[0]))
                 continue
             write = _written(parent)
-            if write and (text(holder.child_by_field_name("operator")) != "=" or not _own_statement(holder, body)):
+            if write and (text(holder.child_by_field_name("operator")) != "=" or not _own_statement(holder, body, guard)):
                 return None
-            if not write and (conditional(parent, body) or holder is not None and holder.type == "update_expression"):
+            if not write and (not _guarded(parent, body, guard) or holder is not None and
+                              holder.type == "update_expression"):
                 return None
             out.append((parent, text(n), offset, write, None))
             continue
@@ -417,7 +517,7 @@ def _accesses(body: Node, var: str, facts: KernelFacts, changing: set[str]):
             return None
         out.append((None, text(n), " + ".join(rest), found[1], found[0]))
     for _, _, _, write, via in out:
-        if via is not None and (not _own_statement(via[0], body) if write else conditional(via[0], body)):
+        if via is not None and not (_own_statement(via[0], body, guard) if write else _guarded(via[0], body, guard)):
             return None
     return out
 
@@ -470,10 +570,31 @@ def _offset(index: Node | None, var: str, changing: set[str]) -> str | None:
     return " + ".join(rest)
 
 
-def _own_statement(expr: Node, body: Node) -> bool:
-    """Whether the expression is a statement of the loop body itself (so it runs every iteration)."""
+def _own_statement(expr: Node, body: Node, guard=None) -> bool:
+    """Whether the expression is a statement of its own that runs every iteration (or whenever the
+    conditions ``guard`` accepts hold)."""
     stmt = expr.parent
-    return stmt is not None and stmt.type == "expression_statement" and (stmt.parent == body or stmt == body)
+    return stmt is not None and stmt.type == "expression_statement" and _guarded(stmt, body, guard)
+
+
+def _guarded(n: Node, top: Node, guard=None) -> bool:
+    """Whether ``n`` runs on every pass through ``top`` in which the conditions ``guard`` accepts
+    hold: it is in no else branch, right of no && or ||, and in the first branch of an if or ?:
+    only where ``guard`` accepts its condition."""
+    cur = n
+    while cur != top:
+        parent = cur.parent
+        if parent is None:
+            return False
+        if parent.type in ("if_statement", "conditional_expression") and parent.child_by_field_name("condition") != cur:
+            if parent.child_by_field_name("consequence") != cur or guard is None or \
+                    not guard(parent.child_by_field_name("condition")):
+                return False
+        if parent.type == "binary_expression" and text(parent.child_by_field_name("operator")) in ("&&", "||") and \
+                parent.child_by_field_name("right") == cur:
+            return False
+        cur = parent
+    return True
 
 
 def _declares(n: Node) -> bool:
