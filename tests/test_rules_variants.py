@@ -131,9 +131,16 @@ def test_capacities_are_names_only_ever_an_arrays_size():
 
     src = b"""#define CAP 256
 #define ROWS 4
+#define TARG 8
+#define INNER 16
+#define OUTER (INNER * 4)
 constexpr int N = 8;
-__global__ void k(float* o) { __shared__ float a[CAP]; __shared__ float b[N]; o[threadIdx.x % N] = a[ROWS]; }"""
-    assert _capacities(src) == {"CAP"}  # N and ROWS are read as values too
+template <int M> __device__ int f(int b) { return b * M; }
+__global__ void k(float* o) {
+    __shared__ float a[CAP]; __shared__ float b[N]; __shared__ float c[TARG]; __shared__ float d[INNER];
+    o[threadIdx.x % N] = a[ROWS] + f<TARG>(1) + OUTER;
+}"""
+    assert _capacities(src) == {"CAP"}  # the others are values too: in an index, a template argument, a macro
 
 
 def test_a_variant_slower_than_the_translation_is_not_built_on():

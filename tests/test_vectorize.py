@@ -104,8 +104,14 @@ def test_an_output_at_two_offsets_is_vectorized_only_where_they_lie_a_chunk_apar
 RUN_HEADER = """
 #define BLOCK 128
 #define ITEMS 4
+#define SKIP k++
+#define OUT out
 __device__ float load_f(const float* p) { return __ldg(p); }
 __device__ void store_f(float* p, float v) { *p = v; }
+__device__ void bump(int& v) { v += 1; }
+__device__ void twice(float& v) { v *= 2; }
+__device__ float peek(int i) { extern __shared__ float dyn[]; return dyn[i]; }
+struct Lim { int lim; };
 __global__ void k(const float* x, const float* y, float* out, float* out2, int n) {
     const int first = (blockIdx.x * blockDim.x + threadIdx.x) * ITEMS;
     float items[ITEMS];
@@ -116,16 +122,26 @@ RUNS_TAKEN = ("#pragma unroll\n"
               "for (int k = 0; k < ITEMS; k++) { if (n > first + k) { out[first + k] = items[k] * y[first + k + 1]; } }\n"
               "for (int k = 0; k < 2 * ITEMS; k += 1) store_f(out2 + first + k, s);")
 RUNS_LEFT = {  # a thread's run of elements, and what makes loading it whole change the kernel
-    "a read under another test": "for (int k = 0; k < ITEMS; ++k) s += x[first + k] > 0 ? y[first + k] : 0.0f;",
+    "a read under a test of an element": "for (int k = 0; k < ITEMS; ++k) s += x[first + k] > 0 ? y[first + k] : 0.0f;",
     "a store in an else branch": "for (int k = 0; k < ITEMS; ++k) { if (first + k < n) s += x[first + k]; "
                                  "else out[first + k] = 0.0f; }",
-    "a store under a test and more": "for (int k = 0; k < ITEMS; ++k) if (first + k < n && s > 0) out[first + k] = 1;",
+    "a store under a test of what the body sums": "for (int k = 0; k < ITEMS; ++k) { if (first + k < n && s > 0) "
+                                                  "out[first + k] = 1; s += x[first + k]; }",
     "a bound the body changes": "for (int k = 0; k < ITEMS; ++k) { if (first + k < n) out[first + k] = x[first + k]; "
                                 "n -= 1; }",
     "an offset the body changes": "int o = first;\nfor (int k = 0; k < ITEMS; ++k) { out[o + k] = x[o + k]; o += 1; }",
-    "two bounds for one offset": "for (int k = 0; k < ITEMS; ++k) { if (first + k < n) out[first + k] = 1.0f; "
-                                 "s += first + k < 2 * n ? x[first + k] : 0.0f; }",
-    "a test the last element passes alone": "for (int k = 0; k < ITEMS; ++k) if (first + k <= n) out[first + k] = 1;",
+    "an offset a helper changes": "int o = first;\nfor (int k = 0; k < ITEMS; ++k) { out[o + k] = x[o + k]; bump(o); }",
+    "the index a helper changes": "for (int k = 0; k < ITEMS; ++k) { out[first + k] = x[first + k]; bump(k); }",
+    "the index a macro changes": "for (int k = 0; k < ITEMS; ++k) { out[first + k] = x[first + k]; SKIP; }",
+    "an offset in an array": "int o[1] = {first};\nfor (int k = 0; k < ITEMS; ++k) { out[o[0] + k] = x[o[0] + k]; "
+                             "o[0]++; }",
+    "a bound in a field": "Lim b = {n};\nfor (int k = 0; k < ITEMS; ++k) { if (first + k < b.lim) "
+                          "out[first + k] = x[first + k]; b.lim -= 1; }",
+    "a buffer under a macro's name": "for (int k = 0; k < ITEMS; ++k) { OUT[first + k] = x[first + k]; s += out[first + k]; }",
+    "shared memory a helper reads": "extern __shared__ float sh[];\nfor (int k = 0; k < ITEMS; ++k) { "
+                                    "sh[first + k] = x[first + k]; s += peek(first + k); }",
+    "an element a helper changes": "for (int k = 0; k < ITEMS; ++k) twice(out[first + k]);",
+    "a buffer named through auto": "const auto* xa = x + first;\nfor (int k = 0; k < ITEMS; ++k) out[first + k] = xa[k];",
     "a run from 1": "for (int k = 1; k < ITEMS; ++k) out[first + k] = x[first + k];",
     "a step of 2": "for (int k = 0; k < ITEMS; k += 2) out[first + k] = x[first + k];",
     "a scaled index": "for (int k = 0; k < ITEMS; ++k) out[first + 2 * k] = x[first + k];",
@@ -137,15 +153,15 @@ RUNS_LEFT = {  # a thread's run of elements, and what makes loading it whole cha
 
 def test_a_threads_run_of_elements_loads_whole_under_its_bounds_tests():
     """Items a thread reads or writes at ``first + k`` for k < ITEMS, guarded by ``first + k < n``
-    (or ``n > first + k``) or not at all: the chunks run when the whole run is in bounds, the
-    loop as written otherwise (and for the last ITEMS mod V)."""
+    (or ``n > first + k``) or not at all: the chunks run when every guard holds on every
+    iteration, evaluated beforehand as the loop evaluates it; the loop as written otherwise."""
     src = RUN_HEADER + RUNS_TAKEN + FOOTER
     plan = vector_plan(src, read_cuda(src), "k")
-    assert plan is not None and plan.lines == [11, 12, 13]
+    assert plan is not None and plan.lines == [17, 18, 19]
     first, second, third = (lp.rewrite(4) for lp in plan.loops)
-    assert first.startswith("if (") and "(first) + (ITEMS) <= (n)" in first and "#pragma unroll\nfor (int k = 0;" in first
-    assert "(first) + (ITEMS) <= (n)" in second and "reinterpret_cast<size_t>(y + (first + 1))" in second
-    assert "<= (n)" not in third  # unguarded: alignment is the only test
+    assert "#pragma unroll\nfor (int k = 0; k < (ITEMS); ++k) mlxport_in = mlxport_in && (first + k < n);" in first
+    assert "mlxport_in && (n > first + k);" in second and "reinterpret_cast<size_t>(y + (first + 1))" in second
+    assert "mlxport_in = mlxport_in" not in third  # unguarded: V dividing the count and alignment are the tests
     edited = src.encode()
     for start, end, new in sorted(plan.edits(4), reverse=True):
         edited = edited[:start] + new + edited[end:]
@@ -156,6 +172,35 @@ def test_a_threads_run_of_elements_loads_whole_under_its_bounds_tests():
 def test_a_run_the_rewrite_would_change_is_left_as_written(why):
     src = RUN_HEADER + RUNS_LEFT[why] + FOOTER
     assert vector_plan(src, read_cuda(src), "k") is None, why
+
+
+@pytest.mark.parametrize(("n", "index"), [(64, "unsigned"), (30, "unsigned"), (64, "int"), (30, "int")])
+def test_a_runs_guards_are_evaluated_as_the_loop_evaluates_them(executor, tmp_path, n, index):
+    """``f2 + k < n`` with k unsigned (or n unsigned) is false where f2 + k is negative: the first
+    thread's run starts at -4, and its chunk must not be read. Guards are evaluated for every k
+    beforehand, with the loop's own types, so the rewrite reads and writes what the loop does, at
+    a length (30) that leaves a partial run too."""
+    from mlxport.backends.cuda_cpu import Launch
+
+    n_type = "int" if index == "unsigned" else "unsigned"
+    src = (f"__global__ void k(const float* x, float* out, {n_type} n) {{\n"
+           "    const int f2 = (int)(blockIdx.x * blockDim.x + threadIdx.x) * 4 - 4;\n"
+           f"    for ({index} k = 0; k < 4; ++k) {{ if (f2 + k < n) out[f2 + k + 4] = 2.0f * x[f2 + k]; }}\n}}\n")
+    plan = vector_plan(src, read_cuda(src), "k")
+    edited = src.encode()
+    for start, end, new in sorted(plan.edits(4), reverse=True):
+        edited = edited[:start] + new + edited[end:]
+    x = np.arange(1, 65, dtype=np.float32)
+    outs = []
+    for name, code in (("a.cu", src), ("b.cu", edited.decode())):
+        (tmp_path / name).write_text(code)
+        r = executor.run(executor.compile(executor.source(tmp_path / name), "k"), Launch((1, 1, 1), (16, 1, 1), 0),
+                         [x, np.full(68, -1.0, np.float32), np.uint32(n) if n_type == "unsigned" else np.int32(n)])
+        assert r.ok and not r.races, r.error
+        outs.append(r.buffers["out"])
+    np.testing.assert_array_equal(outs[1], outs[0])
+    last = min(n, 60)  # 16 threads' runs start at -4, 0, ..., 56
+    assert (outs[0][:4] == -1).all() and (outs[0][4:4 + last] == 2 * x[:last]).all() and (outs[0][4 + last:] == -1).all()
 
 
 @pytest.fixture(scope="module")

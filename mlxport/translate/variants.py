@@ -7,9 +7,10 @@ only after passing every check. The knobs:
   ahead of earlier stores. It changes no result (MLX hands a kernel distinct, fresh outputs and
   never writes its inputs), so every CUDA variant carries it and the first is it alone.
 - ``vector=V`` (CUDA): each thread of a block- or grid-stride loop moves V consecutive elements a
-  step, each buffer's V as one aligned load or store (``vectorize.py``: which loops keep their
-  meaning, and the run-time test that falls back to the loop as written). Sums a thread carries
-  across iterations combine the same terms in another grouping.
+  step, each buffer's V as one aligned load or store, and a loop over a thread's own run of
+  consecutive elements (``xr[first + k]``, k < ITEMS) moves them V at a time (``vectorize.py``: which
+  loops keep their meaning, and the run-time test that falls back to the loop as written). Sums a
+  thread carries across a stride loop's iterations combine the same terms in another grouping.
 - ``unroll=U``: ``#pragma unroll U`` before each block- or grid-stride loop (a ``+=`` step, a bound
   known only at run time) of the kernel and the device functions it calls. Each thread still runs
   the same operations in the same order (the CPU executor's results match bit for bit); the
@@ -340,16 +341,18 @@ def _integers(data: bytes, block: str) -> list[tuple[str, int, str, list[tuple[i
 
 def _capacities(data: bytes) -> set[str]:
     """Names used, wherever the source names them (their definitions aside), only as the size of an
-    array it declares."""
-    uses: dict[str, set[bool]] = {}
+    array it declares: not in another macro's body, a template argument or any expression."""
+    sizes, values = set(), set()
     for n in walk(parse(data).root_node):
         parent = n.parent
-        if n.type == "identifier" and not (parent is not None and parent.type in ("preproc_def", "init_declarator") and
-                                           parent.child_by_field_name("name" if parent.type == "preproc_def"
-                                                                      else "declarator") == n):
-            uses.setdefault(text(n), set()).add(
-                parent is not None and parent.type == "array_declarator" and parent.child_by_field_name("size") == n)
-    return {name for name, kinds in uses.items() if kinds == {True}}
+        if n.type == "preproc_arg":
+            values.update(re.findall(r"[A-Za-z_]\w*", text(n)))
+        elif n.type in ("identifier", "type_identifier") and not (
+                parent is not None and parent.type in ("preproc_def", "init_declarator") and
+                parent.child_by_field_name("name" if parent.type == "preproc_def" else "declarator") == n):
+            is_size = parent is not None and parent.type == "array_declarator" and parent.child_by_field_name("size") == n
+            (sizes if is_size else values).add(text(n))
+    return sizes - values
 
 
 def _names_in(data: bytes, spans: list[tuple[int, int]]) -> set[str]:

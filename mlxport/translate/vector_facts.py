@@ -23,6 +23,7 @@ COLLECTIVE = re.compile(r"^(__syncthreads\w*|__syncwarp|__shfl\w*|__ballot\w*|__
 BARRIER = re.compile(r"^(__syncthreads\w*|sync|__barrier_sync)$")
 _IDENTITY = frozenset({"threadIdx", "blockIdx"})
 _SIMPLE_MACRO = re.compile(r"[\w\s.+\-*/()%<>&|^~]*")
+_NUMBER = re.compile(r"(?<![\w.])(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\w*")  # with its suffix: 1u, 0x1F, 1.5f
 _DECLARATORS = frozenset({"init_declarator", "array_declarator", "pointer_declarator", "reference_declarator"})
 
 
@@ -72,8 +73,8 @@ class KernelFacts:
         out: dict[str, Buffer] = {}
         for p in params_of(self.kn):
             decl = p.child_by_field_name("declarator")
-            if decl is not None and decl.type == "pointer_declarator" and "volatile" not in text(p) and \
-                    declared_name(decl) not in counts:
+            if _single_pointer(decl) and "volatile" not in text(p) and declared_name(decl) not in counts and \
+                    _named_type(p):
                 out[declared_name(decl)] = Buffer(text(p.child_by_field_name("type")), declared_name(decl), False)
         for d in walk(self.body):
             if d.type == "declaration" and any(text(c) == "__shared__" for c in d.children) and \
@@ -87,8 +88,8 @@ class KernelFacts:
             elif d.type == "init_declarator" and d.parent is not None and "volatile" not in text(d.parent):
                 target = d.child_by_field_name("declarator")
                 base = _base(d.child_by_field_name("value"))
-                if target is not None and target.type == "pointer_declarator" and base in out and \
-                        counts.get(declared_name(target)) == 1:
+                if _single_pointer(target) and base in out and counts.get(declared_name(target)) == 1 and \
+                        _named_type(d.parent):
                     out.setdefault(declared_name(target), Buffer(text(d.parent.child_by_field_name("type")),
                                                              out[base].base, out[base].shared))
         assigned = assigned_names(self.body)
@@ -146,6 +147,20 @@ class KernelFacts:
                 uses.add("read")
         return uses.pop() if len(uses) == 1 else ""
 
+    def modifies_argument(self, call: Node, index: int) -> bool:
+        """Whether a function of this file may change its ``index``-th argument: a definition takes
+        it by a reference that is not const (functions from elsewhere, CUDA's math among them, take
+        values and pointers)."""
+        for fn in self.functions.get(bare_callee(call), []):
+            params = params_of(fn)
+            if index >= len(params) or params[index].type == "variadic_parameter":
+                return True
+            decl = params[index].child_by_field_name("declarator")
+            if decl is not None and decl.type == "reference_declarator" and \
+                    not any(text(c) == "const" for c in params[index].children):
+                return True
+        return False
+
     def _by_reference(self, args: Node) -> bool:
         """Whether a call may take an argument by reference (a function of this file, or unknown)."""
         call = args.parent
@@ -197,18 +212,37 @@ class KernelFacts:
         for n in walk(node):
             if is_collective(n) or n.type == "call_expression" and self.reaches(n, is_collective):
                 return True
-            if n.type == "identifier" and text(n) in self.macros:
-                m = self.macros[text(n)]
-                if m.params is not None or not _SIMPLE_MACRO.fullmatch(m.body) or \
-                        re.search(r"\b(continue|break|return|goto|__\w+)\b", m.body):
-                    return True
+            if n.type in ("identifier", "type_identifier") and text(n) in self.macros and not self.constant_macro(text(n)):
+                return True
         return False
+
+    def constant_macro(self, name: str, seen: frozenset[str] = frozenset()) -> bool:
+        """Whether an object-like macro stands for a constant: numbers and operators, and other such
+        macros (a name in it could be a variable it hides, ``k++`` a statement)."""
+        m = self.macros.get(name)
+        if m is None or m.params is not None or name in seen or not _SIMPLE_MACRO.fullmatch(m.body) or \
+                "++" in m.body or "--" in m.body:
+            return False
+        names = re.findall(r"[A-Za-z_]\w*", _NUMBER.sub(" ", m.body))
+        return all(self.constant_macro(n, seen | {name}) for n in names)
 
     def barrier(self, statement: Node) -> bool:
         """Whether a statement waits for the whole block on every path (a ``__syncthreads()`` of its
         own, or in a function it calls, outside any condition)."""
         return any(n.type == "call_expression" and (_is_barrier(n) or self.reaches(n, _is_barrier)) and
                    not conditional(n, statement) for n in walk(statement))
+
+
+def _single_pointer(decl: Node | None) -> bool:
+    inner = decl.child_by_field_name("declarator") if decl is not None and decl.type == "pointer_declarator" else None
+    return inner is not None and inner.type == "identifier"
+
+
+def _named_type(declaration: Node) -> bool:
+    """Whether a declaration names its element type (not ``auto`` or ``decltype``)."""
+    kind = declaration.child_by_field_name("type")
+    return kind is not None and kind.type != "placeholder_type_specifier" and \
+        not re.search(r"\b(auto|decltype)\b", text(kind))
 
 
 def _is_barrier(n: Node) -> bool:

@@ -1,5 +1,5 @@
-"""Vector loads and stores for a kernel's block- and grid-stride loops: the tuning search's
-``vector=V`` knob (CUDA).
+"""Vector loads and stores for a kernel's block- and grid-stride loops, and for each thread's run of
+consecutive elements: the tuning search's ``vector=V`` knob (CUDA).
 
 A stride loop moves one element a thread per iteration (a 2-byte load in bfloat16, where the
 memory system serves 16 bytes for the same instruction). The rewrite gives each thread V consecutive
@@ -57,6 +57,22 @@ What keeps the meaning, checked on the syntax tree (a loop that fails any check 
 - the rest of the kernel cannot tell which thread took which element: a buffer the loop writes is
   touched nowhere else, and one it reads is written nowhere else, except a __shared__ one across a
   statement that waits for the whole block.
+
+A run is ``for (int k = 0; k < K; ++k)`` anywhere in the kernel over a thread's own consecutive
+elements (CUB's blocked arrangement: ``xr[first + k]`` with ``first = tile + threadIdx.x * ITEMS``).
+Its V-element chunks stay with the thread that had them, so nothing outside the loop can tell; only
+the order within the loop changes (a chunk's loads before its V iterations, its stores after them)::
+
+    if ((K) % 4 == 0 && <pointers aligned> && (first) + (K) <= (cols)) {
+        for (int mlxport_k0 = 0; mlxport_k0 < (K); mlxport_k0 += 4) { <a chunk step, as above> }
+    } else {
+        <the loop as written>
+    }
+
+The body's checks are the stride loop's but for the thread's identity (the thread keeps its
+elements) and conditions: an access may sit under ``OFF + k < BOUND`` (or ``BOUND > OFF + k``),
+with OFF and BOUND fixed through the loop and one BOUND per OFF; the chunks run only when every
+such test holds for all K iterations, so they read and write exactly what the loop would.
 """
 
 from __future__ import annotations
@@ -154,16 +170,20 @@ class _Run:
     vector_body: str
     chunks: list[_Chunk]
     accessors: set[str]
-    guards: list[tuple[str, str]]  # (OFF, BOUND) of each ``OFF + k < BOUND`` guarding an access
+    guards: list[str]  # the conditions an access sits under, as written
 
     def rewrite(self, v: int) -> str:
-        """Chunks when V divides the count, every guard holds for the whole run and every pointer is
-        aligned; the loop as written otherwise."""
+        """Chunks when V divides the count, every pointer is aligned and every guard holds on every
+        iteration (each evaluated as the loop would, its names fixed through it); the loop as
+        written otherwise."""
         t, k0, pragma = self.type, "mlxport_k0", self.pragma + "\n" if self.pragma else ""
-        tests = [f"({self.count}) % {v} == 0"] + _chunk_tests(self.chunks, v) + \
-            [f"({off}) + ({self.count}) <= ({bound})" for off, bound in self.guards]
-        return (f"if ({' && '.join(tests)}) {{\n{pragma}for ({t} {k0} = 0; {k0} < ({self.count}); {k0} += {v}) {{\n"
-                f"{_chunk_step(self.chunks, v, k0, t, self.var, self.vector_body)}}}\n}} else {{\n{pragma}{self.loop}\n}}\n")
+        ok = " && ".join([f"({self.count}) % {v} == 0"] + _chunk_tests(self.chunks, v))
+        every = "" if not self.guards else \
+            (f"{pragma}for ({t} {self.var} = 0; {self.var} < ({self.count}); ++{self.var}) "
+             f"mlxport_in = mlxport_in && {' && '.join(f'({g})' for g in self.guards)};\n")
+        return (f"{{\nbool mlxport_in = {ok};\n{every}if (mlxport_in) {{\n"
+                f"{pragma}for ({t} {k0} = 0; {k0} < ({self.count}); {k0} += {v}) {{\n"
+                f"{_chunk_step(self.chunks, v, k0, t, self.var, self.vector_body)}}}\n}} else {{\n{pragma}{self.loop}\n}}\n}}\n")
 
 
 def _chunk_tests(chunks: list[_Chunk], v: int) -> list[str]:
@@ -321,8 +341,9 @@ def _run(raw: bytes, node: Node, facts: KernelFacts) -> _Run | None:
     step = re.sub(r"\s+", "", text(update))
     if step not in (f"++{var}", f"{var}++", f"{var}+=1") or _NOT_INTEGER.search(text(count)):
         return None
-    guards: dict[str, str] = {}
-    found = _chunked(raw, body, var, [count], facts, lambda c: _guard(c, var, body, guards))
+    guards: list[str] = []
+    changing = _changing(body, facts)
+    found = _chunked(raw, body, var, [count], facts, lambda c: _guard(c, changing, facts, guards))
     if found is None:
         return None
     pragma = node.prev_named_sibling
@@ -331,7 +352,7 @@ def _run(raw: bytes, node: Node, facts: KernelFacts) -> _Run | None:
     unroll = pragma is not None and pragma.type == "preproc_call" and text(pragma).strip().startswith("#pragma unroll")
     start = pragma.start_byte if unroll else node.start_byte
     return _Run(start, node.end_byte, var, ctype, _slice(raw, count), text(pragma).strip() if unroll else "",
-                _slice(raw, node), found[1], found[0], found[2], list(guards.items()))
+                _slice(raw, node), found[1], found[0], found[2], guards)
 
 
 def _chunked(raw: bytes, body: Node, var: str, invariant: list[Node], facts: KernelFacts,
@@ -342,15 +363,21 @@ def _chunked(raw: bytes, body: Node, var: str, invariant: list[Node], facts: Ker
     ``guard``: whether a condition may guard an access (None: none may)."""
     if any(n.type in _STOPS or n.type.startswith("preproc") for n in walk(body)) or facts.collective(body):
         return None
-    assigned, declared = assigned_names(body), _declared_in(body)
-    if var in assigned | declared or any(n.type == "call_expression" for e in invariant for n in walk(e)) or \
-            any(_names(e) & (assigned | declared) for e in invariant):
+    changing = _changing(body, facts)
+    if var in changing or any(not _plain(e, facts) or _names(e) & changing for e in invariant):
         return None
     if _names(body) & (facts.pointers - set(facts.buffers) - {var}):
         return None  # an address held under another name could alias a buffer
-    accesses = _accesses(body, var, facts, assigned | declared, guard)
+    accesses = _accesses(body, var, facts, changing, guard)
     if not accesses:
         return None
+    if any(w and facts.buffers[r].shared for _, r, _, w, _ in accesses) and \
+            any(n.type == "call_expression" and facts.reaches(n, _shared) for n in walk(body)):
+        return None  # a function the body calls could read the shared memory a chunk writes late
+    kinds = _element_types(facts)
+    if any(facts.buffers[r].elem not in kinds and not _SCALAR.fullmatch(facts.buffers[r].elem)
+           for _, r, _, _, _ in accesses):
+        return None  # a chunk's alignment is its size: only for elements of a power-of-two size
     chunks: dict[tuple[str, str, bool], _Chunk] = {}
     edits, used = [], set()
     for node_, root_name, offset, write, accessor in accesses:
@@ -375,23 +402,66 @@ def _chunked(raw: bytes, body: Node, var: str, invariant: list[Node], facts: Ker
     return list(chunks.values()), _splice(raw, body, edits), used
 
 
-def _guard(cond: Node, var: str, body: Node, seen: dict[str, str]) -> bool:
-    """Whether a condition is ``OFF + var < BOUND`` (or ``BOUND > OFF + var``) with OFF and BOUND
-    fixed through the loop; each one accepted is kept in ``seen`` as {OFF: BOUND}."""
-    while cond.type in ("condition_clause", "parenthesized_expression") and len(cond.named_children) == 1:
+def _guard(cond: Node, changing: set[str], facts: KernelFacts, seen: list[str]) -> bool:
+    """Whether a condition may guard a run's access: arithmetic on names fixed through the loop
+    (and the loop's index), which the chunked path evaluates for every iteration beforehand; each
+    one accepted is kept in ``seen``."""
+    while cond.type == "condition_clause" and len(cond.named_children) == 1:
         cond = cond.named_children[0]
-    op = text(cond.child_by_field_name("operator")) if cond.type == "binary_expression" else ""
-    if op not in ("<", ">"):
+    if not _plain(cond, facts) or _names(cond) & changing:
         return False
-    run, bound = (cond.child_by_field_name(f) for f in (("left", "right") if op == "<" else ("right", "left")))
-    changing = assigned_names(body) | _declared_in(body)
-    offset = _offset(run, var, changing)
-    if offset is None or var in _names(bound) or _names(bound) & changing or \
-            any(n.type == "call_expression" for n in walk(bound)):
-        return False
-    if seen.setdefault(offset or "0", text(bound)) != text(bound):
-        return False  # one bound an offset, so one test covers it
+    if text(cond) not in seen:
+        seen.append(text(cond))
     return True
+
+
+def _changing(body: Node, facts: KernelFacts) -> set[str]:
+    """Names the body may change: assigned, incremented, address-taken, declared, or handed to a
+    function of this file that takes them by reference."""
+    out = assigned_names(body) | _declared_in(body)
+    for n in walk(body):
+        args = n.parent
+        if n.type == "identifier" and args is not None and args.type == "argument_list" and \
+                facts.modifies_argument(args.parent, args.named_children.index(n)):
+            out.add(text(n))
+    return out
+
+
+_PLAIN = frozenset({"identifier", "number_literal", "true", "false", "char_literal", "binary_expression",
+                    "parenthesized_expression", "unary_expression", "conditional_expression"})
+_BUILTINS = frozenset({"threadIdx", "blockIdx", "blockDim", "gridDim"})
+_SCALAR = re.compile(r"((unsigned|signed)\s+)?(char|short|int|long|long\s+long|float|double)|__half|half|"
+                     r"__nv_bfloat16|nv_bfloat16|bfloat16_t|float16_t|u?int(8|16|32|64)_t|size_t|bool")
+
+
+def _plain(node: Node, facts: KernelFacts) -> bool:
+    """Whether an expression is arithmetic on names, literals and the thread's built-in indices:
+    nothing it reads can change but the names themselves (no element, field, call or assignment),
+    and every macro it names stands for a constant."""
+    if node.type == "cast_expression":
+        return _plain(node.child_by_field_name("value"), facts)
+    if node.type == "field_expression":
+        return text(node.child_by_field_name("argument")) in _BUILTINS
+    if node.type not in _PLAIN or node.type == "unary_expression" and \
+            text(node.child_by_field_name("operator")) not in ("-", "+", "!", "~"):
+        return False
+    if node.type == "identifier" and text(node) in facts.macros:
+        return facts.constant_macro(text(node))
+    return all(_plain(c, facts) for c in node.named_children if c.type != "comment")
+
+
+def _shared(n: Node) -> bool:
+    return n.type == "declaration" and any(text(c) == "__shared__" for c in n.children)
+
+
+def _element_types(facts: KernelFacts) -> set[str]:
+    """The kernel's template type parameters (MLX instantiates them with its dtypes)."""
+    holder = holder_of(facts.kn)
+    if holder.type != "template_declaration":
+        return set()
+    params = holder.child_by_field_name("parameters")
+    return {text(c) for p in (params.named_children if params is not None else [])
+            if p.type == "type_parameter_declaration" for c in p.named_children if c.type == "type_identifier"}
 
 
 def _thread_index(init: Node, facts: KernelFacts) -> tuple[str | None, set[str]]:
@@ -487,9 +557,12 @@ def _accesses(body: Node, var: str, facts: KernelFacts, changing: set[str], guar
         parent = n.parent
         if parent is not None and parent.type == "subscript_expression" and parent.child_by_field_name("argument") == n:
             offset = _offset(index_of(parent), var, changing)
-            if offset is None:
-                return None
             holder = parent.parent
+            if offset is None or not _plain(index_of(parent), facts) or holder is None or \
+                    holder.type in ("field_expression", "parenthesized_expression", "subscript_expression") or \
+                    holder.type == "argument_list" and facts.modifies_argument(holder.parent,
+                                                                              holder.named_children.index(parent)):
+                return None  # a field, or an element a call may change, is not the element as a value
             if holder is not None and holder.type == "pointer_expression" and \
                     text(holder.child_by_field_name("operator")) == "&":
                 found = _through_accessor(holder, facts.accessors)
@@ -507,7 +580,7 @@ def _accesses(body: Node, var: str, facts: KernelFacts, changing: set[str], guar
             continue
         chain = _plus_chain(n)
         terms = _plus_terms(chain)
-        if terms.count(text(n)) != 1 or terms.count(var) != 1:
+        if terms.count(text(n)) != 1 or terms.count(var) != 1 or not _plain(chain, facts):
             return None
         rest = [t for t in terms if t not in (text(n), var)]
         if any(var in _names_of(t) or _names_of(t) & changing or _CALL.search(t) for t in rest):
@@ -586,10 +659,11 @@ def _guarded(n: Node, top: Node, guard=None) -> bool:
         parent = cur.parent
         if parent is None:
             return False
-        if parent.type in ("if_statement", "conditional_expression") and parent.child_by_field_name("condition") != cur:
-            if parent.child_by_field_name("consequence") != cur or guard is None or \
-                    not guard(parent.child_by_field_name("condition")):
-                return False
+        branch = parent.type in ("if_statement", "conditional_expression") and \
+            parent.child_by_field_name("condition") != cur
+        if branch and (parent.child_by_field_name("consequence") != cur or guard is None or
+                       not guard(parent.child_by_field_name("condition"))):
+            return False
         if parent.type == "binary_expression" and text(parent.child_by_field_name("operator")) in ("&&", "||") and \
                 parent.child_by_field_name("right") == cur:
             return False
