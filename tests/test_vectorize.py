@@ -142,6 +142,21 @@ RUNS_LEFT = {  # a thread's run of elements, and what makes loading it whole cha
                                     "sh[first + k] = x[first + k]; s += peek(first + k); }",
     "an element a helper changes": "for (int k = 0; k < ITEMS; ++k) twice(out[first + k]);",
     "a buffer named through auto": "const auto* xa = x + first;\nfor (int k = 0; k < ITEMS; ++k) out[first + k] = xa[k];",
+    "shared memory a helper touches, read as a chunk": "extern __shared__ float sh[];\n"
+                                                        "for (int k = 0; k < ITEMS; ++k) s += sh[first + k] + peek(0);",
+    "shared memory declared twice": "extern __shared__ float t2[];\nextern __shared__ float sh[];\n"
+                                    "if (n < 0) { extern __shared__ float sh[]; }\nfor (int k = 0; k < ITEMS; ++k) "
+                                    "{ sh[first + (k + 1) % ITEMS] = 7.0f; out[first + k] = t2[first + k]; }",
+    "a bound a helper changes in parentheses": "int lim = n;\nfor (int k = 0; k < ITEMS; ++k) { if (first + k < lim) "
+                                               "out[first + k] = x[first + k]; bump((lim)); }",
+    "a bound a constructor changes": ("struct Dec { int& r; __device__ Dec(int& v) : r(v) { r -= 1; } };\n",
+                                      "int lim = n;\nfor (int k = 0; k < ITEMS; ++k) { if (first + k < lim) "
+                                      "out[first + k] = x[first + k]; Dec d(lim); }"),
+    "a bound in a variable of the file": ("__device__ int g_lim;\n", "for (int k = 0; k < ITEMS; ++k) "
+                                          "if (first + k < g_lim) out[first + k] = x[first + k];"),
+    "a field a macro stands for": ("#define X x + 1\n", "for (int k = 0; k < ITEMS; ++k) "
+                                   "if (first + k < threadIdx.X) out[first + k] = x[first + k];"),
+    "the rewrite's own names": "int mlxport_in = 1;\nfor (int k = 0; k < ITEMS; ++k) if (mlxport_in) out[first + k] = 1;",
     "a run from 1": "for (int k = 1; k < ITEMS; ++k) out[first + k] = x[first + k];",
     "a step of 2": "for (int k = 0; k < ITEMS; k += 2) out[first + k] = x[first + k];",
     "a scaled index": "for (int k = 0; k < ITEMS; ++k) out[first + 2 * k] = x[first + k];",
@@ -168,9 +183,19 @@ def test_a_threads_run_of_elements_loads_whole_under_its_bounds_tests():
     assert translate(edited.decode(), kernel="k", target="cuda").candidate is not None
 
 
+def test_a_runs_inner_guard_is_evaluated_only_where_the_outer_one_holds():
+    """``if (first + k < n) { if (100 / (n - first - k) > 1) ... }``: the inner test divides by
+    zero where the outer one fails; the chunked path's test evaluates them in the same order."""
+    src = RUN_HEADER + ("for (int k = 0; k < ITEMS; ++k) { if (first + k < n) { if (100 / (n - first - k) > 1) "
+                        "out[first + k] = x[first + k]; } }") + FOOTER
+    rewrite = vector_plan(src, read_cuda(src), "k").loops[0].rewrite(4)
+    assert "mlxport_in = mlxport_in && (first + k < n) && (100 / (n - first - k) > 1);" in rewrite
+
+
 @pytest.mark.parametrize("why", list(RUNS_LEFT))
 def test_a_run_the_rewrite_would_change_is_left_as_written(why):
-    src = RUN_HEADER + RUNS_LEFT[why] + FOOTER
+    top, loop = RUNS_LEFT[why] if isinstance(RUNS_LEFT[why], tuple) else ("", RUNS_LEFT[why])
+    src = top + RUN_HEADER + loop + FOOTER
     assert vector_plan(src, read_cuda(src), "k") is None, why
 
 

@@ -23,7 +23,7 @@ COLLECTIVE = re.compile(r"^(__syncthreads\w*|__syncwarp|__shfl\w*|__ballot\w*|__
 BARRIER = re.compile(r"^(__syncthreads\w*|sync|__barrier_sync)$")
 _IDENTITY = frozenset({"threadIdx", "blockIdx"})
 _SIMPLE_MACRO = re.compile(r"[\w\s.+\-*/()%<>&|^~]*")
-_NUMBER = re.compile(r"(?<![\w.])(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\w*")  # with its suffix: 1u, 0x1F, 1.5f
+_NUMBER = re.compile(r"(?<![\w.])(0[xX][0-9a-fA-F]+|(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?)[uUlLfF]*(?![\w.])")  # 0x1Fu, 1.5f
 _DECLARATORS = frozenset({"init_declarator", "array_declarator", "pointer_declarator", "reference_declarator"})
 
 
@@ -66,6 +66,19 @@ class KernelFacts:
         self.locals = {n: v for n, v in self.locals.items() if counts.get(n) == 1}
         self.buffers = self._buffers(counts)
         self.accessors = self._accessors()
+        self.shared: set[str] = set()  # every __shared__ array's name, the file's and the kernel's
+        self.globals: set[str] = set()  # file-scope variables device code may change
+        for d in walk(root):
+            if d.type != "declaration":
+                continue
+            words = {text(c) for c in d.children}
+            names = {declared_name(x) for x in d.children_by_field_name("declarator")
+                     if x.type != "function_declarator"}
+            if "__shared__" in words:
+                self.shared |= names
+            if d.parent is not None and d.parent.type in ("translation_unit", "declaration_list") and \
+                    not words & {"const", "constexpr", "__constant__"}:
+                self.globals |= names
 
     def _buffers(self, counts: dict[str, int]) -> dict[str, Buffer]:
         """Pointer parameters, one-dimensional __shared__ arrays, and local pointers declared once

@@ -63,16 +63,26 @@ elements (CUB's blocked arrangement: ``xr[first + k]`` with ``first = tile + thr
 Its V-element chunks stay with the thread that had them, so nothing outside the loop can tell; only
 the order within the loop changes (a chunk's loads before its V iterations, its stores after them)::
 
-    if ((K) % 4 == 0 && <pointers aligned> && (first) + (K) <= (cols)) {
+    bool mlxport_in = (K) % 4 == 0 && <pointers aligned>;
+    for (int k = 0; k < (K); ++k) mlxport_in = mlxport_in && (first + k < cols);
+    if (mlxport_in) {
         for (int mlxport_k0 = 0; mlxport_k0 < (K); mlxport_k0 += 4) { <a chunk step, as above> }
     } else {
         <the loop as written>
     }
 
 The body's checks are the stride loop's but for the thread's identity (the thread keeps its
-elements) and conditions: an access may sit under ``OFF + k < BOUND`` (or ``BOUND > OFF + k``),
-with OFF and BOUND fixed through the loop and one BOUND per OFF; the chunks run only when every
-such test holds for all K iterations, so they read and write exactly what the loop would.
+elements) and conditions: an access may sit under the first branch of an ``if`` or ``?:`` whose
+condition is arithmetic on names the loop does not change (``first + k < cols``). The test
+evaluates every such condition for every k beforehand, as the loop would (its types, outer
+conditions first), so the chunks run only where the loop reads and writes every element of them.
+Throughout, offsets, bounds and conditions are plain arithmetic on the kernel's names, literals and
+the built-in indices (no element, field, call or variable of the file), and a name counts as
+changing when the body assigns it, takes its address, or hands it to a constructor or to a function
+of the file by non-const reference; only macros that stand for constants may appear. A body that
+names shared memory the rewrite does not track (an array declared twice), or that calls a function
+declaring shared memory while a chunk moves shared memory, is left as written, as is any kernel
+naming ``mlxport_*`` (the rewrite's own names).
 """
 
 from __future__ import annotations
@@ -170,7 +180,8 @@ class _Run:
     vector_body: str
     chunks: list[_Chunk]
     accessors: set[str]
-    guards: list[str]  # the conditions an access sits under, as written
+    guards: list[str]  # the conditions an access sits under, as written, outer ones first: the test
+    # evaluates an inner one only where those before it hold, as the loop does
 
     def rewrite(self, v: int) -> str:
         """Chunks when V divides the count, every pointer is aligned and every guard holds on every
@@ -238,6 +249,8 @@ def _plan(raw: bytes, root: Node, cf: CudaFile, kernel: str) -> VectorPlan | Non
         return None
     if kn.child_by_field_name("body") is None:
         return None
+    if any(n.type == "identifier" and text(n).startswith("mlxport_") for n in walk(root)):
+        return None  # the rewrite's own names
     facts = KernelFacts(root, kn, cf)
     loops, used, lines = [], set(), []
     for node in walk(facts.body):
@@ -341,7 +354,7 @@ def _run(raw: bytes, node: Node, facts: KernelFacts) -> _Run | None:
     step = re.sub(r"\s+", "", text(update))
     if step not in (f"++{var}", f"{var}++", f"{var}+=1") or _NOT_INTEGER.search(text(count)):
         return None
-    guards: list[str] = []
+    guards: dict[str, int] = {}
     changing = _changing(body, facts)
     found = _chunked(raw, body, var, [count], facts, lambda c: _guard(c, changing, facts, guards))
     if found is None:
@@ -352,7 +365,7 @@ def _run(raw: bytes, node: Node, facts: KernelFacts) -> _Run | None:
     unroll = pragma is not None and pragma.type == "preproc_call" and text(pragma).strip().startswith("#pragma unroll")
     start = pragma.start_byte if unroll else node.start_byte
     return _Run(start, node.end_byte, var, ctype, _slice(raw, count), text(pragma).strip() if unroll else "",
-                _slice(raw, node), found[1], found[0], found[2], guards)
+                _slice(raw, node), found[1], found[0], found[2], sorted(guards, key=guards.get))
 
 
 def _chunked(raw: bytes, body: Node, var: str, invariant: list[Node], facts: KernelFacts,
@@ -366,14 +379,14 @@ def _chunked(raw: bytes, body: Node, var: str, invariant: list[Node], facts: Ker
     changing = _changing(body, facts)
     if var in changing or any(not _plain(e, facts) or _names(e) & changing for e in invariant):
         return None
-    if _names(body) & (facts.pointers - set(facts.buffers) - {var}):
-        return None  # an address held under another name could alias a buffer
+    if _names(body) & ((facts.pointers | facts.shared) - set(facts.buffers) - {var}):
+        return None  # an address held under another name, or shared memory declared twice, could alias a buffer
     accesses = _accesses(body, var, facts, changing, guard)
     if not accesses:
         return None
-    if any(w and facts.buffers[r].shared for _, r, _, w, _ in accesses) and \
+    if any(facts.buffers[r].shared for _, r, _, _, _ in accesses) and \
             any(n.type == "call_expression" and facts.reaches(n, _shared) for n in walk(body)):
-        return None  # a function the body calls could read the shared memory a chunk writes late
+        return None  # a function the body calls could touch the shared memory a chunk moves early or late
     kinds = _element_types(facts)
     if any(facts.buffers[r].elem not in kinds and not _SCALAR.fullmatch(facts.buffers[r].elem)
            for _, r, _, _, _ in accesses):
@@ -402,16 +415,15 @@ def _chunked(raw: bytes, body: Node, var: str, invariant: list[Node], facts: Ker
     return list(chunks.values()), _splice(raw, body, edits), used
 
 
-def _guard(cond: Node, changing: set[str], facts: KernelFacts, seen: list[str]) -> bool:
+def _guard(cond: Node, changing: set[str], facts: KernelFacts, seen: dict[str, int]) -> bool:
     """Whether a condition may guard a run's access: arithmetic on names fixed through the loop
     (and the loop's index), which the chunked path evaluates for every iteration beforehand; each
-    one accepted is kept in ``seen``."""
+    one accepted is kept in ``seen`` with where it starts."""
     while cond.type == "condition_clause" and len(cond.named_children) == 1:
         cond = cond.named_children[0]
     if not _plain(cond, facts) or _names(cond) & changing:
         return False
-    if text(cond) not in seen:
-        seen.append(text(cond))
+    seen[text(cond)] = min(seen.get(text(cond), cond.start_byte), cond.start_byte)
     return True
 
 
@@ -420,11 +432,23 @@ def _changing(body: Node, facts: KernelFacts) -> set[str]:
     function of this file that takes them by reference."""
     out = assigned_names(body) | _declared_in(body)
     for n in walk(body):
-        args = n.parent
-        if n.type == "identifier" and args is not None and args.type == "argument_list" and \
-                facts.modifies_argument(args.parent, args.named_children.index(n)):
-            out.add(text(n))
+        if n.type == "function_declarator" and n.parent is not None and n.parent.type == "declaration":
+            out |= {text(t) for t in walk(n) if t.type in ("identifier", "type_identifier")}  # Dec d(lim);
+        if n.type != "identifier":
+            continue
+        arg = n
+        while arg.parent is not None and arg.parent.type in ("parenthesized_expression", "cast_expression"):
+            arg = arg.parent
+        args = arg.parent
+        if args is not None and args.type in ("argument_list", "initializer_list") and \
+                (args.parent is None or args.parent.type != "call_expression" or
+                 facts.modifies_argument(args.parent, _arguments(args).index(arg))):
+            out.add(text(n))  # a constructor's argument, or a reference parameter's
     return out
+
+
+def _arguments(args: Node) -> list[Node]:
+    return [c for c in args.named_children if c.type != "comment"]
 
 
 _PLAIN = frozenset({"identifier", "number_literal", "true", "false", "char_literal", "binary_expression",
@@ -441,12 +465,15 @@ def _plain(node: Node, facts: KernelFacts) -> bool:
     if node.type == "cast_expression":
         return _plain(node.child_by_field_name("value"), facts)
     if node.type == "field_expression":
-        return text(node.child_by_field_name("argument")) in _BUILTINS
+        return text(node.child_by_field_name("argument")) in _BUILTINS and \
+            text(node.child_by_field_name("field")) in ("x", "y", "z")
     if node.type not in _PLAIN or node.type == "unary_expression" and \
             text(node.child_by_field_name("operator")) not in ("-", "+", "!", "~"):
         return False
     if node.type == "identifier" and text(node) in facts.macros:
         return facts.constant_macro(text(node))
+    if node.type == "identifier" and text(node) in facts.globals:
+        return False  # a variable of the file: a function the body calls could change it
     return all(_plain(c, facts) for c in node.named_children if c.type != "comment")
 
 
@@ -560,8 +587,9 @@ def _accesses(body: Node, var: str, facts: KernelFacts, changing: set[str], guar
             holder = parent.parent
             if offset is None or not _plain(index_of(parent), facts) or holder is None or \
                     holder.type in ("field_expression", "parenthesized_expression", "subscript_expression") or \
-                    holder.type == "argument_list" and facts.modifies_argument(holder.parent,
-                                                                              holder.named_children.index(parent)):
+                    holder.type == "argument_list" and (holder.parent is None or holder.parent.type != "call_expression" or
+                                                        facts.modifies_argument(holder.parent,
+                                                                                _arguments(holder).index(parent))):
                 return None  # a field, or an element a call may change, is not the element as a value
             if holder is not None and holder.type == "pointer_expression" and \
                     text(holder.child_by_field_name("operator")) == "&":
