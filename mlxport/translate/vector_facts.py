@@ -283,18 +283,28 @@ def assigned_names(node: Node) -> set[str]:
 
 def conditional(n: Node, top: Node) -> bool:
     """Whether the node runs only on some paths through ``top``: under an if, ?:, && or ||."""
+    return not guarded(n, top)
+
+
+def guarded(n: Node, top: Node, guard=None) -> bool:
+    """Whether ``n`` runs on every pass through ``top`` in which the conditions ``guard`` accepts
+    hold: it is in no else branch, right of no && or ||, and in the first branch of an if or ?:
+    only where ``guard`` accepts its condition (None: no condition)."""
     cur = n
-    while cur is not None and cur != top:
+    while cur != top:
         parent = cur.parent
         if parent is None:
-            return True
-        if parent.type in ("if_statement", "conditional_expression") and parent.child_by_field_name("condition") != cur:
-            return True
+            return False
+        branch = parent.type in ("if_statement", "conditional_expression") and \
+            parent.child_by_field_name("condition") != cur
+        if branch and (parent.child_by_field_name("consequence") != cur or guard is None or
+                       not guard(parent.child_by_field_name("condition"))):
+            return False
         if parent.type == "binary_expression" and text(parent.child_by_field_name("operator")) in ("&&", "||") and \
                 parent.child_by_field_name("right") == cur:
-            return True
+            return False
         cur = parent
-    return False
+    return True
 
 
 def _base(value: Node | None) -> str | None:

@@ -102,6 +102,7 @@ from mlxport.translate.vector_facts import (
     LOADS,
     KernelFacts,
     assigned_names,
+    guarded,
     holder_of,
     index_of,
     params_of,
@@ -601,7 +602,7 @@ def _accesses(body: Node, var: str, facts: KernelFacts, changing: set[str], guar
             write = _written(parent)
             if write and (text(holder.child_by_field_name("operator")) != "=" or not _own_statement(holder, body, guard)):
                 return None
-            if not write and (not _guarded(parent, body, guard) or holder is not None and
+            if not write and (not guarded(parent, body, guard) or holder is not None and
                               holder.type == "update_expression"):
                 return None
             out.append((parent, text(n), offset, write, None))
@@ -618,7 +619,7 @@ def _accesses(body: Node, var: str, facts: KernelFacts, changing: set[str], guar
             return None
         out.append((None, text(n), " + ".join(rest), found[1], found[0]))
     for _, _, _, write, via in out:
-        if via is not None and not (_own_statement(via[0], body, guard) if write else _guarded(via[0], body, guard)):
+        if via is not None and not (_own_statement(via[0], body, guard) if write else guarded(via[0], body, guard)):
             return None
     return out
 
@@ -675,28 +676,7 @@ def _own_statement(expr: Node, body: Node, guard=None) -> bool:
     """Whether the expression is a statement of its own that runs every iteration (or whenever the
     conditions ``guard`` accepts hold)."""
     stmt = expr.parent
-    return stmt is not None and stmt.type == "expression_statement" and _guarded(stmt, body, guard)
-
-
-def _guarded(n: Node, top: Node, guard=None) -> bool:
-    """Whether ``n`` runs on every pass through ``top`` in which the conditions ``guard`` accepts
-    hold: it is in no else branch, right of no && or ||, and in the first branch of an if or ?:
-    only where ``guard`` accepts its condition."""
-    cur = n
-    while cur != top:
-        parent = cur.parent
-        if parent is None:
-            return False
-        branch = parent.type in ("if_statement", "conditional_expression") and \
-            parent.child_by_field_name("condition") != cur
-        if branch and (parent.child_by_field_name("consequence") != cur or guard is None or
-                       not guard(parent.child_by_field_name("condition"))):
-            return False
-        if parent.type == "binary_expression" and text(parent.child_by_field_name("operator")) in ("&&", "||") and \
-                parent.child_by_field_name("right") == cur:
-            return False
-        cur = parent
-    return True
+    return stmt is not None and stmt.type == "expression_statement" and guarded(stmt, body, guard)
 
 
 def _declares(n: Node) -> bool:
