@@ -301,7 +301,8 @@ def _integer_knobs(data: bytes, block: str) -> list[Knob]:
     search tries last of all."""
     knobs = []
     capacities = _capacities(data)
-    in_block = _names_in(data, _dim3_args(data, block))
+    in_block = {m.decode() for _, dims in _dim3_declarations(data, block) for a, b in dims
+                for m in re.findall(rb"[A-Za-z_]\w*", data[a:b])}
     for name, value, blockish, spans in sorted(_integers(data, block), key=lambda k: (
             0 if k[2] else 1 if k[0] in in_block else 3 if k[0] in capacities else 2)):
         values = [value // 2, value * 2, value * 4]
@@ -355,10 +356,6 @@ def _capacities(data: bytes) -> set[str]:
     return sizes - values
 
 
-def _names_in(data: bytes, spans: list[tuple[int, int]]) -> set[str]:
-    return {m.decode() for a, b in spans for m in re.findall(rb"[A-Za-z_]\w*", data[a:b])}
-
-
 def _dim3_literals(data: bytes, block: str) -> list[tuple[str, int, str, list[tuple[int, int]]]]:
     """Integer literals in the ``dim3 <block>(x, y, z)`` declaration the launch passes as its block,
     per dimension (``half < 64 ? half : 64`` is one knob, both 64s at once); a dimension with more
@@ -374,10 +371,6 @@ def _dim3_literals(data: bytes, block: str) -> list[tuple[str, int, str, list[tu
                 (value, spans), = by_value.items()
                 knobs.append((f"block.{axis}@{line}", value, "dim", spans))
     return knobs
-
-
-def _dim3_args(data: bytes, block: str) -> list[tuple[int, int]]:
-    return [span for _, dims in _dim3_declarations(data, block) for span in dims]
 
 
 def _dim3_declarations(data: bytes, block: str) -> list[tuple[int, list[tuple[int, int]]]]:

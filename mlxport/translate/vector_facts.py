@@ -254,8 +254,7 @@ def _single_pointer(decl: Node | None) -> bool:
 def _named_type(declaration: Node) -> bool:
     """Whether a declaration names its element type (not ``auto`` or ``decltype``)."""
     kind = declaration.child_by_field_name("type")
-    return kind is not None and kind.type != "placeholder_type_specifier" and \
-        not re.search(r"\b(auto|decltype)\b", text(kind))
+    return kind is not None and not re.search(r"\b(auto|decltype)\b", text(kind))
 
 
 def _is_barrier(n: Node) -> bool:

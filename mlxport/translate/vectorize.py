@@ -236,7 +236,7 @@ class VectorPlan:
 
 
 def vector_plan(source: str, cf: CudaFile, kernel: str) -> VectorPlan | None:
-    """The kernel's stride loops that can move V elements a thread a step, or None if none can."""
+    """The kernel's stride loops and runs that can move V elements at a time, or None if none can."""
     raw = source.encode("utf-8", "replace")
     data = normalize(raw)  # what the translator parses, offsets kept
     with reading_source(data):
@@ -301,7 +301,9 @@ def _elem_copy(raw: bytes, holder: Node, name: str, roles: dict[int, str]) -> st
 # ------------------------------------------------------------------ loops
 
 
-def _loop(raw: bytes, node: Node, facts: KernelFacts) -> _Loop | None:
+def _for_parts(raw: bytes, node: Node) -> tuple[str, str, Node, Node, Node, Node] | None:
+    """(index name, its type, start, bound, update, body) of ``for (TYPE c = START; c < BOUND; UPDATE)``
+    with an integer index of its own, or None for any other loop."""
     init_decl, cond, update = (node.child_by_field_name(f) for f in ("initializer", "condition", "update"))
     body = node.child_by_field_name("body")
     if init_decl is None or init_decl.type != "declaration" or cond is None or update is None or body is None:
@@ -313,21 +315,29 @@ def _loop(raw: bytes, node: Node, facts: KernelFacts) -> _Loop | None:
     ctype = _slice(raw, init_decl.child_by_field_name("type"))
     if var_node is None or var_node.type != "identifier" or init is None or not _INDEX_TYPES.fullmatch(ctype):
         return None
-    var = text(var_node)
+    var, bound = text(var_node), cond.child_by_field_name("right")
     if cond.type != "binary_expression" or text(cond.child_by_field_name("operator")) != "<" or \
-            text(cond.child_by_field_name("left")) != var:
+            text(cond.child_by_field_name("left")) != var or bound is None or _NOT_INTEGER.search(text(bound)):
         return None
+    return var, ctype, init, bound, update, body
+
+
+def _loop(raw: bytes, node: Node, facts: KernelFacts) -> _Loop | None:
+    parts = _for_parts(raw, node)
+    if parts is None:
+        return None
+    var, ctype, init, bound, update, body = parts
     if update.type != "assignment_expression" or text(update.child_by_field_name("operator")) != "+=" or \
             text(update.child_by_field_name("left")) != var:
         return None
-    bound, step = cond.child_by_field_name("right"), update.child_by_field_name("right")
+    step = update.child_by_field_name("right")
     span, fields = _thread_index(init, facts)
-    if span is None or _NOT_INTEGER.search(text(bound)) or _NOT_INTEGER.search(text(step)):
+    if span is None or _NOT_INTEGER.search(text(step)):
         return None
     # each element on its own, whoever runs it, on every iteration
     if facts.identity(body, skip=frozenset({var})) & (fields | {"*"}) or _exits_before(node, facts, fields):
         return None
-    found = _chunked(raw, body, var, [init, bound, step], facts)
+    found = _chunked(raw, body, var, [init, bound, step], facts, _changing(body, facts))
     if found is None or any(not _alone(node, facts.buffers[ch.root].base, ch.write, facts) for ch in found[0]):
         return None
     return _Loop(node.start_byte, node.end_byte, var, ctype, _slice(raw, init), _slice(raw, bound),
@@ -336,28 +346,17 @@ def _loop(raw: bytes, node: Node, facts: KernelFacts) -> _Loop | None:
 
 def _run(raw: bytes, node: Node, facts: KernelFacts) -> _Run | None:
     """``for (int k = 0; k < K; ++k)`` whose every buffer use is an element at k plus an offset
-    fixed for the loop, on every iteration or under tests ``OFF + k < BOUND`` (a thread's run of
-    K consecutive elements, as CUB's blocked arrangement loads them)."""
-    init_decl, cond, update = (node.child_by_field_name(f) for f in ("initializer", "condition", "update"))
-    body = node.child_by_field_name("body")
-    if init_decl is None or init_decl.type != "declaration" or cond is None or update is None or body is None:
+    fixed for the loop, on every iteration or under conditions on names the loop does not change
+    (a thread's run of K consecutive elements, as CUB's blocked arrangement loads them)."""
+    parts = _for_parts(raw, node)
+    if parts is None:
         return None
-    decls = init_decl.children_by_field_name("declarator")
-    ctype = _slice(raw, init_decl.child_by_field_name("type"))
-    if len(decls) != 1 or decls[0].type != "init_declarator" or not _INDEX_TYPES.fullmatch(ctype) or \
-            text(decls[0].child_by_field_name("value")).strip() != "0":
-        return None
-    var = text(decls[0].child_by_field_name("declarator"))
-    if cond.type != "binary_expression" or text(cond.child_by_field_name("operator")) != "<" or \
-            text(cond.child_by_field_name("left")) != var or cond.child_by_field_name("right") is None:
-        return None
-    count = cond.child_by_field_name("right")
-    step = re.sub(r"\s+", "", text(update))
-    if step not in (f"++{var}", f"{var}++", f"{var}+=1") or _NOT_INTEGER.search(text(count)):
+    var, ctype, init, count, update, body = parts
+    if text(init).strip() != "0" or re.sub(r"\s+", "", text(update)) not in (f"++{var}", f"{var}++", f"{var}+=1"):
         return None
     guards: dict[str, int] = {}
     changing = _changing(body, facts)
-    found = _chunked(raw, body, var, [count], facts, lambda c: _guard(c, changing, facts, guards))
+    found = _chunked(raw, body, var, [count], facts, changing, lambda c: _guard(c, changing, facts, guards))
     if found is None:
         return None
     pragma = node.prev_named_sibling
@@ -369,15 +368,15 @@ def _run(raw: bytes, node: Node, facts: KernelFacts) -> _Run | None:
                 _slice(raw, node), found[1], found[0], found[2], sorted(guards, key=guards.get))
 
 
-def _chunked(raw: bytes, body: Node, var: str, invariant: list[Node], facts: KernelFacts,
+def _chunked(raw: bytes, body: Node, var: str, invariant: list[Node], facts: KernelFacts, changing: set[str],
              guard=None) -> tuple[list[_Chunk], str, set[str]] | None:
-    """(the chunks, the body with each element access through its chunk, the accessors it calls) when every use of a
-    buffer in the body is an element at ``var`` plus an offset, the body has no exits, loops or
-    exchanges with other threads, and the ``invariant`` expressions stay fixed through the loop;
-    ``guard``: whether a condition may guard an access (None: none may)."""
+    """(the chunks, the body with each element access through its chunk, the accessors it calls)
+    when every use of a buffer in the body is an element at ``var`` plus an offset, the body has no
+    exits, loops or exchanges with other threads, and the ``invariant`` expressions stay fixed
+    through the loop (``changing``: what the body may change, ``_changing``); ``guard``: whether a
+    condition may guard an access (None: none may)."""
     if any(n.type in _STOPS or n.type.startswith("preproc") for n in walk(body)) or facts.collective(body):
         return None
-    changing = _changing(body, facts)
     if var in changing or any(not _plain(e, facts) or _names(e) & changing for e in invariant):
         return None
     if _names(body) & ((facts.pointers | facts.shared) - set(facts.buffers) - {var}):
