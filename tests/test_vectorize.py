@@ -63,6 +63,28 @@ LEFT = {  # a loop each, and what makes its rewrite change the kernel's meaning 
     "a thread that may have left": "if (tid >= n) return;\n"
                                    "for (int c = tid; c < n; c += gridDim.x * blockDim.x) out2[c] = x[c];",
 }
+# What a thread's index may reach the loop through, each with the same kernel where it does not
+# (which the rewrite takes): names assigned after their declaration, under conditions, through a
+# reference; exits the loop never sees; a macro that names a buffer or stands for two operands.
+STRIDE = "for (int c = threadIdx.x; c < n; c += BLOCK) out2[c] = x[c]"
+LEFT_BESIDE_TAKEN = {  # (left, taken)
+    "the thread's index assigned later": ("int t2; t2 = threadIdx.x;\n" + STRIDE + " + t2;",
+                                          "int t2; t2 = n;\n" + STRIDE + " + t2;"),
+    "the thread's index through a reference": ("int t2 = 0; int& r = t2; r = threadIdx.x;\n" + STRIDE + " + t2;",
+                                               "int t2 = 0;\n" + STRIDE + " + t2;"),
+    "a value set on a test of the thread": ("int t2 = 0; if (threadIdx.x < 4) t2 = 1;\n" + STRIDE + " + t2;",
+                                            "int t2 = 0; if (n < 4) t2 = 1;\n" + STRIDE + " + t2;"),
+    "a return on an index assigned later": ("int t2 = 0; t2 = threadIdx.x;\nif (t2 >= 4) return;\n" + STRIDE + ";",
+                                            "int t2 = 0; t2 = blockIdx.x;\nif (t2 >= 4) return;\n" + STRIDE + ";"),
+    "a return under a switch on the thread": ("switch (threadIdx.x & 1) { case 1: return; default: break; }\n" + STRIDE + ";",
+                                              "switch (blockIdx.x & 1) { case 1: return; default: break; }\n" + STRIDE + ";"),
+    "a macro reading the output": ("#define MINE out2[threadIdx.x]\n" + STRIDE + ";\nout[threadIdx.x] = MINE;",
+                                   "#define MINE y[threadIdx.x]\n" + STRIDE + ";\nout[threadIdx.x] = MINE;"),
+    "a value carried into the stores": ("for (int c = threadIdx.x; c < n; c += BLOCK) { out2[c] = x[c] + s; s = x[c]; }",
+                                        "for (int c = threadIdx.x; c < n; c += BLOCK) { out2[c] = x[c]; s += x[c]; }"),
+    "an offset macro of two operands": ("#define OFF2 1 << 2\n" + STRIDE.replace("x[c]", "x[c + OFF2]") + ";",
+                                        "#define OFF2 (1 << 2)\n" + STRIDE.replace("x[c]", "x[c + OFF2]") + ";"),
+}
 
 
 def plan_of(loops: str):
@@ -92,6 +114,13 @@ def test_a_loop_whose_every_buffer_use_is_an_element_every_iteration_takes_vecto
 @pytest.mark.parametrize("why", list(LEFT))
 def test_a_loop_the_rewrite_would_change_is_left_as_written(why):
     assert plan_of(LEFT[why])[1] is None, why
+
+
+@pytest.mark.parametrize("why", list(LEFT_BESIDE_TAKEN))
+def test_a_loop_is_left_only_where_the_thread_or_a_macro_reaches_it(why):
+    left, taken = LEFT_BESIDE_TAKEN[why]
+    assert plan_of(left)[1] is None, why
+    assert plan_of(taken)[1] is not None, why
 
 
 def test_an_output_at_two_offsets_is_vectorized_only_where_they_lie_a_chunk_apart():
@@ -163,6 +192,8 @@ RUNS_LEFT = {  # a thread's run of elements, and what makes loading it whole cha
     "a buffer read and written": "for (int k = 0; k < ITEMS; ++k) out[first + k] = out[first + k] + x[first + k];",
     "a warp shuffle": "for (int k = 0; k < ITEMS; ++k) out[first + k] = __shfl_xor_sync(0xffffffffu, x[first + k], 1);",
     "a break": "for (int k = 0; k < ITEMS; ++k) { if (x[first + k] < 0) break; out[first + k] = x[first + k]; }",
+    "an offset macro of two operands": ("#define OFF2 1 << 2\n", "for (int k = 0; k < ITEMS; ++k) "
+                                        "out[first + k + OFF2] = x[first + k];"),
 }
 
 

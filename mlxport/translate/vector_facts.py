@@ -64,6 +64,8 @@ class KernelFacts:
                 if d.type == "init_declarator" and d.child_by_field_name("value") is not None:
                     self.locals[name] = d.child_by_field_name("value")
         self.locals = {n: v for n, v in self.locals.items() if counts.get(n) == 1}
+        self._tops = {c.id: i for i, c in enumerate(self.body.named_children)}
+        self._assigns = self._values()
         self.buffers = self._buffers(counts)
         self.accessors = self._accessors()
         self.shared: set[str] = set()  # every __shared__ array's name, the file's and the kernel's
@@ -79,6 +81,71 @@ class KernelFacts:
             if d.parent is not None and d.parent.type in ("translation_unit", "declaration_list") and \
                     not words & {"const", "constexpr", "__constant__"}:
                 self.globals |= names
+
+    def _values(self) -> list[tuple[dict[str, list[Node | None]], set[str]]]:
+        """For each statement of the kernel's body, in order: (what each name assigned in it may take
+        its value from, the names it defines outright). Values are initializers, what is assigned,
+        and the conditions under which a name is assigned or incremented (``if (threadIdx.x < 4) t =
+        1;`` makes t depend on the thread); a call that a name's address or reference is handed to;
+        None where the value cannot be followed (its address kept, a reference bound to it). A
+        function of this file that waits for the whole block leaves its reference arguments the same
+        in every thread (a block reduction's result). Defined outright: declared with a value, or
+        assigned with ``=``, or handed to such a function, by a statement of the kernel itself."""
+        out = [({}, set()) for _ in self.body.named_children]
+        for n in walk(self.body):
+            at = self._top(n)
+            if at is None:
+                continue
+            values, defined = out[at]
+            whole = n.parent is not None and (n.parent == self.body or n.parent.parent == self.body)
+            if n.type == "init_declarator" and n.child_by_field_name("value") is not None:
+                decl, value = n.child_by_field_name("declarator"), n.child_by_field_name("value")
+                values.setdefault(declared_name(n), []).append(value)
+                if n.parent == self.body.named_children[at]:
+                    defined.add(declared_name(n))
+                if decl is not None and decl.type == "reference_declarator":
+                    for name in {text(i) for i in walk(value) if i.type == "identifier"}:
+                        values.setdefault(name, []).append(None)
+            elif n.type in ("assignment_expression", "update_expression"):
+                target = n.child_by_field_name("left" if n.type == "assignment_expression" else "argument")
+                if target is not None and target.type == "identifier":
+                    values.setdefault(text(target), []).extend(
+                        [n.child_by_field_name("right")] * (n.type == "assignment_expression") + conditions(n, self.body))
+                    if whole and n.type == "assignment_expression" and text(n.child_by_field_name("operator")) == "=":
+                        defined.add(text(target))
+            elif n.type == "pointer_expression" and text(n.child_by_field_name("operator")) == "&":
+                arg, call = n.child_by_field_name("argument"), _call_of(n)
+                if arg is not None and arg.type == "identifier":
+                    values.setdefault(text(arg), []).extend([call] + conditions(n, self.body))
+            elif n.type == "identifier" and n.parent is not None and n.parent.type == "argument_list":
+                call = n.parent.parent
+                if call is not None and call.type == "call_expression" and \
+                        self.modifies_argument(call, n.parent.named_children.index(n)):
+                    if not self.reaches(call, _is_barrier):
+                        values.setdefault(text(n), []).extend([call] + conditions(n, self.body))
+                    elif not conditions(n, self.body) and call.parent == self.body.named_children[at]:
+                        values.setdefault(text(n), [])
+                        defined.add(text(n))
+        return out
+
+    def _top(self, node: Node) -> int | None:
+        """Which statement of the kernel's body ``node`` is in."""
+        while node.parent is not None and node.parent != self.body:
+            node = node.parent
+        return self._tops.get(node.id)
+
+    def _reaching(self, name: str, node: Node) -> list[Node | None]:
+        """What ``name`` may hold in ``node`` (a part of the kernel's body): the values assigned to
+        it in node's statement of the kernel, and before it back to the last that defines it outright."""
+        index = self._top(node)
+        if index is None:  # the body itself: everything
+            return [v for values, _ in self._assigns for v in values.get(name, [])]
+        out = list(self._assigns[index][0].get(name, []))
+        for values, defined in reversed(self._assigns[:index]):
+            out += values.get(name, [])
+            if name in defined:
+                break
+        return out
 
     def _buffers(self, counts: dict[str, int]) -> dict[str, Buffer]:
         """Pointer parameters, one-dimensional __shared__ arrays, and local pointers declared once
@@ -186,19 +253,20 @@ class KernelFacts:
 
     # -------------------------------------------------------------- threads
 
-    def identity(self, node: Node, skip: frozenset[str] = frozenset(), seen: set[str] | None = None) -> set[str]:
-        """The thread and block indices (``threadIdx.x``) an expression depends on, through the
-        locals it names (but not ``skip``); ``*`` where it calls a function that reads them, unless
-        that function waits for the whole block: what a block reduction returns is taken as the
-        same for every thread."""
+    def identity(self, node: Node, skip: frozenset[str] = frozenset(), seen: set | None = None) -> set[str]:
+        """The thread and block indices (``threadIdx.x``) an expression depends on, through every
+        value the locals it names may take (but not ``skip``); ``*`` where that cannot be followed,
+        or where it calls a function that reads them, unless that function waits for the whole
+        block: what a block reduction returns is taken as the same for every thread."""
         seen = set() if seen is None else seen
         out = set()
         for n in walk(node):
             if n.type == "field_expression" and text(n.child_by_field_name("argument")) in _IDENTITY:
                 out.add(text(n).replace(" ", ""))
-            elif n.type == "identifier" and text(n) in self.locals and text(n) not in skip | seen:
-                seen.add(text(n))
-                out |= self.identity(self.locals[text(n)], skip, seen)
+            elif n.type == "identifier" and text(n) not in skip and (text(n), self._top(n)) not in seen:
+                seen.add((text(n), self._top(n)))  # a name's values differ from one statement to the next
+                for value in self._reaching(text(n), n):
+                    out |= {"*"} if value is None else self.identity(value, skip, seen)
             elif n.type == "call_expression" and self.reaches(n, _reads_identity) and not self.reaches(n, _is_barrier):
                 out.add("*")
         return out
@@ -231,19 +299,70 @@ class KernelFacts:
 
     def constant_macro(self, name: str, seen: frozenset[str] = frozenset()) -> bool:
         """Whether an object-like macro stands for a constant: numbers and operators, and other such
-        macros (a name in it could be a variable it hides, ``k++`` a statement)."""
+        macros (a name in it could be a variable it hides, ``k++`` a statement), one operand as it
+        stands (``4 + 4`` in ``k * BLOCK`` would bind to k's side: it must be parenthesized)."""
         m = self.macros.get(name)
         if m is None or m.params is not None or name in seen or not _SIMPLE_MACRO.fullmatch(m.body) or \
-                "++" in m.body or "--" in m.body:
+                "++" in m.body or "--" in m.body or not _one_operand(m.body):
             return False
         names = re.findall(r"[A-Za-z_]\w*", _NUMBER.sub(" ", m.body))
         return all(self.constant_macro(n, seen | {name}) for n in names)
+
+    def expands_to(self, name: str, seen: frozenset[str] = frozenset()) -> set[str]:
+        """The names a macro's expansion may name, through the macros it names."""
+        m = self.macros.get(name)
+        if m is None or name in seen:
+            return set()
+        names = set(re.findall(r"(?<![.\w])(?<!->)[A-Za-z_]\w*", m.body))  # not the fields (threadIdx.x)
+        return names.union(*(self.expands_to(n, seen | {name}) for n in names))
 
     def barrier(self, statement: Node) -> bool:
         """Whether a statement waits for the whole block on every path (a ``__syncthreads()`` of its
         own, or in a function it calls, outside any condition)."""
         return any(n.type == "call_expression" and (_is_barrier(n) or self.reaches(n, _is_barrier)) and
                    not conditional(n, statement) for n in walk(statement))
+
+
+def _call_of(n: Node) -> Node | None:
+    """The call ``n`` is an argument of, or None."""
+    while n.parent is not None and n.parent.type in ("parenthesized_expression", "cast_expression"):
+        n = n.parent
+    args = n.parent
+    return args.parent if args is not None and args.type == "argument_list" and args.parent is not None and \
+        args.parent.type == "call_expression" else None
+
+
+def _one_operand(body: str) -> bool:
+    """Whether a macro's body is one operand: a number or name (signed or not), or parenthesized whole."""
+    body = body.strip()
+    if re.fullmatch(r"[-+~]?\s*[\w.]+", body):
+        return True
+    if not body.startswith("(") or not body.endswith(")"):
+        return False
+    depth = 0
+    for i, ch in enumerate(body):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0 and i < len(body) - 1:
+            return False  # (a) + (b)
+    return True
+
+
+def conditions(n: Node, top: Node) -> list[Node]:
+    """The conditions deciding whether ``n`` runs, up to ``top``: of the ifs, loops, switches and
+    ?: it is in, and left of any && or || it is right of."""
+    out, cur = [], n
+    while cur is not None and cur != top:
+        parent = cur.parent
+        if parent is None:
+            break
+        if parent.type in ("if_statement", "while_statement", "do_statement", "for_statement", "switch_statement",
+                           "conditional_expression") and parent.child_by_field_name("condition") is not None:
+            out.append(parent.child_by_field_name("condition"))
+        if parent.type == "binary_expression" and text(parent.child_by_field_name("operator")) in ("&&", "||") and \
+                parent.child_by_field_name("right") == cur:
+            out.append(parent.child_by_field_name("left"))
+        cur = parent
+    return out
 
 
 def _single_pointer(decl: Node | None) -> bool:

@@ -38,12 +38,16 @@ What keeps the meaning, checked on the syntax tree (a loop that fails any check 
   (every thread reaches it), with integer INIT, BOUND and STEP free of calls and of names the body
   assigns or declares; INIT is a thread's index: ``threadIdx.x``, ``threadIdx.y * blockDim.x +
   threadIdx.x`` or ``blockIdx.x * blockDim.x + threadIdx.x`` (or a local declared so), and no thread
-  returns before the loop on a test of those indices;
+  returns before the loop on a test of those indices (under an if, a loop or a switch), nor jumps
+  (no goto in the kernel);
 - the body has no break, continue, return, goto, nested loop, switch, asm, preprocessor line or
   function-like macro, exchanges nothing with other threads (no barrier, shuffle or vote, in a
   function it calls either), does not depend on the indices INIT is built of (other than through c;
-  what a function returns after waiting for the whole block counts as the same for every thread),
-  neither assigns c nor declares it again, and names no pointer that is not a known buffer;
+  a name depends on what every assignment reaching the loop gives it and on the conditions it is
+  assigned under; what a function leaves after waiting for the whole block counts as the same for
+  every thread), stores nothing computed from a value carried from the iteration before (the
+  thread's previous element is another one), neither assigns c nor declares it again, and names no
+  pointer that is not a known buffer;
 - every use in the body of a buffer (a pointer parameter, a one-dimensional __shared__ array, or a
   local pointer declared once from one and never assigned; none volatile) is an element at c plus
   an offset: ``p[c + off]``, or ``f(p + c + off)`` / ``f(&p[c + off])`` where every definition of
@@ -56,7 +60,7 @@ What keeps the meaning, checked on the syntax tree (a loop that fails any check 
   fresh buffers, its inputs never written; all extern __shared__ arrays are one buffer);
 - the rest of the kernel cannot tell which thread took which element: a buffer the loop writes is
   touched nowhere else, and one it reads is written nowhere else, except a __shared__ one across a
-  statement that waits for the whole block.
+  statement that waits for the whole block; no macro the kernel names may name it.
 
 A run is ``for (int k = 0; k < K; ++k)`` anywhere in the kernel over a thread's own consecutive
 elements (CUB's blocked arrangement: ``xr[first + k]`` with ``first = tile + threadIdx.x * ITEMS``).
@@ -79,7 +83,8 @@ conditions first), so the chunks run only where the loop reads and writes every 
 Throughout, offsets, bounds and conditions are plain arithmetic on the kernel's names, literals and
 the built-in indices (no element, field, call or variable of the file), and a name counts as
 changing when the body assigns it, takes its address, or hands it to a constructor or to a function
-of the file by non-const reference; only macros that stand for constants may appear. A body that
+of the file by non-const reference; only macros that stand for constants may appear, each one
+operand as it stands (``(1 << 2)``, not ``1 << 2``, which ``c + OFF`` would split). A body that
 names shared memory the rewrite does not track (an array declared twice), or that calls a function
 declaring shared memory while a chunk moves shared memory, is left as written, as is any kernel
 naming ``mlxport_*`` (the rewrite's own names).
@@ -102,6 +107,7 @@ from mlxport.translate.vector_facts import (
     LOADS,
     KernelFacts,
     assigned_names,
+    conditions,
     guarded,
     holder_of,
     index_of,
@@ -335,7 +341,8 @@ def _loop(raw: bytes, node: Node, facts: KernelFacts) -> _Loop | None:
     if span is None or _NOT_INTEGER.search(text(step)):
         return None
     # each element on its own, whoever runs it, on every iteration
-    if facts.identity(body, skip=frozenset({var})) & (fields | {"*"}) or _exits_before(node, facts, fields):
+    if facts.identity(body, skip=frozenset({var})) & (fields | {"*"}) or _exits_before(node, facts, fields) or \
+            _carried_into_stores(body, var, facts):
         return None
     found = _chunked(raw, body, var, [init, bound, step], facts, _changing(body, facts))
     if found is None or any(not _alone(node, facts.buffers[ch.root].base, ch.write, facts) for ch in found[0]):
@@ -515,14 +522,48 @@ def _canonical_terms(n: Node) -> list[str]:
     return [re.sub(r"\s+", "", text(n))]
 
 
+def _carried_into_stores(body: Node, var: str, facts: KernelFacts) -> bool:
+    """Whether a value carried from one iteration to the next (``prev = x[c]``) may reach what an
+    iteration stores: a thread's previous element would be another one. A running sum or max that
+    only leaves the loop is what the block combines afterwards."""
+    carried = assigned_names(body) - _declared_in(body) - {var}
+    while True:  # and what is computed from it in the body
+        more = {declared_name(d) for d in walk(body) if d.type == "init_declarator" and
+                _names(d.child_by_field_name("value")) & carried} | \
+               {text(a.child_by_field_name("left")) for a in walk(body) if a.type == "assignment_expression" and
+                _names(a) & carried}
+        if more <= carried:
+            break
+        carried |= more
+    return any(_stores(n, facts) and _names(_statement_of(n, body)) & carried
+               for n in walk(body) if n.type == "identifier" and text(n) in facts.buffers)
+
+
+def _stores(n: Node, facts: KernelFacts) -> bool:
+    """Whether this use of a buffer writes it: ``p[i] = ...`` or an accessor's store."""
+    parent = n.parent
+    if parent is not None and parent.type == "subscript_expression" and parent.child_by_field_name("argument") == n:
+        return _written(parent)
+    found = _through_accessor(_plus_chain(n), facts.accessors)
+    return found is not None and found[1]
+
+
+def _statement_of(n: Node, body: Node) -> Node:
+    while n.parent is not None and n.parent != body and n.type not in ("expression_statement", "declaration"):
+        n = n.parent
+    return n
+
+
 def _exits_before(loop: Node, facts: KernelFacts, fields: set[str]) -> bool:
-    """Whether a thread may leave the kernel before the loop on a test of the indices its stride
-    is built of (``if (i >= n) return;``): the others' chunks would then go undone."""
+    """Whether a thread may leave the kernel before the loop, or jump past it, on a test of the
+    indices its stride is built of (``if (i >= n) return;``, ``switch (threadIdx.x) { case 1:
+    return; }``): the others' chunks would then go undone."""
     for r in walk(facts.body):
-        if r.type == "return_statement" and r.start_byte < loop.start_byte:
-            tests = [a.child_by_field_name("condition") for a in ancestors(r) if a.type == "if_statement"]
-            if any(facts.identity(t) & (fields | {"*"}) for t in tests if t is not None):
-                return True
+        if r.type in ("goto_statement", "labeled_statement"):
+            return True
+        if r.type == "return_statement" and r.start_byte < loop.start_byte and \
+                any(facts.identity(t) & (fields | {"*"}) for t in conditions(r, facts.body)):
+            return True
     return False
 
 
@@ -532,6 +573,8 @@ def _alone(loop: Node, base: str, written: bool, facts: KernelFacts) -> bool:
     else, except across a barrier of the block for shared memory (other blocks' accesses to device
     memory have no barrier to wait at)."""
     names = {n for n, b in facts.buffers.items() if b.base == base}
+    if any(n.type == "identifier" and facts.expands_to(text(n)) & names for n in walk(facts.body)):
+        return False  # a macro naming the buffer: what it does there is not parsed
     for n in walk(facts.body):
         if n.type != "identifier" or text(n) not in names or loop.start_byte <= n.start_byte < loop.end_byte:
             continue
@@ -680,8 +723,10 @@ def _own_statement(expr: Node, body: Node, guard=None) -> bool:
 
 def _declares(n: Node) -> bool:
     parent = n.parent
+    if parent is not None and parent.type == "declaration":  # float s, c;
+        return n in parent.children_by_field_name("declarator")
     return parent is not None and parent.type in ("array_declarator", "pointer_declarator", "init_declarator",
-                                                  "parameter_declaration") and \
+                                                  "parameter_declaration", "reference_declarator") and \
         parent.child_by_field_name("value") != n and parent.child_by_field_name("size") != n
 
 
