@@ -22,6 +22,8 @@ __device__ void store_f(float* p, float v) { *p = v; }
 __device__ void store_pos(float* p, float v) { if (v > 0) *p = v; }
 __device__ float pair(const float* p) { return p[0] + p[1]; }
 __device__ float next_lane(float v) { return __shfl_down_sync(0xffffffffu, v, 1); }
+__device__ void scan(int& v) { __shared__ int part[BLOCK]; part[threadIdx.x] = v; __syncthreads(); v = part[0] + threadIdx.x; }
+__device__ void total(int& v) { __shared__ int sum; if (threadIdx.x == 0) sum = v; __syncthreads(); v = sum; }
 __global__ void k(const float* x, const float* y, float* out, float* out2, int n) {
     const float* xr = x + blockIdx.x * n;
     float* o1 = out + blockIdx.x * n;
@@ -63,9 +65,11 @@ LEFT = {  # a loop each, and what makes its rewrite change the kernel's meaning 
     "a thread that may have left": "if (tid >= n) return;\n"
                                    "for (int c = tid; c < n; c += gridDim.x * blockDim.x) out2[c] = x[c];",
 }
-# What a thread's index may reach the loop through, each with the same kernel where it does not
-# (which the rewrite takes): names assigned after their declaration, under conditions, through a
-# reference; exits the loop never sees; a macro that names a buffer or stands for two operands.
+# What a thread's index may reach the loop through, each with a kernel like it that the rewrite
+# takes: names assigned after their declaration, in an element, under conditions, through a
+# reference, a macro or a function that waits for the block but returns per thread; exits the loop
+# never sees; a macro that names a buffer or stands for two operands; a value carried into stores.
+# Where the analysis cannot follow (an element assigned, a return in a loop), it refuses.
 STRIDE = "for (int c = threadIdx.x; c < n; c += BLOCK) out2[c] = x[c]"
 LEFT_BESIDE_TAKEN = {  # (left, taken)
     "the thread's index assigned later": ("int t2; t2 = threadIdx.x;\n" + STRIDE + " + t2;",
@@ -77,11 +81,22 @@ LEFT_BESIDE_TAKEN = {  # (left, taken)
     "a return on an index assigned later": ("int t2 = 0; t2 = threadIdx.x;\nif (t2 >= 4) return;\n" + STRIDE + ";",
                                             "int t2 = 0; t2 = blockIdx.x;\nif (t2 >= 4) return;\n" + STRIDE + ";"),
     "a return under a switch on the thread": ("switch (threadIdx.x & 1) { case 1: return; default: break; }\n" + STRIDE + ";",
-                                              "switch (blockIdx.x & 1) { case 1: return; default: break; }\n" + STRIDE + ";"),
+                                              "if (blockIdx.x & 1) return;\n" + STRIDE + ";"),
     "a macro reading the output": ("#define MINE out2[threadIdx.x]\n" + STRIDE + ";\nout[threadIdx.x] = MINE;",
                                    "#define MINE y[threadIdx.x]\n" + STRIDE + ";\nout[threadIdx.x] = MINE;"),
     "a value carried into the stores": ("for (int c = threadIdx.x; c < n; c += BLOCK) { out2[c] = x[c] + s; s = x[c]; }",
                                         "for (int c = threadIdx.x; c < n; c += BLOCK) { out2[c] = x[c]; s += x[c]; }"),
+    "the thread's index in an element": ("int a[1]; a[0] = threadIdx.x;\n" + STRIDE + " + a[0];",
+                                         "int a[1] = {4};\n" + STRIDE + " + a[0];"),
+    "the thread's index whole": ("dim3 t3 = threadIdx;\n" + STRIDE + " + t3.x;", "dim3 t3 = gridDim;\n" + STRIDE + " + t3.x;"),
+    "the thread's index in a macro": ("#define TID threadIdx.x\nint t2 = TID;\n" + STRIDE + " + t2;",
+                                      "#define TID gridDim.x\nint t2 = TID;\n" + STRIDE + " + t2;"),
+    "a block scan's per-thread prefix": ("int t2 = 0; scan(t2);\n" + STRIDE + " + t2;",
+                                         "int t2 = 0; total(t2);\n" + STRIDE + " + t2;"),
+    "a bound on the thread": ("for (int c = threadIdx.x; c < n - (int)(threadIdx.x % 2) * 8; c += BLOCK) out2[c] = x[c];",
+                              "for (int c = threadIdx.x; c < n - (int)(blockIdx.x % 2) * 8; c += BLOCK) out2[c] = x[c];"),
+    "a return inside a loop": ("while (n > 0) { if (threadIdx.x < 4) break; return; }\n" + STRIDE + ";",
+                               "if (n < 0) return;\n" + STRIDE + ";"),
     "an offset macro of two operands": ("#define OFF2 1 << 2\n" + STRIDE.replace("x[c]", "x[c + OFF2]") + ";",
                                         "#define OFF2 (1 << 2)\n" + STRIDE.replace("x[c]", "x[c + OFF2]") + ";"),
 }
@@ -97,7 +112,7 @@ def test_a_loop_whose_every_buffer_use_is_an_element_every_iteration_takes_vecto
     from a local thread index. The alignment tests turn output addresses into numbers, which reads
     nothing: no output becomes an input."""
     src, plan = plan_of(TAKEN)
-    assert plan is not None and plan.lines == [14, 15]
+    assert plan is not None and plan.lines == [16, 17]
     edited = src.encode()
     for start, end, new in sorted(plan.edits(8), reverse=True):
         edited = edited[:start] + new + edited[end:]

@@ -45,6 +45,7 @@ class KernelFacts:
                 if name is not None:
                     self.functions.setdefault(text(name), []).append(n)
         self.macros = {m.name: m for m in cf.macros}
+        self._expansions: dict[str, set[str]] = {}
         counts: dict[str, int] = {}
         self.locals: dict[str, Node] = {}  # name: value, for names declared once in the kernel
         self.pointers: set[str] = set()  # names that may hold an address: pointers, references, auto
@@ -64,8 +65,6 @@ class KernelFacts:
                 if d.type == "init_declarator" and d.child_by_field_name("value") is not None:
                     self.locals[name] = d.child_by_field_name("value")
         self.locals = {n: v for n, v in self.locals.items() if counts.get(n) == 1}
-        self._tops = {c.id: i for i, c in enumerate(self.body.named_children)}
-        self._assigns = self._values()
         self.buffers = self._buffers(counts)
         self.accessors = self._accessors()
         self.shared: set[str] = set()  # every __shared__ array's name, the file's and the kernel's
@@ -81,52 +80,138 @@ class KernelFacts:
             if d.parent is not None and d.parent.type in ("translation_unit", "declaration_list") and \
                     not words & {"const", "constexpr", "__constant__"}:
                 self.globals |= names
+        self._tops = {c.id: i for i, c in enumerate(self.body.named_children)}
+        self._declared = {declared_name(x) for d in walk(self.body) if d.type == "declaration"
+                          for x in d.children_by_field_name("declarator")}
+        self._reference_types = {text(i) for d in walk(root) if d.type in ("type_definition", "alias_declaration")
+                                 and "&" in text(d) for t in d.children_by_field_name("declarator" if
+                                                                                   d.type == "type_definition" else "name")
+                                 for i in walk(t) if i.type == "type_identifier"}  # typedef int& IR;
+        self._assigns = self._values()
 
     def _values(self) -> list[tuple[dict[str, list[Node | None]], set[str]]]:
         """For each statement of the kernel's body, in order: (what each name assigned in it may take
         its value from, the names it defines outright). Values are initializers, what is assigned,
         and the conditions under which a name is assigned or incremented (``if (threadIdx.x < 4) t =
-        1;`` makes t depend on the thread); a call that a name's address or reference is handed to;
-        None where the value cannot be followed (its address kept, a reference bound to it). A
-        function of this file that waits for the whole block leaves its reference arguments the same
-        in every thread (a block reduction's result). Defined outright: declared with a value, or
-        assigned with ``=``, or handed to such a function, by a statement of the kernel itself."""
+        1;`` makes t depend on the thread); the call a name's address or reference is handed to;
+        None where the value cannot be followed: an element or field assigned (``a[0] = ...``), a
+        name that escapes (its address kept, a reference bound to it, or handed to something not a
+        function of this file). A function of this file whose result after its last barrier is read
+        from shared memory alone (a block reduction's) leaves its reference arguments the same in
+        every thread. Defined outright: declared with a value, or assigned with ``=``, or handed to
+        such a function, by a statement of the kernel itself, for a name that does not escape."""
         out = [({}, set()) for _ in self.body.named_children]
+        self._escaped: set[str] = set()
         for n in walk(self.body):
             at = self._top(n)
             if at is None:
                 continue
             values, defined = out[at]
-            whole = n.parent is not None and (n.parent == self.body or n.parent.parent == self.body)
+            statement = self.body.named_children[at]
             if n.type == "init_declarator" and n.child_by_field_name("value") is not None:
                 decl, value = n.child_by_field_name("declarator"), n.child_by_field_name("value")
                 values.setdefault(declared_name(n), []).append(value)
-                if n.parent == self.body.named_children[at]:
+                if n.parent == statement:
                     defined.add(declared_name(n))
                 if decl is not None and decl.type == "reference_declarator":
-                    for name in {text(i) for i in walk(value) if i.type == "identifier"}:
-                        values.setdefault(name, []).append(None)
+                    self._escaped |= {text(i) for i in walk(value) if i.type == "identifier"}
             elif n.type in ("assignment_expression", "update_expression"):
                 target = n.child_by_field_name("left" if n.type == "assignment_expression" else "argument")
-                if target is not None and target.type == "identifier":
-                    values.setdefault(text(target), []).extend(
-                        [n.child_by_field_name("right")] * (n.type == "assignment_expression") + conditions(n, self.body))
-                    if whole and n.type == "assignment_expression" and text(n.child_by_field_name("operator")) == "=":
-                        defined.add(text(target))
+                root = root_name(target)
+                if root is None:  # (n > 0 ? t : u) = ...
+                    self._escaped |= {text(i) for i in walk(target) if i.type == "identifier"}
+                    continue
+                plain = _unparenthesized(target).type == "identifier"
+                if not plain and text(root) in self.pointers | self.shared:
+                    continue  # an element of memory: the name's value, an address, stays
+                values.setdefault(text(root), []).extend(
+                    ([n.child_by_field_name("right")] if n.type == "assignment_expression" and plain else []) +
+                    ([] if plain else [None]) + conditions(n, self.body))
+                if plain and n.type == "assignment_expression" and text(n.child_by_field_name("operator")) == "=" and \
+                        n.parent is not None and n.parent.type == "expression_statement" and n.parent == statement:
+                    defined.add(text(root))
             elif n.type == "pointer_expression" and text(n.child_by_field_name("operator")) == "&":
-                arg, call = n.child_by_field_name("argument"), _call_of(n)
-                if arg is not None and arg.type == "identifier":
-                    values.setdefault(text(arg), []).extend([call] + conditions(n, self.body))
+                arg, call = root_name(n.child_by_field_name("argument")), _call_of(n)
+                if arg is None:
+                    continue
+                if call is not None and bare_callee(call) not in self.functions and \
+                        call.child_by_field_name("function").type == "identifier":
+                    values.setdefault(text(arg), []).extend([call] + conditions(n, self.body))  # sincosf(x, &s, &c)
+                else:
+                    self._escaped.add(text(arg))
             elif n.type == "identifier" and n.parent is not None and n.parent.type == "argument_list":
                 call = n.parent.parent
-                if call is not None and call.type == "call_expression" and \
-                        self.modifies_argument(call, n.parent.named_children.index(n)):
-                    if not self.reaches(call, _is_barrier):
+                if call is None or call.type != "call_expression":
+                    continue
+                index = [c for c in n.parent.named_children if c.type != "comment"].index(n)
+                fn = call.child_by_field_name("function")
+                if fn.type not in ("identifier", "template_function", "qualified_identifier") or \
+                        text(fn) in self._declared:
+                    self._escaped.add(text(n))  # a functor's or a method's argument
+                elif self.modifies_argument(call, index):
+                    if not self.uniform_result(call):
                         values.setdefault(text(n), []).extend([call] + conditions(n, self.body))
-                    elif not conditions(n, self.body) and call.parent == self.body.named_children[at]:
+                    elif not conditions(n, self.body) and call.parent == statement:
                         values.setdefault(text(n), [])
                         defined.add(text(n))
+        for a in walk(self.body):
+            if a.type in ("gnu_asm_expression", "asm_statement"):
+                self._escaped |= {text(i) for i in walk(a) if i.type == "identifier"}
+        if any(n.type == "lambda_expression" for n in walk(self.body)):
+            self._escaped |= {text(n) for n in walk(self.body) if n.type == "identifier"}
         return out
+
+    def uniform_result(self, call: Node) -> bool:
+        """Whether a call's result, and what it leaves in its reference arguments, is the same in
+        every thread: every definition of the function waits for the whole block and, after its
+        last statement that does, computes only from shared memory, constants and locals that do
+        too (``return total;``, ``m = warp_m[0];``: a block reduction); a block scan's per-thread
+        prefix is not."""
+        fns = self.functions.get(bare_callee(call), [])
+        return bool(fns) and all(self._uniform_after_barrier(fn) for fn in fns)
+
+    def _uniform_after_barrier(self, fn: Node) -> bool:
+        body = fn.child_by_field_name("body")
+        stmts = list(body.named_children) if body is not None else []
+        last = max((i for i, st in enumerate(stmts) if self.barrier(st)), default=None)
+        if last is None:
+            return False
+        params = {text(i) for p in params_of(fn) for i in walk(p) if i.type == "identifier"}
+        outputs = {text(i) for p in params_of(fn) if p.child_by_field_name("declarator") is not None and
+                   p.child_by_field_name("declarator").type == "reference_declarator"
+                   for i in walk(p.child_by_field_name("declarator")) if i.type == "identifier"}
+        shared = self.shared | {declared_name(d) for st in stmts for d in walk(st) if d.type in _DECLARATORS and
+                                any(text(c) == "__shared__" for c in (d.parent.children if d.parent else []))}
+        local = {}
+        for st in stmts:
+            for d in walk(st):
+                if d.type == "init_declarator" and d.child_by_field_name("value") is not None:
+                    local.setdefault(declared_name(d), []).append(d.child_by_field_name("value"))
+
+        def fixed(node: Node, seen: frozenset[str]) -> bool:
+            for i in walk(node):
+                if i.type == "field_expression" and text(i.child_by_field_name("argument")) in _IDENTITY or \
+                        i.type == "call_expression" and bare_callee(i) in self.functions:
+                    return False
+                if i.type != "identifier" or text(i) in shared or text(i) in seen or \
+                        i.parent is not None and i.parent.type == "field_expression" and \
+                        i.parent.child_by_field_name("field") == i:
+                    continue
+                name = text(i)
+                if name in self.macros:
+                    if not self.constant_macro(name):
+                        return False
+                elif name in outputs and _assigned_target(i):
+                    continue
+                elif name in local and name not in params:
+                    if not all(fixed(v, seen | {name}) for v in local[name]):
+                        return False
+                elif name in params or name in _IDENTITY or name not in local and \
+                        not (i.parent is not None and i.parent.type == "call_expression"):
+                    return False
+            return True
+
+        return all(fixed(st, frozenset()) for st in stmts[last + 1:])
 
     def _top(self, node: Node) -> int | None:
         """Which statement of the kernel's body ``node`` is in."""
@@ -137,6 +222,8 @@ class KernelFacts:
     def _reaching(self, name: str, node: Node) -> list[Node | None]:
         """What ``name`` may hold in ``node`` (a part of the kernel's body): the values assigned to
         it in node's statement of the kernel, and before it back to the last that defines it outright."""
+        if name in self._escaped:
+            return [None]
         index = self._top(node)
         if index is None:  # the body itself: everything
             return [v for values, _ in self._assigns for v in values.get(name, [])]
@@ -237,7 +324,8 @@ class KernelFacts:
                 return True
             decl = params[index].child_by_field_name("declarator")
             if decl is not None and decl.type == "reference_declarator" and \
-                    not any(text(c) == "const" for c in params[index].children):
+                    not any(text(c) == "const" for c in params[index].children) or \
+                    text(params[index].child_by_field_name("type")) in self._reference_types:
                 return True
         return False
 
@@ -255,19 +343,24 @@ class KernelFacts:
 
     def identity(self, node: Node, skip: frozenset[str] = frozenset(), seen: set | None = None) -> set[str]:
         """The thread and block indices (``threadIdx.x``) an expression depends on, through every
-        value the locals it names may take (but not ``skip``); ``*`` where that cannot be followed,
-        or where it calls a function that reads them, unless that function waits for the whole
-        block: what a block reduction returns is taken as the same for every thread."""
+        value the names in it may take (but not ``skip``); ``*`` where that cannot be followed, where
+        it names them whole or through a macro, or where it calls a function that may read them (of
+        this file, or from elsewhere but CUDA's math), unless the call's result is the same in every
+        thread (``uniform_result``: a block reduction's)."""
         seen = set() if seen is None else seen
         out = set()
         for n in walk(node):
             if n.type == "field_expression" and text(n.child_by_field_name("argument")) in _IDENTITY:
                 out.add(text(n).replace(" ", ""))
+            elif n.type == "identifier" and (self.expands_to(text(n)) & _IDENTITY or text(n) in _IDENTITY and not (
+                    n.parent is not None and n.parent.type == "field_expression")):
+                out.add("*")  # dim3 t = threadIdx; #define TID threadIdx.x
             elif n.type == "identifier" and text(n) not in skip and (text(n), self._top(n)) not in seen:
                 seen.add((text(n), self._top(n)))  # a name's values differ from one statement to the next
                 for value in self._reaching(text(n), n):
                     out |= {"*"} if value is None else self.identity(value, skip, seen)
-            elif n.type == "call_expression" and self.reaches(n, _reads_identity) and not self.reaches(n, _is_barrier):
+            elif n.type == "call_expression" and (self.reaches(n, _reads_identity) or bare_callee(n) not in self.functions
+                                                  and not _PURE.match(bare_callee(n))) and not self.uniform_result(n):
                 out.add("*")
         return out
 
@@ -308,19 +401,51 @@ class KernelFacts:
         names = re.findall(r"[A-Za-z_]\w*", _NUMBER.sub(" ", m.body))
         return all(self.constant_macro(n, seen | {name}) for n in names)
 
-    def expands_to(self, name: str, seen: frozenset[str] = frozenset()) -> set[str]:
+    def expands_to(self, name: str) -> set[str]:
         """The names a macro's expansion may name, through the macros it names."""
-        m = self.macros.get(name)
-        if m is None or name in seen:
+        if name not in self.macros:
             return set()
-        names = set(re.findall(r"(?<![.\w])(?<!->)[A-Za-z_]\w*", m.body))  # not the fields (threadIdx.x)
-        return names.union(*(self.expands_to(n, seen | {name}) for n in names))
+        if name not in self._expansions:
+            found, todo = set(), [name]
+            while todo:
+                m = self.macros.get(todo.pop())
+                for n in set(re.findall(r"(?<![.\w])(?<!->)[A-Za-z_]\w*", m.body)) - found if m else ():
+                    found.add(n)  # not the fields (threadIdx.x)
+                    todo.append(n)
+            self._expansions[name] = found
+        return self._expansions[name]
 
     def barrier(self, statement: Node) -> bool:
         """Whether a statement waits for the whole block on every path (a ``__syncthreads()`` of its
         own, or in a function it calls, outside any condition)."""
         return any(n.type == "call_expression" and (_is_barrier(n) or self.reaches(n, _is_barrier)) and
                    not conditional(n, statement) for n in walk(statement))
+
+
+# Functions from outside the file that compute from their arguments alone (CUDA's math, conversions,
+# loads); any other such call may read the thread's identity (cooperative groups' thread_rank()).
+_PURE = re.compile(r"^(__\w+|[a-z]+\d*f?|static_cast|reinterpret_cast|const_cast|make_\w+|min|max|fminf|fmaxf|"
+                   r"sincosf?|sqrtf?|rsqrtf?|expf?|exp2f?|logf?|log2f?|powf?|tanhf?|erff?|fabsf?)$")
+
+
+def root_name(target: Node | None) -> Node | None:
+    """The name an assignment's target belongs to: ``t``, ``(t)``, ``a[0]``, ``p.a``, ``*p``."""
+    while target is not None and target.type in ("parenthesized_expression", "subscript_expression",
+                                                   "field_expression", "pointer_expression"):
+        target = target.named_children[0] if target.type == "parenthesized_expression" else \
+            target.child_by_field_name("argument")
+    return target if target is not None and target.type == "identifier" else None
+
+
+def _unparenthesized(n: Node) -> Node:
+    while n.type == "parenthesized_expression" and len(n.named_children) == 1:
+        n = n.named_children[0]
+    return n
+
+
+def _assigned_target(n: Node) -> bool:
+    parent = n.parent
+    return parent is not None and parent.type == "assignment_expression" and parent.child_by_field_name("left") == n
 
 
 def _call_of(n: Node) -> Node | None:

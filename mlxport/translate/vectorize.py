@@ -113,6 +113,7 @@ from mlxport.translate.vector_facts import (
     index_of,
     params_of,
     pointer_params,
+    root_name,
 )
 
 VECTOR = (8, 4)  # elements a thread moves a step: 16 and 8 bytes in bfloat16
@@ -126,6 +127,7 @@ template <int N> __device__ __forceinline__ bool mlxport_apart(long long a, long
 _STOPS = frozenset({"break_statement", "continue_statement", "return_statement", "goto_statement", "for_statement",
                     "for_range_loop", "while_statement", "do_statement", "switch_statement", "labeled_statement",
                     "gnu_asm_expression", "asm_statement", "lambda_expression"})
+_LOOPS = frozenset({"for_statement", "for_range_loop", "while_statement", "do_statement", "switch_statement"})
 _INDEX_TYPES = re.compile(r"((unsigned|signed)\s+)?(int|long|long\s+long|short|unsigned|size_t|ptrdiff_t|"
                           r"u?int(32|64)_t|long\s+int)")
 _NOT_INTEGER = re.compile(r"\d\.|\.\d|\d[eE][-+]?\d|\d[fF]\b|\b(float|double)\b")
@@ -246,7 +248,10 @@ def vector_plan(source: str, cf: CudaFile, kernel: str) -> VectorPlan | None:
     raw = source.encode("utf-8", "replace")
     data = normalize(raw)  # what the translator parses, offsets kept
     with reading_source(data):
-        return _plan(raw, parse(data).root_node, cf, kernel)
+        try:
+            return _plan(raw, parse(data).root_node, cf, kernel)
+        except RecursionError:  # expressions nested past Python's stack: left as written
+            return None
 
 
 def _plan(raw: bytes, root: Node, cf: CudaFile, kernel: str) -> VectorPlan | None:
@@ -341,8 +346,8 @@ def _loop(raw: bytes, node: Node, facts: KernelFacts) -> _Loop | None:
     if span is None or _NOT_INTEGER.search(text(step)):
         return None
     # each element on its own, whoever runs it, on every iteration
-    if facts.identity(body, skip=frozenset({var})) & (fields | {"*"}) or _exits_before(node, facts, fields) or \
-            _carried_into_stores(body, var, facts):
+    if any(facts.identity(part, skip=frozenset({var})) & (fields | {"*"}) for part in (body, bound, step)) or \
+            _exits_before(node, facts, fields) or _carried_into_stores(body, var, facts):
         return None
     found = _chunked(raw, body, var, [init, bound, step], facts, _changing(body, facts))
     if found is None or any(not _alone(node, facts.buffers[ch.root].base, ch.write, facts) for ch in found[0]):
@@ -400,11 +405,11 @@ def _chunked(raw: bytes, body: Node, var: str, invariant: list[Node], facts: Ker
         return None  # a chunk's alignment is its size: only for elements of a power-of-two size
     chunks: dict[tuple[str, str, bool], _Chunk] = {}
     edits, used = [], set()
-    for node_, root_name, offset, write, accessor in accesses:
-        key = (root_name, offset, write)
+    for node_, buffer, offset, write, accessor in accesses:
+        key = (buffer, offset, write)
         if key not in chunks:
-            chunks[key] = _Chunk(f"mlxport_{'w' if write else 'r'}{len(chunks)}", root_name, offset, write,
-                                 facts.buffers[root_name].elem)
+            chunks[key] = _Chunk(f"mlxport_{'w' if write else 'r'}{len(chunks)}", buffer, offset, write,
+                                 facts.buffers[buffer].elem)
         slot = f"{chunks[key].name}.v[mlxport_k]"
         if accessor is None:
             edits.append((node_.start_byte, node_.end_byte, slot))
@@ -526,12 +531,22 @@ def _carried_into_stores(body: Node, var: str, facts: KernelFacts) -> bool:
     """Whether a value carried from one iteration to the next (``prev = x[c]``) may reach what an
     iteration stores: a thread's previous element would be another one. A running sum or max that
     only leaves the loop is what the block combines afterwards."""
-    carried = assigned_names(body) - _declared_in(body) - {var}
-    while True:  # and what is computed from it in the body
+    declared = [text(d) for d in walk(facts.body) if d.type == "identifier" and _declares(d)]
+    own = {n for n in _declared_in(body) if declared.count(n) == 1}  # declared in the body alone
+    carried = (_changing(body, facts) | {text(r) for a in walk(body) if a.type in ("assignment_expression",
+                                                                              "update_expression")
+                                         if (r := root_name(a.child_by_field_name("left") or
+                                                            a.child_by_field_name("argument")))})
+    carried -= own | {var} | set(facts.buffers) | facts.pointers | facts.shared  # memory's elements are not values
+    while True:  # and what is computed from it in the body, or decided by it
         more = {declared_name(d) for d in walk(body) if d.type == "init_declarator" and
                 _names(d.child_by_field_name("value")) & carried} | \
-               {text(a.child_by_field_name("left")) for a in walk(body) if a.type == "assignment_expression" and
-                _names(a) & carried}
+               {text(r) for a in walk(body) if a.type in ("assignment_expression", "update_expression")
+                if (r := root_name(a.child_by_field_name("left") or a.child_by_field_name("argument"))) and
+                (_names(a) | {n for c in conditions(a, body) for n in _names(c)}) & carried} | \
+               {text(arg) for call in walk(body) if call.type == "call_expression" and _names(call) & carried
+                for i, arg in enumerate(_arguments(call.child_by_field_name("arguments")))
+                if arg.type == "identifier" and facts.modifies_argument(call, i)}  # cpy(v, s)
         if more <= carried:
             break
         carried |= more
@@ -561,8 +576,9 @@ def _exits_before(loop: Node, facts: KernelFacts, fields: set[str]) -> bool:
     for r in walk(facts.body):
         if r.type in ("goto_statement", "labeled_statement"):
             return True
-        if r.type == "return_statement" and r.start_byte < loop.start_byte and \
-                any(facts.identity(t) & (fields | {"*"}) for t in conditions(r, facts.body)):
+        if r.type == "return_statement" and r.start_byte < loop.start_byte and (
+                any(a.type in _LOOPS for a in ancestors(r) if facts.body.start_byte < a.start_byte) or  # break, continue
+                any(facts.identity(t) & (fields | {"*"}) for t in conditions(r, facts.body))):
             return True
     return False
 
