@@ -76,6 +76,7 @@ def test_attention_profile_variants_include_the_ports_own_shapes():
     ("softmax_rows", "vector=8 + unroll=4 + block@84=128 + __restrict__"),
     ("layernorm", "vector=4 + LN_BLOCK=128 + __restrict__"),
     ("cumsum", "vector=8 + unroll=8 + SCAN_ITEMS=8 + __restrict__"),  # runs chunked inside an unrolled tile loop
+    ("softmax_rows", "vector=8 + selects=1 + unroll=4 + block@84=128 + __restrict__"),  # selects in a chunk step
 ])
 def test_the_combined_variants_the_h200_search_chose_compile(name, label):
     """Knobs stacked by the search (benchmarks/results/h200_s8_rules_vs_expert.json and

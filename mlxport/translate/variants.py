@@ -11,6 +11,10 @@ only after passing every check. The knobs:
   consecutive elements (``xr[first + k]``, k < ITEMS) moves them V at a time (``vectorize.py``: which
   loops keep their meaning, and the run-time test that falls back to the loop as written). Sums a
   thread carries across a stride loop's iterations combine the same terms in another grouping.
+- ``selects=1`` (CUDA): a branch in a loop whose arms only update float scalars (softmax's online
+  update) becomes selects: both arms computed, the taken one kept, a math call both make made once
+  (``ifconvert.py``: which arms are safe to run on the other path). The same results bit for bit;
+  the other knobs then apply to the converted source, whose lines are the source's.
 - ``unroll=U``: ``#pragma unroll U`` before each block- or grid-stride loop (a ``+=`` step, a bound
   known only at run time) of the kernel and the device functions it calls. Each thread still runs
   the same operations in the same order (the CPU executor's results match bit for bit); the
@@ -28,7 +32,7 @@ only after passing every check. The knobs:
   its check.
 
 The search is greedy and driven by timings (``Search.next``): ``__restrict__`` alone, vector=8 and
-vector=4, unroll=4 and unroll=8 (what the translation loses against the expert ports is mostly
+vector=4, selects, unroll=4 and unroll=8 (what the translation loses against the expert ports is mostly
 bytes in flight per thread), each on top of the fastest variant so far, then each integer's values
 in turn (those sizing the block first), then the vector widths and unroll factors again on top of
 that (a smaller block gives a stride loop the iterations a chunk or unrolling needs), then the
@@ -53,6 +57,7 @@ from mlxport.cuda_syntax import parse, text, walk
 from mlxport.errors import UserError
 from mlxport.translate.cuda_kernel import restrict_buffers
 from mlxport.translate.cudafile import CudaFile
+from mlxport.translate.ifconvert import if_converted
 from mlxport.translate.kernel_scope import helper_nodes, kernel_node, pick_kernel, reachable
 from mlxport.translate.launch import file_constants
 from mlxport.translate.macros import normalize
@@ -104,11 +109,15 @@ class Search:
             return
         self.restrict = target == "cuda" and restrict_buffers(base) is not None
         self._base_key = _as_timed(task, base)
-        if target == "cuda" and (plan := vector_plan(task.source_text(), cf, task.kernel)):
-            self.knobs.append(Knob("vector", None, list(VECTOR), plan.edits))
-        if loops := stride_loops(task.source_text(), cf, task.kernel):
-            self.knobs.append(Knob("unroll", None, list(UNROLL), lambda u, loops=loops: _unroll_edits(self.source, loops, u)))
-        self.knobs += _integer_knobs(self.source, launch.block.strip())
+        self.knobs = _knobs(task, target, task.source_text(), cf)
+        converted = if_converted(task.source_text(), cf, task.kernel) if target == "cuda" else None
+        self._converted: tuple[bytes, dict[str, Knob]] | None = None
+        if converted is not None:  # the other knobs again, on the converted source (its lines are the same)
+            ccf = read_cuda(converted, name=task.source)
+            self._converted = (converted.encode("utf-8", "replace"),
+                               {k.name: k for k in _knobs(task, target, converted, ccf)})
+            at = next((i + 1 for i, k in enumerate(self.knobs) if k.name == "vector"), 0)
+            self.knobs.insert(at, Knob("selects", None, [1], lambda _: []))
 
     def next(self, times: dict[str, float | None], base: float | None = None) -> tuple[str, Translation] | None:
         """The next variant to check and time, or None when the search is over. ``times``: each
@@ -164,11 +173,14 @@ class Search:
 
     def _build(self, label: str, settings: dict[str, int]) -> tuple[dict[str, int], Translation | None, str | None]:
         if label not in self._built:
-            edits = [e for k in self.knobs if k.name in settings and settings[k.name] != k.value
-                     for e in k.edits(settings[k.name])]
-            edits = sorted(edits)
-            clash = any(b[0] < a[1] for a, b in zip(edits, edits[1:], strict=False))  # a value in a rewritten loop
-            data = self.source
+            data, knobs = self.source, self.knobs
+            if settings.get("selects") and self._converted is not None:
+                data, by_name = self._converted
+                knobs = [by_name.get(k.name, k if k.name == "selects" else None) for k in self.knobs]
+            missing = any(k is None and own.name in settings for k, own in zip(knobs, self.knobs, strict=True))
+            edits = sorted(e for k in knobs if k is not None and k.name in settings and settings[k.name] != k.value
+                           for e in k.edits(settings[k.name]))
+            clash = missing or any(b[0] < a[1] for a, b in zip(edits, edits[1:], strict=False))  # a value in a rewritten loop
             for start, end, new in reversed(edits):
                 data = data[:start] + new + data[end:]
             try:
@@ -180,6 +192,18 @@ class Search:
                 variant = restrict_buffers(variant)
             self._built[label] = (settings, variant, _as_timed(self.task, variant) if variant else None)
         return self._built[label]
+
+
+def _knobs(task, target: str, source: str, cf: CudaFile) -> list[Knob]:
+    """The vector, unroll and integer knobs of one source of the task (as written, or if-converted)."""
+    data = source.encode("utf-8", "replace")
+    launch = next(site for site in cf.launches if site.kernel == task.kernel)
+    knobs = []
+    if target == "cuda" and (plan := vector_plan(source, cf, task.kernel)):
+        knobs.append(Knob("vector", None, list(VECTOR), plan.edits))
+    if loops := stride_loops(source, cf, task.kernel):
+        knobs.append(Knob("unroll", None, list(UNROLL), lambda u, loops=loops: _unroll_edits(data, loops, u)))
+    return knobs + _integer_knobs(data, launch.block.strip())
 
 
 def tuning_variants(task, target: str) -> list[tuple[str, Translation]]:

@@ -1,0 +1,222 @@
+"""Branches turned into selects: the tuning search's ``selects=1`` knob (CUDA).
+
+An ``if`` inside a loop whose arms only update a thread's floating-point scalars, as softmax's
+online update does::
+
+    if (v > m) { s = s * __expf(m - v) + 1.0f; m = v; }
+    else       { s += __expf(v - m); }
+
+costs a branch per element; the compiler keeps it because each arm holds a special-function call.
+The rewrite evaluates the condition once, as the loop did, and then both arms on copies of what
+they update, and keeps the taken arm's values. A math function called once in each arm is called
+once, on the taken arm's argument::
+
+    { const bool mlxsel_if = (v > m); const float mlxsel_f0 = __expf(mlxsel_if ? (m - v) : (v - m));
+      float mlxsel_a_s = s; float mlxsel_a_m = m; { mlxsel_a_s = mlxsel_a_s * mlxsel_f0 + 1.0f; mlxsel_a_m = v; }
+      float mlxsel_b_s = s; float mlxsel_b_m = m; { mlxsel_b_s += mlxsel_f0; }
+      s = mlxsel_if ? mlxsel_a_s : mlxsel_b_s; m = mlxsel_if ? mlxsel_a_m : mlxsel_b_m; }
+
+The taken arm runs the same operations on the same values, so every result is the same bit for
+bit; the other arm's are thrown away. That is only safe where evaluating the other arm can do
+nothing else, so an arm may hold only assignments to the kernel's float or double scalars (not
+const, static, shared, arrays, pointers or references) of arithmetic on names and literals, casts
+and CUDA's math functions: no element, field or pointer read (it could fault on the other arm's
+values), no other call, no division or remainder (an integer one traps), no nested branch or
+declaration. A hoisted call's arguments may not name what its arm assigns before it. The
+rewrite keeps the statement on its own lines, so every line of the source keeps its number (the
+other knobs name lines).
+"""
+
+from __future__ import annotations
+
+import re
+
+from tree_sitter import Node
+
+from mlxport.cuda_syntax import ancestors, bare_callee, parse, reading_source, text, walk
+from mlxport.errors import UserError
+from mlxport.translate.cudafile import CudaFile
+from mlxport.translate.declarations import declared_name
+from mlxport.translate.kernel_scope import kernel_node, pick_kernel
+from mlxport.translate.macros import normalize
+
+MAX_STATEMENTS = 4  # an arm's; a long arm is work on both paths
+_MATH = re.compile(r"^(__expf|__exp10f|__logf|__log2f|__log10f|__sinf|__cosf|__tanf|__powf|__saturatef|__fmul_r[nzud]|"
+                   r"__fadd_r[nzud]|__fsub_r[nzud]|__fmaf_r[nzud]|__frcp_r[nzud]|__fsqrt_r[nzud]|__frsqrt_rn|"
+                   r"(exp|exp2|exp10|expm1|log|log2|log10|log1p|sin|cos|tan|sinh|cosh|tanh|asin|acos|atan|atan2|"
+                   r"sqrt|rsqrt|cbrt|pow|fabs|fmin|fmax|fma|floor|ceil|trunc|round|rint|erf|erfc|copysign|hypot)f?)$")
+_FLOATS = frozenset({"float", "double"})
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?[fFlLuU]*")
+_LOOPS = frozenset({"for_statement", "while_statement", "do_statement", "for_range_loop"})
+_PURE = frozenset({"identifier", "number_literal", "true", "false", "binary_expression", "unary_expression",
+                   "parenthesized_expression", "conditional_expression", "cast_expression", "call_expression",
+                   "argument_list", "type_descriptor", "primitive_type", "type_identifier", "comment"})
+
+
+def if_converted(source: str, cf: CudaFile, kernel: str) -> str | None:
+    """The source with every such branch of the kernel's loops turned into selects, or None where
+    there is none."""
+    raw = source.encode("utf-8", "replace")
+    data = normalize(raw)  # what the translator parses, offsets kept
+    with reading_source(data):
+        root = parse(data).root_node
+        try:
+            kn = kernel_node(root, pick_kernel(cf, kernel))
+        except UserError:  # a kernel defined by a macro
+            return None
+        body = kn.child_by_field_name("body")
+        if body is None or any(n.type == "identifier" and text(n).startswith("mlxsel_") for n in walk(root)):
+            return None
+        scalars, macros = _float_scalars(body), {m.name: m.body for m in cf.macros}
+        edits = [(n.start_byte, n.end_byte, new) for n in walk(body) if n.type == "if_statement"
+                 if any(a.type in _LOOPS for a in ancestors(n) if body.start_byte <= a.start_byte)
+                 if (new := _selects(raw, n, scalars, macros)) is not None]
+    if not edits:
+        return None
+    out = raw
+    for start, end, new in sorted(edits, reverse=True):
+        out = out[:start] + new.encode() + b"\n" * raw[start:end].count(b"\n") + out[end:]
+    return out.decode("utf-8", "replace")
+
+
+def _float_scalars(body: Node) -> dict[str, str]:
+    """The kernel's float and double scalars declared once, by name: their type."""
+    seen: dict[str, list[str]] = {}
+    for d in walk(body):
+        if d.type != "declaration":
+            continue
+        words = {text(c) for c in d.children}
+        kind = text(d.child_by_field_name("type"))
+        for x in d.children_by_field_name("declarator"):
+            name = declared_name(x)
+            plain = x.type == "identifier" or x.type == "init_declarator" and \
+                x.child_by_field_name("declarator").type == "identifier"
+            ok = plain and kind in _FLOATS and not words & {"const", "constexpr", "static", "__shared__", "extern",
+                                                             "volatile"}
+            seen.setdefault(name, []).append(kind if ok else "")
+    return {n: kinds[0] for n, kinds in seen.items() if len(kinds) == 1 and kinds[0]}
+
+
+def _selects(raw: bytes, node: Node, scalars: dict[str, str], macros: dict[str, str]) -> str | None:
+    cond = node.child_by_field_name("condition")
+    while cond is not None and cond.type == "condition_clause" and len(cond.named_children) == 1:
+        cond = cond.named_children[0]
+    if cond is None or cond.type in ("condition_clause", "declaration", "init_declarator") or \
+            any(n.type.startswith("preproc") for n in walk(node)):
+        return None
+    alternative = node.child_by_field_name("alternative")
+    if alternative is not None and alternative.type == "else_clause":
+        alternative = next((c for c in alternative.named_children if c.type != "comment"), None)
+        if alternative is None:
+            return None
+    arms = [_statements(node.child_by_field_name("consequence"))] + \
+        ([_statements(alternative)] if alternative is not None else [[]])
+    if any(a is None for a in arms):
+        return None
+    targets: list[list[str]] = []
+    for arm in arms:
+        names = []
+        for st in arm:
+            name = _target(st, scalars)
+            if name is None or not _pure(st, macros):
+                return None
+            names.append(name)
+        targets.append(names)
+    assigned = list(dict.fromkeys(n for names in targets for n in names))
+    hoisted, replaced = _hoisted(arms, targets)
+    parts = [f"const bool mlxsel_if = ({_slice(raw, cond)});"]
+    parts += [f"const {'float' if fn.startswith('__') or fn.endswith('f') else 'double'} mlxsel_f{i} = "
+              f"{fn}({', '.join(f'mlxsel_if ? ({a}) : ({b})' for a, b in args)});" for i, (fn, args) in enumerate(hoisted)]
+    for arm, side in zip(arms, "ab", strict=True):
+        parts += [f"{scalars[n]} mlxsel_{side}_{n} = {n};" for n in assigned]
+        parts.append("{ " + " ".join(_renamed(raw, st, set(assigned), side, replaced) for st in arm) + " }")
+    parts += [f"{n} = mlxsel_if ? mlxsel_a_{n} : mlxsel_b_{n};" for n in assigned]
+    return "{ " + " ".join(parts) + " }"
+
+
+def _statements(node: Node | None) -> list[Node] | None:
+    """An arm's statements (a block's, or the one statement), each an expression statement."""
+    if node is None:
+        return None
+    stmts = [c for c in node.named_children if c.type != "comment"] if node.type == "compound_statement" else [node]
+    if not 0 < len(stmts) <= MAX_STATEMENTS or any(s.type != "expression_statement" or not s.named_children
+                                                   for s in stmts):
+        return None
+    return stmts
+
+
+def _target(statement: Node, scalars: dict[str, str]) -> str | None:
+    """The scalar a statement assigns (``x = e``, ``x += e``, ``x++``), or None."""
+    expr = statement.named_children[0]
+    field = "left" if expr.type == "assignment_expression" else "argument" if expr.type == "update_expression" else None
+    target = expr.child_by_field_name(field) if field else None
+    if target is None or target.type != "identifier" or text(target) not in scalars:
+        return None
+    if expr.type == "assignment_expression" and text(expr.child_by_field_name("operator")) in ("/=", "%="):
+        return None
+    return text(target)
+
+
+def _pure(statement: Node, macros: dict[str, str]) -> bool:
+    """Whether the statement does nothing but assign its target: arithmetic on names, literals and
+    numeric macros, casts and math calls, no division or remainder, nothing read through memory."""
+    expr = statement.named_children[0]
+    value = expr.child_by_field_name("right") if expr.type == "assignment_expression" else None
+    for n in walk(value) if value is not None else []:
+        if not n.is_named:
+            continue
+        op = text(n.child_by_field_name("operator")) if n.type in ("binary_expression", "unary_expression") else ""
+        if n.type not in _PURE or n.type == "binary_expression" and op in ("/", "%") or \
+                n.type == "unary_expression" and op not in ("-", "+", "!", "~") or \
+                n.type == "call_expression" and (n.child_by_field_name("function").type != "identifier" or
+                                                 not _MATH.match(bare_callee(n))) or \
+                n.type == "identifier" and text(n) in macros and not _NUMBER.fullmatch(macros[text(n)].strip()):
+            return False  # a macro could read memory
+    return True
+
+
+def _hoisted(arms: list[list[Node]], targets: list[list[str]]):
+    """(function, [(arm a's argument, arm b's)]) for each math function each arm calls once, with
+    arguments naming nothing the arm assigned before the call; and each call's node id: its index."""
+    if not arms[1]:
+        return [], {}
+    calls = [[c for st in arm for c in walk(st) if c.type == "call_expression"] for arm in arms]
+    out, replaced = [], {}
+    for fn in dict.fromkeys(bare_callee(c) for c in calls[0]):
+        mine = [[c for c in cs if bare_callee(c) == fn] for cs in calls]
+        if any(len(m) != 1 for m in mine):
+            continue
+        args = [[a for a in m[0].child_by_field_name("arguments").named_children if a.type != "comment"] for m in mine]
+        if len(args[0]) != len(args[1]) or any(_names(m[0]) & set(_before(arm, names, m[0]))
+                                               for arm, names, m in zip(arms, targets, mine, strict=True)):
+            continue
+        replaced.update({m[0].id: len(out) for m in mine})
+        out.append((fn, [(text(a), text(b)) for a, b in zip(*args, strict=True)]))
+    return out, replaced
+
+
+def _before(arm: list[Node], names: list[str], call: Node) -> list[str]:
+    """What the arm assigns before the statement holding ``call``."""
+    at = next(i for i, st in enumerate(arm) if st.start_byte <= call.start_byte < st.end_byte)
+    return names[:at]
+
+
+def _renamed(raw: bytes, statement: Node, assigned: set[str], side: str, replaced: dict[int, int]) -> str:
+    edits = [(n.start_byte, n.end_byte, f"mlxsel_f{replaced[n.id]}") for n in walk(statement)
+             if n.type == "call_expression" and n.id in replaced]
+    inside = [(s, e) for s, e, _ in edits]
+    edits += [(n.start_byte, n.end_byte, f"mlxsel_{side}_{text(n)}") for n in walk(statement)
+              if n.type == "identifier" and text(n) in assigned and not any(s <= n.start_byte < e for s, e in inside)]
+    out, at = [], statement.start_byte
+    for s, e, new in sorted(edits):
+        out += [raw[at:s].decode("utf-8", "replace"), new]
+        at = e
+    return " ".join(("".join(out) + raw[at:statement.end_byte].decode("utf-8", "replace")).split())
+
+
+def _names(node: Node) -> set[str]:
+    return {text(n) for n in walk(node) if n.type == "identifier"}
+
+
+def _slice(raw: bytes, node: Node) -> str:
+    return " ".join(raw[node.start_byte:node.end_byte].decode("utf-8", "replace").split())
