@@ -42,6 +42,9 @@ LEFT = {  # an arm each, and what evaluating it on the other path could do
     "a macro reading memory": "if (v > m) { s = FIRST; }",
     "a return": "if (v > m) { return; }",
     "a loop": "if (v > m) { while (s < 1.0f) s += 1.0f; }",
+    "a parameter under a local's name": "if (v > m) { n += 1.0f; }",  # int n, and no float n in sight
+    "a comment that would end the line": "if (v > m) { s = s // keep\n + v; }",
+    "the line it is on": "if (v > m) { s = s + __LINE__; }",
 }
 
 
@@ -68,6 +71,26 @@ def test_a_call_whose_argument_its_arm_changed_first_is_not_shared():
 def test_a_branch_whose_other_arm_could_do_harm_is_left(why):
     out = converted(LEFT[why])  # a branch inside it may still be converted on its own
     assert out is None or LEFT[why].split(" {")[0].replace("if ", "mlxsel_if = ") not in out, why
+
+
+def test_only_a_float_function_alone_in_its_expression_is_called_once():
+    """``exp`` takes its argument's type (float here, double elsewhere): both arms keep their own
+    call; ``__expf(sqrtf(v))`` keeps its nesting; ``fmaxf`` and ``__expf`` are made once each."""
+    out = converted("if (v > m) { s = s * exp(v); } else { s = s * exp(-v); }")
+    assert out is not None and "mlxsel_f0" not in out
+    out = converted("if (v > m) { s += __expf(sqrtf(v)); } else { s -= __expf(sqrtf(-v)); }")
+    assert out is not None and "mlxsel_f0" not in out and "__expf(sqrtf(v))" in out
+    out = converted("if (v > m) { s = fmaxf(s, v) + __expf(v); } else { s = fmaxf(s, -v) + __expf(-v); }")
+    assert "const float mlxsel_f0 = fmaxf(mlxsel_if ? (s) : (s), mlxsel_if ? (v) : (-v));" in out
+    assert "const float mlxsel_f1 = __expf(mlxsel_if ? (v) : (-v));" in out
+
+
+def test_the_scalar_an_if_sees_is_the_one_converted():
+    """A float ``best`` declared in another block does not make the file's ``best`` the kernel's
+    own: storing it on both paths would write memory the untaken path never wrote."""
+    src = "__device__ float best;\n" + HEADER.replace("float v = x[c];", "float v = x[c];\n        { float best = v; s += best; }") + \
+        "if (v > 1.5f) { best = v; }" + FOOTER
+    assert if_converted(src, read_cuda(src), "k") is None
 
 
 def test_a_branch_outside_any_loop_is_left():

@@ -22,9 +22,12 @@ nothing else, so an arm may hold only assignments to the kernel's float or doubl
 const, static, shared, arrays, pointers or references) of arithmetic on names and literals, casts
 and CUDA's math functions: no element, field or pointer read (it could fault on the other arm's
 values), no other call, no division or remainder (an integer one traps), no nested branch or
-declaration. A hoisted call's arguments may not name what its arm assigns before it. The
-rewrite keeps the statement on its own lines, so every line of the source keeps its number (the
-other knobs name lines).
+declaration. The scalar is the one the ``if`` sees (the nearest declaration before it in a block
+around it). A call is made once only for a float math function (``__expf``, ``expf``: ``exp``'s type
+follows its argument's) called once in each arm, inside and around no other call, on arguments
+naming nothing its arm assigned before it. The rewrite keeps the statement on its own lines, so
+every line of the source keeps its number (the other knobs name lines), and is left undone where
+that would change what the text says: comments, line continuations, ``__LINE__``, lambdas.
 """
 
 from __future__ import annotations
@@ -46,6 +49,10 @@ _MATH = re.compile(r"^(__expf|__exp10f|__logf|__log2f|__log10f|__sinf|__cosf|__t
                    r"(exp|exp2|exp10|expm1|log|log2|log10|log1p|sin|cos|tan|sinh|cosh|tanh|asin|acos|atan|atan2|"
                    r"sqrt|rsqrt|cbrt|pow|fabs|fmin|fmax|fma|floor|ceil|trunc|round|rint|erf|erfc|copysign|hypot)f?)$")
 _FLOATS = frozenset({"float", "double"})
+_QUALIFIERS = frozenset({"const", "constexpr", "static", "__shared__", "extern", "volatile", "__device__", "__constant__"})
+_BASES = frozenset({"exp", "exp2", "exp10", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "sinh", "cosh",
+                    "tanh", "asin", "acos", "atan", "atan2", "sqrt", "rsqrt", "cbrt", "pow", "fabs", "fmin", "fmax", "fma",
+                    "floor", "ceil", "trunc", "round", "rint", "erf", "erfc", "copysign", "hypot"})
 _NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?[fFlLuU]*")
 _LOOPS = frozenset({"for_statement", "while_statement", "do_statement", "for_range_loop"})
 _PURE = frozenset({"identifier", "number_literal", "true", "false", "binary_expression", "unary_expression",
@@ -67,10 +74,10 @@ def if_converted(source: str, cf: CudaFile, kernel: str) -> str | None:
         body = kn.child_by_field_name("body")
         if body is None or any(n.type == "identifier" and text(n).startswith("mlxsel_") for n in walk(root)):
             return None
-        scalars, macros = _float_scalars(body), {m.name: m.body for m in cf.macros}
+        macros = {m.name: m.body for m in cf.macros}
         edits = [(n.start_byte, n.end_byte, new) for n in walk(body) if n.type == "if_statement"
                  if any(a.type in _LOOPS for a in ancestors(n) if body.start_byte <= a.start_byte)
-                 if (new := _selects(raw, n, scalars, macros)) is not None]
+                 if (new := _selects(raw, n, body, macros)) is not None]
     if not edits:
         return None
     out = raw
@@ -79,31 +86,41 @@ def if_converted(source: str, cf: CudaFile, kernel: str) -> str | None:
     return out.decode("utf-8", "replace")
 
 
-def _float_scalars(body: Node) -> dict[str, str]:
-    """The kernel's float and double scalars declared once, by name: their type."""
-    seen: dict[str, list[str]] = {}
-    for d in walk(body):
-        if d.type != "declaration":
-            continue
-        words = {text(c) for c in d.children}
-        kind = text(d.child_by_field_name("type"))
-        for x in d.children_by_field_name("declarator"):
-            name = declared_name(x)
-            plain = x.type == "identifier" or x.type == "init_declarator" and \
-                x.child_by_field_name("declarator").type == "identifier"
-            ok = plain and kind in _FLOATS and not words & {"const", "constexpr", "static", "__shared__", "extern",
-                                                             "volatile"}
-            seen.setdefault(name, []).append(kind if ok else "")
-    return {n: kinds[0] for n, kinds in seen.items() if len(kinds) == 1 and kinds[0]}
+def _declared_type(node: Node, name: str, body: Node) -> str | None:
+    """The type of the declaration of ``name`` that ``node`` sees (the nearest before it in a block
+    around it), when that is a float or double scalar of the kernel's own (not a parameter, a
+    variable of the file, const, static, shared or volatile); None otherwise."""
+    cur = node
+    while cur != body and cur.parent is not None:
+        block = cur.parent
+        init = block.child_by_field_name("initializer") if block.type == "for_statement" else None
+        if init is not None and name in _names(init):
+            return None
+        if block.type == "compound_statement":
+            for d in reversed([c for c in block.named_children if c.end_byte <= cur.start_byte]):
+                if d.type != "declaration":
+                    continue
+                for x in d.children_by_field_name("declarator"):
+                    if declared_name(x) != name:
+                        continue
+                    plain = x.type == "identifier" or x.type == "init_declarator" and \
+                        x.child_by_field_name("declarator").type == "identifier"
+                    kind = text(d.child_by_field_name("type"))
+                    return kind if plain and kind in _FLOATS and not {text(c) for c in d.children} & _QUALIFIERS else None
+        cur = block
+    return None
 
 
-def _selects(raw: bytes, node: Node, scalars: dict[str, str], macros: dict[str, str]) -> str | None:
+def _selects(raw: bytes, node: Node, body: Node, macros: dict[str, str]) -> str | None:
     cond = node.child_by_field_name("condition")
     while cond is not None and cond.type == "condition_clause" and len(cond.named_children) == 1:
         cond = cond.named_children[0]
+    written = raw[node.start_byte:node.end_byte]
     if cond is None or cond.type in ("condition_clause", "declaration", "init_declarator") or \
-            any(n.type.startswith("preproc") for n in walk(node)):
-        return None
+            any(text(c) == "constexpr" for c in node.children) or b"\\\n" in written or b"\r" in written.replace(b"\r\n", b"") or \
+            any(n.type.startswith("preproc") or n.type in ("comment", "lambda_expression", "ERROR") or n.is_missing or
+                n.type == "identifier" and text(n) in ("__LINE__", "__COUNTER__", "__FILE__") for n in walk(node)):
+        return None  # what would read otherwise on one line, or on the if's first line
     alternative = node.child_by_field_name("alternative")
     if alternative is not None and alternative.type == "else_clause":
         alternative = next((c for c in alternative.named_children if c.type != "comment"), None)
@@ -114,19 +131,22 @@ def _selects(raw: bytes, node: Node, scalars: dict[str, str], macros: dict[str, 
     if any(a is None for a in arms):
         return None
     targets: list[list[str]] = []
+    scalars: dict[str, str] = {}
     for arm in arms:
         names = []
         for st in arm:
-            name = _target(st, scalars)
-            if name is None or not _pure(st, macros):
+            name = _target(st)
+            kind = _declared_type(node, name, body) if name is not None else None
+            if kind is None or not _pure(st, macros):
                 return None
+            scalars[name] = kind
             names.append(name)
         targets.append(names)
     assigned = list(dict.fromkeys(n for names in targets for n in names))
     hoisted, replaced = _hoisted(arms, targets)
     parts = [f"const bool mlxsel_if = ({_slice(raw, cond)});"]
-    parts += [f"const {'float' if fn.startswith('__') or fn.endswith('f') else 'double'} mlxsel_f{i} = "
-              f"{fn}({', '.join(f'mlxsel_if ? ({a}) : ({b})' for a, b in args)});" for i, (fn, args) in enumerate(hoisted)]
+    parts += [f"const float mlxsel_f{i} = {fn}({', '.join(f'mlxsel_if ? ({a}) : ({b})' for a, b in args)});"
+              for i, (fn, args) in enumerate(hoisted)]
     for arm, side in zip(arms, "ab", strict=True):
         parts += [f"{scalars[n]} mlxsel_{side}_{n} = {n};" for n in assigned]
         parts.append("{ " + " ".join(_renamed(raw, st, set(assigned), side, replaced) for st in arm) + " }")
@@ -145,12 +165,12 @@ def _statements(node: Node | None) -> list[Node] | None:
     return stmts
 
 
-def _target(statement: Node, scalars: dict[str, str]) -> str | None:
-    """The scalar a statement assigns (``x = e``, ``x += e``, ``x++``), or None."""
+def _target(statement: Node) -> str | None:
+    """The name a statement assigns (``x = e``, ``x += e``, ``x++``), or None."""
     expr = statement.named_children[0]
     field = "left" if expr.type == "assignment_expression" else "argument" if expr.type == "update_expression" else None
     target = expr.child_by_field_name(field) if field else None
-    if target is None or target.type != "identifier" or text(target) not in scalars:
+    if target is None or target.type != "identifier":
         return None
     if expr.type == "assignment_expression" and text(expr.child_by_field_name("operator")) in ("/=", "%="):
         return None
@@ -184,8 +204,9 @@ def _hoisted(arms: list[list[Node]], targets: list[list[str]]):
     out, replaced = [], {}
     for fn in dict.fromkeys(bare_callee(c) for c in calls[0]):
         mine = [[c for c in cs if bare_callee(c) == fn] for cs in calls]
-        if any(len(m) != 1 for m in mine):
-            continue
+        if any(len(m) != 1 or not _alone(m[0]) for m in mine) or \
+                not (fn.startswith("__") or fn.endswith("f") and fn[:-1] in _BASES):
+            continue  # a float function (exp's type follows its argument's), neither inside nor around a call
         args = [[a for a in m[0].child_by_field_name("arguments").named_children if a.type != "comment"] for m in mine]
         if len(args[0]) != len(args[1]) or any(_names(m[0]) & set(_before(arm, names, m[0]))
                                                for arm, names, m in zip(arms, targets, mine, strict=True)):
@@ -193,6 +214,18 @@ def _hoisted(arms: list[list[Node]], targets: list[list[str]]):
         replaced.update({m[0].id: len(out) for m in mine})
         out.append((fn, [(text(a), text(b)) for a, b in zip(*args, strict=True)]))
     return out, replaced
+
+
+def _alone(call: Node) -> bool:
+    """Whether a call holds no other call and sits in none."""
+    if any(c.type == "call_expression" and c != call for c in walk(call)):
+        return False
+    up = call.parent
+    while up is not None and up.type != "expression_statement":
+        if up.type == "call_expression":
+            return False
+        up = up.parent
+    return True
 
 
 def _before(arm: list[Node], names: list[str], call: Node) -> list[str]:
@@ -211,7 +244,7 @@ def _renamed(raw: bytes, statement: Node, assigned: set[str], side: str, replace
     for s, e, new in sorted(edits):
         out += [raw[at:s].decode("utf-8", "replace"), new]
         at = e
-    return " ".join(("".join(out) + raw[at:statement.end_byte].decode("utf-8", "replace")).split())
+    return ("".join(out) + raw[at:statement.end_byte].decode("utf-8", "replace")).replace("\n", " ")
 
 
 def _names(node: Node) -> set[str]:
@@ -219,4 +252,4 @@ def _names(node: Node) -> set[str]:
 
 
 def _slice(raw: bytes, node: Node) -> str:
-    return " ".join(raw[node.start_byte:node.end_byte].decode("utf-8", "replace").split())
+    return raw[node.start_byte:node.end_byte].decode("utf-8", "replace").replace("\n", " ")
