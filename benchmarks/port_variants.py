@@ -291,6 +291,31 @@ WGMMA_PIPELINED = """    float s[NT * 4];
 """
 
 
+# The wgmma path's first copies as the port has them, and for K in three buffers and V in two:
+# Q with K0, then (K1, V0), then (K2, V1); after tile t, (K t+3, V t+2) refill what tile t used, so
+# each step has the next K and this V landed one step ahead (a copy wait that leaves one group).
+WGMMA_PROLOGUE = """    load(sQ, qb, q0, BQ, Tq);
+#pragma unroll
+    for (int st = 0; st < STAGES; ++st) fill(st);
+"""
+WGMMA_PROLOGUE_K3V2 = """    const uint32_t sK = sKV, sV = sKV + 3 * TILE;
+    auto refill = [&](int t) {  // after tile t: K t + 3 and V t + 2 into its buffers, one copy group
+        if (t + 3 < n_tiles) load_tile(sK + (t % 3) * TILE, kb, (t + 3) * BK);
+        if (t + 2 < n_tiles) load_tile(sV + (t % 2) * TILE, vb, (t + 2) * BK);
+        mlxp_cp_commit();
+    };
+    load(sQ, qb, q0, BQ, Tq);
+    if (0 < n_tiles) load_tile(sK, kb, 0);
+    mlxp_cp_commit();
+    if (1 < n_tiles) load_tile(sK + TILE, kb, BK);
+    if (0 < n_tiles) load_tile(sV, vb, 0);
+    mlxp_cp_commit();
+    if (2 < n_tiles) load_tile(sK + 2 * TILE, kb, 2 * BK);
+    if (1 < n_tiles) load_tile(sV + TILE, vb, BK);
+    mlxp_cp_commit();
+"""
+
+
 def attention_variants(port: KernelCandidate) -> dict[str, KernelCandidate]:
     """The 16-bit prefill path's choices: wgmma (WG 1, where the compiler targets sm_90a) or mma.sync
     (WG 0, 16 * MT query rows a warp), warpgroups a block sharing the K and V tiles (WGS), keys a
@@ -322,6 +347,23 @@ def attention_variants(port: KernelCandidate) -> dict[str, KernelCandidate]:
         assert WGMMA_LOOP in data["header"]
         data["header"] = data["header"].replace(WGMMA_LOOP, WGMMA_PIPELINED)
         out[f"wgmma_overlap_s{st}"] = KernelCandidate.model_validate({**data, "name": f"attention_fwd_overlap_s{st}"})
+    data = json.loads(out["wgmma_overlap_s2"].model_dump_json())  # K in three buffers, V in two: 99,328 bytes at D = 128
+    loop = WGMMA_PIPELINED
+    for old, new in (("mlxp_cp_wait<STAGES - 1>();", "mlxp_cp_wait<2>();"), ("mlxp_cp_wait<STAGES - 2>();", "mlxp_cp_wait<1>();"),
+                     ("buf = sKV + (t % STAGES) * 2 * TILE;\n        mlxp_wg_fence();\n#pragma unroll\n        for (int ks",
+                      "buf = sK + (t % 3) * TILE;\n        mlxp_wg_fence();\n#pragma unroll\n        for (int ks"),
+                     ("buf = sKV + (t % STAGES) * 2 * TILE;\n        mlxp_wg_fence();\n#pragma unroll\n        for (int kk",
+                      "buf = sV + (t % 2) * TILE;\n        mlxp_wg_fence();\n#pragma unroll\n        for (int kk"),
+                     ("mlxp_desc(buf + TILE + kk * 16 * 128", "mlxp_desc(buf + kk * 16 * 128"), ("fill(t + STAGES);", "refill(t);"),
+                     ("    if (n_tiles > 0) {\n        issue_pv(n_tiles - 1);",  # the last V came with a K past the end
+                      "    mlxp_cp_wait<0>();\n    mlxp_fence_async_smem();\n    __syncthreads();\n"
+                      "    if (n_tiles > 0) {\n        issue_pv(n_tiles - 1);")):
+        assert loop.count(old) == 1, old
+        loop = loop.replace(old, new)
+    data["header"] = data["header"].replace(WGMMA_PROLOGUE, WGMMA_PROLOGUE_K3V2).replace(WGMMA_PIPELINED, loop)
+    assert data["shared_memory"].count("(64 + 2 * 2 * 64)") == 1
+    data["shared_memory"] = data["shared_memory"].replace("(64 + 2 * 2 * 64)", "(64 + 5 * 64)")
+    out["wgmma_overlap_k3v2"] = KernelCandidate.model_validate({**data, "name": "attention_fwd_overlap_k3v2"})
     by_head = "    if constexpr (!CAUSAL) {"
     assert by_head in port.header
     out["all_heads_noncausal"] = port.model_copy(update={"header": port.header.replace(by_head, "    if constexpr (false) {"),
