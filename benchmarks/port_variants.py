@@ -155,57 +155,20 @@ def reduce_sum(res: Results, backend) -> None:
             bench(res, backend, task, variant, f"reduce_sum {label}", iters=12)
 
 
-# The wgmma path's loop over key tiles as the port has it: each tile's S = Q K^T, softmax and O += P V
-# back to back, each product waited for before the next step.
-WGMMA_LOOP = """    for (int t = 0; t < n_tiles; ++t) {
-        const uint32_t buf = sKV + (t % STAGES) * 2 * TILE;
-        mlxp_cp_wait<STAGES - 1>();
-        mlxp_fence_async_smem();
-        __syncthreads();  // this tile (and Q) landed for every thread, visible to the tensor cores
+# Where the wgmma path's loop over key tiles starts and ends in the port: each tile's S = Q K^T,
+# softmax and O += P V back to back, each product waited for before the next step.
+WGMMA_LOOP = ("    for (int t = 0; t < n_tiles; ++t) {\n        const uint32_t buf = sKV + (t % STAGES) * 2 * TILE;\n",
+              "\n#pragma unroll\n    for (int hr = 0; hr < 2; ++hr) {\n        float tot = l[hr];")
 
-        if (!CAUSAL || t * BK <= wrow0 + 63 + offset) {  // uniform across the warpgroup
-            float s[NT * 4];
-#pragma unroll
-            for (int i = 0; i < NT * 4; ++i) s[i] = 0.0f;
-            mlxp_wg_fence();
-#pragma unroll
-            for (int ks = 0; ks < D / 16; ++ks) {
-                const uint32_t at = (ks % 4) * 32;  // 16 columns a step within a panel's 128-byte row
-                mlxp_wg_ss<BK, T>(s, mlxp_desc(sQ + (ks / 4) * BQ * 128 + wg * 64 * 128 + at, 16, 1024),
-                                  mlxp_desc(buf + (ks / 4) * BK * 128 + at, 16, 1024), ks > 0);
-            }
-            mlxp_wg_commit();
-            mlxp_wg_wait<0>();
-            mlxp_wg_hold<NT * 4>(s);
 
-            const bool masked = (t + 1) * BK > Tk || (CAUSAL && (t + 1) * BK - 1 > row0 + offset);
-            mlxp_wg_softmax<NT, CAUSAL>(s, m, l, alpha, qs, masked, t * BK, row, t4, Tk, offset);
-            uint32_t p[BK / 16][4];
-#pragma unroll
-            for (int kk = 0; kk < BK / 16; ++kk)
-#pragma unroll
-                for (int i = 0; i < 4; ++i) p[kk][i] = Mma::pack(s[8 * kk + 2 * i], s[8 * kk + 2 * i + 1]);
-            if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {  // a row's maximum moved
-#pragma unroll
-                for (int dt = 0; dt < DT; ++dt) {
-                    o[dt * 4 + 0] *= alpha[0];
-                    o[dt * 4 + 1] *= alpha[0];
-                    o[dt * 4 + 2] *= alpha[1];
-                    o[dt * 4 + 3] *= alpha[1];
-                }
-            }
-            mlxp_wg_fence();
-#pragma unroll
-            for (int kk = 0; kk < BK / 16; ++kk)  // 16 keys a step; the next 64 head dims are BK rows on
-                mlxp_wg_rs<D, T>(o, p[kk], mlxp_desc(buf + TILE + kk * 16 * 128, BK * 128, 1024), 1);
-            mlxp_wg_commit();
-            mlxp_wg_wait<0>();
-            mlxp_wg_hold<DT * 4>(o);
-        }
-        __syncthreads();  // every warp is done with this buffer: refill it STAGES tiles ahead
-        fill(t + STAGES);
-    }
-"""
+def pipelined(header: str) -> str:
+    """The port's header with the wgmma loop replaced by WGMMA_PIPELINED."""
+    start = header.index(WGMMA_LOOP[0])
+    end = header.index(WGMMA_LOOP[1], start)
+    assert header.count(WGMMA_LOOP[0]) == 1 and "fill(t + STAGES);" in header[start:end]
+    return header[:start] + WGMMA_PIPELINED + header[end:]
+
+
 # The same steps software-pipelined (FlashAttention-3's intra-warpgroup overlap): tile t + 1's
 # S = Q K^T is issued before tile t's O += P V, and its softmax runs while P V is in flight; O is
 # rescaled and P packed (P V reads p from registers) once P V is done, before the next P V, as in the
@@ -343,9 +306,8 @@ def attention_variants(port: KernelCandidate) -> dict[str, KernelCandidate]:
     per_head = port.header.replace(order, "    bh = blockIdx.z;\n    return gridDim.y - 1 - blockIdx.y;")
     out["longest_first_per_head"] = port.model_copy(update={"header": per_head, "name": "attention_fwd_per_head"})
     for st in (2, 3):  # the wgmma path's loop pipelined, at 2 and 3 buffers
-        data = json.loads(out[f"wgmma_wgs1_mt1_bk64_s{2 if st == 2 else 3}"].model_dump_json())
-        assert WGMMA_LOOP in data["header"]
-        data["header"] = data["header"].replace(WGMMA_LOOP, WGMMA_PIPELINED)
+        data = json.loads(out[f"wgmma_wgs1_mt1_bk64_s{st}"].model_dump_json())
+        data["header"] = pipelined(data["header"])
         out[f"wgmma_overlap_s{st}"] = KernelCandidate.model_validate({**data, "name": f"attention_fwd_overlap_s{st}"})
     data = json.loads(out["wgmma_overlap_s2"].model_dump_json())  # K in three buffers, V in two: 99,328 bytes at D = 128
     loop = WGMMA_PIPELINED
