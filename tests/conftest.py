@@ -23,6 +23,20 @@ def cli():
     return run_cli
 
 
+def run_written_tests(*args: str | Path, timeout: float = 900) -> subprocess.CompletedProcess:
+    """``python -m pytest ARGS`` in a subprocess, for the test files a port writes (test_kernel.py).
+    They need pytest alone, so the third-party plugins of this venv (langsmith's, hypothesis',
+    anyio's) are not loaded: loading them, and assertion-rewriting their modules, takes seconds on
+    every start."""
+    return subprocess.run([sys.executable, "-m", "pytest", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+
+
+@pytest.fixture
+def written_tests():
+    return run_written_tests
+
+
 # ---------------------------------------------------------------- kinds of hacks rejected
 
 def pytest_runtest_setup(item):

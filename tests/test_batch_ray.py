@@ -15,11 +15,15 @@ from pathlib import Path
 
 import pytest
 
-ray = pytest.importorskip("ray", reason="needs Ray: pip install -e '.[ray]'")
+from mlxport.batch import read_events, run_batch
+from mlxport.errors import UserError
+from mlxport.tasks import SUITE_DIR
 
-from mlxport.batch import read_events, run_batch  # noqa: E402
-from mlxport.errors import UserError  # noqa: E402
-from mlxport.tasks import SUITE_DIR  # noqa: E402
+
+@pytest.fixture(autouse=True, scope="module")
+def _ray():
+    """Imported when these tests run, not at collection (where every worker would import it)."""
+    pytest.importorskip("ray", reason="needs Ray: pip install -e '.[ray]'")
 
 
 def free_port() -> int:

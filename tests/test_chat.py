@@ -127,7 +127,9 @@ def test_chat_in_a_terminal_guidance_approval_quit_and_resume(tmp_path, tmux):
     script.write_text(json.dumps(SCRIPT))
     out = tmp_path / "out"
     chat_cmd = [sys.executable, "-m", "mlxport.cli", "chat", "--out", str(out)]
-    tmux.start("first", [*chat_cmd, "--task", "vector_add", "--backend", "sim", "--model", f"scripted:{script}"])
+    # No extra seeds in the final verification: the kernel is the expert port (tests/test_agent.py shows them).
+    tmux.start("first", [*chat_cmd, "--task", "vector_add", "--backend", "sim", "--model", f"scripted:{script}",
+                         "--budget", "extra_seeds=0"])
     tmux.wait_for("first", "type guidance any time")
     tmux.type("first", GUIDANCE)
     session = json.loads((out / "vector_add" / "session.json").read_text())["session"]
@@ -194,7 +196,7 @@ def test_reject_inspect_and_resume_at_an_approval(tmp_path):
     ])
     screen = io.StringIO()
     console = Console(file=screen, width=80, highlight=False)
-    config = RunConfig(backend="sim")
+    config = RunConfig(backend="sim", extra_seeds=0)  # the final verification of a one-line variant of the expert port
     first = Person(screen, [("accept it?", 1, "/best"), ("awaits your approval", 1, "n"), ("accept it?", 2, "/quit")])
     session = chat(TASK, config, tmp_path, model=scripted, console=console, read=first.read)
     text = screen.getvalue()

@@ -13,13 +13,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-pytest.importorskip("mcp.server.mcpserver", reason="needs mcp 2: pip install -e '.[mcp]'")
-import mcp_types  # noqa: E402
-from mcp.client import Client  # noqa: E402
-from mcp.client.stdio import StdioServerParameters  # noqa: E402
-
-from mlxport.tasks import SUITE_DIR  # noqa: E402
-from mlxport.tools import schemas  # noqa: E402
+from mlxport.tasks import SUITE_DIR
+from mlxport.tools import schemas
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "mcp.md"
@@ -40,10 +35,15 @@ def text(result) -> str:
 
 
 async def answer(context, params):
+    import mcp_types
+
     return mcp_types.ElicitResult(action="accept", content={"answer": f"float32 is enough ({params.message})"})
 
 
 async def session_calls(tmp_path: Path) -> dict:
+    from mcp.client import Client
+    from mcp.client.stdio import StdioServerParameters
+
     server = StdioServerParameters(command=sys.executable, args=["-m", "mlxport.cli", "mcp", "--backend", "sim"], env=dict(os.environ),
                                    cwd=str(tmp_path))
     got: dict = {"calls": []}
@@ -105,6 +105,8 @@ async def session_calls(tmp_path: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def got(tmp_path_factory):
+    # mcp is imported when these tests run, not at collection (where every worker would import it).
+    pytest.importorskip("mcp.server.mcpserver", reason="needs mcp 2: pip install -e '.[mcp]'")
     return anyio.run(session_calls, tmp_path_factory.mktemp("mcp"))
 
 

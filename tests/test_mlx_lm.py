@@ -5,11 +5,12 @@ state, and generation carrying on."""
 import mlx.core as mx
 import pytest
 
-pytest.importorskip("mlx_lm", reason="needs mlx-lm: pip install -e '.[dev]'")
-from mlxport.integrations.mlx_lm import mamba_module, patch_mamba, scan_op  # noqa: E402
+from mlxport.integrations.mlx_lm import mamba_module, patch_mamba, scan_op
 
 
 def test_a_patched_mamba_prefills_through_the_port_and_generation_continues():
+    # Imported here, not at collection: mlx-lm's package imports transformers, seconds on every worker.
+    pytest.importorskip("mlx_lm", reason="needs mlx-lm: pip install -e '.[dev]'")
     m = mamba_module()
     args = m.ModelArgs(model_type="mamba", vocab_size=64, hidden_size=16, intermediate_size=32, state_size=16,
                        num_hidden_layers=2, conv_kernel=4, use_bias=False, use_conv_bias=True, time_step_rank=4)

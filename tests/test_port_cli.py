@@ -19,14 +19,13 @@ from mlxport.tasks import expert_ports, load_task
 DEFAULT_TASKS = ["vector_add", "softmax_rows", "transpose_tiled"]
 
 
-def test_defaults_turn_three_tasks_into_verified_kernels_whose_tests_pass(tmp_path):
+def test_defaults_turn_three_tasks_into_verified_kernels_whose_tests_pass(tmp_path, written_tests):
     for name in DEFAULT_TASKS:
         run = run_port(load_task(name), RunConfig(), tmp_path)  # the defaults: rules policy, best backend
         assert run["result"]["verified"], (name, run["stop_reason"], run["rejected_in_final_verification"])
         assert run["non_llm_baseline"] and "non-LLM baseline" in (tmp_path / name / "report.md").read_text()
     tests = [str(tmp_path / name / "test_kernel.py") for name in DEFAULT_TASKS]
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--import-mode=importlib", *tests],
-                            capture_output=True, text=True, timeout=900)
+    result = written_tests("-q", "-p", "no:cacheprovider", "--import-mode=importlib", *tests)
     assert result.returncode == 0, result.stdout[-3000:]
 
 
@@ -60,8 +59,10 @@ def _checkpoints(db) -> int:
 def test_sigkill_mid_run_then_resume_loses_nothing(tmp_path, cli):
     script, port = _script(tmp_path)
     out = tmp_path / "out"
+    # No extra seeds in the final verification (the session keeps its budget across the resume): the
+    # kernel is the expert port, and what this test is about is the kill and the resume.
     cmd = [sys.executable, "-m", "mlxport.cli", "port", "--task", "vector_add", "--backend", "sim", "--model",
-           f"scripted:{script}", "--out", str(out)]
+           f"scripted:{script}", "--budget", "extra_seeds=0", "--out", str(out)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     db = out / "vector_add" / "checkpoints.sqlite"
     deadline = time.monotonic() + 120

@@ -20,8 +20,11 @@ def port_args():
 
 
 def run(tmp_path, script, tokens=None):
+    # No extra seeds in the final verification: the kernel is the expert port, and these tests are
+    # about the provider path (tests/test_agent.py shows the extra seeds).
     with OpenAIServer(script) as server:
-        config = RunConfig(model="openai:scripted-model", base_url=server.url, backend="sim", max_iterations=8)
+        config = RunConfig(model="openai:scripted-model", base_url=server.url, backend="sim", max_iterations=8,
+                           extra_seeds=0)
         record = run_port(TASK, config, tmp_path, on_token=tokens)
         return record, server.requests
 

@@ -11,10 +11,15 @@ COMMANDS = ("port", "chat", "batch", "eval", "check", "bench", "read", "translat
             "tasks show", "tasks check", "kb search", "kb chip", "mcp", "doctor", "export")
 
 
+_HELP: dict[str, set[str]] = {}  # each command's --help, run once for both tests below
+
+
 def help_options(cli, command: str) -> set[str]:
-    result = cli(*command.split(), "--help", env={"COLUMNS": "200"})
-    assert result.returncode == 0, result.stderr
-    return set(re.findall(r"--[a-z][a-z-]*", result.stdout))
+    if command not in _HELP:
+        result = cli(*command.split(), "--help", env={"COLUMNS": "200"})
+        assert result.returncode == 0, result.stderr
+        _HELP[command] = set(re.findall(r"--[a-z][a-z-]*", result.stdout))
+    return _HELP[command]
 
 
 def readme_uses(command: str) -> set[str]:

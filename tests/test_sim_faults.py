@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -38,7 +40,9 @@ def test_out_of_bounds_vector_read_keeps_checks(sim):
     c = kernel("uint i = thread_position_in_grid.x;\nout[i] = ((const device float4*)x)[i].x;",
                ["x.size", 1, 1], [64, 1, 1])
     r = sim.run(c, {"x": X})
-    assert r.error is not None and "read of x[64]" in r.error and "16-byte" in r.error
+    # which out-of-bounds thread reports first depends on the order threadgroups finish in
+    found = re.search(r"out-of-bounds read of x\[(\d+)\] through a 16-byte element pointer", r.error or "")
+    assert found and 64 <= int(found[1]) < 256 and "64 such elements" in r.error, r.error
 
 
 def test_threadgroup_out_of_bounds(sim):

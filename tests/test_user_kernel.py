@@ -3,8 +3,6 @@ golden is the original kernel run on the CPU executor, the rules policy ports it
 and bad input ends in one sentence."""
 
 import shutil
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
@@ -26,7 +24,8 @@ def _port(cli, tmp_path, name, *args):
     return result
 
 
-def test_a_cooperative_groups_kernel_in_a_file_with_a_local_header_ports_and_its_test_passes(tmp_path, cli):
+def test_a_cooperative_groups_kernel_in_a_file_with_a_local_header_ports_and_its_test_passes(tmp_path, cli,
+                                                                                              written_tests):
     result = _port(cli, tmp_path, "layernorm_main.cu", "--case", "B=2,T=16,C=96,block_size=128")
     assert "verified on sim" in result.stdout
     folder = tmp_path / "out" / "layernorm_rows"
@@ -37,8 +36,8 @@ def test_a_cooperative_groups_kernel_in_a_file_with_a_local_header_ports_and_its
     task = tomllib.loads((folder / "task" / "task.toml").read_text())
     # mean and rstd hold B*T rows: the port sizes them from inp (B*T*C) and the param C
     assert {o["name"]: o["shape"] for o in task["outputs"]}["mean"] == ["B * T"]
-    tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--import-mode=importlib",
-                            str(folder / "test_kernel.py")], capture_output=True, text=True, timeout=600)
+    tests = written_tests("-q", "-p", "no:cacheprovider", "--import-mode=importlib", folder / "test_kernel.py",
+                          timeout=600)
     assert tests.returncode == 0, tests.stdout[-3000:]
 
 
