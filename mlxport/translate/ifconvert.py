@@ -44,15 +44,15 @@ from mlxport.translate.kernel_scope import kernel_node, pick_kernel
 from mlxport.translate.macros import normalize
 
 MAX_STATEMENTS = 4  # an arm's; a long arm is work on both paths
-_MATH = re.compile(r"^(__expf|__exp10f|__logf|__log2f|__log10f|__sinf|__cosf|__tanf|__powf|__saturatef|__fmul_r[nzud]|"
-                   r"__fadd_r[nzud]|__fsub_r[nzud]|__fmaf_r[nzud]|__frcp_r[nzud]|__fsqrt_r[nzud]|__frsqrt_rn|"
-                   r"(exp|exp2|exp10|expm1|log|log2|log10|log1p|sin|cos|tan|sinh|cosh|tanh|asin|acos|atan|atan2|"
-                   r"sqrt|rsqrt|cbrt|pow|fabs|fmin|fmax|fma|floor|ceil|trunc|round|rint|erf|erfc|copysign|hypot)f?)$")
-_FLOATS = frozenset({"float", "double"})
-_QUALIFIERS = frozenset({"const", "constexpr", "static", "__shared__", "extern", "volatile", "__device__", "__constant__"})
+# CUDA's math functions: double and float (``expf``), and the float intrinsics (``__expf``).
 _BASES = frozenset({"exp", "exp2", "exp10", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "sinh", "cosh",
                     "tanh", "asin", "acos", "atan", "atan2", "sqrt", "rsqrt", "cbrt", "pow", "fabs", "fmin", "fmax", "fma",
                     "floor", "ceil", "trunc", "round", "rint", "erf", "erfc", "copysign", "hypot"})
+_MATH = re.compile(r"^(__expf|__exp10f|__logf|__log2f|__log10f|__sinf|__cosf|__tanf|__powf|__saturatef|__fmul_r[nzud]|"
+                   r"__fadd_r[nzud]|__fsub_r[nzud]|__fmaf_r[nzud]|__frcp_r[nzud]|__fsqrt_r[nzud]|__frsqrt_rn|"
+                   rf"({'|'.join(sorted(_BASES))})f?)$")
+_FLOATS = frozenset({"float", "double"})
+_QUALIFIERS = frozenset({"const", "constexpr", "static", "__shared__", "extern", "volatile", "__device__", "__constant__"})
 _NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?[fFlLuU]*")
 _LOOPS = frozenset({"for_statement", "while_statement", "do_statement", "for_range_loop"})
 _PURE = frozenset({"identifier", "number_literal", "true", "false", "binary_expression", "unary_expression",

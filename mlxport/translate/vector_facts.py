@@ -46,6 +46,7 @@ class KernelFacts:
                     self.functions.setdefault(text(name), []).append(n)
         self.macros = {m.name: m for m in cf.macros}
         self._expansions: dict[str, set[str]] = {}
+        self._uniform: dict[str, bool] = {}
         counts: dict[str, int] = {}
         self.locals: dict[str, Node] = {}  # name: value, for names declared once in the kernel
         self.pointers: set[str] = set()  # names that may hold an address: pointers, references, auto
@@ -167,8 +168,11 @@ class KernelFacts:
         last statement that does, computes only from shared memory, constants and locals that do
         too (``return total;``, ``m = warp_m[0];``: a block reduction); a block scan's per-thread
         prefix is not."""
-        fns = self.functions.get(bare_callee(call), [])
-        return bool(fns) and all(self._uniform_after_barrier(fn) for fn in fns)
+        name = bare_callee(call)
+        if name not in self._uniform:  # asked for every call, in every loop's check
+            fns = self.functions.get(name, [])
+            self._uniform[name] = bool(fns) and all(self._uniform_after_barrier(fn) for fn in fns)
+        return self._uniform[name]
 
     def _uniform_after_barrier(self, fn: Node) -> bool:
         body = fn.child_by_field_name("body")
