@@ -118,15 +118,15 @@ class GpuBackend:
 
         payload = {"task_dir": str(task.folder), "candidate": candidate.model_dump(mode="json"), "case": case,
                    "dtype": dtype, "seed": seed, "warmup": warmup, "iters": iters, "baselines": baselines}
-        # Compiled in the timing worker before the timing lock is taken: other processes' timings
-        # wait for timings, not for compiles. Its failure is left for the measurement to report.
+        # Inputs drawn and the candidate compiled in the timing worker before the timing lock is
+        # taken: other processes' timings wait for timings, not for compiles or random numbers. A
+        # failure is left for the measurement to report.
         args = _infos(case_infos(task, case, dtype))
         key = (candidate.id, json.dumps(args, sort_keys=True))
-        if key not in self._timer_compiled:
-            compiled = self._safe_call("compile", {"candidate": payload["candidate"], "args": args}, [], 300,
-                                       timing=True)
-            if not isinstance(compiled, str):  # after a crash the restarted worker compiles afresh
-                self._timer_compiled.add(key)
+        prepared = self._safe_call("prepare", {**payload, **({} if key in self._timer_compiled else {"args": args})},
+                                   [], 300, timing=True)
+        if not isinstance(prepared, str):  # after a crash the restarted worker compiles afresh
+            self._timer_compiled.add(key)
         reply = self._time("measure", payload)
         if reply.get("timed_outputs"):
             raise WrongWhileTimed(f"candidate {candidate.id} is right when checked but wrong as it is timed: "

@@ -104,15 +104,45 @@ def run(payload: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, An
     return {"sets": sets}, data
 
 
+# The timing worker's inputs for its last (task, case, dtype, seed), with the reference's outputs:
+# a search times many candidates on the same inputs, and drawing them (seconds at the bench sizes)
+# happens in ``prepare``, outside the timing lock that other processes wait on.
+_TIMING_INPUTS: dict[str, tuple[list[dict[str, Any]], list | None]] = {}
+
+
+def _timing_inputs(payload: dict[str, Any]) -> tuple[list[dict[str, Any]], list | None]:
+    import json
+
+    from mlxport.tasks import call, load_task, make_inputs
+
+    key = json.dumps([payload["task_dir"], payload["case"], payload["dtype"], payload["seed"]], sort_keys=True)
+    if key not in _TIMING_INPUTS:
+        _TIMING_INPUTS.clear()
+        task, case = load_task(payload["task_dir"]), payload["case"]
+        sets = [make_inputs(task, case, payload["dtype"], payload["seed"] + i) for i in range(3)]
+        # the reference runs here too: a broken task fails loudly
+        refs = [call(task.reference, task, inputs, case) for inputs in sets] if task.reference is not None else None
+        mx.eval([v for s in sets for v in s.values() if isinstance(v, mx.array)], refs or [])
+        _TIMING_INPUTS[key] = (sets, refs)
+    return _TIMING_INPUTS[key]
+
+
+def prepare(payload: dict[str, Any], arrays=None) -> tuple[dict[str, Any], list]:
+    """Before a timing, outside the lock: the inputs drawn and, with ``args``, the candidate
+    compiled (its failure is left for the measurement to report)."""
+    _timing_inputs(payload)
+    return compile(payload) if "args" in payload else ({"ok": True, "diagnostics": []}, [])
+
+
 def measure(payload: dict[str, Any], arrays=None) -> tuple[dict[str, Any], list]:
     """Time the candidate and every baseline of the task on the same inputs, interleaved in
     rounds so that drift affects all alike."""
-    from mlxport.tasks import baseline, load_task, make_inputs
+    from mlxport.tasks import baseline, load_task
 
     task = load_task(payload["task_dir"])
     candidate = KernelCandidate.model_validate(payload["candidate"])
     case, dtype = payload["case"], payload["dtype"]
-    sets = [make_inputs(task, case, dtype, payload["seed"] + i) for i in range(3)]
+    sets, refs = _timing_inputs(payload)
     params = task.param_values(case)
 
     # Scalar params become kernel inputs once, as the written kernel.py makes them: what is timed
@@ -123,23 +153,20 @@ def measure(payload: dict[str, Any], arrays=None) -> tuple[dict[str, Any], list]
         fns["naive"] = baseline(task, task.baselines.naive, params)
     samples = timer.samples(fns, sets, warmup=payload["warmup"], iters=payload["iters"])
     reply: dict[str, Any] = {"samples": samples}
-    if task.reference is not None:  # the reference runs here too: a broken task fails loudly
-        reply["timed_outputs"] = timed_outputs(task, candidate, fns["candidate"], sets, case, dtype)
+    if refs is not None:
+        reply["timed_outputs"] = timed_outputs(task, candidate, fns["candidate"], sets, refs, dtype)
     return reply, []
 
 
-def timed_outputs(task, candidate: KernelCandidate, fn, sets: list[dict[str, Any]], case: dict[str, Any],
+def timed_outputs(task, candidate: KernelCandidate, fn, sets: list[dict[str, Any]], refs: list,
                   dtype: str) -> str | None:
     """What is wrong with the candidate's outputs as the timed calls make them (output memory
-    reused from the previous call, nothing poisoned), against the reference on each input set; None
-    when right. A kernel that trusts what a reused output buffer still holds is right when checked
-    on poisoned outputs and fast while timed."""
-    from mlxport.tasks import call
-
+    reused from the previous call, nothing poisoned), against the reference's outputs ``refs`` on
+    each input set; None when right. A kernel that trusts what a reused output buffer still holds
+    is right when checked on poisoned outputs and fast while timed."""
     tol = task.tolerance[dtype]
     order = [candidate.output_names.index(t.name) if t.name in candidate.output_names else k
              for k, t in enumerate(task.outputs)]
-    refs = [call(task.reference, task, inputs, case) for inputs in sets]
     for k, inputs in enumerate(sets * 2):  # twice round: every call follows another's outputs
         outs = mlx_kernel.as_list(fn(inputs))
         for spec, idx, ref in zip(task.outputs, order, refs[k % len(sets)], strict=True):
@@ -164,6 +191,6 @@ def copy_seconds(payload: dict[str, Any], arrays=None) -> tuple[dict[str, Any], 
     return {"seconds": seconds(payload["nbytes"])}, []
 
 
-OPS = {"device_info": device_info, "compile": compile, "run": run, "measure": measure, "calibrate": calibrate,
+OPS = {"device_info": device_info, "compile": compile, "run": run, "prepare": prepare, "measure": measure, "calibrate": calibrate,
        "copy_seconds": copy_seconds}
 
