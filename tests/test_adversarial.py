@@ -683,6 +683,7 @@ def test_outputs_made_as_they_are_timed_are_checked_against_the_reference():
         return answers[(k - 1) % 3] if len(served) > 1 else answers[k]
 
     port = expert_ports(task)["msl"]
-    assert timed_outputs(task, port, lambda inputs: call(task.reference, task, inputs, case), sets, case, dtype) is None
-    why = timed_outputs(task, port, stale, sets, case, dtype)
+    refs = [[answer] for answer in answers]
+    assert timed_outputs(task, port, lambda inputs: call(task.reference, task, inputs, case), sets, refs, dtype) is None
+    why = timed_outputs(task, port, stale, sets, refs, dtype)
     assert why and "of out is wrong in the calls made as they are timed" in why
