@@ -60,20 +60,3 @@ def test_processes_on_other_gpus_do_not_wait(tmp_path):
         holder.kill()
         holder.wait(timeout=60)
 
-
-def test_the_timing_workers_inputs_are_drawn_once_before_the_lock():
-    """backends/gpu.py asks the timing worker to ``prepare`` before it takes the lock: the inputs
-    (and the reference's outputs) drawn there are the ones ``measure`` then times on, not drawn
-    again under the lock; another seed draws afresh."""
-    import mlx.core as mx
-
-    from mlxport.backends import gpu_worker
-    from mlxport.tasks import load_task
-
-    task = load_task("softmax_rows")
-    payload = {"task_dir": str(task.folder), "case": task.cases.visible[0], "dtype": "float32", "seed": 3}
-    gpu_worker.prepare(payload)
-    sets, refs = gpu_worker._timing_inputs(payload)
-    assert len(sets) == len(refs) == 3 and gpu_worker._timing_inputs(payload)[0] is sets
-    other, _ = gpu_worker._timing_inputs({**payload, "seed": 4})
-    assert other is not sets and not mx.array_equal(other[0]["x"], sets[0]["x"]).item()

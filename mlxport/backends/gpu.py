@@ -125,9 +125,14 @@ class GpuBackend:
         key = (candidate.id, json.dumps(args, sort_keys=True))
         prepared = self._safe_call("prepare", {**payload, **({} if key in self._timer_compiled else {"args": args})},
                                    [], 300, timing=True)
-        if not isinstance(prepared, str):  # after a crash the restarted worker compiles afresh
+        if isinstance(prepared, str):  # a crash or timeout: the restarted worker compiles afresh
+            self._timer_compiled.clear()
+        else:
             self._timer_compiled.add(key)
         reply = self._time("measure", payload)
+        if reply.get("wrote_inputs"):
+            raise WrongWhileTimed(f"candidate {candidate.id} wrote into its inputs while it was timed; a kernel may "
+                                  "only write its outputs, so no timing is reported")
         if reply.get("timed_outputs"):
             raise WrongWhileTimed(f"candidate {candidate.id} is right when checked but wrong as it is timed: "
                                   f"{reply['timed_outputs']}; a kernel may not rely on what its outputs held "

@@ -87,11 +87,14 @@ def run(payload: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, An
     candidate = KernelCandidate.model_validate(payload["candidate"])
     try:
         poison = payload.get("poison", "nan")
-        launches = [mlx_kernel.launch(candidate, _inputs(specs, arrays), poison=poison)
-                    for specs in payload["input_sets"]]
+        given = [_inputs(specs, arrays) for specs in payload["input_sets"]]
+        launches = [mlx_kernel.launch(candidate, inputs, poison=poison) for inputs in given]
         mx.eval(*[o for outs in launches for o in outs])
     except Exception as e:
         return {"error": f"{type(e).__name__}: {str(e)[:800]}"}, []
+    if written := _written_inputs(payload["input_sets"], arrays, given):
+        return {"error": f"the kernel wrote into its input {written} (a const pointer cast away, say); a kernel may "
+                         "only write its outputs: the caller's arrays must be left as they were"}, []
     sets, data = [], []
     for outs in launches:
         dtypes = [mlx_kernel.DTYPE_NAMES[o.dtype] for o in outs]
@@ -104,26 +107,53 @@ def run(payload: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, An
     return {"sets": sets}, data
 
 
+
+def _written_inputs(input_sets: list[list[dict[str, Any]]], arrays: list[np.ndarray],
+                    given: list[dict[str, Any]]) -> str | None:
+    """The name of an input array the launches changed, if any."""
+    for specs, inputs in zip(input_sets, given, strict=True):
+        for spec in specs:
+            if "array" in spec and not mx.array_equal(inputs[spec["name"]], _inputs([spec], arrays)[spec["name"]],
+                                                      equal_nan=True).item():
+                return spec["name"]
+    return None
+
+
 # The timing worker's inputs for its last (task, case, dtype, seed), with the reference's outputs:
 # a search times many candidates on the same inputs, and drawing them (seconds at the bench sizes)
-# happens in ``prepare``, outside the timing lock that other processes wait on.
-_TIMING_INPUTS: dict[str, tuple[list[dict[str, Any]], list | None]] = {}
+# happens in ``prepare``, outside the timing lock that other processes wait on. Their fingerprint
+# is checked after every timing: a candidate that writes into its inputs must not leave them changed
+# for the next one.
+_TIMING_INPUTS: dict[str, tuple[list[dict[str, Any]], list | None, list[int]]] = {}
 
 
-def _timing_inputs(payload: dict[str, Any]) -> tuple[list[dict[str, Any]], list | None]:
+def _fingerprint(sets: list[dict[str, Any]]) -> list[int]:
+    """A checksum of every input array's bytes, each byte weighted by its position (wrapping
+    32-bit integer arithmetic, so the order of the sum does not matter)."""
+    out = []
+    for s in sets:
+        for v in s.values():
+            if isinstance(v, mx.array):
+                b = mx.flatten(v).view(mx.uint8).astype(mx.uint32)
+                out.append(mx.sum(b * (mx.arange(b.size, dtype=mx.uint32) % 251 + 1)))
+    mx.eval(out)
+    return [int(c.item()) for c in out]
+
+
+def _timing_inputs(payload: dict[str, Any]) -> tuple[list[dict[str, Any]], list | None, list[int]]:
     import json
 
     from mlxport.tasks import call, load_task, make_inputs
 
-    key = json.dumps([payload["task_dir"], payload["case"], payload["dtype"], payload["seed"]], sort_keys=True)
+    task, case = load_task(payload["task_dir"]), payload["case"]
+    key = json.dumps([task.model_dump_json(), case, payload["dtype"], payload["seed"]], sort_keys=True)  # an edited task draws afresh
     if key not in _TIMING_INPUTS:
         _TIMING_INPUTS.clear()
-        task, case = load_task(payload["task_dir"]), payload["case"]
         sets = [make_inputs(task, case, payload["dtype"], payload["seed"] + i) for i in range(3)]
         # the reference runs here too: a broken task fails loudly
         refs = [call(task.reference, task, inputs, case) for inputs in sets] if task.reference is not None else None
         mx.eval([v for s in sets for v in s.values() if isinstance(v, mx.array)], refs or [])
-        _TIMING_INPUTS[key] = (sets, refs)
+        _TIMING_INPUTS[key] = (sets, refs, _fingerprint(sets))
     return _TIMING_INPUTS[key]
 
 
@@ -142,7 +172,7 @@ def measure(payload: dict[str, Any], arrays=None) -> tuple[dict[str, Any], list]
     task = load_task(payload["task_dir"])
     candidate = KernelCandidate.model_validate(payload["candidate"])
     case, dtype = payload["case"], payload["dtype"]
-    sets, refs = _timing_inputs(payload)
+    sets, refs, fingerprint = _timing_inputs(payload)
     params = task.param_values(case)
 
     # Scalar params become kernel inputs once, as the written kernel.py makes them: what is timed
@@ -155,6 +185,9 @@ def measure(payload: dict[str, Any], arrays=None) -> tuple[dict[str, Any], list]
     reply: dict[str, Any] = {"samples": samples}
     if refs is not None:
         reply["timed_outputs"] = timed_outputs(task, candidate, fns["candidate"], sets, refs, dtype)
+    if _fingerprint(sets) != fingerprint:
+        _TIMING_INPUTS.clear()  # the next timing draws them afresh
+        reply["wrote_inputs"] = True
     return reply, []
 
 
