@@ -97,6 +97,8 @@ LEFT_BESIDE_TAKEN = {  # (left, taken)
                               "for (int c = threadIdx.x; c < n - (int)(blockIdx.x % 2) * 8; c += BLOCK) out2[c] = x[c];"),
     "a return inside a loop": ("while (n > 0) { if (threadIdx.x < 4) break; return; }\n" + STRIDE + ";",
                                "if (n < 0) return;\n" + STRIDE + ";"),
+    "the lane through a lane mask": ("int t2 = __popc(__lanemask_lt());\n" + STRIDE + " + t2;",
+                                     "int t2 = __popc(n);\n" + STRIDE + " + t2;"),
     "an offset macro of two operands": ("#define OFF2 1 << 2\n" + STRIDE.replace("x[c]", "x[c + OFF2]") + ";",
                                         "#define OFF2 (1 << 2)\n" + STRIDE.replace("x[c]", "x[c + OFF2]") + ";"),
 }
