@@ -36,7 +36,7 @@ import re
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import ancestors, bare_callee, parse, reading_source, text, walk
+from mlxport.cuda_syntax import ancestors, bare_callee, identifiers, parse, reading_source, text, walk
 from mlxport.errors import UserError
 from mlxport.translate.cudafile import CudaFile
 from mlxport.translate.declarations import declared_name
@@ -94,7 +94,7 @@ def _declared_type(node: Node, name: str, body: Node) -> str | None:
     while cur != body and cur.parent is not None:
         block = cur.parent
         init = block.child_by_field_name("initializer") if block.type == "for_statement" else None
-        if init is not None and name in _names(init):
+        if init is not None and name in identifiers(init):
             return None
         if block.type == "compound_statement":
             for d in reversed([c for c in block.named_children if c.end_byte <= cur.start_byte]):
@@ -208,7 +208,7 @@ def _hoisted(arms: list[list[Node]], targets: list[list[str]]):
                 not (fn.startswith("__") or fn.endswith("f") and fn[:-1] in _BASES):
             continue  # a float function (exp's type follows its argument's), neither inside nor around a call
         args = [[a for a in m[0].child_by_field_name("arguments").named_children if a.type != "comment"] for m in mine]
-        if len(args[0]) != len(args[1]) or any(_names(m[0]) & set(_before(arm, names, m[0]))
+        if len(args[0]) != len(args[1]) or any(identifiers(m[0]) & set(_before(arm, names, m[0]))
                                                for arm, names, m in zip(arms, targets, mine, strict=True)):
             continue
         replaced.update({m[0].id: len(out) for m in mine})
@@ -245,10 +245,6 @@ def _renamed(raw: bytes, statement: Node, assigned: set[str], side: str, replace
         out += [raw[at:s].decode("utf-8", "replace"), new]
         at = e
     return ("".join(out) + raw[at:statement.end_byte].decode("utf-8", "replace")).replace("\n", " ")
-
-
-def _names(node: Node) -> set[str]:
-    return {text(n) for n in walk(node) if n.type == "identifier"}
 
 
 def _slice(raw: bytes, node: Node) -> str:

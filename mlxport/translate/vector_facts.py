@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import bare_callee, function_declarator, text, walk
+from mlxport.cuda_syntax import bare_callee, function_declarator, identifiers, text, walk
 from mlxport.translate.cudafile import CudaFile
 from mlxport.translate.declarations import declared_name
 
@@ -115,12 +115,12 @@ class KernelFacts:
                 if n.parent == statement:
                     defined.add(declared_name(n))
                 if decl is not None and decl.type == "reference_declarator":
-                    self._escaped |= {text(i) for i in walk(value) if i.type == "identifier"}
+                    self._escaped |= identifiers(value)
             elif n.type in ("assignment_expression", "update_expression"):
                 target = n.child_by_field_name("left" if n.type == "assignment_expression" else "argument")
                 root = root_name(target)
                 if root is None:  # (n > 0 ? t : u) = ...
-                    self._escaped |= {text(i) for i in walk(target) if i.type == "identifier"}
+                    self._escaped |= identifiers(target)
                     continue
                 plain = _unparenthesized(target).type == "identifier"
                 if not plain and text(root) in self.pointers | self.shared:
@@ -157,9 +157,9 @@ class KernelFacts:
                         defined.add(text(n))
         for a in walk(self.body):
             if a.type in ("gnu_asm_expression", "asm_statement"):
-                self._escaped |= {text(i) for i in walk(a) if i.type == "identifier"}
+                self._escaped |= identifiers(a)
         if any(n.type == "lambda_expression" for n in walk(self.body)):
-            self._escaped |= {text(n) for n in walk(self.body) if n.type == "identifier"}
+            self._escaped |= identifiers(self.body)
         return out
 
     def uniform_result(self, call: Node) -> bool:
@@ -180,10 +180,10 @@ class KernelFacts:
         last = max((i for i, st in enumerate(stmts) if self.barrier(st)), default=None)
         if last is None:
             return False
-        params = {text(i) for p in params_of(fn) for i in walk(p) if i.type == "identifier"}
-        outputs = {text(i) for p in params_of(fn) if p.child_by_field_name("declarator") is not None and
+        params = {n for p in params_of(fn) for n in identifiers(p)}
+        outputs = {n for p in params_of(fn) if p.child_by_field_name("declarator") is not None and
                    p.child_by_field_name("declarator").type == "reference_declarator"
-                   for i in walk(p.child_by_field_name("declarator")) if i.type == "identifier"}
+                   for n in identifiers(p.child_by_field_name("declarator"))}
         shared = self.shared | {declared_name(d) for st in stmts for d in walk(st) if d.type in _DECLARATORS and
                                 any(text(c) == "__shared__" for c in (d.parent.children if d.parent else []))}
         local = {}

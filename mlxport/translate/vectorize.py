@@ -97,7 +97,16 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import ancestors, bare_callee, function_declarator, parse, reading_source, text, walk
+from mlxport.cuda_syntax import (
+    ancestors,
+    bare_callee,
+    function_declarator,
+    identifiers,
+    parse,
+    reading_source,
+    text,
+    walk,
+)
 from mlxport.errors import UserError
 from mlxport.translate.cudafile import CudaFile
 from mlxport.translate.declarations import declared_name
@@ -389,9 +398,9 @@ def _chunked(raw: bytes, body: Node, var: str, invariant: list[Node], facts: Ker
     condition may guard an access (None: none may)."""
     if any(n.type in _STOPS or n.type.startswith("preproc") for n in walk(body)) or facts.collective(body):
         return None
-    if var in changing or any(not _plain(e, facts) or _names(e) & changing for e in invariant):
+    if var in changing or any(not _plain(e, facts) or identifiers(e) & changing for e in invariant):
         return None
-    if _names(body) & ((facts.pointers | facts.shared) - set(facts.buffers) - {var}):
+    if identifiers(body) & ((facts.pointers | facts.shared) - set(facts.buffers) - {var}):
         return None  # an address held under another name, or shared memory declared twice, could alias a buffer
     accesses = _accesses(body, var, facts, changing, guard)
     if not accesses:
@@ -433,7 +442,7 @@ def _guard(cond: Node, changing: set[str], facts: KernelFacts, seen: dict[str, i
     one accepted is kept in ``seen`` with where it starts."""
     while cond.type == "condition_clause" and len(cond.named_children) == 1:
         cond = cond.named_children[0]
-    if not _plain(cond, facts) or _names(cond) & changing:
+    if not _plain(cond, facts) or identifiers(cond) & changing:
         return False
     seen[text(cond)] = min(seen.get(text(cond), cond.start_byte), cond.start_byte)
     return True
@@ -540,17 +549,17 @@ def _carried_into_stores(body: Node, var: str, facts: KernelFacts) -> bool:
     carried -= own | {var} | set(facts.buffers) | facts.pointers | facts.shared  # memory's elements are not values
     while True:  # and what is computed from it in the body, or decided by it
         more = {declared_name(d) for d in walk(body) if d.type == "init_declarator" and
-                _names(d.child_by_field_name("value")) & carried} | \
+                identifiers(d.child_by_field_name("value")) & carried} | \
                {text(r) for a in walk(body) if a.type in ("assignment_expression", "update_expression")
                 if (r := root_name(a.child_by_field_name("left") or a.child_by_field_name("argument"))) and
-                (_names(a) | {n for c in conditions(a, body) for n in _names(c)}) & carried} | \
-               {text(arg) for call in walk(body) if call.type == "call_expression" and _names(call) & carried
+                (identifiers(a) | {n for c in conditions(a, body) for n in identifiers(c)}) & carried} | \
+               {text(arg) for call in walk(body) if call.type == "call_expression" and identifiers(call) & carried
                 for i, arg in enumerate(_arguments(call.child_by_field_name("arguments")))
                 if arg.type == "identifier" and facts.modifies_argument(call, i)}  # cpy(v, s)
         if more <= carried:
             break
         carried |= more
-    return any(_stores(n, facts) and _names(_statement_of(n, body)) & carried
+    return any(_stores(n, facts) and identifiers(_statement_of(n, body)) & carried
                for n in walk(body) if n.type == "identifier" and text(n) in facts.buffers)
 
 
@@ -748,10 +757,6 @@ def _declares(n: Node) -> bool:
 
 def _declared_in(node: Node) -> set[str]:
     return {text(n) for n in walk(node) if n.type == "identifier" and _declares(n)}
-
-
-def _names(node: Node | None) -> set[str]:
-    return {text(n) for n in walk(node) if n.type == "identifier"} if node is not None else set()
 
 
 def _names_of(expr: str) -> set[str]:
