@@ -75,10 +75,10 @@ def walk(node: Node, limit: int = 4000, stop: frozenset[str] = frozenset()) -> I
             stack.extend((c, depth + 1) for c in reversed(cur.children))
 
 
-
 def identifiers(node: Node | None) -> set[str]:
     """The names (identifiers, not fields or types) anywhere under ``node``."""
     return {text(n) for n in walk(node) if n.type == "identifier"} if node is not None else set()
+
 
 def ancestors(node: Node) -> Iterator[Node]:
     cur = node.parent

@@ -59,4 +59,3 @@ def test_processes_on_other_gpus_do_not_wait(tmp_path):
     finally:
         holder.kill()
         holder.wait(timeout=60)
-

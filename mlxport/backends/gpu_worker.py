@@ -107,7 +107,6 @@ def run(payload: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, An
     return {"sets": sets}, data
 
 
-
 def _written_inputs(input_sets: list[list[dict[str, Any]]], arrays: list[np.ndarray],
                     given: list[dict[str, Any]]) -> str | None:
     """The name of an input array the launches changed, if any."""
@@ -146,7 +145,8 @@ def _timing_inputs(payload: dict[str, Any]) -> tuple[list[dict[str, Any]], list 
     from mlxport.tasks import call, load_task, make_inputs
 
     task, case = load_task(payload["task_dir"]), payload["case"]
-    key = json.dumps([task.model_dump_json(), case, payload["dtype"], payload["seed"]], sort_keys=True)  # an edited task draws afresh
+    # keyed by the task's contents too: an edited task draws afresh
+    key = json.dumps([task.model_dump_json(), case, payload["dtype"], payload["seed"]], sort_keys=True)
     if key not in _TIMING_INPUTS:
         _TIMING_INPUTS.clear()
         sets = [make_inputs(task, case, payload["dtype"], payload["seed"] + i) for i in range(3)]
@@ -224,6 +224,6 @@ def copy_seconds(payload: dict[str, Any], arrays=None) -> tuple[dict[str, Any], 
     return {"seconds": seconds(payload["nbytes"])}, []
 
 
-OPS = {"device_info": device_info, "compile": compile, "run": run, "prepare": prepare, "measure": measure, "calibrate": calibrate,
-       "copy_seconds": copy_seconds}
+OPS = {"device_info": device_info, "compile": compile, "run": run, "prepare": prepare, "measure": measure,
+       "calibrate": calibrate, "copy_seconds": copy_seconds}
 

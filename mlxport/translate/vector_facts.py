@@ -429,8 +429,8 @@ class KernelFacts:
 # Functions from outside the file that compute from their arguments alone (CUDA's math, conversions,
 # loads); any other such call may read the thread's identity (cooperative groups' thread_rank(), the
 # lane masks).
-_PURE = re.compile(r"^((?!__lanemask|__activemask)__\w+|[a-z]+\d*f?|static_cast|reinterpret_cast|const_cast|make_\w+|min|max|fminf|fmaxf|"
-                   r"sincosf?|sqrtf?|rsqrtf?|expf?|exp2f?|logf?|log2f?|powf?|tanhf?|erff?|fabsf?)$")
+_PURE = re.compile(r"^((?!__lanemask|__activemask)__\w+|[a-z]+\d*f?|static_cast|reinterpret_cast|const_cast|"
+                   r"make_\w+|min|max|fminf|fmaxf|sincosf?|sqrtf?|rsqrtf?|expf?|exp2f?|logf?|log2f?|powf?|tanhf?|erff?|fabsf?)$")
 
 
 def root_name(target: Node | None) -> Node | None:
