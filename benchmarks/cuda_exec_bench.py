@@ -73,8 +73,12 @@ def main() -> None:
         n = 1 << 20
         x = rng.standard_normal(n).astype(np.float32)
         y = np.zeros(n, np.float32)
-        secs, r = best_of(3, lambda: ex.run(axpb, Launch((n // 256, 1, 1), (256, 1, 1)),
-                                            [x, y, np.float32(2), np.int32(n)]))
+        secs, r = best_of(
+            3,
+            lambda: ex.run(
+                axpb, Launch((n // 256, 1, 1), (256, 1, 1)), [x, y, np.float32(2), np.int32(n)]
+            ),
+        )
         assert r.ok and np.allclose(r.buffers["y"], 2 * x + 1), r.error
         rows.append(("elementwise, 1M threads: run", secs))
 
@@ -83,9 +87,13 @@ def main() -> None:
         rows.append(("softmax: read, rewrite and compile", time.perf_counter() - t))
         x = rng.standard_normal((1024, 1024)).astype(np.float32)
         y = np.zeros_like(x)
-        secs, r = best_of(3, lambda: ex.run(softmax, Launch((1024, 1, 1), (256, 1, 1)), [x, y, np.int32(1024)]))
+        secs, r = best_of(
+            3, lambda: ex.run(softmax, Launch((1024, 1, 1), (256, 1, 1)), [x, y, np.int32(1024)])
+        )
         e = np.exp(x - x.max(1, keepdims=True))
-        assert r.ok and np.allclose(r.buffers["y"].reshape(x.shape), e / e.sum(1, keepdims=True), atol=1e-6), r.error
+        assert r.ok and np.allclose(
+            r.buffers["y"].reshape(x.shape), e / e.sum(1, keepdims=True), atol=1e-6
+        ), r.error
         rows.append(("softmax 1024x1024 f32 (256-thread blocks, shuffles, barriers): run", secs))
     print("| measure | time |\n|---|---|")
     for what, secs in rows:

@@ -25,8 +25,12 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--out", type=Path, default=None, help="eval folder (default: a fresh temporary folder)")
-    ap.add_argument("--warm", action="store_true", help="keep the simulator's compile cache (default: cold)")
+    ap.add_argument(
+        "--out", type=Path, default=None, help="eval folder (default: a fresh temporary folder)"
+    )
+    ap.add_argument(
+        "--warm", action="store_true", help="keep the simulator's compile cache (default: cold)"
+    )
     args = ap.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="mlxport-eval-suite-"))
     if not args.warm:
@@ -46,17 +50,30 @@ def main() -> None:
     def progress(e: dict) -> None:
         if e["status"] in ("done", "error", "skipped"):
             run = e.get("run") or {}
-            print(f"{time.monotonic() - t0:7.1f} s  [{e['done']:2d}/{e['total']}] {e['status']:7s} "
-                  f"{e['model'].rsplit('/', 1)[-1]:8s} {e['task']:18s} {run.get('stop_reason') or e.get('error')} "
-                  f"verified={(run.get('result') or {}).get('verified')}", flush=True)
+            print(
+                f"{time.monotonic() - t0:7.1f} s  [{e['done']:2d}/{e['total']}] {e['status']:7s} "
+                f"{e['model'].rsplit('/', 1)[-1]:8s} {e['task']:18s} {run.get('stop_reason') or e.get('error')} "
+                f"verified={(run.get('result') or {}).get('verified')}",
+                flush=True,
+            )
 
-    run_eval([specs["expert"], specs["buggy"]], tasks, 1, {"backend": "sim"}, args.jobs, out, on_progress=progress)
+    run_eval(
+        [specs["expert"], specs["buggy"]],
+        tasks,
+        1,
+        {"backend": "sim"},
+        args.jobs,
+        out,
+        on_progress=progress,
+    )
     ran = time.monotonic() - t0
     md, html = build_reports(out)
     total = time.monotonic() - t0
-    print(f"\neval of rules + 2 scripted models x {len(tasks)} tasks on the simulator, jobs={args.jobs}, "
-          f"{os.cpu_count()} CPUs, {'warm' if args.warm else 'cold'} compile cache: runs {ran:.1f} s, "
-          f"with reports {total:.1f} s ({total / 60:.1f} min)")
+    print(
+        f"\neval of rules + 2 scripted models x {len(tasks)} tasks on the simulator, jobs={args.jobs}, "
+        f"{os.cpu_count()} CPUs, {'warm' if args.warm else 'cold'} compile cache: runs {ran:.1f} s, "
+        f"with reports {total:.1f} s ({total / 60:.1f} min)"
+    )
     print(f"reports: {md}  {html}")
 
 

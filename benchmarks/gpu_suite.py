@@ -33,13 +33,26 @@ def check_ports(backend, names: list[str], language: str, rows: list[dict], save
         t0 = time.time()
         try:
             report = run_correctness(task, port, backend, seed=2026, heldout=True, extra_seeds=1)
-            rows.append({"task": name, "candidate": f"{port.name} {port.id}", "ok": report.ok,
-                         "cases": len(report.cases),
-                         "failed": [c.model_dump() for c in report.cases if c.verdict != "pass"][:6],
-                         "summary": report.summary(), "seconds": round(time.time() - t0, 1)})
+            rows.append(
+                {
+                    "task": name,
+                    "candidate": f"{port.name} {port.id}",
+                    "ok": report.ok,
+                    "cases": len(report.cases),
+                    "failed": [c.model_dump() for c in report.cases if c.verdict != "pass"][:6],
+                    "summary": report.summary(),
+                    "seconds": round(time.time() - t0, 1),
+                }
+            )
         except Exception as e:
-            rows.append({"task": name, "ok": False, "error": f"{type(e).__name__}: {e}",
-                         "trace": traceback.format_exc()[-1500:]})
+            rows.append(
+                {
+                    "task": name,
+                    "ok": False,
+                    "error": f"{type(e).__name__}: {e}",
+                    "trace": traceback.format_exc()[-1500:],
+                }
+            )
         print(f"correctness {name}: {rows[-1].get('ok')} {rows[-1].get('error', '')}", flush=True)
         save()
 
@@ -66,7 +79,9 @@ def translated(backend, names: list[str], target: str, rows: list[dict], save) -
         save()
 
 
-def bench_ports(backend, names: list[str], language: str, iters: int, rows: list[dict], save) -> None:
+def bench_ports(
+    backend, names: list[str], language: str, iters: int, rows: list[dict], save
+) -> None:
     for name in names:
         task = load_task(name)
         port = expert_ports(task).get(language)
@@ -79,11 +94,21 @@ def bench_ports(backend, names: list[str], language: str, iters: int, rows: list
                 try:
                     r = benchmark(task, port, backend, case=case, dtype=dtype, seed=11, iters=iters)
                     row = r.model_dump(mode="json")
-                    print(f"bench {name} {r.case} {dtype}: " + ", ".join(f"{k} {v:.2f}x" for k, v in r.speedups.items()),
-                          flush=True)
+                    print(
+                        f"bench {name} {r.case} {dtype}: "
+                        + ", ".join(f"{k} {v:.2f}x" for k, v in r.speedups.items()),
+                        flush=True,
+                    )
                 except Exception as e:
-                    rows.append({"task": name, "case": task.case_label(case), "dtype": dtype,
-                                 "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-1500:]})
+                    rows.append(
+                        {
+                            "task": name,
+                            "case": task.case_label(case),
+                            "dtype": dtype,
+                            "error": f"{type(e).__name__}: {e}",
+                            "trace": traceback.format_exc()[-1500:],
+                        }
+                    )
                     print(f"bench {name} failed: {e}", flush=True)
                     save()
                     continue
@@ -101,42 +126,71 @@ def validate_timer(backend, language: str) -> dict:
     task = load_task("vector_add")
     port = expert_ports(task)[language]
     n = 1 << 26
-    a = benchmark(task, port, backend, case={"N": n}, dtype="float32", seed=1, iters=40).candidate.median_us
-    b = benchmark(task, port, backend, case={"N": n}, dtype="float32", seed=2, iters=40).candidate.median_us
-    c = benchmark(task, port, backend, case={"N": 2 * n}, dtype="float32", seed=3, iters=40).candidate.median_us
-    return {"same_kernel_us": [a, b], "repeat_ratio": b / a, "double_work_us": c, "double_work_ratio": c / a}
+    a = benchmark(
+        task, port, backend, case={"N": n}, dtype="float32", seed=1, iters=40
+    ).candidate.median_us
+    b = benchmark(
+        task, port, backend, case={"N": n}, dtype="float32", seed=2, iters=40
+    ).candidate.median_us
+    c = benchmark(
+        task, port, backend, case={"N": 2 * n}, dtype="float32", seed=3, iters=40
+    ).candidate.median_us
+    return {
+        "same_kernel_us": [a, b],
+        "repeat_ratio": b / a,
+        "double_work_us": c,
+        "double_work_ratio": c / a,
+    }
 
 
 def markdown(result: dict) -> str:
     cal = result["calibration"]
-    lines = [f"Device: {result['device'].get('device_name')} ({result['backend']}), MLX "
-             f"{result['device'].get('mlx_version')}, {result['date']}; calibrated copy bandwidth "
-             f"{cal.get('copy_gbs', 0):.0f} GB/s (vector copy kernel {cal.get('copy_kernel_gbs', 0):.0f}, "
-             f"MLX x + 0 {cal.get('mlx_copy_gbs', 0):.0f}, over {cal.get('copy_bytes', 0) / 2**30:.0f} GiB), "
-             f"bf16 matmul {cal.get('bf16_matmul_tflops', 0):.0f} TFLOP/s; times are "
-             f"{result['device'].get('timing_basis') or 'wall clock'}.", "",
-             "| task | case | dtype | port (us) | native (us) | naive (us) | vs native | vs naive | GB/s "
-             "| of copy BW | of same-size copy |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Device: {result['device'].get('device_name')} ({result['backend']}), MLX "
+        f"{result['device'].get('mlx_version')}, {result['date']}; calibrated copy bandwidth "
+        f"{cal.get('copy_gbs', 0):.0f} GB/s (vector copy kernel {cal.get('copy_kernel_gbs', 0):.0f}, "
+        f"MLX x + 0 {cal.get('mlx_copy_gbs', 0):.0f}, over {cal.get('copy_bytes', 0) / 2**30:.0f} GiB), "
+        f"bf16 matmul {cal.get('bf16_matmul_tflops', 0):.0f} TFLOP/s; times are "
+        f"{result['device'].get('timing_basis') or 'wall clock'}.",
+        "",
+        "| task | case | dtype | port (us) | native (us) | naive (us) | vs native | vs naive | GB/s "
+        "| of copy BW | of same-size copy |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in result["bench"]:
         if "error" in r:
-            lines.append(f"| {r['task']} | {r['case']} | {r['dtype']} | error: {r['error'][:60]} | | | | | | | |")
+            lines.append(
+                f"| {r['task']} | {r['case']} | {r['dtype']} | error: {r['error'][:60]} | | | | | | | |"
+            )
             continue
         base = {b["name"]: b for b in r["baselines"]}
         c = r["candidate"]
         unstable = "" if r.get("stable", True) else " (spread)"
         frac = f"{c['roofline_fraction']:.0%}" if c.get("roofline_fraction") else ""
-        same = f"{c['gbs'] / r['copy_same_bytes_gbs']:.0%}" if c.get("gbs") and r.get("copy_same_bytes_gbs") else ""
-        lines.append(f"| {r['task']} | {r['case']} | {r['dtype']} | {c['median_us']:.1f}{unstable} | "
-                     f"{base['native']['median_us']:.1f} | {base['naive']['median_us']:.1f} | "
-                     f"{r['speedups']['native']:.2f}x | {r['speedups']['naive']:.2f}x | {c['gbs'] or 0:.0f} | {frac} "
-                     f"| {same} |")
-    lines += ["", "Correctness of the expert ports (visible + held-out cases, 2 seeds): " +
-              ", ".join(f"{r['task']} {'PASS' if r.get('ok') else 'FAIL'}" for r in result["correctness"])]
+        same = (
+            f"{c['gbs'] / r['copy_same_bytes_gbs']:.0%}"
+            if c.get("gbs") and r.get("copy_same_bytes_gbs")
+            else ""
+        )
+        lines.append(
+            f"| {r['task']} | {r['case']} | {r['dtype']} | {c['median_us']:.1f}{unstable} | "
+            f"{base['native']['median_us']:.1f} | {base['naive']['median_us']:.1f} | "
+            f"{r['speedups']['native']:.2f}x | {r['speedups']['naive']:.2f}x | {c['gbs'] or 0:.0f} | {frac} "
+            f"| {same} |"
+        )
+    lines += [
+        "",
+        "Correctness of the expert ports (visible + held-out cases, 2 seeds): "
+        + ", ".join(
+            f"{r['task']} {'PASS' if r.get('ok') else 'FAIL'}" for r in result["correctness"]
+        ),
+    ]
     t = result.get("timer") or {}
     if t:
-        lines.append(f"Timer validation: same kernel twice {t['repeat_ratio']:.3f}x; double the work "
-                     f"{t['double_work_ratio']:.2f}x the time.")
+        lines.append(
+            f"Timer validation: same kernel twice {t['repeat_ratio']:.3f}x; double the work "
+            f"{t['double_work_ratio']:.2f}x the time."
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -146,15 +200,24 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--tasks", default="")
     ap.add_argument("--iters", type=int, default=30)
-    ap.add_argument("--skip", default="", help="comma list of stages to skip: correctness,translated,bench,timer")
+    ap.add_argument(
+        "--skip",
+        default="",
+        help="comma list of stages to skip: correctness,translated,bench,timer",
+    )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     names = [t for t in args.tasks.split(",") if t] or suite_names()
     skip = set(args.skip.split(","))
     backend = get_backend(args.backend)
     language = "cuda" if args.backend == "cuda" else "msl"
-    result = {"backend": args.backend, "date": time.strftime("%Y-%m-%d"), "host": platform.platform(),
-              "command": " ".join(sys.argv), "calibration": backend.calibrate()}
+    result = {
+        "backend": args.backend,
+        "date": time.strftime("%Y-%m-%d"),
+        "host": platform.platform(),
+        "command": " ".join(sys.argv),
+        "calibration": backend.calibrate(),
+    }
     result["device"] = backend.device_info()
     print(json.dumps(result["calibration"]), flush=True)
     result.update(correctness=[], translated=[], bench=[], timer=None)
@@ -164,10 +227,12 @@ def main() -> None:
         (args.out / "gpu_suite.json").write_text(json.dumps(result, indent=2, default=str))
         (args.out / "gpu_suite.md").write_text(markdown(result))
 
-    stages = [("correctness", lambda: check_ports(backend, names, language, result["correctness"], save)),
-              ("bench", lambda: bench_ports(backend, names, language, args.iters, result["bench"], save)),
-              ("timer", lambda: result.update(timer=validate_timer(backend, language))),
-              ("translated", lambda: translated(backend, names, language, result["translated"], save))]
+    stages = [
+        ("correctness", lambda: check_ports(backend, names, language, result["correctness"], save)),
+        ("bench", lambda: bench_ports(backend, names, language, args.iters, result["bench"], save)),
+        ("timer", lambda: result.update(timer=validate_timer(backend, language))),
+        ("translated", lambda: translated(backend, names, language, result["translated"], save)),
+    ]
     for stage, run in stages:
         if stage not in skip:
             run()

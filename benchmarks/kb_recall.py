@@ -19,7 +19,9 @@ def main() -> int:
     k = ap.parse_args().k
     recall, misses = recall_at_k(k)
     for m in misses:
-        print(f"MISS {m.question!r}\n  expected: {', '.join(m.expected)}\n  got:      {', '.join(m.got)}")
+        print(
+            f"MISS {m.question!r}\n  expected: {', '.join(m.expected)}\n  got:      {', '.join(m.got)}"
+        )
     print(f"recall@{k} = {recall:.3f} on {len(load_questions())} questions ({len(misses)} misses)")
     return 0 if recall >= THRESHOLD else 1
 

@@ -37,8 +37,15 @@ GENERATED = 32
 
 def model_pair(name: str, dtype):
     m = mamba_module()
-    args = m.ModelArgs(model_type="mamba", vocab_size=50280, state_size=16, conv_kernel=4, use_bias=False,
-                       use_conv_bias=True, **CONFIGS[name])
+    args = m.ModelArgs(
+        model_type="mamba",
+        vocab_size=50280,
+        state_size=16,
+        conv_kernel=4,
+        use_bias=False,
+        use_conv_bias=True,
+        **CONFIGS[name],
+    )
     mx.random.seed(0)
     stock = m.Model(args)
     stock.set_dtype(dtype)
@@ -76,11 +83,23 @@ def row(name: str, T: int, dtype, op, timed: bool) -> dict:
     t_port, l_port, c_port = sorted(runs, key=lambda r: r[0])[len(runs) // 2]
     diff = float(mx.abs(l_stock.astype(mx.float32) - l_port.astype(mx.float32)).max())
     scale = float(mx.abs(l_stock.astype(mx.float32)).max())
-    g_stock, g_port = generate(stock, l_stock, c_stock, GENERATED), generate(patched, l_port, c_port, GENERATED)
-    return {"config": name, "T": T, "dtype": str(dtype).split(".")[-1], "stock_tok_s": T / t_stock,
-            "port_tok_s": T / t_port if timed else None, "speedup": t_stock / t_port if timed else None,
-            "logit_rel_diff": diff / scale, "generated_identical": g_stock == g_port,
-            "first_differing_token": next((i for i, (a, b) in enumerate(zip(g_stock, g_port, strict=True)) if a != b), None)}
+    g_stock, g_port = (
+        generate(stock, l_stock, c_stock, GENERATED),
+        generate(patched, l_port, c_port, GENERATED),
+    )
+    return {
+        "config": name,
+        "T": T,
+        "dtype": str(dtype).split(".")[-1],
+        "stock_tok_s": T / t_stock,
+        "port_tok_s": T / t_port if timed else None,
+        "speedup": t_stock / t_port if timed else None,
+        "logit_rel_diff": diff / scale,
+        "generated_identical": g_stock == g_port,
+        "first_differing_token": next(
+            (i for i, (a, b) in enumerate(zip(g_stock, g_port, strict=True)) if a != b), None
+        ),
+    }
 
 
 def verify(backend: str) -> str:
@@ -92,9 +111,13 @@ def verify(backend: str) -> str:
     from mlxport.tasks import load_task
     from mlxport.verify.correctness import run_correctness
 
-    candidate = KernelCandidate.from_toml(TASK_DIR / "ports" / f"{'cuda' if backend == 'cuda' else 'msl'}.toml")
+    candidate = KernelCandidate.from_toml(
+        TASK_DIR / "ports" / f"{'cuda' if backend == 'cuda' else 'msl'}.toml"
+    )
     try:
-        report = run_correctness(load_task(TASK_DIR), candidate, get_backend(backend), seed=7, heldout=True)
+        report = run_correctness(
+            load_task(TASK_DIR), candidate, get_backend(backend), seed=7, heldout=True
+        )
     except Exception as e:  # recorded: the rows below then say the port was not verified here
         print(f"verification did not run: {type(e).__name__}: {e}", flush=True)
         return f"not run: {type(e).__name__}: {e}"
@@ -119,16 +142,30 @@ def main() -> None:
             for dtype in args.dtypes.split(","):
                 rows.append(row(name, T, getattr(mx, dtype), op, timed))
                 print(json.dumps(rows[-1]), flush=True)
-                args.out.write_text(json.dumps({"device": str(device), "host": platform.node(), "date":
-                                                time.strftime("%Y-%m-%d"), "timed": timed,
-                                                "verification": verification, "rows": rows}, indent=1))
-    print("\n| config | T | dtype | stock tok/s | port tok/s | speedup | logit diff (rel) | 32 tokens identical |")
+                args.out.write_text(
+                    json.dumps(
+                        {
+                            "device": str(device),
+                            "host": platform.node(),
+                            "date": time.strftime("%Y-%m-%d"),
+                            "timed": timed,
+                            "verification": verification,
+                            "rows": rows,
+                        },
+                        indent=1,
+                    )
+                )
+    print(
+        "\n| config | T | dtype | stock tok/s | port tok/s | speedup | logit diff (rel) | 32 tokens identical |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         port = f"{r['port_tok_s']:,.0f}" if r["port_tok_s"] else "not timed (simulator)"
         speed = f"{r['speedup']:.0f}x" if r["speedup"] else "-"
-        print(f"| {r['config']} | {r['T']} | {r['dtype']} | {r['stock_tok_s']:,.0f} | {port} | {speed} | "
-              f"{r['logit_rel_diff']:.1e} | {r['generated_identical']} |")
+        print(
+            f"| {r['config']} | {r['T']} | {r['dtype']} | {r['stock_tok_s']:,.0f} | {port} | {speed} | "
+            f"{r['logit_rel_diff']:.1e} | {r['generated_identical']} |"
+        )
 
 
 if __name__ == "__main__":

@@ -34,22 +34,41 @@ def main() -> None:
     ap.add_argument("--case", type=int, default=0, help="index into the task's bench cases")
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--arch", default="sm_90a")
-    ap.add_argument("--set", action="append", default=[], metavar="NAME=EXPR", help="another template expression")
-    ap.add_argument("--sass", action="store_true", help="print the machine code (cuobjdump --dump-sass)")
-    ap.add_argument("--rules", nargs="?", const="as written", metavar="VARIANT",
-                    help="the rule-based translation (or this tuning variant of it) instead of the expert port")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=EXPR",
+        help="another template expression",
+    )
+    ap.add_argument(
+        "--sass", action="store_true", help="print the machine code (cuobjdump --dump-sass)"
+    )
+    ap.add_argument(
+        "--rules",
+        nargs="?",
+        const="as written",
+        metavar="VARIANT",
+        help="the rule-based translation (or this tuning variant of it) instead of the expert port",
+    )
     args = ap.parse_args()
     task = load_task(args.task)
     port = expert_ports(task)["cuda"] if args.rules is None else rules_port(task, args.rules)
     if args.set:
-        port = port.model_copy(update={"template": {**port.template, **dict(s.split("=", 1) for s in args.set)}})
+        port = port.model_copy(
+            update={"template": {**port.template, **dict(s.split("=", 1) for s in args.set)}}
+        )
     case = task.bench_cases()[args.case]
     infos = case_infos(task, case, args.dtype)
     launch = port.launch(infos)
     if nvrtc_root() is None:
-        sys.exit("NVRTC not found: pip install nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-cuda-cccl")
+        sys.exit(
+            "NVRTC not found: pip install nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-cuda-cccl"
+        )
     ok, log, cubin = nvrtc_compile(nvrtc_source(port, infos), args.arch)
-    print(f"{args.task} {task.case_label(case)} {args.dtype} {args.arch} template {dict(launch.template)}")
+    print(
+        f"{args.task} {task.case_label(case)} {args.dtype} {args.arch} template {dict(launch.template)}"
+    )
     print(log.strip() or "(no log)")
     if not ok:
         sys.exit(1)
@@ -57,17 +76,27 @@ def main() -> None:
         with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
             f.write(cubin)
             f.flush()
-            print(subprocess.run(["cuobjdump", "--dump-sass", f.name], capture_output=True, text=True, check=True).stdout)
+            print(
+                subprocess.run(
+                    ["cuobjdump", "--dump-sass", f.name], capture_output=True, text=True, check=True
+                ).stdout
+            )
 
 
 def rules_port(task, label: str):
     from mlxport.translate.translator import translate_task
     from mlxport.translate.variants import Search
 
-    variant = translate_task(task, "cuda") if label == "as written" else Search(task, "cuda").variant(label)
+    variant = (
+        translate_task(task, "cuda")
+        if label == "as written"
+        else Search(task, "cuda").variant(label)
+    )
     if variant is None:
-        sys.exit(f"{task.name}'s translation has no variant {label!r}: labels are as in rules_vs_expert.json, "
-                 f"e.g. 'unroll=8 + __restrict__'")
+        sys.exit(
+            f"{task.name}'s translation has no variant {label!r}: labels are as in rules_vs_expert.json, "
+            f"e.g. 'unroll=8 + __restrict__'"
+        )
     return variant.candidate
 
 

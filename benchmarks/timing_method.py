@@ -52,7 +52,9 @@ LANG = "cuda" if mx.cuda.is_available() else "msl"
 
 
 def med_us(fn, sets, group=None, iters=30) -> float:
-    return statistics.median(mlx_kernel.time_calls(fn, sets, warmup=3, iters=iters, group=group)) * 1e6
+    return (
+        statistics.median(mlx_kernel.time_calls(fn, sets, warmup=3, iters=iters, group=group)) * 1e6
+    )
 
 
 def kernel_fn(cand: KernelCandidate, sets, extra=None):
@@ -61,9 +63,17 @@ def kernel_fn(cand: KernelCandidate, sets, extra=None):
 
 def empty_kernel():
     """A one-thread kernel: what a call costs beyond the kernel's own work."""
-    empty = KernelCandidate(language=LANG, name="mlxport_empty", input_names=["x"], output_names=["out"],
-                            output_shapes=[[64]], output_dtypes=["float32"], grid=[1, 1, 1], threadgroup=[1, 1, 1],
-                            source="out[0] = x[0];")
+    empty = KernelCandidate(
+        language=LANG,
+        name="mlxport_empty",
+        input_names=["x"],
+        output_names=["out"],
+        output_shapes=[[64]],
+        output_dtypes=["float32"],
+        grid=[1, 1, 1],
+        threadgroup=[1, 1, 1],
+        source="out[0] = x[0];",
+    )
     sets = [{"x": mx.ones((4,))}]
     return kernel_fn(empty, sets), sets
 
@@ -72,14 +82,22 @@ def floor() -> dict:
     fn, sets = empty_kernel()
     task = load_task("vector_add")
     port = expert_ports(task)[LANG]
-    rows = {"empty_kernel_us": {"one_eval_per_call": med_us(fn, sets, group=1), "grouped": med_us(fn, sets)}}
+    rows = {
+        "empty_kernel_us": {
+            "one_eval_per_call": med_us(fn, sets, group=1),
+            "grouped": med_us(fn, sets),
+        }
+    }
     for dtype in ("bfloat16", "float32"):
         vsets = [make_inputs(task, {"N": 1 << 24}, dtype, s) for s in range(3)]
         pf = kernel_fn(port, vsets)
         nf = lambda s: s["a"] + s["b"]  # noqa: E731
         rows[f"vector_add_16M_{dtype}_us"] = {
-            "port_one_eval_per_call": med_us(pf, vsets, group=1), "port_grouped": med_us(pf, vsets),
-            "native_one_eval_per_call": med_us(nf, vsets, group=1), "native_grouped": med_us(nf, vsets)}
+            "port_one_eval_per_call": med_us(pf, vsets, group=1),
+            "port_grouped": med_us(pf, vsets),
+            "native_one_eval_per_call": med_us(nf, vsets, group=1),
+            "native_grouped": med_us(nf, vsets),
+        }
     return rows
 
 
@@ -93,8 +111,12 @@ def overlap() -> dict:
     params = task.param_values(case)
     sets = [make_inputs(task, case, "bfloat16", s) for s in range(3)]
     fn = kernel_fn(port, sets, params)
-    return {"selective_scan_B1_bf16_us": {"one_eval_per_call": med_us(fn, sets, group=1),
-                                          "grouped": med_us(fn, sets)}}
+    return {
+        "selective_scan_B1_bf16_us": {
+            "one_eval_per_call": med_us(fn, sets, group=1),
+            "grouped": med_us(fn, sets),
+        }
+    }
 
 
 def torch_copy_gbs(nbytes: int) -> float | None:
@@ -132,9 +154,12 @@ def copies() -> list[dict]:
         mx.eval([s["x"] for s in sets])
         # mx.abs: a built-in unary op (no scalar broadcast) whose output MLX allocates itself; if it
         # outruns the copy kernel, the gap is in how custom-kernel outputs are placed, not in the kernel.
-        row = {"traffic_mib": mib, "kernel_gbs": nbytes / med_us(kernel_fn(cand, sets), sets) * 1e6 / 1e9,
-               "mlx_add0_gbs": nbytes / med_us(lambda s: s["x"] + 0, sets) * 1e6 / 1e9,
-               "mlx_abs_gbs": nbytes / med_us(lambda s: mx.abs(s["x"]), sets) * 1e6 / 1e9}
+        row = {
+            "traffic_mib": mib,
+            "kernel_gbs": nbytes / med_us(kernel_fn(cand, sets), sets) * 1e6 / 1e9,
+            "mlx_add0_gbs": nbytes / med_us(lambda s: s["x"] + 0, sets) * 1e6 / 1e9,
+            "mlx_abs_gbs": nbytes / med_us(lambda s: mx.abs(s["x"]), sets) * 1e6 / 1e9,
+        }
         del sets
         mx.clear_cache()
         row["torch_copy_gbs"] = torch_copy_gbs(nbytes)
@@ -151,8 +176,13 @@ def _constants(cand: KernelCandidate, reads: dict[str, str]) -> KernelCandidate:
         assert old in source, old
         source = source.replace(old, new)
     drop = {r.split("[")[0] for r in reads}
-    return cand.model_copy(update={"name": cand.name + "_const", "source": source,
-                                   "input_names": [n for n in cand.input_names if n not in drop]})
+    return cand.model_copy(
+        update={
+            "name": cand.name + "_const",
+            "source": source,
+            "input_names": [n for n in cand.input_names if n not in drop],
+        }
+    )
 
 
 def f32_bits(v: float) -> int:
@@ -167,27 +197,44 @@ def scalars() -> list[dict]:
     passes (``mlx_kernel.scalar_input``; session 3 timed 4096-element ones), and folded into the
     kernel as template constants; native beside."""
     rows = []
-    for name, reads in (("rmsnorm", lambda p: {"eps[0]": "__int_as_float(MLXP_EPS)"}),
-                        ("rope", lambda p: {"base[0]": "__int_as_float(MLXP_BASE)", "offset[0]": "MLXP_OFFSET"})):
+    for name, reads in (
+        ("rmsnorm", lambda p: {"eps[0]": "__int_as_float(MLXP_EPS)"}),
+        ("rope", lambda p: {"base[0]": "__int_as_float(MLXP_BASE)", "offset[0]": "MLXP_OFFSET"}),
+    ):
         task = load_task(name)
         port = expert_ports(task)[LANG]
         for case in task.bench_cases():
             params = task.param_values(case)
-            consts = {"MLXP_EPS": f32_bits(params.get("eps", 0.0)), "MLXP_BASE": f32_bits(params.get("base", 0.0)),
-                      "MLXP_OFFSET": int(params.get("offset", 0))}
+            consts = {
+                "MLXP_EPS": f32_bits(params.get("eps", 0.0)),
+                "MLXP_BASE": f32_bits(params.get("base", 0.0)),
+                "MLXP_OFFSET": int(params.get("offset", 0)),
+            }
             const = _constants(port, reads(params))
-            const = const.model_copy(update={"template": {**const.template, **{
-                k: v for k, v in consts.items() if any(k in r for r in reads(params).values())}}})
+            const = const.model_copy(
+                update={
+                    "template": {
+                        **const.template,
+                        **{
+                            k: v
+                            for k, v in consts.items()
+                            if any(k in r for r in reads(params).values())
+                        },
+                    }
+                }
+            )
             for dtype in ("bfloat16", "float32"):
                 sets = [make_inputs(task, case, dtype, s) for s in range(3)]
                 zero_d = {k: mx.array(v) for k, v in params.items() if k in port.input_names}
                 mx.eval(list(zero_d.values()))
                 pf = kernel_fn(port, sets, params)
                 cf = kernel_fn(const, sets, params)
-                fns = {"port_0d": lambda s, pf=pf, z=zero_d: pf({**s, **z}),
-                       "port_device_array": pf,  # caller passes scalars as mlx_kernel.scalar_input makes them
-                       "port_constants": lambda s, cf=cf: cf(s),
-                       "native": baseline(task, task.baselines.native, params)}
+                fns = {
+                    "port_0d": lambda s, pf=pf, z=zero_d: pf({**s, **z}),
+                    "port_device_array": pf,  # caller passes scalars as mlx_kernel.scalar_input makes them
+                    "port_constants": lambda s, cf=cf: cf(s),
+                    "native": baseline(task, task.baselines.native, params),
+                }
                 row = {"task": name, "case": str(case), "dtype": dtype}
                 for _ in range(2):  # two interleaved rounds
                     for label, fn in fns.items():
@@ -219,17 +266,32 @@ def concurrency() -> list[dict]:
             for _ in range(20):
                 outs = [fn(s)[0] for s in sets]
                 mx.eval(outs)
-                wrong += sum(abs(float(o[0].item()) - a) > 1e-3 * max(1.0, abs(a)) for o, a in zip(outs, alone, strict=True))
+                wrong += sum(
+                    abs(float(o[0].item()) - a) > 1e-3 * max(1.0, abs(a))
+                    for o, a in zip(outs, alone, strict=True)
+                )
             exact = [float(mx.sum(s["x"].astype(mx.float32)).item()) for s in sets]
-            row = {"port": cand.name, "dtype": dtype, "N": n, "calls_per_eval": len(sets), "evals": 20,
-                   "wrong_results": wrong,
-                   "alone_max_rel_err": max(abs(a - e) / max(1.0, abs(e)) for a, e in zip(alone, exact, strict=True))}
+            row = {
+                "port": cand.name,
+                "dtype": dtype,
+                "N": n,
+                "calls_per_eval": len(sets),
+                "evals": 20,
+                "wrong_results": wrong,
+                "alone_max_rel_err": max(
+                    abs(a - e) / max(1.0, abs(e)) for a, e in zip(alone, exact, strict=True)
+                ),
+            }
             rows.append(row)
             print(row, flush=True)
     for dtype in ("bfloat16", "float32"):
         for n in (1 << 24, 1 << 26):
             sets = [make_inputs(task, {"N": n}, dtype, s) for s in range(3)]
-            fns = {"v2_us": kernel_fn(v2, sets), "port_us": kernel_fn(port, sets), "native_us": baseline(task, task.baselines.native, {})}
+            fns = {
+                "v2_us": kernel_fn(v2, sets),
+                "port_us": kernel_fn(port, sets),
+                "native_us": baseline(task, task.baselines.native, {}),
+            }
             row = {"dtype": dtype, "N": n}
             for _ in range(2):
                 for label, fn in fns.items():
@@ -244,27 +306,49 @@ def serial() -> dict:
     one stream, so calls cannot overlap; against this process's grouped, graph-built timing."""
     env = {**os.environ, "MLX_USE_CUDA_GRAPHS": "0", "PYTHONUNBUFFERED": "1"}
     out = {"graphs": serial_child()}
-    r = subprocess.run([sys.executable, __file__, "--serial-child"], env=env, capture_output=True, text=True,
-                       timeout=240)
-    out["no_graphs"] = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else r.stderr[-2000:]
+    r = subprocess.run(
+        [sys.executable, __file__, "--serial-child"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    out["no_graphs"] = (
+        json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else r.stderr[-2000:]
+    )
     return out
 
 
 def serial_child() -> dict:
     fn, sets = empty_kernel()
-    rows = {"empty_kernel": {"grouped": med_us(fn, sets, iters=15), "one_eval_per_call": med_us(fn, sets, group=1,
-                                                                                                 iters=15)}}
-    for name, case in (("selective_scan", None), ("rmsnorm", {"R": 8192, "D": 4096}),
-                       ("reduce_sum_atomic", {"N": 1 << 24}), ("softmax_rows", {"R": 4096, "C": 4096})):
+    rows = {
+        "empty_kernel": {
+            "grouped": med_us(fn, sets, iters=15),
+            "one_eval_per_call": med_us(fn, sets, group=1, iters=15),
+        }
+    }
+    for name, case in (
+        ("selective_scan", None),
+        ("rmsnorm", {"R": 8192, "D": 4096}),
+        ("reduce_sum_atomic", {"N": 1 << 24}),
+        ("softmax_rows", {"R": 4096, "C": 4096}),
+    ):
         task = load_task(name)
         port = expert_ports(task)[LANG]
         case = case or task.bench_cases()[0]
         params = task.param_values(case)
         sets = [make_inputs(task, case, "bfloat16", s) for s in range(3)]
-        fns = {"port": kernel_fn(port, sets, params), "native": baseline(task, task.baselines.native, params)}
-        rows[name] = {label: {"grouped": med_us(fn, sets, iters=15), "one_eval_per_call": med_us(fn, sets, group=1,
-                                                                                                    iters=15)}
-                      for label, fn in fns.items()}
+        fns = {
+            "port": kernel_fn(port, sets, params),
+            "native": baseline(task, task.baselines.native, params),
+        }
+        rows[name] = {
+            label: {
+                "grouped": med_us(fn, sets, iters=15),
+                "one_eval_per_call": med_us(fn, sets, group=1, iters=15),
+            }
+            for label, fn in fns.items()
+        }
         print(name, rows[name], file=sys.stderr, flush=True)
     return rows
 
@@ -282,10 +366,20 @@ def main() -> None:
         ap.error("--out DIR is required")
     args.out.mkdir(parents=True, exist_ok=True)
     info = dict(mx.device_info()) if hasattr(mx, "device_info") else {}
-    result = {"device": str(info.get("device_name", LANG)), "mlx_version": mx.__version__,
-              "date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv)}
-    stages = {"floor": floor, "overlap": overlap, "scalars": scalars, "concurrency": concurrency,
-              "serial": serial, "copy": copies}
+    result = {
+        "device": str(info.get("device_name", LANG)),
+        "mlx_version": mx.__version__,
+        "date": time.strftime("%Y-%m-%d"),
+        "command": " ".join(sys.argv),
+    }
+    stages = {
+        "floor": floor,
+        "overlap": overlap,
+        "scalars": scalars,
+        "concurrency": concurrency,
+        "serial": serial,
+        "copy": copies,
+    }
     for name in args.stages.split(","):
         try:
             result[name] = stages[name]()

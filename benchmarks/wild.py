@@ -39,11 +39,19 @@ def snapshot(mirror: Path, repo: str, commit: str, work: Path) -> Path:
         raise FileNotFoundError(f"no snapshot of {repo} under {mirror}: fetch github:{repo}")
     dest = work / f"{repo.replace('/', '+')}-{commit[:12]}"
     if not (dest / ".unpacked").is_file():
-        names = subprocess.run(["git", "-C", str(git), "ls-tree", "-r", "--name-only", commit], capture_output=True,
-                               text=True, check=True).stdout.split("\n")
+        names = subprocess.run(
+            ["git", "-C", str(git), "ls-tree", "-r", "--name-only", commit],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split("\n")
         wanted = [n for n in names if n.endswith(SOURCES)]
-        batch = subprocess.run(["git", "-C", str(git), "cat-file", "--batch"], capture_output=True, check=True,
-                               input="".join(f"{commit}:{n}\n" for n in wanted).encode()).stdout
+        batch = subprocess.run(
+            ["git", "-C", str(git), "cat-file", "--batch"],
+            capture_output=True,
+            check=True,
+            input="".join(f"{commit}:{n}\n" for n in wanted).encode(),
+        ).stdout
         pos = 0
         for name in wanted:
             header_end = batch.index(b"\n", pos)
@@ -54,7 +62,7 @@ def snapshot(mirror: Path, repo: str, commit: str, work: Path) -> Path:
             size = int(header[2])
             out = dest / name
             out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_bytes(batch[pos:pos + size])
+            out.write_bytes(batch[pos : pos + size])
             pos += size + 1
         (dest / ".unpacked").write_text("")
     return dest
@@ -65,7 +73,9 @@ def with_defines(src: Path, defines: list[str], work: Path) -> Path:
     text = src.read_text(errors="replace")
     for item in defines:
         name, _, value = item.partition("=")
-        text, n = re.subn(rf"(?m)^(\s*#\s*define\s+{re.escape(name)}\s+).*$", rf"\g<1>{value}", text)
+        text, n = re.subn(
+            rf"(?m)^(\s*#\s*define\s+{re.escape(name)}\s+).*$", rf"\g<1>{value}", text
+        )
         if not n:
             text = f"#define {name} {value}\n" + text
     out = src.with_name(f"_wild_{src.name}")
@@ -80,7 +90,10 @@ def stage_read(path: Path, entry: dict, root: Path) -> dict:
     text, _, _ = amalgamate(path, [root / i for i in entry.get("includes", [])])
     cf = read_cuda(text, name=path.name)
     if entry["kernel"] not in [k.name for k in cf.kernels]:
-        return {"parsed": False, "reason": f"the reader finds no kernel {entry['kernel']} in {path.name}"}
+        return {
+            "parsed": False,
+            "reason": f"the reader finds no kernel {entry['kernel']} in {path.name}",
+        }
     return {"parsed": True}
 
 
@@ -88,11 +101,19 @@ def stage_task(path: Path, entry: dict, root: Path, folder: Path):
     from mlxport.translate.cuda_task import cuda_task, write_task
     from mlxport.translate.task_folder import parse_case, parse_pair
 
-    built = cuda_task(path, kernel=entry["kernel"], cases=[parse_case(entry["case"])],
-                      dtypes=entry.get("dtypes"), shapes=dict(parse_pair(s, "--shape") for s in entry.get("shapes", [])),
-                      grid=entry.get("grid"), block=entry.get("block"), shared_bytes=entry.get("shared_bytes"),
-                      template=entry.get("template"), includes=[root / i for i in entry.get("includes", [])],
-                      heldout=2)
+    built = cuda_task(
+        path,
+        kernel=entry["kernel"],
+        cases=[parse_case(entry["case"])],
+        dtypes=entry.get("dtypes"),
+        shapes=dict(parse_pair(s, "--shape") for s in entry.get("shapes", [])),
+        grid=entry.get("grid"),
+        block=entry.get("block"),
+        shared_bytes=entry.get("shared_bytes"),
+        template=entry.get("template"),
+        includes=[root / i for i in entry.get("includes", [])],
+        heldout=2,
+    )
     return write_task(built, folder, path)
 
 
@@ -110,7 +131,11 @@ def stage_port(folder: Path, out: Path) -> dict:
         return {"translated": False, "verified": False, "reason": str(e)}
     run = run_port(task, RunConfig(backend="sim"), out)
     res = run["result"]
-    return {"translated": translated, "verified": res["verified"], "reason": res.get("why_not") or ""}
+    return {
+        "translated": translated,
+        "verified": res["verified"],
+        "reason": res.get("why_not") or "",
+    }
 
 
 def main() -> None:
@@ -131,8 +156,14 @@ def main() -> None:
     rows = []
     for entry in entries:
         t0 = time.perf_counter()
-        row = {"id": entry["id"], "parsed": False, "executed": False, "translated": False, "verified": False,
-               "reason": ""}
+        row = {
+            "id": entry["id"],
+            "parsed": False,
+            "executed": False,
+            "translated": False,
+            "verified": False,
+            "reason": "",
+        }
         try:
             root = snapshot(args.mirror, entry["repo"], entry["commit"], work)
             path = root / entry["path"]
@@ -140,18 +171,25 @@ def main() -> None:
                 path = with_defines(path, entry["defines"], work)
             row.update(stage_read(path, entry, root))
             if "run" in stages:
-                folder = stage_task(path, entry, root, args.out / "tasks" / re.sub(r"\W", "_", entry["id"]))
+                folder = stage_task(
+                    path, entry, root, args.out / "tasks" / re.sub(r"\W", "_", entry["id"])
+                )
                 row["executed"] = True
                 if "port" in stages:
                     row.update(stage_port(folder, args.out / "ports"))
         except UserError as e:
             row["reason"] = str(e)
         except Exception as e:  # a crash is a finding too: recorded, the corpus goes on
-            row["reason"] = f"{type(e).__name__}: {e} | {traceback.format_exc().splitlines()[-3].strip()}"
+            row["reason"] = (
+                f"{type(e).__name__}: {e} | {traceback.format_exc().splitlines()[-3].strip()}"
+            )
         row["seconds"] = round(time.perf_counter() - t0, 1)
         rows.append(row)
-        print(f"{row['id']:<48} parsed={row['parsed']!s:<5} executed={row['executed']!s:<5} "
-              f"verified={row['verified']!s:<5} {row['reason'][:150]}", flush=True)
+        print(
+            f"{row['id']:<48} parsed={row['parsed']!s:<5} executed={row['executed']!s:<5} "
+            f"verified={row['verified']!s:<5} {row['reason'][:150]}",
+            flush=True,
+        )
         write(args.out, rows)
 
 
@@ -159,16 +197,30 @@ def write(out: Path, rows: list[dict]) -> None:
     (out / "wild.json").write_text(json.dumps(rows, indent=1))
     n = len(rows)
     totals = {k: sum(r[k] for r in rows) for k in ("parsed", "executed", "translated", "verified")}
-    lines = ["| kernel | parsed | executed | translated | verified | reason |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| kernel | parsed | executed | translated | verified | reason |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append(f"| {r['id']} | {'yes' if r['parsed'] else 'no'} | {'yes' if r['executed'] else 'no'} | "
-                     f"{'yes' if r['translated'] else 'no'} | {'yes' if r['verified'] else 'no'} | "
-                     f"{r['reason'][:160].replace('|', '/')} |")
-    lines += ["", "totals: " + ", ".join(f"{k} {v}/{n} ({v / n:.0%})" for k, v in totals.items()), "",
-              "| project | kernels | parsed | executed | translated | verified |", "|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {r['id']} | {'yes' if r['parsed'] else 'no'} | {'yes' if r['executed'] else 'no'} | "
+            f"{'yes' if r['translated'] else 'no'} | {'yes' if r['verified'] else 'no'} | "
+            f"{r['reason'][:160].replace('|', '/')} |"
+        )
+    lines += [
+        "",
+        "totals: " + ", ".join(f"{k} {v}/{n} ({v / n:.0%})" for k, v in totals.items()),
+        "",
+        "| project | kernels | parsed | executed | translated | verified |",
+        "|---|---|---|---|---|---|",
+    ]
     for project in dict.fromkeys(r["id"].split("/")[0] for r in rows):
         mine = [r for r in rows if r["id"].split("/")[0] == project]
-        lines.append(f"| {project} | {len(mine)} | " + " | ".join(str(sum(r[k] for r in mine)) for k in totals) + " |")
+        lines.append(
+            f"| {project} | {len(mine)} | "
+            + " | ".join(str(sum(r[k] for r in mine)) for k in totals)
+            + " |"
+        )
     (out / "wild.md").write_text("\n".join(lines) + "\n")
 
 

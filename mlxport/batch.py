@@ -25,9 +25,32 @@ from mlxport.errors import UserError
 from mlxport.redaction import redact_text, write_text
 
 EVENTS = "batch_events.jsonl"
-CONFIG_FIELDS = ("max_iterations", "patience", "max_tokens", "max_cost", "max_wall_seconds", "max_consecutive_errors",
-                 "target_speedup", "extra_seeds", "chip", "seed", "context_window", "backend", "base_url", "search")
-KERNEL_KEYS = {"kernel", "reference", "inputs", "outputs", "cases", "heldout", "kernel_name", "dtypes"}
+CONFIG_FIELDS = (
+    "max_iterations",
+    "patience",
+    "max_tokens",
+    "max_cost",
+    "max_wall_seconds",
+    "max_consecutive_errors",
+    "target_speedup",
+    "extra_seeds",
+    "chip",
+    "seed",
+    "context_window",
+    "backend",
+    "base_url",
+    "search",
+)
+KERNEL_KEYS = {
+    "kernel",
+    "reference",
+    "inputs",
+    "outputs",
+    "cases",
+    "heldout",
+    "kernel_name",
+    "dtypes",
+}
 Event = dict[str, Any]
 
 
@@ -48,8 +71,13 @@ class Job:
 # ---------------------------------------------------------------- input
 
 
-def load_jobs(source: str | Path, *, model: str = "rules", budget: dict[str, Any] | None = None,
-              out: Path = Path("mlxport-out")) -> list[Job]:
+def load_jobs(
+    source: str | Path,
+    *,
+    model: str = "rules",
+    budget: dict[str, Any] | None = None,
+    out: Path = Path("mlxport-out"),
+) -> list[Job]:
     """The jobs of a manifest (.toml), a folder of task folders, one task folder, or ``suite``."""
     from mlxport.tasks import SUITE_DIR, suite_names
 
@@ -64,10 +92,14 @@ def load_jobs(source: str | Path, *, model: str = "rules", budget: dict[str, Any
     if path.is_dir():
         folders = sorted(p.parent for p in path.glob("*/task.toml"))
         if not folders:
-            raise UserError(f"{path} holds no task folders (*/task.toml): pass a manifest .toml, a folder of task "
-                            f"folders, or suite")
+            raise UserError(
+                f"{path} holds no task folders (*/task.toml): pass a manifest .toml, a folder of task "
+                f"folders, or suite"
+            )
         return _unique([_task_job(f, model, base) for f in folders])
-    raise UserError(f"no manifest or folder {path}: pass a manifest .toml, a folder of task folders, or suite")
+    raise UserError(
+        f"no manifest or folder {path}: pass a manifest .toml, a folder of task folders, or suite"
+    )
 
 
 def _task_job(folder: Path, model: str, config: dict[str, Any]) -> Job:
@@ -86,7 +118,9 @@ def _manifest_jobs(path: Path, model: str, base: dict[str, Any], out: Path) -> l
         raise UserError(f"manifest {path} is not valid TOML ({e}): fix the syntax") from e
     entries = data.get("port")
     if not isinstance(entries, list) or not entries:
-        raise UserError(f"manifest {path} has no [[port]] entries: add one per task (task = \"softmax_rows\")")
+        raise UserError(
+            f'manifest {path} has no [[port]] entries: add one per task (task = "softmax_rows")'
+        )
     default_model = data.get("model", model)
     defaults = {**base, **_config_fields(data.get("budget", {}), f"[budget] of {path}")}
     jobs = []
@@ -95,44 +129,70 @@ def _manifest_jobs(path: Path, model: str, base: dict[str, Any], out: Path) -> l
         config = {**defaults, **_config_fields(entry.get("budget", {}), f"budget in {where}")}
         unknown = set(entry) - {"task", "name", "model", "budget"} - KERNEL_KEYS
         if unknown:
-            raise UserError(f"{where} has unknown keys {sorted(unknown)}: use task or kernel (+ reference, inputs, "
-                            f"outputs, cases), name, model, budget")
+            raise UserError(
+                f"{where} has unknown keys {sorted(unknown)}: use task or kernel (+ reference, inputs, "
+                f"outputs, cases), name, model, budget"
+            )
         if "task" in entry:
             rel = path.parent / entry["task"]
-            job = _task_job(rel if rel.is_dir() else find_task(entry["task"]), entry.get("model", default_model), config)
+            job = _task_job(
+                rel if rel.is_dir() else find_task(entry["task"]),
+                entry.get("model", default_model),
+                config,
+            )
             if entry.get("name", job.name) != job.name:
-                raise UserError(f"{where} names the port {entry['name']!r} but its task is {job.name!r}: output "
-                                f"folders are named after tasks, so drop name (use another --out to port a task twice)")
+                raise UserError(
+                    f"{where} names the port {entry['name']!r} but its task is {job.name!r}: output "
+                    f"folders are named after tasks, so drop name (use another --out to port a task twice)"
+                )
         elif "kernel" in entry:
-            job = _kernel_job(entry, path.parent, out, where, entry.get("model", default_model), config)
+            job = _kernel_job(
+                entry, path.parent, out, where, entry.get("model", default_model), config
+            )
         else:
-            raise UserError(f"{where} names neither task nor kernel: add task = \"NAME_OR_DIR\" or kernel = \"x.cu\"")
+            raise UserError(
+                f'{where} names neither task nor kernel: add task = "NAME_OR_DIR" or kernel = "x.cu"'
+            )
         jobs.append(job)
     return _unique(jobs)
 
 
-def _kernel_job(entry: dict[str, Any], root: Path, out: Path, where: str, model: str, config: dict) -> Job:
+def _kernel_job(
+    entry: dict[str, Any], root: Path, out: Path, where: str, model: str, config: dict
+) -> Job:
     from mlxport.evals.scaffold import task_from_flags, task_name_for
 
     missing = [k for k in ("reference", "inputs", "outputs", "cases") if k not in entry]
     if missing:
-        raise UserError(f"{where} ports a .cu file and needs {', '.join(missing)} (as for `mlxport port --reference`)")
+        raise UserError(
+            f"{where} ports a .cu file and needs {', '.join(missing)} (as for `mlxport port --reference`)"
+        )
     cu = root / entry["kernel"]
     reference = entry["reference"]
     module, _, fn = reference.rpartition(":")
     if module.endswith(".py"):
         reference = f"{root / module}:{fn}"
     name = entry.get("name") or task_name_for(cu)
-    folder = task_from_flags(cu, out.resolve() / "_tasks" / name, reference=reference, inputs=entry["inputs"],
-                             outputs=entry["outputs"], cases=list(entry["cases"]), heldout=list(entry.get("heldout", [])),
-                             kernel=entry.get("kernel_name"), dtypes=list(entry.get("dtypes", ["float32"])))
+    folder = task_from_flags(
+        cu,
+        out.resolve() / "_tasks" / name,
+        reference=reference,
+        inputs=entry["inputs"],
+        outputs=entry["outputs"],
+        cases=list(entry["cases"]),
+        heldout=list(entry.get("heldout", [])),
+        kernel=entry.get("kernel_name"),
+        dtypes=list(entry.get("dtypes", ["float32"])),
+    )
     return _task_job(folder, model, config)
 
 
 def _config_fields(values: dict[str, Any], where: str) -> dict[str, Any]:
     unknown = set(values) - set(CONFIG_FIELDS)
     if unknown:
-        raise UserError(f"unknown keys {sorted(unknown)} in {where}: use RunConfig fields ({', '.join(CONFIG_FIELDS)})")
+        raise UserError(
+            f"unknown keys {sorted(unknown)} in {where}: use RunConfig fields ({', '.join(CONFIG_FIELDS)})"
+        )
     return dict(values)
 
 
@@ -140,8 +200,10 @@ def _unique(jobs: list[Job]) -> list[Job]:
     seen: set[str] = set()
     for j in jobs:
         if j.name in seen:
-            raise UserError(f"task {j.name!r} appears twice in the batch: a batch ports each task once (use another "
-                            f"--out for a second run)")
+            raise UserError(
+                f"task {j.name!r} appears twice in the batch: a batch ports each task once (use another "
+                f"--out for a second run)"
+            )
         seen.add(j.name)
     return jobs
 
@@ -159,7 +221,13 @@ class EventLog:
         self._lock = threading.Lock()
 
     def emit(self, task: str, event: str, **data: Any) -> None:
-        record = {"time": round(time.time(), 3), "pid": os.getpid(), "task": task, "event": event, **data}
+        record = {
+            "time": round(time.time(), 3),
+            "pid": os.getpid(),
+            "task": task,
+            "event": event,
+            **data,
+        }
         if event != "iteration":
             line = redact_text(json.dumps(record, default=str) + "\n").encode()
             with self._lock:
@@ -198,8 +266,13 @@ def port_job(job: Job, out: Path, log: EventLog) -> dict[str, Any]:
         message = f"{type(e).__name__}: {e}"
         log.emit(job.name, "error", error=message[:500])
         return summary_row(job.name, "failed", None, error=message)
-    log.emit(job.name, "finish", session=run["session"], verified=run["result"]["verified"],
-             stop_reason=run["stop_reason"])
+    log.emit(
+        job.name,
+        "finish",
+        session=run["session"],
+        verified=run["result"]["verified"],
+        stop_reason=run["stop_reason"],
+    )
     return summary_row(job.name, "resumed" if resumed else "done", run)
 
 
@@ -216,14 +289,20 @@ def _run(job: Job, out: Path, folder: Path, log: EventLog) -> tuple[dict[str, An
         session, config = _logged_session(out, job.name), RunConfig(model=job.model, **job.config)
     # A session counts as started once its "start" is logged; a kill between the log line and
     # session.json (or the first checkpoint) continues the same session instead of starting again.
-    started = session is not None and any(e["event"] == "start" and e.get("session") == session
-                                          for e in read_events(out))
+    started = session is not None and any(
+        e["event"] == "start" and e.get("session") == session for e in read_events(out)
+    )
     session = session or sessions.new_id(job.name)
     log.emit(job.name, "resume" if started else "start", session=session, model=config.model)
 
     def update(node: str, data: dict[str, Any]) -> None:
         if node == "reason" and "iterations" in data:
-            log.emit(job.name, "iteration", iteration=data["iterations"], max_iterations=config.max_iterations)
+            log.emit(
+                job.name,
+                "iteration",
+                iteration=data["iterations"],
+                max_iterations=config.max_iterations,
+            )
 
     run = run_port(load_task(job.task_dir), config, out, session=session, on_update=update)
     return run, started
@@ -242,10 +321,23 @@ def _read_json(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def summary_row(task: str, status: str, run: dict[str, Any] | None, error: str | None = None) -> dict[str, Any]:
+def summary_row(
+    task: str, status: str, run: dict[str, Any] | None, error: str | None = None
+) -> dict[str, Any]:
     if run is None:
-        return {"task": task, "status": status, "stop_reason": None, "verified": False, "speedup": None,
-                "speed": "-", "iterations": 0, "tokens": 0, "cost_usd": 0.0, "model": None, "error": error}
+        return {
+            "task": task,
+            "status": status,
+            "stop_reason": None,
+            "verified": False,
+            "speedup": None,
+            "speed": "-",
+            "iterations": 0,
+            "tokens": 0,
+            "cost_usd": 0.0,
+            "model": None,
+            "error": error,
+        }
     res = run["result"]
     native = res["speedups"].get("native") if res.get("timed") else None
     if native is not None:
@@ -254,18 +346,35 @@ def summary_row(task: str, status: str, run: dict[str, Any] | None, error: str |
         speed = f"not timed ({res.get('backend')})"
     else:
         speed = "-"
-    return {"task": task, "status": status, "stop_reason": run["stop_reason"], "verified": res["verified"],
-            "speedup": native, "speed": speed, "iterations": run["iterations"],
-            "tokens": run["tokens"]["input"] + run["tokens"]["output"], "cost_usd": run["cost_usd"],
-            "model": run["model"], "error": error}
+    return {
+        "task": task,
+        "status": status,
+        "stop_reason": run["stop_reason"],
+        "verified": res["verified"],
+        "speedup": native,
+        "speed": speed,
+        "iterations": run["iterations"],
+        "tokens": run["tokens"]["input"] + run["tokens"]["output"],
+        "cost_usd": run["cost_usd"],
+        "model": run["model"],
+        "error": error,
+    }
 
 
 # ---------------------------------------------------------------- the batch
 
 
-def run_batch(source: str | Path, *, model: str = "rules", jobs: int = 2, out: Path = Path("mlxport-out"),
-              budget: dict[str, Any] | None = None, ray_address: str | None = None,
-              on_event: Callable[[Event], None] | None = None, console=None) -> Path:
+def run_batch(
+    source: str | Path,
+    *,
+    model: str = "rules",
+    jobs: int = 2,
+    out: Path = Path("mlxport-out"),
+    budget: dict[str, Any] | None = None,
+    ray_address: str | None = None,
+    on_event: Callable[[Event], None] | None = None,
+    console=None,
+) -> Path:
     """Port every task of ``source`` into ``out``; returns the path of ``out/batch.json``.
 
     ``budget`` holds RunConfig fields (max_iterations, backend, base_url, ...). ``jobs`` ports run
@@ -289,16 +398,30 @@ def run_batch(source: str | Path, *, model: str = "rules", jobs: int = 2, out: P
     listeners = [f for f in (on_event, display.event if display else None) if f]
     log = EventLog(out, lambda e: [f(e) for f in listeners])
     with display or contextlib.nullcontext():
-        rows = run_on_ray(job_list, out, ray_address, log, jobs) if ray_address else _run_local(job_list, out, jobs, log)
+        rows = (
+            run_on_ray(job_list, out, ray_address, log, jobs)
+            if ray_address
+            else _run_local(job_list, out, jobs, log)
+        )
     order = {j.name: i for i, j in enumerate(job_list)}
     rows.sort(key=lambda r: order[r["task"]])
-    summary = {"source": str(source), "out": str(out), "model": model, "jobs": jobs, "ray": ray_address,
-               "wall_seconds": round(time.time() - t0, 1), "totals": totals(rows), "tasks": rows}
+    summary = {
+        "source": str(source),
+        "out": str(out),
+        "model": model,
+        "jobs": jobs,
+        "ray": ray_address,
+        "wall_seconds": round(time.time() - t0, 1),
+        "totals": totals(rows),
+        "tasks": rows,
+    }
     write_text(out / "batch.json", json.dumps(summary, indent=2))
     write_text(out / "batch_report.md", report_md(summary))
     if console is not None:
         console.print(summary_table(rows))
-        console.print(f"{summary['totals']['verified']}/{len(rows)} verified; wrote {out / 'batch_report.md'}")
+        console.print(
+            f"{summary['totals']['verified']}/{len(rows)} verified; wrote {out / 'batch_report.md'}"
+        )
     return out / "batch.json"
 
 
@@ -312,17 +435,30 @@ def _run_local(job_list: list[Job], out: Path, jobs: int, log: EventLog) -> list
 
 
 def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"tasks": len(rows), "verified": sum(r["verified"] for r in rows),
-            "failed": sum(r["status"] == "failed" for r in rows), "skipped": sum(r["status"] == "skipped" for r in rows),
-            "tokens": sum(r["tokens"] for r in rows), "cost_usd": round(sum(r["cost_usd"] for r in rows), 6)}
+    return {
+        "tasks": len(rows),
+        "verified": sum(r["verified"] for r in rows),
+        "failed": sum(r["status"] == "failed" for r in rows),
+        "skipped": sum(r["status"] == "skipped" for r in rows),
+        "tokens": sum(r["tokens"] for r in rows),
+        "cost_usd": round(sum(r["cost_usd"] for r in rows), 6),
+    }
 
 
 COLUMNS = ("task", "status", "stop reason", "verified", "speedup", "iters", "tokens", "cost $")
 
 
 def _cells(r: dict[str, Any]) -> list[str]:
-    return [r["task"], r["status"], str(r["stop_reason"] or r.get("error") or "-")[:60], "yes" if r["verified"] else "no",
-            r["speed"], str(r["iterations"]), str(r["tokens"]), f"{r['cost_usd']:.4f}"]
+    return [
+        r["task"],
+        r["status"],
+        str(r["stop_reason"] or r.get("error") or "-")[:60],
+        "yes" if r["verified"] else "no",
+        r["speed"],
+        str(r["iterations"]),
+        str(r["tokens"]),
+        f"{r['cost_usd']:.4f}",
+    ]
 
 
 def summary_table(rows: list[dict[str, Any]]):
@@ -339,15 +475,27 @@ def summary_table(rows: list[dict[str, Any]]):
 def report_md(summary: dict[str, Any]) -> str:
     t = summary["totals"]
     rules = any(r["model"] == "rules" for r in summary["tasks"])
-    lines = ["# Batch report", "", f"- source: `{summary['source']}`; model: `{summary['model']}`"
-             + (" (`rules` is the rule-based translator: a non-LLM baseline)" if rules else ""),
-             f"- {t['verified']}/{t['tasks']} verified, {t['failed']} failed, {t['skipped']} skipped (done earlier)",
-             f"- tokens {t['tokens']}, cost ${t['cost_usd']:.4f}, wall time {summary['wall_seconds']} s"
-             + (f", on Ray at {summary['ray']}" if summary["ray"] else f", {summary['jobs']} at once"), "",
-             "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(c.replace("|", "/") for c in _cells(r)) + " |" for r in summary["tasks"]]
-    lines += ["", "Each task's port is in `<task>/` (report.md, run.json, kernel.py); events in `batch_events.jsonl`.",
-              "Speedups exist only where a GPU timed the kernel; the simulator checks correctness only.", ""]
+    lines = [
+        "# Batch report",
+        "",
+        f"- source: `{summary['source']}`; model: `{summary['model']}`"
+        + (" (`rules` is the rule-based translator: a non-LLM baseline)" if rules else ""),
+        f"- {t['verified']}/{t['tasks']} verified, {t['failed']} failed, {t['skipped']} skipped (done earlier)",
+        f"- tokens {t['tokens']}, cost ${t['cost_usd']:.4f}, wall time {summary['wall_seconds']} s"
+        + (f", on Ray at {summary['ray']}" if summary["ray"] else f", {summary['jobs']} at once"),
+        "",
+        "| " + " | ".join(COLUMNS) + " |",
+        "|" + "---|" * len(COLUMNS),
+    ]
+    lines += [
+        "| " + " | ".join(c.replace("|", "/") for c in _cells(r)) + " |" for r in summary["tasks"]
+    ]
+    lines += [
+        "",
+        "Each task's port is in `<task>/` (report.md, run.json, kernel.py); events in `batch_events.jsonl`.",
+        "Speedups exist only where a GPU timed the kernel; the simulator checks correctness only.",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -358,13 +506,27 @@ class _Display:
     """A rich progress view: one overall bar, one line per task with its status."""
 
     def __init__(self, console, job_list: list[Job]):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
-        self.progress = Progress(TextColumn("{task.description:<24}"), BarColumn(bar_width=24), MofNCompleteColumn(),
-                                 TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=console)
+        self.progress = Progress(
+            TextColumn("{task.description:<24}"),
+            BarColumn(bar_width=24),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[status]}"),
+            TimeElapsedColumn(),
+            console=console,
+        )
         self.overall = self.progress.add_task("batch", total=len(job_list), status="")
-        self.rows = {j.name: self.progress.add_task(j.name, total=None, status="queued", start=False)
-                     for j in job_list}
+        self.rows = {
+            j.name: self.progress.add_task(j.name, total=None, status="queued", start=False)
+            for j in job_list
+        }
 
     def __enter__(self):
         self.progress.__enter__()
@@ -382,11 +544,18 @@ class _Display:
             self.progress.start_task(row)
             self.progress.update(row, status="running" if kind == "start" else "resumed")
         elif kind == "iteration":
-            self.progress.update(row, total=e["max_iterations"], completed=e["iteration"],
-                                 status=f"iteration {e['iteration']}")
+            self.progress.update(
+                row,
+                total=e["max_iterations"],
+                completed=e["iteration"],
+                status=f"iteration {e['iteration']}",
+            )
         elif kind in ("finish", "skip", "error"):
             status = {"skip": "skipped", "error": "[red]failed[/red]"}.get(kind) or (
-                "[green]verified[/green]" if e.get("verified") else f"not verified ({e.get('stop_reason')})")
+                "[green]verified[/green]"
+                if e.get("verified")
+                else f"not verified ({e.get('stop_reason')})"
+            )
             self.progress.update(row, status=status, total=1, completed=1)
             self.progress.stop_task(row)
             self.progress.advance(self.overall)
@@ -397,19 +566,25 @@ class _Display:
 # ---------------------------------------------------------------- Ray
 
 
-def run_on_ray(job_list: list[Job], out: Path, address: str, log: EventLog, jobs: int = 1) -> list[dict[str, Any]]:
+def run_on_ray(
+    job_list: list[Job], out: Path, address: str, log: EventLog, jobs: int = 1
+) -> list[dict[str, Any]]:
     """Each port as a Ray task that needs one unit of the custom resource named after its backend
     (``sim``, ``metal``, ``cuda``), so it lands on a node that offers that backend. ``out`` must
     be a folder every node sees (a shared filesystem) for resume and skip to work across runs.
     ``local`` starts a throwaway cluster on this machine offering ``jobs`` units of each backend."""
     auto = sorted({j.name for j in job_list if j.backend == "auto"})
     if auto:
-        raise UserError(f"with --ray pick the backend (budget backend=metal, cuda or sim) so ports go to nodes with "
-                        f"that resource; {', '.join(auto[:3])} use auto")
+        raise UserError(
+            f"with --ray pick the backend (budget backend=metal, cuda or sim) so ports go to nodes with "
+            f"that resource; {', '.join(auto[:3])} use auto"
+        )
     try:
         import ray
     except ImportError as e:
-        raise UserError("--ray needs Ray, which is not installed: pip install 'mlxport[ray]'") from e
+        raise UserError(
+            "--ray needs Ray, which is not installed: pip install 'mlxport[ray]'"
+        ) from e
     owned = not ray.is_initialized()
     if owned:
         if address != "local":
@@ -420,19 +595,24 @@ def run_on_ray(job_list: list[Job], out: Path, address: str, log: EventLog, jobs
         offered = ray.cluster_resources()
         for backend in sorted({j.backend for j in job_list}):
             if offered.get(backend, 0) < 1:
-                raise UserError(f"no node of the Ray cluster at {address} offers the {backend!r} resource: start one "
-                                f"with ray start --resources='{{\"{backend}\": 1}}'")
+                raise UserError(
+                    f"no node of the Ray cluster at {address} offers the {backend!r} resource: start one "
+                    f"with ray start --resources='{{\"{backend}\": 1}}'"
+                )
         if any(j.backend == "cuda" for j in job_list) and offered.get("GPU", 0) < 1:
-            raise UserError(f"the Ray cluster at {address} offers 'cuda' but no GPU: start its GPU nodes with "
-                            f"ray start --num-gpus=N")
+            raise UserError(
+                f"the Ray cluster at {address} offers 'cuda' but no GPU: start its GPU nodes with "
+                f"ray start --num-gpus=N"
+            )
         remote = ray.remote(_ray_port)
         refs = {}
         for j in job_list:
             # A CUDA port holds one GPU of its own: Ray sets the worker's CUDA_VISIBLE_DEVICES to it,
             # while the simulator checks and compiles use the node's CPUs.
             gpus = 1 if j.backend == "cuda" else 0
-            ref = remote.options(resources={j.backend: 1}, num_cpus=1, num_gpus=gpus,
-                                 name=f"port:{j.name}").remote(asdict(j), str(out))
+            ref = remote.options(
+                resources={j.backend: 1}, num_cpus=1, num_gpus=gpus, name=f"port:{j.name}"
+            ).remote(asdict(j), str(out))
             refs[ref] = j
             log.emit(j.name, "submitted", resource=j.backend)
         rows = []
@@ -443,7 +623,9 @@ def run_on_ray(job_list: list[Job], out: Path, address: str, log: EventLog, jobs
                 try:
                     row, last = ray.get(ref)
                 except Exception as e:  # the worker died or could not import mlxport
-                    row = summary_row(job.name, "failed", None, error=f"{type(e).__name__}: {str(e)[:300]}")
+                    row = summary_row(
+                        job.name, "failed", None, error=f"{type(e).__name__}: {str(e)[:300]}"
+                    )
                     log.emit(job.name, "error", error=row["error"])
                 else:
                     log.forward(last)  # the worker already wrote it to the log
@@ -473,7 +655,11 @@ def _ray_port(job: dict[str, Any], out: str) -> tuple[dict[str, Any], Event]:
     events: list[Event] = []
     log, one = EventLog(Path(out), events.append), Job(**job)
     if one.backend == "cuda":
-        log.emit(one.name, "placed", gpus=[str(g) for g in ray.get_gpu_ids()],
-                 visible=os.environ.get("CUDA_VISIBLE_DEVICES", ""))
+        log.emit(
+            one.name,
+            "placed",
+            gpus=[str(g) for g in ray.get_gpu_ids()],
+            visible=os.environ.get("CUDA_VISIBLE_DEVICES", ""),
+        )
     row = port_job(one, Path(out), log)
     return row, events[-1]

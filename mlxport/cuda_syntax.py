@@ -54,7 +54,7 @@ def source_text(node: Node | None) -> str:
     """`text` for a tree parsed through a read callback, inside `reading_source`."""
     if node is None:
         return ""
-    return _SOURCE.get()[node.start_byte:node.end_byte].decode("utf-8", "replace")
+    return _SOURCE.get()[node.start_byte : node.end_byte].decode("utf-8", "replace")
 
 
 def collapse_spaces(s: str) -> str:
@@ -95,8 +95,13 @@ def parse_expr(src: str) -> Node | None:
     for n in walk(tree.root_node):
         if n.type == "init_declarator":
             value = n.child_by_field_name("value")
-            return value.named_children[0] if value is not None and value.type == "parenthesized_expression" \
-                and value.named_children else value
+            return (
+                value.named_children[0]
+                if value is not None
+                and value.type == "parenthesized_expression"
+                and value.named_children
+                else value
+            )
     return None
 
 
@@ -143,8 +148,14 @@ def inner_declarator(decl: Node) -> Node | None:
     no field name: `float& at(int i)`)."""
     inner = decl.child_by_field_name("declarator")
     if inner is None and decl.type in ("reference_declarator", "parenthesized_declarator"):
-        inner = next((c for c in decl.named_children if c.type.endswith("declarator") or c.type == "identifier"),
-                     None)
+        inner = next(
+            (
+                c
+                for c in decl.named_children
+                if c.type.endswith("declarator") or c.type == "identifier"
+            ),
+            None,
+        )
     return inner
 
 

@@ -18,9 +18,13 @@ def read_text(path: str | Path, what: str = "file") -> str:
     except FileNotFoundError:
         raise UserError(f"no {what} {path}: check the path") from None
     except OSError as e:
-        raise UserError(f"cannot read {what} {path} ({e.strerror}): check the path and its permissions") from None
+        raise UserError(
+            f"cannot read {what} {path} ({e.strerror}): check the path and its permissions"
+        ) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise UserError(f"{what} {path} is not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}): "
-                        f"save it as UTF-8") from None
+        raise UserError(
+            f"{what} {path} is not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}): "
+            f"save it as UTF-8"
+        ) from None

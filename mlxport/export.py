@@ -22,7 +22,9 @@ from mlxport.errors import UserError, read_text
 from mlxport.redaction import write_text
 
 OP_FILES = ("kernel.py", "test_kernel.py", "candidate.toml", "reference.py")
-_LICENSE = re.compile(r"(SPDX-License-Identifier:\s*\S+|(?:Licensed under|License:|Copyright)[^\n]{0,120})", re.I)
+_LICENSE = re.compile(
+    r"(SPDX-License-Identifier:\s*\S+|(?:Licensed under|License:|Copyright)[^\n]{0,120})", re.I
+)
 
 PYPROJECT = """[build-system]
 requires = ["setuptools>=61"]
@@ -64,11 +66,15 @@ def export_port(folder: Path, out: Path, layout: str = "pip") -> Path:
         raise UserError(f"unknown layout {layout!r}: pass --layout pip or --layout kernels")
     run_file = folder / "run.json"
     if not run_file.is_file():
-        raise UserError(f"{folder} holds no port (no run.json): pass the OUT/<task> folder of `mlxport port`")
+        raise UserError(
+            f"{folder} holds no port (no run.json): pass the OUT/<task> folder of `mlxport port`"
+        )
     run = json.loads(read_text(run_file, "run record"))
     if not run["result"]["verified"] or not (folder / "kernel.py").is_file():
-        raise UserError(f"the port in {folder} has no verified kernel, so there is nothing to ship: "
-                        f"{run['result'].get('why_not') or 'see report.md'}")
+        raise UserError(
+            f"the port in {folder} has no verified kernel, so there is nothing to ship: "
+            f"{run['result'].get('why_not') or 'see report.md'}"
+        )
     task = run["task"]
     name = task.replace("_", "-")
     target = out / (f"mlxport-{name}" if layout == "pip" else name)
@@ -94,11 +100,18 @@ def _pip(folder: Path, target: Path, run: dict, header: str) -> None:
     package = re.sub(r"\W", "_", task).lower()
     _package(folder, target / package, task, header)
     description = f"{task}: an MLX kernel ported from CUDA by mlxport ({run['result']['label']})"
-    write_text(target / "pyproject.toml", PYPROJECT.format(dist=target.name, description=description.replace('"', "'"),
-                                                           package=package))
-    write_text(target / "README.md", f"# {target.name}\n\n{header}\n\n```python\nfrom {package} import {task}, "
-                                     f"backend\n```\n\n`backend` says which path runs (metal, cuda, sim or reference).\n"
-                                     f"Test: `pip install '.[test]' && pytest {package}/test_kernel.py`.\n")
+    write_text(
+        target / "pyproject.toml",
+        PYPROJECT.format(
+            dist=target.name, description=description.replace('"', "'"), package=package
+        ),
+    )
+    write_text(
+        target / "README.md",
+        f"# {target.name}\n\n{header}\n\n```python\nfrom {package} import {task}, "
+        f"backend\n```\n\n`backend` says which path runs (metal, cuda, sim or reference).\n"
+        f"Test: `pip install '.[test]' && pytest {package}/test_kernel.py`.\n",
+    )
 
 
 BUILD_TOML = """[general]
@@ -140,18 +153,31 @@ def _kernels(folder: Path, target: Path, run: dict, header: str) -> None:
     spdx = _spdx(header)
     target.mkdir(parents=True)
     write_text(target / "build.toml", BUILD_TOML.format(package=package, license=spdx))
-    write_text(target / "CARD.md", CARD.format(license=spdx.lower(), name=target.name, header=header, task=task,
-                                               package=package))
+    write_text(
+        target / "CARD.md",
+        CARD.format(
+            license=spdx.lower(), name=target.name, header=header, task=task, package=package
+        ),
+    )
     _package(folder, target / "torch-ext" / package, task, header)
     variant = target / "build" / "torch-metal"
     _package(folder, variant, task, header)
     _package(folder, variant / package, task, header)  # the folder older loaders import
-    files = {p.relative_to(variant).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-             for p in sorted(variant.rglob("*")) if p.is_file()}
+    files = {
+        p.relative_to(variant).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(variant.rglob("*"))
+        if p.is_file()
+    }
     digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
-    metadata = {"id": f"_{package}_metal_{digest[:7]}", "name": package, "version": 1, "license": spdx,
-                "backend": {"type": "metal"}, "python-depends": [],
-                "digest": {"algorithm": "sha256", "files": files}}
+    metadata = {
+        "id": f"_{package}_metal_{digest[:7]}",
+        "name": package,
+        "version": 1,
+        "license": spdx,
+        "backend": {"type": "metal"},
+        "python-depends": [],
+        "digest": {"algorithm": "sha256", "files": files},
+    }
     write_text(variant / "metadata.json", json.dumps(metadata, indent=2) + "\n")
 
 
@@ -174,11 +200,17 @@ def _header(folder: Path, run: dict) -> str:
         kernel = run["task"]
     text = read_text(task_dir / source, "CUDA source") if (task_dir / source).is_file() else ""
     found = _LICENSE.findall("\n".join(text.splitlines()[:40]))
-    license_line = ("License of the original, as its source states: " + "; ".join(dict.fromkeys(f.strip() for f in found))
-                    if found else f"The original's license is not stated in {source}: check it before you publish.")
+    license_line = (
+        "License of the original, as its source states: "
+        + "; ".join(dict.fromkeys(f.strip() for f in found))
+        if found
+        else f"The original's license is not stated in {source}: check it before you publish."
+    )
     notes = task_dir / "NOTES.md"
     origin = ""
     if notes.is_file() and (m := re.search(r"from (\S+\.cu\w*)", read_text(notes, "notes"))):
         origin = f" (made from {m[1]})"
-    return (f"{run['task']}: the CUDA kernel `{kernel}` of {source}{origin}, ported to MLX by mlxport with "
-            f"{run['model']}; {run['result']['label']}.\n\n{license_line}")
+    return (
+        f"{run['task']}: the CUDA kernel `{kernel}` of {source}{origin}, ported to MLX by mlxport with "
+        f"{run['model']}; {run['result']['label']}.\n\n{license_line}"
+    )

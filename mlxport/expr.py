@@ -18,8 +18,20 @@ MAX_LENGTH = 500
 MAX_DEPTH = 24
 MAX_INT = 2**62
 
-DTYPES = ("float32", "float16", "bfloat16", "int32", "uint32", "int64", "uint64", "int8", "uint8",
-          "int16", "uint16", "bool")
+DTYPES = (
+    "float32",
+    "float16",
+    "bfloat16",
+    "int32",
+    "uint32",
+    "int64",
+    "uint64",
+    "int8",
+    "uint8",
+    "int16",
+    "uint16",
+    "bool",
+)
 
 
 class ExprError(UserError):
@@ -59,8 +71,20 @@ class ArrayInfo:
         return ITEMSIZE[self.dtype.name]
 
 
-ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4, "uint32": 4, "int64": 8,
-            "uint64": 8, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "bool": 1}
+ITEMSIZE = {
+    "float32": 4,
+    "float16": 2,
+    "bfloat16": 2,
+    "int32": 4,
+    "uint32": 4,
+    "int64": 8,
+    "uint64": 8,
+    "int8": 1,
+    "uint8": 1,
+    "int16": 2,
+    "uint16": 2,
+    "bool": 1,
+}
 ARRAY_ATTRS = {"shape", "dtype", "size", "ndim", "itemsize"}
 
 
@@ -133,7 +157,9 @@ def _check(node: ast.AST, depth: int) -> None:
             return
         case ast.Attribute(value=value, attr=attr):
             if attr not in ARRAY_ATTRS:
-                raise ExprError(f"attribute .{attr} is not allowed (only {', '.join(sorted(ARRAY_ATTRS))})")
+                raise ExprError(
+                    f"attribute .{attr} is not allowed (only {', '.join(sorted(ARRAY_ATTRS))})"
+                )
             if not isinstance(value, ast.Name):
                 raise ExprError("attributes are allowed only on input names, e.g. x.shape")
             _check(value, depth + 1)
@@ -142,7 +168,9 @@ def _check(node: ast.AST, depth: int) -> None:
             _check(index, depth + 1)
         case ast.BinOp(left=left, op=op, right=right):
             if type(op) not in _BINOPS:
-                raise ExprError(f"operator {type(op).__name__} is not allowed (+ - * // % << >> only)")
+                raise ExprError(
+                    f"operator {type(op).__name__} is not allowed (+ - * // % << >> only)"
+                )
             _check(left, depth + 1)
             _check(right, depth + 1)
         case ast.UnaryOp(op=ast.USub() | ast.UAdd(), operand=operand):
@@ -150,7 +178,11 @@ def _check(node: ast.AST, depth: int) -> None:
         case ast.Call(func=ast.Name(id=fname), args=args, keywords=[]) if fname in FUNCTIONS:
             lo, hi = ARITY[fname]
             if not lo <= len(args) <= hi:
-                raise ExprError(f"{fname}() takes {lo} arguments" if lo == hi else f"{fname}() takes {lo} to {hi} arguments")
+                raise ExprError(
+                    f"{fname}() takes {lo} arguments"
+                    if lo == hi
+                    else f"{fname}() takes {lo} to {hi} arguments"
+                )
             for a in args:
                 _check(a, depth + 1)
         case ast.Call():
@@ -180,7 +212,9 @@ def _eval(node: ast.AST, names: dict[str, Any]) -> Any:
             return v
         case ast.Name(id=name):
             if name not in names:
-                raise ExprError(f"unknown name {name!r}; known: {', '.join(sorted(names)) or 'none'}")
+                raise ExprError(
+                    f"unknown name {name!r}; known: {', '.join(sorted(names)) or 'none'}"
+                )
             return names[name]
         case ast.Attribute(value=value, attr=attr):
             obj = _eval(value, names)

@@ -26,8 +26,12 @@ def run_log(path: Path, **context: Any) -> Iterator[structlog.BoundLogger]:
     with path.open("a", buffering=1) as stream:
         logger = structlog.wrap_logger(
             structlog.WriteLogger(stream),
-            processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso", utc=True),
-                        _redact, structlog.processors.JSONRenderer(default=str)],
+            processors=[
+                structlog.processors.add_log_level,
+                structlog.processors.TimeStamper(fmt="iso", utc=True),
+                _redact,
+                structlog.processors.JSONRenderer(default=str),
+            ],
         )
         yield logger.bind(**context)
 
@@ -42,11 +46,17 @@ def node_event(log: structlog.BoundLogger, node: str, update: dict[str, Any]) ->
             fields["tokens"] = [usage.get("input_tokens", 0), usage.get("output_tokens", 0)]
         elif getattr(m, "type", "") == "tool":
             fields.setdefault("tool_results", []).append(
-                {"tool": m.name, "status": getattr(m, "status", ""), "head": str(m.content).splitlines()[0][:160]
-                 if m.content else ""})
+                {
+                    "tool": m.name,
+                    "status": getattr(m, "status", ""),
+                    "head": str(m.content).splitlines()[0][:160] if m.content else "",
+                }
+            )
     for key in ("best_id", "stop_reason"):
         if update.get(key):
             fields[key] = update[key]
     if update.get("final"):
-        fields["final"] = {k: update["final"].get(k) for k in ("candidate_id", "verified", "backend")}
+        fields["final"] = {
+            k: update["final"].get(k) for k in ("candidate_id", "verified", "backend")
+        }
     log.info("step", **fields)

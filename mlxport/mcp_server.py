@@ -37,7 +37,9 @@ list_tasks, a task folder, or the folder create_task made from your .cu file) an
 (default: this server's, {backend}). Candidates are remembered per task and backend until
 finish, which verifies the best one on held-out shapes and writes kernel.py, report.md and run.json.
 """
-TASK_FIELD = Field(description="The task: a suite name (list_tasks), a task folder, or the folder create_task made.")
+TASK_FIELD = Field(
+    description="The task: a suite name (list_tasks), a task folder, or the folder create_task made."
+)
 BACKEND_FIELD = Field(description="auto, metal, cuda or sim; default: the server's backend.")
 
 
@@ -100,13 +102,22 @@ class Server:
         config = RunConfig(model="mcp client", backend=s.backend.name)
         final = verify_final(s, chosen, extra_seeds=config.extra_seeds)
         folder = Path(out).resolve() / s.task.name
-        run = write_outputs(folder, s.task, _state(served, final), asdict(config), new_id(s.task.name))
+        run = write_outputs(
+            folder, s.task, _state(served, final), asdict(config), new_id(s.task.name)
+        )
         with self.lock:
             self.sessions = {k: v for k, v in self.sessions.items() if v is not served}
         res = run["result"]
-        verdict = f"{res['label']}: candidate {res['candidate_id']}" if res["verified"] else \
-            f"no verified kernel: {res.get('why_not')}"
-        files = "kernel.py, report.md, run.json" if res["verified"] else "report.md, run.json, candidates/"
+        verdict = (
+            f"{res['label']}: candidate {res['candidate_id']}"
+            if res["verified"]
+            else f"no verified kernel: {res.get('why_not')}"
+        )
+        files = (
+            "kernel.py, report.md, run.json"
+            if res["verified"]
+            else "report.md, run.json, candidates/"
+        )
         return f"{verdict}\nwrote {files} to {folder}; this session is closed"
 
 
@@ -119,14 +130,28 @@ def _state(served: Served, final: dict[str, Any]):
     s = served.session
     messages = []
     for i, c in enumerate(served.calls):
-        messages.append(AIMessage("", tool_calls=[{"id": f"mcp{i}", "name": c["tool"], "args": c["args"]}]))
-        messages.append(ToolMessage(c["text"], tool_call_id=f"mcp{i}", status="error" if c["error"] else "success"))
+        messages.append(
+            AIMessage("", tool_calls=[{"id": f"mcp{i}", "name": c["tool"], "args": c["args"]}])
+        )
+        messages.append(
+            ToolMessage(
+                c["text"], tool_call_id=f"mcp{i}", status="error" if c["error"] else "success"
+            )
+        )
     best = s.best()
-    return State(task_dir=str(s.task.folder), messages=messages,
-                 records={k: r.to_state() for k, r in s.records.items()}, plan=s.plan.model_dump(),
-                 best_id=best.candidate.id if best else None, iterations=len(served.calls),
-                 evaluated=sum(r.correctness is not None for r in s.records.values()), seed=s.seed,
-                 stop_reason="finish", finish=s.finish, final=final)
+    return State(
+        task_dir=str(s.task.folder),
+        messages=messages,
+        records={k: r.to_state() for k, r in s.records.items()},
+        plan=s.plan.model_dump(),
+        best_id=best.candidate.id if best else None,
+        iterations=len(served.calls),
+        evaluated=sum(r.correctness is not None for r in s.records.values()),
+        seed=s.seed,
+        stop_reason="finish",
+        finish=s.finish,
+        final=final,
+    )
 
 
 def _text(out) -> str:
@@ -137,7 +162,9 @@ def _text(out) -> str:
 
 def _required(task: str | None) -> str:
     if not task:
-        raise UserError("this tool needs `task`: a suite name (list_tasks), a task folder, or create_task's folder")
+        raise UserError(
+            "this tool needs `task`: a suite name (list_tasks), a task folder, or create_task's folder"
+        )
     return task
 
 
@@ -178,24 +205,49 @@ _KB = Session(task=None, backend=_NoTask())  # type: ignore[arg-type]
 
 
 NO_TASK = {"query_hardware_kb", "ask_user"}
-EXTRA = {"finish": {"out": (str, "mlxport-out", "Folder for the port's files: OUT/<task>/ gets kernel.py, "
-                                                "report.md and run.json.")}}
+EXTRA = {
+    "finish": {
+        "out": (
+            str,
+            "mlxport-out",
+            "Folder for the port's files: OUT/<task>/ gets kernel.py, report.md and run.json.",
+        )
+    }
+}
 
 
 def graph_tool(server: Server, schema: type[schemas.ToolArgs]):
     """A function with the schema's arguments, typed and described as the graph's model sees them
     (plus ``task`` and ``backend``), calling the graph's tool of that name."""
     name, kw = schema.__name__, inspect.Parameter.KEYWORD_ONLY
-    params = [] if name in NO_TASK else [
-        inspect.Parameter("task", kw, annotation=Annotated[str, TASK_FIELD]),
-        inspect.Parameter("backend", kw, default=None, annotation=Annotated[str | None, BACKEND_FIELD])]
+    params = (
+        []
+        if name in NO_TASK
+        else [
+            inspect.Parameter("task", kw, annotation=Annotated[str, TASK_FIELD]),
+            inspect.Parameter(
+                "backend", kw, default=None, annotation=Annotated[str | None, BACKEND_FIELD]
+            ),
+        ]
+    )
     for fname, f in schema.model_fields.items():
-        params.append(inspect.Parameter(fname, kw, default=inspect.Parameter.empty if f.is_required() else f.default,
-                                        annotation=Annotated[(f.annotation, *f.metadata,
-                                                              Field(description=f.description))]))
+        params.append(
+            inspect.Parameter(
+                fname,
+                kw,
+                default=inspect.Parameter.empty if f.is_required() else f.default,
+                annotation=Annotated[(f.annotation, *f.metadata, Field(description=f.description))],
+            )
+        )
     for fname, (kind, default, description) in EXTRA.get(name, {}).items():
-        params.append(inspect.Parameter(fname, kw, default=default,
-                                        annotation=Annotated[kind, Field(description=description)]))
+        params.append(
+            inspect.Parameter(
+                fname,
+                kw,
+                default=default,
+                annotation=Annotated[kind, Field(description=description)],
+            )
+        )
 
     def tool(**kwargs: Any) -> str:
         return server.call(name, kwargs.pop("task", None), kwargs.pop("backend", None), kwargs)
@@ -218,20 +270,28 @@ def ask_user_tool():
 
     def ask(question, ctx):
         caps = ctx.client_capabilities
-        return Elicit(question, Answer) if caps is not None and caps.elicitation is not None else None
+        return (
+            Elicit(question, Answer) if caps is not None and caps.elicitation is not None else None
+        )
 
     def ask_user(question, reply) -> str:
         if not isinstance(reply, AcceptedElicitation):
             return "the person gave no answer: decide yourself"
         if reply.data is None:
             return _text(run_tool(_KB, "ask_user", {"question": question}))
-        return f"the person answers: {reply.data.answer.strip()}" if reply.data.answer.strip() else \
-            "the person gave no answer: decide yourself"
+        return (
+            f"the person answers: {reply.data.answer.strip()}"
+            if reply.data.answer.strip()
+            else "the person gave no answer: decide yourself"
+        )
 
     field = schemas.ask_user.model_fields["question"]
     ask.__annotations__ = {"question": str, "ctx": Context}
-    ask_user.__annotations__ = {"question": Annotated[(str, *field.metadata, Field(description=field.description))],
-                                "reply": Annotated[ElicitationResult[Answer], Resolve(ask)], "return": str}
+    ask_user.__annotations__ = {
+        "question": Annotated[(str, *field.metadata, Field(description=field.description))],
+        "reply": Annotated[ElicitationResult[Answer], Resolve(ask)],
+        "return": str,
+    }
     return ask_user
 
 
@@ -245,19 +305,35 @@ def list_tasks() -> list[dict[str, str]]:
     return [{"name": n, "description": load_task(n).description} for n in suite_names()]
 
 
-def create_task(path: Annotated[str, Field(description="A .cu file with the __global__ kernel to port.")],
-                cases: Annotated[list[str], Field(description="Sizes to check at, each binding the kernel's and host "
-                                                               "code's names, e.g. 'N=4096,C=768'.")],
-                kernel: Annotated[str | None, Field(description="The kernel; default: the file's only one.")] = None,
-                dtypes: Annotated[str | None, Field(description="Dtypes of a templated kernel, e.g. "
-                                                                "'float32,float16'.")] = None,
-                shapes: Annotated[list[str] | None, Field(description="A buffer's extent where the host code gives "
-                                                                      "none, 'NAME=EXPR'.")] = None,
-                grid: Annotated[str | None, Field(description="Blocks per grid, where the host code gives none.")] = None,
-                block: Annotated[str | None, Field(description="Threads per block, likewise.")] = None,
-                includes: Annotated[list[str] | None, Field(description="Folders of the file's local headers.")] = None,
-                folder: Annotated[str, Field(description="Parent folder of the new task.")] = "mlxport-tasks",
-                name: Annotated[str | None, Field(description="Task name; default: from the file.")] = None) -> str:
+def create_task(
+    path: Annotated[str, Field(description="A .cu file with the __global__ kernel to port.")],
+    cases: Annotated[
+        list[str],
+        Field(
+            description="Sizes to check at, each binding the kernel's and host "
+            "code's names, e.g. 'N=4096,C=768'."
+        ),
+    ],
+    kernel: Annotated[
+        str | None, Field(description="The kernel; default: the file's only one.")
+    ] = None,
+    dtypes: Annotated[
+        str | None, Field(description="Dtypes of a templated kernel, e.g. 'float32,float16'.")
+    ] = None,
+    shapes: Annotated[
+        list[str] | None,
+        Field(description="A buffer's extent where the host code gives none, 'NAME=EXPR'."),
+    ] = None,
+    grid: Annotated[
+        str | None, Field(description="Blocks per grid, where the host code gives none.")
+    ] = None,
+    block: Annotated[str | None, Field(description="Threads per block, likewise.")] = None,
+    includes: Annotated[
+        list[str] | None, Field(description="Folders of the file's local headers.")
+    ] = None,
+    folder: Annotated[str, Field(description="Parent folder of the new task.")] = "mlxport-tasks",
+    name: Annotated[str | None, Field(description="Task name; default: from the file.")] = None,
+) -> str:
     """Make a task from a CUDA file: the original kernel, run on the CPU executor, is the golden every
     candidate is checked against, at the cases given. Returns the task folder to pass as `task`."""
     from mlxport.tasks import load_task
@@ -271,22 +347,49 @@ def create_task(path: Annotated[str, Field(description="A .cu file with the __gl
         def print(text: str, **_: Any) -> None:
             notes.append(text)
 
-    made = cuda_task_folder(Path(path), Path(folder), kernel_name=kernel, cases=cases, dtypes=dtypes,
-                            shapes=shapes or [], grid=grid, block=block, shared_bytes=None,
-                            includes=[Path(p) for p in includes or []], name=name, console=Notes)
+    made = cuda_task_folder(
+        Path(path),
+        Path(folder),
+        kernel_name=kernel,
+        cases=cases,
+        dtypes=dtypes,
+        shapes=shapes or [],
+        grid=grid,
+        block=block,
+        shared_bytes=None,
+        includes=[Path(p) for p in includes or []],
+        name=name,
+        console=Notes,
+    )
     task = load_task(made)
-    return "\n".join([f"created task {task.name} in {made.resolve()}: pass task={str(made.resolve())!r}",
-                      contract(task), *notes])
+    return "\n".join(
+        [
+            f"created task {task.name} in {made.resolve()}: pass task={str(made.resolve())!r}",
+            contract(task),
+            *notes,
+        ]
+    )
 
 
-def port(task: Annotated[str, TASK_FIELD],
-         model: Annotated[str, Field(description="rules (the non-LLM baseline) or provider:model")] = "rules",
-         backend: Annotated[str | None, BACKEND_FIELD] = None,
-         budget: Annotated[dict[str, Any] | None, Field(description="RunConfig fields: max_iterations, patience, "
-                                                                    "max_tokens, max_cost, max_wall_seconds")] = None,
-         out: Annotated[str, Field(description="Output folder: OUT/<task>/ gets the port's files.")] = "mlxport-out",
-         base_url: Annotated[str | None, Field(description="An OpenAI-compatible server's URL.")] = None,
-         seed: Annotated[int, Field(description="The run's seed (inputs and sampling).")] = 0) -> dict[str, Any]:
+def port(
+    task: Annotated[str, TASK_FIELD],
+    model: Annotated[
+        str, Field(description="rules (the non-LLM baseline) or provider:model")
+    ] = "rules",
+    backend: Annotated[str | None, BACKEND_FIELD] = None,
+    budget: Annotated[
+        dict[str, Any] | None,
+        Field(
+            description="RunConfig fields: max_iterations, patience, "
+            "max_tokens, max_cost, max_wall_seconds"
+        ),
+    ] = None,
+    out: Annotated[
+        str, Field(description="Output folder: OUT/<task>/ gets the port's files.")
+    ] = "mlxport-out",
+    base_url: Annotated[str | None, Field(description="An OpenAI-compatible server's URL.")] = None,
+    seed: Annotated[int, Field(description="The run's seed (inputs and sampling).")] = 0,
+) -> dict[str, Any]:
     """Port a whole task unattended with the agent graph under a budget; writes kernel.py,
     report.md and run.json to OUT/<task>/ and returns the run's summary."""
     from mlxport.agent.port import run_port
@@ -295,15 +398,27 @@ def port(task: Annotated[str, TASK_FIELD],
     from mlxport.tasks import load_task
 
     try:
-        config = RunConfig(model=model, backend=backend or SERVER.backend, base_url=base_url, seed=seed,
-                           **(budget or {}))
+        config = RunConfig(
+            model=model,
+            backend=backend or SERVER.backend,
+            base_url=base_url,
+            seed=seed,
+            **(budget or {}),
+        )
     except TypeError as e:
-        raise UserError(f"bad budget ({e}): use RunConfig fields such as max_iterations, patience, max_cost") from e
+        raise UserError(
+            f"bad budget ({e}): use RunConfig fields such as max_iterations, patience, max_cost"
+        ) from e
     run = run_port(load_task(task), config, Path(out))
     row = summary_row(run["task"], "done", run)
-    return {**row, "session": run["session"], "candidate_id": run["result"]["candidate_id"],
-            "backend": run["result"]["backend"], "non_llm_baseline": run["non_llm_baseline"],
-            "folder": str(Path(out).resolve() / run["task"])}
+    return {
+        **row,
+        "session": run["session"],
+        "candidate_id": run["result"]["candidate_id"],
+        "backend": run["result"]["backend"],
+        "non_llm_baseline": run["non_llm_baseline"],
+        "folder": str(Path(out).resolve() / run["task"]),
+    }
 
 
 SERVER: Server  # set by build_server
@@ -317,8 +432,10 @@ def port_kernel(task: Annotated[str, TASK_FIELD]) -> str:
     from mlxport.prompts.render import task_prompt
 
     s = SERVER.served(task, None).session
-    return task_prompt(s.task, s.backend, target=None, budget="yours to set") + \
-        f"\n\nPass task={str(s.task.folder)!r} to every tool. Start with read_cuda_source."
+    return (
+        task_prompt(s.task, s.backend, target=None, budget="yours to set")
+        + f"\n\nPass task={str(s.task.folder)!r} to every tool. Start with read_cuda_source."
+    )
 
 
 def kb_doc(doc: str) -> str:
@@ -327,8 +444,10 @@ def kb_doc(doc: str) -> str:
     sections = [s for s in all_sections() if s.doc_id == doc]
     if not sections:
         raise UserError(f"no knowledge-base document {doc!r}")
-    return "\n\n".join(f"## {s.heading}\n{s.text}" + (f"\nSource: {s.source_line}" if s.source_line else "")
-                       for s in sections)
+    return "\n\n".join(
+        f"## {s.heading}\n{s.text}" + (f"\nSource: {s.source_line}" if s.source_line else "")
+        for s in sections
+    )
 
 
 def task_source(task: str) -> str:
@@ -352,24 +471,50 @@ def build_server(backend: str = "auto"):
     SERVER = Server(backend)
     from mlxport.backends import get_backend
 
-    instructions = system_prompt(get_backend(SERVER.backend).language) + "\n" + NOTES.format(backend=SERVER.backend)
+    instructions = (
+        system_prompt(get_backend(SERVER.backend).language)
+        + "\n"
+        + NOTES.format(backend=SERVER.backend)
+    )
     server = MCPServer("mlxport", instructions=instructions, log_level="WARNING")
     for schema in schemas.TOOLS:
         fn = ask_user_tool() if schema is schemas.ask_user else graph_tool(SERVER, schema)
-        server.add_tool(_as_tool_errors(fn, ToolError), name=schema.__name__,
-                        description=" ".join(schema.__doc__.split()))
+        server.add_tool(
+            _as_tool_errors(fn, ToolError),
+            name=schema.__name__,
+            description=" ".join(schema.__doc__.split()),
+        )
     for fn in (list_tasks, create_task, port):
-        server.add_tool(_as_tool_errors(fn, ToolError), name=fn.__name__, description=" ".join(fn.__doc__.split()))
+        server.add_tool(
+            _as_tool_errors(fn, ToolError),
+            name=fn.__name__,
+            description=" ".join(fn.__doc__.split()),
+        )
     server.prompt(name="port_kernel", description=port_kernel.__doc__)(port_kernel)
     docs = {s.doc_id: s.doc_title for s in all_sections()}
     for doc, title in docs.items():
-        server.add_resource(FunctionResource(uri=f"mlxport://kb/{doc}", name=f"kb/{doc}", title=title,
-                                             description=f"Knowledge base: {title}", mime_type="text/markdown",
-                                             fn=functools.partial(kb_doc, doc)))
-    server.resource("mlxport://task/{task}/source", name="task source", mime_type="text/x-cuda",
-                    description="A task's CUDA source (a suite name or a task this server has opened)")(task_source)
-    server.resource("mlxport://task/{task}/reference", name="task reference", mime_type="text/plain",
-                    description="What a task's candidates are checked against, and its tolerances")(task_reference)
+        server.add_resource(
+            FunctionResource(
+                uri=f"mlxport://kb/{doc}",
+                name=f"kb/{doc}",
+                title=title,
+                description=f"Knowledge base: {title}",
+                mime_type="text/markdown",
+                fn=functools.partial(kb_doc, doc),
+            )
+        )
+    server.resource(
+        "mlxport://task/{task}/source",
+        name="task source",
+        mime_type="text/x-cuda",
+        description="A task's CUDA source (a suite name or a task this server has opened)",
+    )(task_source)
+    server.resource(
+        "mlxport://task/{task}/reference",
+        name="task reference",
+        mime_type="text/plain",
+        description="What a task's candidates are checked against, and its tolerances",
+    )(task_reference)
     return server
 
 
@@ -378,13 +523,16 @@ def _mcp():
         from mcp.server.mcpserver import MCPServer
         from mcp.server.mcpserver.exceptions import ToolError
     except ImportError as e:
-        raise UserError("the MCP server needs the mcp package (version 2): pip install 'mlxport[mcp]'") from e
+        raise UserError(
+            "the MCP server needs the mcp package (version 2): pip install 'mlxport[mcp]'"
+        ) from e
     return MCPServer, ToolError
 
 
 def _as_tool_errors(fn, tool_error):
     """Redacted results; a UserError (a call the client can fix) as an error result, never a crash."""
     if inspect.iscoroutinefunction(fn):
+
         @functools.wraps(fn)
         async def waiting(*args, **kwargs):
             try:

@@ -19,19 +19,30 @@ REDACTED = "[redacted]"
 # environment variables whose values are kept from workers and scrubbed from every output
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
 # mapping keys whose values are secrets; `token` only as a whole word, so `max_tokens` stays
-SECRET_FIELD = re.compile(r"api[_-]?key|secret|passw|authorization|credential|cookie|(^|[_-])token$", re.I)
+SECRET_FIELD = re.compile(
+    r"api[_-]?key|secret|passw|authorization|credential|cookie|(^|[_-])token$", re.I
+)
 _TOKEN = r"[A-Za-z0-9._~+/=\-]"
-SHAPES = re.compile("|".join([
-    r"\bsk-[A-Za-z0-9_\-]{16,}",  # OpenAI, Anthropic (sk-ant-), DeepSeek, OpenRouter (sk-or-)
-    r"\bAIza[0-9A-Za-z_\-]{30,}",  # Google
-    r"\bgh[pousr]_[A-Za-z0-9]{30,}", r"\bgithub_pat_[A-Za-z0-9_]{20,}",
-    r"\bhf_[A-Za-z0-9]{30,}", r"\bgsk_[A-Za-z0-9]{20,}", r"\bxai-[A-Za-z0-9]{20,}",
-    r"\bxox[abprs]-[A-Za-z0-9\-]{10,}", r"\bAKIA[0-9A-Z]{16}\b",
-    r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",  # JWT
-]))
+SHAPES = re.compile(
+    "|".join(
+        [
+            r"\bsk-[A-Za-z0-9_\-]{16,}",  # OpenAI, Anthropic (sk-ant-), DeepSeek, OpenRouter (sk-or-)
+            r"\bAIza[0-9A-Za-z_\-]{30,}",  # Google
+            r"\bgh[pousr]_[A-Za-z0-9]{30,}",
+            r"\bgithub_pat_[A-Za-z0-9_]{20,}",
+            r"\bhf_[A-Za-z0-9]{30,}",
+            r"\bgsk_[A-Za-z0-9]{20,}",
+            r"\bxai-[A-Za-z0-9]{20,}",
+            r"\bxox[abprs]-[A-Za-z0-9\-]{10,}",
+            r"\bAKIA[0-9A-Z]{16}\b",
+            r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",  # JWT
+        ]
+    )
+)
 LABELLED = re.compile(  # Authorization: Bearer X, api_key=X, "x-api-key": "X", access_token=X
     r"(?i)(\b(?:authorization|proxy-authorization|x-api-key|api[_-]?key|access[_-]?token|auth[_-]?token)"
-    r"[\"']?\s*[:=]\s*[\"']?(?:bearer\s+|basic\s+)?)(?!(?:bearer|basic)\b)" + _TOKEN + "{4,}")
+    r"[\"']?\s*[:=]\s*[\"']?(?:bearer\s+|basic\s+)?)(?!(?:bearer|basic)\b)" + _TOKEN + "{4,}"
+)
 BEARER = re.compile(r"(?i)(\b(?:bearer|basic)\s+)" + _TOKEN + "{8,}")
 URL_CREDENTIALS = re.compile(r"(\b[a-z][a-z0-9+.\-]*://)[^/\s:@]+:[^/\s@]+@", re.I)
 MIN_SECRET = 8  # shorter environment values ("1", "true") are too common to be told apart
@@ -59,8 +70,12 @@ def redact(value: Any, secrets: list[str] | None = None) -> Any:
     if isinstance(value, str):
         return redact_text(value, secrets)
     if isinstance(value, dict):
-        return {k: REDACTED if isinstance(k, str) and SECRET_FIELD.search(k) and isinstance(v, str) and v
-                else redact(v, secrets) for k, v in value.items()}
+        return {
+            k: REDACTED
+            if isinstance(k, str) and SECRET_FIELD.search(k) and isinstance(v, str) and v
+            else redact(v, secrets)
+            for k, v in value.items()
+        }
     if isinstance(value, list | tuple):
         items = [redact(v, secrets) for v in value]
         if all(a is b for a, b in zip(items, value, strict=True)):
@@ -77,8 +92,11 @@ def redact(value: Any, secrets: list[str] | None = None) -> Any:
             if new is not old and new != old:
                 changed[name] = new
         if changed:
-            return value.model_copy(update=changed) if hasattr(value, "model_copy") \
+            return (
+                value.model_copy(update=changed)
+                if hasattr(value, "model_copy")
                 else dataclasses.replace(value, **changed)
+            )
     return value
 
 

@@ -30,27 +30,143 @@ from mlxport.expr import (
 )
 
 __all__ = [
-    "ArrayInfo", "BenchmarkReport", "CaseResult", "CompileResult", "CorrectnessReport", "Datasheet", "Diagnostic",
-    "Dtype", "ExprError", "Init", "KernelCandidate", "KernelTask", "Launch", "Param", "Tolerance",
-    "TensorSpec", "Timing", "DTYPES", "evaluate",
+    "ArrayInfo",
+    "BenchmarkReport",
+    "CaseResult",
+    "CompileResult",
+    "CorrectnessReport",
+    "Datasheet",
+    "Diagnostic",
+    "Dtype",
+    "ExprError",
+    "Init",
+    "KernelCandidate",
+    "KernelTask",
+    "Launch",
+    "Param",
+    "Tolerance",
+    "TensorSpec",
+    "Timing",
+    "DTYPES",
+    "evaluate",
 ]
 
 FLOAT_DTYPES = ("float32", "float16", "bfloat16")
 _TEMPLATE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 # Names a template parameter cannot take: C++20's keywords and alternative tokens, and MSL's own.
-CPP_KEYWORDS = frozenset((
-    "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch",
-    "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval", "constexpr",
-    "constinit", "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype", "default", "delete",
-    "do", "double", "dynamic_cast", "else", "enum", "explicit", "export", "extern", "false", "float", "for",
-    "friend", "goto", "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq",
-    "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register", "reinterpret_cast",
-    "requires", "return", "short", "signed", "sizeof", "static", "static_assert", "static_cast", "struct",
-    "switch", "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid", "typename",
-    "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq", "device",
-    "constant", "threadgroup", "threadgroup_imageblock", "thread", "ray_data", "object_data", "kernel",
-    "vertex", "fragment", "half", "bfloat", "uint", "ushort", "uchar", "size_t", "ptrdiff_t",
-))
+CPP_KEYWORDS = frozenset(
+    (
+        "alignas",
+        "alignof",
+        "and",
+        "and_eq",
+        "asm",
+        "auto",
+        "bitand",
+        "bitor",
+        "bool",
+        "break",
+        "case",
+        "catch",
+        "char",
+        "char8_t",
+        "char16_t",
+        "char32_t",
+        "class",
+        "compl",
+        "concept",
+        "const",
+        "consteval",
+        "constexpr",
+        "constinit",
+        "const_cast",
+        "continue",
+        "co_await",
+        "co_return",
+        "co_yield",
+        "decltype",
+        "default",
+        "delete",
+        "do",
+        "double",
+        "dynamic_cast",
+        "else",
+        "enum",
+        "explicit",
+        "export",
+        "extern",
+        "false",
+        "float",
+        "for",
+        "friend",
+        "goto",
+        "if",
+        "inline",
+        "int",
+        "long",
+        "mutable",
+        "namespace",
+        "new",
+        "noexcept",
+        "not",
+        "not_eq",
+        "nullptr",
+        "operator",
+        "or",
+        "or_eq",
+        "private",
+        "protected",
+        "public",
+        "register",
+        "reinterpret_cast",
+        "requires",
+        "return",
+        "short",
+        "signed",
+        "sizeof",
+        "static",
+        "static_assert",
+        "static_cast",
+        "struct",
+        "switch",
+        "template",
+        "this",
+        "thread_local",
+        "throw",
+        "true",
+        "try",
+        "typedef",
+        "typeid",
+        "typename",
+        "union",
+        "unsigned",
+        "using",
+        "virtual",
+        "void",
+        "volatile",
+        "wchar_t",
+        "while",
+        "xor",
+        "xor_eq",
+        "device",
+        "constant",
+        "threadgroup",
+        "threadgroup_imageblock",
+        "thread",
+        "ray_data",
+        "object_data",
+        "kernel",
+        "vertex",
+        "fragment",
+        "half",
+        "bfloat",
+        "uint",
+        "ushort",
+        "uchar",
+        "size_t",
+        "ptrdiff_t",
+    )
+)
 Expr = str | int
 ShapeExpr = str | list[Expr]
 
@@ -62,7 +178,9 @@ class Strict(BaseModel):
 def _inside(path: str, what: str) -> str:
     """A path of a task folder's own, written relative to it: nothing outside is read."""
     if not path or Path(path).is_absolute() or ".." in Path(path).parts or "\\" in path:
-        raise ValueError(f"{what} {path!r} must be a path inside the task folder, such as kernel.cu")
+        raise ValueError(
+            f"{what} {path!r} must be a path inside the task folder, such as kernel.cu"
+        )
     return path
 
 
@@ -71,8 +189,10 @@ _REF = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 
 def _function_ref(ref: str) -> str:
     if not _REF.fullmatch(ref):
-        raise ValueError(f"{ref!r} must look like module:function, e.g. reference:reference (a .py file of the "
-                         f"task folder or an importable module)")
+        raise ValueError(
+            f"{ref!r} must look like module:function, e.g. reference:reference (a .py file of the "
+            f"task folder or an importable module)"
+        )
     return ref
 
 
@@ -98,14 +218,21 @@ class Init(Strict):
 
     @model_validator(mode="after")
     def _drawable(self) -> Init:
-        for name in ("mean", "std", "low", "high"):  # a fill value may be NaN or infinite (a max's start)
+        for name in (
+            "mean",
+            "std",
+            "low",
+            "high",
+        ):  # a fill value may be NaN or infinite (a max's start)
             _finite(getattr(self, name), f"init.{name}")
         if self.std < 0:
             raise ValueError(f"init.std is {self.std}: a standard deviation is not negative")
         if self.kind == "uniform" and self.low > self.high:
             raise ValueError(f"init.low {self.low} is above init.high {self.high}: swap them")
         if self.kind == "randint" and int(self.low) >= int(self.high):
-            raise ValueError(f"init.low {self.low} must be below init.high {self.high} (randint draws from [low, high))")
+            raise ValueError(
+                f"init.low {self.low} must be below init.high {self.high} (randint draws from [low, high))"
+            )
         return self
 
 
@@ -228,7 +355,9 @@ class KernelTask(Strict):
     description: str = ""
     kernel: str  # entry __global__ kernel in kernel.cu
     source: str = "kernel.cu"
-    reference: str | None = "reference:reference"  # None: the original kernel on the CPU executor is the golden
+    reference: str | None = (
+        "reference:reference"  # None: the original kernel on the CPU executor is the golden
+    )
     baselines: Baselines | None = None  # None: nothing to time against (a user's own kernel)
     inputs: list[TensorSpec]
     params: list[Param] = Field(default_factory=list)
@@ -247,7 +376,9 @@ class KernelTask(Strict):
     @classmethod
     def _task_name(cls, v: str) -> str:
         if not v.isidentifier():
-            raise ValueError(f"task name {v!r} must be a Python identifier such as my_kernel (it names the op)")
+            raise ValueError(
+                f"task name {v!r} must be a Python identifier such as my_kernel (it names the op)"
+            )
         return v
 
     @field_validator("source")
@@ -264,7 +395,7 @@ class KernelTask(Strict):
     @classmethod
     def _dtypes(cls, v: list[str]) -> list[str]:
         if not v:
-            raise ValueError("dtypes is empty: list at least one, e.g. [\"float32\"]")
+            raise ValueError('dtypes is empty: list at least one, e.g. ["float32"]')
         for d in v:
             if d not in DTYPES:
                 raise ValueError(f"unknown dtype {d!r}; use one of {', '.join(DTYPES)}")
@@ -274,16 +405,26 @@ class KernelTask(Strict):
     def _consistent(self) -> KernelTask:
         missing = [d for d in self.dtypes if d not in self.tolerance]
         if missing:
-            raise ValueError(f"no tolerance for dtype {', '.join(missing)}: add [tolerance.{missing[0]}]")
-        names = [t.name for t in self.inputs] + [p.name for p in self.params] + [t.name for t in self.outputs]
+            raise ValueError(
+                f"no tolerance for dtype {', '.join(missing)}: add [tolerance.{missing[0]}]"
+            )
+        names = (
+            [t.name for t in self.inputs]
+            + [p.name for p in self.params]
+            + [t.name for t in self.outputs]
+        )
         dupes = {n for n in names if names.count(n) > 1}
         if dupes:
-            raise ValueError(f"duplicate name(s) {', '.join(sorted(dupes))} among inputs, params and outputs")
+            raise ValueError(
+                f"duplicate name(s) {', '.join(sorted(dupes))} among inputs, params and outputs"
+            )
         if not self.cases.visible:
             raise ValueError("[cases] needs at least one visible case")
         if self.reference is None and self.original is None:
-            raise ValueError("no reference and no [original] launch: give reference = \"module:function\" or "
-                             "let `mlxport tasks new --from kernel.cu` describe the original kernel")
+            raise ValueError(
+                'no reference and no [original] launch: give reference = "module:function" or '
+                "let `mlxport tasks new --from kernel.cu` describe the original kernel"
+            )
         for spec in self.inputs + self.outputs:
             for dim in spec.shape:
                 parse(dim) if isinstance(dim, str) else None
@@ -297,10 +438,14 @@ class KernelTask(Strict):
                 raise ValueError(f"case {self.case_label(case)}: {k} is {v}; give a finite number")
         for name, shape in self.shapes(case, self.dtypes[0]).items():
             if any(d < 0 for d in shape):
-                raise ValueError(f"case {self.case_label(case)} gives {name} the shape {shape}: sizes are not negative")
+                raise ValueError(
+                    f"case {self.case_label(case)} gives {name} the shape {shape}: sizes are not negative"
+                )
             if math.prod(shape) >= 2**63:
-                raise ValueError(f"case {self.case_label(case)} gives {name} {math.prod(shape):.3g} elements, more "
-                                 f"than a 64-bit index counts: make the case smaller")
+                raise ValueError(
+                    f"case {self.case_label(case)} gives {name} {math.prod(shape):.3g} elements, more "
+                    f"than a 64-bit index counts: make the case smaller"
+                )
 
     def all_cases(self) -> list[dict[str, Any]]:
         return self.cases.visible + self.cases.heldout
@@ -323,8 +468,10 @@ class KernelTask(Strict):
                 raise ValueError(f"case {case} does not set param {p.name!r}, which has no default")
         unknown = self.dims() - set(case) - {p.name for p in self.params}
         if unknown:
-            raise ValueError(f"shape names unknown dimension(s) {', '.join(sorted(unknown))}; "
-                             f"bind them in every case of [cases]")
+            raise ValueError(
+                f"shape names unknown dimension(s) {', '.join(sorted(unknown))}; "
+                f"bind them in every case of [cases]"
+            )
         names: dict[str, Any] = {p.name: p.default for p in self.params}
         names.update(case)
         names["itemsize"] = ArrayInfo((), Dtype(dtype)).itemsize
@@ -332,7 +479,10 @@ class KernelTask(Strict):
 
     def shapes(self, case: dict[str, Any], dtype: str) -> dict[str, tuple[int, ...]]:
         names = self.bindings(case, dtype)
-        return {t.name: as_shape(t.shape, names, f"shape of {t.name}") for t in self.inputs + self.outputs}
+        return {
+            t.name: as_shape(t.shape, names, f"shape of {t.name}")
+            for t in self.inputs + self.outputs
+        }
 
     def param_values(self, case: dict[str, Any]) -> dict[str, Any]:
         return {p.name: case.get(p.name, p.default) for p in self.params}
@@ -342,12 +492,16 @@ class KernelTask(Strict):
 
     def cost_of(self, case: dict[str, Any], dtype: str) -> tuple[int, int]:
         names = self.bindings(case, dtype)
-        return as_int(self.cost.bytes, names, "cost.bytes"), as_int(self.cost.flops, names, "cost.flops")
+        return as_int(self.cost.bytes, names, "cost.bytes"), as_int(
+            self.cost.flops, names, "cost.flops"
+        )
 
     def source_text(self) -> str:
         """The CUDA source, read once."""
         if self._source is None:
-            self._source = read_text(self.folder / self.source, "CUDA source") if self.folder else ""
+            self._source = (
+                read_text(self.folder / self.source, "CUDA source") if self.folder else ""
+            )
         return self._source
 
 
@@ -373,7 +527,9 @@ class KernelCandidate(Strict):
     output_dtypes: list[str]
     grid: list[Expr]
     threadgroup: list[Expr]
-    template: dict[str, bool | int | str] = Field(default_factory=dict)  # bool first: TOML true stays a bool
+    template: dict[str, bool | int | str] = Field(
+        default_factory=dict
+    )  # bool first: TOML true stays a bool
     init_value: float | None = None
     # output -> the input it starts as: MLX outputs are new arrays, so an in-out buffer is an input
     # and an output; the output is filled with NaN (init_value), the kernel reads an element from
@@ -422,10 +578,14 @@ class KernelCandidate(Strict):
         if len(self.output_shapes) != n or len(self.output_dtypes) != n:
             raise ValueError(f"output_shapes and output_dtypes need one entry per output ({n})")
         if self.atomic_outputs and self.language == "cuda":
-            raise ValueError("atomic_outputs is Metal only; CUDA kernels call atomicAdd on plain pointers")
+            raise ValueError(
+                "atomic_outputs is Metal only; CUDA kernels call atomicAdd on plain pointers"
+            )
         for out, src in self.inout.items():
             if out not in self.output_names or src not in self.input_names:
-                raise ValueError(f"inout maps output {out} to input {src}: name an output and one of its inputs")
+                raise ValueError(
+                    f"inout maps output {out} to input {src}: name an output and one of its inputs"
+                )
         if self.inout and not (self.init_value is not None and math.isnan(self.init_value)):
             raise ValueError("an inout output starts as NaN: set init_value = nan")
         return self
@@ -440,25 +600,36 @@ class KernelCandidate(Strict):
         """Resolve every expression against concrete inputs."""
         missing = [n for n in self.input_names if n not in inputs]
         if missing:
-            raise ExprError(f"input(s) {', '.join(missing)} are not inputs or params of the task "
-                            f"(available: {', '.join(inputs)}): use those names in input_names, or translate "
-                            "with mlxport translate --task TASK, which binds the kernel's parameters to them")
+            raise ExprError(
+                f"input(s) {', '.join(missing)} are not inputs or params of the task "
+                f"(available: {', '.join(inputs)}): use those names in input_names, or translate "
+                "with mlxport translate --task TASK, which binds the kernel's parameters to them"
+            )
         names = dict(inputs)
-        if problem := template_problem(self.template):  # model_copy(update=...) skips the validators
+        if problem := template_problem(
+            self.template
+        ):  # model_copy(update=...) skips the validators
             raise ExprError(problem)
         template = {k: evaluate(v, names) for k, v in self.template.items()}
         for k, v in template.items():
             if not isinstance(v, bool | int | Dtype):
                 raise ExprError(f"template value {k} must be an int, bool or dtype, got {v!r}")
         names.update(template)
-        shapes = [as_shape(s, names, f"output_shapes[{i}]") for i, s in enumerate(self.output_shapes)]
-        dtypes = [as_dtype(d, names, f"output_dtypes[{i}]") for i, d in enumerate(self.output_dtypes)]
+        shapes = [
+            as_shape(s, names, f"output_shapes[{i}]") for i, s in enumerate(self.output_shapes)
+        ]
+        dtypes = [
+            as_dtype(d, names, f"output_dtypes[{i}]") for i, d in enumerate(self.output_dtypes)
+        ]
         grid = tuple(as_int(g, names, "grid") for g in self.grid)
         tg = tuple(as_int(t, names, "threadgroup") for t in self.threadgroup)
         if any(v < 1 for v in grid + tg):
             raise ExprError(f"grid {grid} and threadgroup {tg} must be positive")
         return Launch(
-            output_shapes=shapes, output_dtypes=dtypes, grid=grid, threadgroup=tg,
+            output_shapes=shapes,
+            output_dtypes=dtypes,
+            grid=grid,
+            threadgroup=tg,
             template=[(k, v.name if isinstance(v, Dtype) else v) for k, v in template.items()],
             shared_memory=as_int(self.shared_memory, names, "shared_memory"),
         )
@@ -479,10 +650,16 @@ def template_problem(template: dict[str, Any]) -> str | None:
     (never C++ text), a value an int, a bool, or an expression of one or of a dtype ("x.dtype",
     "float16"), which the launch checks it evaluates to."""
     for key, value in template.items():
-        if (not isinstance(key, str) or not _TEMPLATE_KEY.fullmatch(key) or key in CPP_KEYWORDS
-                or key.startswith("__")):
-            return (f"template key {key!r} must be an identifier: letters, digits and _, not starting with a "
-                    "digit or __, at most 64 characters, not a C++ or Metal keyword")
+        if (
+            not isinstance(key, str)
+            or not _TEMPLATE_KEY.fullmatch(key)
+            or key in CPP_KEYWORDS
+            or key.startswith("__")
+        ):
+            return (
+                f"template key {key!r} must be an identifier: letters, digits and _, not starting with a "
+                "digit or __, at most 64 characters, not a C++ or Metal keyword"
+            )
         if isinstance(value, bool):
             continue
         if isinstance(value, int):
@@ -555,7 +732,11 @@ class CompileResult(Strict):
             return f"compiled on {self.backend}" + (" (cached)" if self.cached else "")
         lines = [f"compile failed on {self.backend}:"]
         for d in self.diagnostics[:8]:
-            loc = f"{d.where} line {d.line}" + (f":{d.column}" if d.column else "") if d.line else d.where
+            loc = (
+                f"{d.where} line {d.line}" + (f":{d.column}" if d.column else "")
+                if d.line
+                else d.where
+            )
             lines.append(f"  {loc}: {d.message}")
         return "\n".join(lines)
 
@@ -599,8 +780,10 @@ class CorrectnessReport(Strict):
     def summary(self, limit: int = 12) -> str:
         """Compact text for the model: a verdict line, then one line per failing case."""
         bad = [c for c in self.cases if c.verdict != "pass"]
-        head = (f"{'PASS' if self.ok else 'FAIL'}: {len(self.cases) - len(bad)}/{len(self.cases)} cases passed "
-                f"on {self.backend} (seed {self.seeds[0]})")
+        head = (
+            f"{'PASS' if self.ok else 'FAIL'}: {len(self.cases) - len(bad)}/{len(self.cases)} cases passed "
+            f"on {self.backend} (seed {self.seeds[0]})"
+        )
         lines = [head]
         # One line per distinct error, with where else it came; which thread faults first varies
         # from run to run where threadgroups run side by side, so positions do not tell errors apart.
@@ -612,21 +795,41 @@ class CorrectnessReport(Strict):
         for c in bad[:limit]:
             if c.verdict == "error":
                 also = same[_error_kind(c.error)][1:]
-                more = "" if not also else (f" (the same in {len(also)} more case{'s' if len(also) > 1 else ''}: "
-                                            + ", ".join(f"{o.case} {o.dtype}" for o in also[:4])
-                                            + (", ..." if len(also) > 4 else "") + ")")
+                more = (
+                    ""
+                    if not also
+                    else (
+                        f" (the same in {len(also)} more case{'s' if len(also) > 1 else ''}: "
+                        + ", ".join(f"{o.case} {o.dtype}" for o in also[:4])
+                        + (", ..." if len(also) > 4 else "")
+                        + ")"
+                    )
+                )
                 lines.append(f"  {c.case} {c.dtype}: ERROR {c.error}{more}")
                 continue
-            where = f" first at {c.first_mismatch}: got {c.got:.6g}, expected {c.expected:.6g};" \
-                if c.first_mismatch is not None and c.got is not None else ""
-            extra = "".join(f" {k}={v};" for k, v in (("nan", c.nan), ("inf", c.inf), ("unwritten", c.unwritten)) if v)
-            sizes = f" max_abs={c.max_abs:.3g} err_norm={c.err_norm:.3g};" if c.max_abs is not None else ""
+            where = (
+                f" first at {c.first_mismatch}: got {c.got:.6g}, expected {c.expected:.6g};"
+                if c.first_mismatch is not None and c.got is not None
+                else ""
+            )
+            extra = "".join(
+                f" {k}={v};"
+                for k, v in (("nan", c.nan), ("inf", c.inf), ("unwritten", c.unwritten))
+                if v
+            )
+            sizes = (
+                f" max_abs={c.max_abs:.3g} err_norm={c.err_norm:.3g};"
+                if c.max_abs is not None
+                else ""
+            )
             lines.append(f"  {c.case} {c.dtype}: {c.pattern};{where}{sizes}{extra}".rstrip(";"))
         if len(bad) > limit:
             lines.append(f"  ... and {len(bad) - limit} more failing cases")
         if self.ok:
             worst = max(self.cases, key=lambda c: c.err_norm or 0.0)
-            lines.append(f"  worst: {worst.case} {worst.dtype} max_abs={worst.max_abs:.3g} err_norm={worst.err_norm:.3g}")
+            lines.append(
+                f"  worst: {worst.case} {worst.dtype} max_abs={worst.max_abs:.3g} err_norm={worst.err_norm:.3g}"
+            )
         return "\n".join(lines)
 
 

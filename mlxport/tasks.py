@@ -44,14 +44,18 @@ def find_task(name_or_dir: str | Path) -> Path:
         return path
     if (SUITE_DIR / str(name_or_dir)).is_dir():
         return SUITE_DIR / str(name_or_dir)
-    raise TaskError(f"no task named {str(name_or_dir)!r}: pass a task folder or one of "
-                    f"{', '.join(suite_names())} (see `mlxport tasks list`)")
+    raise TaskError(
+        f"no task named {str(name_or_dir)!r}: pass a task folder or one of "
+        f"{', '.join(suite_names())} (see `mlxport tasks list`)"
+    )
 
 
 def load_task(name_or_dir: str | Path) -> KernelTask:
     folder = find_task(name_or_dir)
     if not (folder / "task.toml").is_file():
-        raise TaskError(f"{folder} has no task.toml: every task folder needs one (`mlxport tasks new` writes it)")
+        raise TaskError(
+            f"{folder} has no task.toml: every task folder needs one (`mlxport tasks new` writes it)"
+        )
     try:
         data = tomllib.loads(read_text(folder / "task.toml", "task file"))
     except tomllib.TOMLDecodeError as e:
@@ -65,10 +69,17 @@ def load_task(name_or_dir: str | Path) -> KernelTask:
     task.folder = folder.resolve()
     if not (folder / task.source).is_file():
         raise TaskError(f"{folder} has no {task.source}, which task.toml names as its CUDA source")
-    named = [r for r in (task.reference, *(vars(task.baselines).values() if task.baselines else ())) if r]
-    if any(r.split(":", 1)[0] == "reference" for r in named) and not (folder / "reference.py").is_file():
-        raise TaskError(f"{folder} has no reference.py, which task.toml names as its reference or a baseline: add "
-                        f"it, or drop them to check against the original kernel")
+    named = [
+        r for r in (task.reference, *(vars(task.baselines).values() if task.baselines else ())) if r
+    ]
+    if (
+        any(r.split(":", 1)[0] == "reference" for r in named)
+        and not (folder / "reference.py").is_file()
+    ):
+        raise TaskError(
+            f"{folder} has no reference.py, which task.toml names as its reference or a baseline: add "
+            f"it, or drop them to check against the original kernel"
+        )
     return task
 
 
@@ -114,7 +125,9 @@ def _import(task: KernelTask, mod_name: str) -> ModuleType:
     try:
         spec.loader.exec_module(module)
     except Exception as e:
-        raise TaskError(f"{path} does not import ({type(e).__name__}: {e}): fix the reference module") from e
+        raise TaskError(
+            f"{path} does not import ({type(e).__name__}: {e}): fix the reference module"
+        ) from e
     sys.modules[key] = module
     return module
 
@@ -148,9 +161,18 @@ def load_candidate(path: str | Path) -> KernelCandidate:
 MLX_LOCK = threading.RLock()
 
 MX_DTYPES = {
-    "float32": mx.float32, "float16": mx.float16, "bfloat16": mx.bfloat16, "int32": mx.int32,
-    "uint32": mx.uint32, "int64": mx.int64, "uint64": mx.uint64, "int8": mx.int8, "uint8": mx.uint8,
-    "int16": mx.int16, "uint16": mx.uint16, "bool": mx.bool_,
+    "float32": mx.float32,
+    "float16": mx.float16,
+    "bfloat16": mx.bfloat16,
+    "int32": mx.int32,
+    "uint32": mx.uint32,
+    "int64": mx.int64,
+    "uint64": mx.uint64,
+    "int8": mx.int8,
+    "uint8": mx.uint8,
+    "int16": mx.int16,
+    "uint16": mx.uint16,
+    "bool": mx.bool_,
 }
 DTYPE_NAMES = {v: k for k, v in MX_DTYPES.items()}
 
@@ -159,7 +181,9 @@ def dtype_name(d: mx.Dtype) -> str:
     return DTYPE_NAMES[d]
 
 
-def make_inputs(task: KernelTask, case: dict[str, Any], dtype: str, seed: int) -> dict[str, mx.array]:
+def make_inputs(
+    task: KernelTask, case: dict[str, Any], dtype: str, seed: int
+) -> dict[str, mx.array]:
     """Input arrays for one case and dtype, drawn with numpy from ``seed`` (reproducible anywhere)."""
     rng = np.random.default_rng(seed)
     shapes = task.shapes(case, dtype)
@@ -167,17 +191,22 @@ def make_inputs(task: KernelTask, case: dict[str, Any], dtype: str, seed: int) -
     return {t.name: _draw(t, shapes[t.name], t.resolve_dtype(dtype), rng) for t in task.inputs}
 
 
-def _check_memory(task: KernelTask, case: dict[str, Any], dtype: str, shapes: dict[str, tuple[int, ...]]) -> None:
+def _check_memory(
+    task: KernelTask, case: dict[str, Any], dtype: str, shapes: dict[str, tuple[int, ...]]
+) -> None:
     """Refuse, before allocating, a case whose arrays cannot fit in this machine's memory (inputs
     are drawn in float64 first)."""
+
     def nbytes(spec: TensorSpec, extra: int = 0) -> int:
         return math.prod(shapes[spec.name]) * (ITEMSIZE[spec.resolve_dtype(dtype)] + extra)
 
     need = sum(nbytes(t, 8) for t in task.inputs) + sum(nbytes(t) for t in task.outputs)
     have = physical_memory()
     if have and need > have:
-        raise TaskError(f"case {task.case_label(case)} needs {_size(need)} for its arrays at {dtype}; this machine "
-                        f"has {_size(have)} of memory: make the case smaller")
+        raise TaskError(
+            f"case {task.case_label(case)} needs {_size(need)} for its arrays at {dtype}; this machine "
+            f"has {_size(have)} of memory: make the case smaller"
+        )
 
 
 def physical_memory() -> int:
@@ -195,7 +224,9 @@ def _size(n: float) -> str:
     return f"{n:.3g} TB"
 
 
-def _draw(spec: TensorSpec, shape: tuple[int, ...], dtype: str, rng: np.random.Generator) -> mx.array:
+def _draw(
+    spec: TensorSpec, shape: tuple[int, ...], dtype: str, rng: np.random.Generator
+) -> mx.array:
     init = spec.init
     match init.kind:
         case "normal":
@@ -214,25 +245,42 @@ def _draw(spec: TensorSpec, shape: tuple[int, ...], dtype: str, rng: np.random.G
 
 
 # The suite tasks whose speed is bounded by memory traffic (the rules policy's speed target is over these).
-MEMORY_BOUND = ("rmsnorm", "softmax_rows", "layernorm", "rope", "gelu_tanh", "vector_add", "transpose_tiled", "cumsum")
+MEMORY_BOUND = (
+    "rmsnorm",
+    "softmax_rows",
+    "layernorm",
+    "rope",
+    "gelu_tanh",
+    "vector_add",
+    "transpose_tiled",
+    "cumsum",
+)
 
 
 def case_infos(task: KernelTask, case: dict[str, Any], dtype: str) -> dict[str, Any]:
     """``arg_infos`` at a case and dtype, without making the inputs."""
     shapes = task.shapes(case, dtype)
-    infos: dict[str, Any] = {t.name: ArrayInfo(shapes[t.name], Dtype(t.resolve_dtype(dtype))) for t in task.inputs}
+    infos: dict[str, Any] = {
+        t.name: ArrayInfo(shapes[t.name], Dtype(t.resolve_dtype(dtype))) for t in task.inputs
+    }
     infos.update(task.param_values(case))
     return infos
 
 
-def arg_infos(task: KernelTask, inputs: dict[str, mx.array], case: dict[str, Any]) -> dict[str, Any]:
+def arg_infos(
+    task: KernelTask, inputs: dict[str, mx.array], case: dict[str, Any]
+) -> dict[str, Any]:
     """What candidate expressions see: ArrayInfo per input, and each param's value."""
-    infos: dict[str, Any] = {n: ArrayInfo(tuple(a.shape), Dtype(dtype_name(a.dtype))) for n, a in inputs.items()}
+    infos: dict[str, Any] = {
+        n: ArrayInfo(tuple(a.shape), Dtype(dtype_name(a.dtype))) for n, a in inputs.items()
+    }
     infos.update(task.param_values(case))
     return infos
 
 
-def call(ref: str, task: KernelTask, inputs: dict[str, mx.array], case: dict[str, Any]) -> list[mx.array]:
+def call(
+    ref: str, task: KernelTask, inputs: dict[str, mx.array], case: dict[str, Any]
+) -> list[mx.array]:
     """Call a reference or baseline (``module:function``): inputs positionally in task order,
     params by keyword."""
     fn = resolve(task, ref)
@@ -242,22 +290,32 @@ def call(ref: str, task: KernelTask, inputs: dict[str, mx.array], case: dict[str
         outs = list(out) if isinstance(out, tuple | list) else [out]
         wrong = [o for o in outs if not isinstance(o, mx.array)]
         if wrong:
-            raise TaskError(f"{ref} of task {task.name} returned {type(wrong[0]).__name__}, not mx.array: return the "
-                            f"outputs as MLX arrays (a tuple for several)")
+            raise TaskError(
+                f"{ref} of task {task.name} returned {type(wrong[0]).__name__}, not mx.array: return the "
+                f"outputs as MLX arrays (a tuple for several)"
+            )
         mx.eval(*outs)
     except TaskError:
         raise
-    except (Exception, SystemExit) as e:  # a reference's sys.exit() is its bug, not the end of mlxport
+    except (
+        Exception,
+        SystemExit,
+    ) as e:  # a reference's sys.exit() is its bug, not the end of mlxport
         raise TaskError(f"{ref} of task {task.name} raised {type(e).__name__}: {e}") from e
     if len(outs) != len(task.outputs):
-        raise TaskError(f"{ref} returned {len(outs)} output(s); task {task.name} declares {len(task.outputs)}")
+        raise TaskError(
+            f"{ref} returned {len(outs)} output(s); task {task.name} declares {len(task.outputs)}"
+        )
     return outs
 
 
 def golden(task: KernelTask, inputs: dict[str, mx.array], case: dict[str, Any]) -> list[mx.array]:
     """The reference evaluated in float32 on the same (already rounded) inputs: the truth that
     every dtype is compared with, so a half-precision reference's own rounding is not the bar."""
-    up = {n: a.astype(mx.float32) if a.dtype in (mx.float16, mx.bfloat16) else a for n, a in inputs.items()}
+    up = {
+        n: a.astype(mx.float32) if a.dtype in (mx.float16, mx.bfloat16) else a
+        for n, a in inputs.items()
+    }
     return call(task.reference, task, up, case)
 
 

@@ -11,11 +11,23 @@ ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("MLXPORT_TIMED_SIZE_SECONDS", "0")
 
 
-def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict | None = None,
-            input: str | None = None) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str,
+    cwd: Path | None = None,
+    timeout: float = 300,
+    env: dict | None = None,
+    input: str | None = None,
+) -> subprocess.CompletedProcess:
     """Run the real ``mlxport`` entry point in a subprocess."""
-    return subprocess.run([sys.executable, "-m", "mlxport.cli", *args], capture_output=True, text=True,
-                          cwd=cwd or ROOT, timeout=timeout, env={**os.environ, **(env or {})}, input=input)
+    return subprocess.run(
+        [sys.executable, "-m", "mlxport.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd or ROOT,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        input=input,
+    )
 
 
 @pytest.fixture
@@ -28,8 +40,13 @@ def run_written_tests(*args: str | Path, timeout: float = 900) -> subprocess.Com
     They need pytest alone, so the third-party plugins of this venv (langsmith's, hypothesis',
     anyio's) are not loaded: loading them, and assertion-rewriting their modules, takes seconds on
     every start."""
-    return subprocess.run([sys.executable, "-m", "pytest", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+    )
 
 
 @pytest.fixture
@@ -38,6 +55,7 @@ def written_tests():
 
 
 # ---------------------------------------------------------------- kinds of hacks rejected
+
 
 def pytest_runtest_setup(item):
     for mark in item.iter_markers("hack"):
@@ -55,7 +73,9 @@ def pytest_terminal_summary(terminalreporter):
                     kinds[kind] = kinds.get(kind, True) and ok
     if kinds:
         rejected = sum(kinds.values())
-        terminalreporter.write_line(f"adversarial: {rejected} of {len(kinds)} kinds of hacks rejected")
+        terminalreporter.write_line(
+            f"adversarial: {rejected} of {len(kinds)} kinds of hacks rejected"
+        )
         for kind, ok in sorted(kinds.items()):
             if not ok:
                 terminalreporter.write_line(f"  not shown rejected: {kind}")

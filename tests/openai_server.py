@@ -27,7 +27,9 @@ from typing import Any
 
 import pytest
 
-STREAM_ARG_PIECES = 3  # OpenAI sends tool-call arguments in several deltas; clients must concatenate them.
+STREAM_ARG_PIECES = (
+    3  # OpenAI sends tool-call arguments in several deltas; clients must concatenate them.
+)
 
 
 @dataclass
@@ -47,10 +49,14 @@ class Reply:
 
     content: str = ""
     tool_calls: list[ToolCall | tuple] = field(default_factory=list)
-    usage: tuple[int, int] | None = None  # (prompt_tokens, completion_tokens); None: estimated from text
+    usage: tuple[int, int] | None = (
+        None  # (prompt_tokens, completion_tokens); None: estimated from text
+    )
 
     def __post_init__(self) -> None:
-        self.tool_calls = [tc if isinstance(tc, ToolCall) else ToolCall(*tc) for tc in self.tool_calls]
+        self.tool_calls = [
+            tc if isinstance(tc, ToolCall) else ToolCall(*tc) for tc in self.tool_calls
+        ]
 
 
 @dataclass
@@ -76,7 +82,9 @@ class Hang:
     seconds: float = 3600.0
 
 
-def malformed_tool_call(name: str = "tool", arguments: str = '{"x": 1', id: str = "call_malformed") -> Reply:
+def malformed_tool_call(
+    name: str = "tool", arguments: str = '{"x": 1', id: str = "call_malformed"
+) -> Reply:
     """A reply whose only tool call has arguments that are not valid JSON."""
     return Reply(tool_calls=[ToolCall(name, arguments, id)])
 
@@ -99,7 +107,9 @@ class OpenAIServer:
     def __init__(self, script: list[Turn], model: str = "scripted") -> None:
         self.script = list(script)
         self.model = model
-        self.requests: list[dict[str, Any]] = []  # parsed JSON bodies of chat-completion requests, in order
+        self.requests: list[
+            dict[str, Any]
+        ] = []  # parsed JSON bodies of chat-completion requests, in order
         self.request_headers: list[dict[str, str]] = []  # lower-cased headers of the same requests
         self.request_times: list[float] = []  # time.monotonic() at each request's arrival
         self._lock = threading.Lock()
@@ -189,19 +199,25 @@ class _Handler(BaseHTTPRequestHandler):
         turn = self.owner._take_turn(body, {k.lower(): v for k, v in self.headers.items()})
         if turn is None:
             n = len(self.owner.script)
-            return self._send_error(500, f"script exhausted: request #{len(self.owner.requests)} but only {n} turns")
+            return self._send_error(
+                500, f"script exhausted: request #{len(self.owner.requests)} but only {n} turns"
+            )
         if isinstance(turn, Hang):
             self.owner.hung.wait(turn.seconds)
             self.close_connection = True
             return None
         if isinstance(turn, HTTPError):
-            message = (turn.message or "").replace("{authorization}", self.headers.get("authorization", ""))
+            message = (turn.message or "").replace(
+                "{authorization}", self.headers.get("authorization", "")
+            )
             return self._send_error(turn.status, message or None, turn.retry_after_ms)
         if body.get("stream"):
             return self._send_stream(turn, body)
         self._send_json(200, _completion(turn, body, self.owner.model))
 
-    def _send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+    def _send_json(
+        self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> None:
         data = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("content-type", "application/json")
@@ -211,12 +227,22 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _send_error(self, status: int, message: str | None = None, retry_after_ms: int | None = None) -> None:
+    def _send_error(
+        self, status: int, message: str | None = None, retry_after_ms: int | None = None
+    ) -> None:
         kind = _ERROR_TYPES.get(status, "api_error")
-        error = {"message": message or f"scripted {status} error", "type": kind, "param": None, "code": kind}
+        error = {
+            "message": message or f"scripted {status} error",
+            "type": kind,
+            "param": None,
+            "code": kind,
+        }
         headers = {}
         if retry_after_ms is not None:
-            headers = {"retry-after-ms": str(retry_after_ms), "retry-after": str(retry_after_ms // 1000)}
+            headers = {
+                "retry-after-ms": str(retry_after_ms),
+                "retry-after": str(retry_after_ms // 1000),
+            }
         self._send_json(status, {"error": error}, headers)
 
     def _send_stream(self, turn: Reply, body: dict[str, Any]) -> None:
@@ -239,15 +265,23 @@ def _usage(turn: Reply, body: dict[str, Any]) -> dict[str, int]:
         prompt, completion = turn.usage
     else:  # ~4 characters per token, like OpenAI's rule of thumb
         prompt = max(1, len(json.dumps(body.get("messages", []))) // 4)
-        completion = max(1, (len(turn.content) + sum(len(tc.raw_arguments) for tc in turn.tool_calls)) // 4)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+        completion = max(
+            1, (len(turn.content) + sum(len(tc.raw_arguments) for tc in turn.tool_calls)) // 4
+        )
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
 
 
 def _finish_reason(turn: Reply) -> str:
     return "tool_calls" if turn.tool_calls else "stop"
 
 
-def _envelope(obj: str, model: str, body: dict[str, Any], choices: list[dict[str, Any]]) -> dict[str, Any]:
+def _envelope(
+    obj: str, model: str, body: dict[str, Any], choices: list[dict[str, Any]]
+) -> dict[str, Any]:
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:16]}",
         "object": obj,
@@ -259,13 +293,26 @@ def _envelope(obj: str, model: str, body: dict[str, Any], choices: list[dict[str
 
 
 def _completion(turn: Reply, body: dict[str, Any], model: str) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": turn.content or None, "refusal": None}
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": turn.content or None,
+        "refusal": None,
+    }
     if turn.tool_calls:
         message["tool_calls"] = [
-            {"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": tc.raw_arguments}}
+            {
+                "id": tc.id,
+                "type": "function",
+                "function": {"name": tc.name, "arguments": tc.raw_arguments},
+            }
             for tc in turn.tool_calls
         ]
-    choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": _finish_reason(turn)}
+    choice = {
+        "index": 0,
+        "message": message,
+        "logprobs": None,
+        "finish_reason": _finish_reason(turn),
+    }
     return {**_envelope("chat.completion", model, body, [choice]), "usage": _usage(turn, body)}
 
 
@@ -276,11 +323,19 @@ def _split(text: str, pieces: int) -> list[str]:
 
 def _deltas(turn: Reply) -> Iterator[tuple[dict[str, Any], str | None]]:
     """(delta, finish_reason) pairs in the order OpenAI streams them."""
-    yield {"role": "assistant", "content": "" if turn.content or not turn.tool_calls else None}, None
+    yield (
+        {"role": "assistant", "content": "" if turn.content or not turn.tool_calls else None},
+        None,
+    )
     for piece in _split(turn.content, STREAM_ARG_PIECES) if turn.content else []:
         yield {"content": piece}, None
     for i, tc in enumerate(turn.tool_calls):
-        head = {"index": i, "id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": ""}}
+        head = {
+            "index": i,
+            "id": tc.id,
+            "type": "function",
+            "function": {"name": tc.name, "arguments": ""},
+        }
         yield {"tool_calls": [head]}, None
         for piece in _split(tc.raw_arguments, STREAM_ARG_PIECES):
             yield {"tool_calls": [{"index": i, "function": {"arguments": piece}}]}, None
@@ -291,7 +346,10 @@ def _stream_events(turn: Reply, body: dict[str, Any], model: str) -> Iterator[di
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     base = _envelope("chat.completion.chunk", model, body, [])
     for delta, finish in _deltas(turn):
-        event = {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+        event = {
+            **base,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+        }
         if include_usage:
             event["usage"] = None  # OpenAI sends usage: null on every chunk but the last
         yield event

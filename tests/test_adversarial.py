@@ -24,9 +24,16 @@ float y = 0.5f * v * (1.0f + metal::precise::tanh(0.7978845608f * (v + 0.044715f
 
 def gelu(store: str):
     """A simple one-element-per-thread GELU whose store line is the hack under test."""
-    return GELU_PORT.model_copy(update={"source": GELU_BODY.format(store=store), "name": "gelu_hack",
-                                        "grid": ["x.size", 1, 1], "threadgroup": [256, 1, 1], "template": {},
-                                        "header": ""})
+    return GELU_PORT.model_copy(
+        update={
+            "source": GELU_BODY.format(store=store),
+            "name": "gelu_hack",
+            "grid": ["x.size", 1, 1],
+            "threadgroup": [256, 1, 1],
+            "template": {},
+            "header": "",
+        }
+    )
 
 
 def verdict(task, candidate, **kw):
@@ -92,9 +99,18 @@ def test_output_reused_from_a_previous_call():
 
     case = task.cases.visible[0]
     seen = float(golden(task, make_inputs(task, case, "float32", 1), case)[0].ravel()[0])
-    replay = honest.model_copy(update={"name": "replay", "atomic_outputs": False, "init_value": None,
-                                       "source": f"if (thread_position_in_grid.x == 0) out[0] = {seen!r}f;\n",
-                                       "header": "", "template": {}, "grid": [1, 1, 1], "threadgroup": [1, 1, 1]})
+    replay = honest.model_copy(
+        update={
+            "name": "replay",
+            "atomic_outputs": False,
+            "init_value": None,
+            "source": f"if (thread_position_in_grid.x == 0) out[0] = {seen!r}f;\n",
+            "header": "",
+            "template": {},
+            "grid": [1, 1, 1],
+            "threadgroup": [1, 1, 1],
+        }
+    )
     report = run_correctness(task, replay, SIM, seed=2)
     assert not report.ok
 
@@ -158,7 +174,11 @@ class SyntheticTiming:
 
     def measure(self, task, candidate, case, dtype, *, seed, warmup, iters, baselines=True):
         self.measured += 1
-        return {"candidate": [self.candidate_seconds] * iters, "native": [50e-6] * iters, "naive": [80e-6] * iters}
+        return {
+            "candidate": [self.candidate_seconds] * iters,
+            "native": [50e-6] * iters,
+            "naive": [80e-6] * iters,
+        }
 
 
 def test_a_suspicious_speedup_is_reverified_and_retimed_before_it_is_reported():
@@ -166,7 +186,9 @@ def test_a_suspicious_speedup_is_reverified_and_retimed_before_it_is_reported():
 
     task = load_task("vector_add")
     backend = SyntheticTiming(candidate_seconds=2e-6)  # 25x the strongest baseline
-    report = benchmark(task, expert_ports(task)["msl"], backend, case={"N": 5000}, dtype="float32", seed=1)
+    report = benchmark(
+        task, expert_ports(task)["msl"], backend, case={"N": 5000}, dtype="float32", seed=1
+    )
     assert backend.measured == 2
     assert any("re-verified" in f and "25.0x" in f for f in report.flags), report.flags
 
@@ -195,10 +217,15 @@ def test_a_kernel_specialised_to_the_timed_size_fails_reverification():
     from mlxport.verify.reverify import FailedReverification
 
     task = load_task("vector_add")
-    special = expert_ports(task)["msl"].model_copy(update={"name": "vector_add_special", "source": """
+    special = expert_ports(task)["msl"].model_copy(
+        update={
+            "name": "vector_add_special",
+            "source": """
 uint i = thread_position_in_grid.x;
 out[i] = a_shape[0] == 5000 ? a[i] + b[i] : a[i];
-"""})
+""",
+        }
+    )
     backend = SyntheticTiming(candidate_seconds=1e-6)
     with pytest.raises(FailedReverification, match="failed re-verification"):
         benchmark(task, special, backend, case={"N": 5000}, dtype="float32", seed=1)
@@ -210,7 +237,9 @@ def test_an_ordinary_speedup_is_reported_without_reverification():
 
     task = load_task("vector_add")
     backend = SyntheticTiming(candidate_seconds=25e-6)  # 2x
-    report = benchmark(task, expert_ports(task)["msl"], backend, case={"N": 5000}, dtype="float32", seed=1)
+    report = benchmark(
+        task, expert_ports(task)["msl"], backend, case={"N": 5000}, dtype="float32", seed=1
+    )
     assert backend.measured == 1 and not report.flags
     assert report.speedups == {"native": pytest.approx(2.0), "naive": pytest.approx(3.2)}
 
@@ -222,21 +251,35 @@ def test_a_missing_barrier_is_reported_with_both_threads_the_element_and_the_lin
     them, and a race on a GPU. The threadgroup memory's shadow sees thread 1 read what thread 0
     wrote since the last barrier."""
     task = load_task("vector_add")
-    racy = expert_ports(task)["msl"].model_copy(update={"name": "vector_add_racy", "source": """
+    racy = expert_ports(task)["msl"].model_copy(
+        update={
+            "name": "vector_add_racy",
+            "source": """
 threadgroup float buf[256];
 uint i = thread_position_in_grid.x;
 uint t = thread_position_in_threadgroup.x;
 buf[t] = a[i] + b[i];
 if (t > 0) out[i - 1] = buf[t - 1];
 if (t + 1 == threads_per_threadgroup.x || i + 1 == a_shape[0]) out[i] = buf[t];
-"""})
+""",
+        }
+    )
     report = run_correctness(task, racy, SIM, seed=5)
     assert not report.ok
     # Which threadgroup is caught first varies: threadgroups run side by side.
-    assert re.search(r"threads 0 and 1 of threadgroup \(\d+,0,0\) race on threadgroup memory buf\[0\]: thread 0 "
-                     r"wrote it \(source line 5\) and thread 1 touched it \(source line 6\)", report.summary())
-    fixed = racy.model_copy(update={"source": racy.source.replace(
-        "buf[t] = a[i] + b[i];\n", "buf[t] = a[i] + b[i];\nthreadgroup_barrier(mem_flags::mem_threadgroup);\n")})
+    assert re.search(
+        r"threads 0 and 1 of threadgroup \(\d+,0,0\) race on threadgroup memory buf\[0\]: thread 0 "
+        r"wrote it \(source line 5\) and thread 1 touched it \(source line 6\)",
+        report.summary(),
+    )
+    fixed = racy.model_copy(
+        update={
+            "source": racy.source.replace(
+                "buf[t] = a[i] + b[i];\n",
+                "buf[t] = a[i] + b[i];\nthreadgroup_barrier(mem_flags::mem_threadgroup);\n",
+            )
+        }
+    )
     assert run_correctness(task, fixed, SIM, seed=5, heldout=True).ok
 
 
@@ -256,12 +299,16 @@ class OverlappingSim(type(SIM)):
 
 def test_final_verification_runs_visible_cases_together_where_calls_may_overlap():
     task = load_task("vector_add")
-    report = run_correctness(task, expert_ports(task)["msl"], OverlappingSim(), seed=5, heldout=True)
+    report = run_correctness(
+        task, expert_ports(task)["msl"], OverlappingSim(), seed=5, heldout=True
+    )
     assert report.ok, report.summary()
     together = [c for c in report.cases if "calls at once" in c.case]
     assert len(together) == len(task.cases.visible) * len(task.dtypes)
-    assert not any("calls at once" in c.case for c in run_correctness(
-        task, expert_ports(task)["msl"], SIM, seed=5, heldout=True).cases)
+    assert not any(
+        "calls at once" in c.case
+        for c in run_correctness(task, expert_ports(task)["msl"], SIM, seed=5, heldout=True).cases
+    )
 
 
 class MixingSim(OverlappingSim):
@@ -287,10 +334,15 @@ def test_a_kernel_wrong_on_fresh_inputs_is_not_blamed_on_calls_running_together(
     """Wrong only when its first input element is large: right on the inputs checked alone, wrong
     on some of the fresh inputs of the together-run, and wrong on them alone too."""
     task = load_task("vector_add")
-    picky = expert_ports(task)["msl"].model_copy(update={"name": "vector_add_picky", "source": """
+    picky = expert_ports(task)["msl"].model_copy(
+        update={
+            "name": "vector_add_picky",
+            "source": """
 uint i = thread_position_in_grid.x;
 out[i] = (i == 0 && float(a[0]) > 1.9f) ? a[i] : a[i] + b[i];
-"""})
+""",
+        }
+    )
     report = run_correctness(task, picky, OverlappingSim(), seed=2, heldout=True)
     failed = [c for c in report.cases if c.verdict != "pass"]
     assert failed and all("fresh inputs" in c.case for c in failed), report.summary()
@@ -309,12 +361,19 @@ def test_state_kept_in_module_globals_across_calls_is_refused():
     from mlxport.spec import KernelCandidate
 
     task = load_task("reduce_sum_atomic")
-    shared = KernelCandidate.from_toml(Path(__file__).parents[1] / "benchmarks/variants/reduce_sum_v2.toml")
+    shared = KernelCandidate.from_toml(
+        Path(__file__).parents[1] / "benchmarks/variants/reduce_sum_v2.toml"
+    )
     assert cuda_state_problem(shared.header, shared.source).startswith(
-        "not a stateless kernel: `mlxp_rs_partials` at line 59 of the header is a mutable __device__ variable")
+        "not a stateless kernel: `mlxp_rs_partials` at line 59 of the header is a mutable __device__ variable"
+    )
     assert "`calls` at line 1 of the source is a static local" in cuda_state_problem(
-        "", "static int calls = 0; calls++; out[0] = calls;")
-    assert cuda_state_problem("__constant__ float c[2] = {1, 2};\nextern __shared__ float s[];\n", "") is None
+        "", "static int calls = 0; calls++; out[0] = calls;"
+    )
+    assert (
+        cuda_state_problem("__constant__ float c[2] = {1, 2};\nextern __shared__ float s[];\n", "")
+        is None
+    )
     honest = expert_ports(task)["cuda"]
     assert cuda_state_problem(honest.header, honest.source) is None
     if availability()["cuda"].ok:
@@ -332,16 +391,25 @@ def test_a_candidate_refuted_by_the_benchmark_tool_stops_counting_as_correct():
     from mlxport.tools.session import Record, Session
 
     task = load_task("vector_add")
-    special = expert_ports(task)["msl"].model_copy(update={"name": "vector_add_small_only", "source": """
+    special = expert_ports(task)["msl"].model_copy(
+        update={
+            "name": "vector_add_small_only",
+            "source": """
 uint i = thread_position_in_grid.x;
 out[i] = a_shape[0] > 2000000 ? a[i] : a[i] + b[i];
-"""})
+""",
+        }
+    )
     session = Session(task=task, backend=SyntheticTiming(candidate_seconds=1e-7), seed=1)
     record = Record(special, correctness=run_correctness(task, special, SIM, seed=1))
     assert record.correct
     session.records[special.id] = record
     out = run_tool(session, "benchmark", {"candidate_id": special.id})
-    assert out.error and "wrong at the timed size" in out.text and "no longer counts as correct" in out.text
+    assert (
+        out.error
+        and "wrong at the timed size" in out.text
+        and "no longer counts as correct" in out.text
+    )
     assert not out.records[special.id].correct and session.best() is None
     again = run_tool(session, "benchmark", {"candidate_id": special.id})
     assert again.error and "found wrong by an earlier benchmark" in again.text
@@ -376,7 +444,9 @@ def refused(candidate, sentence: str, *, check: bool = False):
             assert not report.ok and sentence in report.summary()
     finally:
         build._publish = publish
-    assert not [p for p in published if p.name.startswith("k-")]  # a refused library is never published
+    assert not [
+        p for p in published if p.name.startswith("k-")
+    ]  # a refused library is never published
 
 
 @pytest.mark.hack("shell command from a static initializer")
@@ -384,10 +454,13 @@ def test_a_static_initializer_calling_system_is_refused_and_never_runs(tmp_path)
     header = f"""#include <metal_stdlib>
 using namespace metal;
 extern "C" int system(const char*);
-static int pwned = system("touch {tmp_path / 'pwned'}");
+static int pwned = system("touch {tmp_path / "pwned"}");
 """
-    refused(gelu("out[i] = y;").model_copy(update={"header": header}),
-            "not a Metal kernel: calls `system` (line 4 of the header)", check=True)
+    refused(
+        gelu("out[i] = y;").model_copy(update={"header": header}),
+        "not a Metal kernel: calls `system` (line 4 of the header)",
+        check=True,
+    )
     assert not (tmp_path / "pwned").exists()
 
 
@@ -399,8 +472,10 @@ def test_reading_a_file_with_fopen_is_refused(tmp_path):
 extern "C" int fgetc(void*);
 inline float peek() {{ void* f = fopen("{secret}", "r"); return f ? float(fgetc(f) - '0') : 0.0f; }}
 """
-    refused(gelu("out[i] = y + 0.0f * peek();").model_copy(update={"header": header}),
-            "not a Metal kernel: calls `fopen` (line 3 of the header), and also `fgetc`")
+    refused(
+        gelu("out[i] = y + 0.0f * peek();").model_copy(update={"header": header}),
+        "not a Metal kernel: calls `fopen` (line 3 of the header), and also `fgetc`",
+    )
 
 
 @pytest.mark.hack("reading secrets from the environment")
@@ -412,8 +487,10 @@ extern "C" void* fopen(const char*, const char*);
 extern "C" int fputs(const char*, void*);
 inline void leak() {{ fputs(getenv("OPENAI_API_KEY"), fopen("{leak}", "w")); }}
 """
-    refused(gelu("leak(); out[i] = y;").model_copy(update={"header": header}),
-            "not a Metal kernel: calls `fputs` (line 4 of the header), and also `getenv`, `fopen`")
+    refused(
+        gelu("leak(); out[i] = y;").model_copy(update={"header": header}),
+        "not a Metal kernel: calls `fputs` (line 4 of the header), and also `getenv`, `fopen`",
+    )
     assert not leak.exists()
 
 
@@ -423,50 +500,67 @@ def test_a_child_process_outliving_the_run_is_refused_before_it_starts(tmp_path)
 extern "C" int setsid();
 extern "C" unsigned sleep(unsigned);
 extern "C" int system(const char*);
-inline void linger() {{ if (fork() == 0) {{ setsid(); sleep(1); system("touch {tmp_path / 'later'}"); }} }}
+inline void linger() {{ if (fork() == 0) {{ setsid(); sleep(1); system("touch {tmp_path / "later"}"); }} }}
 """
-    refused(gelu("if (i == 0) linger();\nout[i] = y;").model_copy(update={"header": header}),
-            "not a Metal kernel: calls `fork` (line 5 of the header), and also `setsid`, `sleep`, `system`")
+    refused(
+        gelu("if (i == 0) linger();\nout[i] = y;").model_copy(update={"header": header}),
+        "not a Metal kernel: calls `fork` (line 5 of the header), and also `setsid`, `sleep`, `system`",
+    )
     assert not (tmp_path / "later").exists()
 
 
 @pytest.mark.hack("static state across calls")
 def test_a_static_local_counter_is_refused():
     header = "inline uint bump() {\n  static uint counter = 0;\n  return counter++;\n}\n"
-    refused(gelu("out[i] = y + 0.0f * float(bump());").model_copy(update={"header": header}),
-            "not a Metal kernel: `counter` at line 2 of the header is a static local variable; Metal allows "
-            "static and program-scope data only in the constant address space")
+    refused(
+        gelu("out[i] = y + 0.0f * float(bump());").model_copy(update={"header": header}),
+        "not a Metal kernel: `counter` at line 2 of the header is a static local variable; Metal allows "
+        "static and program-scope data only in the constant address space",
+    )
 
 
 @pytest.mark.hack("mutable program-scope memory")
 def test_a_64_mb_mutable_global_is_refused():
     header = "float scratch[16 * 1024 * 1024];\n"
-    refused(gelu("scratch[i] = y;\nout[i] = scratch[i];").model_copy(update={"header": header}),
-            "not a Metal kernel: `scratch` at line 1 of the header is a mutable program-scope variable; Metal "
-            "allows program-scope data only in the constant address space")
+    refused(
+        gelu("scratch[i] = y;\nout[i] = scratch[i];").model_copy(update={"header": header}),
+        "not a Metal kernel: `scratch` at line 1 of the header is a mutable program-scope variable; Metal "
+        "allows program-scope data only in the constant address space",
+    )
     # declared by a macro, out of sight of the text: the object still holds it
     header = "#define SCRATCH(n) float n##_buf[16 * 1024 * 1024];\nSCRATCH(big)\n"
-    refused(gelu("big_buf[i] = y;\nout[i] = big_buf[i];").model_copy(update={"header": header}),
-            "not a Metal kernel: `big_buf` at line 6 of the source is a mutable program-scope variable; Metal "
-            "allows program-scope data only in the constant address space")
+    refused(
+        gelu("big_buf[i] = y;\nout[i] = big_buf[i];").model_copy(update={"header": header}),
+        "not a Metal kernel: `big_buf` at line 6 of the source is a mutable program-scope variable; Metal "
+        "allows program-scope data only in the constant address space",
+    )
 
 
 @pytest.mark.hack("system headers and inline assembly")
 def test_system_headers_and_inline_assembly_are_refused():
-    refused(gelu("out[i] = y;").model_copy(update={"header": "#include <metal_stdlib>\n%:include <stdlib.h>\n"}),
-            "not a Metal kernel: includes <stdlib.h> (line 2 of the header); a Metal kernel includes only the "
-            "<metal_*> headers")
-    refused(gelu('__asm__ volatile("nop");\nout[i] = y;'),
-            "not a Metal kernel: inline assembly (`__asm__`, line 6 of the source); Metal has none")
+    refused(
+        gelu("out[i] = y;").model_copy(
+            update={"header": "#include <metal_stdlib>\n%:include <stdlib.h>\n"}
+        ),
+        "not a Metal kernel: includes <stdlib.h> (line 2 of the header); a Metal kernel includes only the "
+        "<metal_*> headers",
+    )
+    refused(
+        gelu('__asm__ volatile("nop");\nout[i] = y;'),
+        "not a Metal kernel: inline assembly (`__asm__`, line 6 of the source); Metal has none",
+    )
     pasted = gelu('PASTE(__as, m__) volatile("nop");\nout[i] = y;').model_copy(
-        update={"header": "#define PASTE(a, b) a##b\n"})
+        update={"header": "#define PASTE(a, b) a##b\n"}
+    )
     compiled = SIM.compile(pasted, gelu_inputs())  # spelled through a macro: still not compiled
     assert not compiled.ok and "__inline_assembly_is_not_metal" in compiled.diagnostics[0].message
 
 
 def test_constant_program_scope_data_still_compiles():
-    header = ("constant float scale[2] = {1.0f, 0.5f};\nconstexpr constant int K = 2;\n"
-              "inline float pick(uint i) { constexpr constant float t[2] = {1.0f, 1.0f}; return t[i % K]; }\n")
+    header = (
+        "constant float scale[2] = {1.0f, 0.5f};\nconstexpr constant int K = 2;\n"
+        "inline float pick(uint i) { constexpr constant float t[2] = {1.0f, 1.0f}; return t[i % K]; }\n"
+    )
     ok = gelu("out[i] = y * scale[0] * pick(i);").model_copy(update={"header": header})
     assert verdict(GELU, ok).ok
 
@@ -495,31 +589,43 @@ def test_a_cuda_device_function_calling_fopen_is_refused_by_the_cpu_executor(tmp
     from mlxport.backends.cuda_cpu import CudaExecutor, ExecError
 
     path = tmp_path / "peek.cu"
-    path.write_text('extern "C" __device__ long fopen(const char*, const char*);\n'
-                    "__device__ long peek(const char* name) {\n"
-                    '  return fopen(name, "r");\n'
-                    "}\n"
-                    '__global__ void leak(long* out) { out[threadIdx.x] = peek("/etc/hostname"); }\n'
-                    "__device__ long raw(long n) {\n"
-                    '  long r; __asm__ volatile("syscall" : "=a"(r) : "a"(n) : "rcx", "r11", "memory");\n'
-                    "  return r;\n"
-                    "}\n"
-                    "__global__ void pid(long* out) { out[0] = raw(39); }\n")
+    path.write_text(
+        'extern "C" __device__ long fopen(const char*, const char*);\n'
+        "__device__ long peek(const char* name) {\n"
+        '  return fopen(name, "r");\n'
+        "}\n"
+        '__global__ void leak(long* out) { out[threadIdx.x] = peek("/etc/hostname"); }\n'
+        "__device__ long raw(long n) {\n"
+        '  long r; __asm__ volatile("syscall" : "=a"(r) : "a"(n) : "rcx", "r11", "memory");\n'
+        "  return r;\n"
+        "}\n"
+        "__global__ void pid(long* out) { out[0] = raw(39); }\n"
+    )
     executor = CudaExecutor()
     try:
         source = executor.source(path)
-        with pytest.raises(ExecError, match=r"not device code: calls `fopen` \(line 3 of peek\.cu\)"):
+        with pytest.raises(
+            ExecError, match=r"not device code: calls `fopen` \(line 3 of peek\.cu\)"
+        ):
             executor.compile(source, "leak")
         # a system call needs no symbol: inline assembly is refused as such
-        with pytest.raises(ExecError, match=r"inline PTX \(asm\), which the CPU executor does not run \(line 7"):
+        with pytest.raises(
+            ExecError, match=r"inline PTX \(asm\), which the CPU executor does not run \(line 7"
+        ):
             executor.compile(source, "pid")
     finally:
         executor.close()
 
 
 @pytest.mark.hack("writes around the checks through a raw address")
-@pytest.mark.parametrize("reach", ["out.p_[i] = y;", "*(x.p_ + i) = 0; out[i] = y;",
-                                   "device float* o = out; o.buf_ = nullptr; out[i] = y;"])
+@pytest.mark.parametrize(
+    "reach",
+    [
+        "out.p_[i] = y;",
+        "*(x.p_ + i) = 0; out[i] = y;",
+        "device float* o = out; o.buf_ = nullptr; out[i] = y;",
+    ],
+)
 def test_the_raw_address_inside_a_buffer_view_is_out_of_reach(reach):
     """Buffer views keep their raw address and buffer private: no write escapes the bounds,
     written-mask and race checks."""
@@ -528,11 +634,14 @@ def test_the_raw_address_inside_a_buffer_view_is_out_of_reach(reach):
 
 
 @pytest.mark.hack("writes around the checks through a raw address")
-@pytest.mark.parametrize(("reach", "fault"), [
-    ("auto o = &out[0];\no[i] = y;\no[i + x_shape[0]] = 0.0f;", "out-of-bounds access to out["),
-    ("*(&out[0] + x_shape[0] + i) = y;\nout[i] = y;", "out-of-bounds access to out["),
-    ("out[i] = y;\n(&out[0])[0] += 1.0f;", "both access output out[0] without atomics"),
-])
+@pytest.mark.parametrize(
+    ("reach", "fault"),
+    [
+        ("auto o = &out[0];\no[i] = y;\no[i + x_shape[0]] = 0.0f;", "out-of-bounds access to out["),
+        ("*(&out[0] + x_shape[0] + i) = y;\nout[i] = y;", "out-of-bounds access to out["),
+        ("out[i] = y;\n(&out[0])[0] += 1.0f;", "both access output out[0] without atomics"),
+    ],
+)
 def test_an_elements_address_is_a_checked_pointer_too(reach, fault):
     """`&out[i]` is a checked pointer in the simulator, as a declared `device float*` is: what is
     written through it is bounds-checked, marked written and watched for races."""
@@ -544,8 +653,13 @@ def test_an_elements_address_is_a_checked_pointer_too(reach, fault):
 def test_an_atomics_value_is_out_of_reach():
     task = load_task("reduce_sum_atomic")
     port = expert_ports(task)["msl"]
-    hack = port.model_copy(update={"source": port.source.replace(
-        "atomic_fetch_add_explicit(out, p, memory_order_relaxed);", "out[0].value_ += p;")})
+    hack = port.model_copy(
+        update={
+            "source": port.source.replace(
+                "atomic_fetch_add_explicit(out, p, memory_order_relaxed);", "out[0].value_ += p;"
+            )
+        }
+    )
     from mlxport.tasks import make_inputs
 
     compiled = SIM.compile(hack, make_inputs(task, task.cases.visible[0], "float32", 1))
@@ -558,10 +672,15 @@ def test_a_load_then_store_update_of_an_atomic_is_a_race_in_any_run():
     computed lose updates on a GPU, even when the simulator's order happened to give the sum."""
     task = load_task("reduce_sum_atomic")
     port = expert_ports(task)["msl"]
-    hack = port.model_copy(update={"source": port.source.replace(
-        "atomic_fetch_add_explicit(out, p, memory_order_relaxed);",
-        "float old = atomic_load_explicit(out, memory_order_relaxed);\n"
-        "        atomic_store_explicit(out, old + p, memory_order_relaxed);")})
+    hack = port.model_copy(
+        update={
+            "source": port.source.replace(
+                "atomic_fetch_add_explicit(out, p, memory_order_relaxed);",
+                "float old = atomic_load_explicit(out, memory_order_relaxed);\n"
+                "        atomic_store_explicit(out, old + p, memory_order_relaxed);",
+            )
+        }
+    )
     for seed in range(3):
         report = run_correctness(task, hack, SIM, seed=seed)
         assert not report.ok
@@ -581,7 +700,9 @@ def test_a_kernel_that_does_nothing_at_the_timed_size_never_verifies_on_the_simu
     assert all(max(c.values()) < 2097152 for c in task.all_cases())  # no checked case is that large
     with pytest.raises(WrongAtBenchSize, match="wrong at the timed size N=16777216"):
         check_timed_size(task, idle, SIM, task.bench_cases()[0], "float32", seed=4, budget=600)
-    assert check_timed_size(task, port, SIM, task.bench_cases()[0], "float32", seed=4, budget=600)["checked"]
+    assert check_timed_size(task, port, SIM, task.bench_cases()[0], "float32", seed=4, budget=600)[
+        "checked"
+    ]
 
 
 @pytest.mark.hack("slow at the timed size to escape its check")
@@ -589,11 +710,15 @@ def test_a_timed_size_over_the_budget_is_labelled_never_plain_verified():
     from mlxport.verify.reverify import check_timed_size, verdict_label
 
     task = load_task("vector_add")
-    timed = check_timed_size(task, expert_ports(task)["msl"], SIM, task.bench_cases()[0], "float32", seed=4,
-                             budget=0.01)
+    timed = check_timed_size(
+        task, expert_ports(task)["msl"], SIM, task.bench_cases()[0], "float32", seed=4, budget=0.01
+    )
     assert not timed["checked"] and "over the 0.01 s budget" in timed["why"]
     label = verdict_label({"verified": True, "backend": "sim", "timed_size": timed})
-    assert label.startswith("verified on sim at the held-out sizes") and "N=16777216 was not checked" in label
+    assert (
+        label.startswith("verified on sim at the held-out sizes")
+        and "N=16777216 was not checked" in label
+    )
 
 
 @pytest.mark.hack("missing barrier between tiles")
@@ -602,14 +727,21 @@ def test_a_scan_missing_its_end_of_tile_barrier_fails_on_a_case_of_several_tiles
     held-out case too, whose rows span two tiles, where the next tile's writes overtake reads."""
     task = load_task("cumsum")
     port = expert_ports(task)["msl"]
-    racy = port.model_copy(update={"source": port.source.replace(
-        "    threadgroup_barrier(mem_flags::mem_threadgroup);  // sg_total is rewritten by the next tile\n", "")})
+    racy = port.model_copy(
+        update={
+            "source": port.source.replace(
+                "    threadgroup_barrier(mem_flags::mem_threadgroup);  // sg_total is rewritten by the next tile\n",
+                "",
+            )
+        }
+    )
     assert racy.source != port.source
     assert run_correctness(task, racy, SIM, seed=5).ok
     final = run_correctness(task, racy, SIM, seed=5, heldout=True)
     failed = [c for c in final.cases if c.verdict != "pass"]
-    assert failed and all("threads reversed" in c.case or "threads shuffled" in c.case for c in failed), \
-        final.summary()
+    assert failed and all(
+        "threads reversed" in c.case or "threads shuffled" in c.case for c in failed
+    ), final.summary()
     assert all(c.case.startswith("R=7,C=4097") for c in failed)
     assert "order of unsynchronised threads" in final.summary()
 
@@ -618,13 +750,20 @@ def test_a_case_with_several_threadgroups_is_generated_where_the_task_has_none()
     from mlxport.verify.correctness import _generated_case, _groups
 
     task = load_task("vector_add")
-    one = task.model_copy(update={"cases": task.cases.model_copy(update={
-        "visible": [{"N": 200}], "heldout": [{"N": 7}, {"N": 100}]})})
+    one = task.model_copy(
+        update={
+            "cases": task.cases.model_copy(
+                update={"visible": [{"N": 200}], "heldout": [{"N": 7}, {"N": 100}]}
+            )
+        }
+    )
     port = expert_ports(task)["msl"]
     case = _generated_case(one, port)
     assert case == {"N": 400} and _groups(one, port, case)[0] == 2
     report = run_correctness(one, port, SIM, seed=1, heldout=True)
-    assert report.ok and any(c.case == "N=400 (threads shuffled)" for c in report.cases), report.cases
+    assert report.ok and any(c.case == "N=400 (threads shuffled)" for c in report.cases), (
+        report.cases
+    )
 
 
 @pytest.mark.hack("no-op kernel where a previous run left the answer (ghost replay)")
@@ -684,6 +823,11 @@ def test_outputs_made_as_they_are_timed_are_checked_against_the_reference():
 
     port = expert_ports(task)["msl"]
     refs = [[answer] for answer in answers]
-    assert timed_outputs(task, port, lambda inputs: call(task.reference, task, inputs, case), sets, refs, dtype) is None
+    assert (
+        timed_outputs(
+            task, port, lambda inputs: call(task.reference, task, inputs, case), sets, refs, dtype
+        )
+        is None
+    )
     why = timed_outputs(task, port, stale, sets, refs, dtype)
     assert why and "of out is wrong in the calls made as they are timed" in why

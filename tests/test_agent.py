@@ -24,8 +24,15 @@ def compile_call(candidate: KernelCandidate = PORT, **overrides) -> dict:
 
 
 def model(*turns, repeat_last=False) -> ScriptedModel:
-    return ScriptedModel(script=[t if "content" in t or "tool_calls" in t or "raw_tool_calls" in t
-                                 else {"tool_calls": [t]} for t in turns], repeat_last=repeat_last)
+    return ScriptedModel(
+        script=[
+            t
+            if "content" in t or "tool_calls" in t or "raw_tool_calls" in t
+            else {"tool_calls": [t]}
+            for t in turns
+        ],
+        repeat_last=repeat_last,
+    )
 
 
 def port(tmp_path, scripted, **config) -> dict:
@@ -38,26 +45,48 @@ def port(tmp_path, scripted, **config) -> dict:
 
 
 def test_scripted_expert_port_is_verified_and_written(tmp_path, written_tests):
-    scripted = model({"name": "read_cuda_source", "args": {}},
-                     {"name": "update_plan", "args": {"action": "add", "idea": "one thread per element"}},
-                     {"name": "update_plan", "args": {"action": "select", "node_id": "p1"}},
-                     compile_call(),
-                     {"name": "run_correctness", "args": {"candidate_id": PORT.id}},
-                     {"name": "benchmark", "args": {"candidate_id": PORT.id}},
-                     {"name": "finish", "args": {"summary": "expert port"}})
-    run = port(tmp_path, scripted, extra_seeds=RunConfig().extra_seeds)  # the default: 2, one table per seed below
+    scripted = model(
+        {"name": "read_cuda_source", "args": {}},
+        {"name": "update_plan", "args": {"action": "add", "idea": "one thread per element"}},
+        {"name": "update_plan", "args": {"action": "select", "node_id": "p1"}},
+        compile_call(),
+        {"name": "run_correctness", "args": {"candidate_id": PORT.id}},
+        {"name": "benchmark", "args": {"candidate_id": PORT.id}},
+        {"name": "finish", "args": {"summary": "expert port"}},
+    )
+    run = port(
+        tmp_path, scripted, extra_seeds=RunConfig().extra_seeds
+    )  # the default: 2, one table per seed below
     assert run["stop_reason"] == "finish"
-    assert run["result"] == {**run["result"], "candidate_id": PORT.id, "verified": True, "backend": "sim",
-                             "timed": False}
+    assert run["result"] == {
+        **run["result"],
+        "candidate_id": PORT.id,
+        "verified": True,
+        "backend": "sim",
+        "timed": False,
+    }
     assert "ESTIMATE" in run["result"]["estimate"]
     folder = tmp_path / "vector_add"
-    for name in ("kernel.py", "test_kernel.py", "report.md", "run.json", "transcript.jsonl", f"candidates/{PORT.id}.toml"):
+    for name in (
+        "kernel.py",
+        "test_kernel.py",
+        "report.md",
+        "run.json",
+        "transcript.jsonl",
+        f"candidates/{PORT.id}.toml",
+    ):
         assert (folder / name).is_file(), name
     report = (folder / "report.md").read_text()
-    assert "verified on sim" in report and "timed size N=16777216 was not checked" in report and "Not timed" in report
+    assert (
+        "verified on sim" in report
+        and "timed size N=16777216 was not checked" in report
+        and "Not timed" in report
+    )
     assert report.count("| case | kind | dtype |") == 3 and "Seed " in report  # one table per seed
     html = (folder / "report.html").read_text()
-    assert "http" not in html.replace("http://www.w3.org/2000/svg", "") and "<script" not in html  # offline
+    assert (
+        "http" not in html.replace("http://www.w3.org/2000/svg", "") and "<script" not in html
+    )  # offline
     assert "Roofline on M3 Max (no measurements: the backend does not time)" in html
     assert "<b>p1</b> one thread per element" in html and f"<code>{PORT.id}</code>" in html
     assert "| held-out | float32 | pass |" in report and "| visible, threads reversed |" in report
@@ -69,13 +98,32 @@ def test_scripted_expert_port_is_verified_and_written(tmp_path, written_tests):
     ("turns", "config", "reason"),
     [
         ([{"name": "read_cuda_source", "args": {}}], {"max_iterations": 3}, "iterations"),
-        ([{"tool_calls": [{"name": "read_cuda_source", "args": {}}], "usage": {"input_tokens": 6000, "output_tokens": 10}}],
-         {"max_tokens": 10_000}, "tokens"),
-        ([{"tool_calls": [{"name": "read_cuda_source", "args": {}}], "usage": {"input_tokens": 400_000,
-                                                                               "output_tokens": 0}}],
-         {"max_cost": 1.0, "prices": (3.0, 15.0), "max_tokens": 10**9}, "cost"),
+        (
+            [
+                {
+                    "tool_calls": [{"name": "read_cuda_source", "args": {}}],
+                    "usage": {"input_tokens": 6000, "output_tokens": 10},
+                }
+            ],
+            {"max_tokens": 10_000},
+            "tokens",
+        ),
+        (
+            [
+                {
+                    "tool_calls": [{"name": "read_cuda_source", "args": {}}],
+                    "usage": {"input_tokens": 400_000, "output_tokens": 0},
+                }
+            ],
+            {"max_cost": 1.0, "prices": (3.0, 15.0), "max_tokens": 10**9},
+            "cost",
+        ),
         ([{"name": "read_cuda_source", "args": {}}], {"max_wall_seconds": 1e-6}, "wall_time"),
-        ([{"name": "no_such_tool", "args": {}}], {"max_consecutive_errors": 3}, "consecutive_errors"),
+        (
+            [{"name": "no_such_tool", "args": {}}],
+            {"max_consecutive_errors": 3},
+            "consecutive_errors",
+        ),
         ([{"content": "I think I am done."}], {"max_consecutive_errors": 2}, "consecutive_errors"),
     ],
 )
@@ -102,13 +150,25 @@ def test_target_speedup_stops_the_run():
     record = Record(PORT, correctness=None)
     from mlxport.spec import CaseResult, CorrectnessReport
 
-    record.correctness = CorrectnessReport(backend="metal", candidate_id=PORT.id, task="vector_add", seeds=[1],
-                                           cases=[CaseResult(case="N=1", dtype="float32", verdict="pass")])
+    record.correctness = CorrectnessReport(
+        backend="metal",
+        candidate_id=PORT.id,
+        task="vector_add",
+        seeds=[1],
+        cases=[CaseResult(case="N=1", dtype="float32", verdict="pass")],
+    )
     timing = Timing(name="candidate", median_us=10.0, spread=0.01, samples=30)
-    record.benchmark = BenchmarkReport(backend="metal", device="M3 Max", candidate_id=PORT.id, task="vector_add",
-                                       case="N=1", dtype="float32", candidate=timing,
-                                       baselines=[timing.model_copy(update={"name": "native", "median_us": 13.0})],
-                                       speedups={"native": 1.3})
+    record.benchmark = BenchmarkReport(
+        backend="metal",
+        device="M3 Max",
+        candidate_id=PORT.id,
+        task="vector_add",
+        case="N=1",
+        dtype="float32",
+        candidate=timing,
+        baselines=[timing.model_copy(update={"name": "native", "median_us": 13.0})],
+        speedups={"native": 1.3},
+    )
     state = State(task_dir=str(TASK.folder), records={PORT.id: record.to_state()}, iterations=4)
     update = assess(state, Runtime(context=RunConfig(target_speedup=1.2)))
     assert update["stop_reason"] == "target_speedup" and update["best_id"] == PORT.id
@@ -116,18 +176,23 @@ def test_target_speedup_stops_the_run():
 
 def test_tool_errors_go_back_to_the_model(tmp_path):
     oversized = compile_call(source="// pad\n" * 20_000)
-    scripted = model({"name": "no_such_tool", "args": {}},
-                     {"name": "run_correctness", "args": {"candidate_id": "deadbeef"}},
-                     {"name": "compile_kernel", "args": {"grid": "not a list"}},
-                     oversized,
-                     {"raw_tool_calls": [{"name": "compile_kernel", "args": '{"name": "x"'}]},
-                     compile_call(grid=["a.size + ", 1, 1]),
-                     compile_call(source="uint i = thread_position_in_grid.x;\nout[i] = a[i] + b[i]\n"),
-                     {"name": "finish", "args": {}})
+    scripted = model(
+        {"name": "no_such_tool", "args": {}},
+        {"name": "run_correctness", "args": {"candidate_id": "deadbeef"}},
+        {"name": "compile_kernel", "args": {"grid": "not a list"}},
+        oversized,
+        {"raw_tool_calls": [{"name": "compile_kernel", "args": '{"name": "x"'}]},
+        compile_call(grid=["a.size + ", 1, 1]),
+        compile_call(source="uint i = thread_position_in_grid.x;\nout[i] = a[i] + b[i]\n"),
+        {"name": "finish", "args": {}},
+    )
     run = port(tmp_path, scripted, max_consecutive_errors=10)
     assert run["stop_reason"] == "finish"
     assert run["tool_errors"] >= 6
-    lines = [json.loads(x) for x in (tmp_path / "vector_add" / "transcript.jsonl").read_text().splitlines()]
+    lines = [
+        json.loads(x)
+        for x in (tmp_path / "vector_add" / "transcript.jsonl").read_text().splitlines()
+    ]
     tool_texts = [x["content"] for x in lines if x["type"] == "tool"]
     assert any("unknown tool 'no_such_tool'" in t for t in tool_texts)
     assert any("unknown candidate id 'deadbeef'" in t for t in tool_texts)
@@ -138,12 +203,20 @@ def test_tool_errors_go_back_to_the_model(tmp_path):
 
 def test_final_verification_rejects_a_kernel_that_fails_held_out_cases(tmp_path):
     # Right on the visible sizes (even N) only: the held-out odd sizes expose it.
-    hack = PORT.model_copy(update={"source": "uint i = thread_position_in_grid.x;\n"
-                                             "out[i] = (a_shape[0] % 2 == 0) ? a[i] + b[i] : a[i];\n"})
+    hack = PORT.model_copy(
+        update={
+            "source": "uint i = thread_position_in_grid.x;\n"
+            "out[i] = (a_shape[0] % 2 == 0) ? a[i] + b[i] : a[i];\n"
+        }
+    )
     good = PORT.model_copy(update={"threadgroup": [128, 1, 1]})
-    scripted = model(compile_call(hack), {"name": "run_correctness", "args": {"candidate_id": hack.id}},
-                     compile_call(good), {"name": "run_correctness", "args": {"candidate_id": good.id}},
-                     {"name": "finish", "args": {"candidate_id": hack.id}})
+    scripted = model(
+        compile_call(hack),
+        {"name": "run_correctness", "args": {"candidate_id": hack.id}},
+        compile_call(good),
+        {"name": "run_correctness", "args": {"candidate_id": good.id}},
+        {"name": "finish", "args": {"candidate_id": hack.id}},
+    )
     run = port(tmp_path, scripted)
     assert run["rejected_in_final_verification"] == [hack.id]
     assert run["result"]["candidate_id"] == good.id and run["result"]["verified"]
@@ -157,7 +230,9 @@ def test_history_is_trimmed_to_the_window_keeping_head_and_exchanges():
     head = [SystemMessage("system prompt"), HumanMessage("the task")]
     body = []
     for i in range(40):
-        body.append(AIMessage("", tool_calls=[{"name": "read_cuda_source", "args": {}, "id": f"c{i}"}]))
+        body.append(
+            AIMessage("", tool_calls=[{"name": "read_cuda_source", "args": {}, "id": f"c{i}"}])
+        )
         body.append(ToolMessage("result " + "x " * 400, tool_call_id=f"c{i}"))
     window = 8_000 + 5_000
     kept = trim(head + body, window)
@@ -222,32 +297,72 @@ def test_report_of_a_timed_port_names_what_its_bandwidth_fraction_is_of():
     from mlxport.agent.outputs import report_md
     from mlxport.spec import CorrectnessReport
 
-    bench = BenchmarkReport(backend="cuda", device="NVIDIA H200", candidate_id=PORT.id, task="vector_add",
-                            case="N=16777216", dtype="float32",
-                            candidate=Timing(name="candidate", median_us=60.0, spread=0.05, samples=20, gbs=3300.0,
-                                             roofline_fraction=0.88),
-                            baselines=[Timing(name="native", median_us=55.0, spread=0.04, samples=20)],
-                            speedups={"native": 55 / 60}, bandwidth_basis="copy bandwidth measured by calibration",
-                            flags=["timings spread widely; the machine may be busy"])
-    run = {"model": "scripted", "non_llm_baseline": False, "stop_reason": "finish", "iterations": 3, "candidates": 1,
-           "tokens": {"input": 0, "output": 0}, "cost_usd": 0.0, "wall_seconds": 1.0}
-    verification = CorrectnessReport(backend="cuda", candidate_id=PORT.id, task="vector_add", seeds=[1], cases=[])
-    text = report_md(TASK, run, Record(candidate=PORT), {"backend": "cuda", "verification": verification.model_dump(),
-                                                        "benchmark": bench.model_dump()})
+    bench = BenchmarkReport(
+        backend="cuda",
+        device="NVIDIA H200",
+        candidate_id=PORT.id,
+        task="vector_add",
+        case="N=16777216",
+        dtype="float32",
+        candidate=Timing(
+            name="candidate",
+            median_us=60.0,
+            spread=0.05,
+            samples=20,
+            gbs=3300.0,
+            roofline_fraction=0.88,
+        ),
+        baselines=[Timing(name="native", median_us=55.0, spread=0.04, samples=20)],
+        speedups={"native": 55 / 60},
+        bandwidth_basis="copy bandwidth measured by calibration",
+        flags=["timings spread widely; the machine may be busy"],
+    )
+    run = {
+        "model": "scripted",
+        "non_llm_baseline": False,
+        "stop_reason": "finish",
+        "iterations": 3,
+        "candidates": 1,
+        "tokens": {"input": 0, "output": 0},
+        "cost_usd": 0.0,
+        "wall_seconds": 1.0,
+    }
+    verification = CorrectnessReport(
+        backend="cuda", candidate_id=PORT.id, task="vector_add", seeds=[1], cases=[]
+    )
+    text = report_md(
+        TASK,
+        run,
+        Record(candidate=PORT),
+        {
+            "backend": "cuda",
+            "verification": verification.model_dump(),
+            "benchmark": bench.model_dump(),
+        },
+    )
     assert "The candidate moves 88% of the copy bandwidth measured by calibration." in text
     assert "- timings spread widely; the machine may be busy" in text
 
     from mlxport.agent.report_html import render_port_html
     from mlxport.spec import Datasheet
 
-    timed = bench.model_copy(update={"candidate": bench.candidate.model_copy(update={"gflops": 280.0}),
-                                     "baselines": [bench.baselines[0].model_copy(update={"gflops": 305.0})]})
-    html = render_port_html(TASK, {**run, "result": {"label": "verified on cuda", "candidate_id": PORT.id,
-                                                     "verified": True}},
-                            {PORT.id: Record(candidate=PORT)}, {"benchmark": timed.model_dump()},
-                            Datasheet(name="NVIDIA H200", memory_bandwidth_gbs=4800.0, fp32_tflops=67.0))
+    timed = bench.model_copy(
+        update={
+            "candidate": bench.candidate.model_copy(update={"gflops": 280.0}),
+            "baselines": [bench.baselines[0].model_copy(update={"gflops": 305.0})],
+        }
+    )
+    html = render_port_html(
+        TASK,
+        {**run, "result": {"label": "verified on cuda", "candidate_id": PORT.id, "verified": True}},
+        {PORT.id: Record(candidate=PORT)},
+        {"benchmark": timed.model_dump()},
+        Datasheet(name="NVIDIA H200", memory_bandwidth_gbs=4800.0, fp32_tflops=67.0),
+    )
     assert "Roofline on NVIDIA H200 (measured)" in html
-    assert "<title>port: 280 GFLOP/s</title>" in html and "<title>native: 305 GFLOP/s</title>" in html
+    assert (
+        "<title>port: 280 GFLOP/s</title>" in html and "<title>native: 305 GFLOP/s</title>" in html
+    )
     assert "ceilings: 4800 GB/s, 67000 GFLOP/s" in html
 
 
@@ -260,8 +375,16 @@ def test_the_rules_policy_reads_outcomes_not_the_words_of_tool_summaries(tmp_pat
     from mlxport.agent import graph
 
     def calls(run_dir):
-        lines = [json.loads(line) for line in (run_dir / "vector_add" / "transcript.jsonl").read_text().splitlines()]
-        return [(c["name"], c["args"]) for m in lines if m["type"] == "ai" for c in m["tool_calls"] or []]
+        lines = [
+            json.loads(line)
+            for line in (run_dir / "vector_add" / "transcript.jsonl").read_text().splitlines()
+        ]
+        return [
+            (c["name"], c["args"])
+            for m in lines
+            if m["type"] == "ai"
+            for c in m["tool_calls"] or []
+        ]
 
     plain = run_port(TASK, RunConfig(backend="sim", extra_seeds=0), tmp_path / "plain")
     real = graph.run_tool
@@ -270,12 +393,19 @@ def test_the_rules_policy_reads_outcomes_not_the_words_of_tool_summaries(tmp_pat
         out = real(session, name, args)
         words = out.text.split()
         random.Random(len(words)).shuffle(words)
-        return type(out)(**{**vars(out), "text": "Here is what happened, in other words: " + " ".join(words)})
+        return type(out)(
+            **{**vars(out), "text": "Here is what happened, in other words: " + " ".join(words)}
+        )
 
     monkeypatch.setattr(graph, "run_tool", reworded)
     other = run_port(TASK, RunConfig(backend="sim", extra_seeds=0), tmp_path / "reworded")
-    assert "in other words" in (tmp_path / "reworded" / "vector_add" / "transcript.jsonl").read_text()
-    assert calls(tmp_path / "reworded") == calls(tmp_path / "plain") and len(calls(tmp_path / "plain")) >= 7
+    assert (
+        "in other words" in (tmp_path / "reworded" / "vector_add" / "transcript.jsonl").read_text()
+    )
+    assert (
+        calls(tmp_path / "reworded") == calls(tmp_path / "plain")
+        and len(calls(tmp_path / "plain")) >= 7
+    )
     assert other["result"] == plain["result"] and other["result"]["verified"]
     assert other["stop_reason"] == plain["stop_reason"] == "finish"
 
@@ -283,20 +413,36 @@ def test_the_rules_policy_reads_outcomes_not_the_words_of_tool_summaries(tmp_pat
 def test_a_compile_and_a_check_of_the_new_id_in_one_turn_run_in_order(tmp_path):
     """A model that compiles and checks the candidate in one turn: the check sees the candidate the
     compile just registered (device calls run in order, each seeing the ones before)."""
-    scripted = model({"tool_calls": [compile_call(), {"name": "run_correctness", "args": {"candidate_id": PORT.id}}]},
-                     {"name": "finish", "args": {"summary": "one turn"}})
+    scripted = model(
+        {
+            "tool_calls": [
+                compile_call(),
+                {"name": "run_correctness", "args": {"candidate_id": PORT.id}},
+            ]
+        },
+        {"name": "finish", "args": {"summary": "one turn"}},
+    )
     run = port(tmp_path, scripted)
-    transcript = [json.loads(line) for line in (tmp_path / "vector_add" / "transcript.jsonl").read_text().splitlines()]
+    transcript = [
+        json.loads(line)
+        for line in (tmp_path / "vector_add" / "transcript.jsonl").read_text().splitlines()
+    ]
     tools = [m["content"] for m in transcript if m["type"] == "tool"]
-    assert tools[0].startswith(f"candidate {PORT.id}: compiled") and "PASS: 6/6" in tools[1], tools[:2]
+    assert tools[0].startswith(f"candidate {PORT.id}: compiled") and "PASS: 6/6" in tools[1], tools[
+        :2
+    ]
     assert run["result"]["verified"] and run["tool_errors"] == 0
 
 
 def test_ask_user_in_an_unattended_port_is_told_no_one_is_here_without_an_error(tmp_path):
-    scripted = model({"name": "ask_user", "args": {"question": "float16 too?"}},
-                     {"name": "finish", "args": {}})
+    scripted = model(
+        {"name": "ask_user", "args": {"question": "float16 too?"}}, {"name": "finish", "args": {}}
+    )
     run = port(tmp_path, scripted)
-    transcript = [json.loads(line) for line in (tmp_path / "vector_add" / "transcript.jsonl").read_text().splitlines()]
+    transcript = [
+        json.loads(line)
+        for line in (tmp_path / "vector_add" / "transcript.jsonl").read_text().splitlines()
+    ]
     assert [m["content"] for m in transcript if m["type"] == "tool"][0].startswith("no one is here")
     assert run["tool_errors"] == 0
 
@@ -307,37 +453,87 @@ def test_ask_user_with_a_person_pauses_before_the_turns_tools_run_and_returns_th
 
     from mlxport.agent.graph import build_graph
 
-    scripted = model({"tool_calls": [compile_call(), {"name": "ask_user", "args": {"question": "float16 too?"}}]},
-                     {"name": "finish", "args": {}})
+    scripted = model(
+        {
+            "tool_calls": [
+                compile_call(),
+                {"name": "ask_user", "args": {"question": "float16 too?"}},
+            ]
+        },
+        {"name": "finish", "args": {}},
+    )
     graph = build_graph(model=scripted, checkpointer=InMemorySaver())
     cfg = {"configurable": {"thread_id": "t"}}
     context = RunConfig(backend="sim", approve=True)
     graph.invoke({"task_dir": str(TASK.folder)}, cfg, context=context)
     snap = graph.get_state(cfg)
-    assert [i.value for t in snap.tasks for i in t.interrupts] == [{"kind": "ask", "question": "float16 too?"}]
-    assert not snap.values.get("records")  # nothing of the turn ran yet: it runs once, after the answer
+    assert [i.value for t in snap.tasks for i in t.interrupts] == [
+        {"kind": "ask", "question": "float16 too?"}
+    ]
+    assert not snap.values.get(
+        "records"
+    )  # nothing of the turn ran yet: it runs once, after the answer
     graph.invoke(Command(resume="only float32"), cfg, context=context)
     state = State.of(graph.get_state(cfg).values)
     tools = [m.content for m in state.messages if m.type == "tool"]
-    assert tools[0].startswith(f"candidate {PORT.id}: compiled") and tools[1] == "the person answers: only float32"
+    assert (
+        tools[0].startswith(f"candidate {PORT.id}: compiled")
+        and tools[1] == "the person answers: only float32"
+    )
     assert state.stop_reason == "finish"
 
 
-def test_tree_search_tries_the_best_rated_idea_marks_it_failed_and_keeps_the_better_branch(tmp_path):
+def test_tree_search_tries_the_best_rated_idea_marks_it_failed_and_keeps_the_better_branch(
+    tmp_path,
+):
     """Two ideas; the higher rated one (p1) yields only a wrong kernel, so its cycle ends after the
     stagnation window as failed and lowers its siblings' confidence; the next cycle on p2 finds a
     correct one, which is the result."""
-    wrong = PORT.model_copy(update={"source": "uint i = thread_position_in_grid.x;\nout[i] = a[i];\n"})
-    ideas = {"tool_calls": [
-        {"name": "update_plan", "args": {"action": "add", "idea": "vectorise", "expected_gain": "2x",
-                                         "difficulty": 0.2, "confidence": 0.8}},
-        {"name": "update_plan", "args": {"action": "add", "idea": "plain", "expected_gain": "1.2x",
-                                         "difficulty": 0.3, "confidence": 0.6}},
-        {"name": "update_plan", "args": {"action": "add", "idea": "too hard", "expected_gain": "5x",
-                                         "difficulty": 0.95, "confidence": 0.9}}]}
-    scripted = model(ideas, compile_call(wrong), {"name": "run_correctness", "args": {"candidate_id": wrong.id}},
-                     compile_call(), {"name": "run_correctness", "args": {"candidate_id": PORT.id}},
-                     {"name": "finish", "args": {}})
+    wrong = PORT.model_copy(
+        update={"source": "uint i = thread_position_in_grid.x;\nout[i] = a[i];\n"}
+    )
+    ideas = {
+        "tool_calls": [
+            {
+                "name": "update_plan",
+                "args": {
+                    "action": "add",
+                    "idea": "vectorise",
+                    "expected_gain": "2x",
+                    "difficulty": 0.2,
+                    "confidence": 0.8,
+                },
+            },
+            {
+                "name": "update_plan",
+                "args": {
+                    "action": "add",
+                    "idea": "plain",
+                    "expected_gain": "1.2x",
+                    "difficulty": 0.3,
+                    "confidence": 0.6,
+                },
+            },
+            {
+                "name": "update_plan",
+                "args": {
+                    "action": "add",
+                    "idea": "too hard",
+                    "expected_gain": "5x",
+                    "difficulty": 0.95,
+                    "confidence": 0.9,
+                },
+            },
+        ]
+    }
+    scripted = model(
+        ideas,
+        compile_call(wrong),
+        {"name": "run_correctness", "args": {"candidate_id": wrong.id}},
+        compile_call(),
+        {"name": "run_correctness", "args": {"candidate_id": PORT.id}},
+        {"name": "finish", "args": {}},
+    )
     run = port(tmp_path, scripted, search="tree", stagnation=1)
     assert run["result"]["candidate_id"] == PORT.id and run["result"]["verified"]
     assert [(c["node"], c["improved"]) for c in run["cycles"]] == [("p1", False), ("p2", True)]
@@ -345,7 +541,10 @@ def test_tree_search_tries_the_best_rated_idea_marks_it_failed_and_keeps_the_bet
     assert nodes["p1"]["status"] == "failed" and nodes["p2"]["status"] == "done"
     assert nodes["p3"]["status"] == "open"  # rated above the difficulty limit: never tried
     transcript = (tmp_path / "vector_add" / "transcript.jsonl").read_text()
-    assert 'Cycle 1: work on p1 \\"vectorise\\"' in transcript and 'Cycle 2: work on p2 \\"plain\\"' in transcript
+    assert (
+        'Cycle 1: work on p1 \\"vectorise\\"' in transcript
+        and 'Cycle 2: work on p2 \\"plain\\"' in transcript
+    )
 
 
 def test_plan_ratings_order_the_frontier_and_measurements_update_them():

@@ -12,8 +12,17 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mlxport"
 # Lowest first. A module may import its own room and the rooms below.
-ROOMS = [("errors", "redaction", "expr", "spec", "cuda_syntax"), ("tasks",), ("backends",), ("verify",), ("translate", "knowledge"),
-         ("tools", "prompts", "logs", "charts"), ("agent",), ("evals", "batch", "mcp_server", "export", "integrations"), ("cli",)]
+ROOMS = [
+    ("errors", "redaction", "expr", "spec", "cuda_syntax"),
+    ("tasks",),
+    ("backends",),
+    ("verify",),
+    ("translate", "knowledge"),
+    ("tools", "prompts", "logs", "charts"),
+    ("agent",),
+    ("evals", "batch", "mcp_server", "export", "integrations"),
+    ("cli",),
+]
 LEVEL = {room: level for level, rooms in enumerate(ROOMS) for room in rooms}
 
 
@@ -25,7 +34,9 @@ def modules():
     for path in sorted(PACKAGE.rglob("*.py")):
         if "evals/tasks" in path.as_posix():  # the suite's reference code, not part of the package
             continue
-        name = ".".join(("mlxport", *path.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__")
+        name = ".".join(("mlxport", *path.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(
+            ".__init__"
+        )
         yield name, ast.parse(path.read_text())
 
 
@@ -41,20 +52,29 @@ def imported(tree: ast.AST) -> set[str]:
 
 def test_every_room_is_placed():
     rooms = {room(name) for name, _ in modules() if name != "mlxport"}
-    assert rooms <= set(LEVEL), f"place {sorted(rooms - set(LEVEL))} in ROOMS and docs/architecture.md"
+    assert rooms <= set(LEVEL), (
+        f"place {sorted(rooms - set(LEVEL))} in ROOMS and docs/architecture.md"
+    )
 
 
 def test_no_import_points_up():
-    upward = [f"{name} imports {target}" for name, tree in modules() if name != "mlxport"
-              for target in imported(tree) if LEVEL[room(target)] > LEVEL[room(name)]]
+    upward = [
+        f"{name} imports {target}"
+        for name, tree in modules()
+        if name != "mlxport"
+        for target in imported(tree)
+        if LEVEL[room(target)] > LEVEL[room(name)]
+    ]
     assert not upward, "\n".join(upward)
 
 
 def test_the_lower_rooms_load_without_the_agent_stack():
-    code = ("import sys; import mlxport.tasks, mlxport.backends.sim, mlxport.backends.gpu, mlxport.verify.benchmark, "
-            "mlxport.verify.correctness, mlxport.tools.handlers, mlxport.tools.final; "
-            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('langgraph', 'langchain', 'langchain_core')); "
-            "assert not bad, bad")
+    code = (
+        "import sys; import mlxport.tasks, mlxport.backends.sim, mlxport.backends.gpu, mlxport.verify.benchmark, "
+        "mlxport.verify.correctness, mlxport.tools.handlers, mlxport.tools.final; "
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('langgraph', 'langchain', 'langchain_core')); "
+        "assert not bad, bad"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
 
@@ -62,7 +82,9 @@ def test_the_lower_rooms_load_without_the_agent_stack():
 def test_the_simulators_worker_processes_never_load_mlx():
     """The simulator and CPU-executor workers run C++ only: MLX there would take GPU memory per
     process on a CUDA machine (seen on an H200: its memory pools failed with several workers)."""
-    code = ("import sys; import mlxport.backends.sim.runner; "
-            "assert 'mlx.core' not in sys.modules, sorted(m for m in sys.modules if m.startswith('mlx'))")
+    code = (
+        "import sys; import mlxport.backends.sim.runner; "
+        "assert 'mlx.core' not in sys.modules, sorted(m for m in sys.modules if m.startswith('mlx'))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]

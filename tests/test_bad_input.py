@@ -23,10 +23,14 @@ from mlxport.translate.task_folder import parse_case
 VECTOR_ADD = SUITE_DIR / "vector_add"
 TOML = (VECTOR_ADD / "task.toml").read_text()
 PORT = (VECTOR_ADD / "ports" / "msl.toml").read_text()
-LOOP = "def reference(a, b):\n    while True:\n        pass\n\n\ndef naive(a, b):\n    return a + b\n"
+LOOP = (
+    "def reference(a, b):\n    while True:\n        pass\n\n\ndef naive(a, b):\n    return a + b\n"
+)
 
 
-def task_copy(tmp_path: Path, toml: str | bytes | None = None, reference: str | None = None) -> Path:
+def task_copy(
+    tmp_path: Path, toml: str | bytes | None = None, reference: str | None = None
+) -> Path:
     folder = tmp_path / "task"
     shutil.copytree(VECTOR_ADD, folder, ignore=shutil.ignore_patterns("__pycache__", "ports"))
     if toml is not None:
@@ -37,27 +41,77 @@ def task_copy(tmp_path: Path, toml: str | bytes | None = None, reference: str | 
 
 
 CASES = [
-    ("non-UTF-8 task.toml", TOML.encode() + b"\n# \xff\xfe\n", None, "is not UTF-8 text (byte 0xff"),
-    ("shape over 2^63", TOML.replace("{ N = 4096 }", "{ N = 18446744073709551617 }"), None,
-     "more than a 64-bit index counts"),
-    ("10^12 elements", TOML.replace("{ N = 4096 }", "{ N = 1000000000000 }"), None, "of memory: make the case smaller"),
-    ("low above high", TOML.replace("low = 0.5, high = 2.0", "low = 2.0, high = 0.5"), None, "swap them"),
-    ("NaN tolerance", TOML.replace("atol = 1e-6", "atol = nan", 1), None, "atol is nan: give a finite number"),
-    ("negative tolerance", TOML.replace("rtol = 1e-6", "rtol = -1e-6", 1), None, "a tolerance is not negative"),
-    ("source outside the folder", TOML.replace('kernel = "vector_add_kernel"',
-                                               'kernel = "vector_add_kernel"\nsource = "../../../../etc/passwd"'),
-     None, "must be a path inside the task folder"),
-    ("reference module outside", TOML.replace('native = "reference:reference"', 'native = "../x:reference"'), None,
-     "must look like module:function"),
-    ("reference returns None", None, "def reference(a, b):\n    return None\n\n\ndef naive(a, b):\n    return a + b\n",
-     "returned NoneType, not mx.array"),
-    ("reference raises SystemExit", None, "import sys\n\n\ndef reference(a, b):\n    sys.exit(0)\n\n\n"
-     "def naive(a, b):\n    return a + b\n", "raised SystemExit"),
+    (
+        "non-UTF-8 task.toml",
+        TOML.encode() + b"\n# \xff\xfe\n",
+        None,
+        "is not UTF-8 text (byte 0xff",
+    ),
+    (
+        "shape over 2^63",
+        TOML.replace("{ N = 4096 }", "{ N = 18446744073709551617 }"),
+        None,
+        "more than a 64-bit index counts",
+    ),
+    (
+        "10^12 elements",
+        TOML.replace("{ N = 4096 }", "{ N = 1000000000000 }"),
+        None,
+        "of memory: make the case smaller",
+    ),
+    (
+        "low above high",
+        TOML.replace("low = 0.5, high = 2.0", "low = 2.0, high = 0.5"),
+        None,
+        "swap them",
+    ),
+    (
+        "NaN tolerance",
+        TOML.replace("atol = 1e-6", "atol = nan", 1),
+        None,
+        "atol is nan: give a finite number",
+    ),
+    (
+        "negative tolerance",
+        TOML.replace("rtol = 1e-6", "rtol = -1e-6", 1),
+        None,
+        "a tolerance is not negative",
+    ),
+    (
+        "source outside the folder",
+        TOML.replace(
+            'kernel = "vector_add_kernel"',
+            'kernel = "vector_add_kernel"\nsource = "../../../../etc/passwd"',
+        ),
+        None,
+        "must be a path inside the task folder",
+    ),
+    (
+        "reference module outside",
+        TOML.replace('native = "reference:reference"', 'native = "../x:reference"'),
+        None,
+        "must look like module:function",
+    ),
+    (
+        "reference returns None",
+        None,
+        "def reference(a, b):\n    return None\n\n\ndef naive(a, b):\n    return a + b\n",
+        "returned NoneType, not mx.array",
+    ),
+    (
+        "reference raises SystemExit",
+        None,
+        "import sys\n\n\ndef reference(a, b):\n    sys.exit(0)\n\n\n"
+        "def naive(a, b):\n    return a + b\n",
+        "raised SystemExit",
+    ),
     ("endless loop in reference.py", None, LOOP, "did not return within 3 s: fix its endless loop"),
 ]
 
 
-@pytest.mark.parametrize(("label", "toml", "reference", "fragment"), CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    ("label", "toml", "reference", "fragment"), CASES, ids=[c[0] for c in CASES]
+)
 def test_a_bad_task_ends_in_one_sentence(tmp_path, cli, label, toml, reference, fragment):
     folder = task_copy(tmp_path, toml, reference)
     result = cli("tasks", "check", str(folder), env={"MLXPORT_REFERENCE_SECONDS": "3"}, timeout=120)
@@ -70,7 +124,11 @@ def test_a_non_utf8_candidate_ends_in_one_sentence(tmp_path, cli):
     bad = tmp_path / "cand.toml"
     bad.write_bytes(PORT.encode().replace(b"a[i] + b[i]", b"a[i] + b[i]; // \xc3\x28"))
     result = cli("check", str(bad), "--task", "vector_add", "--backend", "sim")
-    assert result.returncode == 2 and "is not UTF-8 text" in result.stderr and "Traceback" not in result.stderr
+    assert (
+        result.returncode == 2
+        and "is not UTF-8 text" in result.stderr
+        and "Traceback" not in result.stderr
+    )
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
@@ -78,18 +136,31 @@ def test_a_non_utf8_candidate_ends_in_one_sentence(tmp_path, cli):
 def test_a_cuda_candidate_on_the_simulator_ends_in_one_sentence_naming_the_backend(cli, command):
     port = VECTOR_ADD / "ports" / "cuda.toml"
     result = cli(command, str(port), "--task", "vector_add", "--backend", "sim")
-    assert result.returncode == 2 and "use --backend cuda" in result.stderr and "Traceback" not in result.stderr
+    assert (
+        result.returncode == 2
+        and "use --backend cuda" in result.stderr
+        and "Traceback" not in result.stderr
+    )
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
 def test_an_endless_reference_is_killed_and_leaves_no_worker(tmp_path):
     folder = task_copy(tmp_path, reference=LOOP)
     env = {**os.environ, "MLXPORT_REFERENCE_SECONDS": "2"}
-    proc = subprocess.Popen([sys.executable, "-m", "mlxport.cli", "tasks", "check", str(folder)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mlxport.cli", "tasks", "check", str(folder)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 2 and "did not return within 2 s" in stderr, stderr
-    workers = [p for p in Path("/proc").glob("[0-9]*") if _cmdline(p).endswith(f"references:serve 0 {proc.pid}")]
+    workers = [
+        p
+        for p in Path("/proc").glob("[0-9]*")
+        if _cmdline(p).endswith(f"references:serve 0 {proc.pid}")
+    ]
     assert not workers, "the reference's worker outlived mlxport"
 
 
@@ -102,10 +173,44 @@ def _cmdline(proc: Path) -> str:
 
 # ---------------------------------------------------------------- properties
 
-NUMBERS = st.sampled_from(["nan", "inf", "-inf", "-1", "0", "1e400", "18446744073709551617", "-0.0", "3.5", "1e-300",
-                           "99999999999", "true", '"x"', "[]", "{}"])
-WORDS = st.sampled_from(["", "../../etc/passwd", "/etc/passwd", "T", "float64", "x.y:z", "a b", "é", "\\u0000",
-                         "reference:nope", "N * N * N * N * N", "2**64", "N / 0", "__import__('os')", "kernel.cu"])
+NUMBERS = st.sampled_from(
+    [
+        "nan",
+        "inf",
+        "-inf",
+        "-1",
+        "0",
+        "1e400",
+        "18446744073709551617",
+        "-0.0",
+        "3.5",
+        "1e-300",
+        "99999999999",
+        "true",
+        '"x"',
+        "[]",
+        "{}",
+    ]
+)
+WORDS = st.sampled_from(
+    [
+        "",
+        "../../etc/passwd",
+        "/etc/passwd",
+        "T",
+        "float64",
+        "x.y:z",
+        "a b",
+        "é",
+        "\\u0000",
+        "reference:nope",
+        "N * N * N * N * N",
+        "2**64",
+        "N / 0",
+        "__import__('os')",
+        "kernel.cu",
+    ]
+)
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(\.\d+)?(e-?\d+)?(?![\w.])")
 _STRING = re.compile(r'"[^"\n]*"')
 
@@ -134,8 +239,12 @@ def mutated(draw, text: str) -> bytes:
     return text.encode()
 
 
-PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
-                    derandomize=True)
+PROPERTY = settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    derandomize=True,
+)
 
 
 @PROPERTY
@@ -191,9 +300,16 @@ def test_any_budget_or_case_flag_parses_or_raises_a_user_error(budget, case):
 
 
 @settings(max_examples=200, deadline=None, derandomize=True)
-@given(budget=st.lists(st.sampled_from(["iterations", "patience", "tokens", "cost", "wall", "errors", "target"]),
-                       min_size=1, max_size=3),
-       values=st.lists(NUMBERS | st.sampled_from(["12", "4e5", "30m", "2h", "0.5", "1k"]), min_size=3, max_size=3))
+@given(
+    budget=st.lists(
+        st.sampled_from(["iterations", "patience", "tokens", "cost", "wall", "errors", "target"]),
+        min_size=1,
+        max_size=3,
+    ),
+    values=st.lists(
+        NUMBERS | st.sampled_from(["12", "4e5", "30m", "2h", "0.5", "1k"]), min_size=3, max_size=3
+    ),
+)
 def test_budget_values_are_checked_before_a_run(budget, values):
     from mlxport.agent.config import RunConfig
 

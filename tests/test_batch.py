@@ -27,13 +27,21 @@ def manifest(tmp_path: Path, body: str) -> Path:
 
 
 def test_inputs_manifest_folder_and_suite(tmp_path):
-    m = manifest(tmp_path, 'model = "rules"\n[budget]\nmax_iterations = 5\n\n[[port]]\ntask = "vector_add"\n\n'
-                           '[[port]]\ntask = "softmax_rows"\nbudget = {patience = 2}\n')
+    m = manifest(
+        tmp_path,
+        'model = "rules"\n[budget]\nmax_iterations = 5\n\n[[port]]\ntask = "vector_add"\n\n'
+        '[[port]]\ntask = "softmax_rows"\nbudget = {patience = 2}\n',
+    )
     jobs = load_jobs(m, budget={"backend": "sim"})
     assert [(j.name, j.config) for j in jobs] == [
         ("vector_add", {"backend": "sim", "max_iterations": 5}),
-        ("softmax_rows", {"backend": "sim", "max_iterations": 5, "patience": 2})]
-    assert [j.name for j in load_jobs(SUITE_DIR)] == suite_names() == [j.name for j in load_jobs("suite")]
+        ("softmax_rows", {"backend": "sim", "max_iterations": 5, "patience": 2}),
+    ]
+    assert (
+        [j.name for j in load_jobs(SUITE_DIR)]
+        == suite_names()
+        == [j.name for j in load_jobs("suite")]
+    )
     assert [j.name for j in load_jobs(SUITE_DIR / "rope")] == ["rope"]
 
 
@@ -41,24 +49,38 @@ def test_manifest_kernel_entry_builds_a_task(tmp_path):
     src = SUITE_DIR / "vector_add"
     (tmp_path / "add.cu").write_text((src / "kernel.cu").read_text())
     (tmp_path / "ref.py").write_text((src / "reference.py").read_text())
-    fn = next(line.split("(")[0].removeprefix("def ") for line in (src / "reference.py").read_text().splitlines()
-              if line.startswith("def "))
-    m = manifest(tmp_path, f'[[port]]\nkernel = "add.cu"\nreference = "ref.py:{fn}"\ninputs = "a[N];b[N]"\n'
-                           f'outputs = "out[N]"\ncases = ["N=1000"]\n')
+    fn = next(
+        line.split("(")[0].removeprefix("def ")
+        for line in (src / "reference.py").read_text().splitlines()
+        if line.startswith("def ")
+    )
+    m = manifest(
+        tmp_path,
+        f'[[port]]\nkernel = "add.cu"\nreference = "ref.py:{fn}"\ninputs = "a[N];b[N]"\n'
+        f'outputs = "out[N]"\ncases = ["N=1000"]\n',
+    )
     (job,) = load_jobs(m, out=tmp_path / "out")
-    assert job.name == "add" and Path(job.task_dir) == (tmp_path / "out" / "_tasks" / "add").resolve()
+    assert (
+        job.name == "add" and Path(job.task_dir) == (tmp_path / "out" / "_tasks" / "add").resolve()
+    )
 
 
-@pytest.mark.parametrize(("body", "words"), [
-    ("[[port]]\ntask = \"vector_add\"\n[[port]]\ntask = \"vector_add\"\n", "appears twice"),
-    ("[[port]]\ntask = \"vector_add\"\nbudget = {speed = 3}\n", "unknown keys ['speed']"),
-    ("[[port]]\nfoo = 1\n", "unknown keys ['foo']"),
-    ("[[port]]\nkernel = \"x.cu\"\n", "needs reference, inputs, outputs, cases"),
-    ("model = 'rules'\n", "no [[port]] entries"),
-    ("[[port]\n", "not valid TOML"),
-    ("[[port]]\ntask = \"no_such_task\"\n", "no task named"),
-    ("[[port]]\ntask = \"vector_add\"\nname = \"va_two\"\n", "output folders are named after tasks"),
-])
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        ('[[port]]\ntask = "vector_add"\n[[port]]\ntask = "vector_add"\n', "appears twice"),
+        ('[[port]]\ntask = "vector_add"\nbudget = {speed = 3}\n', "unknown keys ['speed']"),
+        ("[[port]]\nfoo = 1\n", "unknown keys ['foo']"),
+        ('[[port]]\nkernel = "x.cu"\n', "needs reference, inputs, outputs, cases"),
+        ("model = 'rules'\n", "no [[port]] entries"),
+        ("[[port]\n", "not valid TOML"),
+        ('[[port]]\ntask = "no_such_task"\n', "no task named"),
+        (
+            '[[port]]\ntask = "vector_add"\nname = "va_two"\n',
+            "output folders are named after tasks",
+        ),
+    ],
+)
 def test_bad_manifests_name_the_fix(tmp_path, body, words):
     with pytest.raises(UserError, match=None) as e:
         load_jobs(manifest(tmp_path, body))
@@ -85,8 +107,14 @@ run_batch(sys.argv[1], model="rules", jobs=2, out=Path(sys.argv[2]), budget={"ba
 
 
 def start_batch(source: Path, out: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", BATCH, str(source), str(out)], cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", BATCH, str(source), str(out)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def test_killed_batch_restarts_without_running_a_task_twice(tmp_path):
@@ -127,9 +155,22 @@ def test_killed_batch_restarts_without_running_a_task_twice(tmp_path):
 
 def test_the_batch_command_runs_with_its_flags(cli, tmp_path):
     """The CLI's flags reach every port's config (search among them), and a verified batch exits 0."""
-    result = cli("batch", str(SUITE_DIR / "vector_add"), "--backend", "sim", "--search", "tree", "--budget",
-                 "extra_seeds=0", "--out", str(tmp_path), "--json")
+    result = cli(
+        "batch",
+        str(SUITE_DIR / "vector_add"),
+        "--backend",
+        "sim",
+        "--search",
+        "tree",
+        "--budget",
+        "extra_seeds=0",
+        "--out",
+        str(tmp_path),
+        "--json",
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     summary = json.loads(result.stdout)
     assert summary["totals"]["verified"] == 1
-    assert json.loads((tmp_path / "vector_add" / "run.json").read_text())["config"]["search"] == "tree"
+    assert (
+        json.loads((tmp_path / "vector_add" / "run.json").read_text())["config"]["search"] == "tree"
+    )

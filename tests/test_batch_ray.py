@@ -35,9 +35,22 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def cluster():
     port, temp = free_port(), tempfile.mkdtemp(prefix="ray")
-    cmd = [str(Path(sys.executable).with_name("ray")), "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
-           "--num-gpus=2", '--resources={"sim": 2, "cuda": 2}', "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp}"]
-    head = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    cmd = [
+        str(Path(sys.executable).with_name("ray")),
+        "start",
+        "--head",
+        "--block",
+        f"--port={port}",
+        "--num-cpus=2",
+        "--num-gpus=2",
+        '--resources={"sim": 2, "cuda": 2}',
+        "--include-dashboard=false",
+        "--disable-usage-stats",
+        f"--temp-dir={temp}",
+    ]
+    head = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
     address = f"127.0.0.1:{port}"
     try:
         lines = []
@@ -62,41 +75,66 @@ def test_batch_runs_on_a_ray_cluster(cluster, tmp_path):
     manifest = tmp_path / "batch.toml"
     manifest.write_text('[[port]]\ntask = "vector_add"\n\n[[port]]\ntask = "softmax_rows"\n')
     out = tmp_path / "out"
-    summary = json.loads(run_batch(manifest, out=out, ray_address=cluster,
-                                   budget={"backend": "sim", "extra_seeds": 0}).read_text())
+    summary = json.loads(
+        run_batch(
+            manifest, out=out, ray_address=cluster, budget={"backend": "sim", "extra_seeds": 0}
+        ).read_text()
+    )
     assert summary["ray"] == cluster and summary["totals"]["verified"] == 2
     assert [r["status"] for r in summary["tasks"]] == ["done", "done"]
     events = read_events(out)
-    assert {e["task"] for e in events if e["event"] == "submitted" and e["resource"] == "sim"} == {"vector_add",
-                                                                                                   "softmax_rows"}
+    assert {e["task"] for e in events if e["event"] == "submitted" and e["resource"] == "sim"} == {
+        "vector_add",
+        "softmax_rows",
+    }
     workers = {e["pid"] for e in events if e["event"] == "start"}
     assert os.getpid() not in workers, "ports ran in Ray workers, not in the driver"
     # Run again: both are skipped, still through the cluster.
-    again = json.loads(run_batch(manifest, out=out, ray_address=cluster, budget={"backend": "sim"}).read_text())
+    again = json.loads(
+        run_batch(manifest, out=out, ray_address=cluster, budget={"backend": "sim"}).read_text()
+    )
     assert [r["status"] for r in again["tasks"]] == ["skipped", "skipped"]
 
 
 def test_a_backend_no_node_offers_is_refused(cluster, tmp_path):
     with pytest.raises(UserError, match="offers the 'metal' resource"):
-        run_batch(SUITE_DIR / "vector_add",
-                  out=tmp_path, ray_address=cluster, budget={"backend": "metal"})
+        run_batch(
+            SUITE_DIR / "vector_add", out=tmp_path, ray_address=cluster, budget={"backend": "metal"}
+        )
 
 
 def test_each_cuda_port_holds_one_gpu_and_its_worker_sees_only_that_device(cluster, tmp_path):
     manifest = tmp_path / "batch.toml"
-    manifest.write_text("".join(f'[[port]]\ntask = "{t}"\n' for t in ("vector_add", "softmax_rows", "gelu_tanh")))
+    manifest.write_text(
+        "".join(f'[[port]]\ntask = "{t}"\n' for t in ("vector_add", "softmax_rows", "gelu_tanh"))
+    )
     out = tmp_path / "out"
     run_batch(manifest, out=out, ray_address=cluster, budget={"backend": "cuda"})
     placed = [e for e in read_events(out) if e["event"] == "placed"]
     assert sorted(e["task"] for e in placed) == ["gelu_tanh", "softmax_rows", "vector_add"]
-    for e in placed:  # the node's GPUs are declared, not real: each port then fails on the missing device
-        assert len(e["gpus"]) == 1 and e["gpus"][0] in ("0", "1") and e["visible"] == e["gpus"][0], e
+    for e in (
+        placed
+    ):  # the node's GPUs are declared, not real: each port then fails on the missing device
+        assert (
+            len(e["gpus"]) == 1 and e["gpus"][0] in ("0", "1") and e["visible"] == e["gpus"][0]
+        ), e
 
 
 def test_cuda_ports_on_a_cluster_without_gpus_are_refused(cli, tmp_path):
     """A local cluster offering the 'cuda' resource but, on this machine, no GPU: one sentence and a
     non-zero exit, before any port is submitted (one would wait for a GPU forever)."""
-    result = cli("batch", str(SUITE_DIR / "vector_add"), "--ray", "local", "--backend", "cuda",
-                 "--out", str(tmp_path), timeout=120)
-    assert result.returncode != 0 and "offers 'cuda' but no GPU" in result.stderr, result.stderr[-2000:]
+    result = cli(
+        "batch",
+        str(SUITE_DIR / "vector_add"),
+        "--ray",
+        "local",
+        "--backend",
+        "cuda",
+        "--out",
+        str(tmp_path),
+        timeout=120,
+    )
+    assert result.returncode != 0 and "offers 'cuda' but no GPU" in result.stderr, result.stderr[
+        -2000:
+    ]
     assert "Traceback" not in result.stderr and not (tmp_path / "vector_add").exists()

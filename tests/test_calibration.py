@@ -20,7 +20,11 @@ def store(tmp_path, monkeypatch, data):
 
 
 def test_calibration_is_kept_per_device(tmp_path, monkeypatch):
-    store(tmp_path, monkeypatch, {"devices": {"NVIDIA H200": {"copy_gbs": 3700.0, "date": "2026-11-30"}}})
+    store(
+        tmp_path,
+        monkeypatch,
+        {"devices": {"NVIDIA H200": {"copy_gbs": 3700.0, "date": "2026-11-30"}}},
+    )
     assert calibration.load("NVIDIA H200")["copy_gbs"] == 3700.0
     assert calibration.load("Apple M3 Max") is None
     got = _bandwidth("NVIDIA H200", None)
@@ -36,7 +40,9 @@ def test_uncalibrated_apple_chip_falls_back_to_the_knowledge_base(tmp_path, monk
     store(tmp_path, monkeypatch, {"devices": {}})
     got = _bandwidth("Apple M3 Max", hardware_profile("M3 Max").datasheet())
     assert got["bandwidth_gbs"] == 400.0 and "M3 Max datasheet" in got["bandwidth_basis"]
-    assert _bandwidth("NVIDIA H200", None) == {}  # no datasheet figure: no fraction rather than a wrong one
+    assert (
+        _bandwidth("NVIDIA H200", None) == {}
+    )  # no datasheet figure: no fraction rather than a wrong one
 
 
 @pytest.mark.skipif(not availability()["cuda"].ok, reason="needs MLX's CUDA backend")
@@ -46,8 +52,12 @@ def test_the_cuda_copy_kernels_copy():
     import numpy as np
 
     backend = get_backend("cuda")
-    for cand in (calibration.copy_candidate("cuda"),
-                 calibration.copy_candidate("cuda", load="__ldcs", store="__stcs(dst + i, v[k])", nvec=8, name="cp8")):
+    for cand in (
+        calibration.copy_candidate("cuda"),
+        calibration.copy_candidate(
+            "cuda", load="__ldcs", store="__stcs(dst + i, v[k])", nvec=8, name="cp8"
+        ),
+    ):
         for n in (4, 4096 + 12, 1 << 20):
             x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
             run = backend.run(cand, {"x": x})
@@ -63,8 +73,12 @@ def test_wall_clock_timer_interleaves_functions_in_rounds():
     if mx.cuda.is_available():
         pytest.skip("the wall-clock path, where MLX has no CUDA backend")
     sets = [{"x": mx.ones((256, 256)) * (i + 1)} for i in range(3)]
-    got = timer.samples({"small": lambda s: s["x"] + 1, "matmul": lambda s: s["x"] @ s["x"]}, sets, warmup=1,
-                        iters=6)
+    got = timer.samples(
+        {"small": lambda s: s["x"] + 1, "matmul": lambda s: s["x"] @ s["x"]},
+        sets,
+        warmup=1,
+        iters=6,
+    )
     assert set(got) == {"small", "matmul"} and all(len(v) == 6 and min(v) > 0 for v in got.values())
     assert timer.basis() == timer.basis(calls_in_order=True) == timer.WALL
 
@@ -75,13 +89,25 @@ def test_profiler_trace_is_split_at_markers_into_calls():
     def kernel(name, ts, dur=1.0, cat="kernel"):
         return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur}
 
-    events = [kernel("warm_up_before_any_marker", 0), kernel(f"custom_kernel_{MARKER}", 10),
-              kernel("fill", 11), kernel("port", 13, 5.0), kernel(f"custom_kernel_{MARKER}", 20),
-              kernel(f"custom_kernel_{MARKER}", 21), kernel("native", 30, 2.0),
-              kernel("memset", 33, cat="gpu_memset"), kernel(f"custom_kernel_{MARKER}", 40), kernel("after", 41)]
+    events = [
+        kernel("warm_up_before_any_marker", 0),
+        kernel(f"custom_kernel_{MARKER}", 10),
+        kernel("fill", 11),
+        kernel("port", 13, 5.0),
+        kernel(f"custom_kernel_{MARKER}", 20),
+        kernel(f"custom_kernel_{MARKER}", 21),
+        kernel("native", 30, 2.0),
+        kernel("memset", 33, cat="gpu_memset"),
+        kernel(f"custom_kernel_{MARKER}", 40),
+        kernel("after", 41),
+    ]
     segments = split_at_markers(list(reversed(events)))  # start order comes from the timestamps
     # a function that launched nothing leaves an empty stretch, so the ones after it stay aligned
-    assert [[e["name"] for e in s] for s in segments] == [["fill", "port"], [], ["native", "memset"]]
+    assert [[e["name"] for e in s] for s in segments] == [
+        ["fill", "port"],
+        [],
+        ["native", "memset"],
+    ]
 
 
 @pytest.mark.skipif(not availability()["cuda"].ok, reason="needs MLX's CUDA backend")
@@ -96,9 +122,15 @@ def test_cuda_timer_reads_device_time_with_calls_in_order():
         "big = [{'x': mx.ones((1 << 26,)) * i} for i in range(3)]\n"
         "got = timer.samples({'small': lambda s: s['x'] + 1, 'big': lambda s: big[0]['x'] + 1}, sets, warmup=2,"
         " iters=30)\n"
-        "print(json.dumps({'basis': timer.basis(), 'got': got}))\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "MLX_USE_CUDA_GRAPHS": "0"})
+        "print(json.dumps({'basis': timer.basis(), 'got': got}))\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "MLX_USE_CUDA_GRAPHS": "0"},
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["basis"] == "device time (CUDA profiler), calls in order"

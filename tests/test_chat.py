@@ -44,7 +44,13 @@ def turn(name: str, content: str = "", **args) -> dict:
 
 SCRIPT = [
     turn("read_cuda_source", "I will read the CUDA source first."),
-    turn("update_plan", "A plain element-wise map.", action="add", idea=IDEA, expected_gain="baseline"),
+    turn(
+        "update_plan",
+        "A plain element-wise map.",
+        action="add",
+        idea=IDEA,
+        expected_gain="baseline",
+    ),
     {"content": "Compiling the expert-style port.", "tool_calls": [compile_call()]},
     turn("run_correctness", candidate_id=PORT.id),
     turn("finish", "Correct on every case; finishing.", summary="one thread per element"),
@@ -55,7 +61,11 @@ def checkpointed(folder, session: str) -> dict:
     """The session's state as the SQLite checkpoint holds it (read alongside the running chat)."""
     conn = sqlite3.connect(folder / "checkpoints.sqlite", check_same_thread=False)
     try:
-        return build_graph(checkpointer=SqliteSaver(conn)).get_state({"configurable": {"thread_id": session}}).values
+        return (
+            build_graph(checkpointer=SqliteSaver(conn))
+            .get_state({"configurable": {"thread_id": session}})
+            .values
+        )
     finally:
         conn.close()
 
@@ -74,8 +84,10 @@ def tmux_binary() -> str:
     if path is None:
         if os.environ.get("CI"):
             pytest.fail("tmux is missing in CI: .ci/run must install it")
-        pytest.skip("tmux is not installed and `apt-get install -y tmux` failed: add tmux to the CI setup "
-                    "(.ci/run) so the chat terminal test runs")
+        pytest.skip(
+            "tmux is not installed and `apt-get install -y tmux` failed: add tmux to the CI setup "
+            "(.ci/run) so the chat terminal test runs"
+        )
     return path
 
 
@@ -86,11 +98,13 @@ class Tmux:
         self.cmd = [binary, "-L", f"mlxport-test-{uuid.uuid4().hex[:8]}", "-f", "/dev/null"]
 
     def __call__(self, *args: str) -> str:
-        return subprocess.run([*self.cmd, *args], capture_output=True, text=True, check=True, timeout=30).stdout
+        return subprocess.run(
+            [*self.cmd, *args], capture_output=True, text=True, check=True, timeout=30
+        ).stdout
 
     def start(self, name: str, argv: list[str]) -> None:
         # The shell keeps the pane open after the chat exits, so its last screen can still be read.
-        shell = f"{shlex.join(argv)}; echo \"[exit $?]\"; sleep 600"
+        shell = f'{shlex.join(argv)}; echo "[exit $?]"; sleep 600'
         self("new-session", "-d", "-s", name, "-x", "80", "-y", "24", "-c", str(ROOT), shell)
 
     def screen(self, name: str) -> str:
@@ -128,8 +142,20 @@ def test_chat_in_a_terminal_guidance_approval_quit_and_resume(tmp_path, tmux):
     out = tmp_path / "out"
     chat_cmd = [sys.executable, "-m", "mlxport.cli", "chat", "--out", str(out)]
     # No extra seeds in the final verification: the kernel is the expert port (tests/test_agent.py shows them).
-    tmux.start("first", [*chat_cmd, "--task", "vector_add", "--backend", "sim", "--model", f"scripted:{script}",
-                         "--budget", "extra_seeds=0"])
+    tmux.start(
+        "first",
+        [
+            *chat_cmd,
+            "--task",
+            "vector_add",
+            "--backend",
+            "sim",
+            "--model",
+            f"scripted:{script}",
+            "--budget",
+            "extra_seeds=0",
+        ],
+    )
     tmux.wait_for("first", "type guidance any time")
     tmux.type("first", GUIDANCE)
     session = json.loads((out / "vector_add" / "session.json").read_text())["session"]
@@ -157,7 +183,7 @@ def test_chat_in_a_terminal_guidance_approval_quit_and_resume(tmp_path, tmux):
 
     tmux.start("again", [*chat_cmd, "--session", session])
     screen = tmux.wait_for("again", "finished (finish)")
-    recap = screen[screen.index("recap:"):]
+    recap = screen[screen.index("recap:") :]
     assert GUIDANCE in recap and f"p1 {IDEA}" in recap and f"best: {PORT.id}" in recap
     assert "Correct on every case; finishing." in recap and "→   finish(" in recap
     tmux.type("again", "/quit")
@@ -189,29 +215,56 @@ class Person:
 
 def test_reject_inspect_and_resume_at_an_approval(tmp_path):
     variant = PORT.model_copy(update={"threadgroup": [128, 1, 1]})
-    scripted = ScriptedModel(script=[
-        {"tool_calls": [compile_call()]}, turn("run_correctness", candidate_id=PORT.id),
-        {"tool_calls": [compile_call(variant)]}, turn("run_correctness", candidate_id=variant.id),
-        turn("finish", "Done.", summary="threadgroup 128"),
-    ])
+    scripted = ScriptedModel(
+        script=[
+            {"tool_calls": [compile_call()]},
+            turn("run_correctness", candidate_id=PORT.id),
+            {"tool_calls": [compile_call(variant)]},
+            turn("run_correctness", candidate_id=variant.id),
+            turn("finish", "Done.", summary="threadgroup 128"),
+        ]
+    )
     screen = io.StringIO()
     console = Console(file=screen, width=80, highlight=False)
-    config = RunConfig(backend="sim", extra_seeds=0)  # the final verification of a one-line variant of the expert port
-    first = Person(screen, [("accept it?", 1, "/best"), ("awaits your approval", 1, "n"), ("accept it?", 2, "/quit")])
+    config = RunConfig(
+        backend="sim", extra_seeds=0
+    )  # the final verification of a one-line variant of the expert port
+    first = Person(
+        screen,
+        [("accept it?", 1, "/best"), ("awaits your approval", 1, "n"), ("accept it?", 2, "/quit")],
+    )
     session = chat(TASK, config, tmp_path, model=scripted, console=console, read=first.read)
     text = screen.getvalue()
     assert f"rejected candidate {PORT.id}" in text and "resume with" in text
     assert f"candidate {PORT.id} awaits your approval (y/n); until then the best is none" in text
     assert threading.active_count() < 10
 
-    second = Person(screen, [("accept it?", 3, f"/diff {PORT.id[:6]} {variant.id[:6]}"),
-                             ("+threadgroup", 1, "/budget"), ("patience", 1, "y"),
-                             ("finished (finish)", 1, "/best"), ("verified on sim", 2, "/save"),
-                             ("wrote", 2, "/nonsense"), ("unknown command", 1, "/quit")])
-    assert chat(None, RunConfig(), tmp_path, session=session, model=scripted, console=console,
-                read=second.read) == session
+    second = Person(
+        screen,
+        [
+            ("accept it?", 3, f"/diff {PORT.id[:6]} {variant.id[:6]}"),
+            ("+threadgroup", 1, "/budget"),
+            ("patience", 1, "y"),
+            ("finished (finish)", 1, "/best"),
+            ("verified on sim", 2, "/save"),
+            ("wrote", 2, "/nonsense"),
+            ("unknown command", 1, "/quit"),
+        ],
+    )
+    assert (
+        chat(
+            None,
+            RunConfig(),
+            tmp_path,
+            session=session,
+            model=scripted,
+            console=console,
+            read=second.read,
+        )
+        == session
+    )
     text = screen.getvalue()
-    resumed = text[text.index("recap:"):]
+    resumed = text[text.index("recap:") :]
     assert f"candidate {variant.id} is the new best" in resumed
     assert "-threadgroup = [ 256," in resumed or "-threadgroup = [256" in resumed
     assert "iterations 4 of 12" in resumed
@@ -223,7 +276,9 @@ def test_reject_inspect_and_resume_at_an_approval(tmp_path):
 def test_guidance_to_the_rules_baseline_is_kept_and_said_to_be_unread(tmp_path):
     screen = io.StringIO()
     console = Console(file=screen, width=200, highlight=False)
-    person = Person(screen, [("accept it?", 1, "use float4 loads"), ("does not read guidance", 1, "/quit")])
+    person = Person(
+        screen, [("accept it?", 1, "use float4 loads"), ("does not read guidance", 1, "/quit")]
+    )
     session = chat(TASK, RunConfig(backend="sim"), tmp_path, console=console, read=person.read)
     text = screen.getvalue()
     assert "the rules baseline reads no guidance" in text and "type guidance any time" not in text
@@ -233,12 +288,22 @@ def test_guidance_to_the_rules_baseline_is_kept_and_said_to_be_unread(tmp_path):
 
 
 def test_a_question_from_the_model_waits_for_the_persons_answer(tmp_path):
-    scripted = ScriptedModel(script=[turn("ask_user", question="Is float32 enough?"), turn("finish", "Done.")])
+    scripted = ScriptedModel(
+        script=[turn("ask_user", question="Is float32 enough?"), turn("finish", "Done.")]
+    )
     screen = io.StringIO()
     console = Console(file=screen, width=100, highlight=False)
-    person = Person(screen, [("the model asks: Is float32 enough?", 1, "/plan"),
-                             ("(empty", 1, "yes, float32 only"), ("finished (finish)", 1, "/quit")])
-    session = chat(TASK, RunConfig(backend="sim"), tmp_path, model=scripted, console=console, read=person.read)
+    person = Person(
+        screen,
+        [
+            ("the model asks: Is float32 enough?", 1, "/plan"),
+            ("(empty", 1, "yes, float32 only"),
+            ("finished (finish)", 1, "/quit"),
+        ],
+    )
+    session = chat(
+        TASK, RunConfig(backend="sim"), tmp_path, model=scripted, console=console, read=person.read
+    )
     state = checkpointed(tmp_path / "vector_add", session)
     answers = [m for m in state["messages"] if getattr(m, "type", "") == "tool"]
     assert answers[0].content == "the person answers: yes, float32 only"

@@ -19,7 +19,9 @@ def test_missing_barrier_second_half_of_one_axis():
 def test_one_block_in_several_axes_names_each():
     bad = np.zeros((2, 8, 6), bool)
     bad[:, 2:5, :3] = True
-    assert describe_pattern(bad, axes=["N", "C", "W"]).endswith("wrong where C 2..4 and W 0..2; every N")
+    assert describe_pattern(bad, axes=["N", "C", "W"]).endswith(
+        "wrong where C 2..4 and W 0..2; every N"
+    )
 
 
 def test_part_of_a_box_says_how_much():
@@ -34,20 +36,27 @@ def test_strided_patterns():
     assert describe_pattern(bad, axes=["R", "D"]).endswith("wrong where D is odd; every R")
     bad = np.zeros((3, 16), bool)
     bad[:, 1::4] = True
-    assert describe_pattern(bad, axes=["R", "D"]).endswith("wrong at every 4th D starting at 1; every R")
+    assert describe_pattern(bad, axes=["R", "D"]).endswith(
+        "wrong at every 4th D starting at 1; every R"
+    )
     bad = np.zeros((2, 64), bool)
     bad[:, [c for c in range(64) if c % 16 < 4]] = True
     assert describe_pattern(bad, axes=["R", "C"]).endswith("wrong where C % 16 in 0..3; every R")
 
 
 def test_everything_wrong_is_only_the_head():
-    assert describe_pattern(np.ones((4, 5), bool), axes=["R", "C"]) == "20 of 20 elements wrong (100.0%)"
+    assert (
+        describe_pattern(np.ones((4, 5), bool), axes=["R", "C"])
+        == "20 of 20 elements wrong (100.0%)"
+    )
 
 
 def test_one_dimensional_outputs_stay_short():
     bad = np.zeros(16, bool)
     bad[12:] = True
-    assert describe_pattern(bad, axes=["N"]) == "4 of 16 elements wrong (25.0%); wrong where N >= 12"
+    assert (
+        describe_pattern(bad, axes=["N"]) == "4 of 16 elements wrong (25.0%); wrong where N >= 12"
+    )
     bad = np.zeros(256, bool)
     bad[63::64] = True
     assert describe_pattern(bad, axes=["N"]).endswith("; wrong at every 64th N starting at 63")
@@ -58,7 +67,9 @@ def test_unknown_names_fall_back_to_axis_numbers():
     bad = np.zeros((4, 6), bool)
     bad[1, 2] = True
     assert describe_pattern(bad).endswith("wrong where axis 0 == 1 and axis 1 == 2")
-    assert describe_pattern(bad, axes=["only one"]).endswith("wrong where axis 0 == 1 and axis 1 == 2")
+    assert describe_pattern(bad, axes=["only one"]).endswith(
+        "wrong where axis 0 == 1 and axis 1 == 2"
+    )
     scattered = np.zeros((4, 4), bool)
     scattered.reshape(-1)[1::3] = True  # a flat stride touching every row and column
     text = describe_pattern(scattered)
@@ -68,7 +79,9 @@ def test_unknown_names_fall_back_to_axis_numbers():
 def test_irregular_indices_and_length_cap():
     bad = np.zeros((2, 64), bool)
     bad[:, [1, 5, 9, 20, 33, 40]] = True
-    assert "wrong where C in 6 of 64 values (first 1, last 40); every R" in describe_pattern(bad, axes=["R", "C"])
+    assert "wrong where C in 6 of 64 values (first 1, last 40); every R" in describe_pattern(
+        bad, axes=["R", "C"]
+    )
     long = [f"DIMENSION_{i}" * 3 for i in range(5)]
     one = np.zeros((2,) * 5, bool)
     one[(1,) * 5] = True
@@ -86,19 +99,39 @@ def test_compare_passes_names_into_the_pattern():
     ref = np.ones((4, 8), np.float32)
     out = ref.copy()
     out[:, 4:] = 0
-    res = compare(out, ref, Tolerance(atol=1e-6, rtol=1e-5, norm=1e-5), case="c", dtype="float32", axes=["R", "C"])
+    res = compare(
+        out,
+        ref,
+        Tolerance(atol=1e-6, rtol=1e-5, norm=1e-5),
+        case="c",
+        dtype="float32",
+        axes=["R", "C"],
+    )
     assert res.verdict == "fail" and res.pattern.endswith("wrong where C >= 4; every R")
 
 
 def test_correctness_report_names_the_tasks_dimension():
     """A softmax off by one from column 64 on: the report says C >= 64, every R."""
     task = load_task("softmax_rows")
-    task = task.model_copy(update={"dtypes": ["float32"],
-                                   "cases": task.cases.model_copy(update={"visible": [{"R": 4, "C": 128}]})})
+    task = task.model_copy(
+        update={
+            "dtypes": ["float32"],
+            "cases": task.cases.model_copy(update={"visible": [{"R": 4, "C": 128}]}),
+        }
+    )
     port = expert_ports(task)["msl"]
-    wrong = port.model_copy(update={"name": "softmax_wrong_cols", "source": port.source.replace(
-        "outr[c] = T(exp(float(xr[c]) - gm) * inv);", "outr[c] = T(exp(float(xr[c]) - gm) * inv + (c >= 64 ? 1.0f : 0.0f));")})
+    wrong = port.model_copy(
+        update={
+            "name": "softmax_wrong_cols",
+            "source": port.source.replace(
+                "outr[c] = T(exp(float(xr[c]) - gm) * inv);",
+                "outr[c] = T(exp(float(xr[c]) - gm) * inv + (c >= 64 ? 1.0f : 0.0f));",
+            ),
+        }
+    )
     assert wrong.source != port.source
     report = run_correctness(task, wrong, get_backend("sim"), seed=1)
     [bad] = report.cases
-    assert bad.pattern == "256 of 512 elements wrong (50.0%); wrong where C >= 64; every R", bad.pattern
+    assert bad.pattern == "256 of 512 elements wrong (50.0%); wrong where C >= 64; every R", (
+        bad.pattern
+    )

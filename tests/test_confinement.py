@@ -27,7 +27,9 @@ def probe():
 def test_a_worker_sees_no_secrets_and_runs_in_a_directory_of_its_own(probe, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-not-for-workers")
     monkeypatch.setenv("MLXPORT_PROVIDER_TOKEN", "also-secret")
-    monkeypatch.setenv("MLXPORT_CACHE", os.environ.get("MLXPORT_CACHE", str(Path.home() / ".cache" / "mlxport")))
+    monkeypatch.setenv(
+        "MLXPORT_CACHE", os.environ.get("MLXPORT_CACHE", str(Path.home() / ".cache" / "mlxport"))
+    )
     reply, _ = probe.call({"op": "env"})
     assert "OPENAI_API_KEY" not in reply["env"] and "MLXPORT_PROVIDER_TOKEN" not in reply["env"]
     assert "MLXPORT_CACHE" in reply["env"]
@@ -71,10 +73,27 @@ def _alive(pid: int) -> bool:
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
 def test_killing_mlxport_check_during_an_endless_loop_leaves_no_process(tmp_path, sig):
     candidate = tmp_path / "spin.toml"
-    candidate.write_text((ROOT / "mlxport/evals/tasks/vector_add/ports/msl.toml").read_text().replace(
-        "out[i] = a[i] + b[i];", "while (a[0] == a[0]) { out[i] = a[i]; }"))
-    check = subprocess.Popen([sys.executable, "-m", "mlxport.cli", "check", str(candidate), "--task", "vector_add",
-                              "--backend", "sim"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    candidate.write_text(
+        (ROOT / "mlxport/evals/tasks/vector_add/ports/msl.toml")
+        .read_text()
+        .replace("out[i] = a[i] + b[i];", "while (a[0] == a[0]) { out[i] = a[i]; }")
+    )
+    check = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlxport.cli",
+            "check",
+            str(candidate),
+            "--task",
+            "vector_add",
+            "--backend",
+            "sim",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline, workers = time.monotonic() + 120, []
     while not workers and time.monotonic() < deadline and check.poll() is None:
         time.sleep(0.2)
@@ -86,4 +105,6 @@ def test_killing_mlxport_check_during_an_endless_loop_leaves_no_process(tmp_path
     deadline = time.monotonic() + 5
     while any(_alive(w) for w in workers) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not any(_alive(w) for w in workers), f"workers {workers} outlived mlxport check ({sig.name})"
+    assert not any(_alive(w) for w in workers), (
+        f"workers {workers} outlived mlxport check ({sig.name})"
+    )

@@ -99,7 +99,7 @@ def test_half2_grid_stride_loop(ex, tmp_path):
     r = ex.run(c, Launch((2, 1, 1), (64, 1, 1)), [x, np.zeros(1000, np.float16), np.int32(500)])
     assert r.ok, r.error
     f = x.astype(np.float64)
-    want = 0.5 * f * (1 + np.tanh(0.7978845608 * (f + 0.044715 * f ** 3)))
+    want = 0.5 * f * (1 + np.tanh(0.7978845608 * (f + 0.044715 * f**3)))
     np.testing.assert_allclose(r.buffers["y"].astype(np.float64), want, rtol=2e-3, atol=2e-3)
 
 
@@ -142,26 +142,49 @@ __global__ void scale4(const float* x, float* y, float a, int n4) {
 def test_vector_views_and_dynamic_shared_memory_sized_by_the_launch(ex, tmp_path):
     c = kernel(ex, tmp_path, VECTOR_DYNAMIC, "scale4")
     x = RNG.standard_normal(512).astype(np.float32)
-    r = ex.run(c, Launch((2, 1, 1), (64, 1, 1), shared_bytes=64 * 16), [x, np.zeros(512, np.float32),
-                                                                        np.float32(3), np.int32(128)])
+    r = ex.run(
+        c,
+        Launch((2, 1, 1), (64, 1, 1), shared_bytes=64 * 16),
+        [x, np.zeros(512, np.float32), np.float32(3), np.int32(128)],
+    )
     assert r.ok, r.error
     np.testing.assert_allclose(r.buffers["y"], 3 * x, rtol=1e-6)
-    small = ex.run(c, Launch((2, 1, 1), (64, 1, 1), shared_bytes=16), [x, np.zeros(512, np.float32),
-                                                                     np.float32(3), np.int32(128)])
+    small = ex.run(
+        c,
+        Launch((2, 1, 1), (64, 1, 1), shared_bytes=16),
+        [x, np.zeros(512, np.float32), np.float32(3), np.int32(128)],
+    )
     assert "extern __shared__ memory" in small.error and "threadIdx" in small.error
 
 
 def test_an_out_of_bounds_read_names_the_buffer_element_and_thread(ex, tmp_path):
-    c = kernel(ex, tmp_path, "__global__ void shift(const float* x, float* y, int n) {\n"
-               "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = x[i + 1];\n}\n", "shift")
-    r = ex.run(c, Launch((1, 1, 1), (32, 1, 1)), [np.zeros(32, np.float32), np.zeros(32, np.float32), np.int32(32)])
-    assert "out-of-bounds read of x[32]" in r.error and "threadIdx (31,0,0) of blockIdx (0,0,0)" in r.error
+    c = kernel(
+        ex,
+        tmp_path,
+        "__global__ void shift(const float* x, float* y, int n) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = x[i + 1];\n}\n",
+        "shift",
+    )
+    r = ex.run(
+        c,
+        Launch((1, 1, 1), (32, 1, 1)),
+        [np.zeros(32, np.float32), np.zeros(32, np.float32), np.int32(32)],
+    )
+    assert (
+        "out-of-bounds read of x[32]" in r.error
+        and "threadIdx (31,0,0) of blockIdx (0,0,0)" in r.error
+    )
 
 
 def test_a_misaligned_access_through_a_byte_stride_faults_as_on_a_gpu(ex, tmp_path):
     """llama.cpp's `(float *)((char *)dst + i*nb1)` with an nb1 that is no multiple of 4."""
-    c = kernel(ex, tmp_path, "__global__ void rows(float* dst, int nb1) {\n"
-               "  float* row = (float*)((char*)dst + blockIdx.x * nb1);\n  row[threadIdx.x] = 1.0f;\n}\n", "rows")
+    c = kernel(
+        ex,
+        tmp_path,
+        "__global__ void rows(float* dst, int nb1) {\n"
+        "  float* row = (float*)((char*)dst + blockIdx.x * nb1);\n  row[threadIdx.x] = 1.0f;\n}\n",
+        "rows",
+    )
     ok = ex.run(c, Launch((2, 1, 1), (4, 1, 1)), [np.zeros(16, np.float32), np.int32(32)])
     bad = ex.run(c, Launch((2, 1, 1), (4, 1, 1)), [np.zeros(16, np.float32), np.int32(33)])
     assert ok.ok, ok.error
@@ -169,30 +192,46 @@ def test_a_misaligned_access_through_a_byte_stride_faults_as_on_a_gpu(ex, tmp_pa
 
 
 def test_two_blocks_writing_one_element_without_atomics_is_a_race(ex, tmp_path):
-    c = kernel(ex, tmp_path, "__global__ void last(const float* x, float* out) {\n"
-               "  if (threadIdx.x == 0) out[0] = x[blockIdx.x];\n}\n", "last")
+    c = kernel(
+        ex,
+        tmp_path,
+        "__global__ void last(const float* x, float* out) {\n"
+        "  if (threadIdx.x == 0) out[0] = x[blockIdx.x];\n}\n",
+        "last",
+    )
     r = ex.run(c, Launch((2, 1, 1), (32, 1, 1)), [np.ones(2, np.float32), np.zeros(1, np.float32)])
     assert r.ok and r.races and "out[0]" in r.races[0]
 
 
 def test_a_barrier_some_threads_skip_is_reported(ex, tmp_path):
-    c = kernel(ex, tmp_path, "__global__ void skip(float* y) {\n  if (threadIdx.x < 16) return;\n"
-               "  __syncthreads();\n  y[threadIdx.x] = 1.0f;\n}\n", "skip")
+    c = kernel(
+        ex,
+        tmp_path,
+        "__global__ void skip(float* y) {\n  if (threadIdx.x < 16) return;\n"
+        "  __syncthreads();\n  y[threadIdx.x] = 1.0f;\n}\n",
+        "skip",
+    )
     r = ex.run(c, Launch((1, 1, 1), (32, 1, 1)), [np.zeros(32, np.float32)])
     assert "barrier divergence" in r.error and "__syncthreads" in r.error
 
 
 def test_a_measuring_run_tells_how_far_the_kernel_reaches(ex, tmp_path):
     c = kernel(ex, tmp_path, BLOCK_REDUCE, "row_sum", ["float", "128"])
-    r = ex.run(c, Launch((3, 1, 1), (128, 1, 1)), [np.zeros(1 << 16, np.float32), np.zeros(1 << 10, np.float32),
-                                                   np.int32(100)], measure=True)
+    r = ex.run(
+        c,
+        Launch((3, 1, 1), (128, 1, 1)),
+        [np.zeros(1 << 16, np.float32), np.zeros(1 << 10, np.float32), np.int32(100)],
+        measure=True,
+    )
     assert r.ok and r.touched == {"x": 300, "out": 3}
 
 
 def test_an_unsupported_library_is_named_and_other_kernels_of_the_file_still_run(ex, tmp_path):
-    source = "#include <cub/cub.cuh>\n__global__ void uses_cub(float* x) {\n" \
-             "  typedef cub::BlockReduce<float, 128> R; x[0] = 1.0f;\n}\n" \
-             "__global__ void plain(float* x) { x[threadIdx.x] = 2.0f; }\n"
+    source = (
+        "#include <cub/cub.cuh>\n__global__ void uses_cub(float* x) {\n"
+        "  typedef cub::BlockReduce<float, 128> R; x[0] = 1.0f;\n}\n"
+        "__global__ void plain(float* x) { x[threadIdx.x] = 2.0f; }\n"
+    )
     path = tmp_path / "mixed.cu"
     path.write_text(source)
     src = ex.source(path)
@@ -215,10 +254,23 @@ def test_attention_with_running_max_and_sum_matches_numpy(ex):
     c = ex.compile(src, "attn_fwd")
     B, H, T, D, tile = 1, 2, 32, 8, 16
     q, k, v = (RNG.standard_normal((B, H, T, D)).astype(np.float32) for _ in range(3))
-    args = [q, k, v, np.int32(T), np.int32(D), np.int32(2), np.int32(tile), np.float32(1 / np.sqrt(D)),
-            np.zeros((B, H, T), np.float32), np.full((B, H, T), -np.inf, np.float32), np.zeros_like(q)]
+    args = [
+        q,
+        k,
+        v,
+        np.int32(T),
+        np.int32(D),
+        np.int32(2),
+        np.int32(tile),
+        np.float32(1 / np.sqrt(D)),
+        np.zeros((B, H, T), np.float32),
+        np.full((B, H, T), -np.inf, np.float32),
+        np.zeros_like(q),
+    ]
     r = ex.run(c, Launch((B, H, 1), (tile, 1, 1), 2 * tile * D * 4), args)
     assert r.ok, r.error
     s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(D)
     p = np.exp(s - s.max(-1, keepdims=True))
-    np.testing.assert_allclose(r.buffers["O"], (p / p.sum(-1, keepdims=True)) @ v, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        r.buffers["O"], (p / p.sum(-1, keepdims=True)) @ v, rtol=1e-4, atol=1e-5
+    )

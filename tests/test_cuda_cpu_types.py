@@ -47,7 +47,9 @@ def pinned_march() -> str:
     if cc.gcc_major is not None:
         return "-march=native"
     zig = any("zig" in part for part in cc.command)
-    return "-march=x86_64" if zig else "-march=x86-64"  # zig spells LLVM's CPU names with underscores
+    return (
+        "-march=x86_64" if zig else "-march=x86-64"
+    )  # zig spells LLVM's CPU names with underscores
 
 
 # ---------------------------------------------------------------- CUDA's layouts (64-bit Linux)
@@ -84,7 +86,15 @@ F64 = np.concatenate([
 I64 = [0, 1, -1, 2047, 2049, 65504, 65519, 65520, -65521, 2**24 + 1, 2**31 - 1, -(2**31), 2**53 + 1,
        2**62 + 2**38 + 1, 2**62 + 2**38, 2**62 + 2**54 + 1, -(2**62 + 2**54 + 1), 2**63 - 1, -(2**63),
        *[int(v) for v in RNG.integers(-(2**63), 2**63 - 1, 20, dtype=np.int64)]]  # fmt: skip
-U64 = [0, 1, 2**64 - 1, 2**63, 2**63 + 2**39 + 1, 2**64 - 2**39, *[int(v) for v in RNG.integers(0, 2**63, 10)]]
+U64 = [
+    0,
+    1,
+    2**64 - 1,
+    2**63,
+    2**63 + 2**39 + 1,
+    2**64 - 2**39,
+    *[int(v) for v in RNG.integers(0, 2**63, 10)],
+]
 CONV = np.array([0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 3.7, -3.7, 1e10, -1e10, 2147483520.0, 4294967040.0,
                  -2147483904.0, 9.3e18, -9.3e18, 1.9e19, np.inf, -np.inf, np.nan, 65535.5, 126.9, 255.5,
                  *RNG.normal(0, 1e5, 12)])  # fmt: skip
@@ -95,16 +105,24 @@ def mixed(n: int, lo: int, hi: int, salt: int) -> np.ndarray:
     return rng.normal(0, 1, n) * 2.0 ** rng.integers(lo, hi, n)
 
 
-FA = np.concatenate([mixed(60, -140, 127, 1), [1.0, 1.0, 3.4e38, -3.4e38, 1e-45, 1.5, 2.0**-126]]).astype(np.float32)
-FB = np.concatenate([mixed(60, -140, 127, 2), [2.0**-24, -1.0, 3.4e38, 3.4e38, 1e-45, -1.5 * (1 + 2**-20), 3.0]])
+FA = np.concatenate(
+    [mixed(60, -140, 127, 1), [1.0, 1.0, 3.4e38, -3.4e38, 1e-45, 1.5, 2.0**-126]]
+).astype(np.float32)
+FB = np.concatenate(
+    [mixed(60, -140, 127, 2), [2.0**-24, -1.0, 3.4e38, 3.4e38, 1e-45, -1.5 * (1 + 2**-20), 3.0]]
+)
 FB = FB.astype(np.float32)
-FC = np.concatenate([mixed(60, -140, 127, 3), [-1.0, 2.0**-30, 1.0, -0.0, -1e-45, 1.0, 1.0]]).astype(np.float32)
+FC = np.concatenate(
+    [mixed(60, -140, 127, 3), [-1.0, 2.0**-30, 1.0, -0.0, -1e-45, 1.0, 1.0]]
+).astype(np.float32)
 DA = np.concatenate([mixed(40, -1070, 1020, 4), [1.0, 1.7e308, 1e-310, 3.0]])
 DB = np.concatenate([mixed(40, -1070, 1020, 5), [2.0**-53, 1.7e308, -1e-310, 7.0]])
 MODES = ("rn", "rz", "rd", "ru")
 
 N_MATH = 24
-PI_L = np.longdouble("3.141592653589793238462643383279502884")  # for references that need more than double
+PI_L = np.longdouble(
+    "3.141592653589793238462643383279502884"
+)  # for references that need more than double
 # name: (reference in float64, input range, ulp bound). The C library's float functions (glibc's
 # are within an ulp) get 2, as CUDA's own bounds are 1 to 4; those computed in double here get 1.
 F_UNARY = {
@@ -186,7 +204,12 @@ def round_frac(x: Fraction, p: int, emin: int, emax: int, mode: str) -> float:
     t = a / q
     n = t.numerator // t.denominator
     fr = t - n
-    direction = {"rz": "down", "rn": "near", "rd": "away" if neg else "down", "ru": "down" if neg else "away"}[mode]
+    direction = {
+        "rz": "down",
+        "rn": "near",
+        "rd": "away" if neg else "down",
+        "ru": "down" if neg else "away",
+    }[mode]
     if direction == "down":
         m = n
     elif direction == "away":
@@ -199,7 +222,12 @@ def round_frac(x: Fraction, p: int, emin: int, emax: int, mode: str) -> float:
     return -v if neg else v
 
 
-FORMATS = {"f32": (24, -126, 127), "f64": (53, -1022, 1023), "f16": (11, -14, 15), "bf16": (8, -126, 127)}
+FORMATS = {
+    "f32": (24, -126, 127),
+    "f64": (53, -1022, 1023),
+    "f16": (11, -14, 15),
+    "bf16": (8, -126, 127),
+}
 
 
 def rounded(x: Fraction, fmt: str, mode: str = "rn") -> float:
@@ -293,7 +321,11 @@ def erfinv_ref(y: float) -> float:
     if y == 0:
         return y
     a = abs(y)
-    x = bisect_inverse(math.erf, a, 0.0, 10.0, True) if a <= 0.5 else bisect_inverse(math.erfc, 1 - a, 0.0, 10.0, False)
+    x = (
+        bisect_inverse(math.erf, a, 0.0, 10.0, True)
+        if a <= 0.5
+        else bisect_inverse(math.erfc, 1 - a, 0.0, 10.0, False)
+    )
     return math.copysign(x, y)
 
 
@@ -629,7 +661,10 @@ float4 no_vector_ops(float4 a, float4 b) { return a + b; }
 __half no_mixed_half(__half h) { return h * 2.0f; }
 int fine() { return abs(-1) + INT_MAX / 2 + int(FLT_MAX > 0) + int(std::sqrt(4.0)) + int(sqrtf(M_PI) > 1); }
 """
-FAILING_LINES = {10: ("invalid operands", "no match for"), 11: ("ambiguous",)}  # clang's words, GCC's
+FAILING_LINES = {
+    10: ("invalid operands", "no match for"),
+    11: ("ambiguous",),
+}  # clang's words, GCC's
 
 
 def hexf(x: float) -> str:
@@ -646,7 +681,19 @@ def c_list(values, fmt) -> str:
 
 def integer_inputs() -> tuple[list[int], list[int]]:
     rng = np.random.default_rng(77)
-    iu = [0, 1, 0xFFFFFFFF, 0x80000000, 0x7FFFFFFF, 0x00800000, 0x00FFFFFF, 0x12345678, 0x3210, 0x7531, 0xF0F0]
+    iu = [
+        0,
+        1,
+        0xFFFFFFFF,
+        0x80000000,
+        0x7FFFFFFF,
+        0x00800000,
+        0x00FFFFFF,
+        0x12345678,
+        0x3210,
+        0x7531,
+        0xF0F0,
+    ]
     iu += [int(v) for v in rng.integers(0, 2**32, 40, dtype=np.uint64)]
     lu = [0, 1, 2**64 - 1, 2**63, 0x3FF0000000000000, 0x0123456789ABCDEF]
     lu += [int(v) for v in rng.integers(0, 2**63, 14, dtype=np.uint64)]
@@ -657,30 +704,42 @@ def math_lines() -> tuple[list[str], dict[str, tuple[np.ndarray, ...]]]:
     lines, inputs = [], {}
     for salt, (name, (_, (lo, hi), _)) in enumerate(F_UNARY.items()):
         inputs[name] = (xs := math_inputs(lo, hi, salt),)
-        lines.append(f"  {{ static const float x[] = {{{c_list(xs, hexf)}}}; run1<float, float>(\"m_{name}\", {name}, x, {len(xs)}); }}")
+        lines.append(
+            f'  {{ static const float x[] = {{{c_list(xs, hexf)}}}; run1<float, float>("m_{name}", {name}, x, {len(xs)}); }}'
+        )
     for salt, (name, (_, (lo, hi), (lo2, hi2), _)) in enumerate(F_BINARY.items(), start=100):
         xs, ys = math_inputs(lo, hi, salt), math_inputs(lo2, hi2, salt + 1)
         inputs[name] = (xs, ys)
-        lines.append(f"  {{ static const float x[] = {{{c_list(xs, hexf)}}}, y[] = {{{c_list(ys, hexf)}}};"
-                     f" run2<float>(\"m_{name}\", {name}, x, y, {len(xs)}); }}")
+        lines.append(
+            f"  {{ static const float x[] = {{{c_list(xs, hexf)}}}, y[] = {{{c_list(ys, hexf)}}};"
+            f' run2<float>("m_{name}", {name}, x, y, {len(xs)}); }}'
+        )
     for salt, (name, (_, (lo, hi), _)) in enumerate(D_UNARY.items(), start=200):
         inputs[name] = (xs := math_inputs(lo, hi, salt, np.float64),)
-        lines.append(f"  {{ static const double x[] = {{{c_list(xs, hexd)}}};"
-                     f" run1<double, double>(\"m_{name}\", static_cast<double (*)(double)>({name}), x, {len(xs)}); }}")
+        lines.append(
+            f"  {{ static const double x[] = {{{c_list(xs, hexd)}}};"
+            f' run1<double, double>("m_{name}", static_cast<double (*)(double)>({name}), x, {len(xs)}); }}'
+        )
     for salt, (name, (_, (lo, hi), (lo2, hi2), _)) in enumerate(D_BINARY.items(), start=250):
         xs, ys = math_inputs(lo, hi, salt, np.float64), math_inputs(lo2, hi2, salt + 1, np.float64)
         inputs[name] = (xs, ys)
-        lines.append(f"  {{ static const double x[] = {{{c_list(xs, hexd)}}}, y[] = {{{c_list(ys, hexd)}}};"
-                     f" run2<double>(\"m_{name}\", static_cast<double (*)(double, double)>({name}), x, y, {len(xs)}); }}")
+        lines.append(
+            f"  {{ static const double x[] = {{{c_list(xs, hexd)}}}, y[] = {{{c_list(ys, hexd)}}};"
+            f' run2<double>("m_{name}", static_cast<double (*)(double, double)>({name}), x, y, {len(xs)}); }}'
+        )
     for salt, (name, (_, (lo, hi))) in enumerate(H_UNARY.items(), start=300):
         inputs[name] = (xs := math_inputs(lo, hi, salt),)
         for t, key in (("__half", "h"), ("__nv_bfloat16", "b")):
-            lines.append(f"  {{ static const float x[] = {{{c_list(xs, hexf)}}};"
-                         f" runh<{t}, {t}>(\"{key}m_{name}\", static_cast<{t} (*)({t})>({name}), x, {len(xs)}); }}")
+            lines.append(
+                f"  {{ static const float x[] = {{{c_list(xs, hexf)}}};"
+                f' runh<{t}, {t}>("{key}m_{name}", static_cast<{t} (*)({t})>({name}), x, {len(xs)}); }}'
+            )
     return lines, inputs
 
 
-def compile_cpp(source: str, out_dir: Path, name: str, extra: list[str]) -> subprocess.CompletedProcess[str]:
+def compile_cpp(
+    source: str, out_dir: Path, name: str, extra: list[str]
+) -> subprocess.CompletedProcess[str]:
     src = out_dir / f"{name}.cpp"
     src.write_text(source)
     cmd = [*find_compiler().command, *extra, f"-I{INCLUDE}", str(src)]
@@ -695,22 +754,45 @@ def link(obj: Path, exe: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module", params=["default", "pinned"])
-def results(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[int]]:
+def results(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, list[int]]:
     """Every check runs twice: for the compiler's default CPU (the native one, with zig) and for a
     pinned baseline CPU. Rounding must not depend on which instructions the machine has."""
     out = tmp_path_factory.mktemp("cuda_types")
     lines, inputs = math_lines()
     iu, lu = integer_inputs()
     layout = "\n".join(f'  P("sz_{t}", sizeof({t})); P("al_{t}", alignof({t}));' for t in LAYOUT)
-    source = (PROGRAM.replace("@LAYOUT@", layout).replace("@MATH@", "\n".join(lines))
-              .replace("@F32@", c_list(F32, hexf)).replace("@F64@", c_list(F64, hexd))
-              .replace("@I64@", c_list(I64, lambda v: f"(long long){v:#x}ULL" if v < 0 else f"{v:#x}LL"))
-              .replace("@U64@", c_list(U64, lambda v: f"{v:#x}ULL"))
-              .replace("@CONV@", c_list(CONV, lambda v: "__builtin_nan(\"\")" if v != v else "__builtin_inf()" if v == np.inf
-                                        else "-__builtin_inf()" if v == -np.inf else hexd(v)))
-              .replace("@FA@", c_list(FA, hexf)).replace("@FB@", c_list(FB, hexf)).replace("@FC@", c_list(FC, hexf))
-              .replace("@DA@", c_list(DA, hexd)).replace("@DB@", c_list(DB, hexd))
-              .replace("@IU@", c_list(iu, lambda v: f"{v:#x}u")).replace("@LU@", c_list(lu, lambda v: f"{v:#x}ULL")))
+    source = (
+        PROGRAM.replace("@LAYOUT@", layout)
+        .replace("@MATH@", "\n".join(lines))
+        .replace("@F32@", c_list(F32, hexf))
+        .replace("@F64@", c_list(F64, hexd))
+        .replace("@I64@", c_list(I64, lambda v: f"(long long){v:#x}ULL" if v < 0 else f"{v:#x}LL"))
+        .replace("@U64@", c_list(U64, lambda v: f"{v:#x}ULL"))
+        .replace(
+            "@CONV@",
+            c_list(
+                CONV,
+                lambda v: (
+                    '__builtin_nan("")'
+                    if v != v
+                    else "__builtin_inf()"
+                    if v == np.inf
+                    else "-__builtin_inf()"
+                    if v == -np.inf
+                    else hexd(v)
+                ),
+            ),
+        )
+        .replace("@FA@", c_list(FA, hexf))
+        .replace("@FB@", c_list(FB, hexf))
+        .replace("@FC@", c_list(FC, hexf))
+        .replace("@DA@", c_list(DA, hexd))
+        .replace("@DB@", c_list(DB, hexd))
+        .replace("@IU@", c_list(iu, lambda v: f"{v:#x}u"))
+        .replace("@LU@", c_list(lu, lambda v: f"{v:#x}ULL"))
+    )
     march = pinned_march() if request.param == "pinned" else None
     done = compile_cpp(source, out, "types", [*flags(march), "-c", "-o", str(out / "types.o")])
     assert done.returncode == 0, done.stderr[-4000:]
@@ -748,22 +830,38 @@ def f16(bits: list[int]) -> np.ndarray:
 # ---------------------------------------------------------------- tests
 def test_headers_include_only_freestanding_headers() -> None:
     """The value half reaches no C library header of its own (the toolchain's <cstdint> may)."""
-    for header in [*INCLUDE.glob("cuda_*.h"), INCLUDE / "math_constants.h", INCLUDE / "math.h", INCLUDE / "cmath"]:
+    for header in [
+        *INCLUDE.glob("cuda_*.h"),
+        INCLUDE / "math_constants.h",
+        INCLUDE / "math.h",
+        INCLUDE / "cmath",
+    ]:
         if header.name == "cuda_exec.h":
             continue  # the execution half's
-        for m in re.finditer(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', header.read_text(), re.MULTILINE):
+        for m in re.finditer(
+            r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', header.read_text(), re.MULTILINE
+        ):
             kind, name = m.groups()
             if kind == "<":
                 assert name in FREESTANDING, f"{header.name} includes <{name}>"
             else:
-                assert (INCLUDE / name).exists(), f"{header.name} includes a missing \"{name}\""
+                assert (INCLUDE / name).exists(), f'{header.name} includes a missing "{name}"'
 
 
 def test_sizes_and_alignments_match_cuda(results: dict[str, list[int]]) -> None:
     got = {t: (one(results, f"sz_{t}"), one(results, f"al_{t}")) for t in LAYOUT}
     assert got == LAYOUT
-    offsets = {k: one(results, k) for k in ("off_float3_z", "off_double4_w", "off_char3_z", "off_half2_y", "off_dim3_z")}
-    assert offsets == {"off_float3_z": 8, "off_double4_w": 24, "off_char3_z": 2, "off_half2_y": 2, "off_dim3_z": 8}
+    offsets = {
+        k: one(results, k)
+        for k in ("off_float3_z", "off_double4_w", "off_char3_z", "off_half2_y", "off_dim3_z")
+    }
+    assert offsets == {
+        "off_float3_z": 8,
+        "off_double4_w": 24,
+        "off_char3_z": 2,
+        "off_half2_y": 2,
+        "off_dim3_z": 8,
+    }
 
 
 def test_vector_constructors_dim3_and_user_operators(results: dict[str, list[int]]) -> None:
@@ -785,7 +883,9 @@ def fma_ref(a: float, b: float, c: float, fmt: str) -> float:
             return float(np.float64(a) * np.float64(b) + np.float64(c))
     exact = Fraction(a) * Fraction(b) + Fraction(c)
     if exact == 0:
-        return zero_sum(math.copysign(0.0, a) * math.copysign(1.0, b) if a * b == 0 else a * b, c, "rn")
+        return zero_sum(
+            math.copysign(0.0, a) * math.copysign(1.0, b) if a * b == 0 else a * b, c, "rn"
+        )
     return rounded(exact, fmt)
 
 
@@ -793,11 +893,17 @@ def format_of(kind: str):
     """For "h" and "b": the format's name, float32 inputs converted to it, and its values' bits."""
     if kind == "h":
         return "f16", lambda x: to_f16(np.asarray(x, np.float32)).astype(np.float64), bits16
-    return "bf16", lambda x: np.array([bf_value(bf16_rne(float(v))) for v in np.asarray(x, np.float32)]), bitsbf
+    return (
+        "bf16",
+        lambda x: np.array([bf_value(bf16_rne(float(v))) for v in np.asarray(x, np.float32)]),
+        bitsbf,
+    )
 
 
 @pytest.mark.parametrize("kind", ["h", "b"])
-def test_half_and_bfloat16_round_once_per_operation(results: dict[str, list[int]], kind: str) -> None:
+def test_half_and_bfloat16_round_once_per_operation(
+    results: dict[str, list[int]], kind: str
+) -> None:
     """Each operation of the 16-bit formats against the exact result rounded once."""
     a, b, c = half_cases()
     fmt, q, to_bits = format_of(kind)
@@ -827,12 +933,21 @@ def test_half_and_bfloat16_round_once_per_operation(results: dict[str, list[int]
     # and as numpy computes them: float16 directly, bfloat16 as float32 rounded to nearest even
     with np.errstate(all="ignore"):
         fa, fb = qa.astype(np.float32), qb.astype(np.float32)
-        for key, fn in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply), ("div", np.divide)):
+        for key, fn in (
+            ("add", np.add),
+            ("sub", np.subtract),
+            ("mul", np.multiply),
+            ("div", np.divide),
+        ):
             if kind == "h":
-                expected = canon16(fn(fa.astype(np.float16), fb.astype(np.float16)).view(np.uint16), 0x7C00)
+                expected = canon16(
+                    fn(fa.astype(np.float16), fb.astype(np.float16)).view(np.uint16), 0x7C00
+                )
             else:
                 expected = np.array([bf16_rne(float(v)) for v in fn(fa, fb)], np.uint16)
-            np.testing.assert_array_equal(np.array(results[f"{kind}_{key}"], np.uint16), expected, err_msg=key)
+            np.testing.assert_array_equal(
+                np.array(results[f"{kind}_{key}"], np.uint16), expected, err_msg=key
+            )
     np.testing.assert_array_equal(f32(results[f"{kind}_tof"]), qa.astype(np.float32))
     bits = np.array(results[f"{kind}_cvt"], np.uint16)
     np.testing.assert_array_equal(np.array(results[f"{kind}_neg"], np.uint16), bits ^ 0x8000)
@@ -847,7 +962,9 @@ def test_half_and_bfloat16_round_once_per_operation(results: dict[str, list[int]
     for key, fn in (("max", np.fmax), ("min", np.fmin)):
         with np.errstate(invalid="ignore"):
             expected = np.array([to_bits(v) for v in fn(qa, qb)])
-        np.testing.assert_array_equal(np.array(results[f"{kind}_{key}"])[differ], expected[differ], err_msg=key)
+        np.testing.assert_array_equal(
+            np.array(results[f"{kind}_{key}"])[differ], expected[differ], err_msg=key
+        )
     np.testing.assert_array_equal(f32(results[f"{kind}_lo"]), qa.astype(np.float32))
     np.testing.assert_array_equal(f32(results[f"{kind}_hi"]), qb.astype(np.float32))
 
@@ -864,7 +981,9 @@ def test_pairs_pack_low_lane_first(results: dict[str, list[int]], kind: str) -> 
     one_bits = 0x3C00 if kind == "h" else 0x3F80
     np.testing.assert_array_equal(ones & 0xFFFF, np.where(mask & 0xFFFF, one_bits, 0))
     np.testing.assert_array_equal(ones >> 16, np.where(mask >> 16, one_bits, 0))
-    np.testing.assert_array_equal(np.array(results[f"{kind}_blt2"]), (mask == 0xFFFFFFFF).astype(int))
+    np.testing.assert_array_equal(
+        np.array(results[f"{kind}_blt2"]), (mask == 0xFFFFFFFF).astype(int)
+    )
     key2 = "h2_f2" if kind == "h" else "b2_f2"
     np.testing.assert_array_equal(np.array(results[key2], np.uint32), lo | hi << 16)
     back = f32(results["h2_back" if kind == "h" else "b2_back"])
@@ -876,9 +995,14 @@ def test_pair_helpers(results: dict[str, list[int]]) -> None:
     b = lambda v: bitsbf(v)  # noqa: E731
     assert one(results, "h2_halves") == h(1) | h(-2) << 16
     assert one(results, "h2_dup") == h(3) | h(3) << 16
-    assert one(results, "h2_lows") == h(1) | h(3) << 16 and one(results, "h2_highs") == h(2) | h(4) << 16
+    assert (
+        one(results, "h2_lows") == h(1) | h(3) << 16
+        and one(results, "h2_highs") == h(2) | h(4) << 16
+    )
     assert one(results, "h2_lohi") == h(5) | h(6) << 16
-    assert one(results, "b2_lows") == b(1) | b(3) << 16 and one(results, "b2_dup") == b(3) | b(3) << 16
+    assert (
+        one(results, "b2_lows") == b(1) | b(3) << 16 and one(results, "b2_dup") == b(3) | b(3) << 16
+    )
     assert one(results, "b2_lohi") == b(5) | b(6) << 16
     assert one(results, "raw") == 0x3C00 | h(2) << 16
     assert one(results, "volatile") == 0x4400
@@ -893,7 +1017,9 @@ def test_fma_rounds_once(results: dict[str, list[int]]) -> None:
 
 
 def test_nan_zero_and_saturation_rules(results: dict[str, list[int]]) -> None:
-    assert one(results, "h_nan") == 0x7FFF and one(results, "h_nan_op") == 0x7FFF  # canonical, as the GPU's
+    assert (
+        one(results, "h_nan") == 0x7FFF and one(results, "h_nan_op") == 0x7FFF
+    )  # canonical, as the GPU's
     assert one(results, "b_nan") == 0x7FFF and one(results, "b_nan_op") == 0x7FFF
     assert one(results, "h_max_nan") == 0x3C00 and one(results, "h_maxnan_nan") == 0x7FFF
     assert one(results, "h_max_zero") == 0x0000 and one(results, "h_min_zero") == 0x8000  # +0 > -0
@@ -903,7 +1029,9 @@ def test_nan_zero_and_saturation_rules(results: dict[str, list[int]]) -> None:
     assert one(results, "h_sat") == 0x3C00 | 0 << 16  # [0, 1], NaN to +0
     assert one(results, "h_relu") == 0 | bits16(7) << 16
     assert one(results, "h_int_ctor") == 0x7C00 | bits16(3) << 16  # 70000 rounds to infinity
-    assert one(results, "h_sat_short") == 32767 * 100000 - 3  # conversions to integers truncate and saturate
+    assert (
+        one(results, "h_sat_short") == 32767 * 100000 - 3
+    )  # conversions to integers truncate and saturate
     assert one(results, "h_sat_ushort") == 0 + 0xFFFFFFFF * 10
     assert one(results, "h_ll_nan") == -(2**63) and one(results, "h_int_nan") == 0
 
@@ -918,9 +1046,19 @@ def test_conversions_to_16_bits_round_as_named(results: dict[str, list[int]]) ->
     assert results["d2h"] == want and results["d2h_ctor"] == want
     assert results["d2b"] == [bitsbf(rounded(Fraction(d), "bf16")) for d in F64]
     for mode in MODES:
-        assert results[f"d2f_{mode}"] == [bits32(rounded(Fraction(d), "f32", mode)) for d in F64], mode
-        for fmt, key, to in (("f16", "ll2h", bits16), ("bf16", "ll2b", bitsbf), ("f32", "ll2f", bits32), ("f64", "ll2d", bits64)):
-            assert results[f"{key}_{mode}"] == [to(rounded(Fraction(v), fmt, mode)) for v in I64], (key, mode)
+        assert results[f"d2f_{mode}"] == [bits32(rounded(Fraction(d), "f32", mode)) for d in F64], (
+            mode
+        )
+        for fmt, key, to in (
+            ("f16", "ll2h", bits16),
+            ("bf16", "ll2b", bitsbf),
+            ("f32", "ll2f", bits32),
+            ("f64", "ll2d", bits64),
+        ):
+            assert results[f"{key}_{mode}"] == [to(rounded(Fraction(v), fmt, mode)) for v in I64], (
+                key,
+                mode,
+            )
     assert results["ll2b_ctor"] == [bitsbf(rounded(Fraction(v), "bf16")) for v in I64]
     assert results["ll2h_ctor"] == [bits16(rounded(Fraction(v), "f16")) for v in I64]
     low32 = [int(np.array([v], np.int64).astype(np.int32)[0]) for v in I64]
@@ -957,7 +1095,9 @@ def test_float_to_integer_conversions(results: dict[str, list[int]]) -> None:
     for mode in MODES:
         for key, xs, bits, signed in (("f2i", fl, 32, True), ("f2u", fl, 32, False), ("f2ll", fl, 64, True),
                                       ("f2ull", fl, 64, False), ("d2i", CONV, 32, True)):  # fmt: skip
-            assert results[f"{key}_{mode}"] == [int_ref(float(x), mode, bits, signed) for x in xs], (key, mode)
+            assert results[f"{key}_{mode}"] == [
+                int_ref(float(x), mode, bits, signed) for x in xs
+            ], (key, mode)
     assert results["d2u_rz"] == [int_ref(float(x), "rz", 32, False) for x in CONV]
     assert results["d2ll_ru"] == [int_ref(float(x), "ru", 64, True) for x in CONV]
     assert results["d2ull_rd"] == [int_ref(float(x), "rd", 64, False) for x in CONV]
@@ -977,7 +1117,9 @@ def test_float_to_integer_conversions(results: dict[str, list[int]]) -> None:
     for key, mode, bits, signed in (("b_toi_rn", "rn", 32, True), ("b_toi_rz", "rz", 32, True), ("b_toll_rz", "rz", 64, True),
                                     ("b_tou_rd", "rd", 32, False), ("b_tos_ru", "ru", 16, True)):  # fmt: skip
         assert results[key] == [int_ref(float(x), mode, bits, signed) for x in qb], key
-    assert results["hb_cross"] == [bf16_rne(float(h)) | bits16(float(b)) << 16 for h, b in zip(qa, qb, strict=True)]
+    assert results["hb_cross"] == [
+        bf16_rne(float(h)) | bits16(float(b)) << 16 for h, b in zip(qa, qb, strict=True)
+    ]
 
 
 def sqrt_ref(x: float, fmt: str, mode: str) -> float:
@@ -1018,7 +1160,11 @@ def op_ref(op: str, a: float, b: float, c: float, fmt: str, mode: str) -> float:
     if op == "sqrt":
         return sqrt_ref(abs(a), fmt, mode)
     if op in ("div", "rcp") and (b if op == "div" else a) == 0:
-        return (a if op == "div" else 1.0) / math.copysign(math.inf, b if op == "div" else a) * math.inf
+        return (
+            (a if op == "div" else 1.0)
+            / math.copysign(math.inf, b if op == "div" else a)
+            * math.inf
+        )
     x, y = (1.0, a) if op == "rcp" else (a, b)
     exact = {"add": lambda: Fraction(x) + Fraction(y), "sub": lambda: Fraction(x) - Fraction(y),
              "mul": lambda: Fraction(x) * Fraction(y), "div": lambda: Fraction(x) / Fraction(y),
@@ -1037,31 +1183,52 @@ def op_ref(op: str, a: float, b: float, c: float, fmt: str, mode: str) -> float:
 def test_float_intrinsics_round_exactly_as_named(results: dict[str, list[int]]) -> None:
     for mode in MODES:
         for op in ("add", "sub", "mul", "div", "fma"):
-            want = [bits32(op_ref(op, float(a), float(b), float(c), "f32", mode)) for a, b, c in zip(FA, FB, FC, strict=True)]
+            want = [
+                bits32(op_ref(op, float(a), float(b), float(c), "f32", mode))
+                for a, b, c in zip(FA, FB, FC, strict=True)
+            ]
             assert results[f"f{op if op != 'fma' else 'maf'}_{mode}"] == want, (op, mode)
-        assert results[f"frcp_{mode}"] == [bits32(op_ref("rcp", float(b), 0, 0, "f32", mode)) for b in FB], mode
-        assert results[f"fsqrt_{mode}"] == [bits32(sqrt_ref(abs(float(a)), "f32", mode)) for a in FA], mode
+        assert results[f"frcp_{mode}"] == [
+            bits32(op_ref("rcp", float(b), 0, 0, "f32", mode)) for b in FB
+        ], mode
+        assert results[f"fsqrt_{mode}"] == [
+            bits32(sqrt_ref(abs(float(a)), "f32", mode)) for a in FA
+        ], mode
     assert results["frsqrt_rn"] == [bits32(rsqrt_ref(abs(float(a)))) for a in FA]
     assert results["rsqrtf"] == [bits32(rsqrt_ref(abs(float(b)))) for b in FB]
     assert f32(results["zero_rn"])[0] == 0 and not np.signbit(f32(results["zero_rn"])[0])
     assert np.signbit(f32(results["zero_rd"])[0]) and not np.signbit(f32(results["zero_rz"])[0])
-    assert np.signbit(f32(results["zero_rd_neg"])[0]) and not np.signbit(f32(results["zero_ru_mixed"])[0])
+    assert np.signbit(f32(results["zero_rd_neg"])[0]) and not np.signbit(
+        f32(results["zero_ru_mixed"])[0]
+    )
     assert np.signbit(f32(results["zero_fma_rd"])[0]) and np.signbit(f64(results["zero_d_rd"])[0])
 
 
 def test_double_intrinsics_round_exactly_as_named(results: dict[str, list[int]]) -> None:
     for mode in MODES:
         for op in ("add", "sub", "mul", "div"):
-            want = [bits64(op_ref(op, float(a), float(b), 0, "f64", mode)) for a, b in zip(DA, DB, strict=True)]
+            want = [
+                bits64(op_ref(op, float(a), float(b), 0, "f64", mode))
+                for a, b in zip(DA, DB, strict=True)
+            ]
             assert results[f"d{op}_{mode}"] == want, (op, mode)
-        assert results[f"drcp_{mode}"] == [bits64(op_ref("rcp", float(b), 0, 0, "f64", mode)) for b in DB], mode
-        assert results[f"dsqrt_{mode}"] == [bits64(sqrt_ref(abs(float(a)), "f64", mode)) for a in DA], mode
+        assert results[f"drcp_{mode}"] == [
+            bits64(op_ref("rcp", float(b), 0, 0, "f64", mode)) for b in DB
+        ], mode
+        assert results[f"dsqrt_{mode}"] == [
+            bits64(sqrt_ref(abs(float(a)), "f64", mode)) for a in DA
+        ], mode
 
 
 def test_math_within_stated_ulps(results: dict[str, list[int]]) -> None:
     inputs = results["__inputs__"]
     failures = []
-    for table, dtype in ((F_UNARY, np.float32), (F_BINARY, np.float32), (D_UNARY, np.float64), (D_BINARY, np.float64)):
+    for table, dtype in (
+        (F_UNARY, np.float32),
+        (F_BINARY, np.float32),
+        (D_UNARY, np.float64),
+        (D_BINARY, np.float64),
+    ):
         for name, spec in table.items():
             fn, bound = spec[0], spec[-1]
             want = reference(name, fn, *inputs[name])
@@ -1069,7 +1236,9 @@ def test_math_within_stated_ulps(results: dict[str, list[int]]) -> None:
             err = ulps(got, want, dtype)
             if not np.all(err <= bound):
                 i = int(np.argmax(err))
-                failures.append(f"{name}({inputs[name][0][i]!r}): {got[i]!r} vs {want[i]!r}, {err[i]:.2f} ulp > {bound}")
+                failures.append(
+                    f"{name}({inputs[name][0][i]!r}): {got[i]!r} vs {want[i]!r}, {err[i]:.2f} ulp > {bound}"
+                )
     assert not failures, "\n".join(failures)
 
 
@@ -1097,16 +1266,30 @@ def test_special_values_and_overloads(results: dict[str, list[int]]) -> None:
         return f32_bits_to_float(v & 0xFFFFFFFF), f32_bits_to_float(v >> 32)
 
     assert one(results, "abs") == 7 + 80 + 900 + 2500 + 15000 + 400000
-    assert one(results, "minmax") == 0xFFFFFFFF + 1 * 10000000000  # int and unsigned compare as unsigned
+    assert (
+        one(results, "minmax") == 0xFFFFFFFF + 1 * 10000000000
+    )  # int and unsigned compare as unsigned
     assert one(results, "minmax_l") == 2**64 - 1
     assert pair("fminmax") == (1.5, -1.0) and f64(results["dmax"])[0] == 3.5
     assert one(results, "classify") == 0b1001111  # isnormal(1e-40f) is false: subnormal
     assert pair("saturatef") == (0.0, 1.0) and f32(results["saturatef2"])[0] == 0.25
-    assert pair("fdividef") == (0.0, 2.0) and np.isnan(f32(results["fdividef_inf"])[0])  # CUDA's documented corner
+    assert pair("fdividef") == (0.0, 2.0) and np.isnan(
+        f32(results["fdividef_inf"])[0]
+    )  # CUDA's documented corner
     s1, s2 = pair("sinpi_exact")
-    assert (s1, math.copysign(1, s1), s2, math.copysign(1, s2)) == (0.0, 1.0, 0.0, -1.0)  # sinpi(n) is +-0
+    assert (s1, math.copysign(1, s1), s2, math.copysign(1, s2)) == (
+        0.0,
+        1.0,
+        0.0,
+        -1.0,
+    )  # sinpi(n) is +-0
     c1, c2 = pair("cospi_exact")
-    assert (c1, math.copysign(1, c1), c2, math.copysign(1, c2)) == (0.0, 1.0, 0.0, 1.0)  # cospi(n + 1/2) is +0
+    assert (c1, math.copysign(1, c1), c2, math.copysign(1, c2)) == (
+        0.0,
+        1.0,
+        0.0,
+        1.0,
+    )  # cospi(n + 1/2) is +0
     assert f64(results["sinpi_d"])[0] == 0 and f64(results["cospi_d"])[0] == 0
     assert pair("special_f") == (math.inf, math.inf)
     inf_, nan_ = pair("special_f2")
@@ -1121,8 +1304,13 @@ def test_special_values_and_overloads(results: dict[str, list[int]]) -> None:
     assert (f32_bits_to_float(v & 0xFFFFFFFF), v >> 32) == (0.75, 4)
     assert pair("ldexpf") == (12.0, 24.0) and pair("modff") == (-0.25, -3.0)
     v = one(results, "remquof")
-    assert (f32_bits_to_float(v & 0xFFFFFFFF), (v >> 32) & 7) == (-1.0, 4)  # 7 = 4 * 2 - 1, quotient 4
-    assert one(results, "ilogbf") == 33 and f32(results["nextafterf"])[0] == np.nextafter(np.float32(1), np.float32(2))
+    assert (f32_bits_to_float(v & 0xFFFFFFFF), (v >> 32) & 7) == (
+        -1.0,
+        4,
+    )  # 7 = 4 * 2 - 1, quotient 4
+    assert one(results, "ilogbf") == 33 and f32(results["nextafterf"])[0] == np.nextafter(
+        np.float32(1), np.float32(2)
+    )
     assert f32(results["fmaf"])[0] == -(2.0**-46)  # fused: the product is not rounded first
     assert pair("normf") == (13.0, 13.0) and f32(results["rnorm3df"])[0] == np.float32(1 / 13)
     assert f32(results["norm4df"])[0] == 5.0 and f64(results["norm"])[0] == 13.0
@@ -1132,18 +1320,55 @@ def test_special_values_and_overloads(results: dict[str, list[int]]) -> None:
 
 def test_constants(results: dict[str, list[int]]) -> None:
     v = one(results, "c_inf")
-    assert v == 0x7F800000 | 0x7F800000 << 32 and one(results, "c_nan") == 1 and f64(results["c_huge"])[0] == math.inf
+    assert (
+        v == 0x7F800000 | 0x7F800000 << 32
+        and one(results, "c_nan") == 1
+        and f64(results["c_huge"])[0] == math.inf
+    )
     assert [f64(results[k])[0] for k in ("c_pi", "c_pi2", "c_e", "c_ln2", "c_sqrt2", "c_1pi")] == [
-        math.pi, math.pi / 2, math.e, math.log(2), math.sqrt(2), 1 / math.pi]
+        math.pi,
+        math.pi / 2,
+        math.e,
+        math.log(2),
+        math.sqrt(2),
+        1 / math.pi,
+    ]
     fi, di = np.finfo(np.float32), np.finfo(np.float64)
     assert list(f32(results["c_flt"])) == [fi.max, fi.tiny, fi.eps]
     assert list(f64(results["c_dbl"])) == [di.max, di.tiny, di.eps]
-    assert results["c_int"] == [2**31 - 1, -(2**31), 2**32 - 1, 2**63 - 1, -(2**63), 2**64 - 1, -(2**15), -128, 255, 2**63 - 1]
-    assert results["cudart_f"] == [bits32(3.141592654), 0x7F800000, 0x7FFFFFFF, 0x80000000, 0x7F7FFFFF, 1,
-                                   bits32(0.707106781), bits32(1.442695041)]
-    assert results["cudart_d"] == [bits64(math.pi), 0x7FF0000000000000, 0xFFF8000000000000, 0x8000000000000000,
-                                   bits64(math.log(2))]
-    assert one(results, "cudart_h") == 0x7BFF | 0x3C00 << 16 and one(results, "cudart_b") == 0x7F7F | 0x3F80 << 16
+    assert results["c_int"] == [
+        2**31 - 1,
+        -(2**31),
+        2**32 - 1,
+        2**63 - 1,
+        -(2**63),
+        2**64 - 1,
+        -(2**15),
+        -128,
+        255,
+        2**63 - 1,
+    ]
+    assert results["cudart_f"] == [
+        bits32(3.141592654),
+        0x7F800000,
+        0x7FFFFFFF,
+        0x80000000,
+        0x7F7FFFFF,
+        1,
+        bits32(0.707106781),
+        bits32(1.442695041),
+    ]
+    assert results["cudart_d"] == [
+        bits64(math.pi),
+        0x7FF0000000000000,
+        0xFFF8000000000000,
+        0x8000000000000000,
+        bits64(math.log(2)),
+    ]
+    assert (
+        one(results, "cudart_h") == 0x7BFF | 0x3C00 << 16
+        and one(results, "cudart_b") == 0x7F7F | 0x3F80 << 16
+    )
 
 
 def popc(x: int) -> int:
@@ -1173,7 +1398,9 @@ def test_type_punning_and_integer_intrinsics(results: dict[str, list[int]]) -> N
         want["clz"].append(32 - x.bit_length())
         want["ffs"].append((x & -x).bit_length())
         want["brev"].append(int(f"{x:032b}"[::-1], 2))
-        want["byte_perm"].append(sum(((v >> (8 * ((z >> (4 * k)) & 7))) & 0xFF) << (8 * k) for k in range(4)))
+        want["byte_perm"].append(
+            sum(((v >> (8 * ((z >> (4 * k)) & 7))) & 0xFF) << (8 * k) for k in range(4))
+        )
         want["fsl"].append(((v << (z & 31)) >> 32) & m32)
         want["fslc"].append(((v << min(z % 40, 32)) >> 32) & m32)
         want["fsr"].append((v >> (z & 31)) & m32)
@@ -1200,8 +1427,22 @@ def test_type_punning_and_integer_intrinsics(results: dict[str, list[int]]) -> N
     for key, expected in want.items():
         assert results[key] == expected, key
     m = len(lu)
-    want64: dict[str, list[int]] = {k: [] for k in ("popcll", "clzll", "ffsll", "brevll", "mul64hi", "umul64hi",
-                                                    "hiint", "loint", "hilo", "ullmax", "llmin")}
+    want64: dict[str, list[int]] = {
+        k: []
+        for k in (
+            "popcll",
+            "clzll",
+            "ffsll",
+            "brevll",
+            "mul64hi",
+            "umul64hi",
+            "hiint",
+            "loint",
+            "hilo",
+            "ullmax",
+            "llmin",
+        )
+    }
     for i in range(m):
         x, y = lu[i], lu[(i * 7 + 3) % m]
         want64["popcll"].append(popc(x))
@@ -1224,7 +1465,10 @@ def test_what_cuda_rejects_does_not_compile(tmp_path: Path) -> None:
     and nothing else fails (cuda_fp16.h stands alone; the library headers may come either side)."""
     done = compile_cpp(FAILING, tmp_path, "bad", [*flags(), "-c", "-o", str(tmp_path / "bad.o")])
     assert done.returncode != 0
-    errors = {int(m.group(1)): m.group(2) for m in re.finditer(r"bad\.cpp:(\d+):\d+: error: (.*)", done.stderr)}
+    errors = {
+        int(m.group(1)): m.group(2)
+        for m in re.finditer(r"bad\.cpp:(\d+):\d+: error: (.*)", done.stderr)
+    }
     assert set(errors) == set(FAILING_LINES), done.stderr[-3000:]
     for line, words in FAILING_LINES.items():
         assert any(w in errors[line] for w in words), errors[line]

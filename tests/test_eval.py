@@ -36,7 +36,9 @@ class Evaluated:
         self.specs = write_scripts(root / "scripts", TASKS)
         self.out = root / "eval"
         self.events: list[dict] = []
-        run_eval(list(self.specs.values()), TASKS, 1, CONFIG, 2, self.out, on_progress=self.events.append)
+        run_eval(
+            list(self.specs.values()), TASKS, 1, CONFIG, 2, self.out, on_progress=self.events.append
+        )
         self.runs = load_runs(self.out)
         self.rows = {r["label"]: r for r in M.leaderboard(self.runs, expected_per_model=len(TASKS))}
 
@@ -53,10 +55,18 @@ def cost(turns: int) -> float:
 def test_every_model_task_seed_runs_once_under_one_config(ev):
     assert len(ev.runs) == 5 * len(TASKS)
     for r in ev.runs:
-        assert r["config"]["max_iterations"] == 8 and r["config"]["backend"] == "sim" and r["seed"] == 0
-        assert (ev.out / "runs" / model_slug(r["model"]) / "seed0" / r["task"] / "run.json").is_file()
+        assert (
+            r["config"]["max_iterations"] == 8
+            and r["config"]["backend"] == "sim"
+            and r["seed"] == 0
+        )
+        assert (
+            ev.out / "runs" / model_slug(r["model"]) / "seed0" / r["task"] / "run.json"
+        ).is_file()
     manifest = load_manifest(ev.out)
-    assert manifest["models"][0] == "rules" and manifest["tasks"] == TASKS and manifest["seeds"] == 1
+    assert (
+        manifest["models"][0] == "rules" and manifest["tasks"] == TASKS and manifest["seeds"] == 1
+    )
     assert sorted(e["status"] for e in ev.events) == ["done"] * 10 + ["started"] * 10
     assert ev.events[-1]["done"] == ev.events[-1]["total"] == 10
 
@@ -67,16 +77,27 @@ def test_expert_model_metrics(ev):
     assert m["timing"] == M.SIM_NA and m["geomean"] == {"native": None, "naive": None}
     assert (m["candidates"], m["compile_failures"], m["compile_failure_rate"]) == (2, 0, 0.0)
     assert (m["tool_calls"], m["tool_errors"], m["tool_error_rate"]) == (8, 0, 0.0)
-    assert (m["tokens_in"], m["tokens_out"]) == (8 * USAGE["input_tokens"], 8 * USAGE["output_tokens"])
+    assert (m["tokens_in"], m["tokens_out"]) == (
+        8 * USAGE["input_tokens"],
+        8 * USAGE["output_tokens"],
+    )
     assert m["cost_usd"] == pytest.approx(cost(8))
-    assert m["stop_reasons"] == {"finish": 2} and m["median_iterations_to_best"] == 3 and m["mean_iterations"] == 4
+    assert (
+        m["stop_reasons"] == {"finish": 2}
+        and m["median_iterations_to_best"] == 3
+        and m["mean_iterations"] == 4
+    )
 
 
 def test_buggy_model_metrics(ev):
     m = ev.rows["scripted:buggy"]
     assert (m["fast_0"], m["correct@1"], m["correct@k"]) == (0.0, 0.0, 0.0)
     assert (m["candidates"], m["compile_failures"], m["compile_failure_rate"]) == (4, 2, 0.5)
-    assert (m["tool_error_rate"], m["stop_reasons"], m["median_iterations_to_best"]) == (0.0, {"finish": 2}, None)
+    assert (m["tool_error_rate"], m["stop_reasons"], m["median_iterations_to_best"]) == (
+        0.0,
+        {"finish": 2},
+        None,
+    )
     assert m["cost_usd"] == pytest.approx(cost(10))
     for task in TASKS:  # the wrong kernel was checked and failed
         folder = ev.out / "runs" / model_slug(ev.specs["buggy"]) / "seed0" / task
@@ -87,8 +108,16 @@ def test_buggy_model_metrics(ev):
 def test_looper_and_clumsy_model_metrics(ev):
     looper = ev.rows["scripted:looper"]
     assert looper["stop_reasons"] == {"iterations": 2} and looper["mean_iterations"] == 8
-    assert (looper["fast_0"], looper["candidates"], looper["compile_failure_rate"]) == (0.0, 0, None)
-    assert (looper["tool_calls"], looper["tool_error_rate"], looper["tokens_in"]) == (16, 0.0, 16_000)
+    assert (looper["fast_0"], looper["candidates"], looper["compile_failure_rate"]) == (
+        0.0,
+        0,
+        None,
+    )
+    assert (looper["tool_calls"], looper["tool_error_rate"], looper["tokens_in"]) == (
+        16,
+        0.0,
+        16_000,
+    )
     clumsy = ev.rows["scripted:clumsy"]
     assert clumsy["stop_reasons"] == {"consecutive_errors": 2} and clumsy["mean_iterations"] == 4
     assert (clumsy["tool_calls"], clumsy["tool_errors"], clumsy["tool_error_rate"]) == (8, 8, 1.0)
@@ -100,7 +129,10 @@ def test_rules_is_the_labelled_non_llm_baseline(ev):
     assert rules["non_llm_baseline"] and rules["fast_0"] == 1.0 and rules["cost_usd"] == 0.0
     assert rules["tokens_in"] == rules["tokens_out"] == 0 and rules["stop_reasons"] == {"finish": 2}
     assert not any(r["non_llm_baseline"] for label, r in ev.rows.items() if label != "rules")
-    assert resolve_models(["openai:gpt-4.1", "rules", "openai:gpt-4.1"]) == ["rules", "openai:gpt-4.1"]
+    assert resolve_models(["openai:gpt-4.1", "rules", "openai:gpt-4.1"]) == [
+        "rules",
+        "openai:gpt-4.1",
+    ]
     ranked = [r["label"] for r in M.leaderboard(ev.runs)]
     assert ranked[:2] == ["rules", "scripted:expert"]  # both verify everything; rules costs nothing
 
@@ -108,8 +140,15 @@ def test_rules_is_the_labelled_non_llm_baseline(ev):
 def test_reports_are_self_contained_and_rebuild_from_run_records(ev, tmp_path):
     md, html = build_reports(ev.out)
     text, page = md.read_text(), html.read_text()
-    for needle in ("rules (non-LLM baseline)", "n/a (simulator: correctness only)", "scripted:expert", "### gelu_tanh",
-                   "consecutive_errors 2", "2 (50%)", "8 of 8 calls (100%)"):
+    for needle in (
+        "rules (non-LLM baseline)",
+        "n/a (simulator: correctness only)",
+        "scripted:expert",
+        "### gelu_tanh",
+        "consecutive_errors 2",
+        "2 (50%)",
+        "8 of 8 calls (100%)",
+    ):
         assert needle in text, needle
     assert page.count("<svg") == 3 and "rules (non-LLM baseline)" in page
     assert not re.search(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", page, re.I)
@@ -134,18 +173,44 @@ def test_resume_skips_finished_runs_resumes_interrupted_ones_and_retries_errors(
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):  # a port killed after its compile step
-        run_port(load_task("vector_add"), RunConfig(model=expert, seed=0, **CONFIG), seed_dir(out, model_slug(expert), 0),
-                 session="expert-killed", on_update=interrupt_after_compile)
+        run_port(
+            load_task("vector_add"),
+            RunConfig(model=expert, seed=0, **CONFIG),
+            seed_dir(out, model_slug(expert), 0),
+            session="expert-killed",
+            on_update=interrupt_after_compile,
+        )
     broken = tmp_path / "broken.json"
     broken.write_text("{ not json")
     events = []
-    run_eval([*ev.specs.values(), f"scripted:{broken}"], TASKS, 1, CONFIG, 1, out, on_progress=events.append)
+    run_eval(
+        [*ev.specs.values(), f"scripted:{broken}"],
+        TASKS,
+        1,
+        CONFIG,
+        1,
+        out,
+        on_progress=events.append,
+    )
     status = {(M.label(e["model"]), e["task"], e["status"]) for e in events}
     assert ("scripted:expert", "vector_add", "resumed") in status
-    assert ("scripted:broken", "vector_add", "error") in status and ("scripted:broken", "gelu_tanh", "error") in status
-    assert sum(e["status"] == "skipped" for e in events) == 9 and sum(e["status"] == "started" for e in events) == 2
-    resumed = json.loads((seed_dir(out, model_slug(expert), 0) / "vector_add" / "run.json").read_text())
-    assert resumed["session"] == "expert-killed" and resumed["result"]["verified"] and resumed["iterations"] == 4
+    assert ("scripted:broken", "vector_add", "error") in status and (
+        "scripted:broken",
+        "gelu_tanh",
+        "error",
+    ) in status
+    assert (
+        sum(e["status"] == "skipped" for e in events) == 9
+        and sum(e["status"] == "started" for e in events) == 2
+    )
+    resumed = json.loads(
+        (seed_dir(out, model_slug(expert), 0) / "vector_add" / "run.json").read_text()
+    )
+    assert (
+        resumed["session"] == "expert-killed"
+        and resumed["result"]["verified"]
+        and resumed["iterations"] == 4
+    )
     errors = load_errors(out)
     assert len(errors) == 2 and "not valid JSON" in errors[0]["error"]
     assert "Runs that raised" in build_reports(out)[0].read_text()
@@ -153,7 +218,15 @@ def test_resume_skips_finished_runs_resumes_interrupted_ones_and_retries_errors(
     assert broken_row["missing_runs"] == 2  # 2 runs asked for, none finished...
     assert broken_row["fast_0"] == 0.0 and broken_row["tasks"] == 2  # ...and they count as failures
     events.clear()
-    run_eval([*ev.specs.values(), f"scripted:{broken}"], TASKS, 1, CONFIG, 1, out, on_progress=events.append)
+    run_eval(
+        [*ev.specs.values(), f"scripted:{broken}"],
+        TASKS,
+        1,
+        CONFIG,
+        1,
+        out,
+        on_progress=events.append,
+    )
     # Only the errored runs are retried (they had started a session, so they resume it).
     assert sorted({e["status"] for e in events}) == ["error", "resumed", "skipped"]
 
@@ -177,8 +250,13 @@ def test_inputs_are_checked_before_any_work(tmp_path):
 
 def test_parse_budget():
     assert parse_budget("iterations=12, patience=4,tokens=400k,cost=2.5,wall=30m,errors=3") == {
-        "max_iterations": 12, "patience": 4, "max_tokens": 400_000, "max_cost": 2.5, "max_wall_seconds": 1800.0,
-        "max_consecutive_errors": 3}
+        "max_iterations": 12,
+        "patience": 4,
+        "max_tokens": 400_000,
+        "max_cost": 2.5,
+        "max_wall_seconds": 1800.0,
+        "max_consecutive_errors": 3,
+    }
     assert parse_budget("max_iterations=5,backend=sim") == {"max_iterations": 5, "backend": "sim"}
     assert parse_budget("") == {}
     for bad in ("iterations", "model=x", "cost=lots", "speed=3"):
@@ -191,14 +269,26 @@ def test_the_same_model_with_tree_search_is_its_own_entrant(tmp_path):
     run_eval(["rules@tree"], ["vector_add"], 1, CONFIG, 1, out)
     runs = {r["model"]: r for r in load_runs(out)}
     assert set(runs) == {"rules", "rules@tree"}
-    assert runs["rules"]["config"]["search"] == "linear" and runs["rules@tree"]["config"]["search"] == "tree"
+    assert (
+        runs["rules"]["config"]["search"] == "linear"
+        and runs["rules@tree"]["config"]["search"] == "tree"
+    )
     assert runs["rules@tree"]["cycles"] and runs["rules@tree"]["result"]["verified"]
     rows = {r["label"]: r for r in M.leaderboard(load_runs(out), expected_per_model=1)}
     assert set(rows) == {"rules", "rules@tree"} and rows["rules@tree"]["non_llm_baseline"]
 
 
 def test_eval_without_models_runs_the_rules_baseline(tmp_path, cli):
-    result = cli("eval", "--tasks", "vector_add", "--backend", "sim", "--budget", "iterations=6,extra_seeds=0",
-                 "--out", str(tmp_path / "eval"))
+    result = cli(
+        "eval",
+        "--tasks",
+        "vector_add",
+        "--backend",
+        "sim",
+        "--budget",
+        "iterations=6,extra_seeds=0",
+        "--out",
+        str(tmp_path / "eval"),
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert [r["model"] for r in load_runs(tmp_path / "eval")] == ["rules"]

@@ -21,20 +21,30 @@ PORT = expert_ports(TASK)["msl"]
 @pytest.fixture(scope="module")
 def port(tmp_path_factory):
     out = tmp_path_factory.mktemp("port")
-    args = {k: v for k, v in PORT.model_dump(mode="json", exclude_defaults=True).items() if k != "language"}
-    scripted = ScriptedModel(script=[{"tool_calls": [{"name": "compile_kernel", "args": args}]},
-                                     {"tool_calls": [{"name": "run_correctness", "args": {"candidate_id": PORT.id}}]},
-                                     {"tool_calls": [{"name": "finish", "args": {}}]}])
+    args = {
+        k: v
+        for k, v in PORT.model_dump(mode="json", exclude_defaults=True).items()
+        if k != "language"
+    }
+    scripted = ScriptedModel(
+        script=[
+            {"tool_calls": [{"name": "compile_kernel", "args": args}]},
+            {"tool_calls": [{"name": "run_correctness", "args": {"candidate_id": PORT.id}}]},
+            {"tool_calls": [{"name": "finish", "args": {}}]},
+        ]
+    )
     run_port(TASK, RunConfig(backend="sim", extra_seeds=0), out, model=scripted)
     return out / "vector_add"
 
 
-CALL = ("import warnings, json, mlx.core as mx\n"
-        "with warnings.catch_warnings(record=True) as w:\n"
-        "    warnings.simplefilter('always')\n"
-        "    out = op.vector_add(mx.ones(8), mx.ones(8))\n"
-        "print(json.dumps({'backend': op.backend, 'sum': float(out.sum()), 'warned': [str(x.message) for x in w],\n"
-        "                  'doc': op.__doc__}))")
+CALL = (
+    "import warnings, json, mlx.core as mx\n"
+    "with warnings.catch_warnings(record=True) as w:\n"
+    "    warnings.simplefilter('always')\n"
+    "    out = op.vector_add(mx.ones(8), mx.ones(8))\n"
+    "print(json.dumps({'backend': op.backend, 'sum': float(out.sum()), 'warned': [str(x.message) for x in w],\n"
+    "                  'doc': op.__doc__}))"
+)
 
 
 def test_an_exported_port_pip_installs_imports_and_names_its_origin(port, tmp_path, cli):
@@ -42,17 +52,46 @@ def test_an_exported_port_pip_installs_imports_and_names_its_origin(port, tmp_pa
     assert result.returncode == 0, result.stderr
     package = tmp_path / "dist" / "mlxport-vector-add"
     site = tmp_path / "site"
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                          "--target", str(site), str(package)], capture_output=True, text=True, timeout=300)
+    pip = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(site),
+            str(package),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert pip.returncode == 0, pip.stderr[-2000:]
-    done = subprocess.run([sys.executable, "-c", "import vector_add as op\n" + CALL], capture_output=True, text=True, timeout=120, cwd=tmp_path,
-                          env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"})
+    done = subprocess.run(
+        [sys.executable, "-c", "import vector_add as op\n" + CALL],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     got = json.loads(done.stdout)
-    assert got["sum"] == 16.0 and got["backend"] == "reference"  # no GPU here: the reference, and it says so
+    assert (
+        got["sum"] == 16.0 and got["backend"] == "reference"
+    )  # no GPU here: the reference, and it says so
     assert any("runs its reference implementation" in w for w in got["warned"])
-    assert "the CUDA kernel `vector_add_kernel` of kernel.cu" in got["doc"] and "verified on sim" in got["doc"]
-    assert "license is not stated in kernel.cu" in got["doc"] or "License of the original" in got["doc"]
+    assert (
+        "the CUDA kernel `vector_add_kernel` of kernel.cu" in got["doc"]
+        and "verified on sim" in got["doc"]
+    )
+    assert (
+        "license is not stated in kernel.cu" in got["doc"]
+        or "License of the original" in got["doc"]
+    )
     again = cli("export", str(port), "--out", str(tmp_path / "dist"))
     assert again.returncode == 2 and "exists" in again.stderr
 
@@ -62,26 +101,43 @@ def test_a_kernels_layout_export_loads_as_the_kernels_library_loads_a_variant(po
     assert result.returncode == 0, result.stderr
     repo = tmp_path / "vector-add"
     build = tomllib.loads((repo / "build.toml").read_text())
-    assert build["general"] | {"license": "x"} == {"name": "vector_add", "version": 1, "edition": 5, "license": "x",
-                                                  "backends": ["metal"]}
+    assert build["general"] | {"license": "x"} == {
+        "name": "vector_add",
+        "version": 1,
+        "edition": 5,
+        "license": "x",
+        "backends": ["metal"],
+    }
     assert "torch-noarch" in build and (repo / "torch-ext" / "vector_add" / "__init__.py").is_file()
     assert (repo / "CARD.md").read_text().startswith("---\nlibrary_name: kernels\n")
     variant = repo / "build" / "torch-metal"
     meta = json.loads((variant / "metadata.json").read_text())
-    assert {"id", "name", "version", "license", "backend", "digest"} <= set(meta) and meta["backend"] == {"type": "metal"}
+    assert {"id", "name", "version", "license", "backend", "digest"} <= set(meta) and meta[
+        "backend"
+    ] == {"type": "metal"}
     for name, digest in meta["digest"]["files"].items():
         assert hashlib.sha256((variant / name).read_bytes()).hexdigest() == digest, name
     assert "vector_add/__init__.py" in meta["digest"]["files"]  # the folder named as the repository
     # As kernels' importer does: the variant's __init__.py imported as a package named by metadata's id.
-    load = ("import importlib.util, json, sys, pathlib\n"
-            f"variant = pathlib.Path({str(variant)!r})\n"
-            "name = json.loads((variant / 'metadata.json').read_text())['id']\n"
-            "spec = importlib.util.spec_from_file_location(name, variant / '__init__.py', "
-            "submodule_search_locations=[str(variant)])\n"
-            "op = importlib.util.module_from_spec(spec); sys.modules[name] = op; spec.loader.exec_module(op)\n")
-    done = subprocess.run([sys.executable, "-c", load + CALL], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    load = (
+        "import importlib.util, json, sys, pathlib\n"
+        f"variant = pathlib.Path({str(variant)!r})\n"
+        "name = json.loads((variant / 'metadata.json').read_text())['id']\n"
+        "spec = importlib.util.spec_from_file_location(name, variant / '__init__.py', "
+        "submodule_search_locations=[str(variant)])\n"
+        "op = importlib.util.module_from_spec(spec); sys.modules[name] = op; spec.loader.exec_module(op)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", load + CALL],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     got = json.loads(done.stdout)
-    assert got["sum"] == 16.0 and got["backend"] == "reference" and "vector_add_kernel" in got["doc"]
+    assert (
+        got["sum"] == 16.0 and got["backend"] == "reference" and "vector_add_kernel" in got["doc"]
+    )
     bad = cli("export", str(port), "--out", str(tmp_path), "--layout", "wheel")
     assert bad.returncode == 2 and "--layout pip or --layout kernels" in bad.stderr

@@ -11,8 +11,10 @@ from mlxport.tasks import load_task, suite_names
 from mlxport.translate.translator import Untranslatable, translate_task
 from mlxport.verify.correctness import run_correctness
 
-pytestmark = [pytest.mark.cuda,
-              pytest.mark.skipif(not availability()["cuda"].ok, reason="needs MLX's CUDA backend")]
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(not availability()["cuda"].ok, reason="needs MLX's CUDA backend"),
+]
 
 
 @pytest.mark.parametrize("name", suite_names())
@@ -22,7 +24,9 @@ def test_the_cpu_executor_and_the_gpu_agree_on_the_original_kernel(name):
         pytest.fail(f"{name} has no [original]: the CPU executor cannot run its kernel")
     try:
         on_gpu = translate_task(task, "cuda").candidate
-    except Untranslatable:  # vector_add's kernel is float-only (a float4 view): the original runs in float32
+    except (
+        Untranslatable
+    ):  # vector_add's kernel is float-only (a float4 view): the original runs in float32
         task = task.model_copy(update={"dtypes": ["float32"]})
         on_gpu = translate_task(task, "cuda").candidate
     against_original = task.model_copy(update={"reference": None})

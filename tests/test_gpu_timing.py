@@ -23,7 +23,9 @@ def setup():
 
 def median_us(setup, n: int, seed: int) -> float:
     task, port, backend = setup
-    return benchmark(task, port, backend, case={"N": n}, dtype="float32", seed=seed, iters=60).candidate.median_us
+    return benchmark(
+        task, port, backend, case={"N": n}, dtype="float32", seed=seed, iters=60
+    ).candidate.median_us
 
 
 def test_same_kernel_twice_agrees_within_3_percent(setup):

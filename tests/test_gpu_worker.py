@@ -15,7 +15,12 @@ def test_the_timing_inputs_are_drawn_once_and_a_write_into_them_is_seen(monkeypa
     draws afresh; one element written by a candidate changes the fingerprint measure compares."""
     monkeypatch.setattr(gpu_worker, "_TIMING_INPUTS", {})
     task = load_task("softmax_rows")
-    payload = {"task_dir": str(task.folder), "case": task.cases.visible[0], "dtype": "float32", "seed": 3}
+    payload = {
+        "task_dir": str(task.folder),
+        "case": task.cases.visible[0],
+        "dtype": "float32",
+        "seed": 3,
+    }
     gpu_worker.prepare(payload)
     sets, refs, fingerprint = gpu_worker._timing_inputs(payload)
     assert len(sets) == len(refs) == 3 and gpu_worker._timing_inputs(payload)[0] is sets
@@ -31,8 +36,13 @@ def test_an_input_changed_by_the_launches_is_named():
     away): the arrays as sent are compared with the arrays after the launches, bfloat16 included."""
     x = np.arange(8, dtype=np.float32)
     bits = (np.arange(8, dtype=np.float32).view(np.uint32) >> 16).astype(np.uint16)
-    sets = [[{"name": "x", "array": 0, "dtype": "float32"}, {"name": "n", "value": 8}],
-            [{"name": "x", "array": 0, "dtype": "float32"}, {"name": "h", "array": 1, "dtype": "bfloat16"}]]
+    sets = [
+        [{"name": "x", "array": 0, "dtype": "float32"}, {"name": "n", "value": 8}],
+        [
+            {"name": "x", "array": 0, "dtype": "float32"},
+            {"name": "h", "array": 1, "dtype": "bfloat16"},
+        ],
+    ]
     given = [gpu_worker._inputs(specs, [x, bits]) for specs in sets]
     assert gpu_worker._written_inputs(sets, [x, bits], given) is None
     given[1]["h"][2] = 7.0

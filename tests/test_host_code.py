@@ -14,7 +14,8 @@ def _launch(host: str, **case):
 
 
 def test_a_helper_with_a_loop_is_run_at_the_case():
-    launch = _launch("""
+    launch = _launch(
+        """
 static int next_power_of_2(int x) {
     int n = 1;
     while (n < x) {
@@ -27,7 +28,10 @@ void run(const float* x, float* y, int ncols, int nrows) {
     const int pad = next_power_of_2(ncols);
     const dim3 block_dims(pad, 1, 1);
     k<<<nrows, block_dims, pad * sizeof(int)>>>(x, y, 0.5f, 1 << log2_ceil(ncols));
-}""", ncols=200, nrows=64)
+}""",
+        ncols=200,
+        nrows=64,
+    )
     assert launch.block == (256, 1, 1)
     assert launch.grid == (64, 1, 1)
     assert launch.shared_bytes == 1024
@@ -35,10 +39,16 @@ void run(const float* x, float* y, int ncols, int nrows) {
 
 
 def test_a_helper_that_never_ends_is_named_instead_of_hanging():
-    with pytest.raises(HostEvalError, match=r"forever\(\) is host code the executor does not evaluate: it runs more"):
-        _launch("""
+    with pytest.raises(
+        HostEvalError,
+        match=r"forever\(\) is host code the executor does not evaluate: it runs more",
+    ):
+        _launch(
+            """
 int forever(int x) { while (x > 0) { x += 1; } return x; }
-void run(const float* x, float* y, int n) { k<<<forever(n), 32>>>(x, y, 0.5f, n); }""", n=4)
+void run(const float* x, float* y, int n) { k<<<forever(n), 32>>>(x, y, 0.5f, n); }""",
+            n=4,
+        )
 
 
 def test_dim3_fields_set_in_the_branch_the_case_takes():
@@ -62,7 +72,8 @@ void run(const float* x, float* y, int n) {
 def test_a_dispatch_macros_alias_sizes_shared_memory_and_a_functional_cast_keeps_the_float():
     """apex's style: `using accscalar_t = at::acc_type<scalar_t, true>;` inside a dispatch macro,
     a launcher template instantiated with it, `U(epsilon)` passed to the kernel."""
-    launch = _launch("""
+    launch = _launch(
+        """
 template <typename T, typename U>
 void host_apply(const T* x, T* y, int n, double epsilon) {
     int nshared = 4 * sizeof(U);
@@ -72,14 +83,20 @@ void entry(at::Tensor x, at::Tensor y, int n, double epsilon) {
     DISPATCH_FLOAT_AND_HALF(x.scalar_type(), "entry",
         using accscalar_t = at::acc_type<scalar_t, true>;
         host_apply<scalar_t, accscalar_t>(x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), n, epsilon);)
-}""", n=16, epsilon=1e-5)
+}""",
+        n=16,
+        epsilon=1e-5,
+    )
     assert launch.shared_bytes == 16
     assert launch.args[2].value == pytest.approx(1e-5)
 
 
 def test_torchs_warp_size_is_32():
-    launch = _launch("""
-void run(const float* x, float* y, int n) { k<<<n, C10_WARP_SIZE * 4>>>(x, y, 0.5f, n); }""", n=3)
+    launch = _launch(
+        """
+void run(const float* x, float* y, int n) { k<<<n, C10_WARP_SIZE * 4>>>(x, y, 0.5f, n); }""",
+        n=3,
+    )
     assert launch.block == (128, 1, 1)
 
 
@@ -102,8 +119,13 @@ void run(const T* x, T* y, int rows, int cols) {
 
 
 def test_a_case_whose_branches_launch_nothing_says_so():
-    with pytest.raises(HostEvalError, match=r"never launches k: each launch \(line 4\) is in a branch the case"):
-        _launch("""
+    with pytest.raises(
+        HostEvalError, match=r"never launches k: each launch \(line 4\) is in a branch the case"
+    ):
+        _launch(
+            """
 void run(const float* x, float* y, int n) {
     if (n > 0) k<<<n, 32>>>(x, y, 0.5f, n);
-}""", n=0)
+}""",
+            n=0,
+        )

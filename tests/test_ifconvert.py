@@ -59,12 +59,16 @@ def test_an_online_update_becomes_selects_with_one_exp_on_the_same_lines():
     assert out is not None and out.count("\n") == src.count("\n")
     assert "const float mlxsel_f0 = __expf(mlxsel_if ? (m - v) : (v - m));" in out
     assert "{ mlxsel_a_s = mlxsel_a_s * mlxsel_f0 + 1.0f; mlxsel_a_m = v; }" in out
-    assert "s = mlxsel_if ? mlxsel_a_s : mlxsel_b_s; m = mlxsel_if ? mlxsel_a_m : mlxsel_b_m;" in out
+    assert (
+        "s = mlxsel_if ? mlxsel_a_s : mlxsel_b_s; m = mlxsel_if ? mlxsel_a_m : mlxsel_b_m;" in out
+    )
 
 
 def test_a_call_whose_argument_its_arm_changed_first_is_not_shared():
     out = converted("if (v > m) { m = v; s = __expf(m - v); } else { s = __expf(v - m); }")
-    assert out is not None and "mlxsel_f0" not in out and "mlxsel_a_s = __expf(mlxsel_a_m - v);" in out
+    assert (
+        out is not None and "mlxsel_f0" not in out and "mlxsel_a_s = __expf(mlxsel_a_m - v);" in out
+    )
 
 
 @pytest.mark.parametrize("why", list(LEFT))
@@ -80,7 +84,9 @@ def test_only_a_float_function_alone_in_its_expression_is_called_once():
     assert out is not None and "mlxsel_f0" not in out
     out = converted("if (v > m) { s += __expf(sqrtf(v)); } else { s -= __expf(sqrtf(-v)); }")
     assert out is not None and "mlxsel_f0" not in out and "__expf(sqrtf(v))" in out
-    out = converted("if (v > m) { s = fmaxf(s, v) + __expf(v); } else { s = fmaxf(s, -v) + __expf(-v); }")
+    out = converted(
+        "if (v > m) { s = fmaxf(s, v) + __expf(v); } else { s = fmaxf(s, -v) + __expf(-v); }"
+    )
     assert "const float mlxsel_f0 = fmaxf(mlxsel_if ? (s) : (s), mlxsel_if ? (v) : (-v));" in out
     assert "const float mlxsel_f1 = __expf(mlxsel_if ? (v) : (-v));" in out
 
@@ -88,14 +94,22 @@ def test_only_a_float_function_alone_in_its_expression_is_called_once():
 def test_the_scalar_an_if_sees_is_the_one_converted():
     """A float ``best`` declared in another block does not make the file's ``best`` the kernel's
     own: storing it on both paths would write memory the untaken path never wrote."""
-    src = "__device__ float best;\n" + HEADER.replace("float v = x[c];", "float v = x[c];\n        { float best = v; s += best; }") + \
-        "if (v > 1.5f) { best = v; }" + FOOTER
+    src = (
+        "__device__ float best;\n"
+        + HEADER.replace(
+            "float v = x[c];", "float v = x[c];\n        { float best = v; s += best; }"
+        )
+        + "if (v > 1.5f) { best = v; }"
+        + FOOTER
+    )
     assert if_converted(src, read_cuda(src), "k") is None
 
 
 def test_a_branch_outside_any_loop_is_left():
-    src = "__global__ void k(const float* x, float* out) { float s = x[0]; if (s > 0.0f) s = 1.0f; out[0] = s; }\n" \
-          "void launch(const float* x, float* out) { k<<<1, 1>>>(x, out); }\n"
+    src = (
+        "__global__ void k(const float* x, float* out) { float s = x[0]; if (s > 0.0f) s = 1.0f; out[0] = s; }\n"
+        "void launch(const float* x, float* out) { k<<<1, 1>>>(x, out); }\n"
+    )
     assert if_converted(src, read_cuda(src), "k") is None
 
 
@@ -106,11 +120,19 @@ def test_softmax_with_selects_matches_the_translation_bit_for_bit(executor, tmp_
     search = Search(t, "cuda")
     assert "selects" in [k.name for k in search.knobs]
     variant = search.variant("selects=1 + __restrict__").candidate
-    swapped = variant.model_copy(update={"source": variant.source.replace(
-        "s = mlxsel_if ? mlxsel_a_s : mlxsel_b_s;", "s = mlxsel_if ? mlxsel_b_s : mlxsel_a_s;")})
+    swapped = variant.model_copy(
+        update={
+            "source": variant.source.replace(
+                "s = mlxsel_if ? mlxsel_a_s : mlxsel_b_s;",
+                "s = mlxsel_if ? mlxsel_b_s : mlxsel_a_s;",
+            )
+        }
+    )
     assert swapped.source != variant.source
     case = {"R": 3, "C": 1018}
-    want = run_on_executor(executor, tmp_path / "a.cu", t, translate_task(t, "cuda").candidate, case, "bfloat16")["out"]
+    want = run_on_executor(
+        executor, tmp_path / "a.cu", t, translate_task(t, "cuda").candidate, case, "bfloat16"
+    )["out"]
     got = run_on_executor(executor, tmp_path / "b.cu", t, variant, case, "bfloat16")["out"]
     bad = run_on_executor(executor, tmp_path / "c.cu", t, swapped, case, "bfloat16")["out"]
     np.testing.assert_array_equal(got, want)

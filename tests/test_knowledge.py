@@ -22,7 +22,13 @@ from mlxport.knowledge import (
     search,
 )
 from mlxport.knowledge.chips import CHIPS_FILE
-from mlxport.knowledge.docs import doc_paths, lint_doc, load_sources, parse_front_matter, source_tags
+from mlxport.knowledge.docs import (
+    doc_paths,
+    lint_doc,
+    load_sources,
+    parse_front_matter,
+    source_tags,
+)
 from mlxport.knowledge.index import all_sections, section_ids, tokenize
 
 FIGURE = re.compile(r"\d")
@@ -78,7 +84,9 @@ def test_chip_table_covers_m1_to_m5_with_sourced_figures() -> None:
         assert row["sources"] and all(t in known for t in row["sources"]), row["name"]
         for note in row.get("notes", []):
             if FIGURE.search(re.sub(r"\[S\w+\]", "", note)):
-                assert source_tags(note) or "[derived]" in note, f"{row['name']}: unsourced note {note!r}"
+                assert source_tags(note) or "[derived]" in note, (
+                    f"{row['name']}: unsourced note {note!r}"
+                )
     for family in table["families"].values():
         assert family["sources"] and all(t in known for t in family["sources"])
 
@@ -137,7 +145,9 @@ def test_search_with_chip_prepends_profile_and_boosts_generation() -> None:
 
 def test_tokenizer_splits_identifiers_and_keeps_originals() -> None:
     toks = tokenize("simd_shuffle_down maxTotalThreadsPerThreadgroup __syncthreads")
-    assert {"simd_shuffle_down", "simd", "down", "maxtotalthreadsperthreadgroup", "total"} <= set(toks)
+    assert {"simd_shuffle_down", "simd", "down", "maxtotalthreadsperthreadgroup", "total"} <= set(
+        toks
+    )
     assert "__syncthreads" in toks
 
 
@@ -149,7 +159,11 @@ def test_cli_entry_points(cli) -> None:
     assert {"memory_bandwidth_gbs", "gpu_cores", "fp32_tflops"} <= data.keys()
     assert data["memory_bandwidth_gbs"] == 400.0 and data["gpu_cores"] == 40
     result = cli("kb", "chip", "M0")
-    assert result.returncode == 2 and "valid names" in result.stderr and "Traceback" not in result.stderr
+    assert (
+        result.returncode == 2
+        and "valid names" in result.stderr
+        and "Traceback" not in result.stderr
+    )
 
 
 def test_import_stays_light() -> None:

@@ -18,8 +18,11 @@ from mlxport.tools import schemas
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "mcp.md"
-PORT = {k: v for k, v in tomllib.loads((SUITE_DIR / "vector_add" / "ports" / "msl.toml").read_text()).items()
-        if k != "language"}
+PORT = {
+    k: v
+    for k, v in tomllib.loads((SUITE_DIR / "vector_add" / "ports" / "msl.toml").read_text()).items()
+    if k != "language"
+}
 KEY = "sk-live-0123456789abcdefghijklmn"
 SCALE_CU = """// a user's kernel
 __global__ void scale(const float* x, float* y, float s, int n) {
@@ -37,15 +40,21 @@ def text(result) -> str:
 async def answer(context, params):
     import mcp_types
 
-    return mcp_types.ElicitResult(action="accept", content={"answer": f"float32 is enough ({params.message})"})
+    return mcp_types.ElicitResult(
+        action="accept", content={"answer": f"float32 is enough ({params.message})"}
+    )
 
 
 async def session_calls(tmp_path: Path) -> dict:
     from mcp.client import Client
     from mcp.client.stdio import StdioServerParameters
 
-    server = StdioServerParameters(command=sys.executable, args=["-m", "mlxport.cli", "mcp", "--backend", "sim"], env=dict(os.environ),
-                                   cwd=str(tmp_path))
+    server = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "mlxport.cli", "mcp", "--backend", "sim"],
+        env=dict(os.environ),
+        cwd=str(tmp_path),
+    )
     got: dict = {"calls": []}
     async with Client(server, read_timeout_seconds=300, elicitation_callback=answer) as client:
         got["instructions"] = client.instructions
@@ -72,34 +81,66 @@ async def session_calls(tmp_path: Path) -> dict:
         compiled = await call("compile_kernel", {"task": folder, **first})
         cid = re.search(r"candidate (\w+)", compiled)[1]
         await call("run_correctness", {"task": "vector_add", "backend": "sim", "candidate_id": cid})
-        second = await call("compile_kernel", {"task": "vector_add", "based_on": cid, "threadgroup": [128, 1, 1]},
-                            "compile_second")
+        second = await call(
+            "compile_kernel",
+            {"task": "vector_add", "based_on": cid, "threadgroup": [128, 1, 1]},
+            "compile_second",
+        )
         cid2 = re.search(r"candidate (\w+)", second)[1]
         await call("diff_candidates", {"task": "vector_add", "old": cid, "new": cid2})
-        await call("update_plan", {"task": "vector_add", "action": "add", "idea": "one element per thread"})
+        await call(
+            "update_plan", {"task": "vector_add", "action": "add", "idea": "one element per thread"}
+        )
         await call("verify", {"task": "vector_add", "candidate_id": cid})
         await call("benchmark", {"task": "vector_add", "candidate_id": cid})
         await call("show_candidate", {"task": "vector_add", "candidate_id": cid})
         await call("ask_user", {"question": "Which dtypes matter to you?"})
-        await call("finish", {"task": "vector_add", "candidate_id": cid, "out": str(tmp_path / "out")})
+        await call(
+            "finish", {"task": "vector_add", "candidate_id": cid, "out": str(tmp_path / "out")}
+        )
         await call("run_correctness", {"task": "vector_add", "candidate_id": cid}, "after_finish")
 
         cu = tmp_path / "scale.cu"
         cu.write_text(SCALE_CU)
-        await call("create_task", {"path": str(cu), "cases": ["n=1000,s=2.5", "n=4096,s=-1.0"],
-                                   "folder": str(tmp_path / "tasks")})
+        await call(
+            "create_task",
+            {
+                "path": str(cu),
+                "cases": ["n=1000,s=2.5", "n=4096,s=-1.0"],
+                "folder": str(tmp_path / "tasks"),
+            },
+        )
         made = str(tmp_path / "tasks" / "scale")
-        broken = await call("compile_kernel", {"task": made, "name": "scale", "input_names": ["x", "s", "n"],
-                                               "output_names": ["y"], "output_shapes": ["x.shape"],
-                                               "output_dtypes": ["x.dtype"], "grid": ["n", 1, 1],
-                                               "threadgroup": [256, 1, 1], "source": "y[i] = s * x[i];"},
-                            "compile_broken")
-        await call("run_correctness", {"task": made, "candidate_id": re.search(r"candidate (\w+)", broken)[1]},
-                   "check_broken")
+        broken = await call(
+            "compile_kernel",
+            {
+                "task": made,
+                "name": "scale",
+                "input_names": ["x", "s", "n"],
+                "output_names": ["y"],
+                "output_shapes": ["x.shape"],
+                "output_dtypes": ["x.dtype"],
+                "grid": ["n", 1, 1],
+                "threadgroup": [256, 1, 1],
+                "source": "y[i] = s * x[i];",
+            },
+            "compile_broken",
+        )
+        await call(
+            "run_correctness",
+            {"task": made, "candidate_id": re.search(r"candidate (\w+)", broken)[1]},
+            "check_broken",
+        )
         await call("run_correctness", {"task": "vector_add", "candidate_id": "deadbeef"}, "bad_id")
         await call("compile_kernel", {"task": "no_such_task", **PORT}, "bad_task")
-        await call("port", {"task": "vector_add", "out": str(tmp_path / "ported"),
-                            "budget": {"max_iterations": 10, "extra_seeds": 0}})
+        await call(
+            "port",
+            {
+                "task": "vector_add",
+                "out": str(tmp_path / "ported"),
+                "budget": {"max_iterations": 10, "extra_seeds": 0},
+            },
+        )
     return got
 
 
@@ -117,11 +158,17 @@ def test_the_client_sees_the_graphs_tools_typed_and_described_and_its_system_pro
         for prop, schema in tool.input_schema.get("properties", {}).items():
             assert schema.get("description"), f"{name}.{prop} has no description"
     compile_props = tools["compile_kernel"].input_schema["properties"]
-    assert compile_props["source"]["anyOf"][0] == {"maxLength": schemas.MAX_SOURCE_CHARS, "type": "string"}
+    assert compile_props["source"]["anyOf"][0] == {
+        "maxLength": schemas.MAX_SOURCE_CHARS,
+        "type": "string",
+    }
     assert "task" in tools["compile_kernel"].input_schema["required"]
     assert tools["compile_kernel"].description == " ".join(schemas.compile_kernel.__doc__.split())
     assert "You write only the kernel body" in got["instructions"]
-    assert "`grid` counts THREADS" in got["instructions"] and "mx.fast.metal_kernel" in got["instructions"]
+    assert (
+        "`grid` counts THREADS" in got["instructions"]
+        and "mx.fast.metal_kernel" in got["instructions"]
+    )
     prompt = got["prompt"].messages[0].content.text
     assert "Port the CUDA kernel `vector_add_kernel`" in prompt and "read_cuda_source" in prompt
     assert "mlxport://kb/msl" in got["resources"]
@@ -130,28 +177,50 @@ def test_the_client_sees_the_graphs_tools_typed_and_described_and_its_system_pro
 
 
 def test_a_port_through_the_client_runs_in_one_session_and_finish_writes_it(got, tmp_path_factory):
-    for key in ("read_cuda_source", "read_leaky", "query_hardware_kb", "read_reference", "compile_kernel",
-                "run_correctness", "compile_second", "diff_candidates", "update_plan", "verify", "benchmark",
-                "show_candidate", "ask_user", "finish", "create_task", "port"):
+    for key in (
+        "read_cuda_source",
+        "read_leaky",
+        "query_hardware_kb",
+        "read_reference",
+        "compile_kernel",
+        "run_correctness",
+        "compile_second",
+        "diff_candidates",
+        "update_plan",
+        "verify",
+        "benchmark",
+        "show_candidate",
+        "ask_user",
+        "finish",
+        "create_task",
+        "port",
+    ):
         assert not got[key].is_error, (key, text(got[key]))
     assert "Entry kernel: vector_add_kernel" in text(got["read_cuda_source"])
     assert "__global__ void k" in text(got["read_leaky"]) and KEY not in text(got["read_leaky"])
     assert "simd_shuffle_xor" in text(got["query_hardware_kb"])
-    assert "reference:reference" in text(got["read_reference"]) and "def reference" in text(got["read_reference"])
+    assert "reference:reference" in text(got["read_reference"]) and "def reference" in text(
+        got["read_reference"]
+    )
     # the folder, the name with a trailing slash, and backend given or not: one session
     assert "PASS" in text(got["run_correctness"])
     assert "+threadgroup = [128, 1, 1]" in text(got["diff_candidates"]).replace('"', "")
     assert "held-out cases: " in text(got["verify"]) and "N=" not in text(got["verify"])
     assert "ESTIMATE" in text(got["benchmark"])
     assert "verification: PASS" in text(got["show_candidate"])
-    assert text(got["ask_user"]) == "the person answers: float32 is enough (Which dtypes matter to you?)"
+    assert (
+        text(got["ask_user"])
+        == "the person answers: float32 is enough (Which dtypes matter to you?)"
+    )
     assert "verified on sim" in text(got["finish"])
     out = Path(re.search(r"to (\S+); this session is closed", text(got["finish"]))[1])
     assert (out / "kernel.py").is_file()
     run = json.loads((out / "run.json").read_text())
     assert run["result"]["verified"] and run["model"] == "mcp client"
     transcript = [json.loads(line) for line in (out / "transcript.jsonl").read_text().splitlines()]
-    assert [c["name"] for m in transcript if m["tool_calls"] for c in m["tool_calls"]][-1] == "finish"
+    assert [c["name"] for m in transcript if m["tool_calls"] for c in m["tool_calls"]][
+        -1
+    ] == "finish"
     assert got["after_finish"].is_error and "unknown candidate id" in text(got["after_finish"])
 
 
@@ -163,7 +232,12 @@ def test_a_task_made_from_a_cu_file_checks_ports_and_mistakes_come_back_with_the
     assert got["bad_id"].is_error and "unknown candidate id" in text(got["bad_id"])
     assert got["bad_task"].is_error and "no task named" in text(got["bad_task"])
     run = got["port"].structured_content
-    assert run["verified"] and run["model"] == "rules" and run["non_llm_baseline"] and run["speed"] == "not timed (sim)"
+    assert (
+        run["verified"]
+        and run["model"] == "rules"
+        and run["non_llm_baseline"]
+        and run["speed"] == "not timed (sim)"
+    )
 
 
 def test_docs_show_the_transcript_of_this_test(got, tmp_path_factory):
@@ -183,6 +257,7 @@ def transcript(calls, tmp: str, lines: int = 6) -> str:
         shown = {k: ("..." if k == "source" else v) for k, v in args.items()}
         out.append(f"→ {name} {json.dumps(shown)}".replace(tmp, "/tmp").replace(str(ROOT), "."))
         body = result.replace(tmp, "/tmp").replace(str(ROOT), ".").splitlines()
-        out += [f"  {line}" for line in body[:lines]] + ([f"  ... ({len(body) - lines} more lines)"]
-                                                          if len(body) > lines else [])
+        out += [f"  {line}" for line in body[:lines]] + (
+            [f"  ... ({len(body) - lines} more lines)"] if len(body) > lines else []
+        )
     return "\n".join(out) + "\n```\n"

@@ -12,8 +12,18 @@ def test_a_patched_mamba_prefills_through_the_port_and_generation_continues():
     # Imported here, not at collection: mlx-lm's package imports transformers, seconds on every worker.
     pytest.importorskip("mlx_lm", reason="needs mlx-lm: pip install -e '.[dev]'")
     m = mamba_module()
-    args = m.ModelArgs(model_type="mamba", vocab_size=64, hidden_size=16, intermediate_size=32, state_size=16,
-                       num_hidden_layers=2, conv_kernel=4, use_bias=False, use_conv_bias=True, time_step_rank=4)
+    args = m.ModelArgs(
+        model_type="mamba",
+        vocab_size=64,
+        hidden_size=16,
+        intermediate_size=32,
+        state_size=16,
+        num_hidden_layers=2,
+        conv_kernel=4,
+        use_bias=False,
+        use_conv_bias=True,
+        time_step_rank=4,
+    )
     mx.random.seed(0)
     stock = m.Model(args)
     mx.eval(stock.parameters())
@@ -35,7 +45,9 @@ def test_a_patched_mamba_prefills_through_the_port_and_generation_continues():
         return logits, out
 
     want, want_tokens = run(stock, [tokens])
-    got, got_tokens = run(patched, [tokens[:, :7], tokens[:, 7:]])  # the second piece starts from the state
+    got, got_tokens = run(
+        patched, [tokens[:, :7], tokens[:, 7:]]
+    )  # the second piece starts from the state
     assert calls and all(shape[1] > 1 for shape in calls)  # prefill through the port, decode stock
     assert float(mx.abs(want[:, -1] - got[:, -1]).max()) < 1e-4 * float(mx.abs(want).max()) + 1e-5
     assert got_tokens == want_tokens

@@ -12,8 +12,11 @@ from mlxport.tasks import MEMORY_BOUND, case_infos, expert_ports, load_task, sui
 from mlxport.translate.variants import tuning_variants
 from mlxport.verify.benchmark import primary_dtype
 
-pytestmark = pytest.mark.skipif(nvrtc_root() is None, reason="NVRTC is not installed (the nvidia-cuda-nvrtc, "
-                                "nvidia-cuda-runtime and nvidia-cuda-cccl wheels; Linux x86-64)")
+pytestmark = pytest.mark.skipif(
+    nvrtc_root() is None,
+    reason="NVRTC is not installed (the nvidia-cuda-nvrtc, "
+    "nvidia-cuda-runtime and nvidia-cuda-cccl wheels; Linux x86-64)",
+)
 
 
 def compiled(task, cand, case: dict, dtype: str, arch: str = "sm_90a") -> str:
@@ -29,8 +32,15 @@ def test_expert_cuda_ports_compile(name):
     assert "0 bytes spill stores" in log  # ptxas's report came back, and the port does not spill
 
 
-@pytest.mark.parametrize(("case", "dtype", "arch"), [(0, "float32", "sm_90a"), (2, "float16", "sm_90a"),
-                                                     (1, "bfloat16", "sm_90a"), (1, "bfloat16", "sm_80")])
+@pytest.mark.parametrize(
+    ("case", "dtype", "arch"),
+    [
+        (0, "float32", "sm_90a"),
+        (2, "float16", "sm_90a"),
+        (1, "bfloat16", "sm_90a"),
+        (1, "bfloat16", "sm_80"),
+    ],
+)
 def test_attention_paths_compile(case, dtype, arch):
     """Float32 prefill on FMAs, split-KV decode, wgmma at D = 64, and mma.sync where there is no
     wgmma (the port picks its engine when MLX compiles it); wgmma at D = 128 is the first test's."""
@@ -66,8 +76,12 @@ def test_attention_profile_variants_include_the_ports_own_shapes():
     for case in task.bench_cases()[:2]:
         infos = case_infos(task, case, "bfloat16")
         mine, theirs = port.launch(infos), variants["wgmma_mt1"].launch(infos)
-        assert (mine.grid, mine.threadgroup, mine.shared_memory, mine.template) == \
-            (theirs.grid, theirs.threadgroup, theirs.shared_memory, theirs.template), task.case_label(case)
+        assert (mine.grid, mine.threadgroup, mine.shared_memory, mine.template) == (
+            theirs.grid,
+            theirs.threadgroup,
+            theirs.shared_memory,
+            theirs.template,
+        ), task.case_label(case)
 
 
 @pytest.mark.parametrize("case", [0, 1])
@@ -79,14 +93,23 @@ def test_the_attention_ports_pipelined_wgmma_stays_asynchronous(case):
     assert "0 bytes spill stores" in log and "serialized" not in log, log[-2000:]
 
 
-@pytest.mark.parametrize(("name", "label"), [
-    ("rope", "unroll=8 + block.x@54=16 + ROWS_PER_BLOCK=16 + __restrict__"),
-    ("transpose_tiled", "TILE_DIM=64 + BLOCK_ROWS=4 + __restrict__"),
-    ("softmax_rows", "vector=8 + unroll=4 + block@84=128 + __restrict__"),
-    ("layernorm", "vector=4 + LN_BLOCK=128 + __restrict__"),
-    ("cumsum", "vector=8 + unroll=8 + SCAN_ITEMS=8 + __restrict__"),  # runs chunked inside an unrolled tile loop
-    ("softmax_rows", "vector=8 + selects=1 + unroll=4 + block@84=128 + __restrict__"),  # selects in a chunk step
-])
+@pytest.mark.parametrize(
+    ("name", "label"),
+    [
+        ("rope", "unroll=8 + block.x@54=16 + ROWS_PER_BLOCK=16 + __restrict__"),
+        ("transpose_tiled", "TILE_DIM=64 + BLOCK_ROWS=4 + __restrict__"),
+        ("softmax_rows", "vector=8 + unroll=4 + block@84=128 + __restrict__"),
+        ("layernorm", "vector=4 + LN_BLOCK=128 + __restrict__"),
+        (
+            "cumsum",
+            "vector=8 + unroll=8 + SCAN_ITEMS=8 + __restrict__",
+        ),  # runs chunked inside an unrolled tile loop
+        (
+            "softmax_rows",
+            "vector=8 + selects=1 + unroll=4 + block@84=128 + __restrict__",
+        ),  # selects in a chunk step
+    ],
+)
 def test_the_combined_variants_the_h200_search_chose_compile(name, label):
     """Knobs stacked by the search (benchmarks/results/h200_s8_rules_vs_expert.json and
     h200_s9_rules_vs_expert_3.json) edit the source together: the variant each task shipped there

@@ -27,8 +27,15 @@ def add(a: int, b: int) -> int:
 
 
 def chat(server: OpenAIServer, max_retries: int = 0) -> ChatOpenAI:
-    return ChatOpenAI(base_url=server.url, api_key="test", model="scripted", stream_usage=True,
-                      use_responses_api=False, max_retries=max_retries, timeout=10)
+    return ChatOpenAI(
+        base_url=server.url,
+        api_key="test",
+        model="scripted",
+        stream_usage=True,
+        use_responses_api=False,
+        max_retries=max_retries,
+        timeout=10,
+    )
 
 
 def stream_sum(runnable, prompt: str) -> AIMessageChunk:
@@ -71,7 +78,10 @@ def test_bind_tools_invoke_parses_tool_calls_and_sends_schema(openai_server):
     calls = [("add", {"a": 1, "b": 2}, "call_1"), ToolCall("add", '{"a": 3, "b": 4}')]
     server = openai_server([Reply(tool_calls=calls)])
     msg = chat(server).bind_tools([add]).invoke("add please")
-    assert [(tc["name"], tc["args"]) for tc in msg.tool_calls] == [("add", {"a": 1, "b": 2}), ("add", {"a": 3, "b": 4})]
+    assert [(tc["name"], tc["args"]) for tc in msg.tool_calls] == [
+        ("add", {"a": 1, "b": 2}),
+        ("add", {"a": 3, "b": 4}),
+    ]
     assert msg.tool_calls[0]["id"] == "call_1"
     assert msg.tool_calls[1]["id"].startswith("call_")
     assert msg.response_metadata["finish_reason"] == "tool_calls"
@@ -82,10 +92,14 @@ def test_bind_tools_invoke_parses_tool_calls_and_sends_schema(openai_server):
 
 
 def test_stream_sums_to_text_tool_calls_and_usage(openai_server):
-    server = openai_server([Reply("Let me add.", tool_calls=[("add", {"a": 20, "b": 22}, "call_s")], usage=(30, 7))])
+    server = openai_server(
+        [Reply("Let me add.", tool_calls=[("add", {"a": 20, "b": 22}, "call_s")], usage=(30, 7))]
+    )
     total = stream_sum(chat(server).bind_tools([add]), "add 20 and 22")
     assert total.content == "Let me add."
-    assert total.tool_calls == [{"name": "add", "args": {"a": 20, "b": 22}, "id": "call_s", "type": "tool_call"}]
+    assert total.tool_calls == [
+        {"name": "add", "args": {"a": 20, "b": 22}, "id": "call_s", "type": "tool_call"}
+    ]
     assert total.usage_metadata["input_tokens"] == 30
     assert total.usage_metadata["output_tokens"] == 7
     body = server.requests[0]
@@ -106,7 +120,13 @@ def test_stream_splits_tool_arguments_like_openai(openai_server):
 
 def test_stream_without_include_usage_sends_no_usage(openai_server):
     server = openai_server([Reply("plain")])
-    llm = ChatOpenAI(base_url=server.url, api_key="test", model="scripted", use_responses_api=False, max_retries=0)
+    llm = ChatOpenAI(
+        base_url=server.url,
+        api_key="test",
+        model="scripted",
+        use_responses_api=False,
+        max_retries=0,
+    )
     total = stream_sum(llm, "hi")  # stream_usage defaults off with a base_url
     assert total.content == "plain"
     assert total.usage_metadata is None
@@ -125,8 +145,12 @@ def test_retry_after_ms_is_honoured_and_zero_falls_back_to_sdk_backoff(openai_se
     assert chat(slow, max_retries=1).invoke("hi").content == "ok"
     fast_gap = fast.request_times[1] - fast.request_times[0]
     slow_gap = slow.request_times[1] - slow.request_times[0]
-    assert slow_gap >= 0.3, f"retry-after: 0 should fall back to the SDK's ~0.5 s backoff, waited {slow_gap:.3f}s"
-    assert fast_gap < slow_gap / 3, f"retry-after-ms=1 waited {fast_gap:.3f}s against the backoff's {slow_gap:.3f}s"
+    assert slow_gap >= 0.3, (
+        f"retry-after: 0 should fall back to the SDK's ~0.5 s backoff, waited {slow_gap:.3f}s"
+    )
+    assert fast_gap < slow_gap / 3, (
+        f"retry-after-ms=1 waited {fast_gap:.3f}s against the backoff's {slow_gap:.3f}s"
+    )
 
 
 @pytest.mark.parametrize("status", [500, 503])
@@ -157,7 +181,9 @@ def test_malformed_tool_call_becomes_invalid_tool_call(openai_server):
 def test_streamed_truncated_json_is_repaired_by_partial_parser(openai_server):
     # Surprise: when streaming, langchain-core parses tool args with parse_partial_json, which closes the
     # truncated object, so '{"x": 1' becomes a *valid* call; only unrepairable text is an invalid call.
-    server = openai_server([malformed_tool_call("add", '{"x": 1'), malformed_tool_call("add", "not json")])
+    server = openai_server(
+        [malformed_tool_call("add", '{"x": 1'), malformed_tool_call("add", "not json")]
+    )
     repaired = stream_sum(chat(server), "go")
     assert repaired.tool_calls[0]["args"] == {"x": 1} and repaired.invalid_tool_calls == []
     broken = stream_sum(chat(server), "go")

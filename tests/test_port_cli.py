@@ -21,9 +21,18 @@ DEFAULT_TASKS = ["vector_add", "softmax_rows", "transpose_tiled"]
 
 def test_defaults_turn_three_tasks_into_verified_kernels_whose_tests_pass(tmp_path, written_tests):
     for name in DEFAULT_TASKS:
-        run = run_port(load_task(name), RunConfig(), tmp_path)  # the defaults: rules policy, best backend
-        assert run["result"]["verified"], (name, run["stop_reason"], run["rejected_in_final_verification"])
-        assert run["non_llm_baseline"] and "non-LLM baseline" in (tmp_path / name / "report.md").read_text()
+        run = run_port(
+            load_task(name), RunConfig(), tmp_path
+        )  # the defaults: rules policy, best backend
+        assert run["result"]["verified"], (
+            name,
+            run["stop_reason"],
+            run["rejected_in_final_verification"],
+        )
+        assert (
+            run["non_llm_baseline"]
+            and "non-LLM baseline" in (tmp_path / name / "report.md").read_text()
+        )
     tests = [str(tmp_path / name / "test_kernel.py") for name in DEFAULT_TASKS]
     result = written_tests("-q", "-p", "no:cacheprovider", "--import-mode=importlib", *tests)
     assert result.returncode == 0, result.stdout[-3000:]
@@ -35,12 +44,14 @@ def _script(tmp_path):
     args.pop("language", None)
     slow = port.model_copy(update={"threadgroup": [64, 1, 1]})
     slow_args = {**args, "threadgroup": [64, 1, 1]}
-    turns = [{"tool_calls": [{"name": "read_cuda_source", "args": {}}]},
-             {"tool_calls": [{"name": "compile_kernel", "args": args}]},
-             {"tool_calls": [{"name": "run_correctness", "args": {"candidate_id": port.id}}]},
-             {"tool_calls": [{"name": "compile_kernel", "args": slow_args}]},
-             {"tool_calls": [{"name": "run_correctness", "args": {"candidate_id": slow.id}}]},
-             {"tool_calls": [{"name": "finish", "args": {"candidate_id": port.id}}]}]
+    turns = [
+        {"tool_calls": [{"name": "read_cuda_source", "args": {}}]},
+        {"tool_calls": [{"name": "compile_kernel", "args": args}]},
+        {"tool_calls": [{"name": "run_correctness", "args": {"candidate_id": port.id}}]},
+        {"tool_calls": [{"name": "compile_kernel", "args": slow_args}]},
+        {"tool_calls": [{"name": "run_correctness", "args": {"candidate_id": slow.id}}]},
+        {"tool_calls": [{"name": "finish", "args": {"candidate_id": port.id}}]},
+    ]
     path = tmp_path / "script.json"
     path.write_text(json.dumps(turns))
     return path, port
@@ -61,26 +72,54 @@ def test_sigkill_mid_run_then_resume_loses_nothing(tmp_path, cli):
     out = tmp_path / "out"
     # No extra seeds in the final verification (the session keeps its budget across the resume): the
     # kernel is the expert port, and what this test is about is the kill and the resume.
-    cmd = [sys.executable, "-m", "mlxport.cli", "port", "--task", "vector_add", "--backend", "sim", "--model",
-           f"scripted:{script}", "--budget", "extra_seeds=0", "--out", str(out)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "mlxport.cli",
+        "port",
+        "--task",
+        "vector_add",
+        "--backend",
+        "sim",
+        "--model",
+        f"scripted:{script}",
+        "--budget",
+        "extra_seeds=0",
+        "--out",
+        str(out),
+    ]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     db = out / "vector_add" / "checkpoints.sqlite"
     deadline = time.monotonic() + 120
     # prepare, then (reason, tools, assess) x 3: killed after the first candidate was evaluated
     while _checkpoints(db) < 12 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)
-    assert proc.poll() is None and _checkpoints(db) >= 12, "the run ended or stalled before it could be killed"
+    assert proc.poll() is None and _checkpoints(db) >= 12, (
+        "the run ended or stalled before it could be killed"
+    )
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert not (out / "vector_add" / "run.json").exists(), "the run finished before it could be killed"
+    assert not (out / "vector_add" / "run.json").exists(), (
+        "the run finished before it could be killed"
+    )
     session = json.loads((out / "vector_add" / "session.json").read_text())["session"]
     result = cli("port", "--resume", session, "--out", str(out), "--json", timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     run = json.loads(result.stdout)
-    assert run["stop_reason"] == "finish" and run["result"]["verified"] and run["result"]["candidate_id"] == port.id
-    lines = [json.loads(x) for x in (out / "vector_add" / "transcript.jsonl").read_text().splitlines()]
+    assert (
+        run["stop_reason"] == "finish"
+        and run["result"]["verified"]
+        and run["result"]["candidate_id"] == port.id
+    )
+    lines = [
+        json.loads(x) for x in (out / "vector_add" / "transcript.jsonl").read_text().splitlines()
+    ]
     calls = [c["id"] for x in lines if x["type"] == "ai" for c in (x["tool_calls"] or [])]
-    assert len(calls) == len(set(calls)) == 6  # every scripted step ran exactly once across the kill
+    assert (
+        len(calls) == len(set(calls)) == 6
+    )  # every scripted step ran exactly once across the kill
     assert run["candidates"] == 2
 
 
@@ -91,8 +130,14 @@ def test_sigkill_mid_run_then_resume_loses_nothing(tmp_path, cli):
         (["NOT_CUDA"], "does not look like CUDA source"),
         (["BINARY"], "is not UTF-8 text"),
         (["--task", "vector_add", "--model", "bogus:model"], "unknown provider 'bogus'"),
-        (["--task", "vector_add", "--model", "anthropic:claude-sonnet-4-5"], "pip install 'mlxport[anthropic]'"),
-        (["--task", "vector_add", "--model", "openai:gpt-4.1-mini"], "no API key for openai: set OPENAI_API_KEY"),
+        (
+            ["--task", "vector_add", "--model", "anthropic:claude-sonnet-4-5"],
+            "pip install 'mlxport[anthropic]'",
+        ),
+        (
+            ["--task", "vector_add", "--model", "openai:gpt-4.1-mini"],
+            "no API key for openai: set OPENAI_API_KEY",
+        ),
         (["--task", "vector_add", "--budget", "iterations=-3"], "must be at least 1"),
         (["--task", "vector_add", "--budget", "speed=3"], "cannot read budget item 'speed=3'"),
         (["--task", "vector_add", "--out", "/proc/nope"], "cannot write to output folder"),

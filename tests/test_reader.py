@@ -62,19 +62,27 @@ def test_grid_stride_and_host_code() -> None:
     assert [k.name for k in cf.kernels] == ["saxpy", "scale_inplace", "fill"]
     saxpy = cf.kernel("saxpy")
     assert [(p.name, p.type) for p in saxpy.params] == [
-        ("n", "int"), ("a", "float"), ("x", "const float* __restrict__"), ("y", "float* __restrict__")]
+        ("n", "int"),
+        ("a", "float"),
+        ("x", "const float* __restrict__"),
+        ("y", "float* __restrict__"),
+    ]
     x, y = saxpy.params[2], saxpy.params[3]
     assert x.is_pointer and x.is_const and x.is_restrict and x.base_type == "float"
     assert not y.is_const and y.is_restrict
     assert rw(cf, "saxpy") == {"n": "r", "a": "r", "x": "r", "y": "rw"}
     assert rw(cf, "scale_inplace")["data"] == "rw"
     assert rw(cf, "fill")["out"] == "w"
-    assert "grid_stride_loop" in features(cf, "saxpy") and "grid_stride_loop" in features(cf, "scale_inplace")
+    assert "grid_stride_loop" in features(cf, "saxpy") and "grid_stride_loop" in features(
+        cf, "scale_inplace"
+    )
     assert "grid_stride_loop" not in features(cf, "fill")
     launches = {ln.kernel: ln for ln in cf.launches}
     assert (launches["saxpy"].grid, launches["saxpy"].block) == ("blocks", "THREADS")
     assert launches["saxpy"].args == ["n", "2.0f", "d_x", "d_y"]
-    assert launches["fill"].grid == "(n + 255) / 256" and launches["fill"].enclosing_function == "main"
+    assert (
+        launches["fill"].grid == "(n + 255) / 256" and launches["fill"].enclosing_function == "main"
+    )
     assert launches["fill"].shared_mem is None and launches["fill"].stream is None
     assert cf.defines["THREADS"] == "256" and cf.defines["CUDA_CHECK"].startswith("(call) do {")
     assert {"cudaMalloc", "cudaMemcpy", "cudaFree"} <= {f.name for f in cf.features}
@@ -84,13 +92,19 @@ def test_grid_stride_and_host_code() -> None:
 def test_templates_with_instantiations() -> None:
     cf = read("templated_reduce.cu")
     k = cf.kernel("block_sum")
-    assert [(t.name, t.kind, t.default) for t in k.template_params] == [("T", "typename", None),
-                                                                       ("BLOCK", "int", "256")]
+    assert [(t.name, t.kind, t.default) for t in k.template_params] == [
+        ("T", "typename", None),
+        ("BLOCK", "int", "256"),
+    ]
     assert k.instantiations == ["<float, 256>", "<double, 256>", "<__half, 128>"]
     assert k.launch_bounds == ["(BLOCK)"]
     assert rw(cf, "block_sum") == {"in": "r", "out": "w", "n": "r"}
     assert k.calls == ["warp_sum"]
-    assert k.shared[0].name == "partial" and k.shared[0].dims == ["BLOCK / 32"] and not k.shared[0].dynamic
+    assert (
+        k.shared[0].name == "partial"
+        and k.shared[0].dims == ["BLOCK / 32"]
+        and not k.shared[0].dynamic
+    )
     assert [ln.template_args for ln in cf.launches] == [["T", "128"], ["T", "512"], ["T"]]
     assert [(ln.block, ln.shared_mem, ln.stream) for ln in cf.launches][0] == ("128", "0", "s")
     dev = cf.device_functions[0]
@@ -102,12 +116,26 @@ def test_templates_with_instantiations() -> None:
 def test_kernels_defined_by_macros() -> None:
     cf = read("macro_kernels.cu")
     names = [k.name for k in cf.kernels]
-    assert names == ["relu_kernel", "sigmoid_kernel", "square_kernel", "add_float", "add_int", "mul_float",
-                     "mul_int"]
+    assert names == [
+        "relu_kernel",
+        "sigmoid_kernel",
+        "square_kernel",
+        "add_float",
+        "add_int",
+        "mul_float",
+        "mul_int",
+    ]
     relu = cf.kernel("relu_kernel")
     assert relu.macro == "DEFINE_UNARY_KERNEL" and relu.line == 19
-    assert cf.kernel("mul_int").macro == "DEFINE_BINARY_ALL_TYPES" and cf.kernel("mul_int").line == 33
-    assert [p.type for p in cf.kernel("add_int").params] == ["const int*", "const int*", "int*", "int"]
+    assert (
+        cf.kernel("mul_int").macro == "DEFINE_BINARY_ALL_TYPES" and cf.kernel("mul_int").line == 33
+    )
+    assert [p.type for p in cf.kernel("add_int").params] == [
+        "const int*",
+        "const int*",
+        "int*",
+        "int",
+    ]
     assert rw(cf, "add_float") == {"a": "r", "b": "r", "c": "w", "n": "r"}
     assert relu.calls == ["relu_f"]
     assert {d.name for d in cf.device_functions} == {"relu_f", "sigmoid_f"}
@@ -119,15 +147,23 @@ def test_kernels_defined_by_macros() -> None:
 
 def test_cooperative_groups() -> None:
     cf = read("coop_groups.cu")
-    assert {"this_thread_block", "tiled_partition", "reduce", "__syncthreads"} <= features(cf, "row_sum")
+    assert {"this_thread_block", "tiled_partition", "reduce", "__syncthreads"} <= features(
+        cf, "row_sum"
+    )
     rows = {a.feature: a for a in assess(cf.kernel("normalize_grid"))}
     assert rows["grid.sync"].needs_rewrite and "dispatch" in rows["grid.sync"].reason
     assert rw(cf, "normalize_grid")["scratch"] == "rw"
     half = {a.feature: a for a in assess(cf.kernel("half_warp_sum"))}
     assert half["tiled_partition(size=16)"].needs_rewrite
-    assert not {a.feature: a for a in assess(cf.kernel("row_sum"))}["tiled_partition(size=32)"].needs_rewrite
+    assert not {a.feature: a for a in assess(cf.kernel("row_sum"))}[
+        "tiled_partition(size=32)"
+    ].needs_rewrite
     coop = next(ln for ln in cf.launches if ln.kernel == "normalize_grid")
-    assert coop.api == "cudaLaunchCooperativeKernel" and coop.grid == "dim3(80)" and coop.stream == "stream"
+    assert (
+        coop.api == "cudaLaunchCooperativeKernel"
+        and coop.grid == "dim3(80)"
+        and coop.stream == "stream"
+    )
 
 
 def test_cub_and_dynamic_shared() -> None:
@@ -138,9 +174,17 @@ def test_cub_and_dynamic_shared() -> None:
     assert any(f.name == "cub::BlockScan" for f in scan.features)
     rows = assess(scan)
     assert any(r.feature.startswith("cub::") and r.needs_rewrite for r in rows)
-    assert any(r.feature == "dynamic_shared" and r.needs_rewrite and "compile time" in r.reason for r in rows)
+    assert any(
+        r.feature == "dynamic_shared" and r.needs_rewrite and "compile time" in r.reason
+        for r in rows
+    )
     launch = next(ln for ln in cf.launches if ln.kernel == "exclusive_scan_rows")
-    assert (launch.grid, launch.block, launch.shared_mem, launch.stream) == ("rows", "256", "smem", "stream")
+    assert (launch.grid, launch.block, launch.shared_mem, launch.stream) == (
+        "rows",
+        "256",
+        "smem",
+        "stream",
+    )
     assert rw(cf, "row_max_cub") == {"in": "r", "row_max": "w", "cols": "r"}
 
 
@@ -192,8 +236,19 @@ def test_atomics() -> None:
 
 def test_softmax_dynamic_smem_and_launch_api() -> None:
     cf = read("softmax_dynamic_smem.cu")
-    assert rw(cf, "softmax_rows") == {"x": "r", "y": "w", "cols": "r"}  # y written through the alias yr
-    assert rw(cf, "layernorm") == {"x": "r", "gamma": "r", "beta": "r", "y": "w", "cols": "r", "eps": "r"}
+    assert rw(cf, "softmax_rows") == {
+        "x": "r",
+        "y": "w",
+        "cols": "r",
+    }  # y written through the alias yr
+    assert rw(cf, "layernorm") == {
+        "x": "r",
+        "gamma": "r",
+        "beta": "r",
+        "y": "w",
+        "cols": "r",
+        "eps": "r",
+    }
     api = next(ln for ln in cf.launches if ln.kernel == "layernorm")
     assert api.api == "cudaLaunchKernel" and api.grid == "dim3(rows)" and api.stream == "nullptr"
     sm = next(ln for ln in cf.launches if ln.kernel == "softmax_rows")
@@ -207,9 +262,15 @@ def test_stencil_constant_memory_and_interprocedural_writes() -> None:
     assert rw(cf, "stencil2d") == {"in": "r", "out": "w", "w": "r", "h": "r"}
     k = cf.kernel("stencil2d")
     assert k.calls == ["load_or_zero", "store_clamped"]
-    assert k.shared[0].dims == ["TILE + 2 * RADIUS", "TILE + 2 * RADIUS"] and k.shared[0].bytes == 18 * 18 * 4
+    assert (
+        k.shared[0].dims == ["TILE + 2 * RADIUS", "TILE + 2 * RADIUS"]
+        and k.shared[0].bytes == 18 * 18 * 4
+    )
     assert {"constant_memory", "device_global"} <= features(cf, "stencil2d")
-    assert {(g.name, g.space) for g in cf.globals} == {("c_coef", "constant"), ("d_error_flag", "device")}
+    assert {(g.name, g.space) for g in cf.globals} == {
+        ("c_coef", "constant"),
+        ("d_error_flag", "device"),
+    }
     assert cf.launches[0].grid == "grid" and cf.launches[0].block == "block"
 
 
@@ -250,16 +311,22 @@ def test_inline_source_and_summary() -> None:
     assert json.loads(cf.model_dump_json())["kernels"][0]["name"] == "k"
 
 
-@pytest.mark.parametrize(("source", "message"), [
-    (b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 8, "binary"),
-    ("int main() { return 0; }\n", "has no __global__ kernel"),
-    ("def f(x):\n    return [x for x in range(3)] if x else {'a': (1, 2)}\n" * 20, "no __global__ kernel"),
-    ("", "empty"),
-    ("__global__ void k(float* a) {\n  a[0] = 1;\n  if (a[1] > 0) {\n", "not closed"),
-    ("__global__ void k(float* a, ) { a[0] = 1; }\n", "parse error at line 1"),
-    ("#define A(x) B(x)\n#define B(x) A(x) __global__\nA(1)\n", "nested deeper"),
-    ("#define K(n) __global__ void n() {}\nK(foo\n", "not closed"),
-])
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        (b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 8, "binary"),
+        ("int main() { return 0; }\n", "has no __global__ kernel"),
+        (
+            "def f(x):\n    return [x for x in range(3)] if x else {'a': (1, 2)}\n" * 20,
+            "no __global__ kernel",
+        ),
+        ("", "empty"),
+        ("__global__ void k(float* a) {\n  a[0] = 1;\n  if (a[1] > 0) {\n", "not closed"),
+        ("__global__ void k(float* a, ) { a[0] = 1; }\n", "parse error at line 1"),
+        ("#define A(x) B(x)\n#define B(x) A(x) __global__\nA(1)\n", "nested deeper"),
+        ("#define K(n) __global__ void n() {}\nK(foo\n", "not closed"),
+    ],
+)
 def test_malformed_inputs(source: str | bytes, message: str) -> None:
     with pytest.raises(CudaReadError, match=message):
         read_cuda(source, name="bad.cu")
@@ -278,7 +345,9 @@ def test_size_limits(tmp_path: Path) -> None:
 
 
 def test_host_errors_are_tolerated() -> None:
-    src = ("__global__ void k(float* a) { a[threadIdx.x] = 0; }\n"
-           "void host() { SOME_UNKNOWN_MACRO(a b c) ; k<<<1, 32>>>(p); }\n")
+    src = (
+        "__global__ void k(float* a) { a[threadIdx.x] = 0; }\n"
+        "void host() { SOME_UNKNOWN_MACRO(a b c) ; k<<<1, 32>>>(p); }\n"
+    )
     cf = read_cuda(src)
     assert cf.kernels[0].name == "k" and cf.launches[0].kernel == "k"

@@ -17,16 +17,86 @@ from mlxport.translate.reader import CudaFile, CudaReadError, assess, read_cuda,
 
 LONG = os.environ.get("MLXPORT_FUZZ_LONG") == "1"
 CORPUS = [p.read_text() for p in sorted((Path(__file__).parent / "cuda").glob("*.cu"))]
-SETTINGS = settings(max_examples=4000 if LONG else 25, deadline=None, derandomize=not LONG,
-                    suppress_health_check=list(HealthCheck))
+SETTINGS = settings(
+    max_examples=4000 if LONG else 25,
+    deadline=None,
+    derandomize=not LONG,
+    suppress_health_check=list(HealthCheck),
+)
 SECONDS = 15.0  # per input; the parse itself stops at 10 s
 
-TOKENS = ["__global__", "__device__", "__host__", "__shared__", "extern", "void", "float", "int", "const", "*",
-          "&", "(", ")", "{", "}", "[", "]", "<", ">", "<<<", ">>>", ";", ",", "=", "+=", "x", "p", "k", "i",
-          "template", "typename", "T", "#define", "#if", "#endif", "#ifdef", "\\\n", "\n", " ", "\"", "'", "/*",
-          "*/", "//", "threadIdx.x", "__syncthreads()", "atomicAdd", "__shfl_xor_sync", "asm", "volatile",
-          "namespace", "struct", "return", "for", "if", "::", "##", "#", "K(", "M(", "__launch_bounds__(",
-          "__align__(", "cg::", "wmma::", "cub::", "0xffffffff", "1", "32", "\x00", "\ufffd"]
+TOKENS = [
+    "__global__",
+    "__device__",
+    "__host__",
+    "__shared__",
+    "extern",
+    "void",
+    "float",
+    "int",
+    "const",
+    "*",
+    "&",
+    "(",
+    ")",
+    "{",
+    "}",
+    "[",
+    "]",
+    "<",
+    ">",
+    "<<<",
+    ">>>",
+    ";",
+    ",",
+    "=",
+    "+=",
+    "x",
+    "p",
+    "k",
+    "i",
+    "template",
+    "typename",
+    "T",
+    "#define",
+    "#if",
+    "#endif",
+    "#ifdef",
+    "\\\n",
+    "\n",
+    " ",
+    '"',
+    "'",
+    "/*",
+    "*/",
+    "//",
+    "threadIdx.x",
+    "__syncthreads()",
+    "atomicAdd",
+    "__shfl_xor_sync",
+    "asm",
+    "volatile",
+    "namespace",
+    "struct",
+    "return",
+    "for",
+    "if",
+    "::",
+    "##",
+    "#",
+    "K(",
+    "M(",
+    "__launch_bounds__(",
+    "__align__(",
+    "cg::",
+    "wmma::",
+    "cub::",
+    "0xffffffff",
+    "1",
+    "32",
+    "\x00",
+    "\ufffd",
+]
 
 
 def check(source: str | bytes) -> None:
@@ -69,12 +139,16 @@ def test_truncated_real_files(text: str, frac: float) -> None:
 
 
 @SETTINGS
-@given(st.sampled_from(CORPUS), st.lists(st.tuples(st.floats(0, 1), st.integers(0, 40),
-                                                   st.sampled_from(TOKENS + [""])), max_size=8))
+@given(
+    st.sampled_from(CORPUS),
+    st.lists(
+        st.tuples(st.floats(0, 1), st.integers(0, 40), st.sampled_from(TOKENS + [""])), max_size=8
+    ),
+)
 def test_mutated_real_files(text: str, edits: list[tuple[float, int, str]]) -> None:
     for frac, cut, insert in edits:
         pos = int(len(text) * frac)
-        text = text[:pos] + insert + text[pos + cut:]
+        text = text[:pos] + insert + text[pos + cut :]
     check(text)
 
 
@@ -82,7 +156,9 @@ def test_mutated_real_files(text: str, edits: list[tuple[float, int, str]]) -> N
 @given(st.integers(1, 60), st.booleans(), st.sampled_from(["(", "{", "[", "<", "K("]))
 def test_deep_nesting_and_macros(depth: int, recursive: bool, opener: str) -> None:
     chain = "".join(f"#define M{i}(x) M{i + 1}(x)\n" for i in range(depth))
-    last = f"#define M{depth}(x) " + ("M0(x)" if recursive else "__global__ void x(float* p) { p[0] = 1; }")
+    last = f"#define M{depth}(x) " + (
+        "M0(x)" if recursive else "__global__ void x(float* p) { p[0] = 1; }"
+    )
     check(chain + last + "\nM0(kern)\n")
     check("__global__ void k(float* p) { p[0] = " + opener * depth * 50 + " }\n")
 
@@ -95,7 +171,9 @@ def test_parse_and_read_deadlines(monkeypatch) -> None:
         read_cuda("__global__ void k() {}\n" + "a<" * 400_000)
     monkeypatch.setattr(reader, "PARSE_SECONDS", 10.0)
     monkeypatch.setattr(reader, "READ_SECONDS", 0.0)
-    src = "".join(f"__global__ void k{i}(float* a) {{ a[threadIdx.x] = {i}; }}\n" for i in range(300))
+    src = "".join(
+        f"__global__ void k{i}(float* a) {{ a[threadIdx.x] = {i}; }}\n" for i in range(300)
+    )
     with pytest.raises(CudaReadError, match="reading took longer than") as e:
         read_cuda(src)
     assert "\n" not in str(e.value).strip()

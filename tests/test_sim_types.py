@@ -35,7 +35,9 @@ def pinned_march() -> str:
     if cc.gcc_major is not None:
         return "-march=native"
     zig = any("zig" in part for part in cc.command)
-    return "-march=x86_64" if zig else "-march=x86-64"  # zig spells LLVM's CPU names with underscores
+    return (
+        "-march=x86_64" if zig else "-march=x86-64"
+    )  # zig spells LLVM's CPU names with underscores
 
 
 RNG = np.random.default_rng(1234)
@@ -231,10 +233,19 @@ void k(float4 v) { v.xx = float2(1, 2); }
 """
 
 
-def compile_cpp(source: str, out_dir: Path, name: str, march: str | None = None) -> subprocess.CompletedProcess[str]:
+def compile_cpp(
+    source: str, out_dir: Path, name: str, march: str | None = None
+) -> subprocess.CompletedProcess[str]:
     src = out_dir / f"{name}.cpp"
     src.write_text(source)
-    cmd = [*find_compiler().command, *flags(march), f"-I{INCLUDE}", str(src), "-o", str(out_dir / name)]
+    cmd = [
+        *find_compiler().command,
+        *flags(march),
+        f"-I{INCLUDE}",
+        str(src),
+        "-o",
+        str(out_dir / name),
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
 
@@ -255,12 +266,16 @@ def math_lines() -> tuple[list[str], dict[str, tuple[np.ndarray, ...]]]:
 
 
 @pytest.fixture(scope="module", params=["default", "pinned"])
-def results(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[int]]:
+def results(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, list[int]]:
     """Every check runs twice: for the compiler's default CPU (the native one, with zig) and for a
     pinned baseline CPU. Rounding must not depend on which instructions the machine has."""
     out = tmp_path_factory.mktemp("sim_types")
     lines, inputs = math_lines()
-    source = PROGRAM.replace("@F32@", ", ".join(hexf(x) for x in F32)).replace("@MATH@", "\n".join(lines))
+    source = PROGRAM.replace("@F32@", ", ".join(hexf(x) for x in F32)).replace(
+        "@MATH@", "\n".join(lines)
+    )
     done = compile_cpp(source, out, "types", pinned_march() if request.param == "pinned" else None)
     assert done.returncode == 0, done.stderr[-4000:]
     assert not done.stderr.strip(), done.stderr[-4000:]  # no warnings either
@@ -304,7 +319,9 @@ def test_half_rounds_like_numpy_float16(results: dict[str, list[int]]) -> None:
         }
         for key, expected in want.items():
             np.testing.assert_array_equal(f16(results[key]), expected, err_msg=key)
-        np.testing.assert_array_equal(f32(results["h_float"]), ha.astype(np.float32) + np.float32(0.1))
+        np.testing.assert_array_equal(
+            f32(results["h_float"]), ha.astype(np.float32) + np.float32(0.1)
+        )
 
 
 def test_bfloat_rounds_to_nearest_even(results: dict[str, list[int]]) -> None:
@@ -315,8 +332,12 @@ def test_bfloat_rounds_to_nearest_even(results: dict[str, list[int]]) -> None:
     fa, fb = bf16_to_f32(ba), bf16_to_f32(bb)
     with np.errstate(all="ignore"):
         np.testing.assert_array_equal(np.array(results["b_cvt"], dtype=np.uint16), ba)
-        np.testing.assert_array_equal(np.array(results["b_add"], dtype=np.uint16), bf16_rne_bits(fa + fb))
-        np.testing.assert_array_equal(np.array(results["b_mul"], dtype=np.uint16), bf16_rne_bits(fa * fb))
+        np.testing.assert_array_equal(
+            np.array(results["b_add"], dtype=np.uint16), bf16_rne_bits(fa + fb)
+        )
+        np.testing.assert_array_equal(
+            np.array(results["b_mul"], dtype=np.uint16), bf16_rne_bits(fa * fb)
+        )
     np.testing.assert_array_equal(f32(results["b_to_f"]), fa)
     assert one(results, "b_nan") == 0x7FE0  # NaN stays NaN (quiet), no rounding into infinity
 
@@ -380,7 +401,10 @@ def test_select_clamp_mix_and_friends(results: dict[str, list[int]]) -> None:
     assert one(results, "extract") == 0x12 and one(results, "insert") == 0xF0
     assert one(results, "extract_s") == 100 - 1  # signed extract sign-extends 0b1111
     assert one(results, "vec_any") == 10
-    assert f16(results["min_h"])[0] == 2 and bf16_to_f32(np.array(results["max_bf"], np.uint16))[0] == 3
+    assert (
+        f16(results["min_h"])[0] == 2
+        and bf16_to_f32(np.array(results["max_bf"], np.uint16))[0] == 3
+    )
     assert one(results, "abs_i") == 7
     assert f16(results["exp_h"])[0] == np.float16(np.e)
     assert one(results, "exp_bf") == bf16_rne_bits(np.array([np.e], np.float32))[0]
@@ -408,7 +432,10 @@ def test_mlx_utils(results: dict[str, list[int]]) -> None:
     assert one(results, "ceildiv") == 3
     assert f32(results["lim_f"])[0] == np.inf
     assert f16(results["lim_h"])[0] == np.float16(65504)
-    assert bf16_to_f32(np.array(results["lim_bf"], np.uint16))[0] == -bf16_to_f32(np.array([0x7F7F], np.uint16))[0]
+    assert (
+        bf16_to_f32(np.array(results["lim_bf"], np.uint16))[0]
+        == -bf16_to_f32(np.array([0x7F7F], np.uint16))[0]
+    )
     assert one(results, "lim_i") == 2**31 - 1 and one(results, "lim_u8") == 255
     assert one(results, "complex") == (-3 + 1 + 100) * 1000 + 4
     assert ulps32(f32(results["log1p"]), np.log1p(np.float64([np.float32(1e-7)])))[0] <= 2

@@ -19,6 +19,8 @@ def test_langgraph_json_resolves_to_the_studio_graph():
     module = importlib.import_module(".".join(path.relative_to(ROOT).with_suffix("").parts))
     graph = getattr(module, attr)
     assert isinstance(graph, CompiledStateGraph)
-    assert graph.checkpointer is None, "langgraph dev refuses a graph compiled with its own checkpointer"
+    assert graph.checkpointer is None, (
+        "langgraph dev refuses a graph compiled with its own checkpointer"
+    )
     assert {"prepare", "reason", "tools", "assess", "finalize"} <= set(graph.get_graph().nodes)
     assert graph.context_schema.__name__ == "RunConfig"

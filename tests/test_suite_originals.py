@@ -18,7 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _script():
     if "suite_originals" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("suite_originals", ROOT / "benchmarks" / "suite_originals.py")
+        spec = importlib.util.spec_from_file_location(
+            "suite_originals", ROOT / "benchmarks" / "suite_originals.py"
+        )
         module = importlib.util.module_from_spec(spec)
         sys.modules["suite_originals"] = module
         spec.loader.exec_module(module)
@@ -29,8 +31,12 @@ def _script():
 def test_original_launches_cover_every_case(name):
     task = load_task(name)
     assert task.original is not None
-    assert task.reference == "reference:reference"  # [original] must not replace the reference as the golden
-    labels = [task.case_label(c) for c in task.cases.visible + task.cases.heldout + task.cases.bench]
+    assert (
+        task.reference == "reference:reference"
+    )  # [original] must not replace the reference as the golden
+    labels = [
+        task.case_label(c) for c in task.cases.visible + task.cases.heldout + task.cases.bench
+    ]
     assert [launch.case for launch in task.original.launches] == labels
     for launch in task.original.launches:
         assert min(launch.grid + launch.block) >= 1 and launch.shared_bytes >= 0
@@ -42,28 +48,44 @@ def test_original_launches_cover_every_case(name):
 def test_tables_are_what_the_host_code_gives():
     """Each task.toml holds the table the script derives from kernel.cu now (run it with --write)."""
     script = _script()
-    stale = [n for n in suite_names()
-             if script.written(n, script.table(n)) != (load_task(n).folder / "task.toml").read_text()]
+    stale = [
+        n
+        for n in suite_names()
+        if script.written(n, script.table(n)) != (load_task(n).folder / "task.toml").read_text()
+    ]
     assert not stale
 
 
 def test_branches_and_named_template_arguments_follow_the_case():
     """softmax_rows launches BLOCK 512 past 1024 columns; rmsnorm's BLOCK is a local constexpr and
     its VPT follows dim; attention's HEAD_DIM and CAUSAL come from the case."""
-    by_case = {n: {launch.case: launch for launch in load_task(n).original.launches}
-               for n in ("softmax_rows", "rmsnorm", "attention_fwd")}
+    by_case = {
+        n: {launch.case: launch for launch in load_task(n).original.launches}
+        for n in ("softmax_rows", "rmsnorm", "attention_fwd")
+    }
     assert by_case["softmax_rows"]["R=7,C=4097"].template == ["T", "512"]
     assert by_case["softmax_rows"]["R=7,C=4097"].block == (512, 1, 1)
     assert by_case["softmax_rows"]["R=100,C=33"].template == ["T", "128"]
     assert by_case["rmsnorm"]["R=8,D=4096"].template == ["T", "256", "16"]
     assert by_case["rmsnorm"]["R=7,D=4097"].template == ["T", "1024", "16"]
-    assert by_case["attention_fwd"]["B=2,H=2,Tq=96,Tk=96,D=64,causal=False"].template == ["T", "64", "false"]
-    assert by_case["attention_fwd"]["B=1,H=2,Tq=50,Tk=131,D=32,causal=False,scale=0.17677669529663687"
-                                    ].template == ["T", "32", "false"]
+    assert by_case["attention_fwd"]["B=2,H=2,Tq=96,Tk=96,D=64,causal=False"].template == [
+        "T",
+        "64",
+        "false",
+    ]
+    assert by_case["attention_fwd"][
+        "B=1,H=2,Tq=50,Tk=131,D=32,causal=False,scale=0.17677669529663687"
+    ].template == ["T", "32", "false"]
 
 
-@pytest.mark.parametrize("name,case", [("vector_add", {"N": 4096}), ("gelu_tanh", {"N": 4096}),
-                                       ("softmax_rows", {"R": 64, "C": 128})])
+@pytest.mark.parametrize(
+    "name,case",
+    [
+        ("vector_add", {"N": 4096}),
+        ("gelu_tanh", {"N": 4096}),
+        ("softmax_rows", {"R": 64, "C": 128}),
+    ],
+)
 def test_original_agrees_with_the_reference(name, case):
     """golden.run_original (the original kernel on the CPU executor, its scalar arguments bound from
     the case's dimensions: n = N, rows = R) against the reference, every dtype."""
@@ -74,6 +96,8 @@ def test_original_agrees_with_the_reference(name, case):
             inputs = make_inputs(task, case, dtype, 0)
         refs = golden(task, inputs, case)  # the reference, as task.toml keeps it
         outs = run_original(task, inputs, case)
-        results = [compare(o, r, task.tolerance[dtype], case=task.case_label(case), dtype=dtype)
-                   for o, r in zip(outs, refs, strict=True)]
+        results = [
+            compare(o, r, task.tolerance[dtype], case=task.case_label(case), dtype=dtype)
+            for o, r in zip(outs, refs, strict=True)
+        ]
         assert [r.verdict for r in results] == ["pass"] * len(task.outputs), (dtype, results)

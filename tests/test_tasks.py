@@ -8,8 +8,20 @@ from mlxport.evals.scaffold import scaffold
 from mlxport.spec import KernelCandidate
 from mlxport.tasks import SUITE_DIR, arg_infos, expert_ports, load_task, make_inputs, suite_names
 
-CORE = ["vector_add", "gelu_tanh", "softmax_rows", "rmsnorm", "layernorm", "rope", "transpose_tiled",
-        "reduce_sum_atomic", "matmul_tiled", "attention_fwd", "selective_scan", "cumsum"]
+CORE = [
+    "vector_add",
+    "gelu_tanh",
+    "softmax_rows",
+    "rmsnorm",
+    "layernorm",
+    "rope",
+    "transpose_tiled",
+    "reduce_sum_atomic",
+    "matmul_tiled",
+    "attention_fwd",
+    "selective_scan",
+    "cumsum",
+]
 
 
 def test_suite_lists_the_core_tasks(cli):
@@ -22,7 +34,11 @@ def test_suite_lists_the_core_tasks(cli):
 @pytest.mark.parametrize("name", suite_names())
 def test_reference_and_baselines_agree_on_every_case(name):
     rows = check_task(load_task(name))
-    bad = [(r.baseline, r.case, r.dtype, r.result.pattern or r.result.error) for r in rows if r.result.verdict != "pass"]
+    bad = [
+        (r.baseline, r.case, r.dtype, r.result.pattern or r.result.error)
+        for r in rows
+        if r.result.verdict != "pass"
+    ]
     assert rows and not bad
 
 
@@ -55,7 +71,9 @@ def test_task_has_expert_ports_whose_launch_resolves(name):
             for port in ports.values():
                 launch = port.launch(infos)
                 shapes = task.shapes(case, dtype)
-                assert {t.name for t in task.outputs} <= set(port.output_names)  # every task output, plus any scratch
+                assert {t.name for t in task.outputs} <= set(
+                    port.output_names
+                )  # every task output, plus any scratch
                 for out_name, shape in zip(port.output_names, launch.output_shapes, strict=True):
                     if out_name in shapes:
                         assert shape == shapes[out_name]
@@ -93,24 +111,46 @@ def _replace(path, old, new):
 
 BROKEN = {
     "missing file": (lambda f: (f / "reference.py").unlink(), "has no reference.py"),
-    "bad toml": (lambda f: _replace(f / "task.toml", 'name = "vector_add"', "name = vector_add ="),
-                 "is not valid TOML"),
-    "unknown dtype": (lambda f: _replace(f / "task.toml", '"float32", "float16"', '"float32", "float17"'),
-                      "unknown dtype 'float17'"),
-    "unknown dimension": (lambda f: _replace(f / "task.toml", 'shape = ["N"]\ninit = { kind = "uniform", low = 0.5',
-                                             'shape = ["M"]\ninit = { kind = "uniform", low = 0.5'),
-                          "unknown dimension(s) M"),
-    "reference does not import": (lambda f: (f / "reference.py").write_text("import not_a_module_xyz\n"),
-                                  "does not import"),
-    "reference raises": (lambda f: (f / "reference.py").write_text(
-        "def reference(a, b):\n    raise RuntimeError('boom')\n\ndef naive(a, b):\n    return a + b\n"),
-        "raised RuntimeError: boom"),
-    "empty dtypes": (lambda f: _replace(f / "task.toml", 'dtypes = ["float32", "float16", "bfloat16"]', "dtypes = []"),
-                     "dtypes is empty"),
-    "name not an identifier": (lambda f: _replace(f / "task.toml", 'name = "vector_add"', 'name = "vector-add"'),
-                               "must be a Python identifier"),
-    "missing tolerance": (lambda f: _replace(f / "task.toml", "[tolerance.bfloat16]\natol = 1e-2\nrtol = 1e-2\n", ""),
-                          "no tolerance for dtype bfloat16"),
+    "bad toml": (
+        lambda f: _replace(f / "task.toml", 'name = "vector_add"', "name = vector_add ="),
+        "is not valid TOML",
+    ),
+    "unknown dtype": (
+        lambda f: _replace(f / "task.toml", '"float32", "float16"', '"float32", "float17"'),
+        "unknown dtype 'float17'",
+    ),
+    "unknown dimension": (
+        lambda f: _replace(
+            f / "task.toml",
+            'shape = ["N"]\ninit = { kind = "uniform", low = 0.5',
+            'shape = ["M"]\ninit = { kind = "uniform", low = 0.5',
+        ),
+        "unknown dimension(s) M",
+    ),
+    "reference does not import": (
+        lambda f: (f / "reference.py").write_text("import not_a_module_xyz\n"),
+        "does not import",
+    ),
+    "reference raises": (
+        lambda f: (f / "reference.py").write_text(
+            "def reference(a, b):\n    raise RuntimeError('boom')\n\ndef naive(a, b):\n    return a + b\n"
+        ),
+        "raised RuntimeError: boom",
+    ),
+    "empty dtypes": (
+        lambda f: _replace(
+            f / "task.toml", 'dtypes = ["float32", "float16", "bfloat16"]', "dtypes = []"
+        ),
+        "dtypes is empty",
+    ),
+    "name not an identifier": (
+        lambda f: _replace(f / "task.toml", 'name = "vector_add"', 'name = "vector-add"'),
+        "must be a Python identifier",
+    ),
+    "missing tolerance": (
+        lambda f: _replace(f / "task.toml", "[tolerance.bfloat16]\natol = 1e-2\nrtol = 1e-2\n", ""),
+        "no tolerance for dtype bfloat16",
+    ),
 }
 
 
@@ -135,8 +175,10 @@ def test_candidate_toml_round_trips(tmp_path):
 
 def test_candidate_rejects_unknown_fields(tmp_path, cli):
     path = tmp_path / "c.toml"
-    path.write_text('name = "k"\nsource = "x"\ninput_names = []\noutput_names = ["o"]\noutput_shapes = [[1]]\n'
-                    'output_dtypes = ["float32"]\ngrid = [1, 1, 1]\nthreadgroup = [1, 1, 1]\ngirth = 3\n')
+    path.write_text(
+        'name = "k"\nsource = "x"\ninput_names = []\noutput_names = ["o"]\noutput_shapes = [[1]]\n'
+        'output_dtypes = ["float32"]\ngrid = [1, 1, 1]\nthreadgroup = [1, 1, 1]\ngirth = 3\n'
+    )
     from mlxport.tasks import TaskError, load_candidate
 
     with pytest.raises(TaskError, match="girth"):

@@ -10,7 +10,9 @@ from mlxport.tools.handlers import run_tool
 from mlxport.tools.session import open_session
 
 PORT = expert_ports(load_task("vector_add"))["msl"]
-FIELDS = {k: v for k, v in PORT.model_dump(mode="json", exclude_defaults=True).items() if k != "language"}
+FIELDS = {
+    k: v for k, v in PORT.model_dump(mode="json", exclude_defaults=True).items() if k != "language"
+}
 
 
 @pytest.fixture
@@ -28,9 +30,15 @@ def test_long_sources_come_in_pages_that_say_where_the_next_one_starts(session, 
     monkeypatch.setattr(handlers, "SOURCE_LINES", 10)
     lines = session.task.source_text().splitlines()
     first = call(session, "read_cuda_source").text
-    assert f"lines 1-10 of {len(lines)}" in first and "read_cuda_source(start_line=11) shows them" in first
+    assert (
+        f"lines 1-10 of {len(lines)}" in first
+        and "read_cuda_source(start_line=11) shows them" in first
+    )
     second = call(session, "read_cuda_source", start_line=11).text
-    assert second.startswith(f"--- kernel.cu, lines 11-{min(20, len(lines))}") and "Entry kernel" not in second
+    assert (
+        second.startswith(f"--- kernel.cu, lines 11-{min(20, len(lines))}")
+        and "Entry kernel" not in second
+    )
     assert f"  11 {lines[10]}" in second
     past = call(session, "read_cuda_source", start_line=len(lines) + 5)
     assert past.error and "past the end" in past.text
@@ -38,8 +46,11 @@ def test_long_sources_come_in_pages_that_say_where_the_next_one_starts(session, 
 
 def test_compile_kernel_compiles_the_instantiation_of_every_case(session):
     # K is 256 at N=1048576 and 1 at N=4096: only the second case's instantiation fails
-    fields = {**FIELDS, "template": {"K": "a.size // 4096"},
-              "source": "static_assert(K > 1, \"K\");\n" + FIELDS["source"]}
+    fields = {
+        **FIELDS,
+        "template": {"K": "a.size // 4096"},
+        "source": 'static_assert(K > 1, "K");\n' + FIELDS["source"],
+    }
     out = call(session, "compile_kernel", **fields)
     assert "compile failed" in out.text, out.text
     assert "the instantiation for case N=4096" in out.text and "earlier ones compiled" in out.text
@@ -47,9 +58,14 @@ def test_compile_kernel_compiles_the_instantiation_of_every_case(session):
 
 def test_verify_gives_verdicts_without_shapes_and_spends_its_budget(session):
     # right only at the visible sizes: held-out sizes take the other branch
-    hack = {**FIELDS, "template": {"V": "a.size"}, "source": (
-        "uint i = thread_position_in_grid.x;\n"
-        "out[i] = (V == 1048576 || V == 4096) ? a[i] + b[i] : a[i];\n")}
+    hack = {
+        **FIELDS,
+        "template": {"V": "a.size"},
+        "source": (
+            "uint i = thread_position_in_grid.x;\n"
+            "out[i] = (V == 1048576 || V == 4096) ? a[i] + b[i] : a[i];\n"
+        ),
+    }
     cid = call(session, "compile_kernel", **hack).data["candidate_id"]
     early = call(session, "verify", candidate_id=cid)
     assert early.error and "has not passed run_correctness" in early.text
@@ -57,12 +73,17 @@ def test_verify_gives_verdicts_without_shapes_and_spends_its_budget(session):
     out = call(session, "verify", candidate_id=cid)
     assert not out.error and out.data["verified"] is False
     assert "held-out cases: 0/" in out.text and "first failure held-out case 1" in out.text
-    assert "N=" not in out.text.split("visible cases")[0] and "N=" not in out.text.split("held-out cases")[1]
+    assert (
+        "N=" not in out.text.split("visible cases")[0]
+        and "N=" not in out.text.split("held-out cases")[1]
+    )
     assert "(2 verifications left)" in out.text
     again = call(session, "verify", candidate_id=cid)
     assert "verified before (not counted again)" in again.text
     session.verifications = 1
-    good = call(session, "compile_kernel", based_on=cid, template={}, source=FIELDS["source"]).data["candidate_id"]
+    good = call(session, "compile_kernel", based_on=cid, template={}, source=FIELDS["source"]).data[
+        "candidate_id"
+    ]
     call(session, "run_correctness", candidate_id=good)
     spent = call(session, "verify", candidate_id=good)
     assert spent.error and "verifications are spent" in spent.text
@@ -81,17 +102,29 @@ def test_diff_reference_and_a_question_with_no_one_there(session):
 
 
 def test_a_whole_function_as_the_body_gets_the_hint_that_names_the_fix(session):
-    out = call(session, "compile_kernel", **{**FIELDS, "source": (
-        "kernel void vadd(const device float* a [[buffer(0)]], device float* out [[buffer(1)]],\n"
-        "                 uint i [[thread_position_in_grid]]) { out[i] = a[i]; }\n")})
-    assert "compile failed" in out.text and "hint: `source` holds a whole kernel function" in out.text
+    out = call(
+        session,
+        "compile_kernel",
+        **{
+            **FIELDS,
+            "source": (
+                "kernel void vadd(const device float* a [[buffer(0)]], device float* out [[buffer(1)]],\n"
+                "                 uint i [[thread_position_in_grid]]) { out[i] = a[i]; }\n"
+            ),
+        },
+    )
+    assert (
+        "compile failed" in out.text and "hint: `source` holds a whole kernel function" in out.text
+    )
 
 
 def test_auto_pointers_into_buffers_compile_and_run_as_on_metal(session):
-    body = ("uint i = thread_position_in_grid.x;\n"
-            "const auto* pa = &a[i];\n"
-            "auto *po = &out[i];\n"
-            "*po = *pa + b[i];\n")
+    body = (
+        "uint i = thread_position_in_grid.x;\n"
+        "const auto* pa = &a[i];\n"
+        "auto *po = &out[i];\n"
+        "*po = *pa + b[i];\n"
+    )
     cid = call(session, "compile_kernel", **{**FIELDS, "source": body}).data["candidate_id"]
     assert "PASS" in call(session, "run_correctness", candidate_id=cid).text
 
@@ -102,7 +135,9 @@ def test_independent_compiles_of_a_turn_compile_side_by_side_on_the_simulator(se
     after_a = {"name": "compile_kernel", "args": {"based_on": PORT.id, "threadgroup": [32, 1, 1]}}
     check = {"name": "run_correctness", "args": {"candidate_id": PORT.id}}
     assert handlers.parallel_compiles(session, [a, b, check]) == [a, b]
-    assert handlers.parallel_compiles(session, [a, after_a]) == []  # after_a needs a's candidate first
+    assert (
+        handlers.parallel_compiles(session, [a, after_a]) == []
+    )  # after_a needs a's candidate first
     call(session, "compile_kernel", **FIELDS)
     assert handlers.parallel_compiles(session, [b, after_a]) == [b, after_a]  # now it is known
 
@@ -112,7 +147,11 @@ def test_the_benchmark_result_carries_the_launch_and_its_threadgroup_memory():
 
     s = open_session("matmul_tiled", "sim")
     port = expert_ports(load_task("matmul_tiled"))["msl"]
-    fields = {k: v for k, v in port.model_dump(mode="json", exclude_defaults=True).items() if k != "language"}
+    fields = {
+        k: v
+        for k, v in port.model_dump(mode="json", exclude_defaults=True).items()
+        if k != "language"
+    }
     call(s, "compile_kernel", **fields)
     assert "PASS" in call(s, "run_correctness", candidate_id=port.id).text
     out = call(s, "benchmark", candidate_id=port.id).text

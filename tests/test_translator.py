@@ -63,8 +63,16 @@ heldout = [{{ N = 5 }}]
 """
 
 
-def elementwise(tmp: Path, cu: str, reference: str, *, dtypes: str = '["float32"]', out_shape: str = '["N"]',
-                extra: str = "", name: str = "t"):
+def elementwise(
+    tmp: Path,
+    cu: str,
+    reference: str,
+    *,
+    dtypes: str = '["float32"]',
+    out_shape: str = '["N"]',
+    extra: str = "",
+    name: str = "t",
+):
     toml = ELEMENTWISE_TOML.format(name=name, dtypes=dtypes, out_shape=out_shape, extra=extra)
     return make_task(tmp, cu, toml, "import mlx.core as mx\n" + textwrap.dedent(reference))
 
@@ -86,7 +94,9 @@ def test_suite_translates_and_passes_the_simulator(sim):
             continue
         assert isinstance(tr, Translation) and tr.candidate.language == "msl"
         report = run_correctness(task, tr.candidate, sim, seed=0, heldout=True, stop_after=1)
-        outcomes[name] = "pass" if report.ok else "fail: " + report.summary(limit=1).splitlines()[-1].strip()
+        outcomes[name] = (
+            "pass" if report.ok else "fail: " + report.summary(limit=1).splitlines()[-1].strip()
+        )
     table = "\n".join(f"  {k}: {v}" for k, v in outcomes.items())
     passed = sum(v == "pass" for v in outcomes.values())
     print(f"translator on the simulator, {passed}/{len(outcomes)} pass:\n{table}")
@@ -108,7 +118,9 @@ def test_suite_cuda_body_candidates(name):
     inputs = make_inputs(task, case, task.dtypes[0], 0)
     from mlxport.expr import ArrayInfo, Dtype
 
-    infos = {n: ArrayInfo(tuple(a.shape), Dtype(str(a.dtype).split(".")[-1])) for n, a in inputs.items()}
+    infos = {
+        n: ArrayInfo(tuple(a.shape), Dtype(str(a.dtype).split(".")[-1])) for n, a in inputs.items()
+    }
     infos.update(task.param_values(case))
     launch = c.launch({n: infos[n] for n in c.input_names})
     assert all(g % t == 0 for g, t in zip(launch.grid, launch.threadgroup, strict=True))
@@ -130,8 +142,12 @@ def test_float4_views_of_a_float_only_kernel_run_on_16_bit_buffers(tmp_path):
     c = translate_task(load_task("vector_add"), "cuda").candidate
     assert "mlxport_view4(a)[i]" in c.source and "reinterpret_cast<const float4" not in c.source
     path = tmp_path / "port.cu"
-    path.write_text("#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n" + c.header + "\ntemplate <typename T>\n"
-                    "__global__ void port(const T* a, const int* a_shape, const T* b, T* out) {\n" + c.source + "\n}\n")
+    path.write_text(
+        "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n" + c.header + "\ntemplate <typename T>\n"
+        "__global__ void port(const T* a, const int* a_shape, const T* b, T* out) {\n"
+        + c.source
+        + "\n}\n"
+    )
     rng, n = np.random.default_rng(3), 1003
     x, y = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
     ex = CudaExecutor()
@@ -145,11 +161,18 @@ def test_float4_views_of_a_float_only_kernel_run_on_16_bit_buffers(tmp_path):
                 a, b = x.astype(st), y.astype(st)
                 want = (a + b).astype(np.float32)
             k = ex.compile(ex.source(path), "port", [ctype])
-            r = ex.run(k, Launch((((n + 3) // 4 + 255) // 256, 1, 1), (256, 1, 1)),
-                       [a, np.array([n], np.int32), b, np.zeros(n, a.dtype)])
+            r = ex.run(
+                k,
+                Launch((((n + 3) // 4 + 255) // 256, 1, 1), (256, 1, 1)),
+                [a, np.array([n], np.int32), b, np.zeros(n, a.dtype)],
+            )
             assert r.ok, (ctype, r.error)
             got = r.buffers["out"]
-            got = (got.astype(np.uint32) << 16).view(np.float32) if ctype == "__nv_bfloat16" else got.astype(np.float32)
+            got = (
+                (got.astype(np.uint32) << 16).view(np.float32)
+                if ctype == "__nv_bfloat16"
+                else got.astype(np.float32)
+            )
             np.testing.assert_array_equal(got, want, err_msg=ctype)
     finally:
         ex.close()
@@ -163,11 +186,18 @@ def test_atomics_into_a_tiny_output_go_through_a_stage_the_last_block_copies_out
     from mlxport.expr import ArrayInfo, Dtype
 
     c = translate_task(load_task("reduce_sum_atomic"), "cuda").candidate
-    assert c.output_names == ["out", "mlxport_stage"] and c.output_shapes == [[1], [1025]] and c.init_value == 0.0
+    assert (
+        c.output_names == ["out", "mlxport_stage"]
+        and c.output_shapes == [[1], [1025]]
+        and c.init_value == 0.0
+    )
     path = tmp_path / "port.cu"
-    path.write_text("#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n" + c.header + "\ntemplate <typename T>\n"
-                    "__global__ void port(const T* x, const int* x_shape, float* out, float* mlxport_stage) {\n"
-                    + c.source + "\n}\n")
+    path.write_text(
+        "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n" + c.header + "\ntemplate <typename T>\n"
+        "__global__ void port(const T* x, const int* x_shape, float* out, float* mlxport_stage) {\n"
+        + c.source
+        + "\n}\n"
+    )
     n = 300001
     x = np.random.default_rng(5).standard_normal(n).astype(np.float32)
     launch = c.launch({"x": ArrayInfo((n,), Dtype("float32"))})
@@ -175,8 +205,11 @@ def test_atomics_into_a_tiny_output_go_through_a_stage_the_last_block_copies_out
     ex = CudaExecutor()
     try:
         k = ex.compile(ex.source(path), "port", ["float"])
-        r = ex.run(k, Launch((blocks, 1, 1), launch.threadgroup),
-                   [x, np.array([n], np.int32), np.zeros(1, np.float32), np.zeros(1025, np.float32)])
+        r = ex.run(
+            k,
+            Launch((blocks, 1, 1), launch.threadgroup),
+            [x, np.array([n], np.int32), np.zeros(1, np.float32), np.zeros(1025, np.float32)],
+        )
     finally:
         ex.close()
     assert r.ok and not r.races, r.error
@@ -215,14 +248,18 @@ void launch(const float* x, float* out, int n) { k<<<(n + BLOCK - 1) / BLOCK, BL
 def test_indices_shared_barriers_shuffles_helpers(tmp_path, sim):
     from mlxport.verify.correctness import run_correctness
 
-    task = elementwise(tmp_path, SHARED_SHUFFLE, """
+    task = elementwise(
+        tmp_path,
+        SHARED_SHUFFLE,
+        """
         def reference(x):
             n = x.shape[0]
             pad = (-n) % 64
             xp = mx.concatenate([x, mx.zeros((pad,), x.dtype)]) if pad else x
             s = mx.repeat(xp.reshape(-1, 64).sum(axis=1), 64)[:n]
             return x / (s + 1.0)
-        """)
+        """,
+    )
     tr = translate_task(task)
     src, hdr = tr.candidate.source, tr.candidate.header
     assert "const uint3 threadIdx = thread_position_in_threadgroup;" in src
@@ -234,7 +271,11 @@ def test_indices_shared_barriers_shuffles_helpers(tmp_path, sim):
     assert "simd_shuffle_down(v, 1)" in src
     assert "metal::exp" in src and "(*(&x[i]))" in src
     assert "uint3 threadIdx" in hdr and "threadgroup float* parts" in hdr
-    assert tr.candidate.grid == ["ceildiv(x.shape[0], 64) * 64", 1, 1] and tr.candidate.threadgroup == [64, 1, 1]
+    assert tr.candidate.grid == [
+        "ceildiv(x.shape[0], 64) * 64",
+        1,
+        1,
+    ] and tr.candidate.threadgroup == [64, 1, 1]
     assert tr.bindings["n"] == "x.shape[0]"
     assert run_correctness(task, tr.candidate, sim, seed=0, heldout=True).ok
 
@@ -251,8 +292,12 @@ void run(const float* x, float* out, int n) { cudaMemset(out, 0, 4); k<<<(n + 12
 def test_atomics_become_atomic_outputs(tmp_path, sim):
     from mlxport.verify.correctness import run_correctness
 
-    task = elementwise(tmp_path, ATOMIC, "def reference(x):\n    return mx.sum(x, keepdims=True)\n",
-                       out_shape="[1]")
+    task = elementwise(
+        tmp_path,
+        ATOMIC,
+        "def reference(x):\n    return mx.sum(x, keepdims=True)\n",
+        out_shape="[1]",
+    )
     tr = translate_task(task)
     c = tr.candidate
     assert c.atomic_outputs and c.init_value == 0.0
@@ -261,10 +306,15 @@ def test_atomics_become_atomic_outputs(tmp_path, sim):
 
 
 def test_atomic_on_16_bit_output_is_refused(tmp_path):
-    task = elementwise(tmp_path, ATOMIC.replace("float*", "T*").replace("__global__", "template <typename T> "
-                                                                        "__global__").replace("k<<<", "k<T><<<"),
-                       "def reference(x):\n    return mx.sum(x, keepdims=True)\n",
-                       dtypes='["float32", "float16"]', out_shape="[1]")
+    task = elementwise(
+        tmp_path,
+        ATOMIC.replace("float*", "T*")
+        .replace("__global__", "template <typename T> __global__")
+        .replace("k<<<", "k<T><<<"),
+        "def reference(x):\n    return mx.sum(x, keepdims=True)\n",
+        dtypes='["float32", "float16"]',
+        out_shape="[1]",
+    )
     with pytest.raises(Untranslatable, match="atomic output out"):
         translate_task(task)
 
@@ -284,8 +334,9 @@ void run(const __half* x, __half* out, int n) { k<<<(n + 255) / 256, 256>>>(x, o
 def test_half_and_vector_types(tmp_path, sim):
     from mlxport.verify.correctness import run_correctness
 
-    task = elementwise(tmp_path, HALF_VECTOR, "def reference(x):\n    return x * 2.0 + 0.5\n",
-                       dtypes='["float16"]')
+    task = elementwise(
+        tmp_path, HALF_VECTOR, "def reference(x):\n    return x * 2.0 + 0.5\n", dtypes='["float16"]'
+    )
     tr = translate_task(task)
     c = tr.candidate
     assert "float4(1.0f, 2.0f, 3.0f, 4.0f)" in c.source and "half(load(x + i)" in c.source
@@ -316,8 +367,12 @@ void run(const float* a, float* out, int n) {
 def test_vector_casts_keep_the_address_space_and_float_kernels_become_generic(tmp_path, sim):
     from mlxport.verify.correctness import run_correctness
 
-    task = elementwise(tmp_path, VECTOR_CAST.replace("a,", "x,").replace("a)", "x)").replace("a[", "x["),
-                       "def reference(x):\n    return x * 2.0\n", dtypes='["float32", "float16"]')
+    task = elementwise(
+        tmp_path,
+        VECTOR_CAST.replace("a,", "x,").replace("a)", "x)").replace("a[", "x["),
+        "def reference(x):\n    return x * 2.0\n",
+        dtypes='["float32", "float16"]',
+    )
     tr = translate_task(task)
     c = tr.candidate
     assert "mlxport_ptr_cast<vec<T, 4>>(x)" in c.source and c.template == {"T": "x.dtype"}
@@ -352,8 +407,11 @@ def test_dynamic_shared_memory_gets_a_compile_time_size(tmp_path):
 
 
 def test_dynamic_shared_memory_from_a_shape_is_a_template(tmp_path):
-    task = elementwise(tmp_path, DYNAMIC.replace("threads * sizeof(float)", "n * sizeof(float)"),
-                       "def reference(x):\n    return x\n")
+    task = elementwise(
+        tmp_path,
+        DYNAMIC.replace("threads * sizeof(float)", "n * sizeof(float)"),
+        "def reference(x):\n    return x\n",
+    )
     c = translate_task(task).candidate
     assert c.template["SMEM_BUF"] == "x.shape[0]" and "threadgroup float buf[SMEM_BUF];" in c.source
 
@@ -381,7 +439,9 @@ def test_launch_branches_and_clamps_become_arithmetic(tmp_path):
 
     for n, block in ((1000, 128), (5000, 256)):
         launch = c.launch({"x": ArrayInfo((n,), Dtype("float32"))})
-        assert launch.threadgroup == (block, 1, 1) and launch.grid[0] == min(-(-n // 256), 64) * block
+        assert (
+            launch.threadgroup == (block, 1, 1) and launch.grid[0] == min(-(-n // 256), 64) * block
+        )
 
 
 def test_cuda_body_binds_params_from_zero_d_inputs(tmp_path):
@@ -392,11 +452,18 @@ def test_cuda_body_binds_params_from_zero_d_inputs(tmp_path):
     }
     void run(const float* x, float* out, int n, float eps) { k<<<(n + 255) / 256, 256>>>(x, out, n, eps); }
     """
-    task = elementwise(tmp_path, cu, "def reference(x, eps):\n    return x + eps\n",
-                       extra='[[params]]\nname = "eps"\ntype = "float"\ndefault = 0.5')
+    task = elementwise(
+        tmp_path,
+        cu,
+        "def reference(x, eps):\n    return x + eps\n",
+        extra='[[params]]\nname = "eps"\ntype = "float"\ndefault = 0.5',
+    )
     cuda = translate_task(task, "cuda").candidate
     assert cuda.input_names == ["x", "eps"]
-    assert "const float mlxport_eps = eps[0];" in cuda.source and "const int n = x_shape[0];" in cuda.source
+    assert (
+        "const float mlxport_eps = eps[0];" in cuda.source
+        and "const int n = x_shape[0];" in cuda.source
+    )
     msl = translate_task(task, "msl").candidate
     assert msl.input_names == ["x", "eps"] and "mlxport_eps" not in msl.source
 
@@ -436,20 +503,42 @@ def test_a_buffer_read_back_after_a_write_reads_what_was_written(tmp_path, sim):
 
 # ------------------------------------------------------------------------------------------ refusals
 
-KERNEL = "__global__ void k(const float* x, float* out, int n) {{\n{body}\n}}\n" \
-         "void run(const float* x, float* out, int n) {{ k<<<(n + 255) / 256, 256>>>(x, out, n); }}\n"
+KERNEL = (
+    "__global__ void k(const float* x, float* out, int n) {{\n{body}\n}}\n"
+    "void run(const float* x, float* out, int n) {{ k<<<(n + 255) / 256, 256>>>(x, out, n); }}\n"
+)
 REFUSALS = [
-    ("#include <cub/cub.cuh>\n", "    typedef cub::BlockReduce<float, 256> R;\n    out[0] = x[0];", "cub", 3),
-    ("#include <mma.h>\nusing namespace nvcuda;\n",
-     "    wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> a;\n    out[0] = x[0];", "wmma", 4),
+    (
+        "#include <cub/cub.cuh>\n",
+        "    typedef cub::BlockReduce<float, 256> R;\n    out[0] = x[0];",
+        "cub",
+        3,
+    ),
+    (
+        "#include <mma.h>\nusing namespace nvcuda;\n",
+        "    wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> a;\n    out[0] = x[0];",
+        "wmma",
+        4,
+    ),
     ("", '    float y; asm("mov.b32 %0, %1;" : "=f"(y) : "f"(x[0]));\n    out[0] = y;', "PTX", 2),
-    ("", "    out[threadIdx.x] = __shfl_xor_sync(0x0000ffff, x[threadIdx.x], 1);", "mask 0x0000ffff", 2),
-    ("#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n",
-     "    cg::grid_group g = cg::this_grid();\n    out[0] = x[0];\n    g.sync();", "grid sync", 6),
+    (
+        "",
+        "    out[threadIdx.x] = __shfl_xor_sync(0x0000ffff, x[threadIdx.x], 1);",
+        "mask 0x0000ffff",
+        2,
+    ),
+    (
+        "#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n",
+        "    cg::grid_group g = cg::this_grid();\n    out[0] = x[0];\n    g.sync();",
+        "grid sync",
+        6,
+    ),
 ]
 
 
-@pytest.mark.parametrize("prefix,body,construct,line", REFUSALS, ids=["cub", "wmma", "asm", "mask", "grid_sync"])
+@pytest.mark.parametrize(
+    "prefix,body,construct,line", REFUSALS, ids=["cub", "wmma", "asm", "mask", "grid_sync"]
+)
 def test_untranslatable_constructs_are_named_with_their_line(prefix, body, construct, line):
     with pytest.raises(Untranslatable) as info:
         translate(prefix + KERNEL.format(body=body), kernel="k")
@@ -460,8 +549,12 @@ def test_untranslatable_constructs_are_named_with_their_line(prefix, body, const
 
 
 def test_translate_without_task_uses_the_kernel_names():
-    tr = translate(KERNEL.format(body="    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-                                      "    if (i < n) out[i] = x[i];"), kernel="k")
+    tr = translate(
+        KERNEL.format(
+            body="    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) out[i] = x[i];"
+        ),
+        kernel="k",
+    )
     c = tr.candidate
     assert c.input_names == ["x", "n"] and c.output_names == ["out"]
     assert c.grid == ["ceildiv(n, 256) * 256", 1, 1]
@@ -476,10 +569,49 @@ def test_missing_launch_is_refused():
 # ------------------------------------------------------------------------------------------ fuzz
 
 CORPUS = [load_task(n).source_text() for n in ("vector_add", "softmax_rows", "layernorm")]
-TOKENS = ["__global__", "__device__", "__shared__", "extern", "float", "int", "*", "(", ")", "{", "}", "[", "]",
-          "<", ">", "<<<", ">>>", ";", ",", "=", "x", "template", "typename", "T", "#define", "\n", " ",
-          "threadIdx.x", "__syncthreads()", "atomicAdd", "__shfl_xor_sync", "asm", "dim3", "if", "else",
-          "0xffff", "1", "256", "/", "?", ":"]
+TOKENS = [
+    "__global__",
+    "__device__",
+    "__shared__",
+    "extern",
+    "float",
+    "int",
+    "*",
+    "(",
+    ")",
+    "{",
+    "}",
+    "[",
+    "]",
+    "<",
+    ">",
+    "<<<",
+    ">>>",
+    ";",
+    ",",
+    "=",
+    "x",
+    "template",
+    "typename",
+    "T",
+    "#define",
+    "\n",
+    " ",
+    "threadIdx.x",
+    "__syncthreads()",
+    "atomicAdd",
+    "__shfl_xor_sync",
+    "asm",
+    "dim3",
+    "if",
+    "else",
+    "0xffff",
+    "1",
+    "256",
+    "/",
+    "?",
+    ":",
+]
 
 
 def _check(src: str) -> None:
@@ -488,11 +620,15 @@ def _check(src: str) -> None:
 
 
 @settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
-@given(st.sampled_from(CORPUS), st.integers(0, 10_000), st.integers(1, 80), st.lists(st.sampled_from(TOKENS),
-                                                                                        max_size=6))
+@given(
+    st.sampled_from(CORPUS),
+    st.integers(0, 10_000),
+    st.integers(1, 80),
+    st.lists(st.sampled_from(TOKENS), max_size=6),
+)
 def test_fuzz_garbled_cuda_never_crashes(src, at, cut, insert):
     at %= len(src)
-    _check(src[:at] + "".join(insert) + src[at + cut:])
+    _check(src[:at] + "".join(insert) + src[at + cut :])
 
 
 @settings(max_examples=15, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))

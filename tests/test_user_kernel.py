@@ -18,14 +18,23 @@ EXAMPLES = Path(__file__).parent / "cuda_exec"
 
 
 def _port(cli, tmp_path, name, *args):
-    result = cli("port", str(EXAMPLES / name), *args, "--backend", "sim", "--out", str(tmp_path / "out"),
-                 env={"MLXPORT_TEST": "1"})
+    result = cli(
+        "port",
+        str(EXAMPLES / name),
+        *args,
+        "--backend",
+        "sim",
+        "--out",
+        str(tmp_path / "out"),
+        env={"MLXPORT_TEST": "1"},
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result
 
 
-def test_a_cooperative_groups_kernel_in_a_file_with_a_local_header_ports_and_its_test_passes(tmp_path, cli,
-                                                                                              written_tests):
+def test_a_cooperative_groups_kernel_in_a_file_with_a_local_header_ports_and_its_test_passes(
+    tmp_path, cli, written_tests
+):
     result = _port(cli, tmp_path, "layernorm_main.cu", "--case", "B=2,T=16,C=96,block_size=128")
     assert "verified on sim" in result.stdout
     folder = tmp_path / "out" / "layernorm_rows"
@@ -36,8 +45,14 @@ def test_a_cooperative_groups_kernel_in_a_file_with_a_local_header_ports_and_its
     task = tomllib.loads((folder / "task" / "task.toml").read_text())
     # mean and rstd hold B*T rows: the port sizes them from inp (B*T*C) and the param C
     assert {o["name"]: o["shape"] for o in task["outputs"]}["mean"] == ["B * T"]
-    tests = written_tests("-q", "-p", "no:cacheprovider", "--import-mode=importlib", folder / "test_kernel.py",
-                          timeout=600)
+    tests = written_tests(
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--import-mode=importlib",
+        folder / "test_kernel.py",
+        timeout=600,
+    )
     assert tests.returncode == 0, tests.stdout[-3000:]
 
 
@@ -55,22 +70,32 @@ def test_the_samples_shared_memory_struct_file_constants_and_host_headers_port(t
 
 
 def test_an_output_read_back_after_its_writes_is_an_output_sized_by_the_params(tmp_path):
-    built = cuda_task(EXAMPLES / "softmax_readback.cu", kernel=None, cases=[{"N": 100, "C": 33}], heldout=2)
-    assert [o["name"] for o in built.task["outputs"]] == ["out"]  # not an in-out pair: its first contents are moot
+    built = cuda_task(
+        EXAMPLES / "softmax_readback.cu", kernel=None, cases=[{"N": 100, "C": 33}], heldout=2
+    )
+    assert [o["name"] for o in built.task["outputs"]] == [
+        "out"
+    ]  # not an in-out pair: its first contents are moot
     assert built.task["outputs"][0]["shape"] == built.task["inputs"][0]["shape"] == ["N * C"]
     assert [c for c in built.task["cases"]["heldout"]] == [{"N": 101, "C": 33}, {"N": 100, "C": 35}]
     task = load_task(write_task(built, tmp_path / "softmax", EXAMPLES / "softmax_readback.cu"))
-    report = run_correctness(task, translate_task(task, "msl").candidate, get_backend("sim"), heldout=True)
+    report = run_correctness(
+        task, translate_task(task, "msl").candidate, get_backend("sim"), heldout=True
+    )
     assert report.ok and report.golden.startswith("the original kernel"), report.summary()
 
 
-def test_a_buffer_the_kernel_never_reads_is_not_sized_by_a_float_param_equal_to_its_extent(tmp_path):
+def test_a_buffer_the_kernel_never_reads_is_not_sized_by_a_float_param_equal_to_its_extent(
+    tmp_path,
+):
     # llama.cpp's rope: freq_factors unused at this case (extent 1), freq_scale = 1.0.
     src = tmp_path / "scaled.cu"
-    src.write_text("__global__ void scaled(float* out, const float* x, const float* unused, float s, int N) {\n"
-                   "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < N) out[i] = s * x[i];\n}\n"
-                   "void launch(float* out, const float* x, const float* unused, float s, int N) {\n"
-                   "  scaled<<<(N + 63) / 64, 64>>>(out, x, unused, s, N);\n}\n")
+    src.write_text(
+        "__global__ void scaled(float* out, const float* x, const float* unused, float s, int N) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < N) out[i] = s * x[i];\n}\n"
+        "void launch(float* out, const float* x, const float* unused, float s, int N) {\n"
+        "  scaled<<<(N + 63) / 64, 64>>>(out, x, unused, s, N);\n}\n"
+    )
     built = cuda_task(src, kernel=None, cases=[{"N": 100, "s": 1.0}], heldout=0)
     unused = next(t for t in built.task["inputs"] if t["name"] == "unused")
     assert unused["shape"] != ["s"], unused
@@ -82,76 +107,149 @@ def test_an_output_written_only_in_part_is_nan_where_the_original_leaves_it(tmp_
     assert any("writes 1176 of the 2304 elements of out" in n for n in built.notes)
     task = load_task(write_task(built, tmp_path / "causal", EXAMPLES / "causal_scale.cu"))
     candidate = translate_task(task, "msl").candidate
-    assert candidate.init_value != candidate.init_value  # NaN: unwritten elements match the golden's
+    assert (
+        candidate.init_value != candidate.init_value
+    )  # NaN: unwritten elements match the golden's
     assert run_correctness(task, candidate, get_backend("sim"), heldout=True).ok
     # a port that also writes the upper triangle does not match the original
     wrong = candidate.model_copy(update={"source": candidate.source.replace("if (j <= i)", "")})
-    assert "if (j <= i)" in candidate.source and not run_correctness(task, wrong, get_backend("sim")).ok
+    assert (
+        "if (j <= i)" in candidate.source
+        and not run_correctness(task, wrong, get_backend("sim")).ok
+    )
 
 
 def test_a_launch_through_a_function_pointer_is_read_off_the_recorded_launches(tmp_path):
-    built = cuda_task(EXAMPLES / "scale_pointer.cu", kernel="scale_rows", cases=[{"rows": 64, "cols": 100}],
-                      heldout=2)
-    assert [launch["block"] for launch in built.task["original"]["launches"]] == [[100, 1, 1], [100, 1, 1],
-                                                                                  [101, 1, 1]]
+    built = cuda_task(
+        EXAMPLES / "scale_pointer.cu",
+        kernel="scale_rows",
+        cases=[{"rows": 64, "cols": 100}],
+        heldout=2,
+    )
+    assert [launch["block"] for launch in built.task["original"]["launches"]] == [
+        [100, 1, 1],
+        [100, 1, 1],
+        [101, 1, 1],
+    ]
     task = load_task(write_task(built, tmp_path / "scale", EXAMPLES / "scale_pointer.cu"))
     translation = translate_task(task, "msl")
-    assert any("launch read off the original's launches at the task's 3 cases" in n for n in translation.notes)
-    assert translation.candidate.threadgroup == ["BLOCK_DIM_X", 1, 1]  # std::min(cols, 128): the cols param
+    assert any(
+        "launch read off the original's launches at the task's 3 cases" in n
+        for n in translation.notes
+    )
+    assert translation.candidate.threadgroup == [
+        "BLOCK_DIM_X",
+        1,
+        1,
+    ]  # std::min(cols, 128): the cols param
     assert run_correctness(task, translation.candidate, get_backend("sim"), heldout=True).ok
 
 
 def test_tasks_new_from_a_file_then_check_runs_the_original_twice_at_every_case(tmp_path, cli):
-    made = cli("tasks", "new", "mine", "--from", str(EXAMPLES / "softmax_readback.cu"), "--case", "N=64,C=40",
-               "--dir", str(tmp_path))
+    made = cli(
+        "tasks",
+        "new",
+        "mine",
+        "--from",
+        str(EXAMPLES / "softmax_readback.cu"),
+        "--case",
+        "N=64,C=40",
+        "--dir",
+        str(tmp_path),
+    )
     assert made.returncode == 0, made.stderr
     checked = cli("tasks", "check", str(tmp_path / "mine"))
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "original, run twice" in checked.stdout and "3 of 3 checks passed" in checked.stdout
 
 
-def test_a_task_made_with_include_folders_carries_the_headers_it_reads_and_nothing_else(tmp_path, cli):
+def test_a_task_made_with_include_folders_carries_the_headers_it_reads_and_nothing_else(
+    tmp_path, cli
+):
     lib = tmp_path / "repo" / "include"
     (lib / "proj").mkdir(parents=True)
-    (lib / "proj" / "scale.cuh").write_text('#pragma once\n#include "detail.cuh"\n'
-                                             "__device__ inline float scale(float x) { return twice(x) + 1.0f; }\n")
-    (lib / "proj" / "detail.cuh").write_text("#pragma once\n__device__ inline float twice(float x) { return 2 * x; }\n")
+    (lib / "proj" / "scale.cuh").write_text(
+        '#pragma once\n#include "detail.cuh"\n'
+        "__device__ inline float scale(float x) { return twice(x) + 1.0f; }\n"
+    )
+    (lib / "proj" / "detail.cuh").write_text(
+        "#pragma once\n__device__ inline float twice(float x) { return 2 * x; }\n"
+    )
     (lib / "proj" / "unused.cuh").write_text("#error never read\n")
     src = tmp_path / "repo" / "src"
     src.mkdir()
-    (src / "k.cu").write_text("#include <proj/scale.cuh>\n__global__ void k(const float* x, float* y, int n) {\n"
-                              "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = scale(x[i]);\n}\n"
-                              "void run(const float* x, float* y, int n) { k<<<(n + 127) / 128, 128>>>(x, y, n); }\n")
-    made = cli("tasks", "new", "mine", "--from", str(src / "k.cu"), "-I", str(lib), "--case", "n=300",
-               "--dir", str(tmp_path / "tasks"))
+    (src / "k.cu").write_text(
+        "#include <proj/scale.cuh>\n__global__ void k(const float* x, float* y, int n) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = scale(x[i]);\n}\n"
+        "void run(const float* x, float* y, int n) { k<<<(n + 127) / 128, 128>>>(x, y, n); }\n"
+    )
+    made = cli(
+        "tasks",
+        "new",
+        "mine",
+        "--from",
+        str(src / "k.cu"),
+        "-I",
+        str(lib),
+        "--case",
+        "n=300",
+        "--dir",
+        str(tmp_path / "tasks"),
+    )
     assert made.returncode == 0, made.stderr
     folder = tmp_path / "tasks" / "mine"
-    assert sorted(p.relative_to(folder).as_posix() for p in (folder / "include").rglob("*.cuh")) == [
-        "include/proj/detail.cuh", "include/proj/scale.cuh"]
+    assert sorted(
+        p.relative_to(folder).as_posix() for p in (folder / "include").rglob("*.cuh")
+    ) == ["include/proj/detail.cuh", "include/proj/scale.cuh"]
     assert tomllib.loads((folder / "task.toml").read_text())["original"]["include"] == ["include"]
     shutil.rmtree(tmp_path / "repo")  # the task reads nothing outside its folder
     checked = cli("tasks", "check", str(folder))
-    assert checked.returncode == 0 and "checks passed" in checked.stdout, checked.stdout + checked.stderr
+    assert checked.returncode == 0 and "checks passed" in checked.stdout, (
+        checked.stdout + checked.stderr
+    )
 
 
 @pytest.mark.parametrize(
     ("file", "args", "fragment"),
     [
-        ("layernorm_main.cu", ["--kernel", "nope", "--case", "B=2,T=16,C=96,block_size=128"],
-         "its kernels are layernorm_rows: pass one of them with --kernel"),
+        (
+            "layernorm_main.cu",
+            ["--kernel", "nope", "--case", "B=2,T=16,C=96,block_size=128"],
+            "its kernels are layernorm_rows: pass one of them with --kernel",
+        ),
         ("layernorm_main.cu", [], "needs the sizes of one case"),
-        ("layernorm_main.cu", ["--case", "B=2,T=16,C=96"], "block_size is a parameter of layernorm_forward()"),
-        ("layernorm_main.cu", ["--case", "B=2,T=16,C=96,block_size=128", "--dtypes", "float16"],
-         "is not templated on its element type"),
-        ("softmax_readback.cu", ["--case", "N=100"], "C is a parameter of softmax(); bind C with --case"),
-        ("softmax_readback.cu", ["--case", "N=100,C=33", "--shape", "out=N"], "--shape out=N is too small"),
-        ("device_count.cu", ["--kernel", "scale", "--case", "N=1024"],
-         "n is copied back from device memory at line 16, so it is known only when the program runs; bind it with "
-         "--case or pass --grid"),
+        (
+            "layernorm_main.cu",
+            ["--case", "B=2,T=16,C=96"],
+            "block_size is a parameter of layernorm_forward()",
+        ),
+        (
+            "layernorm_main.cu",
+            ["--case", "B=2,T=16,C=96,block_size=128", "--dtypes", "float16"],
+            "is not templated on its element type",
+        ),
+        (
+            "softmax_readback.cu",
+            ["--case", "N=100"],
+            "C is a parameter of softmax(); bind C with --case",
+        ),
+        (
+            "softmax_readback.cu",
+            ["--case", "N=100,C=33", "--shape", "out=N"],
+            "--shape out=N is too small",
+        ),
+        (
+            "device_count.cu",
+            ["--kernel", "scale", "--case", "N=1024"],
+            "n is copied back from device memory at line 16, so it is known only when the program runs; bind it with "
+            "--case or pass --grid",
+        ),
     ],
 )
 def test_bad_input_for_a_file_ends_in_one_sentence(tmp_path, cli, file, args, fragment):
-    result = cli("port", str(EXAMPLES / file), *args, "--backend", "sim", "--out", str(tmp_path / "out"))
+    result = cli(
+        "port", str(EXAMPLES / file), *args, "--backend", "sim", "--out", str(tmp_path / "out")
+    )
     assert result.returncode == 2, result.stdout + result.stderr
     assert fragment in result.stderr and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
@@ -159,25 +257,54 @@ def test_bad_input_for_a_file_ends_in_one_sentence(tmp_path, cli, file, args, fr
 
 
 def test_tasks_new_says_what_it_needs_and_makes_the_folder_it_is_given(tmp_path, cli):
-    bare = cli("tasks", "new", "ln", "--from", str(EXAMPLES / "layernorm_main.cu"), "--dir", str(tmp_path / "a"))
+    bare = cli(
+        "tasks",
+        "new",
+        "ln",
+        "--from",
+        str(EXAMPLES / "layernorm_main.cu"),
+        "--dir",
+        str(tmp_path / "a"),
+    )
     assert bare.returncode == 2 and "Traceback" not in bare.stderr
-    assert "needs the sizes of one case" in bare.stderr and "--task" not in bare.stderr  # no such option
+    assert (
+        "needs the sizes of one case" in bare.stderr and "--task" not in bare.stderr
+    )  # no such option
     made = cli("tasks", "new", "mine", "--dir", str(tmp_path / "not" / "yet"))
     assert made.returncode == 0, made.stderr
     assert (tmp_path / "not" / "yet" / "mine" / "task.toml").is_file()
 
 
-def test_a_torch_extension_with_a_struct_by_value_and_default_arguments_runs_as_the_golden(tmp_path, cli):
+def test_a_torch_extension_with_a_struct_by_value_and_default_arguments_runs_as_the_golden(
+    tmp_path, cli
+):
     """torch_rows.cu: c10::Half, at::acc_type and WARP_SHFL_XOR in device code, a volatile shared
     array, a struct the host fills at run time (passed as zero bytes, and said so), a default
     argument the launch leaves out, a NULL default pointer in a helper, a block from a helper's loop."""
-    made = cli("tasks", "new", "rows", "--from", str(EXAMPLES / "torch_rows.cu"), "--case", "nrows=8,ncols=100,eps=1e-5",
-               "--dtypes", "float32,float16", "--dir", str(tmp_path))
+    made = cli(
+        "tasks",
+        "new",
+        "rows",
+        "--from",
+        str(EXAMPLES / "torch_rows.cu"),
+        "--case",
+        "nrows=8,ncols=100,eps=1e-5",
+        "--dtypes",
+        "float32,float16",
+        "--dir",
+        str(tmp_path),
+    )
     assert made.returncode == 0, made.stdout + made.stderr
     task = tomllib.loads((tmp_path / "rows" / "task.toml").read_text())
     assert task["original"]["zeroed"] == {"scale": 8}
-    assert task["original"]["launches"][0]["block"] == [128, 1, 1]  # next_power_of_2(100), its while loop run
-    assert [p["name"] for p in task["params"]] == ["ncols", "eps", "stride"] and task["params"][2]["default"] == 1
+    assert task["original"]["launches"][0]["block"] == [
+        128,
+        1,
+        1,
+    ]  # next_power_of_2(100), its while loop run
+    assert [p["name"] for p in task["params"]] == ["ncols", "eps", "stride"] and task["params"][2][
+        "default"
+    ] == 1
     notes = (tmp_path / "rows" / "NOTES.md").read_text()
     assert "scale (const row_scale, 8 bytes) is a struct passed by value" in notes
     checked = cli("tasks", "check", str(tmp_path / "rows"))
@@ -187,39 +314,86 @@ def test_a_torch_extension_with_a_struct_by_value_and_default_arguments_runs_as_
 
 def test_integer_counters_updated_in_place_port(tmp_path, cli):
     """scale_tracker.cu: int in-out buffers, which the port's outputs start as NaN's integer form."""
-    result = _port(cli, tmp_path, "scale_tracker.cu", "--case", "growth_factor=2.0,backoff_factor=0.5,"
-                   "growth_interval=2000", "--shape", "scale=1", "--shape", "growth_tracker=1", "--shape", "found_inf=1")
+    result = _port(
+        cli,
+        tmp_path,
+        "scale_tracker.cu",
+        "--case",
+        "growth_factor=2.0,backoff_factor=0.5,growth_interval=2000",
+        "--shape",
+        "scale=1",
+        "--shape",
+        "growth_tracker=1",
+        "--shape",
+        "found_inf=1",
+    )
     assert "verified on sim" in result.stdout
     task = tomllib.loads((tmp_path / "out" / "_tasks" / "update_scale" / "task.toml").read_text())
-    assert {o["name"]: o["dtype"] for o in task["outputs"]} == {"scale_out": "float32", "growth_tracker_out": "int32"}
+    assert {o["name"]: o["dtype"] for o in task["outputs"]} == {
+        "scale_out": "float32",
+        "growth_tracker_out": "int32",
+    }
 
 
 def test_an_atomic_kernels_plain_uses_of_its_outputs_become_atomic_loads_and_stores(tmp_path, cli):
     """embed_backward.cu: atomicAdd through a pointer into an output, an output stored then scaled in
     place (MLX makes every output atomic once one is), rows the atomics never touch left at zero."""
-    result = _port(cli, tmp_path, "embed_backward.cu", "--case", "B=2,T=8,C=32", "--shape", "dwte=4*C",
-                   "--shape", "dwpe=T*C")
+    result = _port(
+        cli,
+        tmp_path,
+        "embed_backward.cu",
+        "--case",
+        "B=2,T=8,C=32",
+        "--shape",
+        "dwte=4*C",
+        "--shape",
+        "dwpe=T*C",
+    )
     assert "verified on sim" in result.stdout
     source = (tmp_path / "out" / "embed_backward" / "kernel.py").read_text()
     assert "device atomic<float>* dwte_ix = dwte" in source
-    assert "atomic_store_explicit(&dwpe[t * C + c], atomic_load_explicit(&dwpe[t * C + c], memory_order_relaxed) * " \
-           "(2.0f), memory_order_relaxed)" in source
+    assert (
+        "atomic_store_explicit(&dwpe[t * C + c], atomic_load_explicit(&dwpe[t * C + c], memory_order_relaxed) * "
+        "(2.0f), memory_order_relaxed)" in source
+    )
     notes = (tmp_path / "out" / "_tasks" / "embed_backward" / "NOTES.md").read_text()
     assert "the rest keep the zeros it starts as" in notes
 
 
 def test_a_pointer_into_an_in_out_buffer_reads_its_input_and_writes_its_output(tmp_path, cli):
-    result = _port(cli, tmp_path, "accumulate_rows.cu", "--case", "N=6,V=50", "--shape", "dlogits=N*V",
-                   "--shape", "dloss=N")
+    result = _port(
+        cli,
+        tmp_path,
+        "accumulate_rows.cu",
+        "--case",
+        "N=6,V=50",
+        "--shape",
+        "dlogits=N*V",
+        "--shape",
+        "dloss=N",
+    )
     assert "verified on sim" in result.stdout
     source = (tmp_path / "out" / "accumulate_rows" / "kernel.py").read_text()
-    assert "const float* dlogits_row = dlogits + row * V; device float* dlogits_row_out = dlogits_out + row * V;" \
+    assert (
+        "const float* dlogits_row = dlogits + row * V; device float* dlogits_row_out = dlogits_out + row * V;"
         in source
+    )
 
 
 def test_buffers_taken_as_vectors_are_read_and_written_through_vector_views(tmp_path, cli):
-    result = _port(cli, tmp_path, "complex_scale.cu", "--case", "n=300", "--shape", "z=2*n", "--shape", "w=2*n",
-                   "--shape", "out=2*n")
+    result = _port(
+        cli,
+        tmp_path,
+        "complex_scale.cu",
+        "--case",
+        "n=300",
+        "--shape",
+        "z=2*n",
+        "--shape",
+        "w=2*n",
+        "--shape",
+        "out=2*n",
+    )
     assert "verified on sim" in result.stdout
     source = (tmp_path / "out" / "complex_scale" / "kernel.py").read_text()
     assert "auto mlxport_view_w = mlxport_ptr_cast<half2>(w);" in source

@@ -54,15 +54,21 @@ def test_only_stride_loops_with_runtime_bounds_and_no_pragma_get_one():
     loops = stride_loops(LOOPS, read_cuda(LOOPS), "k")
     got = unrolled(LOOPS, loops, 4).splitlines()
     marked = [got[i + 1].strip() for i, s in enumerate(got) if s.strip() == "#pragma unroll 4"]
-    assert marked == ["for (int i = threadIdx.x; i < n; i += BLOCK) s += p[i];",
-                      "for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) "
-                      "out[i] = t;"]
-    assert got[got.index("    float s = 0.0f;") + 1] == "    #pragma unroll 4"  # the loop's own indent
+    assert marked == [
+        "for (int i = threadIdx.x; i < n; i += BLOCK) s += p[i];",
+        "for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) "
+        "out[i] = t;",
+    ]
+    assert (
+        got[got.index("    float s = 0.0f;") + 1] == "    #pragma unroll 4"
+    )  # the loop's own indent
     body = translate(unrolled(LOOPS, loops, 8), kernel="k", target="cuda").candidate
     assert (body.header + body.source).count("#pragma unroll 8") == 2
 
 
-@pytest.mark.parametrize(("task", "lines"), [("softmax_rows", 2), ("layernorm", 3), ("gelu_tanh", 2), ("rmsnorm", 0)])
+@pytest.mark.parametrize(
+    ("task", "lines"), [("softmax_rows", 2), ("layernorm", 3), ("gelu_tanh", 2), ("rmsnorm", 0)]
+)
 def test_suite_kernels_stride_loops(task, lines):
     """rmsnorm's loops run a template constant's count of times and carry their own pragmas."""
     t = load_task(task)
@@ -72,10 +78,14 @@ def test_suite_kernels_stride_loops(task, lines):
 def test_restrict_qualifies_the_signature_and_ends_before_the_body():
     tr = translate_task(load_task("layernorm"), "cuda")
     c = restrict_buffers(tr).candidate
-    assert c.header.endswith("#define x __restrict__ x\n#define weight __restrict__ weight\n#define bias __restrict__ "
-                             "bias\n#define eps __restrict__ eps\n#define out __restrict__ out\n")
+    assert c.header.endswith(
+        "#define x __restrict__ x\n#define weight __restrict__ weight\n#define bias __restrict__ "
+        "bias\n#define eps __restrict__ eps\n#define out __restrict__ out\n"
+    )
     assert c.source.startswith("#undef x\n#undef weight\n#undef bias\n#undef eps\n#undef out\n")
-    clash = tr.model_copy(update={"candidate": tr.candidate.model_copy(update={"input_names": ["cu", "weight"]})})
+    clash = tr.model_copy(
+        update={"candidate": tr.candidate.model_copy(update={"input_names": ["cu", "weight"]})}
+    )
     assert restrict_buffers(clash) is None  # `cu` is in MLX's `namespace mlx::core::cu`
 
 
@@ -85,21 +95,38 @@ def test_restrict_qualifies_the_signature_and_ends_before_the_body():
 def run_on_executor(ex, path: Path, task, cand, case: dict, dtype: str) -> dict[str, np.ndarray]:
     from mlxport.backends.cuda_cpu import Launch
 
-    inputs, params, shapes = make_inputs(task, case, dtype, 3), task.param_values(case), task.shapes(case, dtype)
+    inputs, params, shapes = (
+        make_inputs(task, case, dtype, 3),
+        task.param_values(case),
+        task.shapes(case, dtype),
+    )
     launch = cand.launch(case_infos(task, case, dtype))
-    path.write_text(mlx_cuda_source(cand, launch, {n: dtype if n in inputs else "float32" for n in cand.input_names}))
+    path.write_text(
+        mlx_cuda_source(
+            cand, launch, {n: dtype if n in inputs else "float32" for n in cand.input_names}
+        )
+    )
     args = []
     for n in cand.input_names:
         a = inputs.get(n)
-        args.append(np.full(16, params[n], np.float32) if a is None else  # a scalar param: 16 elements, as MLX's
-                    np.array(a.view(mx.uint16) if a.dtype == mx.bfloat16 else a).reshape(-1))
+        args.append(
+            np.full(16, params[n], np.float32)
+            if a is None
+            # a scalar param: 16 elements, as MLX's
+            else np.array(a.view(mx.uint16) if a.dtype == mx.bfloat16 else a).reshape(-1)
+        )
         if f"{n}_shape" in cand.source:
             args.append(np.array(shapes[n], np.int32))
-    args += [np.zeros(int(np.prod(s)), np.uint16 if d == "bfloat16" else np.dtype(d))
-             for s, d in zip(launch.output_shapes, launch.output_dtypes, strict=True)]
+    args += [
+        np.zeros(int(np.prod(s)), np.uint16 if d == "bfloat16" else np.dtype(d))
+        for s, d in zip(launch.output_shapes, launch.output_dtypes, strict=True)
+    ]
     blocks = tuple(-(-g // t) for g, t in zip(launch.grid, launch.threadgroup, strict=True))
-    r = ex.run(ex.compile(ex.source(path), "custom_kernel_port"), Launch(blocks, launch.threadgroup,
-                                                                      launch.shared_memory), args)
+    r = ex.run(
+        ex.compile(ex.source(path), "custom_kernel_port"),
+        Launch(blocks, launch.threadgroup, launch.shared_memory),
+        args,
+    )
     assert r.ok and not r.races, r.error
     return {n: r.buffers[n] for n in cand.output_names}
 
@@ -117,9 +144,13 @@ def test_restrict_and_unroll_variants_match_the_translation_bit_for_bit(task, tm
     assert [label for label, _ in leading] == wanted
     ex = CudaExecutor()
     try:
-        want = run_on_executor(ex, tmp_path / "base.cu", t, translate_task(t, "cuda").candidate, case, "bfloat16")
+        want = run_on_executor(
+            ex, tmp_path / "base.cu", t, translate_task(t, "cuda").candidate, case, "bfloat16"
+        )
         for label, translation in leading:
-            got = run_on_executor(ex, tmp_path / "variant.cu", t, translation.candidate, case, "bfloat16")
+            got = run_on_executor(
+                ex, tmp_path / "variant.cu", t, translation.candidate, case, "bfloat16"
+            )
             for name in want:
                 np.testing.assert_array_equal(got[name], want[name], err_msg=label)
     finally:
@@ -151,5 +182,7 @@ def test_the_benchmark_script_loads_without_the_agent_stack():
         bad = sorted(m for m in sys.modules if m.split(".")[0] in ("langgraph", "langchain", "langchain_core"))
         assert not bad, bad
     """)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
     assert done.returncode == 0, done.stderr[-2000:]

@@ -20,9 +20,16 @@ from mlxport.spec import KernelTask
 from mlxport.tasks import load_task, suite_names
 
 
-def chat(task: KernelTask | None, config: RunConfig, out: Path, *, session: str | None = None,
-         model: BaseChatModel | None = None, console: Console | None = None,
-         read: Callable[[], str] = input) -> str:
+def chat(
+    task: KernelTask | None,
+    config: RunConfig,
+    out: Path,
+    *,
+    session: str | None = None,
+    model: BaseChatModel | None = None,
+    console: Console | None = None,
+    read: Callable[[], str] = input,
+) -> str:
     """Run a chat session and return its id. With ``session``, resume it (``task`` and ``config``
     are then taken from the saved session); with no task, ask which bundled task to port.
     ``model`` overrides ``config.model`` (tests); ``read`` returns the person's next line."""
@@ -43,12 +50,21 @@ def chat(task: KernelTask | None, config: RunConfig, out: Path, *, session: str 
         sessions.ensure_writable(out / task.name)
         saved = sessions.save(out / task.name, sessions.new_id(task.name), task.folder, config)
     hint = f"mlxport chat --session {saved.id} --out {out}"
-    label = model_label(config.model) if model is None else f"{type(model).__name__} (given in code)"
-    console.print(f"[bold]mlxport chat[/bold]  task [bold]{task.name}[/bold] · {escape(label)} "
-                  f"· backend {config.backend}", highlight=False)
+    label = (
+        model_label(config.model) if model is None else f"{type(model).__name__} (given in code)"
+    )
+    console.print(
+        f"[bold]mlxport chat[/bold]  task [bold]{task.name}[/bold] · {escape(label)} "
+        f"· backend {config.backend}",
+        highlight=False,
+    )
     console.print(f"session {saved.id} (saved in {saved.folder})", highlight=False, soft_wrap=True)
-    console.print("the rules baseline reads no guidance · /help · /quit" if config.model == "rules" and model is None
-                  else "type guidance any time · /help · /quit", style="dim")
+    console.print(
+        "the rules baseline reads no guidance · /help · /quit"
+        if config.model == "rules" and model is None
+        else "type guidance any time · /help · /quit",
+        style="dim",
+    )
     saver, conn = sessions.checkpointer(saved.folder)
     try:
         graph = build_graph(model=model, checkpointer=saver)
@@ -66,8 +82,13 @@ def pick_task(console: Console, read: Callable[[], str]) -> KernelTask:
     names = suite_names()
     console.print("[bold]bundled tasks[/bold]", highlight=False)
     for i, name in enumerate(names, 1):
-        console.print(f"{i:>3}  {name:<20} {escape(load_task(name).description)}", highlight=False,
-                      overflow="ellipsis", no_wrap=True, crop=True)
+        console.print(
+            f"{i:>3}  {name:<20} {escape(load_task(name).description)}",
+            highlight=False,
+            overflow="ellipsis",
+            no_wrap=True,
+            crop=True,
+        )
     while True:
         console.print("which task? (number or name) ", end="", highlight=False)
         try:

@@ -30,7 +30,9 @@ YES, NO = ("y", "yes", "accept", "approve", "ok"), ("n", "no", "reject")
 def guidance_message(text: str) -> HumanMessage:
     text = text.strip()
     if text.startswith("?") or text.endswith("?"):
-        return HumanMessage(QUESTION + text.removeprefix("?").strip(), id=f"{CHAT_ID}{uuid.uuid4().hex[:12]}")
+        return HumanMessage(
+            QUESTION + text.removeprefix("?").strip(), id=f"{CHAT_ID}{uuid.uuid4().hex[:12]}"
+        )
     return HumanMessage(GUIDANCE + text, id=f"{CHAT_ID}{uuid.uuid4().hex[:12]}")
 
 
@@ -45,16 +47,35 @@ def read_lines(events: queue.Queue, read: Callable[[], str]) -> None:
         events.put(("line", line))
 
 
-RULES_IGNORE_GUIDANCE = ("the rules policy is a non-LLM baseline: it does not read guidance (kept in the transcript); "
-                         "use --model provider:model to steer a port")
+RULES_IGNORE_GUIDANCE = (
+    "the rules policy is a non-LLM baseline: it does not read guidance (kept in the transcript); "
+    "use --model provider:model to steer a port"
+)
 
 
 class ChatSession:
-    def __init__(self, graph, task: KernelTask, config: RunConfig, folder: Path, session: str, view: View,
-                 resume_hint: str):
-        self.graph, self.task, self.config, self.folder, self.session = graph, task, config, folder, session
+    def __init__(
+        self,
+        graph,
+        task: KernelTask,
+        config: RunConfig,
+        folder: Path,
+        session: str,
+        view: View,
+        resume_hint: str,
+    ):
+        self.graph, self.task, self.config, self.folder, self.session = (
+            graph,
+            task,
+            config,
+            folder,
+            session,
+        )
         self.view, self.resume_hint = view, resume_hint
-        self.cfg = {"configurable": {"thread_id": session}, "recursion_limit": 4 * config.max_iterations + 40}
+        self.cfg = {
+            "configurable": {"thread_id": session},
+            "recursion_limit": 4 * config.max_iterations + 40,
+        }
         self.events: queue.Queue = queue.Queue()
         self.pending: list[HumanMessage] = []
         self.worker: threading.Thread | None = None
@@ -72,27 +93,39 @@ class ChatSession:
 
     def start(self, inputs: Any) -> None:
         self.mode = "running"
-        self.worker = threading.Thread(target=self._drive, args=(inputs,), daemon=True, name="mlxport-chat-graph")
+        self.worker = threading.Thread(
+            target=self._drive, args=(inputs,), daemon=True, name="mlxport-chat-graph"
+        )
         self.worker.start()
 
     def _drive(self, inputs: Any) -> None:
         error = None
         try:
-            stream = self.graph.stream(inputs, self.cfg, context=self.config, stream_mode=["updates", "messages"],
-                                       interrupt_before=["reason"], durability="sync")
+            stream = self.graph.stream(
+                inputs,
+                self.cfg,
+                context=self.config,
+                stream_mode=["updates", "messages"],
+                interrupt_before=["reason"],
+                durability="sync",
+            )
             for mode, chunk in stream:
                 if self.stop.is_set():
                     stream.close()
                     break
                 if mode == "messages":
                     message, meta = chunk
-                    if meta.get("langgraph_node") == "reason" and isinstance(message, (AIMessage, AIMessageChunk)):
+                    if meta.get("langgraph_node") == "reason" and isinstance(
+                        message, (AIMessage, AIMessageChunk)
+                    ):
                         self.events.put(("token", message.content, message.id))
                     continue
                 for node, data in chunk.items():
                     if node != "__interrupt__":
                         self.events.put(("update", node, data))
-        except Exception as e:  # a node failed: show it, keep the session (its last checkpoint is intact)
+        except (
+            Exception
+        ) as e:  # a node failed: show it, keep the session (its last checkpoint is intact)
             error = e
         self.events.put(("done", error))
 
@@ -125,7 +158,9 @@ class ChatSession:
         if not self.pending and not reset:
             return
         messages, self.pending = self.pending, []
-        as_node = "assess" if reset else None  # after END, route through assess's edge back to reason
+        as_node = (
+            "assess" if reset else None
+        )  # after END, route through assess's edge back to reason
         self.graph.update_state(self.cfg, {"messages": messages, **reset}, as_node=as_node)
         for m in messages:
             self.view.line("sent", "blue", chat_text(m)[:200])
@@ -135,12 +170,19 @@ class ChatSession:
         if write:
             self.view.finished(self.save(state), self.folder)
         else:  # a resumed session that had finished: its outputs are already written
-            self.view.plain(f"finished ({state.stop_reason}): type guidance to continue the port, or /quit",
-                            "bold")
+            self.view.plain(
+                f"finished ({state.stop_reason}): type guidance to continue the port, or /quit",
+                "bold",
+            )
 
     def save(self, state: State | None = None) -> dict[str, Any]:
-        return write_outputs(self.folder, self.task, state if state is not None else self.state(),
-                             asdict(self.config), self.session)
+        return write_outputs(
+            self.folder,
+            self.task,
+            state if state is not None else self.state(),
+            asdict(self.config),
+            self.session,
+        )
 
     # ------------------------------------------------------------ the person
 
@@ -162,15 +204,22 @@ class ChatSession:
         self.pending.append(guidance_message(text))
         rules = self.config.model == "rules"
         if rules:
-            self.view.plain(RULES_IGNORE_GUIDANCE + ("; now answer y or n" if self.mode == "approval" else ""), "yellow")
+            self.view.plain(
+                RULES_IGNORE_GUIDANCE + ("; now answer y or n" if self.mode == "approval" else ""),
+                "yellow",
+            )
         if self.mode == "finished":
             self.inject(stop_reason=None, finish=None, final=None)
             self.start(None)
         elif self.mode == "idle":
             self.start(None)
         elif not rules:
-            self.view.plain("queued for the model's next call; now answer y or n" if self.mode == "approval" else
-                            "queued: it reaches the model before its next call", "dim")
+            self.view.plain(
+                "queued for the model's next call; now answer y or n"
+                if self.mode == "approval"
+                else "queued: it reaches the model before its next call",
+                "dim",
+            )
         return True
 
     def command(self, text: str) -> bool:
@@ -183,12 +232,16 @@ class ChatSession:
             elif name == "/plan":
                 self.view.plan(self.state())
             elif name == "/best":
-                self.view.best(self.state(), awaiting=self.awaiting if self.mode == "approval" else None)
+                self.view.best(
+                    self.state(), awaiting=self.awaiting if self.mode == "approval" else None
+                )
             elif name == "/budget":
                 self.view.budget(self.state(), self.config)
             elif name == "/diff":
                 if len(args) != 2:
-                    raise UserError("usage: /diff A B with two candidate ids (or unique prefixes, or 'best')")
+                    raise UserError(
+                        "usage: /diff A B with two candidate ids (or unique prefixes, or 'best')"
+                    )
                 self.view.diff(self.state(), *args)
             elif name == "/save":
                 self.saved(self.save())
@@ -200,16 +253,22 @@ class ChatSession:
 
     def saved(self, run: dict[str, Any]) -> None:
         if run["result"]["verified"]:
-            self.view.plain(f"wrote {self.folder}/kernel.py, test_kernel.py, report.md, run.json, candidates/, "
-                            f"transcript.jsonl")
+            self.view.plain(
+                f"wrote {self.folder}/kernel.py, test_kernel.py, report.md, run.json, candidates/, "
+                f"transcript.jsonl"
+            )
         else:
-            self.view.plain(f"wrote {self.folder}/candidates/ ({run['candidates']}), transcript.jsonl, run.json, "
-                            f"report.md; kernel.py comes once a candidate passes final verification")
+            self.view.plain(
+                f"wrote {self.folder}/candidates/ ({run['candidates']}), transcript.jsonl, run.json, "
+                f"report.md; kernel.py comes once a candidate passes final verification"
+            )
 
     # ------------------------------------------------------------ the loop
 
     def run(self, read: Callable[[], str], *, resume: bool) -> None:
-        threading.Thread(target=read_lines, args=(self.events, read), daemon=True, name="mlxport-chat-input").start()
+        threading.Thread(
+            target=read_lines, args=(self.events, read), daemon=True, name="mlxport-chat-input"
+        ).start()
         if resume:
             self.after_segment(None, resumed=True)
         else:
@@ -233,10 +292,14 @@ class ChatSession:
 
     def quit(self) -> None:
         if self.worker is not None and self.worker.is_alive():
-            self.view.plain("stopping after the current step (Ctrl-C again to stop at once)…", "dim")
+            self.view.plain(
+                "stopping after the current step (Ctrl-C again to stop at once)…", "dim"
+            )
             self.stop.set()
             self.worker.join()
         if self.pending:
-            self.view.plain(f"{len(self.pending)} queued message(s) not yet sent were dropped", "yellow")
+            self.view.plain(
+                f"{len(self.pending)} queued message(s) not yet sent were dropped", "yellow"
+            )
         self.view.plain(f"session {self.session} is saved; resume with:", "bold")
         self.view.plain(f"  {self.resume_hint}", soft=True)

@@ -65,8 +65,11 @@ def text_of(content: Any) -> str:
 
 
 def call_text(call: dict[str, Any]) -> str:
-    args = ", ".join(f"{k}={_short(v)}" for k, v in (call.get("args") or {}).items()
-                     if k not in ("source", "header"))
+    args = ", ".join(
+        f"{k}={_short(v)}"
+        for k, v in (call.get("args") or {}).items()
+        if k not in ("source", "header")
+    )
     return f"{call.get('name')}({args})"
 
 
@@ -89,8 +92,14 @@ class View:
 
     def line(self, label: str, style: str, text: str, *, wrap: bool = False) -> None:
         self.end_stream()
-        self.c.print(f"[{style}]{label:<6}[/{style}]{escape(text)}", highlight=False, soft_wrap=wrap,
-                     overflow="ellipsis", no_wrap=not wrap, crop=not wrap)
+        self.c.print(
+            f"[{style}]{label:<6}[/{style}]{escape(text)}",
+            highlight=False,
+            soft_wrap=wrap,
+            overflow="ellipsis",
+            no_wrap=not wrap,
+            crop=not wrap,
+        )
 
     def plain(self, text: str, style: str = "", *, soft: bool = False) -> None:
         """``soft``: let the terminal wrap it, so a command shown can be copied whole."""
@@ -134,7 +143,9 @@ class View:
         if isinstance(m, AIMessage):
             text = text_of(m.content).strip()
             if text and (recap or m.id not in self.streamed):
-                self.line("model", "cyan", " ".join(text.split()) if recap else text, wrap=not recap)
+                self.line(
+                    "model", "cyan", " ".join(text.split()) if recap else text, wrap=not recap
+                )
             for call in m.tool_calls:
                 self.line("  →", "cyan", call_text(call))
             for bad in m.invalid_tool_calls:
@@ -157,8 +168,11 @@ class View:
         records = state.records
         best_id = state.best_id
         if awaiting in records:
-            self.plain(f"candidate {awaiting} awaits your approval (y/n); until then the best is "
-                       f"{best_id or 'none'}", "yellow")
+            self.plain(
+                f"candidate {awaiting} awaits your approval (y/n); until then the best is "
+                f"{best_id or 'none'}",
+                "yellow",
+            )
             best_id = awaiting
         if best_id not in records:
             self.plain(f"no correct candidate yet ({len(records)} tried)", "yellow")
@@ -171,29 +185,55 @@ class View:
         if r.benchmark is None:
             self.plain("speed: not benchmarked yet")
         elif r.speedup is not None:
-            self.plain("speed: " + ", ".join(f"{k} {v:.2f}x" for k, v in r.benchmark.speedups.items()))
+            self.plain(
+                "speed: " + ", ".join(f"{k} {v:.2f}x" for k, v in r.benchmark.speedups.items())
+            )
         else:
-            self.plain(f"speed: not timed on {r.benchmark.backend}; {first_line(r.benchmark.estimate)}")
+            self.plain(
+                f"speed: not timed on {r.benchmark.backend}; {first_line(r.benchmark.estimate)}"
+            )
         final = state.final or {}
         if final.get("candidate_id") == best_id and final.get("verified"):
             self.plain(verdict_label(final), "green")
         launch = f"grid {r.candidate.grid}, threadgroup {r.candidate.threadgroup}"
         self.plain(f"{r.candidate.language} kernel {r.candidate.name}, {launch}:", "dim")
         lines = r.candidate.source.strip("\n").splitlines()
-        self.plain("\n".join(lines[:10]) + (f"\n… {len(lines) - 10} more lines (/save writes it)" if len(lines) > 10
-                                             else ""))
+        self.plain(
+            "\n".join(lines[:10])
+            + (f"\n… {len(lines) - 10} more lines (/save writes it)" if len(lines) > 10 else "")
+        )
 
     def budget(self, state: State, config: RunConfig) -> None:
         used_it, used_tok = state.iterations, state.total_tokens()
         used_cost, used_wall = spent(state, config), state.elapsed
         since = state.since_improvement
-        rows = [("iterations", f"{used_it} of {config.max_iterations}", f"{config.max_iterations - used_it}"),
-                ("tokens", f"{used_tok:,} of {config.max_tokens:,}", f"{max(config.max_tokens - used_tok, 0):,}"),
-                ("cost", f"${used_cost:.4f} of ${config.max_cost:.2f}", f"${max(config.max_cost - used_cost, 0):.4f}"),
-                ("wall", f"{used_wall:.1f} s of {config.max_wall_seconds:.0f} s",
-                 f"{max(config.max_wall_seconds - used_wall, 0):.0f} s"),
-                ("patience", f"{since} of {config.patience} candidates without improvement",
-                 f"{config.patience - since}")]
+        rows = [
+            (
+                "iterations",
+                f"{used_it} of {config.max_iterations}",
+                f"{config.max_iterations - used_it}",
+            ),
+            (
+                "tokens",
+                f"{used_tok:,} of {config.max_tokens:,}",
+                f"{max(config.max_tokens - used_tok, 0):,}",
+            ),
+            (
+                "cost",
+                f"${used_cost:.4f} of ${config.max_cost:.2f}",
+                f"${max(config.max_cost - used_cost, 0):.4f}",
+            ),
+            (
+                "wall",
+                f"{used_wall:.1f} s of {config.max_wall_seconds:.0f} s",
+                f"{max(config.max_wall_seconds - used_wall, 0):.0f} s",
+            ),
+            (
+                "patience",
+                f"{since} of {config.patience} candidates without improvement",
+                f"{config.patience - since}",
+            ),
+        ]
         self.plain(f"{'budget':<11}{'used':<44}left", "bold")
         for name, used, left in rows:
             self.plain(f"{name:<11}{used:<44}{left}")
@@ -206,30 +246,49 @@ class View:
         if not lines:
             self.plain(f"{ra.candidate.id} and {rb.candidate.id} are identical")
         for ln in lines:
-            style = "bold" if ln.startswith(("---", "+++")) else "green" if ln.startswith("+") else \
-                "red" if ln.startswith("-") else "cyan" if ln.startswith("@@") else ""
+            style = (
+                "bold"
+                if ln.startswith(("---", "+++"))
+                else "green"
+                if ln.startswith("+")
+                else "red"
+                if ln.startswith("-")
+                else "cyan"
+                if ln.startswith("@@")
+                else ""
+            )
             self.plain(ln, style)
 
     def question(self, question: str) -> None:
         self.end_stream()
-        self.c.print(f"[bold yellow]the model asks:[/bold yellow] {escape(question)}", highlight=False)
+        self.c.print(
+            f"[bold yellow]the model asks:[/bold yellow] {escape(question)}", highlight=False
+        )
         self.plain("  type your answer (slash commands still work)")
 
     def approval(self, payload: dict[str, Any]) -> None:
         self.end_stream()
         summary = first_line(payload.get("summary") or "")
         speed = f", {payload['speedup']:.2f}x native" if payload.get("speedup") else ""
-        self.c.print(f"[bold yellow]approve?[/bold yellow] candidate {payload.get('candidate_id')} is the new "
-                     f"best{speed}", highlight=False)
+        self.c.print(
+            f"[bold yellow]approve?[/bold yellow] candidate {payload.get('candidate_id')} is the new "
+            f"best{speed}",
+            highlight=False,
+        )
         if summary:
             self.plain(f"  {summary}")
-        self.c.print("  accept it? [bold]y[/bold]es / [bold]n[/bold]o (/best, /diff A B to inspect)",
-                     highlight=False)
+        self.c.print(
+            "  accept it? [bold]y[/bold]es / [bold]n[/bold]o (/best, /diff A B to inspect)",
+            highlight=False,
+        )
 
     def recap(self, state: State, last: int = 8) -> None:
         messages = [m for m in state.messages if not isinstance(m, SystemMessage)]
-        self.plain(f"recap: {len(messages)} messages, {state.iterations} iterations, "
-                   f"{len(state.records)} candidates; the last ones:", "bold")
+        self.plain(
+            f"recap: {len(messages)} messages, {state.iterations} iterations, "
+            f"{len(state.records)} candidates; the last ones:",
+            "bold",
+        )
         for m in messages[-last:]:
             self.message(m, recap=True)
         guidance = [chat_text(m) for m in messages[:-last] if is_chat(m)]
@@ -243,15 +302,24 @@ class View:
         res = run["result"]
         self.end_stream()
         if res["verified"]:
-            speed = ", ".join(f"{k} {v:.2f}x" for k, v in res["speedups"].items()) if res["timed"] else \
-                "not timed (simulator)"
-            self.c.print(f"[green]{escape(res['label'])}[/green]: candidate {res['candidate_id']}; {speed}",
-                         highlight=False)
+            speed = (
+                ", ".join(f"{k} {v:.2f}x" for k, v in res["speedups"].items())
+                if res["timed"]
+                else "not timed (simulator)"
+            )
+            self.c.print(
+                f"[green]{escape(res['label'])}[/green]: candidate {res['candidate_id']}; {speed}",
+                highlight=False,
+            )
             self.plain(f"wrote {folder}/kernel.py, test_kernel.py, report.md, run.json")
         else:
-            self.c.print(f"[red]no verified kernel[/red]: {escape(str(res.get('why_not')))}; see {folder}/report.md",
-                         highlight=False)
-        self.plain(f"finished ({run['stop_reason']}): type guidance to continue the port, or /quit", "bold")
+            self.c.print(
+                f"[red]no verified kernel[/red]: {escape(str(res.get('why_not')))}; see {folder}/report.md",
+                highlight=False,
+            )
+        self.plain(
+            f"finished ({run['stop_reason']}): type guidance to continue the port, or /quit", "bold"
+        )
 
 
 def find_record(state: State, key: str) -> Record:

@@ -62,9 +62,16 @@ def _ctx(runtime: Runtime[RunConfig] | None) -> RunConfig:
 
 def session_of(state: State, ctx: RunConfig) -> Session:
     records = {k: Record.from_state(v) for k, v in state.records.items()}
-    return open_session(state.task_dir, ctx.backend, chip=ctx.chip, records=records,
-                        plan=Plan.model_validate(state.plan), iteration=state.iterations, seed=state.seed,
-                        verifications=ctx.max_verifications)
+    return open_session(
+        state.task_dir,
+        ctx.backend,
+        chip=ctx.chip,
+        records=records,
+        plan=Plan.model_validate(state.plan),
+        iteration=state.iterations,
+        seed=state.seed,
+        verifications=ctx.max_verifications,
+    )
 
 
 def _elapsed(state: State, t0: float) -> float:
@@ -79,12 +86,20 @@ def prepare(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
     ctx = _ctx(runtime)
     session = open_session(state.task_dir, ctx.backend, chip=ctx.chip)
     task, backend = session.task, session.backend
-    first = task_prompt(task, backend, target=ctx.target_speedup,
-                        budget=f"{ctx.max_iterations} iterations, patience {ctx.patience} candidates, "
-                               f"{ctx.max_verifications} verifications")
-    return {"messages": [SystemMessage(system_prompt(session.language)), HumanMessage(first)],
-            "seed": ctx.seed * 1000 + 1, "plan": Plan().model_dump(), "search": ctx.search,
-            "elapsed": _elapsed(state, t0)}
+    first = task_prompt(
+        task,
+        backend,
+        target=ctx.target_speedup,
+        budget=f"{ctx.max_iterations} iterations, patience {ctx.patience} candidates, "
+        f"{ctx.max_verifications} verifications",
+    )
+    return {
+        "messages": [SystemMessage(system_prompt(session.language)), HumanMessage(first)],
+        "seed": ctx.seed * 1000 + 1,
+        "plan": Plan().model_dump(),
+        "search": ctx.search,
+        "elapsed": _elapsed(state, t0),
+    }
 
 
 @cache
@@ -101,21 +116,35 @@ def _reason(model: BaseChatModel | None):
             return {"stop_reason": stop}
         llm = model or _loaded_model(ctx.model, ctx.base_url, ctx.request_timeout)
         llm = llm.bind_tools(schemas.TOOLS)
-        prompt = trim(list(state.messages), ctx.context_window or window(ctx.model)) + [status_message(state, ctx)]
+        prompt = trim(list(state.messages), ctx.context_window or window(ctx.model)) + [
+            status_message(state, ctx)
+        ]
         try:
             response = llm.invoke(prompt)
         except GraphInterrupt:
             raise
         except Exception as e:  # provider failure after the client's own retries: end cleanly
-            return {"stop_reason": f"model_error: {type(e).__name__}: {str(e)[:300]}", "elapsed": _elapsed(state, t0)}
+            return {
+                "stop_reason": f"model_error: {type(e).__name__}: {str(e)[:300]}",
+                "elapsed": _elapsed(state, t0),
+            }
         usage = response.usage_metadata or {}
         update: dict[str, Any] = {
-            "messages": [response], "iterations": state.iterations + 1, "elapsed": _elapsed(state, t0),
-            "usage": {"reason": {"input_tokens": usage.get("input_tokens", 0),
-                                 "output_tokens": usage.get("output_tokens", 0), "calls": 1}},
+            "messages": [response],
+            "iterations": state.iterations + 1,
+            "elapsed": _elapsed(state, t0),
+            "usage": {
+                "reason": {
+                    "input_tokens": usage.get("input_tokens", 0),
+                    "output_tokens": usage.get("output_tokens", 0),
+                    "calls": 1,
+                }
+            },
         }
         if not (response.tool_calls or response.invalid_tool_calls):
-            update["messages"].append(HumanMessage("Call one of the tools to continue, or call finish if you are done."))
+            update["messages"].append(
+                HumanMessage("Call one of the tools to continue, or call finish if you are done.")
+            )
             update["consecutive_errors"] = state.consecutive_errors + 1
         return update
 
@@ -124,21 +153,32 @@ def _reason(model: BaseChatModel | None):
 
 def status_message(state: State, ctx: RunConfig) -> HumanMessage:
     """Rendered into every prompt (never stored): plan, best candidate, budget left."""
-    best = Record.from_state(state.records[state.best_id]) if state.best_id in state.records else None
+    best = (
+        Record.from_state(state.records[state.best_id]) if state.best_id in state.records else None
+    )
     if best is None:
         best_text = "none correct yet"
     else:
         speed = f", {best.speedup:.2f}x native" if best.speedup is not None else ""
         best_text = f"{best.candidate.id} (correct{speed})"
-    left = (f"{ctx.max_iterations - state.iterations} iterations, "
-            f"{ctx.patience - state.since_improvement} candidates of patience, "
-            f"{max(ctx.max_tokens - state.total_tokens(), 0)} tokens left")
-    text = render("status", iteration=state.iterations + 1, budget_left=left,
-                  plan=Plan.model_validate(state.plan).render(), best=best_text)
+    left = (
+        f"{ctx.max_iterations - state.iterations} iterations, "
+        f"{ctx.patience - state.since_improvement} candidates of patience, "
+        f"{max(ctx.max_tokens - state.total_tokens(), 0)} tokens left"
+    )
+    text = render(
+        "status",
+        iteration=state.iterations + 1,
+        budget_left=left,
+        plan=Plan.model_validate(state.plan).render(),
+        best=best_text,
+    )
     if state.cycle:
         c = state.cycle
-        text += (f"\nCycle {c['number']} on {c['node']}: {c['since']} of {ctx.stagnation} checked candidates "
-                 f"without improvement")
+        text += (
+            f"\nCycle {c['number']} on {c['node']}: {c['since']} of {ctx.stagnation} checked candidates "
+            f"without improvement"
+        )
     return HumanMessage(text)
 
 
@@ -181,13 +221,20 @@ def tools(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
     calls = list(last.tool_calls)
     if ctx.approve:
         # Before any tool runs: the node runs again from its start when the person answers.
-        session.answers = {q: str(interrupt({"kind": "ask", "question": q})) for q in _questions(calls)}
+        session.answers = {
+            q: str(interrupt({"kind": "ask", "question": q})) for q in _questions(calls)
+        }
     results: dict[str, Output] = {}
     with ThreadPoolExecutor(max_workers=4) as pool:
-        futures = {c["id"]: pool.submit(run_tool, session, c["name"], c["args"])
-                   for c in calls if c["name"] not in DEVICE_TOOLS}
-        compiles = {c["id"]: pool.submit(run_tool, session, c["name"], c["args"])
-                    for c in parallel_compiles(session, calls)}
+        futures = {
+            c["id"]: pool.submit(run_tool, session, c["name"], c["args"])
+            for c in calls
+            if c["name"] not in DEVICE_TOOLS
+        }
+        compiles = {
+            c["id"]: pool.submit(run_tool, session, c["name"], c["args"])
+            for c in parallel_compiles(session, calls)
+        }
         for cid, f in compiles.items():
             results[cid] = f.result()
             session.apply(results[cid])
@@ -199,16 +246,29 @@ def tools(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
             results[cid] = f.result()
             session.apply(results[cid])
     for bad in last.invalid_tool_calls:
-        results[bad["id"]] = Output(f"error: the arguments of your {bad.get('name')} call were not valid JSON "
-                                    f"({bad.get('error') or 'could not parse'}); send the call again", error=True)
+        results[bad["id"]] = Output(
+            f"error: the arguments of your {bad.get('name')} call were not valid JSON "
+            f"({bad.get('error') or 'could not parse'}); send the call again",
+            error=True,
+        )
     names = {c["id"]: c["name"] for c in calls}
-    messages = [ToolMessage(out.text, tool_call_id=cid, name=names.get(cid, "invalid_tool_call"),
-                            status="error" if out.error else "success", artifact=_artifact(out))
-                for cid, out in ((c["id"], results[c["id"]]) for c in [*calls, *last.invalid_tool_calls])]
+    messages = [
+        ToolMessage(
+            out.text,
+            tool_call_id=cid,
+            name=names.get(cid, "invalid_tool_call"),
+            status="error" if out.error else "success",
+            artifact=_artifact(out),
+        )
+        for cid, out in ((c["id"], results[c["id"]]) for c in [*calls, *last.invalid_tool_calls])
+    ]
     changed = {k: r.to_state() for out in results.values() for k, r in out.records.items()}
     errors = sum(out.error for out in results.values())
     update: dict[str, Any] = {
-        "messages": messages, "records": changed, "seed": session.seed, "plan": session.plan.model_dump(),
+        "messages": messages,
+        "records": changed,
+        "seed": session.seed,
+        "plan": session.plan.model_dump(),
         "tool_errors": state.tool_errors + errors,
         "consecutive_errors": state.consecutive_errors + 1 if errors == len(results) else 0,
         "elapsed": _elapsed(state, t0),
@@ -221,7 +281,11 @@ def tools(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
 def _questions(calls: list[dict[str, Any]]) -> list[str]:
     out = []
     for c in calls:
-        if c["name"] == "ask_user" and isinstance(q := (c.get("args") or {}).get("question"), str) and q.strip():
+        if (
+            c["name"] == "ask_user"
+            and isinstance(q := (c.get("args") or {}).get("question"), str)
+            and q.strip()
+        ):
             out.append(q)
     return list(dict.fromkeys(out))
 
@@ -237,14 +301,28 @@ def assess(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
     update: dict[str, Any] = {"evaluated": evaluated}
     if improved and ctx.approve and not _approved(best):
         rejected = {best.candidate.id: {**state.records[best.candidate.id], "rejected": True}}
-        return {**update, "records": rejected, "since_improvement": state.since_improvement + newly,
-                "messages": [HumanMessage(f"The user rejected candidate {best.candidate.id}; it will not be the "
-                                          f"result. Try another approach.")]}
+        return {
+            **update,
+            "records": rejected,
+            "since_improvement": state.since_improvement + newly,
+            "messages": [
+                HumanMessage(
+                    f"The user rejected candidate {best.candidate.id}; it will not be the "
+                    f"result. Try another approach."
+                )
+            ],
+        }
     if improved:
         update["best_id"] = best.candidate.id
         update["since_improvement"] = 0
-        update["best_history"] = [*state.best_history, {"iteration": state.iterations,
-                                                        "candidate": best.candidate.id, "speedup": best.speedup}]
+        update["best_history"] = [
+            *state.best_history,
+            {
+                "iteration": state.iterations,
+                "candidate": best.candidate.id,
+                "speedup": best.speedup,
+            },
+        ]
     else:
         update["since_improvement"] = state.since_improvement + newly
     target = ctx.target_speedup or session_of(state, ctx).task.target_speedup
@@ -255,15 +333,26 @@ def assess(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
     elif update["since_improvement"] >= ctx.patience:
         update["stop_reason"] = "patience"
     if ctx.search == "tree":
-        _end_cycle(state, ctx, update, ranked[0] if ranked and ranked[0].correct else None,
-                   last="stop_reason" in update)
+        _end_cycle(
+            state,
+            ctx,
+            update,
+            ranked[0] if ranked and ranked[0].correct else None,
+            last="stop_reason" in update,
+        )
     return update
 
 
 def _approved(best: Record) -> bool:
     """Pause the graph and ask the person (chat sessions); resumes with their answer."""
-    answer = interrupt({"kind": "approve", "candidate_id": best.candidate.id,
-                        "speedup": best.speedup, "summary": best.correctness.summary() if best.correctness else ""})
+    answer = interrupt(
+        {
+            "kind": "approve",
+            "candidate_id": best.candidate.id,
+            "speedup": best.speedup,
+            "summary": best.correctness.summary() if best.correctness else "",
+        }
+    )
     return str(answer).strip().lower() in ("y", "yes", "approve", "ok", "true", "1", "")
 
 
@@ -286,20 +375,32 @@ def select(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
     plan = Plan.model_validate(state.plan)
     frontier = plan.frontier(ctx.max_difficulty)
     if not frontier:
-        return {"messages": [HumanMessage(
-            f"Tree search: no open idea rated at most {ctx.max_difficulty:g} difficult. Add ideas with update_plan "
-            f"(expected_gain, difficulty, confidence, under the idea they refine); the best rated is tried next, "
-            f"or finish.")]}
+        return {
+            "messages": [
+                HumanMessage(
+                    f"Tree search: no open idea rated at most {ctx.max_difficulty:g} difficult. Add ideas with update_plan "
+                    f"(expected_gain, difficulty, confidence, under the idea they refine); the best rated is tried next, "
+                    f"or finish."
+                )
+            ]
+        }
     node = plan.select(frontier[0].id)
     number = len(state.cycles) + 1
-    return {"plan": plan.model_dump(),
-            "cycle": {"node": node.id, "number": number, "since": 0, "improved": False},
-            "messages": [HumanMessage(
-                f"Cycle {number}: work on {node.id} \"{node.idea}\" (score {node.score:.2f}). Write, fix and improve "
-                f"candidates for it; the cycle ends after {ctx.stagnation} checked candidates without improvement.")]}
+    return {
+        "plan": plan.model_dump(),
+        "cycle": {"node": node.id, "number": number, "since": 0, "improved": False},
+        "messages": [
+            HumanMessage(
+                f'Cycle {number}: work on {node.id} "{node.idea}" (score {node.score:.2f}). Write, fix and improve '
+                f"candidates for it; the cycle ends after {ctx.stagnation} checked candidates without improvement."
+            )
+        ],
+    }
 
 
-def _end_cycle(state: State, ctx: RunConfig, update: dict[str, Any], best: Record | None, last: bool) -> None:
+def _end_cycle(
+    state: State, ctx: RunConfig, update: dict[str, Any], best: Record | None, last: bool
+) -> None:
     """Tree search: count the cycle's checked candidates; past the stagnation window (or when the
     run stops: ``last``), attach the measured outcome to its idea (done if it improved the best,
     else failed)."""
@@ -315,13 +416,27 @@ def _end_cycle(state: State, ctx: RunConfig, update: dict[str, Any], best: Recor
         update["cycle"] = cycle
         return
     speed = f", {best.speedup:.2f}x native" if best is not None and best.speedup is not None else ""
-    outcome = (f"improved the best to {best.candidate.id}{speed}" if cycle["improved"] and best is not None
-               else f"no improvement in {cycle['since']} candidates")
+    outcome = (
+        f"improved the best to {best.candidate.id}{speed}"
+        if cycle["improved"] and best is not None
+        else f"no improvement in {cycle['since']} candidates"
+    )
     if node.status == "active":
         plan.measured(node.id, cycle["improved"], outcome)
-    update.update(plan=plan.model_dump(), cycle=None,
-                  cycles=[*state.cycles, {"node": node.id, "idea": node.idea, "improved": cycle["improved"],
-                                          "outcome": outcome, "iteration": state.iterations}])
+    update.update(
+        plan=plan.model_dump(),
+        cycle=None,
+        cycles=[
+            *state.cycles,
+            {
+                "node": node.id,
+                "idea": node.idea,
+                "improved": cycle["improved"],
+                "outcome": outcome,
+                "iteration": state.iterations,
+            },
+        ],
+    )
 
 
 def finalize(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:

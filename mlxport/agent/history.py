@@ -13,9 +13,11 @@ from functools import cache
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 RESERVE = 8_000  # room for the model's answer and the status message
-DROPPED = ("[{n} earlier messages were removed to fit the context window: the task and its contract are above, the "
-           "plan and best candidate below are current; read_cuda_source and show_candidate show the source and "
-           "candidates again]")
+DROPPED = (
+    "[{n} earlier messages were removed to fit the context window: the task and its contract are above, the "
+    "plan and best candidate below are current; read_cuda_source and show_candidate show the source and "
+    "candidates again]"
+)
 
 
 @cache
@@ -29,7 +31,10 @@ def count_tokens(message: BaseMessage) -> int:
     text = message.content if isinstance(message.content, str) else str(message.content)
     n = len(_encoding().encode(text, disallowed_special=())) + 4
     if isinstance(message, AIMessage):
-        n += sum(len(_encoding().encode(str(c["args"]), disallowed_special=())) + 8 for c in message.tool_calls)
+        n += sum(
+            len(_encoding().encode(str(c["args"]), disallowed_special=())) + 8
+            for c in message.tool_calls
+        )
     return n
 
 

@@ -20,7 +20,9 @@ from mlxport.agent.providers import check_model_spec
 from mlxport.errors import UserError
 
 
-def load_model(spec: str, base_url: str | None = None, *, max_retries: int = 4, timeout: float = 300.0) -> BaseChatModel:
+def load_model(
+    spec: str, base_url: str | None = None, *, max_retries: int = 4, timeout: float = 300.0
+) -> BaseChatModel:
     check_model_spec(spec, base_url)
     if spec == "rules":
         from mlxport.agent.rules import RulesPolicy
@@ -80,7 +82,9 @@ class ScriptedModel(BaseChatModel):
     def bind_tools(self, tools, **kwargs) -> ScriptedModel:
         return self
 
-    def _generate(self, messages: list[BaseMessage], stop=None, run_manager=None, **kwargs) -> ChatResult:
+    def _generate(
+        self, messages: list[BaseMessage], stop=None, run_manager=None, **kwargs
+    ) -> ChatResult:
         if self.by_task:
             task = _task_name(messages)
             chosen = self.by_task.get(task) or self.by_task.get("default")
@@ -106,14 +110,30 @@ def _task_name(messages: list[BaseMessage]) -> str:
 
 
 def script_message(entry: dict[str, Any], index: int) -> AIMessage:
-    calls = [{"name": c["name"], "args": c.get("args", {}), "id": c.get("id", f"call_{index}_{i}"),
-              "type": "tool_call"} for i, c in enumerate(entry.get("tool_calls", []))]
-    invalid = [{"name": c.get("name"), "args": c.get("args"), "id": c.get("id", f"bad_{index}_{i}"),
-                "error": "malformed JSON arguments", "type": "invalid_tool_call"}
-               for i, c in enumerate(entry.get("raw_tool_calls", []))]
+    calls = [
+        {
+            "name": c["name"],
+            "args": c.get("args", {}),
+            "id": c.get("id", f"call_{index}_{i}"),
+            "type": "tool_call",
+        }
+        for i, c in enumerate(entry.get("tool_calls", []))
+    ]
+    invalid = [
+        {
+            "name": c.get("name"),
+            "args": c.get("args"),
+            "id": c.get("id", f"bad_{index}_{i}"),
+            "error": "malformed JSON arguments",
+            "type": "invalid_tool_call",
+        }
+        for i, c in enumerate(entry.get("raw_tool_calls", []))
+    ]
     usage = entry.get("usage", {"input_tokens": 0, "output_tokens": 0})
     usage = {**usage, "total_tokens": usage.get("input_tokens", 0) + usage.get("output_tokens", 0)}
-    return AIMessage(entry.get("content", ""), tool_calls=calls, invalid_tool_calls=invalid, usage_metadata=usage)
+    return AIMessage(
+        entry.get("content", ""), tool_calls=calls, invalid_tool_calls=invalid, usage_metadata=usage
+    )
 
 
 def _result(message: AIMessage) -> ChatResult:

@@ -149,13 +149,13 @@ def {func}({signature}):
 {inout_lines}    return {return_expr}
 '''
 
-_REFERENCE_BODY = '''    path = Path(__file__).with_name("reference.py")
+_REFERENCE_BODY = """    path = Path(__file__).with_name("reference.py")
     spec = importlib.util.spec_from_file_location("_{task}_reference", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.{fn}'''
-_NO_REFERENCE = '''    raise RuntimeError("{task} has no MLX reference to fall back to and no GPU runs the kernel here "
-                       "(it was checked against the original CUDA kernel): run it where Metal or CUDA is")'''
+    return module.{fn}"""
+_NO_REFERENCE = """    raise RuntimeError("{task} has no MLX reference to fall back to and no GPU runs the kernel here "
+                       "(it was checked against the original CUDA kernel): run it where Metal or CUDA is")"""
 
 TEST_PY = '''"""Parity test of kernel.py against the reference (written by mlxport).
 
@@ -264,8 +264,9 @@ def test_launch_args_match_the_verified_launch(case):
 '''
 
 
-def write_outputs(out: Path, task: KernelTask, state: State, config: dict[str, Any],
-                  session_id: str) -> dict[str, Any]:
+def write_outputs(
+    out: Path, task: KernelTask, state: State, config: dict[str, Any], session_id: str
+) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     records = {k: Record.from_state(v) for k, v in state.records.items()}
     final = state.final or {}
@@ -279,8 +280,12 @@ def write_outputs(out: Path, task: KernelTask, state: State, config: dict[str, A
         _write_op(out, task, best.candidate, config, final)
     run = run_record(task, state, config, session_id, records)
     write_text(out / "report.md", report_md(task, run, best, final))
-    write_text(out / "report.html", render_port_html(task, run, records, final, _ceilings(final, config)))
-    write_text(out / "run.json", json.dumps(run, indent=2, default=str))  # last: it marks the port done
+    write_text(
+        out / "report.html", render_port_html(task, run, records, final, _ceilings(final, config))
+    )
+    write_text(
+        out / "run.json", json.dumps(run, indent=2, default=str)
+    )  # last: it marks the port done
     return run
 
 
@@ -298,13 +303,27 @@ def _ceilings(final: dict, config: dict[str, Any]):
 
 
 def _write_transcript(path: Path, messages: list[BaseMessage]) -> None:
-    write_text(path, "".join(json.dumps({"type": m.type, "content": m.content,
-                                         "tool_calls": getattr(m, "tool_calls", None) or None,
-                                         "tool_call_id": getattr(m, "tool_call_id", None)}, default=str) + "\n"
-                             for m in messages))
+    write_text(
+        path,
+        "".join(
+            json.dumps(
+                {
+                    "type": m.type,
+                    "content": m.content,
+                    "tool_calls": getattr(m, "tool_calls", None) or None,
+                    "tool_call_id": getattr(m, "tool_call_id", None),
+                },
+                default=str,
+            )
+            + "\n"
+            for m in messages
+        ),
+    )
 
 
-def _write_op(out: Path, task: KernelTask, c: KernelCandidate, config: dict[str, Any], final: dict) -> None:
+def _write_op(
+    out: Path, task: KernelTask, c: KernelCandidate, config: dict[str, Any], final: dict
+) -> None:
     task_copy = out / "task"
     if task_copy.exists():
         shutil.rmtree(task_copy)
@@ -315,38 +334,64 @@ def _write_op(out: Path, task: KernelTask, c: KernelCandidate, config: dict[str,
     inputs = {t.name for t in task.inputs}
     names = [t.name for t in task.inputs] + [p.name for p in task.params]
     params = {p.name: p.default for p in task.params}
-    signature = ", ".join([t.name for t in task.inputs] + (["*"] if task.params else []) +
-                          [f"{p}={params[p]!r}" for p in params])
+    signature = ", ".join(
+        [t.name for t in task.inputs]
+        + (["*"] if task.params else [])
+        + [f"{p}={params[p]!r}" for p in params]
+    )
     call_args = ", ".join([t.name for t in task.inputs] + [f"{p}={p}" for p in params])
     verification = final.get("verification") or {}
     text = KERNEL_PY.format(
-        task=task.name, description=task.description.replace("\\", "/").replace('"', "'"), kernel=task.kernel,
-        model=config.get("model"), label=verdict_label(final),
+        task=task.name,
+        description=task.description.replace("\\", "/").replace('"', "'"),
+        kernel=task.kernel,
+        model=config.get("model"),
+        label=verdict_label(final),
         verification=f"{len(verification.get('cases', []))} cases incl. held-out, seeds {verification.get('seeds')}",
         dtype_imports="bfloat16, bool_, float16, float32, int8, int16, int32, int64, uint8, uint16, uint32, uint64",
-        language=c.language, dtypes=", ".join(task.dtypes), source=_text_literal(c.source),
-        header=_text_literal(c.header), name=c.name, input_names=c.input_names, output_names=c.output_names,
-        atomic_outputs=c.atomic_outputs, ensure_row_contiguous=c.ensure_row_contiguous, func=task.name,
-        signature=signature, first_input=task.inputs[0].name, call_args=call_args,
-        input_names_joined=", ".join(n if n in inputs else f"_scalar({n})" for n in c.input_names if n in names),
+        language=c.language,
+        dtypes=", ".join(task.dtypes),
+        source=_text_literal(c.source),
+        header=_text_literal(c.header),
+        name=c.name,
+        input_names=c.input_names,
+        output_names=c.output_names,
+        atomic_outputs=c.atomic_outputs,
+        ensure_row_contiguous=c.ensure_row_contiguous,
+        func=task.name,
+        signature=signature,
+        first_input=task.inputs[0].name,
+        call_args=call_args,
+        input_names_joined=", ".join(
+            n if n in inputs else f"_scalar({n})" for n in c.input_names if n in names
+        ),
         sim_inputs="{" + ", ".join(f"{n!r}: {n}" for n in c.input_names if n in names) + "}",
-        template_lines="\n".join(f"    {k} = {_py(v)}" for k, v in c.template.items()) or "    pass",
+        template_lines="\n".join(f"    {k} = {_py(v)}" for k, v in c.template.items())
+        or "    pass",
         template_items=", ".join(f"({k!r}, {k})" for k in c.template),
-        grid=", ".join(_py(g) for g in c.grid), threadgroup=", ".join(_py(t) for t in c.threadgroup),
+        grid=", ".join(_py(g) for g in c.grid),
+        threadgroup=", ".join(_py(t) for t in c.threadgroup),
         output_shapes=", ".join(_shape_py(s) for s in c.output_shapes),
-        output_dtypes=", ".join(_py(d) for d in c.output_dtypes), init_value=c.init_value,
+        output_dtypes=", ".join(_py(d) for d in c.output_dtypes),
+        init_value=c.init_value,
         shared_memory=_py(c.shared_memory),
         return_expr=", ".join(f"outs[{i}]" for i in output_order(task, c)),
-        reference_body=_REFERENCE_BODY.format(task=task.name, fn=task.reference.split(":")[1]) if task.reference
+        reference_body=_REFERENCE_BODY.format(task=task.name, fn=task.reference.split(":")[1])
+        if task.reference
         else _NO_REFERENCE.format(task=task.name),
-        inout_lines="".join(f"    outs[{c.output_names.index(o)}] = mx.where(mx.isnan(outs[{c.output_names.index(o)}]), "
-                            f"{i}.reshape(outs[{c.output_names.index(o)}].shape), outs[{c.output_names.index(o)}])"
-                            f"  # what the kernel did not write is the input's\n" for o, i in c.inout.items()),
+        inout_lines="".join(
+            f"    outs[{c.output_names.index(o)}] = mx.where(mx.isnan(outs[{c.output_names.index(o)}]), "
+            f"{i}.reshape(outs[{c.output_names.index(o)}].shape), outs[{c.output_names.index(o)}])"
+            f"  # what the kernel did not write is the input's\n"
+            for o, i in c.inout.items()
+        ),
     )
     write_text(out / "kernel.py", text)
     tol = {d: {"atol": t.atol, "rtol": t.rtol} for d, t in task.tolerance.items()}
-    write_text(out / "test_kernel.py", TEST_PY.format(cases=task.all_cases(), dtypes=task.dtypes, tolerance=tol,
-                                                       func=task.name))
+    write_text(
+        out / "test_kernel.py",
+        TEST_PY.format(cases=task.all_cases(), dtypes=task.dtypes, tolerance=tol, func=task.name),
+    )
 
 
 def _text_literal(text: str) -> str:
@@ -368,8 +413,13 @@ def _shape_py(shape: str | list) -> str:
     return _py(shape) if isinstance(shape, str) else "(" + ", ".join(_py(d) for d in shape) + ",)"
 
 
-def run_record(task: KernelTask, state: State, config: dict[str, Any], session_id: str,
-               records: dict[str, Record]) -> dict[str, Any]:
+def run_record(
+    task: KernelTask,
+    state: State,
+    config: dict[str, Any],
+    session_id: str,
+    records: dict[str, Record],
+) -> dict[str, Any]:
     from mlxport.agent.providers import cost
 
     usage = state.usage
@@ -378,25 +428,50 @@ def run_record(task: KernelTask, state: State, config: dict[str, Any], session_i
     bench = final.get("benchmark") or {}
     history = state.best_history
     return {
-        "session": session_id, "task": task.name, "model": config.get("model"), "config": config,
+        "session": session_id,
+        "task": task.name,
+        "model": config.get("model"),
+        "config": config,
         "non_llm_baseline": config.get("model") == "rules",
-        "stop_reason": state.stop_reason, "iterations": state.iterations,
+        "stop_reason": state.stop_reason,
+        "iterations": state.iterations,
         "wall_seconds": round(state.elapsed, 3),
-        "tokens": {"input": reason.get("input_tokens", 0), "output": reason.get("output_tokens", 0)},
-        "usage_by_node": usage, "cost_usd": round(cost(config.get("model", ""), reason.get("input_tokens", 0),
-                                                        reason.get("output_tokens", 0), config.get("prices")), 6),
-        "candidates": len(records), "compile_failures": sum(r.compile is not None and not r.compile.ok
-                                                            for r in records.values()),
+        "tokens": {
+            "input": reason.get("input_tokens", 0),
+            "output": reason.get("output_tokens", 0),
+        },
+        "usage_by_node": usage,
+        "cost_usd": round(
+            cost(
+                config.get("model", ""),
+                reason.get("input_tokens", 0),
+                reason.get("output_tokens", 0),
+                config.get("prices"),
+            ),
+            6,
+        ),
+        "candidates": len(records),
+        "compile_failures": sum(
+            r.compile is not None and not r.compile.ok for r in records.values()
+        ),
         "tool_errors": state.tool_errors,
-        "result": {"candidate_id": final.get("candidate_id"), "verified": bool(final.get("verified")),
-                   "backend": final.get("backend"), "speedups": bench.get("speedups", {}),
-                   "timed": bench.get("candidate") is not None, "estimate": bench.get("estimate", ""),
-                   "golden": (final.get("verification") or {}).get("golden", ""),
-                   "timed_size": final.get("timed_size"), "label": verdict_label(final),
-                   "why_not": None if final.get("verified") else why_not(state, records)},
+        "result": {
+            "candidate_id": final.get("candidate_id"),
+            "verified": bool(final.get("verified")),
+            "backend": final.get("backend"),
+            "speedups": bench.get("speedups", {}),
+            "timed": bench.get("candidate") is not None,
+            "estimate": bench.get("estimate", ""),
+            "golden": (final.get("verification") or {}).get("golden", ""),
+            "timed_size": final.get("timed_size"),
+            "label": verdict_label(final),
+            "why_not": None if final.get("verified") else why_not(state, records),
+        },
         "rejected_in_final_verification": [r["candidate_id"] for r in final.get("rejected", [])],
-        "iterations_to_best": history[-1]["iteration"] if history else None, "best_history": history,
-        "plan": state.plan.get("nodes", []), "cycles": state.cycles,
+        "iterations_to_best": history[-1]["iteration"] if history else None,
+        "best_history": history,
+        "plan": state.plan.get("nodes", []),
+        "cycles": state.cycles,
         "seed": config.get("seed"),
         "versions": {p: _version(p) for p in ("mlxport", "mlx", "langgraph", "langchain-core")},
         "host": {"platform": platform.platform(), "python": platform.python_version()},
@@ -418,12 +493,16 @@ def why_not(state: State, records: dict[str, Record]) -> str:
             return f"candidate {r['candidate_id']}: {r['reason']}"
         report = CorrectnessReport.model_validate(r["report"])
         bad = next(c for c in report.cases if c.verdict != "pass")
-        return f"candidate {r['candidate_id']} failed final verification at {bad.case} {bad.dtype}: " + \
-            (bad.error or _mismatch(bad))
+        return (
+            f"candidate {r['candidate_id']} failed final verification at {bad.case} {bad.dtype}: "
+            + (bad.error or _mismatch(bad))
+        )
     for rec in sorted(records.values(), key=lambda x: -x.iteration):
         if rec.correctness is not None and not rec.correctness.ok:
             bad = next(c for c in rec.correctness.cases if c.verdict != "pass")
-            return f"candidate {rec.candidate.id} is wrong at {bad.case} {bad.dtype}: " + (bad.error or _mismatch(bad))
+            return f"candidate {rec.candidate.id} is wrong at {bad.case} {bad.dtype}: " + (
+                bad.error or _mismatch(bad)
+            )
         if rec.compile is not None and not rec.compile.ok:
             first = rec.compile.diagnostics[0] if rec.compile.diagnostics else None
             where = f" ({first.where} line {first.line})" if first and first.line else ""
@@ -433,17 +512,25 @@ def why_not(state: State, records: dict[str, Record]) -> str:
 
 
 def _mismatch(c) -> str:
-    at = f"; first at {c.first_mismatch}: got {c.got:.6g}, expected {c.expected:.6g}" \
-        if c.first_mismatch is not None and c.got is not None else ""
+    at = (
+        f"; first at {c.first_mismatch}: got {c.got:.6g}, expected {c.expected:.6g}"
+        if c.first_mismatch is not None and c.got is not None
+        else ""
+    )
     return f"{c.pattern}{at}"
 
 
 def report_md(task: KernelTask, run: dict[str, Any], best: Record | None, final: dict) -> str:
-    lines = [f"# {task.name}: port report", "", f"- model: `{run['model']}`"
-             + (" (rule-based translator: a non-LLM baseline)" if run["non_llm_baseline"] else ""),
-             f"- stop reason: {run['stop_reason']}; iterations {run['iterations']}; candidates {run['candidates']}",
-             f"- tokens in/out: {run['tokens']['input']}/{run['tokens']['output']}; cost ${run['cost_usd']:.4f}",
-             f"- wall time: {run['wall_seconds']:.1f} s", ""]
+    lines = [
+        f"# {task.name}: port report",
+        "",
+        f"- model: `{run['model']}`"
+        + (" (rule-based translator: a non-LLM baseline)" if run["non_llm_baseline"] else ""),
+        f"- stop reason: {run['stop_reason']}; iterations {run['iterations']}; candidates {run['candidates']}",
+        f"- tokens in/out: {run['tokens']['input']}/{run['tokens']['output']}; cost ${run['cost_usd']:.4f}",
+        f"- wall time: {run['wall_seconds']:.1f} s",
+        "",
+    ]
     notes = task.folder / "NOTES.md" if task.folder else None
     if notes is not None and notes.is_file():
         lines += ["## Making the task", "", *notes.read_text().splitlines()[2:], ""]
@@ -453,16 +540,26 @@ def report_md(task: KernelTask, run: dict[str, Any], best: Record | None, final:
             lines.append(f"- {r['candidate_id']} was rejected too")
         return "\n".join(lines) + "\n"
     report = CorrectnessReport.model_validate(final["verification"])
-    lines += [f"Result: candidate `{best.candidate.id}`, **{verdict_label(final)}**, against "
-              f"{report.golden or 'the reference'}.", "",
-              "## Correctness", ""]
+    lines += [
+        f"Result: candidate `{best.candidate.id}`, **{verdict_label(final)}**, against "
+        f"{report.golden or 'the reference'}.",
+        "",
+        "## Correctness",
+        "",
+    ]
     visible = {task.case_label(c) for c in task.cases.visible}
     for seed in dict.fromkeys(c.seed for c in report.cases):
-        lines += [f"Seed {seed}:" if seed is not None else "All seeds:", "",
-                  "| case | kind | dtype | verdict | max abs err | err norm |", "|---|---|---|---|---|---|"]
+        lines += [
+            f"Seed {seed}:" if seed is not None else "All seeds:",
+            "",
+            "| case | kind | dtype | verdict | max abs err | err norm |",
+            "|---|---|---|---|---|---|",
+        ]
         for c in (c for c in report.cases if c.seed == seed):
             base, _, mode = c.case.partition(" (")
-            kind = ("visible" if base in visible else "held-out") + (f", {mode.rstrip(')')}" if mode else "")
+            kind = ("visible" if base in visible else "held-out") + (
+                f", {mode.rstrip(')')}" if mode else ""
+            )
             verdict = c.verdict if c.verdict == "pass" else f"{c.verdict}: {c.error or c.pattern}"
             err = f"{c.max_abs:.3g} | {c.err_norm:.3g}" if c.max_abs is not None else "- | -"
             lines.append(f"| {base} | {kind} | {c.dtype} | {verdict} | {err} |")
@@ -472,19 +569,35 @@ def report_md(task: KernelTask, run: dict[str, Any], best: Record | None, final:
     if bench.candidate is None:
         lines.append(f"Not timed ({bench.backend} backend). {bench.estimate}")
     else:
-        lines += [f"Device: {bench.device}; case {bench.case}, {bench.dtype}"
-                  + (f"; times are {bench.timing_basis}." if bench.timing_basis else "."), "",
-                  "| kernel | median (us) | spread | GB/s | speedup |", "|---|---|---|---|---|",
-                  f"| candidate | {bench.candidate.median_us:.1f} | {bench.candidate.spread:.0%} | "
-                  f"{bench.candidate.gbs or 0:.0f} | 1.00x |"]
+        lines += [
+            f"Device: {bench.device}; case {bench.case}, {bench.dtype}"
+            + (f"; times are {bench.timing_basis}." if bench.timing_basis else "."),
+            "",
+            "| kernel | median (us) | spread | GB/s | speedup |",
+            "|---|---|---|---|---|",
+            f"| candidate | {bench.candidate.median_us:.1f} | {bench.candidate.spread:.0%} | "
+            f"{bench.candidate.gbs or 0:.0f} | 1.00x |",
+        ]
         for b in bench.baselines:
-            lines.append(f"| {b.name} | {b.median_us:.1f} | {b.spread:.0%} | {b.gbs or 0:.0f} | "
-                         f"{bench.speedups[b.name]:.2f}x |")
+            lines.append(
+                f"| {b.name} | {b.median_us:.1f} | {b.spread:.0%} | {b.gbs or 0:.0f} | "
+                f"{bench.speedups[b.name]:.2f}x |"
+            )
         if bench.candidate.roofline_fraction:
-            lines += ["", f"The candidate moves {bench.candidate.roofline_fraction:.0%} of the "
-                            f"{bench.bandwidth_basis or 'peak bandwidth'}."]
+            lines += [
+                "",
+                f"The candidate moves {bench.candidate.roofline_fraction:.0%} of the "
+                f"{bench.bandwidth_basis or 'peak bandwidth'}.",
+            ]
         if bench.flags:
             lines += [""] + [f"- {f}" for f in bench.flags]
-    lines += ["", "## Kernel", "", "```metal" if best.candidate.language == "msl" else "```cuda",
-              best.candidate.source.strip(), "```", ""]
+    lines += [
+        "",
+        "## Kernel",
+        "",
+        "```metal" if best.candidate.language == "msl" else "```cuda",
+        best.candidate.source.strip(),
+        "```",
+        "",
+    ]
     return "\n".join(lines)

@@ -25,9 +25,17 @@ from mlxport.tasks import load_task
 Listener = Callable[[str, dict[str, Any]], None]
 
 
-def run_port(task: KernelTask, config: RunConfig, out: Path, *, session: str | None = None, resume: bool = False,
-             on_update: Listener | None = None, on_token: Callable[[str], None] | None = None,
-             model: BaseChatModel | None = None) -> dict[str, Any]:
+def run_port(
+    task: KernelTask,
+    config: RunConfig,
+    out: Path,
+    *,
+    session: str | None = None,
+    resume: bool = False,
+    on_update: Listener | None = None,
+    on_token: Callable[[str], None] | None = None,
+    model: BaseChatModel | None = None,
+) -> dict[str, Any]:
     """Port ``task`` into ``out/<task>/``. With ``resume``, continue session ``session`` from its
     last checkpoint (``config`` is the one it was saved with: see ``resume_port``). ``on_token``
     streams the model's tokens as they arrive."""
@@ -56,15 +64,28 @@ class NoCheckpoint(UserError):
     """``resume`` named a session that never reached its first checkpoint."""
 
 
-def _drive(task: KernelTask, config: RunConfig, saver: sessions.RedactingSaver, session: str, resume: bool, log,
-           on_update: Listener | None, on_token: Callable[[str], None] | None,
-           model: BaseChatModel | None) -> State:
+def _drive(
+    task: KernelTask,
+    config: RunConfig,
+    saver: sessions.RedactingSaver,
+    session: str,
+    resume: bool,
+    log,
+    on_update: Listener | None,
+    on_token: Callable[[str], None] | None,
+    model: BaseChatModel | None,
+) -> State:
     """Run (or continue) the graph to its end and return the final state."""
     graph = build_graph(model=model, checkpointer=saver)
-    cfg = {"configurable": {"thread_id": session}, "recursion_limit": 4 * config.max_iterations + 40}
+    cfg = {
+        "configurable": {"thread_id": session},
+        "recursion_limit": 4 * config.max_iterations + 40,
+    }
     snapshot = graph.get_state(cfg)
     if resume and not snapshot.values:
-        raise NoCheckpoint(f"session {session} has no checkpoint for {task.name}: start a new port instead")
+        raise NoCheckpoint(
+            f"session {session} has no checkpoint for {task.name}: start a new port instead"
+        )
     if snapshot.values.get("final") is not None and not snapshot.next:
         return State.of(snapshot.values)  # finished earlier: only the outputs are written again
     inputs = None if snapshot.values else {"task_dir": str(task.folder)}
@@ -89,5 +110,11 @@ def _drive(task: KernelTask, config: RunConfig, saver: sessions.RedactingSaver, 
 def resume_port(out: Path, session: str, on_update: Listener | None = None) -> dict[str, Any]:
     """Continue a saved port or chat session unattended (nobody is there to approve candidates)."""
     saved = sessions.find(out, session)
-    return run_port(load_task(saved.task_dir), replace(saved.config, approve=False), out, session=saved.id,
-                    resume=True, on_update=on_update)
+    return run_port(
+        load_task(saved.task_dir),
+        replace(saved.config, approve=False),
+        out,
+        session=saved.id,
+        resume=True,
+        on_update=on_update,
+    )

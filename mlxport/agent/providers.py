@@ -34,12 +34,18 @@ PRICES: dict[str, tuple[float, float]] = {
 }
 
 # Context windows in tokens; the default suits most current chat models.
-WINDOWS: dict[str, int] = {"openai:gpt-4o": 128_000, "openai:gpt-4o-mini": 128_000,
-                           "anthropic:claude-sonnet-4-5": 200_000, "google_genai:gemini-2.5-pro": 1_000_000}
+WINDOWS: dict[str, int] = {
+    "openai:gpt-4o": 128_000,
+    "openai:gpt-4o-mini": 128_000,
+    "anthropic:claude-sonnet-4-5": 200_000,
+    "google_genai:gemini-2.5-pro": 1_000_000,
+}
 DEFAULT_WINDOW = 128_000
 
 
-def cost(model: str, input_tokens: int, output_tokens: int, prices: tuple[float, float] | None = None) -> float:
+def cost(
+    model: str, input_tokens: int, output_tokens: int, prices: tuple[float, float] | None = None
+) -> float:
     p_in, p_out = prices or PRICES.get(model, (0.0, 0.0))
     return (input_tokens * p_in + output_tokens * p_out) / 1e6
 
@@ -57,18 +63,28 @@ def check_model_spec(spec: str, base_url: str | None = None) -> None:
     if spec.startswith("scripted:"):
         path = Path(spec.removeprefix("scripted:"))
         if not path.exists():
-            raise UserError(f"scripted model {path} does not exist: pass scripted:FILE.json, or scripted:DIR holding "
-                            f"<task>.json files")
+            raise UserError(
+                f"scripted model {path} does not exist: pass scripted:FILE.json, or scripted:DIR holding "
+                f"<task>.json files"
+            )
         return
     provider, _, name = spec.partition(":")
     if not name:
-        raise UserError(f"model {spec!r} must look like provider:model (e.g. openai:gpt-4.1-mini), rules or "
-                        f"scripted:FILE")
+        raise UserError(
+            f"model {spec!r} must look like provider:model (e.g. openai:gpt-4.1-mini), rules or "
+            f"scripted:FILE"
+        )
     if provider not in PROVIDERS:
-        raise UserError(f"unknown provider {provider!r}: use one of {', '.join(PROVIDERS)}, or openai with "
-                        f"--base-url for a local OpenAI-compatible server")
+        raise UserError(
+            f"unknown provider {provider!r}: use one of {', '.join(PROVIDERS)}, or openai with "
+            f"--base-url for a local OpenAI-compatible server"
+        )
     package, extra, keys = PROVIDERS[provider]
     if importlib.util.find_spec(package) is None:
-        raise UserError(f"provider {provider} needs {package.replace('_', '-')}: pip install 'mlxport[{extra}]'")
+        raise UserError(
+            f"provider {provider} needs {package.replace('_', '-')}: pip install 'mlxport[{extra}]'"
+        )
     if keys and not base_url and not any(os.environ.get(k) for k in keys):
-        raise UserError(f"no API key for {provider}: set {' or '.join(keys)} (or use --base-url for a local server)")
+        raise UserError(
+            f"no API key for {provider}: set {' or '.join(keys)} (or use --base-url for a local server)"
+        )

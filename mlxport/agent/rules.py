@@ -25,13 +25,20 @@ class RulesPolicy(BaseChatModel):
     def bind_tools(self, tools, **kwargs) -> RulesPolicy:
         return self
 
-    def _generate(self, messages: list[BaseMessage], stop=None, run_manager=None, **kwargs) -> ChatResult:
+    def _generate(
+        self, messages: list[BaseMessage], stop=None, run_manager=None, **kwargs
+    ) -> ChatResult:
         step = len([m for m in messages if isinstance(m, AIMessage)])
         content, calls = decide(messages)
-        calls = [{"name": name, "args": args, "id": f"rules_{step}_{i}", "type": "tool_call"}
-                 for i, (name, args) in enumerate(calls)]
-        message = AIMessage(content, tool_calls=calls,
-                            usage_metadata={"input_tokens": 0, "output_tokens": 0, "total_tokens": 0})
+        calls = [
+            {"name": name, "args": args, "id": f"rules_{step}_{i}", "type": "tool_call"}
+            for i, (name, args) in enumerate(calls)
+        ]
+        message = AIMessage(
+            content,
+            tool_calls=calls,
+            usage_metadata={"input_tokens": 0, "output_tokens": 0, "total_tokens": 0},
+        )
         return ChatResult(generations=[ChatGeneration(message=message)])
 
 
@@ -49,8 +56,13 @@ class Step(NamedTuple):
 def _history(messages: list[BaseMessage]) -> list[Step]:
     """Every tool call answered so far, with the outcome its tool message carries as an artifact."""
     outcomes = {m.tool_call_id: m.artifact or {} for m in messages if isinstance(m, ToolMessage)}
-    return [Step(c["name"], c["args"], outcomes[c["id"]])
-            for m in messages if isinstance(m, AIMessage) for c in m.tool_calls if c["id"] in outcomes]
+    return [
+        Step(c["name"], c["args"], outcomes[c["id"]])
+        for m in messages
+        if isinstance(m, AIMessage)
+        for c in m.tool_calls
+        if c["id"] in outcomes
+    ]
 
 
 def decide(messages: list[BaseMessage]) -> tuple[str, list[Call]]:
@@ -60,15 +72,29 @@ def decide(messages: list[BaseMessage]) -> tuple[str, list[Call]]:
     if "read_cuda_source" not in names:
         return "Reading the CUDA source.", [("read_cuda_source", {})]
     if "query_hardware_kb" not in names:
-        return "Checking the CUDA-to-Metal mapping.", [("query_hardware_kb", {
-            "query": "CUDA to Metal mapping of thread indices, shared memory, barriers"})]
+        return "Checking the CUDA-to-Metal mapping.", [
+            (
+                "query_hardware_kb",
+                {"query": "CUDA to Metal mapping of thread indices, shared memory, barriers"},
+            )
+        ]
     if "update_plan" not in names:
-        return "Planning.", [("update_plan", {"action": "add", "idea": "rule-based translation of the CUDA kernel",
-                                              "rationale": "a faithful port first; tune the launch after",
-                                              "expected_gain": "correctness"})]
+        return "Planning.", [
+            (
+                "update_plan",
+                {
+                    "action": "add",
+                    "idea": "rule-based translation of the CUDA kernel",
+                    "rationale": "a faithful port first; tune the launch after",
+                    "expected_gain": "correctness",
+                },
+            )
+        ]
     if names.count("update_plan") == 1:
         return "", [("update_plan", {"action": "select", "node_id": "p1"})]
-    source = next(d.outcome for d in done if d.tool == "read_cuda_source")  # the task folder and language
+    source = next(
+        d.outcome for d in done if d.tool == "read_cuda_source"
+    )  # the task folder and language
     if "compile_kernel" not in names:
         return _translated_compile(source["task_dir"], source["language"])
     last = done[-1]
@@ -78,15 +104,23 @@ def decide(messages: list[BaseMessage]) -> tuple[str, list[Call]]:
         return "", [("run_correctness", {"candidate_id": cid})]
     if last.tool == "run_correctness" and last.outcome.get("correct"):
         return "", [("benchmark", {"candidate_id": cid})]
-    if last.tool == "benchmark" and not tried and not (last.outcome.get("timed") or last.outcome.get("error")):
+    if (
+        last.tool == "benchmark"
+        and not tried
+        and not (last.outcome.get("timed") or last.outcome.get("error"))
+    ):
         return _finish("verified on a backend without timing; nothing to tune")
     if last.tool in ("compile_kernel", "run_correctness") and not tried:
         why = last.outcome.get("why")
-        return _finish("the translated kernel did not compile" + (f": {why}" if why else "")
-                       if last.tool == "compile_kernel" else "the translation is not correct")
+        return _finish(
+            "the translated kernel did not compile" + (f": {why}" if why else "")
+            if last.tool == "compile_kernel"
+            else "the translation is not correct"
+        )
     # A variant that failed is dropped; a timed one stands for the final pick.
-    return _next_variant(source["task_dir"], source["language"], done) or \
-        _finish("tried the translation and its tuning variants")
+    return _next_variant(source["task_dir"], source["language"], done) or _finish(
+        "tried the translation and its tuning variants"
+    )
 
 
 def _translated_compile(task_dir: str, language: str) -> tuple[str, list[Call]]:
@@ -96,9 +130,13 @@ def _translated_compile(task_dir: str, language: str) -> tuple[str, list[Call]]:
     try:
         translation = translate_task(cached_task(task_dir), language)
     except Untranslatable as e:
-        return f"The rule-based translator cannot port this kernel: {e}", [("finish", {"summary": str(e)})]
+        return f"The rule-based translator cannot port this kernel: {e}", [
+            ("finish", {"summary": str(e)})
+        ]
     notes = "; ".join(translation.notes[:6])
-    return f"Compiling the rule-based translation. {notes}", [("compile_kernel", _fields(translation))]
+    return f"Compiling the rule-based translation. {notes}", [
+        ("compile_kernel", _fields(translation))
+    ]
 
 
 def _fields(translation) -> dict[str, Any]:
@@ -115,17 +153,22 @@ def _next_variant(task_dir: str, language: str, done: list[Step]) -> tuple[str, 
     from mlxport.tools.session import cached_task
 
     compiles = [_compiled_id(d, language) for d in done if d.tool == "compile_kernel"]
-    timed = {d.args.get("candidate_id"): d.outcome.get("us") for d in done
-             if d.tool == "benchmark" and d.outcome.get("timed")}
+    timed = {
+        d.args.get("candidate_id"): d.outcome.get("us")
+        for d in done
+        if d.tool == "benchmark" and d.outcome.get("timed")
+    }
     search = _search(task_dir, language, cached_task(task_dir).source_text())
     times: dict[str, float | None] = {}
     while (variant := search.next(times, base=timed.get(compiles[0]))) is not None:
         label, translation = variant
         cid = translation.candidate.id
         if cid not in compiles[1:]:
-            return f"Trying the translation with {label}.", [("compile_kernel", _fields(translation)),
-                                                              ("run_correctness", {"candidate_id": cid}),
-                                                              ("benchmark", {"candidate_id": cid})]
+            return f"Trying the translation with {label}.", [
+                ("compile_kernel", _fields(translation)),
+                ("run_correctness", {"candidate_id": cid}),
+                ("benchmark", {"candidate_id": cid}),
+            ]
         times[label] = timed.get(cid)
     return None
 
@@ -134,7 +177,10 @@ def _compiled_id(step: Step, language: str) -> str:
     from mlxport.spec import KernelCandidate
 
     try:
-        return step.outcome.get("candidate_id") or KernelCandidate.model_validate({"language": language, **step.args}).id
+        return (
+            step.outcome.get("candidate_id")
+            or KernelCandidate.model_validate({"language": language, **step.args}).id
+        )
     except ValueError:
         return ""
 
@@ -148,4 +194,6 @@ def _search(task_dir: str, language: str, source: str):
 
 
 def _finish(why: str) -> tuple[str, list[Call]]:
-    return f"Finishing: {why}.", [("finish", {"summary": f"rules policy (non-LLM baseline): {why}"})]
+    return f"Finishing: {why}.", [
+        ("finish", {"summary": f"rules policy (non-LLM baseline): {why}"})
+    ]

@@ -49,7 +49,9 @@ def ensure_writable(folder: Path) -> None:
         probe.write_text("")
         probe.unlink()
     except OSError as e:
-        raise UserError(f"cannot write to output folder {folder} ({e.strerror}): pass a writable --out") from e
+        raise UserError(
+            f"cannot write to output folder {folder} ({e.strerror}): pass a writable --out"
+        ) from e
 
 
 def save(folder: Path, session: str, task_dir: str | Path, config: RunConfig) -> Saved:
@@ -77,7 +79,9 @@ def find(out: Path, session: str) -> Saved:
         entry = _all(path.parent).get(session)
         if entry is not None:
             return _saved(session, path.parent, entry)
-    raise UserError(f"no session {session!r} under {out}: check the id (see <out>/<task>/{LATEST}) and --out")
+    raise UserError(
+        f"no session {session!r} under {out}: check the id (see <out>/<task>/{LATEST}) and --out"
+    )
 
 
 def _saved(session: str, folder: Path, entry: dict[str, Any]) -> Saved:
@@ -97,8 +101,12 @@ class RedactingSaver(SqliteSaver):
     def put(self, config, checkpoint, metadata, new_versions):
         return super().put(config, redact(checkpoint), redact(metadata), new_versions)
 
-    def put_writes(self, config, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
-        super().put_writes(config, [(channel, redact(value)) for channel, value in writes], task_id, task_path)
+    def put_writes(
+        self, config, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        super().put_writes(
+            config, [(channel, redact(value)) for channel, value in writes], task_id, task_path
+        )
 
 
 def checkpointer(folder: Path) -> tuple[RedactingSaver, sqlite3.Connection]:

@@ -33,10 +33,14 @@ class State:
 
     task_dir: str = ""
     messages: Annotated[list[AnyMessage], add_messages] = field(default_factory=list)
-    records: Annotated[dict[str, dict[str, Any]], merge] = field(default_factory=dict)  # id -> Record.to_state()
+    records: Annotated[dict[str, dict[str, Any]], merge] = field(
+        default_factory=dict
+    )  # id -> Record.to_state()
     plan: dict[str, Any] = field(default_factory=dict)
     best_id: str | None = None
-    best_history: list[dict[str, Any]] = field(default_factory=list)  # (iteration, candidate, speedup) per new best
+    best_history: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # (iteration, candidate, speedup) per new best
     iterations: int = 0
     evaluated: int = 0  # candidates with a correctness verdict
     since_improvement: int = 0
@@ -46,8 +50,12 @@ class State:
     usage: Annotated[dict[str, dict[str, int]], add_usage] = field(default_factory=dict)
     elapsed: float = 0.0  # seconds of work so far, summed over runs (a resumed run keeps counting)
     search: str = "linear"  # RunConfig.search, kept where the graph's edges can read it
-    cycle: dict[str, Any] | None = None  # tree search: the idea worked on, candidates since it improved
-    cycles: list[dict[str, Any]] = field(default_factory=list)  # tree search: each ended cycle's outcome
+    cycle: dict[str, Any] | None = (
+        None  # tree search: the idea worked on, candidates since it improved
+    )
+    cycles: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # tree search: each ended cycle's outcome
     stop_reason: str | None = None
     finish: dict[str, Any] | None = None
     final: dict[str, Any] | None = None
@@ -61,4 +69,6 @@ class State:
         return cls(**{k: v for k, v in (values or {}).items() if k in names})
 
     def total_tokens(self) -> int:
-        return sum(u.get("input_tokens", 0) + u.get("output_tokens", 0) for u in self.usage.values())
+        return sum(
+            u.get("input_tokens", 0) + u.get("output_tokens", 0) for u in self.usage.values()
+        )

@@ -10,8 +10,11 @@ from functools import cache
 from mlxport.backends.base import Availability, Backend, BackendUnavailable
 
 # name -> class, imported on first use (the GPU backends need MLX's GPU stack, the simulator a compiler)
-REGISTRY = {"metal": "mlxport.backends.gpu:MetalBackend", "cuda": "mlxport.backends.gpu:CudaBackend",
-            "sim": "mlxport.backends.sim:SimBackend"}
+REGISTRY = {
+    "metal": "mlxport.backends.gpu:MetalBackend",
+    "cuda": "mlxport.backends.gpu:CudaBackend",
+    "sim": "mlxport.backends.sim:SimBackend",
+}
 NAMES = tuple(REGISTRY)
 CHOICES = ("auto", *NAMES)
 GPUS = ("metal", "cuda")  # what auto prefers, in order; the simulator runs anywhere else

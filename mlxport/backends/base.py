@@ -40,7 +40,11 @@ def timing_lock(backend: str) -> Iterator[None]:
     One lock file per backend and set of visible GPUs, in the temporary folder, so processes with
     different caches still share it; where none can be made, timing goes on without it."""
     devices = re.sub(r"[^\w-]", "_", os.environ.get("CUDA_VISIBLE_DEVICES", ""))
-    path = Path(tempfile.gettempdir()) / f"mlxport-{os.getuid()}" / f"{backend}{'-' + devices if devices else ''}.lock"
+    path = (
+        Path(tempfile.gettempdir())
+        / f"mlxport-{os.getuid()}"
+        / f"{backend}{'-' + devices if devices else ''}.lock"
+    )
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         f = open(path, "a")  # noqa: SIM115 (held across the yield)
@@ -100,8 +104,15 @@ class Backend(Protocol):
         """Compile for the input signature described by ``args`` (dtypes, sizes, scalars; extra names
         are in scope for template expressions)."""
 
-    def run(self, candidate: KernelCandidate, inputs: dict[str, Arg], *, timeout: float = 60.0,
-            order: str = "forward", poison: str = "nan") -> RunResult:
+    def run(
+        self,
+        candidate: KernelCandidate,
+        inputs: dict[str, Arg],
+        *,
+        timeout: float = 60.0,
+        order: str = "forward",
+        poison: str = "nan",
+    ) -> RunResult:
         """Launch once, isolated from the caller. ``inputs`` holds at least ``candidate.input_names``;
         any other names (the task's params) are in scope for the launch expressions only.
         ``order`` (where ``reorders``): ``reversed`` or ``shuffled`` runs the threads of each
@@ -111,12 +122,23 @@ class Backend(Protocol):
         ``finite`` (bytes 0x3F: 0.747 in float32), so a kernel that reads an output before writing
         it gives another answer."""
 
-    def run_together(self, candidate: KernelCandidate, input_sets: list[dict[str, Arg]], *,
-                     timeout: float = 60.0) -> list[RunResult]:
+    def run_together(
+        self, candidate: KernelCandidate, input_sets: list[dict[str, Arg]], *, timeout: float = 60.0
+    ) -> list[RunResult]:
         """One launch per input set, all submitted together (where ``overlaps``), so calls that
         share state outside their own buffers (module globals) mix their results."""
 
-    def measure(self, task: KernelTask, candidate: KernelCandidate, case: dict[str, Any], dtype: str, *, seed: int,
-                warmup: int, iters: int, baselines: bool = True) -> dict[str, list[float]]:
+    def measure(
+        self,
+        task: KernelTask,
+        candidate: KernelCandidate,
+        case: dict[str, Any],
+        dtype: str,
+        *,
+        seed: int,
+        warmup: int,
+        iters: int,
+        baselines: bool = True,
+    ) -> dict[str, list[float]]:
         """Seconds per call of the candidate and, with ``baselines``, of every baseline of the task
         ("native", "naive"), timed side by side on the same inputs; only where ``timing`` is true."""

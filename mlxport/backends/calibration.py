@@ -47,18 +47,31 @@ if (i < NV) {
 """
 
 
-def copy_candidate(language: str, *, load: str = "__ldg", store: str = "dst[i] = v[k]", nvec: int = 4,
-                   name: str = "mlxport_copy") -> KernelCandidate:
+def copy_candidate(
+    language: str,
+    *,
+    load: str = "__ldg",
+    store: str = "dst[i] = v[k]",
+    nvec: int = 4,
+    name: str = "mlxport_copy",
+) -> KernelCandidate:
     """A plain copy of an array whose size in bytes is a multiple of 16, as a candidate, so it
     runs exactly as ports run. The CUDA one's cache hints (``load``, ``store``) and vectors per
     thread (``nvec``) vary only in ``benchmarks/port_variants.py``; the MSL one is tested on the
     simulator."""
     cuda = language == "cuda"
     return KernelCandidate(
-        language=language, name=name, input_names=["x"], output_names=["out"],
-        output_shapes=["x.shape"], output_dtypes=["x.dtype"], template={"NV": "x.size * x.itemsize // 16"},
-        grid=[f"ceildiv(NV, {256 * nvec}) * 256" if cuda else "NV", 1, 1], threadgroup=[256, 1, 1],
-        source=_cuda_copy(load, store, nvec) if cuda else _MSL_COPY)
+        language=language,
+        name=name,
+        input_names=["x"],
+        output_names=["out"],
+        output_shapes=["x.shape"],
+        output_dtypes=["x.dtype"],
+        template={"NV": "x.size * x.itemsize // 16"},
+        grid=[f"ceildiv(NV, {256 * nvec}) * 256" if cuda else "NV", 1, 1],
+        threadgroup=[256, 1, 1],
+        source=_cuda_copy(load, store, nvec) if cuda else _MSL_COPY,
+    )
 
 
 def device_name(backend: str) -> str:
@@ -99,6 +112,7 @@ def copy_seconds(nbytes: int, how: str = "kernel", iters: int = 20) -> float:
     sets = [{"x": mx.random.normal((n,))} for _ in range(2)]
     mx.eval([s["x"] for s in sets])
     if how == "mlx":
+
         def fn(s):
             return s["x"] + 0
     else:
@@ -117,13 +131,25 @@ def measure(backend: str, size_mb: int = 512, iters: int = 20) -> dict[str, Any]
     kernel_gbs = nbytes / copy_seconds(nbytes, "kernel", iters) / 1e9
     mlx_gbs = nbytes / copy_seconds(nbytes, "mlx", iters) / 1e9
     m = 8192
-    sets = [{"a": mx.random.normal((m, m)).astype(mx.bfloat16), "b": mx.random.normal((m, m)).astype(mx.bfloat16)}]
+    sets = [
+        {
+            "a": mx.random.normal((m, m)).astype(mx.bfloat16),
+            "b": mx.random.normal((m, m)).astype(mx.bfloat16),
+        }
+    ]
     mx.eval(sets[0]["a"], sets[0]["b"])
     mm = timer.samples({"matmul": lambda s: s["a"] @ s["b"]}, sets, warmup=2, iters=iters)["matmul"]
-    result = {"device_name": device_name(backend), "copy_gbs": max(kernel_gbs, mlx_gbs),
-              "copy_kernel_gbs": kernel_gbs, "mlx_copy_gbs": mlx_gbs, "copy_bytes": nbytes,
-              "bf16_matmul_tflops": 2 * m**3 / statistics.median(mm) / 1e12, "timing_basis": timer.basis(),
-              "mlx_version": mx.__version__, "date": time.strftime("%Y-%m-%d")}
+    result = {
+        "device_name": device_name(backend),
+        "copy_gbs": max(kernel_gbs, mlx_gbs),
+        "copy_kernel_gbs": kernel_gbs,
+        "mlx_copy_gbs": mlx_gbs,
+        "copy_bytes": nbytes,
+        "bf16_matmul_tflops": 2 * m**3 / statistics.median(mm) / 1e12,
+        "timing_basis": timer.basis(),
+        "mlx_version": mx.__version__,
+        "date": time.strftime("%Y-%m-%d"),
+    }
     devices = {**_stored(), result["device_name"]: result}
     p = path()
     p.parent.mkdir(parents=True, exist_ok=True)

@@ -31,7 +31,9 @@ class GpuBackend:
     def __init__(self) -> None:
         self._worker = None
         self._timer = None
-        self._timer_compiled: set[tuple[str, str]] = set()  # (candidate, arguments) the timing worker compiled
+        self._timer_compiled: set[tuple[str, str]] = (
+            set()
+        )  # (candidate, arguments) the timing worker compiled
         self._info: dict[str, dict[str, Any]] = {}  # per datasheet sent
 
     # -- the workers: processes per backend object, restarted after a crash or timeout. No memory
@@ -43,16 +45,27 @@ class GpuBackend:
     # profiler's kernel durations (backends/timer.py) are each call's own. Metal ignores the variable.
     TIMING_ENV = {"MLX_USE_CUDA_GRAPHS": "0"}
 
-    def _call(self, op: str, header: dict[str, Any], arrays: list[np.ndarray] | None = None,
-              timeout: float = 120.0, *, timing: bool = False) -> tuple[dict[str, Any], list[np.ndarray]]:
+    def _call(
+        self,
+        op: str,
+        header: dict[str, Any],
+        arrays: list[np.ndarray] | None = None,
+        timeout: float = 120.0,
+        *,
+        timing: bool = False,
+    ) -> tuple[dict[str, Any], list[np.ndarray]]:
         from mlxport.backends.worker import Worker
 
         if timing and self._timer is None:
-            self._timer = Worker("mlxport.backends.gpu_worker:handle", memory_bytes=0, env=self.TIMING_ENV)
+            self._timer = Worker(
+                "mlxport.backends.gpu_worker:handle", memory_bytes=0, env=self.TIMING_ENV
+            )
         elif not timing and self._worker is None:
             self._worker = Worker("mlxport.backends.gpu_worker:handle", memory_bytes=0)
         worker = self._timer if timing else self._worker
-        return worker.call({"op": op, "backend": self.name, **header}, arrays or [], timeout=timeout)
+        return worker.call(
+            {"op": op, "backend": self.name, **header}, arrays or [], timeout=timeout
+        )
 
     def available(self) -> Availability:
         if importlib.util.find_spec("mlx") is None:
@@ -69,34 +82,72 @@ class GpuBackend:
     def compile(self, candidate: KernelCandidate, args: dict[str, ArgInfo]) -> CompileResult:
         t0 = time.monotonic()
         if candidate.language != self.language:
-            return CompileResult(backend=self.name, ok=False, candidate_id=candidate.id, diagnostics=[
-                {"message": f"the {self.name} backend runs {self.language} candidates, not {candidate.language}",
-                 "where": "generated"}])
+            return CompileResult(
+                backend=self.name,
+                ok=False,
+                candidate_id=candidate.id,
+                diagnostics=[
+                    {
+                        "message": f"the {self.name} backend runs {self.language} candidates, not {candidate.language}",
+                        "where": "generated",
+                    }
+                ],
+            )
         if problem := _state_problem(candidate):
-            return CompileResult(backend=self.name, ok=False, candidate_id=candidate.id,
-                                 diagnostics=[{"message": problem, "where": "source"}], seconds=time.monotonic() - t0)
-        result = self._safe_call("compile", {"candidate": candidate.model_dump(mode="json"), "args": _infos(args)},
-                                 [], 300)
+            return CompileResult(
+                backend=self.name,
+                ok=False,
+                candidate_id=candidate.id,
+                diagnostics=[{"message": problem, "where": "source"}],
+                seconds=time.monotonic() - t0,
+            )
+        result = self._safe_call(
+            "compile",
+            {"candidate": candidate.model_dump(mode="json"), "args": _infos(args)},
+            [],
+            300,
+        )
         if isinstance(result, str):
-            return CompileResult(backend=self.name, ok=False, candidate_id=candidate.id,
-                                 diagnostics=[{"message": result, "where": "generated"}],
-                                 seconds=time.monotonic() - t0)
-        return CompileResult(backend=self.name, candidate_id=candidate.id, seconds=time.monotonic() - t0,
-                             **result[0])
+            return CompileResult(
+                backend=self.name,
+                ok=False,
+                candidate_id=candidate.id,
+                diagnostics=[{"message": result, "where": "generated"}],
+                seconds=time.monotonic() - t0,
+            )
+        return CompileResult(
+            backend=self.name, candidate_id=candidate.id, seconds=time.monotonic() - t0, **result[0]
+        )
 
-    def run(self, candidate: KernelCandidate, inputs: dict[str, Any], *, timeout: float = 60.0,
-            order: str = "forward", poison: str = "nan") -> RunResult:
+    def run(
+        self,
+        candidate: KernelCandidate,
+        inputs: dict[str, Any],
+        *,
+        timeout: float = 60.0,
+        order: str = "forward",
+        poison: str = "nan",
+    ) -> RunResult:
         return self.run_together(candidate, [inputs], timeout=timeout, poison=poison)[0]
 
-    def run_together(self, candidate: KernelCandidate, input_sets: list[dict[str, Any]], *,
-                     timeout: float = 60.0, poison: str = "nan") -> list[RunResult]:
+    def run_together(
+        self,
+        candidate: KernelCandidate,
+        input_sets: list[dict[str, Any]],
+        *,
+        timeout: float = 60.0,
+        poison: str = "nan",
+    ) -> list[RunResult]:
         t0 = time.monotonic()
         if problem := _state_problem(candidate):
             return [RunResult(error=problem, seconds=time.monotonic() - t0) for _ in input_sets]
         specs, arrays = _pack_sets(input_sets)
-        result = self._safe_call("run", {"candidate": candidate.model_dump(mode="json"), "input_sets": specs,
-                                         "poison": poison},
-                                 arrays, timeout)
+        result = self._safe_call(
+            "run",
+            {"candidate": candidate.model_dump(mode="json"), "input_sets": specs, "poison": poison},
+            arrays,
+            timeout,
+        )
         if isinstance(result, str):
             return [RunResult(error=result, seconds=time.monotonic() - t0)] * len(input_sets)
         reply, out = result
@@ -104,39 +155,70 @@ class GpuBackend:
             # A device fault (an illegal address, say) is sticky for the whole process on CUDA:
             # start a fresh worker so the next candidate is not blamed for this one.
             self._worker.restart()
-            return [RunResult(error=reply["error"], seconds=time.monotonic() - t0)] * len(input_sets)
+            return [RunResult(error=reply["error"], seconds=time.monotonic() - t0)] * len(
+                input_sets
+            )
         results, data = [], iter(out)
         for s in reply["sets"]:
             outputs = [_as_float(next(data), d) for d in s["dtypes"]]
             masks = [next(data).astype(bool) if has else None for has in s["unwritten"]]
-            results.append(RunResult(outputs=outputs, unwritten=masks, seconds=time.monotonic() - t0))
+            results.append(
+                RunResult(outputs=outputs, unwritten=masks, seconds=time.monotonic() - t0)
+            )
         return results
 
-    def measure(self, task: KernelTask, candidate: KernelCandidate, case: dict[str, Any], dtype: str, *, seed: int,
-                warmup: int, iters: int, baselines: bool = True) -> dict[str, list[float]]:
+    def measure(
+        self,
+        task: KernelTask,
+        candidate: KernelCandidate,
+        case: dict[str, Any],
+        dtype: str,
+        *,
+        seed: int,
+        warmup: int,
+        iters: int,
+        baselines: bool = True,
+    ) -> dict[str, list[float]]:
         from mlxport.tasks import case_infos
 
-        payload = {"task_dir": str(task.folder), "candidate": candidate.model_dump(mode="json"), "case": case,
-                   "dtype": dtype, "seed": seed, "warmup": warmup, "iters": iters, "baselines": baselines}
+        payload = {
+            "task_dir": str(task.folder),
+            "candidate": candidate.model_dump(mode="json"),
+            "case": case,
+            "dtype": dtype,
+            "seed": seed,
+            "warmup": warmup,
+            "iters": iters,
+            "baselines": baselines,
+        }
         # Inputs drawn and the candidate compiled in the timing worker before the timing lock is
         # taken: other processes' timings wait for timings, not for compiles or random numbers. A
         # failure is left for the measurement to report.
         args = _infos(case_infos(task, case, dtype))
         key = (candidate.id, json.dumps(args, sort_keys=True))
-        prepared = self._safe_call("prepare", {**payload, **({} if key in self._timer_compiled else {"args": args})},
-                                   [], 300, timing=True)
+        prepared = self._safe_call(
+            "prepare",
+            {**payload, **({} if key in self._timer_compiled else {"args": args})},
+            [],
+            300,
+            timing=True,
+        )
         if isinstance(prepared, str):  # a crash or timeout: the restarted worker compiles afresh
             self._timer_compiled.clear()
         else:
             self._timer_compiled.add(key)
         reply = self._time("measure", payload)
         if reply.get("wrote_inputs"):
-            raise WrongWhileTimed(f"candidate {candidate.id} wrote into its inputs while it was timed; a kernel may "
-                                  "only write its outputs, so no timing is reported")
+            raise WrongWhileTimed(
+                f"candidate {candidate.id} wrote into its inputs while it was timed; a kernel may "
+                "only write its outputs, so no timing is reported"
+            )
         if reply.get("timed_outputs"):
-            raise WrongWhileTimed(f"candidate {candidate.id} is right when checked but wrong as it is timed: "
-                                  f"{reply['timed_outputs']}; a kernel may not rely on what its outputs held "
-                                  "before the call, so no timing is reported")
+            raise WrongWhileTimed(
+                f"candidate {candidate.id} is right when checked but wrong as it is timed: "
+                f"{reply['timed_outputs']}; a kernel may not rely on what its outputs held "
+                "before the call, so no timing is reported"
+            )
         return reply["samples"]
 
     def calibrate(self) -> dict[str, Any]:
@@ -163,8 +245,15 @@ class GpuBackend:
                 self._timer_compiled.clear()
             raise BackendUnavailable(f"timing failed on {self.name}: {e}") from e
 
-    def _safe_call(self, op: str, header: dict[str, Any], arrays: list[np.ndarray], timeout: float, *,
-                   timing: bool = False) -> Any:
+    def _safe_call(
+        self,
+        op: str,
+        header: dict[str, Any],
+        arrays: list[np.ndarray],
+        timeout: float,
+        *,
+        timing: bool = False,
+    ) -> Any:
         """The worker's answer, or one sentence saying why there is none (crash, timeout)."""
         from mlxport.backends.worker import WorkerError
 
@@ -179,8 +268,10 @@ def _probe(name: str) -> Availability:
     import subprocess
     import sys
 
-    code = ("import mlx.core as mx; import sys; "
-            f"sys.exit(0 if mx.{'metal' if name == 'metal' else 'cuda'}.is_available() else 3)")
+    code = (
+        "import mlx.core as mx; import sys; "
+        f"sys.exit(0 if mx.{'metal' if name == 'metal' else 'cuda'}.is_available() else 3)"
+    )
     try:
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     except subprocess.TimeoutExpired:
@@ -188,14 +279,20 @@ def _probe(name: str) -> Availability:
     if r.returncode == 0:
         return Availability(True)
     if name == "metal":
-        why = "not Apple silicon" if platform.system() != "Darwin" else "MLX reports no Metal device"
+        why = (
+            "not Apple silicon" if platform.system() != "Darwin" else "MLX reports no Metal device"
+        )
     elif _installed("mlx-cuda-13") and _installed("mlx-cpu"):
         # Both wheels ship mlx/lib/libmlx.so; whichever pip installed last wins.
-        why = ("mlx-cpu's libmlx.so replaced mlx-cuda-13's: pip install --force-reinstall --no-deps "
-               f"mlx-cuda-13=={_installed('mlx-cuda-13')}")
+        why = (
+            "mlx-cpu's libmlx.so replaced mlx-cuda-13's: pip install --force-reinstall --no-deps "
+            f"mlx-cuda-13=={_installed('mlx-cuda-13')}"
+        )
     else:
         why = "MLX's CUDA backend is not installed or sees no NVIDIA GPU (pip install 'mlxport[cuda]')"
-    return Availability(False, why if r.returncode == 3 else f"{why}; probe said: {r.stderr.strip()[-200:]}")
+    return Availability(
+        False, why if r.returncode == 3 else f"{why}; probe said: {r.stderr.strip()[-200:]}"
+    )
 
 
 def _installed(dist: str) -> str | None:
@@ -225,13 +322,17 @@ def _state_problem(candidate: KernelCandidate) -> str | None:
 
 
 @functools.lru_cache(maxsize=256)
-def _cuda_state_problem(header: str, source: str) -> str | None:  # parsed once per candidate, not per run
+def _cuda_state_problem(
+    header: str, source: str
+) -> str | None:  # parsed once per candidate, not per run
     from mlxport.backends.sim.build import cuda_state_problem
 
     return cuda_state_problem(header, source)
 
 
-def _pack_sets(input_sets: list[dict[str, Any]]) -> tuple[list[list[dict[str, Any]]], list[np.ndarray]]:
+def _pack_sets(
+    input_sets: list[dict[str, Any]],
+) -> tuple[list[list[dict[str, Any]]], list[np.ndarray]]:
     """Arrays travel as raw numpy data (bfloat16 as its uint16 bits); scalars in the header."""
     import mlx.core as mx
 

@@ -11,7 +11,9 @@ from mlxport.backends import mlx_kernel, timer
 from mlxport.spec import Datasheet, KernelCandidate
 
 
-def handle(header: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, Any], list[np.ndarray]]:
+def handle(
+    header: dict[str, Any], arrays: list[np.ndarray]
+) -> tuple[dict[str, Any], list[np.ndarray]]:
     """The worker's entry point (see backends/worker.py): dispatch on ``op``."""
     return OPS[header["op"]](header, arrays)
 
@@ -25,9 +27,13 @@ def device_info(payload: dict[str, Any], arrays=None) -> tuple[dict[str, Any], l
     info = {k: (v if isinstance(v, str | int | float | bool) else str(v)) for k, v in info.items()}
     info["device_name"] = device_name(payload["backend"])
     info["mlx_version"] = mx.__version__
-    info["timing_basis"] = timer.basis(calls_in_order=True)  # as the timing worker runs (gpu.TIMING_ENV)
+    info["timing_basis"] = timer.basis(
+        calls_in_order=True
+    )  # as the timing worker runs (gpu.TIMING_ENV)
     datasheet = payload.get("datasheet")
-    info.update(_bandwidth(info["device_name"], Datasheet.model_validate(datasheet) if datasheet else None))
+    info.update(
+        _bandwidth(info["device_name"], Datasheet.model_validate(datasheet) if datasheet else None)
+    )
     return info, []
 
 
@@ -38,12 +44,16 @@ def _bandwidth(device_name: str, datasheet: Datasheet | None) -> dict[str, Any]:
 
     cal = load(device_name)
     if cal:
-        return {"bandwidth_gbs": cal["copy_gbs"],
-                "bandwidth_basis": f"copy bandwidth measured by `mlxport doctor --calibrate` ({cal.get('date')})"}
+        return {
+            "bandwidth_gbs": cal["copy_gbs"],
+            "bandwidth_basis": f"copy bandwidth measured by `mlxport doctor --calibrate` ({cal.get('date')})",
+        }
     if datasheet is None:
         return {}
-    return {"bandwidth_gbs": datasheet.memory_bandwidth_gbs,
-            "bandwidth_basis": f"{datasheet.name} datasheet bandwidth (knowledge base; run `mlxport doctor --calibrate`)"}
+    return {
+        "bandwidth_gbs": datasheet.memory_bandwidth_gbs,
+        "bandwidth_basis": f"{datasheet.name} datasheet bandwidth (knowledge base; run `mlxport doctor --calibrate`)",
+    }
 
 
 def _example_inputs(args: dict[str, Any]) -> dict[str, Any]:
@@ -81,7 +91,9 @@ def _inputs(specs: list[dict[str, Any]], arrays: list[np.ndarray]) -> dict[str, 
     return out
 
 
-def run(payload: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, Any], list[np.ndarray]]:
+def run(
+    payload: dict[str, Any], arrays: list[np.ndarray]
+) -> tuple[dict[str, Any], list[np.ndarray]]:
     """One launch per input set, all in one evaluation. Several sets make independent calls, which
     MLX may run at once on the device: its CUDA graphs order kernels only by the buffers they share."""
     candidate = KernelCandidate.model_validate(payload["candidate"])
@@ -93,27 +105,41 @@ def run(payload: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, An
     except Exception as e:
         return {"error": f"{type(e).__name__}: {str(e)[:800]}"}, []
     if written := _written_inputs(payload["input_sets"], arrays, given):
-        return {"error": f"the kernel wrote into its input {written} (a const pointer cast away, say); a kernel may "
-                         "only write its outputs: the caller's arrays must be left as they were"}, []
+        return {
+            "error": f"the kernel wrote into its input {written} (a const pointer cast away, say); a kernel may "
+            "only write its outputs: the caller's arrays must be left as they were"
+        }, []
     sets, data = [], []
     for outs in launches:
         dtypes = [mlx_kernel.DTYPE_NAMES[o.dtype] for o in outs]
         # launch_kwargs poisons with NaN only when there is no init_value and every output is a float
-        poisoned = poison == "nan" and candidate.init_value is None and all(d.startswith(("float", "bfloat"))
-                                                                             for d in dtypes)
-        masks = [np.isnan(np.array(o.astype(mx.float32))).astype(np.uint8) for o in outs] if poisoned else []
+        poisoned = (
+            poison == "nan"
+            and candidate.init_value is None
+            and all(d.startswith(("float", "bfloat")) for d in dtypes)
+        )
+        masks = (
+            [np.isnan(np.array(o.astype(mx.float32))).astype(np.uint8) for o in outs]
+            if poisoned
+            else []
+        )
         sets.append({"dtypes": dtypes, "unwritten": [poisoned] * len(outs)})
         data += [np.array(o.view(mx.uint16) if o.dtype == mx.bfloat16 else o) for o in outs] + masks
     return {"sets": sets}, data
 
 
-def _written_inputs(input_sets: list[list[dict[str, Any]]], arrays: list[np.ndarray],
-                    given: list[dict[str, Any]]) -> str | None:
+def _written_inputs(
+    input_sets: list[list[dict[str, Any]]], arrays: list[np.ndarray], given: list[dict[str, Any]]
+) -> str | None:
     """The name of an input array the launches changed, if any."""
     for specs, inputs in zip(input_sets, given, strict=True):
         for spec in specs:
-            if "array" in spec and not mx.array_equal(inputs[spec["name"]], _inputs([spec], arrays)[spec["name"]],
-                                                      equal_nan=True).item():
+            if (
+                "array" in spec
+                and not mx.array_equal(
+                    inputs[spec["name"]], _inputs([spec], arrays)[spec["name"]], equal_nan=True
+                ).item()
+            ):
                 return spec["name"]
     return None
 
@@ -146,12 +172,18 @@ def _timing_inputs(payload: dict[str, Any]) -> tuple[list[dict[str, Any]], list 
 
     task, case = load_task(payload["task_dir"]), payload["case"]
     # keyed by the task's contents too: an edited task draws afresh
-    key = json.dumps([task.model_dump_json(), case, payload["dtype"], payload["seed"]], sort_keys=True)
+    key = json.dumps(
+        [task.model_dump_json(), case, payload["dtype"], payload["seed"]], sort_keys=True
+    )
     if key not in _TIMING_INPUTS:
         _TIMING_INPUTS.clear()
         sets = [make_inputs(task, case, payload["dtype"], payload["seed"] + i) for i in range(3)]
         # the reference runs here too: a broken task fails loudly
-        refs = [call(task.reference, task, inputs, case) for inputs in sets] if task.reference is not None else None
+        refs = (
+            [call(task.reference, task, inputs, case) for inputs in sets]
+            if task.reference is not None
+            else None
+        )
         mx.eval([v for s in sets for v in s.values() if isinstance(v, mx.array)], refs or [])
         _TIMING_INPUTS[key] = (sets, refs, _fingerprint(sets))
     return _TIMING_INPUTS[key]
@@ -191,24 +223,31 @@ def measure(payload: dict[str, Any], arrays=None) -> tuple[dict[str, Any], list]
     return reply, []
 
 
-def timed_outputs(task, candidate: KernelCandidate, fn, sets: list[dict[str, Any]], refs: list,
-                  dtype: str) -> str | None:
+def timed_outputs(
+    task, candidate: KernelCandidate, fn, sets: list[dict[str, Any]], refs: list, dtype: str
+) -> str | None:
     """What is wrong with the candidate's outputs as the timed calls make them (output memory
     reused from the previous call, nothing poisoned), against the reference's outputs ``refs`` on
     each input set; None when right. A kernel that trusts what a reused output buffer still holds
     is right when checked on poisoned outputs and fast while timed."""
     tol = task.tolerance[dtype]
-    order = [candidate.output_names.index(t.name) if t.name in candidate.output_names else k
-             for k, t in enumerate(task.outputs)]
+    order = [
+        candidate.output_names.index(t.name) if t.name in candidate.output_names else k
+        for k, t in enumerate(task.outputs)
+    ]
     for k, inputs in enumerate(sets * 2):  # twice round: every call follows another's outputs
         outs = mlx_kernel.as_list(fn(inputs))
         for spec, idx, ref in zip(task.outputs, order, refs[k % len(sets)], strict=True):
             got, want = outs[idx].astype(mx.float32), ref.astype(mx.float32)
-            bad = mx.logical_not(mx.isclose(got, want, rtol=4 * tol.rtol, atol=4 * tol.atol, equal_nan=True))
+            bad = mx.logical_not(
+                mx.isclose(got, want, rtol=4 * tol.rtol, atol=4 * tol.atol, equal_nan=True)
+            )
             share = mx.mean(bad.astype(mx.float32)).item()
             if share > 0.01:
-                return (f"{share:.1%} of {spec.name} is wrong in the calls made as they are timed (input set "
-                        f"{k % len(sets)}, output memory reused, nothing poisoned)")
+                return (
+                    f"{share:.1%} of {spec.name} is wrong in the calls made as they are timed (input set "
+                    f"{k % len(sets)}, output memory reused, nothing poisoned)"
+                )
     return None
 
 
@@ -224,6 +263,12 @@ def copy_seconds(payload: dict[str, Any], arrays=None) -> tuple[dict[str, Any], 
     return {"seconds": seconds(payload["nbytes"])}, []
 
 
-OPS = {"device_info": device_info, "compile": compile, "run": run, "prepare": prepare, "measure": measure,
-       "calibrate": calibrate, "copy_seconds": copy_seconds}
-
+OPS = {
+    "device_info": device_info,
+    "compile": compile,
+    "run": run,
+    "prepare": prepare,
+    "measure": measure,
+    "calibrate": calibrate,
+    "copy_seconds": copy_seconds,
+}

@@ -32,8 +32,14 @@ def make_kernel(candidate: KernelCandidate, *, probe: bool = False):
         if probe:
             source = f"#error {BODY_PROBE}\n{source}"
             header = f"#error {HEADER_PROBE}\n{header}" if header else header
-        kwargs = dict(name=candidate.name, input_names=candidate.input_names, output_names=candidate.output_names,
-                      source=source, header=header, ensure_row_contiguous=candidate.ensure_row_contiguous)
+        kwargs = dict(
+            name=candidate.name,
+            input_names=candidate.input_names,
+            output_names=candidate.output_names,
+            source=source,
+            header=header,
+            ensure_row_contiguous=candidate.ensure_row_contiguous,
+        )
         if candidate.language == "msl":
             _kernels[key] = mx.fast.metal_kernel(**kwargs, atomic_outputs=candidate.atomic_outputs)
         else:
@@ -50,17 +56,29 @@ def arg_info(value: Any) -> ArrayInfo | int | float | bool:
 FINITE_POISON = 0.7474  # float32 0x3F3F3F3F, near what bytes 0x3F make of any float type
 
 
-def launch_kwargs(candidate: KernelCandidate, inputs: dict[str, Any], *, poison: str | None = None) -> dict[str, Any]:
+def launch_kwargs(
+    candidate: KernelCandidate, inputs: dict[str, Any], *, poison: str | None = None
+) -> dict[str, Any]:
     """The keyword arguments of the kernel call for inputs of these shapes and dtypes; ``poison``
     (``nan`` or ``finite``) fills float outputs so unwritten elements, or reads before writes, show."""
     spec = candidate.launch({n: arg_info(v) for n, v in inputs.items()})
     init = candidate.init_value
-    if init is None and poison and all(d.startswith(("float", "bfloat")) for d in spec.output_dtypes):
+    if (
+        init is None
+        and poison
+        and all(d.startswith(("float", "bfloat")) for d in spec.output_dtypes)
+    ):
         init = float("nan") if poison == "nan" else FINITE_POISON
     template = [(k, MX_DTYPES[v] if isinstance(v, str) else v) for k, v in spec.template]
-    return {"output_shapes": spec.output_shapes, "output_dtypes": [MX_DTYPES[d] for d in spec.output_dtypes],
-            "grid": spec.grid, "threadgroup": spec.threadgroup, "template": template or None, "init_value": init,
-            "shared_memory": spec.shared_memory}
+    return {
+        "output_shapes": spec.output_shapes,
+        "output_dtypes": [MX_DTYPES[d] for d in spec.output_dtypes],
+        "grid": spec.grid,
+        "threadgroup": spec.threadgroup,
+        "template": template or None,
+        "init_value": init,
+        "shared_memory": spec.shared_memory,
+    }
 
 
 def scalar_input(value: bool | int | float, language: str) -> mx.array:
@@ -76,25 +94,37 @@ def scalar_input(value: bool | int | float, language: str) -> mx.array:
 
 def kernel_inputs(candidate: KernelCandidate, inputs: dict[str, Any]) -> list[mx.array]:
     """The kernel's inputs in order, scalar params made arrays by ``scalar_input``."""
-    return [v if isinstance(v, mx.array) else scalar_input(v, candidate.language)
-            for v in (inputs[n] for n in candidate.input_names)]
+    return [
+        v if isinstance(v, mx.array) else scalar_input(v, candidate.language)
+        for v in (inputs[n] for n in candidate.input_names)
+    ]
 
 
-def launch(candidate: KernelCandidate, inputs: dict[str, Any], *, poison: str | None = None,
-           probe: bool = False) -> list[mx.array]:
+def launch(
+    candidate: KernelCandidate,
+    inputs: dict[str, Any],
+    *,
+    poison: str | None = None,
+    probe: bool = False,
+) -> list[mx.array]:
     """One lazy call of the kernel. ``inputs`` may hold more names than the kernel takes (the
     task's params), which are in scope for the launch expressions."""
     kwargs = launch_kwargs(candidate, inputs, poison=poison)
     outs = bound_kernel(candidate, kwargs.pop("shared_memory"), probe=probe)(
-        inputs=kernel_inputs(candidate, inputs), **kwargs)
+        inputs=kernel_inputs(candidate, inputs), **kwargs
+    )
     return started_as(candidate, inputs, outs)
 
 
-def started_as(candidate: KernelCandidate, inputs: dict[str, Any], outs: list[mx.array]) -> list[mx.array]:
+def started_as(
+    candidate: KernelCandidate, inputs: dict[str, Any], outs: list[mx.array]
+) -> list[mx.array]:
     """In-out outputs: what the kernel never wrote (still NaN) is the input's."""
     for name, src in candidate.inout.items():
         k = candidate.output_names.index(name)
-        outs[k] = mx.where(mx.isnan(outs[k]), inputs[src].reshape(outs[k].shape).astype(outs[k].dtype), outs[k])
+        outs[k] = mx.where(
+            mx.isnan(outs[k]), inputs[src].reshape(outs[k].shape).astype(outs[k].dtype), outs[k]
+        )
     return outs
 
 
@@ -104,11 +134,15 @@ def caller(candidate: KernelCandidate, example: dict[str, Any]):
     Scalar params of ``example`` become kernel inputs once (arrays in an input dict take precedence)."""
     kwargs = launch_kwargs(candidate, example)
     kernel = bound_kernel(candidate, kwargs.pop("shared_memory"))
-    scalars = {n: scalar_input(v, candidate.language) for n, v in example.items()
-               if n in candidate.input_names and not isinstance(v, mx.array)}
+    scalars = {
+        n: scalar_input(v, candidate.language)
+        for n, v in example.items()
+        if n in candidate.input_names and not isinstance(v, mx.array)
+    }
     mx.eval(list(scalars.values()))
-    return lambda inputs: started_as(candidate, inputs, kernel(inputs=kernel_inputs(candidate, {**scalars, **inputs}),
-                                                                 **kwargs))
+    return lambda inputs: started_as(
+        candidate, inputs, kernel(inputs=kernel_inputs(candidate, {**scalars, **inputs}), **kwargs)
+    )
 
 
 def bound_kernel(candidate: KernelCandidate, shared_memory: int = 0, *, probe: bool = False):
@@ -117,14 +151,21 @@ def bound_kernel(candidate: KernelCandidate, shared_memory: int = 0, *, probe: b
         key = f"{candidate.id}:smem{shared_memory}"
         if key not in _kernels:
             _kernels[key] = mx.fast.cuda_kernel(
-                name=candidate.name, input_names=candidate.input_names, output_names=candidate.output_names,
-                source=candidate.source, header=candidate.header,
-                ensure_row_contiguous=candidate.ensure_row_contiguous, shared_memory=shared_memory)
+                name=candidate.name,
+                input_names=candidate.input_names,
+                output_names=candidate.output_names,
+                source=candidate.source,
+                header=candidate.header,
+                ensure_row_contiguous=candidate.ensure_row_contiguous,
+                shared_memory=shared_memory,
+            )
         return _kernels[key]
     return make_kernel(candidate, probe=probe)
 
 
-def compile_diagnostics(candidate: KernelCandidate, inputs: dict[str, Any], error: str) -> list[Diagnostic]:
+def compile_diagnostics(
+    candidate: KernelCandidate, inputs: dict[str, Any], error: str
+) -> list[Diagnostic]:
     """Map compiler messages back to lines of the candidate's body and header.
 
     MLX prepends its own headers and the generated signature, so the compiler's line numbers
@@ -135,8 +176,12 @@ def compile_diagnostics(candidate: KernelCandidate, inputs: dict[str, Any], erro
     diags = []
     for line, col, msg in _parse_errors(error):
         diags.append(_locate(line, col, msg, starts))
-    return diags or [Diagnostic(message=error.strip().splitlines()[-1][:500] if error.strip() else "compile failed",
-                                where="generated")]
+    return diags or [
+        Diagnostic(
+            message=error.strip().splitlines()[-1][:500] if error.strip() else "compile failed",
+            where="generated",
+        )
+    ]
 
 
 def _probe_starts(candidate: KernelCandidate, inputs: dict[str, Any]) -> dict[str, int]:
@@ -188,8 +233,13 @@ def _locate(line: int, col: int | None, msg: str, starts: dict[str, int]) -> Dia
 GROUP = 20  # most calls submitted in one evaluation
 
 
-def group_size(fn, input_sets: list[dict[str, Any]], *, min_batch_seconds: float = 2e-3,
-               group_bytes: int = 2 << 30) -> int:
+def group_size(
+    fn,
+    input_sets: list[dict[str, Any]],
+    *,
+    min_batch_seconds: float = 2e-3,
+    group_bytes: int = 2 << 30,
+) -> int:
     """How many calls of ``fn`` to submit per evaluation (by the wall clock) or per profiled round
     (by device time): up to GROUP while a group stays under ``min_batch_seconds`` and ``group_bytes``
     of outputs. Slow calls (a naive Python loop) get one; grouping only matters where the
@@ -201,11 +251,20 @@ def group_size(fn, input_sets: list[dict[str, Any]], *, min_batch_seconds: float
     t0 = time.perf_counter()
     mx.eval(*as_list(fn(input_sets[-1])))
     alone = time.perf_counter() - t0
-    return max(1, min(GROUP, group_bytes // max(out_bytes, 1), int(min_batch_seconds / max(alone, 1e-7))))
+    return max(
+        1, min(GROUP, group_bytes // max(out_bytes, 1), int(min_batch_seconds / max(alone, 1e-7)))
+    )
 
 
-def time_calls(fn, input_sets: list[dict[str, Any]], *, warmup: int, iters: int,
-               min_batch_seconds: float = 2e-3, group: int | None = None) -> list[float]:
+def time_calls(
+    fn,
+    input_sets: list[dict[str, Any]],
+    *,
+    warmup: int,
+    iters: int,
+    min_batch_seconds: float = 2e-3,
+    group: int | None = None,
+) -> list[float]:
     """Seconds per call by the wall clock (``backends/timer.py`` picks it where the profiler's
     device time is not available). Each sample runs a batch of calls (rotating over input sets, so
     no cache or reused result helps) and synchronises once. Calls are submitted ``group`` at a time in one
@@ -242,7 +301,9 @@ def time_calls(fn, input_sets: list[dict[str, Any]], *, warmup: int, iters: int,
     single = min(batch(group, i) for i in range(3)) / group
     # Grouped batches span at least five groups, so the first group's own submission (which the
     # clock skips) is a small part of what the device does in the sample.
-    n = max(group if group == 1 else 5 * group, min(1000, int(min_batch_seconds / max(single, 1e-7))))
+    n = max(
+        group if group == 1 else 5 * group, min(1000, int(min_batch_seconds / max(single, 1e-7)))
+    )
     return [batch(n, i * n) / n for i in range(iters)]
 
 

@@ -61,14 +61,23 @@ def profiler_available() -> bool:
 def basis(*, calls_in_order: bool | None = None) -> str:
     """What ``samples`` reads in this process, or (``calls_in_order=True``) in the timing worker,
     which runs with CUDA graphs off."""
-    ordered = mlx_kernel.calls_in_order() if calls_in_order is None else calls_in_order and mx.cuda.is_available()
+    ordered = (
+        mlx_kernel.calls_in_order()
+        if calls_in_order is None
+        else calls_in_order and mx.cuda.is_available()
+    )
     if ordered:
         return DEVICE if profiler_available() else WALL_IN_ORDER
     return WALL
 
 
-def samples(fns: dict[str, Callable[[dict[str, Any]], Any]], sets: list[dict[str, Any]], *, warmup: int,
-            iters: int) -> dict[str, list[float]]:
+def samples(
+    fns: dict[str, Callable[[dict[str, Any]], Any]],
+    sets: list[dict[str, Any]],
+    *,
+    warmup: int,
+    iters: int,
+) -> dict[str, list[float]]:
     """Seconds per call of each function, interleaved in rounds on the same inputs so that drift
     hits all alike, rotating over ``sets`` so no cache or reused result helps. Functions fast enough
     to be grouped share one group size; a call too slow to group (a naive loop) runs alone. By
@@ -78,15 +87,24 @@ def samples(fns: dict[str, Callable[[dict[str, Any]], Any]], sets: list[dict[str
     common = min((g for g in natural.values() if g > 1), default=1)
     groups = {name: common if g > 1 else 1 for name, g in natural.items()}
     if basis() == DEVICE:
-        traces = profile({name: (lambda j, fn=fn: fn(sets[j % len(sets)])) for name, fn in fns.items()},
-                         calls=groups, rounds=min(MAX_ROUNDS, max(5, iters // 3)), warmup=warmup)
+        traces = profile(
+            {name: (lambda j, fn=fn: fn(sets[j % len(sets)])) for name, fn in fns.items()},
+            calls=groups,
+            rounds=min(MAX_ROUNDS, max(5, iters // 3)),
+            warmup=warmup,
+        )
         return {name: t.device for name, t in traces.items()}
     out: dict[str, list[float]] = {name: [] for name in fns}
     rounds = 3
     for r in range(rounds):
         for name, fn in fns.items():
-            out[name] += mlx_kernel.time_calls(fn, sets, warmup=warmup if r == 0 else 1,
-                                               iters=max(1, iters // rounds), group=groups[name])
+            out[name] += mlx_kernel.time_calls(
+                fn,
+                sets,
+                warmup=warmup if r == 0 else 1,
+                iters=max(1, iters // rounds),
+                group=groups[name],
+            )
     return out
 
 
@@ -97,13 +115,20 @@ class Trace:
     kernels: dict[str, float]  # kernel name -> launches per call, in the first round
 
 
-def profile(fns: dict[str, Callable[[int], Any]], *, calls: dict[str, int] | int, rounds: int,
-            warmup: int = 3) -> dict[str, Trace]:
+def profile(
+    fns: dict[str, Callable[[int], Any]],
+    *,
+    calls: dict[str, int] | int,
+    rounds: int,
+    warmup: int = 3,
+) -> dict[str, Trace]:
     """Run each function (of the call's index, counting on across rounds) ``calls`` times per
     round, ``rounds`` rounds interleaved, under the CUDA profiler, and read back each call's
     kernels. Needs calls in order (``MLX_USE_CUDA_GRAPHS=0`` before MLX starts)."""
     if not mlx_kernel.calls_in_order():
-        raise RuntimeError("device time needs calls in order: set MLX_USE_CUDA_GRAPHS=0 before MLX starts")
+        raise RuntimeError(
+            "device time needs calls in order: set MLX_USE_CUDA_GRAPHS=0 before MLX starts"
+        )
     calls = calls if isinstance(calls, dict) else dict.fromkeys(fns, calls)
     marker = _marker()
     for fn in fns.values():  # compile and allocate outside the trace
@@ -126,7 +151,9 @@ def profile(fns: dict[str, Callable[[int], Any]], *, calls: dict[str, int] | int
 
     segments = split_at_markers(_gpu_events(timed))
     if len(segments) != rounds * len(fns):
-        raise RuntimeError(f"the CUDA profiler saw {len(segments) + 1} marker kernels, not {rounds * len(fns) + 1}")
+        raise RuntimeError(
+            f"the CUDA profiler saw {len(segments) + 1} marker kernels, not {rounds * len(fns) + 1}"
+        )
     out = {}
     for i, name in enumerate(fns):
         n = calls[name]
@@ -135,8 +162,12 @@ def profile(fns: dict[str, Callable[[int], Any]], *, calls: dict[str, int] | int
             raise RuntimeError(f"{name} launched no GPU kernel: device time has nothing to measure")
         out[name] = Trace(
             device=[sum(k["dur"] for k in seg) * 1e-6 / n for seg in mine],
-            span=[(max(k["ts"] + k["dur"] for k in seg) - min(k["ts"] for k in seg)) * 1e-6 / n for seg in mine],
-            kernels={k: v / n for k, v in Counter(e["name"] for e in mine[0]).items()})
+            span=[
+                (max(k["ts"] + k["dur"] for k in seg) - min(k["ts"] for k in seg)) * 1e-6 / n
+                for seg in mine
+            ],
+            kernels={k: v / n for k, v in Counter(e["name"] for e in mine[0]).items()},
+        )
     return out
 
 
@@ -178,8 +209,16 @@ def split_at_markers(gpu_events: list[dict[str, Any]]) -> list[list[dict[str, An
 
 def _marker():
     cand = KernelCandidate(
-        language="cuda", name=MARKER, input_names=["x"], output_names=["out"], output_shapes=[[64]],
-        output_dtypes=["float32"], grid=[1, 1, 1], threadgroup=[1, 1, 1], source="out[0] = x[0];")
+        language="cuda",
+        name=MARKER,
+        input_names=["x"],
+        output_names=["out"],
+        output_shapes=[[64]],
+        output_dtypes=["float32"],
+        grid=[1, 1, 1],
+        threadgroup=[1, 1, 1],
+        source="out[0] = x[0];",
+    )
     x = mx.ones((64,))
     fn = mlx_kernel.caller(cand, {"x": x})
     return lambda: fn({"x": x})

@@ -56,7 +56,10 @@ class WorkerError(RuntimeError):
 
 def _encode(header: dict[str, Any], arrays: list[np.ndarray]) -> list[bytes | memoryview]:
     arrays = [np.ascontiguousarray(a) for a in arrays]
-    meta = {**header, "__arrays__": [{"dtype": a.dtype.str, "shape": list(a.shape)} for a in arrays]}
+    meta = {
+        **header,
+        "__arrays__": [{"dtype": a.dtype.str, "shape": list(a.shape)} for a in arrays],
+    }
     blob = json.dumps(meta).encode()
     return [_LEN.pack(len(blob)), blob, *(memoryview(a).cast("B") for a in arrays if a.nbytes)]
 
@@ -100,7 +103,9 @@ def _write_all(fd: int, parts: list[bytes | memoryview]) -> None:
 class Worker:
     """A restartable worker process running ``target`` (``"package.module:function"``)."""
 
-    def __init__(self, target: str, *, memory_bytes: int = DEFAULT_MEMORY, env: dict[str, str] | None = None):
+    def __init__(
+        self, target: str, *, memory_bytes: int = DEFAULT_MEMORY, env: dict[str, str] | None = None
+    ):
         self.target = target
         self.memory_bytes = memory_bytes
         self.env = env
@@ -122,20 +127,38 @@ class Worker:
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env["TMPDIR"] = self._home
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mlxport.backends.worker", self.target, str(self.memory_bytes), str(os.getpid())],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env, cwd=self._home,
-            start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "mlxport.backends.worker",
+                self.target,
+                str(self.memory_bytes),
+                str(os.getpid()),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            env=env,
+            cwd=self._home,
+            start_new_session=True,
+        )
         return self.proc
 
-    def call(self, header: dict[str, Any], arrays: list[np.ndarray] | None = None, *,
-             timeout: float = 60.0) -> tuple[dict[str, Any], list[np.ndarray]]:
+    def call(
+        self,
+        header: dict[str, Any],
+        arrays: list[np.ndarray] | None = None,
+        *,
+        timeout: float = 60.0,
+    ) -> tuple[dict[str, Any], list[np.ndarray]]:
         """Send one request and wait for its reply; raise WorkerError on timeout or crash. Callers
         on several threads take turns."""
         with self._lock:
             return self._call(header, arrays, timeout)
 
-    def _call(self, header: dict[str, Any], arrays: list[np.ndarray] | None,
-              timeout: float) -> tuple[dict[str, Any], list[np.ndarray]]:
+    def _call(
+        self, header: dict[str, Any], arrays: list[np.ndarray] | None, timeout: float
+    ) -> tuple[dict[str, Any], list[np.ndarray]]:
         proc = self._start()
         deadline = time.monotonic() + timeout
         try:
@@ -162,12 +185,15 @@ class Worker:
                 name = signal.Signals(-code).name
             except ValueError:
                 name = f"signal {-code}"
-            why = {"SIGSEGV": "segmentation fault: a wild pointer or a stack overflow",
-                   "SIGBUS": "bus error: a misaligned or unmapped access",
-                   "SIGABRT": "abort", "SIGKILL": "killed, probably for using too much memory",
-                   "SIGFPE": "arithmetic exception (integer division by zero?)",
-                   "SIGXCPU": f"it used up the worker's {CPU_SECONDS} s of CPU time",
-                   "SIGILL": "illegal instruction"}.get(name, name)
+            why = {
+                "SIGSEGV": "segmentation fault: a wild pointer or a stack overflow",
+                "SIGBUS": "bus error: a misaligned or unmapped access",
+                "SIGABRT": "abort",
+                "SIGKILL": "killed, probably for using too much memory",
+                "SIGFPE": "arithmetic exception (integer division by zero?)",
+                "SIGXCPU": f"it used up the worker's {CPU_SECONDS} s of CPU time",
+                "SIGILL": "illegal instruction",
+            }.get(name, name)
             msg = f"the kernel crashed the worker process ({name}, {why})"
         else:
             msg = f"the worker process exited unexpectedly (exit code {code})"
@@ -179,7 +205,9 @@ class Worker:
             return ""
         try:
             self._stderr.seek(0)
-            lines = [ln for ln in self._stderr.read().decode(errors="replace").splitlines() if ln.strip()]
+            lines = [
+                ln for ln in self._stderr.read().decode(errors="replace").splitlines() if ln.strip()
+            ]
         except OSError:
             return ""
         return " | ".join(lines[-3:])[:600]
@@ -245,13 +273,20 @@ def serve(target: str, memory_bytes: int, parent: int) -> None:
             (n,) = _LEN.unpack(_read_exact(fd_in, _LEN.size, None))
         except EOFError:
             return
-        meta, arrays = _decode_arrays(json.loads(_read_exact(fd_in, n, None)),
-                                      lambda k: _read_exact(fd_in, k, None))
+        meta, arrays = _decode_arrays(
+            json.loads(_read_exact(fd_in, n, None)), lambda k: _read_exact(fd_in, k, None)
+        )
         try:
             reply, out = handler(meta, arrays)
         except Exception as e:  # the caller gets the reason; the worker lives on
-            reply, out = {"__error__": f"{type(e).__name__}: {e}", "__kind__": type(e).__name__,
-                          "__traceback__": traceback.format_exc()[-2000:]}, []
+            reply, out = (
+                {
+                    "__error__": f"{type(e).__name__}: {e}",
+                    "__kind__": type(e).__name__,
+                    "__traceback__": traceback.format_exc()[-2000:],
+                },
+                [],
+            )
         _write_all(proto_out, _encode(reply, out))
 
 

@@ -6,7 +6,17 @@ from __future__ import annotations
 import math
 from html import escape
 
-PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#bcbd22")
+PALETTE = (
+    "#1f77b4",
+    "#d62728",
+    "#2ca02c",
+    "#9467bd",
+    "#ff7f0e",
+    "#17becf",
+    "#8c564b",
+    "#e377c2",
+    "#bcbd22",
+)
 BASELINE_COLOR = "#7f7f7f"
 FONT = 'font-family="system-ui, -apple-system, Segoe UI, Helvetica, Arial, sans-serif"'
 
@@ -49,34 +59,57 @@ def _fmt(v: float, percent: bool) -> str:
 
 
 def _frame(width: int, height: int, title: str, body: list[str], desc: str) -> str:
-    return (f'<svg viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
-            f'aria-label="{escape(title)}" {FONT} font-size="12">'
-            f'<title>{escape(title)}</title><desc>{escape(desc)}</desc>'
-            f'<rect width="{width}" height="{height}" fill="#fff"/>'
-            f'<text x="{width / 2}" y="20" text-anchor="middle" font-size="15" font-weight="600">{escape(title)}</text>'
-            + "".join(body) + "</svg>")
+    return (
+        f'<svg viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+        f'aria-label="{escape(title)}" {FONT} font-size="12">'
+        f"<title>{escape(title)}</title><desc>{escape(desc)}</desc>"
+        f'<rect width="{width}" height="{height}" fill="#fff"/>'
+        f'<text x="{width / 2}" y="20" text-anchor="middle" font-size="15" font-weight="600">{escape(title)}</text>'
+        + "".join(body)
+        + "</svg>"
+    )
 
 
-def _y_axis(x0: float, y0: float, h: float, w: float, top: float, percent: bool, label: str,
-            ref: float | None = None) -> list[str]:
+def _y_axis(
+    x0: float,
+    y0: float,
+    h: float,
+    w: float,
+    top: float,
+    percent: bool,
+    label: str,
+    ref: float | None = None,
+) -> list[str]:
     out = []
     for t in _ticks(top):
         y = y0 - h * t / top
-        out.append(f'<line x1="{x0}" x2="{x0 + w}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e5e5e5"/>'
-                   f'<text x="{x0 - 6}" y="{y + 4:.1f}" text-anchor="end" fill="#444">{_fmt(t, percent)}</text>')
+        out.append(
+            f'<line x1="{x0}" x2="{x0 + w}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e5e5e5"/>'
+            f'<text x="{x0 - 6}" y="{y + 4:.1f}" text-anchor="end" fill="#444">{_fmt(t, percent)}</text>'
+        )
     if ref is not None and 0 < ref < top:
         y = y0 - h * ref / top
-        out.append(f'<line x1="{x0}" x2="{x0 + w}" y1="{y:.1f}" y2="{y:.1f}" stroke="#333" stroke-dasharray="5 4"/>'
-                   f'<text x="{x0 + w - 4}" y="{y - 4:.1f}" text-anchor="end" fill="#333">baseline {ref:g}x</text>')
-    out.append(f'<line x1="{x0}" x2="{x0}" y1="{y0 - h}" y2="{y0}" stroke="#333"/>'
-               f'<line x1="{x0}" x2="{x0 + w}" y1="{y0}" y2="{y0}" stroke="#333"/>'
-               f'<text transform="translate({x0 - 48},{y0 - h / 2}) rotate(-90)" text-anchor="middle" '
-               f'fill="#222">{escape(label)}</text>')
+        out.append(
+            f'<line x1="{x0}" x2="{x0 + w}" y1="{y:.1f}" y2="{y:.1f}" stroke="#333" stroke-dasharray="5 4"/>'
+            f'<text x="{x0 + w - 4}" y="{y - 4:.1f}" text-anchor="end" fill="#333">baseline {ref:g}x</text>'
+        )
+    out.append(
+        f'<line x1="{x0}" x2="{x0}" y1="{y0 - h}" y2="{y0}" stroke="#333"/>'
+        f'<line x1="{x0}" x2="{x0 + w}" y1="{y0}" y2="{y0}" stroke="#333"/>'
+        f'<text transform="translate({x0 - 48},{y0 - h / 2}) rotate(-90)" text-anchor="middle" '
+        f'fill="#222">{escape(label)}</text>'
+    )
     return out
 
 
-def _legend(names: list[str], color: dict[str, str], x: float, y: float, width: float,
-            labels: dict[str, str]) -> tuple[list[str], float]:
+def _legend(
+    names: list[str],
+    color: dict[str, str],
+    x: float,
+    y: float,
+    width: float,
+    labels: dict[str, str],
+) -> tuple[list[str], float]:
     """Swatches wrapped into rows within ``width``; returns the elements and the height used."""
     out, cx, cy = [], x, y
     for n in names:
@@ -85,15 +118,27 @@ def _legend(names: list[str], color: dict[str, str], x: float, y: float, width: 
         if cx > x and cx + w > x + width:
             cx, cy = x, cy + 18
         dash = ' stroke="#fff" stroke-dasharray="3 2"' if n == "rules" else ""
-        out.append(f'<rect x="{cx}" y="{cy - 10}" width="12" height="12" fill="{color[n]}"{dash}/>'
-                   f'<text x="{cx + 16}" y="{cy}" fill="#222">{escape(text)}</text>')
+        out.append(
+            f'<rect x="{cx}" y="{cy - 10}" width="12" height="12" fill="{color[n]}"{dash}/>'
+            f'<text x="{cx + 16}" y="{cy}" fill="#222">{escape(text)}</text>'
+        )
         cx += w
     return out, cy - y + 18
 
 
-def grouped_bars(title: str, groups: list[str], series: dict[str, list[float | None]], *, y_label: str,
-                 percent: bool = False, ref: float | None = None, labels: dict[str, str] | None = None,
-                 width: int = 1100, height: int = 380, desc: str = "") -> str:
+def grouped_bars(
+    title: str,
+    groups: list[str],
+    series: dict[str, list[float | None]],
+    *,
+    y_label: str,
+    percent: bool = False,
+    ref: float | None = None,
+    labels: dict[str, str] | None = None,
+    width: int = 1100,
+    height: int = 380,
+    desc: str = "",
+) -> str:
     """Bars per group (task), one per series (model); a missing value is drawn as an 'x'."""
     labels = labels or {}
     names = list(series)
@@ -110,22 +155,40 @@ def grouped_bars(title: str, groups: list[str], series: dict[str, list[float | N
             v = series[n][gi]
             bx = gx + si * bw
             if v is None or math.isnan(v):
-                body.append(f'<text x="{bx + bw / 2:.1f}" y="{y0 - 4}" text-anchor="middle" fill="#999" '
-                            f'font-size="10">x</text>')
+                body.append(
+                    f'<text x="{bx + bw / 2:.1f}" y="{y0 - 4}" text-anchor="middle" fill="#999" '
+                    f'font-size="10">x</text>'
+                )
                 continue
-            bh = max(h * min(v, top) / top, 2.0)  # a zero stays visible, unlike a run that is missing
-            body.append(f'<rect x="{bx:.1f}" y="{y0 - bh:.1f}" width="{bw - 1:.1f}" height="{bh:.1f}" '
-                        f'fill="{color[n]}"><title>{escape(labels.get(n, n))} on {escape(g)}: '
-                        f'{_fmt(v, percent)}</title></rect>')
-        body.append(f'<text transform="translate({x0 + gi * gw + gw / 2:.1f},{y0 + 14}) rotate(-25)" '
-                    f'text-anchor="end" fill="#222">{escape(g)}</text>')
+            bh = max(
+                h * min(v, top) / top, 2.0
+            )  # a zero stays visible, unlike a run that is missing
+            body.append(
+                f'<rect x="{bx:.1f}" y="{y0 - bh:.1f}" width="{bw - 1:.1f}" height="{bh:.1f}" '
+                f'fill="{color[n]}"><title>{escape(labels.get(n, n))} on {escape(g)}: '
+                f"{_fmt(v, percent)}</title></rect>"
+            )
+        body.append(
+            f'<text transform="translate({x0 + gi * gw + gw / 2:.1f},{y0 + 14}) rotate(-25)" '
+            f'text-anchor="end" fill="#222">{escape(g)}</text>'
+        )
     legend, extra = _legend(names, color, x0, height - 12, w, labels)
     return _frame(width, height + extra - 18, title, body + legend, desc)
 
 
-def scatter(title: str, points: list[tuple[str, float, float]], *, x_label: str, y_label: str,
-            percent: bool = False, ref: float | None = None, labels: dict[str, str] | None = None,
-            width: int = 550, height: int = 400, desc: str = "") -> str:
+def scatter(
+    title: str,
+    points: list[tuple[str, float, float]],
+    *,
+    x_label: str,
+    y_label: str,
+    percent: bool = False,
+    ref: float | None = None,
+    labels: dict[str, str] | None = None,
+    width: int = 550,
+    height: int = 400,
+    desc: str = "",
+) -> str:
     """Points (name, x, y) with a legend; coinciding points are drawn as rings around each other."""
     labels = labels or {}
     names = [p[0] for p in points]
@@ -136,25 +199,44 @@ def scatter(title: str, points: list[tuple[str, float, float]], *, x_label: str,
     body = _y_axis(x0, y0, h, w, ymax, percent, y_label, ref)
     for t in _ticks(xmax):
         x = x0 + w * t / xmax
-        body.append(f'<text x="{x:.1f}" y="{y0 + 16}" text-anchor="middle" fill="#444">{t:.3g}</text>')
-    body.append(f'<text x="{x0 + w / 2}" y="{y0 + 36}" text-anchor="middle" fill="#222">{escape(x_label)}</text>')
+        body.append(
+            f'<text x="{x:.1f}" y="{y0 + 16}" text-anchor="middle" fill="#444">{t:.3g}</text>'
+        )
+    body.append(
+        f'<text x="{x0 + w / 2}" y="{y0 + 36}" text-anchor="middle" fill="#222">{escape(x_label)}</text>'
+    )
     placed: list[tuple[float, float]] = []
     marks = []
     for n, x, y in points:
         px, py = x0 + w * x / xmax, y0 - h * min(y, ymax) / ymax
         r = 6 + 4 * sum(abs(px - a) < 6 and abs(py - b) < 6 for a, b in placed)
         placed.append((px, py))
-        marks.append((r, f'<circle cx="{px:.1f}" cy="{py:.1f}" r="{r}" fill="{color[n]}" stroke="#fff" '
-                         f'stroke-width="1.5"><title>{escape(labels.get(n, n))}: {x:.4g}, {_fmt(y, percent)}'
-                         f'</title></circle>'))
+        marks.append(
+            (
+                r,
+                f'<circle cx="{px:.1f}" cy="{py:.1f}" r="{r}" fill="{color[n]}" stroke="#fff" '
+                f'stroke-width="1.5"><title>{escape(labels.get(n, n))}: {x:.4g}, {_fmt(y, percent)}'
+                f"</title></circle>",
+            )
+        )
     body += [m for _, m in sorted(marks, key=lambda m: -m[0])]  # larger rings first, smaller on top
     legend, extra = _legend(names, color, x0, height - 12, w, labels)
     return _frame(width, height + extra - 18, title, body + legend, desc)
 
 
-def lines(title: str, series: dict[str, list[float]], *, x_label: str, y_label: str, percent: bool = False,
-          ref: float | None = None, labels: dict[str, str] | None = None, width: int = 550, height: int = 400,
-          desc: str = "") -> str:
+def lines(
+    title: str,
+    series: dict[str, list[float]],
+    *,
+    x_label: str,
+    y_label: str,
+    percent: bool = False,
+    ref: float | None = None,
+    labels: dict[str, str] | None = None,
+    width: int = 550,
+    height: int = 400,
+    desc: str = "",
+) -> str:
     """Step lines over x = 0, 1, 2, ... (one value per iteration)."""
     labels = labels or {}
     names = list(series)
@@ -167,32 +249,53 @@ def lines(title: str, series: dict[str, list[float]], *, x_label: str, y_label: 
     body = _y_axis(x0, y0, h, w, ymax, percent, y_label, ref)
     step = max(1, round(xmax / 12))
     for t in range(0, xmax + 1, step):
-        body.append(f'<text x="{x0 + w * t / xmax:.1f}" y="{y0 + 16}" text-anchor="middle" fill="#444">{t}</text>')
-    body.append(f'<text x="{x0 + w / 2}" y="{y0 + 36}" text-anchor="middle" fill="#222">{escape(x_label)}</text>')
+        body.append(
+            f'<text x="{x0 + w * t / xmax:.1f}" y="{y0 + 16}" text-anchor="middle" fill="#444">{t}</text>'
+        )
+    body.append(
+        f'<text x="{x0 + w / 2}" y="{y0 + 36}" text-anchor="middle" fill="#222">{escape(x_label)}</text>'
+    )
     for k, name in enumerate(names):
         pts, prev = [], None
         for i, v in enumerate(series[name]):
             if math.isnan(v):
                 continue
-            x, y = x0 + w * i / xmax, y0 - h * min(v, ymax) / ymax - k * 1.5  # offset: overlapping lines stay visible
+            x, y = (
+                x0 + w * i / xmax,
+                y0 - h * min(v, ymax) / ymax - k * 1.5,
+            )  # offset: overlapping lines stay visible
             if prev is not None:
                 pts.append(f"{x:.1f},{prev:.1f}")
             pts.append(f"{x:.1f},{y:.1f}")
             prev = y
         dash = ' stroke-dasharray="6 4"' if name == "rules" else ""
-        body.append(f'<polyline points="{" ".join(pts)}" fill="none" stroke="{color[name]}" stroke-width="2.5"'
-                    f'{dash}><title>{escape(labels.get(name, name))}</title></polyline>')
+        body.append(
+            f'<polyline points="{" ".join(pts)}" fill="none" stroke="{color[name]}" stroke-width="2.5"'
+            f"{dash}><title>{escape(labels.get(name, name))}</title></polyline>"
+        )
     legend, extra = _legend(names, color, x0, height - 12, w, labels)
     return _frame(width, height + extra - 18, title, body + legend, desc)
 
 
-def roofline(title: str, points: list[tuple[str, float, float]], *, bandwidth_gbs: float, peak_gflops: float,
-             intensity: float, width: int = 550, height: int = 400, desc: str = "") -> str:
+def roofline(
+    title: str,
+    points: list[tuple[str, float, float]],
+    *,
+    bandwidth_gbs: float,
+    peak_gflops: float,
+    intensity: float,
+    width: int = 550,
+    height: int = 400,
+    desc: str = "",
+) -> str:
     """A log-log roofline: attainable GFLOP/s against arithmetic intensity (FLOP/byte) under the
     memory and compute ceilings, the case's intensity marked, and measured points (name, x, y)."""
     x0, y0, w, h = 80, height - 80, width - 110, height - 130
     xs = [p[1] for p in points] + [intensity, peak_gflops / bandwidth_gbs]
-    lo_x, hi_x = 10 ** math.floor(math.log10(max(min(xs), 1e-3)) - 1), 10 ** math.ceil(math.log10(max(xs)) + 1)
+    lo_x, hi_x = (
+        10 ** math.floor(math.log10(max(min(xs), 1e-3)) - 1),
+        10 ** math.ceil(math.log10(max(xs)) + 1),
+    )
     ys = [p[2] for p in points if p[2] > 0] + [bandwidth_gbs * lo_x, peak_gflops]
     lo_y, hi_y = 10 ** math.floor(math.log10(min(ys))), 10 ** math.ceil(math.log10(max(ys)) + 0.3)
 
@@ -200,29 +303,48 @@ def roofline(title: str, points: list[tuple[str, float, float]], *, bandwidth_gb
         return x0 + w * (math.log10(x) - math.log10(lo_x)) / (math.log10(hi_x) - math.log10(lo_x))
 
     def py(y: float) -> float:
-        return y0 - h * (math.log10(max(y, lo_y)) - math.log10(lo_y)) / (math.log10(hi_y) - math.log10(lo_y))
+        return y0 - h * (math.log10(max(y, lo_y)) - math.log10(lo_y)) / (
+            math.log10(hi_y) - math.log10(lo_y)
+        )
 
-    body = [f'<line x1="{x0}" y1="{y0}" x2="{x0 + w}" y2="{y0}" stroke="#444"/>',
-            f'<line x1="{x0}" y1="{y0}" x2="{x0}" y2="{y0 - h}" stroke="#444"/>']
+    body = [
+        f'<line x1="{x0}" y1="{y0}" x2="{x0 + w}" y2="{y0}" stroke="#444"/>',
+        f'<line x1="{x0}" y1="{y0}" x2="{x0}" y2="{y0 - h}" stroke="#444"/>',
+    ]
     for e in range(round(math.log10(lo_x)), round(math.log10(hi_x)) + 1):
-        body.append(f'<text x="{px(10 ** e):.1f}" y="{y0 + 16}" text-anchor="middle" fill="#444">{10 ** e:g}</text>')
+        body.append(
+            f'<text x="{px(10**e):.1f}" y="{y0 + 16}" text-anchor="middle" fill="#444">{10**e:g}</text>'
+        )
     for e in range(round(math.log10(lo_y)), round(math.log10(hi_y)) + 1):
-        body.append(f'<text x="{x0 - 6}" y="{py(10 ** e) + 4:.1f}" text-anchor="end" fill="#444">{10 ** e:g}</text>')
-    body.append(f'<text x="{x0 + w / 2}" y="{y0 + 36}" text-anchor="middle" fill="#222">FLOP per byte (log)</text>')
-    body.append(f'<text x="20" y="{y0 - h / 2}" transform="rotate(-90 20 {y0 - h / 2})" text-anchor="middle" '
-                f'fill="#222">GFLOP/s (log)</text>')
+        body.append(
+            f'<text x="{x0 - 6}" y="{py(10**e) + 4:.1f}" text-anchor="end" fill="#444">{10**e:g}</text>'
+        )
+    body.append(
+        f'<text x="{x0 + w / 2}" y="{y0 + 36}" text-anchor="middle" fill="#222">FLOP per byte (log)</text>'
+    )
+    body.append(
+        f'<text x="20" y="{y0 - h / 2}" transform="rotate(-90 20 {y0 - h / 2})" text-anchor="middle" '
+        f'fill="#222">GFLOP/s (log)</text>'
+    )
     ridge = peak_gflops / bandwidth_gbs
     intensity = max(intensity, lo_x)
     ceiling = [(lo_x, bandwidth_gbs * lo_x), (ridge, peak_gflops), (hi_x, peak_gflops)]
-    body.append('<polyline points="' + " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in ceiling)
-                + f'" fill="none" stroke="#222" stroke-width="2"><title>ceilings: {bandwidth_gbs:g} GB/s, '
-                  f'{peak_gflops:g} GFLOP/s</title></polyline>')
-    body.append(f'<line x1="{px(intensity):.1f}" y1="{y0}" x2="{px(intensity):.1f}" y2="{y0 - h}" stroke="#999" '
-                f'stroke-dasharray="4 4"><title>this case: {intensity:.3g} FLOP/byte</title></line>')
+    body.append(
+        '<polyline points="'
+        + " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in ceiling)
+        + f'" fill="none" stroke="#222" stroke-width="2"><title>ceilings: {bandwidth_gbs:g} GB/s, '
+        f"{peak_gflops:g} GFLOP/s</title></polyline>"
+    )
+    body.append(
+        f'<line x1="{px(intensity):.1f}" y1="{y0}" x2="{px(intensity):.1f}" y2="{y0 - h}" stroke="#999" '
+        f'stroke-dasharray="4 4"><title>this case: {intensity:.3g} FLOP/byte</title></line>'
+    )
     names = [p[0] for p in points]
     color = colors(names, baseline="")
     for n, x, y in points:
-        body.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="6" fill="{color[n]}" stroke="#fff" '
-                    f'stroke-width="1.5"><title>{escape(n)}: {y:.4g} GFLOP/s</title></circle>')
+        body.append(
+            f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="6" fill="{color[n]}" stroke="#fff" '
+            f'stroke-width="1.5"><title>{escape(n)}: {y:.4g} GFLOP/s</title></circle>'
+        )
     legend, extra = _legend(names, color, x0, height - 12, w, {}) if names else ([], 0)
     return _frame(width, height + extra - 18, title, body + legend, desc)

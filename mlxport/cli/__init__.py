@@ -34,8 +34,10 @@ COMMANDS = {
 def usage() -> str:
     width = max(map(len, COMMANDS))
     rows = "\n".join(f"  {name:<{width}}  {text}" for name, text in COMMANDS.items())
-    return (f"usage: mlxport COMMAND [ARGS]...\n\nPort CUDA kernels to fast, verified MLX custom kernels.\n\n"
-            f"commands:\n{rows}\n\n`mlxport COMMAND --help` shows a command's options.")
+    return (
+        f"usage: mlxport COMMAND [ARGS]...\n\nPort CUDA kernels to fast, verified MLX custom kernels.\n\n"
+        f"commands:\n{rows}\n\n`mlxport COMMAND --help` shows a command's options."
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -46,7 +48,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(0 if argv else 2)
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
-        print(f"error: no command {name!r}: use one of {', '.join(COMMANDS)} (see mlxport --help)", file=sys.stderr)
+        print(
+            f"error: no command {name!r}: use one of {', '.join(COMMANDS)} (see mlxport --help)",
+            file=sys.stderr,
+        )
         sys.exit(2)
     app = importlib.import_module(f"mlxport.cli.{name}").app
     try:

@@ -10,14 +10,19 @@ import typer
 from mlxport.cli import options as o
 from mlxport.errors import UserError
 
-app = o.command_app("Check a candidate, then time it against the task's baselines on the bench cases.")
+app = o.command_app(
+    "Check a candidate, then time it against the task's baselines on the bench cases."
+)
 
 
 @app.command()
-def bench(candidate: Annotated[Path, typer.Argument(help="Candidate .toml file.")], task: o.Task,
-          backend: o.Backend = "auto",
-          chip: Annotated[str, typer.Option(help="Chip for simulator estimates.")] = "M3 Max",
-          as_json: o.Json = False) -> None:
+def bench(
+    candidate: Annotated[Path, typer.Argument(help="Candidate .toml file.")],
+    task: o.Task,
+    backend: o.Backend = "auto",
+    chip: Annotated[str, typer.Option(help="Chip for simulator estimates.")] = "M3 Max",
+    as_json: o.Json = False,
+) -> None:
     """Check a candidate, then time it against the task's baselines on the bench cases."""
     from mlxport.tasks import load_candidate
     from mlxport.tools.session import open_session
@@ -30,9 +35,13 @@ def bench(candidate: Annotated[Path, typer.Argument(help="Candidate .toml file."
     report = run_correctness(session.task, cand, be)
     if not report.ok:
         o.err.print(report.summary(), highlight=False, markup=False)
-        raise UserError(f"candidate {cand.id} is not correct on {be.name}: fix it before timing it (see mlxport check)")
-    results = [benchmark(session.task, cand, be, case=c, chip=session.chip, datasheet=session.datasheet)
-               for c in session.task.bench_cases()]
+        raise UserError(
+            f"candidate {cand.id} is not correct on {be.name}: fix it before timing it (see mlxport check)"
+        )
+    results = [
+        benchmark(session.task, cand, be, case=c, chip=session.chip, datasheet=session.datasheet)
+        for c in session.task.bench_cases()
+    ]
     if as_json:
         o.print_json([r.model_dump(mode="json") for r in results])
     else:

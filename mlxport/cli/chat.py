@@ -14,11 +14,20 @@ app = o.command_app("Port a kernel interactively: watch each step, steer, approv
 
 
 @app.command()
-def chat(kernel: Annotated[Path | None, typer.Argument(help="The .cu file, inside a task folder.")] = None,
-         task: Annotated[str | None, typer.Option(help="Task name or folder.")] = None,
-         session: Annotated[str | None, typer.Option(help="Resume this session id.")] = None,
-         model: o.Model = "rules", base_url: o.BaseUrl = None, backend: o.Backend = "auto", budget: o.Budget = None,
-         out_dir: o.Out = Path("mlxport-out"), seed: o.Seed = 0, search: o.Search = "linear") -> None:
+def chat(
+    kernel: Annotated[
+        Path | None, typer.Argument(help="The .cu file, inside a task folder.")
+    ] = None,
+    task: Annotated[str | None, typer.Option(help="Task name or folder.")] = None,
+    session: Annotated[str | None, typer.Option(help="Resume this session id.")] = None,
+    model: o.Model = "rules",
+    base_url: o.BaseUrl = None,
+    backend: o.Backend = "auto",
+    budget: o.Budget = None,
+    out_dir: o.Out = Path("mlxport-out"),
+    seed: o.Seed = 0,
+    search: o.Search = "linear",
+) -> None:
     """Port a kernel interactively: watch each step, steer, approve candidates; resume with --session."""
     from mlxport.agent.chat import chat as run_chat
     from mlxport.agent.config import RunConfig
@@ -26,7 +35,9 @@ def chat(kernel: Annotated[Path | None, typer.Argument(help="The .cu file, insid
     if session:
         run_chat(None, RunConfig(), out_dir, session=session)
         return
-    config = o.run_config(model=model, base_url=base_url, backend=backend, budget=budget, seed=seed, search=search)
+    config = o.run_config(
+        model=model, base_url=base_url, backend=backend, budget=budget, seed=seed, search=search
+    )
     run_chat(_task(kernel, task), config, out_dir)
 
 
@@ -41,6 +52,8 @@ def _task(kernel: Path | None, task: str | None):
     if not kernel.is_file():
         raise UserError(f"no such file {kernel}: pass the path of a .cu file")
     if not (kernel.parent / "task.toml").is_file():
-        raise UserError(f"{kernel} is not in a task folder: pass --task NAME or DIR (make one with "
-                        f"`mlxport tasks new`), or describe it with `mlxport port --reference ...`")
+        raise UserError(
+            f"{kernel} is not in a task folder: pass --task NAME or DIR (make one with "
+            f"`mlxport tasks new`), or describe it with `mlxport port --reference ...`"
+        )
     return load_task(kernel.parent)

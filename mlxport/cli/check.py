@@ -10,14 +10,20 @@ from rich.table import Table
 
 from mlxport.cli import options as o
 
-app = o.command_app("Compile a candidate and check it against the task's reference on every visible case and dtype.")
+app = o.command_app(
+    "Compile a candidate and check it against the task's reference on every visible case and dtype."
+)
 
 
 @app.command()
-def check(candidate: Annotated[Path, typer.Argument(help="Candidate .toml file.")], task: o.Task,
-          backend: o.Backend = "auto", seed: Annotated[int | None, typer.Option(help="Input seed.")] = None,
-          heldout: Annotated[bool, typer.Option(help="Also run the held-out cases.")] = False,
-          as_json: o.Json = False) -> None:
+def check(
+    candidate: Annotated[Path, typer.Argument(help="Candidate .toml file.")],
+    task: o.Task,
+    backend: o.Backend = "auto",
+    seed: Annotated[int | None, typer.Option(help="Input seed.")] = None,
+    heldout: Annotated[bool, typer.Option(help="Also run the held-out cases.")] = False,
+    as_json: o.Json = False,
+) -> None:
     """Compile a candidate and check it against the task's reference on every visible case and dtype."""
     from mlxport.backends import get_backend
     from mlxport.tasks import load_candidate, load_task
@@ -30,15 +36,35 @@ def check(candidate: Annotated[Path, typer.Argument(help="Candidate .toml file."
     if as_json:
         o.print_json(report.model_dump(mode="json") | {"ok": report.ok})
     else:
-        table = Table("case", "dtype", "verdict", "max abs err", "max rel err", "err norm", "first mismatch / error")
+        table = Table(
+            "case",
+            "dtype",
+            "verdict",
+            "max abs err",
+            "max rel err",
+            "err norm",
+            "first mismatch / error",
+        )
         for c in report.cases:
             color = "green" if c.verdict == "pass" else "red"
-            detail = c.error or (f"{c.first_mismatch}: got {c.got:.6g}, expected {c.expected:.6g}; {c.pattern}"
-                                 if c.first_mismatch is not None else c.pattern)
-            table.add_row(c.case, c.dtype, f"[{color}]{c.verdict}[/{color}]", _num(c.max_abs), _num(c.max_rel),
-                          _num(c.err_norm), detail)
+            detail = c.error or (
+                f"{c.first_mismatch}: got {c.got:.6g}, expected {c.expected:.6g}; {c.pattern}"
+                if c.first_mismatch is not None
+                else c.pattern
+            )
+            table.add_row(
+                c.case,
+                c.dtype,
+                f"[{color}]{c.verdict}[/{color}]",
+                _num(c.max_abs),
+                _num(c.max_rel),
+                _num(c.err_norm),
+                detail,
+            )
         o.out.print(table)
-        o.out.print(f"{'PASS' if report.ok else 'FAIL'}: candidate {cand.id} on {be.name} (seed {report.seeds[0]})")
+        o.out.print(
+            f"{'PASS' if report.ok else 'FAIL'}: candidate {cand.id} on {be.name} (seed {report.seeds[0]})"
+        )
     if not report.ok:
         raise typer.Exit(1)
 

@@ -14,26 +14,37 @@ app = o.command_app("Which backends can run here, and why not.")
 
 
 @app.command()
-def doctor(as_json: o.Json = False,
-           calibrate: Annotated[bool, typer.Option(help="Measure copy bandwidth and matmul rate on the GPU.")] = False
-           ) -> None:
+def doctor(
+    as_json: o.Json = False,
+    calibrate: Annotated[
+        bool, typer.Option(help="Measure copy bandwidth and matmul rate on the GPU.")
+    ] = False,
+) -> None:
     """Which backends can run here, and why not."""
     import platform
 
     from mlxport.backends import GPUS, availability, confine, get_backend, select_auto
 
     status = availability()
-    data = {"platform": platform.platform(), "python": platform.python_version(), "auto": select_auto(),
-            "backends": {k: {"available": v.ok, "reason": v.reason} for k, v in status.items()},
-            "confinement": confine.probe()}
+    data = {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "auto": select_auto(),
+        "backends": {k: {"available": v.ok, "reason": v.reason} for k, v in status.items()},
+        "confinement": confine.probe(),
+    }
     if calibrate:
         if data["auto"] not in GPUS:
-            raise UserError(f"--calibrate needs a GPU backend ({' or '.join(GPUS)}); the simulator has no timing")
+            raise UserError(
+                f"--calibrate needs a GPU backend ({' or '.join(GPUS)}); the simulator has no timing"
+            )
         data["calibration"] = get_backend(data["auto"]).calibrate()
     if as_json:
         o.print_json(data)
         return
-    o.out.print(f"{data['platform']}, Python {data['python']}; auto selects [bold]{data['auto']}[/bold]")
+    o.out.print(
+        f"{data['platform']}, Python {data['python']}; auto selects [bold]{data['auto']}[/bold]"
+    )
     for name, v in status.items():
         mark = "[green]available[/green]" if v.ok else f"[red]unavailable[/red]: {escape(v.reason)}"
         o.out.print(f"  {name:6s} {mark}")

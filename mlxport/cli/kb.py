@@ -9,14 +9,21 @@ import typer
 from mlxport.cli import options as o
 from mlxport.errors import UserError
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-                  help="The Apple-GPU knowledge base: search it, look up chips.")
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    help="The Apple-GPU knowledge base: search it, look up chips.",
+)
 
 
 @app.command("search")
-def search(query: str, k: Annotated[int, typer.Option("-k", help="Sections to return.")] = 3,
-           chip: Annotated[str | None, typer.Option(help="Include this chip's figures.")] = None,
-           as_json: o.Json = False) -> None:
+def search(
+    query: str,
+    k: Annotated[int, typer.Option("-k", help="Sections to return.")] = 3,
+    chip: Annotated[str | None, typer.Option(help="Include this chip's figures.")] = None,
+    as_json: o.Json = False,
+) -> None:
     """Search the knowledge base; each section comes with its sources."""
     from mlxport.knowledge import format_hits
     from mlxport.knowledge import search as kb_search
@@ -29,8 +36,10 @@ def search(query: str, k: Annotated[int, typer.Option("-k", help="Sections to re
 
 
 @app.command("chip")
-def chip(name: Annotated[str, typer.Argument(help="e.g. 'M3 Max', or auto on a Mac.")] = "auto",
-         as_json: o.Json = False) -> None:
+def chip(
+    name: Annotated[str, typer.Argument(help="e.g. 'M3 Max', or auto on a Mac.")] = "auto",
+    as_json: o.Json = False,
+) -> None:
     """The spec row of an Apple chip: GPU cores, bandwidth, FP32/FP16 rates, memory, features."""
     from mlxport.knowledge import hardware_profile
     from mlxport.knowledge.chips import chip_text

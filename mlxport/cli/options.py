@@ -23,13 +23,22 @@ def command_app(help: str) -> typer.Typer:
 
 
 Json = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
-Model = Annotated[str, typer.Option(help="rules (the non-LLM baseline), scripted:FILE or provider:model.")]
-BaseUrl = Annotated[str | None, typer.Option(help="OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1.")]
+Model = Annotated[
+    str, typer.Option(help="rules (the non-LLM baseline), scripted:FILE or provider:model.")
+]
+BaseUrl = Annotated[
+    str | None, typer.Option(help="OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1.")
+]
 Backend = Annotated[str, typer.Option(help="auto, metal, cuda or sim.")]
-Budget = Annotated[str | None, typer.Option(help="e.g. iterations=12,patience=6,tokens=4e5,cost=5,wall=30m,target=1.5")]
+Budget = Annotated[
+    str | None,
+    typer.Option(help="e.g. iterations=12,patience=6,tokens=4e5,cost=5,wall=30m,target=1.5"),
+]
 Out = Annotated[Path, typer.Option("--out", help="Output folder.")]
 Seed = Annotated[int, typer.Option(help="Seed of the run (inputs and verification).")]
-Search = Annotated[str, typer.Option(help="linear (one ReAct thread) or tree (cycles on the best-rated idea).")]
+Search = Annotated[
+    str, typer.Option(help="linear (one ReAct thread) or tree (cycles on the best-rated idea).")
+]
 Task = Annotated[str, typer.Option(help="Task name or folder.")]
 
 
@@ -40,33 +49,57 @@ def print_json(data: Any) -> None:
 def runs_here(candidate, backend) -> None:
     """A candidate reaches only a backend that compiles its language; else one sentence naming the fix."""
     if candidate.language != backend.language:
-        where = "--backend cuda on a machine with MLX's CUDA backend" if candidate.language == "cuda" else \
-            "--backend sim (or metal on Apple silicon)"
-        raise UserError(f"candidate {candidate.name} is {candidate.language} and the {backend.name} backend runs "
-                        f"{backend.language} candidates: use {where}")
+        where = (
+            "--backend cuda on a machine with MLX's CUDA backend"
+            if candidate.language == "cuda"
+            else "--backend sim (or metal on Apple silicon)"
+        )
+        raise UserError(
+            f"candidate {candidate.name} is {candidate.language} and the {backend.name} backend runs "
+            f"{backend.language} candidates: use {where}"
+        )
 
 
-def overrides(*, backend: str, base_url: str | None, budget: str | None, seed: int | None = None,
-              search: str = "linear") -> dict[str, Any]:
+def overrides(
+    *,
+    backend: str,
+    base_url: str | None,
+    budget: str | None,
+    seed: int | None = None,
+    search: str = "linear",
+) -> dict[str, Any]:
     """RunConfig fields from the shared flags (batch and eval apply them to every port)."""
     from mlxport.agent.config import SEARCHES, parse_budget
 
     if search not in SEARCHES:
         raise UserError(f"--search must be one of {', '.join(SEARCHES)}, got {search!r}")
-    fields = {"backend": backend, "search": search, **parse_budget(budget),
-              **({"base_url": base_url} if base_url else {})}
+    fields = {
+        "backend": backend,
+        "search": search,
+        **parse_budget(budget),
+        **({"base_url": base_url} if base_url else {}),
+    }
     return fields if seed is None else {**fields, "seed": seed}
 
 
-def run_config(*, model: str, backend: str, base_url: str | None, budget: str | None, seed: int,
-               search: str = "linear"):
+def run_config(
+    *,
+    model: str,
+    backend: str,
+    base_url: str | None,
+    budget: str | None,
+    seed: int,
+    search: str = "linear",
+):
     """A validated RunConfig from the flags, with the model spec checked (a typo fails at once,
     before the agent is loaded)."""
     from mlxport.agent.config import RunConfig
     from mlxport.agent.providers import check_model_spec
 
-    config = RunConfig(model=model, **overrides(backend=backend, base_url=base_url, budget=budget, seed=seed,
-                                                search=search))
+    config = RunConfig(
+        model=model,
+        **overrides(backend=backend, base_url=base_url, budget=budget, seed=seed, search=search),
+    )
     config.validate()
     check_model_spec(config.model, config.base_url)
     return config

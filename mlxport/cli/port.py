@@ -12,35 +12,85 @@ from rich.markup import escape
 from mlxport.cli import options as o
 from mlxport.errors import UserError, read_text
 
-app = o.command_app("Port a CUDA kernel to a verified MLX kernel and write kernel.py, test_kernel.py and a report.")
+app = o.command_app(
+    "Port a CUDA kernel to a verified MLX kernel and write kernel.py, test_kernel.py and a report."
+)
 
 
 @app.command()
 def port(
-    kernel: Annotated[Path | None, typer.Argument(help="The .cu file to port (default: the task's kernel.cu).")] = None,
+    kernel: Annotated[
+        Path | None, typer.Argument(help="The .cu file to port (default: the task's kernel.cu).")
+    ] = None,
     task: Annotated[str | None, typer.Option(help="Task name or folder.")] = None,
-    kernel_name: Annotated[str | None, typer.Option("--kernel", help="The __global__ kernel (default: the only one).")] = None,
-    case: Annotated[list[str] | None, typer.Option(help="A case: sizes, kernel parameters and host variables by name, "
-                                                        "e.g. 'N=4096,C=768,block_size=128'. Repeat for more.")] = None,
-    dtypes: Annotated[str | None, typer.Option(help="Comma-separated dtypes, for a kernel templated on its element "
-                                                    "type (default float32).")] = None,
-    shape: Annotated[list[str] | None, typer.Option(help="A buffer's extent in elements of its dtype (four per float4) where the host "
-                                                         "code gives none, e.g. 'K=B*nh*N*d'. Repeat for more.")] = None,
-    grid: Annotated[str | None, typer.Option(help="Blocks per grid, 'X[,Y,Z]' over the case's names, where the "
-                                                  "host code does not launch the kernel.")] = None,
-    block: Annotated[str | None, typer.Option(help="Threads per block, 'X[,Y,Z]', likewise.")] = None,
-    shared_bytes: Annotated[str | None, typer.Option(help="Dynamic shared memory of the launch, likewise.")] = None,
-    include: Annotated[list[Path] | None, typer.Option("-I", "--include", help="A folder of the file's local "
-                                                                                 "headers. Repeat for more.")] = None,
-    reference: Annotated[str | None, typer.Option(help="module:function or file.py:function: an MLX reference "
-                                                       "instead of the original kernel.")] = None,
-    inputs: Annotated[str | None, typer.Option(help="With --reference: 'x[R,C];w:float32[C]'.")] = None,
+    kernel_name: Annotated[
+        str | None, typer.Option("--kernel", help="The __global__ kernel (default: the only one).")
+    ] = None,
+    case: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A case: sizes, kernel parameters and host variables by name, "
+            "e.g. 'N=4096,C=768,block_size=128'. Repeat for more."
+        ),
+    ] = None,
+    dtypes: Annotated[
+        str | None,
+        typer.Option(
+            help="Comma-separated dtypes, for a kernel templated on its element "
+            "type (default float32)."
+        ),
+    ] = None,
+    shape: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A buffer's extent in elements of its dtype (four per float4) where the host "
+            "code gives none, e.g. 'K=B*nh*N*d'. Repeat for more."
+        ),
+    ] = None,
+    grid: Annotated[
+        str | None,
+        typer.Option(
+            help="Blocks per grid, 'X[,Y,Z]' over the case's names, where the "
+            "host code does not launch the kernel."
+        ),
+    ] = None,
+    block: Annotated[
+        str | None, typer.Option(help="Threads per block, 'X[,Y,Z]', likewise.")
+    ] = None,
+    shared_bytes: Annotated[
+        str | None, typer.Option(help="Dynamic shared memory of the launch, likewise.")
+    ] = None,
+    include: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "-I", "--include", help="A folder of the file's local headers. Repeat for more."
+        ),
+    ] = None,
+    reference: Annotated[
+        str | None,
+        typer.Option(
+            help="module:function or file.py:function: an MLX reference "
+            "instead of the original kernel."
+        ),
+    ] = None,
+    inputs: Annotated[
+        str | None, typer.Option(help="With --reference: 'x[R,C];w:float32[C]'.")
+    ] = None,
     outputs: Annotated[str | None, typer.Option(help="With --reference: 'out[R,C]'.")] = None,
-    heldout: Annotated[list[str] | None, typer.Option(help="With --reference: a held-out case.")] = None,
-    model: o.Model = "rules", base_url: o.BaseUrl = None, backend: o.Backend = "auto", budget: o.Budget = None,
+    heldout: Annotated[
+        list[str] | None, typer.Option(help="With --reference: a held-out case.")
+    ] = None,
+    model: o.Model = "rules",
+    base_url: o.BaseUrl = None,
+    backend: o.Backend = "auto",
+    budget: o.Budget = None,
     out_dir: o.Out = Path("mlxport-out"),
-    resume: Annotated[str | None, typer.Option(help="Resume this session id (its own configuration applies).")] = None,
-    seed: o.Seed = 0, search: o.Search = "linear", as_json: o.Json = False,
+    resume: Annotated[
+        str | None, typer.Option(help="Resume this session id (its own configuration applies).")
+    ] = None,
+    seed: o.Seed = 0,
+    search: o.Search = "linear",
+    as_json: o.Json = False,
 ) -> None:
     """Port a CUDA kernel to a verified MLX kernel and write kernel.py, test_kernel.py and a report.
 
@@ -52,10 +102,19 @@ def port(
 
         run = resume_port(out_dir, resume, on_update=show)
     else:
-        config = o.run_config(model=model, base_url=base_url, backend=backend, budget=budget, seed=seed,
-                              search=search)
-        flags = dict(kernel_name=kernel_name, cases=case or [], dtypes=dtypes, shapes=shape or [], grid=grid,
-                     block=block, shared_bytes=shared_bytes, includes=include or [])
+        config = o.run_config(
+            model=model, base_url=base_url, backend=backend, budget=budget, seed=seed, search=search
+        )
+        flags = dict(
+            kernel_name=kernel_name,
+            cases=case or [],
+            dtypes=dtypes,
+            shapes=shape or [],
+            grid=grid,
+            block=block,
+            shared_bytes=shared_bytes,
+            includes=include or [],
+        )
         the_task = _resolve_task(kernel, task, reference, inputs, outputs, heldout, flags, out_dir)
         from mlxport.agent.port import run_port
 
@@ -76,7 +135,9 @@ def _resolve_task(kernel, task, reference, inputs, outputs, heldout, flags, out_
     if task:
         return load_task(task)
     if kernel is None:
-        raise UserError("nothing to port: pass a .cu file, or --task NAME (see `mlxport tasks list`)")
+        raise UserError(
+            "nothing to port: pass a .cu file, or --task NAME (see `mlxport tasks list`)"
+        )
     if not kernel.is_file():
         raise UserError(f"no such file {kernel}: pass the path of a .cu file")
     _check_cuda_file(kernel)
@@ -84,10 +145,20 @@ def _resolve_task(kernel, task, reference, inputs, outputs, heldout, flags, out_
         return load_task(kernel.parent)
     if reference:
         if not (inputs and outputs):
-            raise UserError("--reference needs --inputs and --outputs to describe the kernel's arrays")
-        folder = task_from_flags(kernel, out_dir / "_tasks" / task_name_for(kernel), reference=reference,
-                                 inputs=inputs, outputs=outputs, cases=flags["cases"], heldout=heldout or [],
-                                 kernel=flags["kernel_name"], dtypes=parse_dtypes(flags["dtypes"]) or ["float32"])
+            raise UserError(
+                "--reference needs --inputs and --outputs to describe the kernel's arrays"
+            )
+        folder = task_from_flags(
+            kernel,
+            out_dir / "_tasks" / task_name_for(kernel),
+            reference=reference,
+            inputs=inputs,
+            outputs=outputs,
+            cases=flags["cases"],
+            heldout=heldout or [],
+            kernel=flags["kernel_name"],
+            dtypes=parse_dtypes(flags["dtypes"]) or ["float32"],
+        )
         return load_task(folder)
     return load_task(cuda_task_folder(kernel, out_dir / "_tasks", **flags, console=o.err))
 
@@ -106,12 +177,13 @@ def clip(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     end = text.rfind(". ", limit // 2, limit)
-    cut = text[:end + 1] if end > 0 else text[:text.rfind(" ", 0, limit)]
+    cut = text[: end + 1] if end > 0 else text[: text.rfind(" ", 0, limit)]
     return cut + " [...] (the whole of it: transcript.jsonl)"
 
 
 def progress(console: Console):
     """A listener printing each graph step in a line or two."""
+
     def show(node: str, data: dict) -> None:
         for m in data.get("messages", []) or []:
             kind = getattr(m, "type", "")
@@ -120,12 +192,18 @@ def progress(console: Console):
                 if text:
                     console.print(f"[cyan]model[/cyan] {escape(clip(text, 400))}", highlight=False)
                 for c in m.tool_calls:
-                    args = ", ".join(f"{k}={str(v)[:40]!r}" for k, v in c["args"].items() if k != "source")
-                    console.print(f"[cyan]call[/cyan]  {c['name']}({escape(args)})", highlight=False)
+                    args = ", ".join(
+                        f"{k}={str(v)[:40]!r}" for k, v in c["args"].items() if k != "source"
+                    )
+                    console.print(
+                        f"[cyan]call[/cyan]  {c['name']}({escape(args)})", highlight=False
+                    )
             elif kind == "tool":
                 first = str(m.content).splitlines()[0] if m.content else ""
                 color = "red" if getattr(m, "status", "") == "error" else "green"
-                console.print(f"[{color}]tool[/{color}]  {escape(clip(first, 600))}", highlight=False)
+                console.print(
+                    f"[{color}]tool[/{color}]  {escape(clip(first, 600))}", highlight=False
+                )
         if data.get("best_id"):
             console.print(f"[magenta]best[/magenta]  {data['best_id']}")
         if data.get("stop_reason"):
@@ -134,20 +212,34 @@ def progress(console: Console):
             f = data["final"]
             from mlxport.verify.reverify import verdict_label
 
-            console.print(f"[bold]final[/bold] {f.get('candidate_id')}: {escape(verdict_label(f))}", highlight=False)
+            console.print(
+                f"[bold]final[/bold] {f.get('candidate_id')}: {escape(verdict_label(f))}",
+                highlight=False,
+            )
+
     return show
 
 
 def _print_summary(run: dict, out_dir: Path) -> None:
     res = run["result"]
     label = " (non-LLM baseline)" if run["non_llm_baseline"] else ""
-    o.out.print(f"\n[bold]{run['task']}[/bold] with {run['model']}{label}: stop reason {run['stop_reason']}, "
-                f"{run['iterations']} iterations, {run['candidates']} candidates")
+    o.out.print(
+        f"\n[bold]{run['task']}[/bold] with {run['model']}{label}: stop reason {run['stop_reason']}, "
+        f"{run['iterations']} iterations, {run['candidates']} candidates"
+    )
     if res["verified"]:
-        speed = ", ".join(f"{k} {v:.2f}x" for k, v in res["speedups"].items()) if res["timed"] else \
-            "not timed (simulator)"
-        o.out.print(f"[green]{escape(res['label'])}[/green]: candidate {res['candidate_id']}; {speed}", highlight=False)
+        speed = (
+            ", ".join(f"{k} {v:.2f}x" for k, v in res["speedups"].items())
+            if res["timed"]
+            else "not timed (simulator)"
+        )
+        o.out.print(
+            f"[green]{escape(res['label'])}[/green]: candidate {res['candidate_id']}; {speed}",
+            highlight=False,
+        )
         o.out.print(f"wrote {out_dir / run['task']}/kernel.py, test_kernel.py, report.md, run.json")
     else:
-        o.out.print(f"[red]no verified kernel[/red]: {escape(str(res.get('why_not')))}", highlight=False)
+        o.out.print(
+            f"[red]no verified kernel[/red]: {escape(str(res.get('why_not')))}", highlight=False
+        )
         o.out.print(f"see {out_dir / run['task']}/report.md")

@@ -11,11 +11,15 @@ import typer
 from mlxport.cli import options as o
 from mlxport.errors import read_text
 
-app = o.command_app("Read a CUDA file: kernels, parameters, shared memory, intrinsics, launches, Metal mapping.")
+app = o.command_app(
+    "Read a CUDA file: kernels, parameters, shared memory, intrinsics, launches, Metal mapping."
+)
 
 
 @app.command()
-def read(path: Annotated[Path, typer.Argument(help="A .cu file.")], as_json: o.Json = False) -> None:
+def read(
+    path: Annotated[Path, typer.Argument(help="A .cu file.")], as_json: o.Json = False
+) -> None:
     """Read a CUDA file: kernels, parameters, shared memory, intrinsics, launches, Metal mapping."""
     from mlxport.translate.reader import read_cuda, summary
 

@@ -46,25 +46,53 @@ def check_task(task: KernelTask, seed: int = 0) -> list[CheckRow]:
             shapes = task.shapes(case, dtype)
             for spec, ref in zip(task.outputs, refs, strict=True):
                 if tuple(ref.shape) != shapes[spec.name]:
-                    raise TaskError(f"{task.reference or task.kernel} gives shape {tuple(ref.shape)} for "
-                                    f"{spec.name}; task.toml says {shapes[spec.name]}")
+                    raise TaskError(
+                        f"{task.reference or task.kernel} gives shape {tuple(ref.shape)} for "
+                        f"{spec.name}; task.toml says {shapes[spec.name]}"
+                    )
             for label, fn in checked:
                 outs = function_outputs(task, fn, inputs, case)
-                rows.append(CheckRow(task.name, label, task.case_label(case), dtype, id(case) in heldout_ids,
-                                     _worst(task, outs, refs, case, dtype)))
+                rows.append(
+                    CheckRow(
+                        task.name,
+                        label,
+                        task.case_label(case),
+                        dtype,
+                        id(case) in heldout_ids,
+                        _worst(task, outs, refs, case, dtype),
+                    )
+                )
             if task.original is not None:
                 # as the golden, the original is checked against a second run of itself: it runs at this
                 # case, gives the task's shapes, and gives the same answer (no race or uninitialized read)
                 label = "original" if task.reference is not None else "original, run twice"
                 outs = run_original(task, inputs, case)
-                rows.append(CheckRow(task.name, label, task.case_label(case), dtype, id(case) in heldout_ids,
-                                     _worst(task, outs, refs, case, dtype)))
+                rows.append(
+                    CheckRow(
+                        task.name,
+                        label,
+                        task.case_label(case),
+                        dtype,
+                        id(case) in heldout_ids,
+                        _worst(task, outs, refs, case, dtype),
+                    )
+                )
     return rows
 
 
-def _worst(task: KernelTask, outs: list[np.ndarray], refs: list[np.ndarray], case: dict, dtype: str) -> CaseResult:
-    results = [compare(o, r, task.tolerance[dtype], case=task.case_label(case), dtype=dtype,
-                       axes=axis_names(spec.shape))
-               for spec, o, r in zip(task.outputs, outs, refs, strict=True)]
+def _worst(
+    task: KernelTask, outs: list[np.ndarray], refs: list[np.ndarray], case: dict, dtype: str
+) -> CaseResult:
+    results = [
+        compare(
+            o,
+            r,
+            task.tolerance[dtype],
+            case=task.case_label(case),
+            dtype=dtype,
+            axes=axis_names(spec.shape),
+        )
+        for spec, o, r in zip(task.outputs, outs, refs, strict=True)
+    ]
     failed = [r for r in results if r.verdict != "pass"]
     return failed[0] if failed else results[0]

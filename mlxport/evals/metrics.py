@@ -126,15 +126,23 @@ def task_values(tasks: dict[str, list[Run]], k: int) -> dict[str, list[float]]:
         out["correct@1"].append(c / n)
         out[f"correct@{k}"].append(pass_at_k(n, c, min(k, n)))
         for b in BASELINES:
-            out.setdefault(f"geomean_{b}", []).append(geomean(effective_speedup(r, b) for r in runs))
+            out.setdefault(f"geomean_{b}", []).append(
+                geomean(effective_speedup(r, b) for r in runs)
+            )
             for p in P_VALUES:
                 hits = [verified(r) and (p == 0.0 or (speedup(r, b) or 0.0) > p) for r in runs]
                 out.setdefault(f"fast_{p:g}_{b}", []).append(sum(hits) / n)
     return out
 
 
-def bootstrap_ci(values: list[float], stat: Callable[[list[float]], float], *, n: int = BOOTSTRAP,
-                 seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+def bootstrap_ci(
+    values: list[float],
+    stat: Callable[[list[float]], float],
+    *,
+    n: int = BOOTSTRAP,
+    seed: int = 0,
+    level: float = 0.95,
+) -> tuple[float, float]:
     """Percentile interval of ``stat`` over tasks resampled with replacement (deterministic)."""
     if not values:
         return (float("nan"), float("nan"))
@@ -145,8 +153,14 @@ def bootstrap_ci(values: list[float], stat: Callable[[list[float]], float], *, n
     return (lo, hi)
 
 
-def model_metrics(runs: list[Run], *, expected: int | None = None, tasks_asked: list[str] | None = None,
-                  seeds: int | None = None, bootstrap: int = BOOTSTRAP) -> dict[str, Any]:
+def model_metrics(
+    runs: list[Run],
+    *,
+    expected: int | None = None,
+    tasks_asked: list[str] | None = None,
+    seeds: int | None = None,
+    bootstrap: int = BOOTSTRAP,
+) -> dict[str, Any]:
     """Every metric of one model's runs (any seeds, any tasks). ``expected``: how many runs the
     eval asked for, to report missing ones. With ``tasks_asked`` and ``seeds``, a run that never
     produced a record (it raised, or was not run) counts as a failure, so every model is scored on
@@ -160,15 +174,24 @@ def model_metrics(runs: list[Run], *, expected: int | None = None, tasks_asked: 
     timing = timing_status(runs)
     model = runs[0]["model"] if runs else ""
     m: dict[str, Any] = {
-        "model": model, "label": label(model), "non_llm_baseline": is_baseline(model),
-        "runs": len(runs), "tasks": len(tasks), "seeds_per_task": k,
+        "model": model,
+        "label": label(model),
+        "non_llm_baseline": is_baseline(model),
+        "runs": len(runs),
+        "tasks": len(tasks),
+        "seeds_per_task": k,
         "missing_runs": max((expected or len(runs)) - len(runs), 0),
         "timing": timing or "measured",
-        "fast_0": mean(values["correct@1"]), "correct@1": mean(values["correct@1"]),
-        "k": k, "correct@k": mean(values[f"correct@{k}"]),
-        "ci": {"fast_0": bootstrap_ci(values["correct@1"], mean, n=bootstrap),
-               "correct@k": bootstrap_ci(values[f"correct@{k}"], mean, n=bootstrap)},
-        "fast_p": {}, "geomean": {},
+        "fast_0": mean(values["correct@1"]),
+        "correct@1": mean(values["correct@1"]),
+        "k": k,
+        "correct@k": mean(values[f"correct@{k}"]),
+        "ci": {
+            "fast_0": bootstrap_ci(values["correct@1"], mean, n=bootstrap),
+            "correct@k": bootstrap_ci(values[f"correct@{k}"], mean, n=bootstrap),
+        },
+        "fast_p": {},
+        "geomean": {},
     }
     for b in BASELINES:
         if timing is not None:
@@ -191,18 +214,25 @@ def cost_metrics(runs: list[Run]) -> dict[str, Any]:
     to_best = [r["iterations_to_best"] for r in runs if r.get("iterations_to_best") is not None]
     walls = [r.get("wall_seconds", 0.0) for r in runs]
     return {
-        "candidates": candidates, "compile_failures": sum(r.get("compile_failures", 0) for r in runs),
-        "compile_failure_rate": (sum(r.get("compile_failures", 0) for r in runs) / candidates) if candidates else None,
-        "tool_calls": calls, "tool_errors": sum(r.get("tool_errors", 0) for r in runs),
+        "candidates": candidates,
+        "compile_failures": sum(r.get("compile_failures", 0) for r in runs),
+        "compile_failure_rate": (sum(r.get("compile_failures", 0) for r in runs) / candidates)
+        if candidates
+        else None,
+        "tool_calls": calls,
+        "tool_errors": sum(r.get("tool_errors", 0) for r in runs),
         "tool_error_rate": (sum(r.get("tool_errors", 0) for r in runs) / calls) if calls else None,
         "tokens_in": sum((r.get("tokens") or {}).get("input", 0) for r in runs),
         "tokens_out": sum((r.get("tokens") or {}).get("output", 0) for r in runs),
         "cost_usd": round(sum(r.get("cost_usd", 0.0) for r in runs), 6),
-        "wall_seconds": round(sum(walls), 3), "median_wall_seconds": statistics.median(walls) if walls else None,
+        "wall_seconds": round(sum(walls), 3),
+        "median_wall_seconds": statistics.median(walls) if walls else None,
         "iterations": sum(r.get("iterations", 0) for r in runs),
         "mean_iterations": mean(r.get("iterations", 0) for r in runs) if runs else None,
         "median_iterations_to_best": statistics.median(to_best) if to_best else None,
-        "stop_reasons": dict(sorted(Counter(stop_kind(r.get("stop_reason")) for r in runs).items())),
+        "stop_reasons": dict(
+            sorted(Counter(stop_kind(r.get("stop_reason")) for r in runs).items())
+        ),
     }
 
 
@@ -211,17 +241,28 @@ def tool_calls(run: Run) -> int:
     return int(run.get("tool_calls", 0))
 
 
-def leaderboard(runs: list[Run], models: list[str] | None = None, *, expected_per_model: int | None = None,
-                tasks: list[str] | None = None, seeds: int | None = None,
-                bootstrap: int = BOOTSTRAP) -> list[dict[str, Any]]:
+def leaderboard(
+    runs: list[Run],
+    models: list[str] | None = None,
+    *,
+    expected_per_model: int | None = None,
+    tasks: list[str] | None = None,
+    seeds: int | None = None,
+    bootstrap: int = BOOTSTRAP,
+) -> list[dict[str, Any]]:
     """One metrics row per model, best first: by geomean speedup over native where every model was
     timed, else by verified share; then correct@k, then lower cost. ``rules`` is always a row."""
     groups: dict[str, list[Run]] = {m: [] for m in (models or [])}
     for r in runs:
         groups.setdefault(r["model"], []).append(r)
     groups.setdefault("rules", [])
-    rows = [model_metrics(v, expected=expected_per_model, tasks_asked=tasks, seeds=seeds, bootstrap=bootstrap)
-            | {"model": m, "label": label(m), "non_llm_baseline": is_baseline(m)} for m, v in groups.items()]
+    rows = [
+        model_metrics(
+            v, expected=expected_per_model, tasks_asked=tasks, seeds=seeds, bootstrap=bootstrap
+        )
+        | {"model": m, "label": label(m), "non_llm_baseline": is_baseline(m)}
+        for m, v in groups.items()
+    ]
     timed = all_timed(rows)
 
     def key(r: dict[str, Any]) -> tuple:
@@ -250,22 +291,29 @@ def per_task(runs: list[Run]) -> dict[str, dict[str, dict[str, Any]]]:
         for cell in models.values():
             rs = cell.pop("runs")
             timing = timing_status(rs)
-            cell.update({
-                "seeds": len(rs), "verified": sum(verified(r) for r in rs),
-                "speedup": {b: (geomean(effective_speedup(r, b) for r in rs) if timing is None else None)
-                            for b in BASELINES},
-                "timing": timing or "measured",
-                "iterations": mean(r.get("iterations", 0) for r in rs),
-                "iterations_to_best": [r.get("iterations_to_best") for r in rs],
-                "candidates": sum(r.get("candidates", 0) for r in rs),
-                "compile_failures": sum(r.get("compile_failures", 0) for r in rs),
-                "tool_errors": sum(r.get("tool_errors", 0) for r in rs),
-                "tokens_in": sum((r.get("tokens") or {}).get("input", 0) for r in rs),
-                "tokens_out": sum((r.get("tokens") or {}).get("output", 0) for r in rs),
-                "cost_usd": sum(r.get("cost_usd", 0.0) for r in rs),
-                "wall_seconds": sum(r.get("wall_seconds", 0.0) for r in rs),
-                "stop_reasons": dict(Counter(stop_kind(r.get("stop_reason")) for r in rs)),
-            })
+            cell.update(
+                {
+                    "seeds": len(rs),
+                    "verified": sum(verified(r) for r in rs),
+                    "speedup": {
+                        b: (
+                            geomean(effective_speedup(r, b) for r in rs) if timing is None else None
+                        )
+                        for b in BASELINES
+                    },
+                    "timing": timing or "measured",
+                    "iterations": mean(r.get("iterations", 0) for r in rs),
+                    "iterations_to_best": [r.get("iterations_to_best") for r in rs],
+                    "candidates": sum(r.get("candidates", 0) for r in rs),
+                    "compile_failures": sum(r.get("compile_failures", 0) for r in rs),
+                    "tool_errors": sum(r.get("tool_errors", 0) for r in rs),
+                    "tokens_in": sum((r.get("tokens") or {}).get("input", 0) for r in rs),
+                    "tokens_out": sum((r.get("tokens") or {}).get("output", 0) for r in rs),
+                    "cost_usd": sum(r.get("cost_usd", 0.0) for r in rs),
+                    "wall_seconds": sum(r.get("wall_seconds", 0.0) for r in rs),
+                    "stop_reasons": dict(Counter(stop_kind(r.get("stop_reason")) for r in rs)),
+                }
+            )
     return out
 
 
@@ -285,4 +333,6 @@ def convergence(runs: list[Run], max_iterations: int) -> tuple[str, list[float]]
             else:
                 per_run.append(1.0 if seen else 0.0)
         curve.append((geomean(per_run) if timed else mean(per_run)) if per_run else float("nan"))
-    return ("best speedup over native" if timed else "share of runs with a correct candidate"), curve
+    return (
+        "best speedup over native" if timed else "share of runs with a correct candidate"
+    ), curve

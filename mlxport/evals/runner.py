@@ -107,7 +107,9 @@ def resolve_tasks(suite: str | None = "core", tasks: list[str] | None = None) ->
     for t in tasks:
         task = load_task(t)
         if out.get(task.name, str(task.folder)) != str(task.folder):
-            raise UserError(f"two tasks are named {task.name!r} ({out[task.name]}, {task.folder}): rename one")
+            raise UserError(
+                f"two tasks are named {task.name!r} ({out[task.name]}, {task.folder}): rename one"
+            )
         out[task.name] = str(task.folder)
     return out
 
@@ -120,8 +122,10 @@ def base_config(overrides: dict[str, Any]) -> dict[str, Any]:
 
     bad = sorted(set(overrides) - ({f.name for f in fields(RunConfig)} - set(PER_RUN)))
     if bad:
-        raise UserError(f"unknown run setting(s) {', '.join(bad)} for an eval: use budget keys like "
-                        f"max_iterations, max_tokens, max_cost, max_wall_seconds, backend")
+        raise UserError(
+            f"unknown run setting(s) {', '.join(bad)} for an eval: use budget keys like "
+            f"max_iterations, max_tokens, max_cost, max_wall_seconds, backend"
+        )
     config = RunConfig(**overrides).validate()
     try:
         config.backend = get_backend(config.backend).name
@@ -143,17 +147,31 @@ def load_manifest(out: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def _merge_manifest(out: Path, models: list[str], tasks: dict[str, str], seeds: int, config: dict[str, Any]) -> dict:
+def _merge_manifest(
+    out: Path, models: list[str], tasks: dict[str, str], seeds: int, config: dict[str, Any]
+) -> dict:
     old = load_manifest(out)
     if old is not None and old["config"] != config:
-        changed = sorted(k for k in set(old["config"]) | set(config) if old["config"].get(k) != config.get(k))
-        raise UserError(f"{out} holds an eval run with other settings ({', '.join(changed)}): every model must "
-                        f"run under the same budget, so pass the same settings or a new --out")
-    old = old or {"models": [], "tasks": [], "task_dirs": {}, "seeds": 0, "config": config,
-                  "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        changed = sorted(
+            k for k in set(old["config"]) | set(config) if old["config"].get(k) != config.get(k)
+        )
+        raise UserError(
+            f"{out} holds an eval run with other settings ({', '.join(changed)}): every model must "
+            f"run under the same budget, so pass the same settings or a new --out"
+        )
+    old = old or {
+        "models": [],
+        "tasks": [],
+        "task_dirs": {},
+        "seeds": 0,
+        "config": config,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
     manifest = {
-        **old, "models": list(dict.fromkeys([*old["models"], *models])),
-        "tasks": list(dict.fromkeys([*old["tasks"], *tasks])), "task_dirs": {**old["task_dirs"], **tasks},
+        **old,
+        "models": list(dict.fromkeys([*old["models"], *models])),
+        "tasks": list(dict.fromkeys([*old["tasks"], *tasks])),
+        "task_dirs": {**old["task_dirs"], **tasks},
         "seeds": max(old["seeds"], seeds),
         "slugs": {m: model_slug(m) for m in dict.fromkeys([*old["models"], *models])},
     }
@@ -167,7 +185,12 @@ def _merge_manifest(out: Path, models: list[str], tasks: dict[str, str], seeds: 
 
 def plan_runs(models: list[str], tasks: dict[str, str], seeds: int) -> list[RunKey]:
     """Seed-major, then task, then model: a partial eval has every model on the same tasks."""
-    return [RunKey(m, model_slug(m), t, s, d) for s in range(seeds) for t, d in tasks.items() for m in models]
+    return [
+        RunKey(m, model_slug(m), t, s, d)
+        for s in range(seeds)
+        for t, d in tasks.items()
+        for m in models
+    ]
 
 
 def run_state(key: RunKey, out: Path) -> str:
@@ -177,8 +200,15 @@ def run_state(key: RunKey, out: Path) -> str:
     return "interrupted" if sessions.latest(folder) is not None else "new"
 
 
-def run_eval(models: list[str], tasks: list[str] | None, seeds: int, config_overrides: dict[str, Any], jobs: int,
-             out: Path, on_progress: Progress | None = None) -> Path:
+def run_eval(
+    models: list[str],
+    tasks: list[str] | None,
+    seeds: int,
+    config_overrides: dict[str, Any],
+    jobs: int,
+    out: Path,
+    on_progress: Progress | None = None,
+) -> Path:
     """Run every model x task x seed under one configuration into ``out``; return ``out``.
     ``tasks``: suite task names or task folders (empty: the core suite).
 
@@ -209,8 +239,15 @@ def run_eval(models: list[str], tasks: list[str] | None, seeds: int, config_over
         with lock:
             if status in ("skipped", "done", "error"):
                 counter["done"] += 1
-            event = {"status": status, "model": key.model, "task": key.task, "seed": key.seed,
-                     "done": counter["done"], "total": len(keys), **extra}
+            event = {
+                "status": status,
+                "model": key.model,
+                "task": key.task,
+                "seed": key.seed,
+                "done": counter["done"],
+                "total": len(keys),
+                **extra,
+            }
         if on_progress:
             on_progress(event)
 
@@ -221,7 +258,9 @@ def run_eval(models: list[str], tasks: list[str] | None, seeds: int, config_over
         else:
             todo.append(key)
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="mlxport-eval") as pool:
-        futures: set[Future] = {pool.submit(_run_one, key, config, out, stop, report) for key in todo}
+        futures: set[Future] = {
+            pool.submit(_run_one, key, config, out, stop, report) for key in todo
+        }
         try:
             while futures:
                 finished, futures = wait(futures, timeout=0.5, return_when=FIRST_COMPLETED)
@@ -235,8 +274,13 @@ def run_eval(models: list[str], tasks: list[str] | None, seeds: int, config_over
     return out
 
 
-def _run_one(key: RunKey, config: dict[str, Any], out: Path, stop: threading.Event,
-             report: Callable[..., None]) -> None:
+def _run_one(
+    key: RunKey,
+    config: dict[str, Any],
+    out: Path,
+    stop: threading.Event,
+    report: Callable[..., None],
+) -> None:
     from mlxport.agent.port import run_port
     from mlxport.agent.state import RunConfig
     from mlxport.tasks import load_task
@@ -252,9 +296,15 @@ def _run_one(key: RunKey, config: dict[str, Any], out: Path, stop: threading.Eve
     saved = sessions.latest(folder)
     report(key, "resumed" if saved else "started")
     task = load_task(key.task_dir)
-    cfg = RunConfig(**{**config, "prices": tuple(config["prices"]) if config.get("prices") else None,
-                       "model": split_entrant(key.model)[0], "search": split_entrant(key.model)[1],
-                       "seed": key.seed})
+    cfg = RunConfig(
+        **{
+            **config,
+            "prices": tuple(config["prices"]) if config.get("prices") else None,
+            "model": split_entrant(key.model)[0],
+            "search": split_entrant(key.model)[1],
+            "seed": key.seed,
+        }
+    )
     where = seed_dir(out, key.slug, key.seed)
     try:
         run = _resume(task, saved, where, on_update) if saved else None
@@ -262,9 +312,15 @@ def _run_one(key: RunKey, config: dict[str, Any], out: Path, stop: threading.Eve
             run = run_port(task, cfg, where, on_update=on_update)
     except _Stopped:
         return
-    except Exception as e:  # one broken run must not end the eval; it is retried on the next invocation
-        write_text(folder / "error.json", json.dumps({"error": f"{type(e).__name__}: {e}",
-                                                      "traceback": traceback.format_exc()}, indent=2))
+    except (
+        Exception
+    ) as e:  # one broken run must not end the eval; it is retried on the next invocation
+        write_text(
+            folder / "error.json",
+            json.dumps(
+                {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}, indent=2
+            ),
+        )
         report(key, "error", error=f"{type(e).__name__}: {e}")
         return
     (folder / "error.json").unlink(missing_ok=True)
@@ -276,7 +332,9 @@ def _resume(task, saved, where: Path, on_update) -> dict[str, Any] | None:
     from mlxport.agent.port import NoCheckpoint, run_port
 
     try:
-        return run_port(task, saved.config, where, session=saved.id, resume=True, on_update=on_update)
+        return run_port(
+            task, saved.config, where, session=saved.id, resume=True, on_update=on_update
+        )
     except NoCheckpoint:
         return None
 
@@ -303,7 +361,11 @@ def load_runs(out: Path) -> list[dict[str, Any]]:
 def _count_tool_messages(path: Path) -> int:
     if not path.is_file():
         return 0
-    return sum(json.loads(line).get("type") == "tool" for line in path.read_text().splitlines() if line.strip())
+    return sum(
+        json.loads(line).get("type") == "tool"
+        for line in path.read_text().splitlines()
+        if line.strip()
+    )
 
 
 def load_errors(out: Path) -> list[dict[str, Any]]:
@@ -311,5 +373,7 @@ def load_errors(out: Path) -> list[dict[str, Any]]:
     errors = []
     for path in sorted((out / "runs").glob("*/seed*/*/error.json")):
         if not (path.parent / "run.json").is_file():
-            errors.append({"folder": str(path.parent.relative_to(out)), **json.loads(path.read_text())})
+            errors.append(
+                {"folder": str(path.parent.relative_to(out)), **json.loads(path.read_text())}
+            )
     return errors

@@ -124,8 +124,18 @@ def task_name_for(path: Path) -> str:
     return re.sub(r"\W", "_", path.stem).lstrip("0123456789") or "kernel"
 
 
-def task_from_flags(cu: Path, folder: Path, *, reference: str, inputs: str, outputs: str, cases: list[str],
-                    heldout: list[str], kernel: str | None, dtypes: list[str]) -> Path:
+def task_from_flags(
+    cu: Path,
+    folder: Path,
+    *,
+    reference: str,
+    inputs: str,
+    outputs: str,
+    cases: list[str],
+    heldout: list[str],
+    kernel: str | None,
+    dtypes: list[str],
+) -> Path:
     """Write a task folder for a .cu file given on the command line (``port --reference ...``)."""
     if not cu.is_file():
         raise TaskError(f"no CUDA file {cu}: pass the path of a .cu file")
@@ -150,19 +160,39 @@ def task_from_flags(cu: Path, folder: Path, *, reference: str, inputs: str, outp
 
         kernels = read_cuda(cu.read_text(), name=cu.name).kernels
         kernel = next((k.name for k in kernels if k.kind == "global"), None)
-    lines = [f'name = "{folder.name}"', f'description = "Port of {cu.name}"', f'kernel = "{kernel}"',
-             f'reference = "{ref_mod}:{ref_fn}"', f"dtypes = {json.dumps(dtypes)}", "",
-             "[baselines]", f'native = "{ref_mod}:{ref_fn}"', f'naive = "{ref_mod}:{ref_fn}"', ""]
+    lines = [
+        f'name = "{folder.name}"',
+        f'description = "Port of {cu.name}"',
+        f'kernel = "{kernel}"',
+        f'reference = "{ref_mod}:{ref_fn}"',
+        f"dtypes = {json.dumps(dtypes)}",
+        "",
+        "[baselines]",
+        f'native = "{ref_mod}:{ref_fn}"',
+        f'naive = "{ref_mod}:{ref_fn}"',
+        "",
+    ]
     for kind, spec in (("inputs", inputs), ("outputs", outputs)):
         for name, dtype, dims in _tensors(spec, f"--{kind}"):
-            lines += [f"[[{kind}]]", f'name = "{name}"', f'dtype = "{dtype}"', f"shape = {json.dumps(dims)}", ""]
+            lines += [
+                f"[[{kind}]]",
+                f'name = "{name}"',
+                f'dtype = "{dtype}"',
+                f"shape = {json.dumps(dims)}",
+                "",
+            ]
     for d in dtypes:
         atol, rtol = DEFAULT_TOLERANCE.get(d, (1e-4, 1e-4))
         lines += [f"[tolerance.{d}]", f"atol = {atol}", f"rtol = {rtol}", ""]
     first_out = _tensors(outputs, "--outputs")[0]
-    lines += ["[cost]", f'bytes = "{" * ".join(first_out[2]) or "1"} * itemsize * 2"', "",
-              "[cases]", f"visible = [{', '.join(_case(c) for c in cases)}]",
-              f"heldout = [{', '.join(_case(c) for c in heldout)}]"]
+    lines += [
+        "[cost]",
+        f'bytes = "{" * ".join(first_out[2]) or "1"} * itemsize * 2"',
+        "",
+        "[cases]",
+        f"visible = [{', '.join(_case(c) for c in cases)}]",
+        f"heldout = [{', '.join(_case(c) for c in heldout)}]",
+    ]
     (folder / "task.toml").write_text("\n".join(lines) + "\n")
     return folder
 
@@ -172,7 +202,9 @@ def _tensors(spec: str, flag: str) -> list[tuple[str, str, list[str]]]:
     for part in filter(None, (p.strip() for p in spec.split(";"))):
         m = _TENSOR.match(part)
         if not m:
-            raise TaskError(f"{flag} entry {part!r} must look like name[dims] or name:dtype[dims], e.g. x[R,C]")
+            raise TaskError(
+                f"{flag} entry {part!r} must look like name[dims] or name:dtype[dims], e.g. x[R,C]"
+            )
         dims = [d.strip() for d in m.group(3).split(",") if d.strip()]
         out.append((m.group(1), m.group(2) or "T", dims))
     if not out:

@@ -57,10 +57,20 @@ def scan_op(backend: str | None = None) -> ScanOp:
     kernel = make_kernel(candidate)
 
     def op(u, delta, A, B, C, D_skip, h0, delta_softplus=True):
-        inputs = {"u": u, "delta": delta, "A": A, "B": B, "C": C, "D_skip": D_skip, "h0": h0,
-                  "delta_softplus": delta_softplus}
+        inputs = {
+            "u": u,
+            "delta": delta,
+            "A": A,
+            "B": B,
+            "C": C,
+            "D_skip": D_skip,
+            "h0": h0,
+            "delta_softplus": delta_softplus,
+        }
         kwargs = launch_kwargs(candidate, inputs)
-        kwargs.pop("shared_memory", None)  # the kernel object carries it (0: static shared memory only)
+        kwargs.pop(
+            "shared_memory", None
+        )  # the kernel object carries it (0: static shared memory only)
         y, h = kernel(inputs=[inputs[n] for n in candidate.input_names], **kwargs)
         return y, h
 
@@ -77,8 +87,19 @@ def _simulated(candidate) -> ScanOp:
     sim = get_backend("sim")
 
     def op(u, delta, A, B, C, D_skip, h0, delta_softplus=True):
-        run = sim.run(candidate, {"u": u, "delta": delta, "A": A, "B": B, "C": C, "D_skip": D_skip, "h0": h0,
-                                  "delta_softplus": delta_softplus})
+        run = sim.run(
+            candidate,
+            {
+                "u": u,
+                "delta": delta,
+                "A": A,
+                "B": B,
+                "C": C,
+                "D_skip": D_skip,
+                "h0": h0,
+                "delta_softplus": delta_softplus,
+            },
+        )
         if not run.ok:
             raise RuntimeError(f"the simulator could not run the mamba_scan port: {run.error}")
         return mx.array(run.outputs[0]).astype(u.dtype), mx.array(run.outputs[1])
@@ -105,21 +126,27 @@ def _prefill(op: ScanOp, stock):
             return stock(x, conv_cache, state_cache)
         x, z = self.in_proj(x).split(2, axis=-1)
         K = self.conv_kernel_size
-        padded = mx.concatenate([conv_cache, x], axis=1) if conv_cache is not None else \
-            mx.pad(x, [(0, 0), (K - 1, 0), (0, 0)])
+        padded = (
+            mx.concatenate([conv_cache, x], axis=1)
+            if conv_cache is not None
+            else mx.pad(x, [(0, 0), (K - 1, 0), (0, 0)])
+        )
         u = mx.sigmoid(conv := self.conv1d(padded)) * conv  # silu
         n, r = self.ssm_state_size, self.time_step_rank
         dbc = self.x_proj(u)
-        delta, B, C = dbc[..., :r], dbc[..., r:r + n], dbc[..., r + n:]
+        delta, B, C = dbc[..., :r], dbc[..., r : r + n], dbc[..., r + n :]
         if self.use_bcdt_rms:
             eps = self.args.mixer_rms_eps
             delta, B, C = (mx.fast.rms_norm(a, weight=None, eps=eps) for a in (delta, B, C))
         delta = self.dt_proj(delta)  # the port applies the softplus
         A = -mx.exp(self.A_log.astype(mx.float32))
-        h0 = state_cache.astype(mx.float32) if state_cache is not None else \
-            mx.zeros((x.shape[0], u.shape[-1], n), dtype=mx.float32)
+        h0 = (
+            state_cache.astype(mx.float32)
+            if state_cache is not None
+            else mx.zeros((x.shape[0], u.shape[-1], n), dtype=mx.float32)
+        )
         y, h = op(u, delta, A, B, C, self.D.astype(mx.float32), h0, delta_softplus=True)
         gate = z * mx.sigmoid(z)  # swiglu(z, y) = silu(z) * y
-        return self.out_proj(gate * y), (padded[:, -(K - 1):, :], h.astype(x.dtype))
+        return self.out_proj(gate * y), (padded[:, -(K - 1) :, :], h.astype(x.dtype))
 
     return process

@@ -47,7 +47,11 @@ class ChipProfile(BaseModel):
         return round(self.fp32_tflops * 1000 / self.memory_bandwidth_gbs, 2)
 
     def datasheet(self) -> Datasheet:
-        return Datasheet(name=self.name, memory_bandwidth_gbs=self.memory_bandwidth_gbs, fp32_tflops=self.fp32_tflops)
+        return Datasheet(
+            name=self.name,
+            memory_bandwidth_gbs=self.memory_bandwidth_gbs,
+            fp32_tflops=self.fp32_tflops,
+        )
 
 
 @cache
@@ -100,7 +104,9 @@ def _variant(profile: ChipProfile, cores: int) -> ChipProfile:
         update={
             "name": f"{profile.name} ({cores}-core)",
             "gpu_cores": cores,
-            "memory_bandwidth_gbs": profile.bandwidth_by_cores.get(cores, profile.memory_bandwidth_gbs),
+            "memory_bandwidth_gbs": profile.bandwidth_by_cores.get(
+                cores, profile.memory_bandwidth_gbs
+            ),
             "fp32_tflops": round(profile.fp32_tflops * scale, 3),
             "fp16_tflops": fp16,
             "notes": [*profile.notes, note],
@@ -147,8 +153,12 @@ def detect_chip() -> tuple[str, int | None]:
         )
     name = _mlx_device_name() or _run(["sysctl", "-n", "machdep.cpu.brand_string"])
     if not name:
-        raise ValueError("Could not read the chip name; name a chip, e.g. hardware_profile('M3 Max').")
-    cores = re.search(r'"gpu-core-count"\s*=\s*(\d+)', _run(["ioreg", "-rc", "AGXAccelerator", "-d1"]))
+        raise ValueError(
+            "Could not read the chip name; name a chip, e.g. hardware_profile('M3 Max')."
+        )
+    cores = re.search(
+        r'"gpu-core-count"\s*=\s*(\d+)', _run(["ioreg", "-rc", "AGXAccelerator", "-d1"])
+    )
     return name.strip(), int(cores.group(1)) if cores else None
 
 
@@ -241,12 +251,15 @@ def _summary_section() -> Section:
             or f"{p.memory_bandwidth_gbs:g}"
         )
         cores = "/".join(str(c) for c in p.gpu_core_options)
-        rows.append(f"| {p.name} | {cores} | {bw} | {p.fp32_tflops:g} | {p.memory_gb} | {p.gpu_family} |")
+        rows.append(
+            f"| {p.name} | {cores} | {bw} | {p.fp32_tflops:g} | {p.memory_gb} | {p.gpu_family} |"
+        )
         tags.extend(row["sources"])
     text = (
         "Comparison of all Apple M-series chips (M1 to M5): GPU cores, memory bandwidth, FP32 TFLOPS, "
         "max memory and GPU family side by side. Binned GPU configs are separated by /; FP32 is for the "
-        "largest config; derived or community values are marked in each chip's section.\n" + "\n".join(rows)
+        "largest config; derived or community values are marked in each chip's section.\n"
+        + "\n".join(rows)
     )
     tags_t = tuple(dict.fromkeys(tags))
     return Section(

@@ -150,5 +150,7 @@ def lint_doc(path: Path) -> list[str]:
             problems.append(f"{s.id}: has figures but no 'Source:' line")
         if s.source_line and not source_tags(s.source_line):
             problems.append(f"{s.id}: 'Source:' line names no known tag")
-        problems += [f"{s.id}: unknown source tag {t}" for t in s.source_tags if t not in load_sources()]
+        problems += [
+            f"{s.id}: unknown source tag {t}" for t in s.source_tags if t not in load_sources()
+        ]
     return problems

@@ -46,7 +46,11 @@ def _stem(tok: str) -> str:
     if tok.endswith("ies"):
         return tok[:-3] + "y"
     for suffix in _SUFFIXES:
-        if tok.endswith(suffix) and len(tok) - len(suffix) >= 4 and not tok.endswith(("ss", "us", "is")):
+        if (
+            tok.endswith(suffix)
+            and len(tok) - len(suffix) >= 4
+            and not tok.endswith(("ss", "us", "is"))
+        ):
             tok = tok[: -len(suffix)]
             break
     if tok.endswith("e") and len(tok) > 4:
@@ -79,7 +83,9 @@ def _query_tokens(query: str) -> list[str]:
 
 
 def _section_tokens(s: Section) -> list[str]:
-    return tokenize(s.heading) + tokenize(s.doc_title) + tokenize(" ".join(s.tags)) + tokenize(s.text)
+    return (
+        tokenize(s.heading) + tokenize(s.doc_title) + tokenize(" ".join(s.tags)) + tokenize(s.text)
+    )
 
 
 class Hit(BaseModel):
@@ -127,7 +133,9 @@ def _chip_factor(s: Section, p: ChipProfile) -> float:
     applies = {a.lower() for a in s.applies_to}
     keys = {_base_name(p), p.generation.lower(), p.gpu_family.lower()}
     if s.doc_id == "chips" and "all" not in applies:
-        return 1.3 if s.heading.lower() == _base_name(p) else 0.2  # this chip's spec row vs another's
+        return (
+            1.3 if s.heading.lower() == _base_name(p) else 0.2
+        )  # this chip's spec row vs another's
     if applies & keys:
         return 1.3
     if applies & {"all", "metal"} or not applies:
@@ -150,8 +158,10 @@ def _rank(query: str, chip: ChipProfile | None) -> list[tuple[Section, float]]:
     idx = _index()
     tokens = _query_tokens(query)
     if not tokens:
-        raise ValueError(f"the query {query!r} has no words to search for: ask about something, e.g. "
-                         f"'simd_shuffle_xor' or 'threadgroup memory limit'")
+        raise ValueError(
+            f"the query {query!r} has no words to search for: ask about something, e.g. "
+            f"'simd_shuffle_xor' or 'threadgroup memory limit'"
+        )
     scores = idx.body.get_scores(tokens) + _HEADING_WEIGHT * idx.headings.get_scores(tokens)
     ranked = []
     for s, score in zip(idx.sections, scores, strict=True):

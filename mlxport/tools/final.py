@@ -25,17 +25,33 @@ def verify_final(session: Session, chosen: str | None, *, extra_seeds: int) -> d
     rejected = []
     for record in ranked[:TRIED]:
         with session.device_lock:
-            report = run_correctness(session.task, record.candidate, session.backend, seed=session.seed + 50_000,
-                                     heldout=True, extra_seeds=extra_seeds)
+            report = run_correctness(
+                session.task,
+                record.candidate,
+                session.backend,
+                seed=session.seed + 50_000,
+                heldout=True,
+                extra_seeds=extra_seeds,
+            )
         if not report.ok:
-            rejected.append({"candidate_id": record.candidate.id, "report": report.model_dump(mode="json")})
+            rejected.append(
+                {"candidate_id": record.candidate.id, "report": report.model_dump(mode="json")}
+            )
             continue
-        timed = {"checked": True}  # a timing backend checks the timed size before it times (benchmark)
+        timed = {
+            "checked": True
+        }  # a timing backend checks the timed size before it times (benchmark)
         if not session.backend.timing:
             try:
                 with session.device_lock:
-                    timed = check_timed_size(session.task, record.candidate, session.backend,
-                                             session.task.bench_cases()[0], primary_dtype(session.task), session.seed)
+                    timed = check_timed_size(
+                        session.task,
+                        record.candidate,
+                        session.backend,
+                        session.task.bench_cases()[0],
+                        primary_dtype(session.task),
+                        session.seed,
+                    )
             except UserError as e:
                 rejected.append({"candidate_id": record.candidate.id, "reason": str(e)})
                 continue
@@ -43,12 +59,29 @@ def verify_final(session: Session, chosen: str | None, *, extra_seeds: int) -> d
         if bench is None:
             try:
                 with session.device_lock:
-                    bench = benchmark(session.task, record.candidate, session.backend, seed=session.seed,
-                                      chip=session.chip, datasheet=session.datasheet)
+                    bench = benchmark(
+                        session.task,
+                        record.candidate,
+                        session.backend,
+                        seed=session.seed,
+                        chip=session.chip,
+                        datasheet=session.datasheet,
+                    )
             except UserError as e:  # wrong at the timed size, or the timing itself failed
                 rejected.append({"candidate_id": record.candidate.id, "reason": str(e)})
                 continue
-        return {"candidate_id": record.candidate.id, "verified": True, "backend": session.backend.name,
-                "verification": report.model_dump(mode="json"), "benchmark": bench.model_dump(mode="json"),
-                "timed_size": timed, "rejected": rejected}
-    return {"candidate_id": None, "verified": False, "backend": session.backend.name, "rejected": rejected}
+        return {
+            "candidate_id": record.candidate.id,
+            "verified": True,
+            "backend": session.backend.name,
+            "verification": report.model_dump(mode="json"),
+            "benchmark": bench.model_dump(mode="json"),
+            "timed_size": timed,
+            "rejected": rejected,
+        }
+    return {
+        "candidate_id": None,
+        "verified": False,
+        "backend": session.backend.name,
+        "rejected": rejected,
+    }

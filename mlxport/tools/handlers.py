@@ -26,11 +26,15 @@ def run_tool(session: Session, name: str, args: dict[str, Any]) -> Output:
     """Validate and run one tool call. Errors become an Output with ``error=True``."""
     schema = schemas.TOOL_NAMES.get(name)
     if schema is None:
-        return Output(f"error: unknown tool {name!r}; available: {', '.join(schemas.TOOL_NAMES)}", error=True)
+        return Output(
+            f"error: unknown tool {name!r}; available: {', '.join(schemas.TOOL_NAMES)}", error=True
+        )
     try:
         parsed = schema.model_validate(args)
     except ValidationError as e:
-        problems = "; ".join(f"{'.'.join(map(str, er['loc'])) or 'args'}: {er['msg']}" for er in e.errors()[:5])
+        problems = "; ".join(
+            f"{'.'.join(map(str, er['loc'])) or 'args'}: {er['msg']}" for er in e.errors()[:5]
+        )
         return Output(f"error: invalid arguments for {name}: {problems}", error=True)
     session.calls += 1
     try:
@@ -49,13 +53,26 @@ def read_cuda_source(session: Session, args: schemas.read_cuda_source) -> Output
     focus = args.kernel or task.kernel
     if focus not in names:
         raise ToolError(f"no kernel {focus!r} in {task.source}; kernels: {', '.join(names)}")
-    parts = [f"Task {task.name}: {task.description}", f"Entry kernel: {task.kernel}", summary(cf), contract(task)]
+    parts = [
+        f"Task {task.name}: {task.description}",
+        f"Entry kernel: {task.kernel}",
+        summary(cf),
+        contract(task),
+    ]
     if args.start_line > 1:  # a later page: the summary was on the first
         parts = []
     if args.show_source:
         parts.append(numbered_page(text, task.source, args.start_line, "read_cuda_source"))
-    return Output("\n\n".join(parts), data={"task": task.name, "task_dir": str(task.folder), "kernel": focus,
-                                            "backend": session.backend.name, "language": session.language})
+    return Output(
+        "\n\n".join(parts),
+        data={
+            "task": task.name,
+            "task_dir": str(task.folder),
+            "kernel": focus,
+            "backend": session.backend.name,
+            "language": session.language,
+        },
+    )
 
 
 def numbered_page(text: str, name: str, start: int, tool: str) -> str:
@@ -66,7 +83,11 @@ def numbered_page(text: str, name: str, start: int, tool: str) -> str:
     end = min(start - 1 + SOURCE_LINES, len(lines))
     page = "\n".join(f"{i + 1:4d} {lines[i]}" for i in range(start - 1, end))
     head = f"--- {name}, lines {start}-{end} of {len(lines)} ---"
-    more = f"\n--- {len(lines) - end} more lines: {tool}(start_line={end + 1}) shows them ---" if end < len(lines) else ""
+    more = (
+        f"\n--- {len(lines) - end} more lines: {tool}(start_line={end + 1}) shows them ---"
+        if end < len(lines)
+        else ""
+    )
     return f"{head}\n{page}{more}"
 
 
@@ -75,8 +96,10 @@ def contract(task: KernelTask) -> str:
     params = ", ".join(f"{p.name}: {p.type} = {p.default}" for p in task.params) or "none"
     outs = ", ".join(f"{t.name}: {t.dtype}{t.shape}" for t in task.outputs)
     cases = "; ".join(task.case_label(c) for c in task.cases.visible)
-    return (f"Port contract (T is each of {', '.join(task.dtypes)}):\n  inputs {ins}\n  params {params}\n"
-            f"  outputs {outs}\n  visible cases: {cases}\n  (held-out shapes, unseen by you, are checked at the end)")
+    return (
+        f"Port contract (T is each of {', '.join(task.dtypes)}):\n  inputs {ins}\n  params {params}\n"
+        f"  outputs {outs}\n  visible cases: {cases}\n  (held-out shapes, unseen by you, are checked at the end)"
+    )
 
 
 def query_hardware_kb(session: Session, args: schemas.query_hardware_kb) -> Output:
@@ -86,8 +109,10 @@ def query_hardware_kb(session: Session, args: schemas.query_hardware_kb) -> Outp
         hits = search(args.query, k=3, chip=args.chip)
     except ValueError as e:
         raise ToolError(str(e)) from e
-    return Output(format_hits(hits) if hits else "no matching section; rephrase the query",
-                  data={"sections": [h.id for h in hits]})
+    return Output(
+        format_hits(hits) if hits else "no matching section; rephrase the query",
+        data={"sections": [h.id for h in hits]},
+    )
 
 
 def compile_kernel(session: Session, args: schemas.compile_kernel) -> Output:
@@ -101,21 +126,32 @@ def compile_kernel(session: Session, args: schemas.compile_kernel) -> Output:
     try:
         candidate = KernelCandidate.model_validate(fields)
     except ValidationError as e:
-        problems = "; ".join(f"{'.'.join(map(str, er['loc']))}: {er['msg']}" for er in e.errors()[:5])
+        problems = "; ".join(
+            f"{'.'.join(map(str, er['loc']))}: {er['msg']}" for er in e.errors()[:5]
+        )
         raise ToolError(f"invalid candidate: {problems}") from e
     if candidate.language != session.language:
-        raise ToolError(f"the {session.backend.name} backend runs {session.language} candidates, "
-                        f"not {candidate.language}")
+        raise ToolError(
+            f"the {session.backend.name} backend runs {session.language} candidates, "
+            f"not {candidate.language}"
+        )
     result = _compile(session, candidate)
-    record = session.records.get(candidate.id) or Record(candidate, iteration=session.iteration,
-                                                          plan_node=session.plan.active.id if session.plan.active else None)
+    record = session.records.get(candidate.id) or Record(
+        candidate,
+        iteration=session.iteration,
+        plan_node=session.plan.active.id if session.plan.active else None,
+    )
     record.compile = result
     head = f"candidate {candidate.id}: {result.summary()}"
     if not result.ok:
         head += "".join(f"\nhint: {h}" for h in compile_hints(candidate, result))
     if result.ok:
         head += "\nnext: run_correctness(candidate_id=...)"
-    data = {"candidate_id": candidate.id, "compiled": result.ok, **({} if result.ok else {"why": result.summary()})}
+    data = {
+        "candidate_id": candidate.id,
+        "compiled": result.ok,
+        **({} if result.ok else {"why": result.summary()}),
+    }
     return Output(head, data=data, records={candidate.id: record})
 
 
@@ -133,7 +169,9 @@ def _compile(session: Session, candidate: KernelCandidate) -> CompileResult:
                 infos = arg_infos(task, make_inputs(task, case, dtype, seed=0), case)
                 launch = candidate.launch(infos)
             except UserError as e:
-                raise ToolError(f"launch expressions fail for case {task.case_label(case)} {dtype}: {e}") from e
+                raise ToolError(
+                    f"launch expressions fail for case {task.case_label(case)} {dtype}: {e}"
+                ) from e
             key = repr((launch.template, launch.output_dtypes, dtype))
             if key in seen:
                 continue
@@ -143,9 +181,14 @@ def _compile(session: Session, candidate: KernelCandidate) -> CompileResult:
                 result = session.backend.compile(candidate, infos)
             if not result.ok:
                 if len(seen) > 1:
-                    result.diagnostics.insert(0, Diagnostic(
-                        message=f"the instantiation for case {task.case_label(case)} {dtype} failed "
-                                f"(template {dict(launch.template) or 'none'}); earlier ones compiled", where="generated"))
+                    result.diagnostics.insert(
+                        0,
+                        Diagnostic(
+                            message=f"the instantiation for case {task.case_label(case)} {dtype} failed "
+                            f"(template {dict(launch.template) or 'none'}); earlier ones compiled",
+                            where="generated",
+                        ),
+                    )
                 return result
     return result
 
@@ -155,17 +198,24 @@ def run_correctness(session: Session, args: schemas.run_correctness) -> Output:
 
     record = session.record(args.candidate_id)
     if record.compile is not None and not record.compile.ok:
-        raise ToolError(f"candidate {args.candidate_id} did not compile, so it cannot run; fix it and compile "
-                        f"again. {record.compile.summary()}")
+        raise ToolError(
+            f"candidate {args.candidate_id} did not compile, so it cannot run; fix it and compile "
+            f"again. {record.compile.summary()}"
+        )
     session.seed += 1
     with session.device_lock:
         report = check(session.task, record.candidate, session.backend, seed=session.seed)
     record.correctness = report
-    session.plan.attach(args.candidate_id, f"{args.candidate_id} {'correct' if report.ok else 'incorrect'}")
+    session.plan.attach(
+        args.candidate_id, f"{args.candidate_id} {'correct' if report.ok else 'incorrect'}"
+    )
     hint = "\nnext: benchmark(candidate_id=...)" if report.ok else ""
-    return Output(f"candidate {args.candidate_id}: {report.summary()}{hint}",
-                  data={"candidate_id": args.candidate_id, "correct": report.ok},
-                  records={args.candidate_id: record}, plan=session.plan)
+    return Output(
+        f"candidate {args.candidate_id}: {report.summary()}{hint}",
+        data={"candidate_id": args.candidate_id, "correct": report.ok},
+        records={args.candidate_id: record},
+        plan=session.plan,
+    )
 
 
 def benchmark(session: Session, args: schemas.benchmark) -> Output:
@@ -175,35 +225,65 @@ def benchmark(session: Session, args: schemas.benchmark) -> Output:
 
     record = session.record(args.candidate_id)
     if record.refuted:
-        raise ToolError(f"candidate {args.candidate_id} was found wrong by an earlier benchmark: {record.refuted}")
+        raise ToolError(
+            f"candidate {args.candidate_id} was found wrong by an earlier benchmark: {record.refuted}"
+        )
     if not record.correct:
-        raise ToolError(f"candidate {args.candidate_id} has not passed run_correctness; timing an incorrect "
-                        f"kernel means nothing")
+        raise ToolError(
+            f"candidate {args.candidate_id} has not passed run_correctness; timing an incorrect "
+            f"kernel means nothing"
+        )
     try:
         with session.device_lock:
-            report = time_candidate(session.task, record.candidate, session.backend, seed=session.seed,
-                                    chip=session.chip, datasheet=session.datasheet)
+            report = time_candidate(
+                session.task,
+                record.candidate,
+                session.backend,
+                seed=session.seed,
+                chip=session.chip,
+                datasheet=session.datasheet,
+            )
     except (WrongAtBenchSize, FailedReverification) as e:
         # Wrong where run_correctness did not look: it no longer counts as correct.
         record.refuted = str(e)
-        return Output(f"error: {e}\ncandidate {args.candidate_id} no longer counts as correct; fix it and "
-                      f"run_correctness again", data={"candidate_id": args.candidate_id, "refuted": True},
-                      error=True, records={args.candidate_id: record})
+        return Output(
+            f"error: {e}\ncandidate {args.candidate_id} no longer counts as correct; fix it and "
+            f"run_correctness again",
+            data={"candidate_id": args.candidate_id, "refuted": True},
+            error=True,
+            records={args.candidate_id: record},
+        )
     record.benchmark = report
     timed = report.candidate is not None
     if timed:
-        session.plan.attach(args.candidate_id, f"{args.candidate_id} {report.speedups.get('native', 0):.2f}x native")
+        session.plan.attach(
+            args.candidate_id, f"{args.candidate_id} {report.speedups.get('native', 0):.2f}x native"
+        )
     from mlxport.knowledge import hardware_profile
     from mlxport.tools.profile import launch_facts
     from mlxport.verify.benchmark import primary_dtype
 
-    limit = hardware_profile(session.chip.name if session.chip else "M3 Max").threadgroup_memory_bytes
-    facts = launch_facts(session.task, record.candidate, session.task.bench_cases()[0], primary_dtype(session.task),
-                         limit)
-    return Output(f"candidate {args.candidate_id}: {summary(report)}" + (f"\n  {facts}" if facts else ""),
-                  data={"candidate_id": args.candidate_id, "timed": timed, "speedups": dict(report.speedups),
-                        "us": report.candidate.median_us if timed else None},
-                  records={args.candidate_id: record}, plan=session.plan)
+    limit = hardware_profile(
+        session.chip.name if session.chip else "M3 Max"
+    ).threadgroup_memory_bytes
+    facts = launch_facts(
+        session.task,
+        record.candidate,
+        session.task.bench_cases()[0],
+        primary_dtype(session.task),
+        limit,
+    )
+    return Output(
+        f"candidate {args.candidate_id}: {summary(report)}" + (f"\n  {facts}" if facts else ""),
+        data={
+            "candidate_id": args.candidate_id,
+            "timed": timed,
+            "speedups": dict(report.speedups),
+            "us": report.candidate.median_us if timed else None,
+        },
+        records={args.candidate_id: record},
+        plan=session.plan,
+    )
 
 
 def verify(session: Session, args: schemas.verify) -> Output:
@@ -211,21 +291,38 @@ def verify(session: Session, args: schemas.verify) -> Output:
 
     record = session.record(args.candidate_id)
     if record.verified:
-        return Output(f"candidate {args.candidate_id} was verified before (not counted again): {record.verified}",
-                      data={"candidate_id": args.candidate_id, "verified": record.verified.startswith("PASS")})
+        return Output(
+            f"candidate {args.candidate_id} was verified before (not counted again): {record.verified}",
+            data={
+                "candidate_id": args.candidate_id,
+                "verified": record.verified.startswith("PASS"),
+            },
+        )
     if not record.correct:
-        raise ToolError(f"candidate {args.candidate_id} has not passed run_correctness; verify it once it does")
+        raise ToolError(
+            f"candidate {args.candidate_id} has not passed run_correctness; verify it once it does"
+        )
     used = sum(r.verified is not None for r in session.records.values())
     if used >= session.verifications:
-        raise ToolError(f"this session's {session.verifications} verifications are spent; finish verifies the best "
-                        f"candidate in any case")
+        raise ToolError(
+            f"this session's {session.verifications} verifications are spent; finish verifies the best "
+            f"candidate in any case"
+        )
     with session.device_lock:
-        report = check(session.task, record.candidate, session.backend, seed=session.seed + 90_000 + used,
-                       heldout=True)
+        report = check(
+            session.task,
+            record.candidate,
+            session.backend,
+            seed=session.seed + 90_000 + used,
+            heldout=True,
+        )
     record.verified = verdicts(session.task, report)
     left = session.verifications - used - 1
-    return Output(f"candidate {args.candidate_id}: {record.verified}\n({left} verification{'s' * (left != 1)} left)",
-                  data={"candidate_id": args.candidate_id, "verified": report.ok}, records={args.candidate_id: record})
+    return Output(
+        f"candidate {args.candidate_id}: {record.verified}\n({left} verification{'s' * (left != 1)} left)",
+        data={"candidate_id": args.candidate_id, "verified": report.ok},
+        records={args.candidate_id: record},
+    )
 
 
 def verdicts(task: KernelTask, report) -> str:
@@ -244,18 +341,27 @@ def verdicts(task: KernelTask, report) -> str:
                 heldout.append(base)
             kind = "held-out cases"
         else:
-            kind = {None: "visible cases on new inputs"}.get(mode, MODES.get(mode, ("", ""))[0].strip(" ()"))
+            kind = {None: "visible cases on new inputs"}.get(
+                mode, MODES.get(mode, ("", ""))[0].strip(" ()")
+            )
         where = f"held-out case {heldout.index(base) + 1}" if kind == "held-out cases" else base
         kinds.setdefault(kind, []).append((c, mode, where))
-    lines = [f"{'PASS' if report.ok else 'FAIL'} on verification (verdicts only: held-out shapes stay hidden)"]
+    lines = [
+        f"{'PASS' if report.ok else 'FAIL'} on verification (verdicts only: held-out shapes stay hidden)"
+    ]
     for kind, results in kinds.items():
         bad = [(c, mode, k) for c, mode, k in results if c.verdict != "pass"]
         line = f"  {kind}: {len(results) - len(bad)}/{len(results)} pass"
         if bad:
             c, mode, k = bad[0]
             what = f"{k} {c.dtype}"
-            how = "the kernel failed to run" if c.verdict == "error" else \
-                f"{c.mismatches / max(c.total, 1):.1%} of elements wrong" if c.mismatches else "wrong"
+            how = (
+                "the kernel failed to run"
+                if c.verdict == "error"
+                else f"{c.mismatches / max(c.total, 1):.1%} of elements wrong"
+                if c.mismatches
+                else "wrong"
+            )
             hint = MODES.get(mode, ("", ""))[1]
             line += f"; first failure {what}: {how}" + (f"; {hint}" if hint else "")
         lines.append(line)
@@ -265,16 +371,21 @@ def verdicts(task: KernelTask, report) -> str:
 def diff_candidates(session: Session, args: schemas.diff_candidates) -> Output:
     old, new = session.record(args.old).candidate, session.record(args.new).candidate
     lines = candidate_diff(old, new)
-    return Output("\n".join(lines) or f"{old.id} and {new.id} are identical",
-                  data={"old": old.id, "new": new.id, "changed": bool(lines)})
+    return Output(
+        "\n".join(lines) or f"{old.id} and {new.id} are identical",
+        data={"old": old.id, "new": new.id, "changed": bool(lines)},
+    )
 
 
 def candidate_diff(old: KernelCandidate, new: KernelCandidate) -> list[str]:
     """A unified diff of two candidates' TOML."""
     import difflib
 
-    return list(difflib.unified_diff(old.to_toml().splitlines(), new.to_toml().splitlines(), old.id, new.id,
-                                     lineterm="", n=2))
+    return list(
+        difflib.unified_diff(
+            old.to_toml().splitlines(), new.to_toml().splitlines(), old.id, new.id, lineterm="", n=2
+        )
+    )
 
 
 def read_reference(session: Session, args: schemas.read_reference) -> Output:
@@ -288,20 +399,31 @@ def read_reference(session: Session, args: schemas.read_reference) -> Output:
         path = task.folder / f"{module.replace('.', '/')}.py"
         parts.append(numbered_page(read_text(path, "reference"), path.name, 1, "read_reference"))
     else:
-        parts.append("The task has no reference.py: read_cuda_source shows the kernel that is the golden.")
+        parts.append(
+            "The task has no reference.py: read_cuda_source shows the kernel that is the golden."
+        )
     if task.baselines:
-        parts.append(f"Timed against: native {task.baselines.native}, naive {task.baselines.naive}.")
-    tol = "; ".join(f"{d}: atol {t.atol:g}, rtol {t.rtol:g}, error norm {t.norm:g}" for d, t in task.tolerance.items())
+        parts.append(
+            f"Timed against: native {task.baselines.native}, naive {task.baselines.naive}."
+        )
+    tol = "; ".join(
+        f"{d}: atol {t.atol:g}, rtol {t.rtol:g}, error norm {t.norm:g}"
+        for d, t in task.tolerance.items()
+    )
     parts.append(f"Tolerances: {tol}.")
     return Output("\n\n".join(parts), data={"golden": golden_name(task)})
 
 
 def ask_user(session: Session, args: schemas.ask_user) -> Output:
     if session.answers is None:
-        return Output("no one is here to answer: decide yourself and go on", data={"answered": False})
+        return Output(
+            "no one is here to answer: decide yourself and go on", data={"answered": False}
+        )
     answer = session.answers.get(args.question, "").strip()
-    return Output(f"the person answers: {answer}" if answer else "the person gave no answer: decide yourself",
-                  data={"answered": bool(answer)})
+    return Output(
+        f"the person answers: {answer}" if answer else "the person gave no answer: decide yourself",
+        data={"answered": bool(answer)},
+    )
 
 
 def show_candidate(session: Session, args: schemas.show_candidate) -> Output:
@@ -315,8 +437,10 @@ def show_candidate(session: Session, args: schemas.show_candidate) -> Output:
         status.append(f"speedup over native: {r.speedup:.2f}x")
     if r.verified:
         status.append(f"verification: {r.verified.partition(' ')[0]}")
-    return Output(f"candidate {args.candidate_id} ({'; '.join(status)}):\n{r.candidate.to_toml()}",
-                  data={"candidate_id": args.candidate_id})
+    return Output(
+        f"candidate {args.candidate_id} ({'; '.join(status)}):\n{r.candidate.to_toml()}",
+        data={"candidate_id": args.candidate_id},
+    )
 
 
 def update_plan(session: Session, args: schemas.update_plan) -> Output:
@@ -325,9 +449,14 @@ def update_plan(session: Session, args: schemas.update_plan) -> Output:
         if args.action == "add":
             if not args.idea:
                 raise ToolError("update_plan(action='add') needs an idea")
-            node = p.add(args.idea, args.rationale or "", args.expected_gain or "", args.parent,
-                         difficulty=0.5 if args.difficulty is None else args.difficulty,
-                         confidence=0.5 if args.confidence is None else args.confidence)
+            node = p.add(
+                args.idea,
+                args.rationale or "",
+                args.expected_gain or "",
+                args.parent,
+                difficulty=0.5 if args.difficulty is None else args.difficulty,
+                confidence=0.5 if args.confidence is None else args.confidence,
+            )
             text = f"added {node.id}"
         elif args.action == "select":
             node = p.select(_need(args.node_id))
@@ -339,7 +468,9 @@ def update_plan(session: Session, args: schemas.update_plan) -> Output:
         raise ToolError(f"no idea with id {e.args[0]!r} in the plan") from e
     except ValueError as e:
         raise ToolError(str(e)) from e
-    return Output(f"{text}\nplan:\n{p.render()}", data={"action": args.action, "node_id": node.id}, plan=p)
+    return Output(
+        f"{text}\nplan:\n{p.render()}", data={"action": args.action, "node_id": node.id}, plan=p
+    )
 
 
 def _need(node_id: str | None) -> str:
@@ -354,24 +485,56 @@ def finish(session: Session, args: schemas.finish) -> Output:
     best = session.best()
     chosen = args.candidate_id or (best.candidate.id if best else None)
     text = f"finishing with {chosen}" if chosen else "finishing without a correct candidate"
-    return Output(text, data={"candidate_id": chosen}, finish={"candidate_id": chosen, "summary": args.summary})
+    return Output(
+        text,
+        data={"candidate_id": chosen},
+        finish={"candidate_id": chosen, "summary": args.summary},
+    )
 
 
-HANDLERS = {fn.__name__: fn for fn in (read_cuda_source, query_hardware_kb, read_reference, compile_kernel,
-                                       run_correctness, benchmark, verify, show_candidate, diff_candidates,
-                                       update_plan, ask_user, finish)}
+HANDLERS = {
+    fn.__name__: fn
+    for fn in (
+        read_cuda_source,
+        query_hardware_kb,
+        read_reference,
+        compile_kernel,
+        run_correctness,
+        benchmark,
+        verify,
+        show_candidate,
+        diff_candidates,
+        update_plan,
+        ask_user,
+        finish,
+    )
+}
 assert set(HANDLERS) == set(schemas.TOOL_NAMES)
+
+
 def parallel_compiles(session: Session, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The turn's compile_kernel calls that may compile side by side: on a backend whose compiler
     runs off the device (the simulator), each starting from nothing or from a candidate already known."""
     if session.backend.timing:
         return []
-    free = [c for c in calls if c["name"] == "compile_kernel" and isinstance(c.get("args"), dict)
-            and (not c["args"].get("based_on") or c["args"]["based_on"] in session.records)]
+    free = [
+        c
+        for c in calls
+        if c["name"] == "compile_kernel"
+        and isinstance(c.get("args"), dict)
+        and (not c["args"].get("based_on") or c["args"]["based_on"] in session.records)
+    ]
     return free if len(free) > 1 else []
 
 
 # Run in order, one at a time: tools that touch the device, update_plan, whose ideas the device
 # tools attach outcomes to, and the tools that read candidates the ones before them made.
-DEVICE_TOOLS = {"compile_kernel", "run_correctness", "benchmark", "verify", "update_plan", "show_candidate",
-                "diff_candidates"}
+DEVICE_TOOLS = {
+    "compile_kernel",
+    "run_correctness",
+    "benchmark",
+    "verify",
+    "update_plan",
+    "show_candidate",
+    "diff_candidates",
+}

@@ -55,12 +55,26 @@ class Plan(BaseModel):
     def active(self) -> PlanNode | None:
         return next((n for n in self.nodes if n.status == "active"), None)
 
-    def add(self, idea: str, rationale: str = "", expected_gain: str = "", parent: str | None = None,
-            difficulty: float = 0.5, confidence: float = 0.5) -> PlanNode:
+    def add(
+        self,
+        idea: str,
+        rationale: str = "",
+        expected_gain: str = "",
+        parent: str | None = None,
+        difficulty: float = 0.5,
+        confidence: float = 0.5,
+    ) -> PlanNode:
         if parent is not None:
             self.get(parent)
-        node = PlanNode(id=f"p{len(self.nodes) + 1}", idea=idea, rationale=rationale, expected_gain=expected_gain,
-                        parent=parent, difficulty=difficulty, confidence=confidence)
+        node = PlanNode(
+            id=f"p{len(self.nodes) + 1}",
+            idea=idea,
+            rationale=rationale,
+            expected_gain=expected_gain,
+            parent=parent,
+            difficulty=difficulty,
+            confidence=confidence,
+        )
         self.nodes.append(node)
         return node
 
@@ -82,6 +96,7 @@ class Plan(BaseModel):
 
     def frontier(self, max_difficulty: float = 1.0) -> list[PlanNode]:
         """Open ideas not too hard, under no failed or abandoned idea, best rated first."""
+
         def blocked(n: PlanNode) -> bool:
             while n.parent is not None:
                 n = self.get(n.parent)
@@ -89,7 +104,11 @@ class Plan(BaseModel):
                     return True
             return False
 
-        open_ = [n for n in self.nodes if n.status == "open" and n.difficulty <= max_difficulty and not blocked(n)]
+        open_ = [
+            n
+            for n in self.nodes
+            if n.status == "open" and n.difficulty <= max_difficulty and not blocked(n)
+        ]
         return sorted(open_, key=lambda n: -n.score)
 
     def measured(self, node_id: str, improved: bool, outcome: str) -> PlanNode:
@@ -125,9 +144,13 @@ class Plan(BaseModel):
 
         def walk(parent: str | None, depth: int) -> None:
             for n in children.get(parent, []):
-                mark = {"open": " ", "active": ">", "done": "x", "abandoned": "-", "failed": "!"}[n.status]
+                mark = {"open": " ", "active": ">", "done": "x", "abandoned": "-", "failed": "!"}[
+                    n.status
+                ]
                 rating = f"difficulty {n.difficulty:.1f}, confidence {n.confidence:.1f}"
-                gain = f" (expect {n.expected_gain}; {rating})" if n.expected_gain else f" ({rating})"
+                gain = (
+                    f" (expect {n.expected_gain}; {rating})" if n.expected_gain else f" ({rating})"
+                )
                 tried = f" tried {','.join(n.candidates[-3:])}" if n.candidates else ""
                 outcome = f" -> {n.outcome}" if n.outcome else ""
                 note = f" [{n.note}]" if n.note else ""

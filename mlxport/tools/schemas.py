@@ -19,10 +19,16 @@ class read_cuda_source(ToolArgs):
     shared memory, intrinsics, launch sites, and how each feature maps to Metal) followed by the
     numbered source. Call this first."""
 
-    kernel: str | None = Field(None, description="Kernel to focus on; default: the task's entry kernel.")
+    kernel: str | None = Field(
+        None, description="Kernel to focus on; default: the task's entry kernel."
+    )
     show_source: bool = Field(True, description="Include the numbered source text.")
-    start_line: int = Field(1, ge=1, description="First source line shown; long files come in pages and each "
-                                                 "page says where the next one starts.")
+    start_line: int = Field(
+        1,
+        ge=1,
+        description="First source line shown; long files come in pages and each "
+        "page says where the next one starts.",
+    )
 
 
 class query_hardware_kb(ToolArgs):
@@ -30,8 +36,12 @@ class query_hardware_kb(ToolArgs):
     CUDA-to-Metal mapping, mx.fast.metal_kernel rules, optimisation playbook, common porting bugs.
     Returns the top sections with their sources."""
 
-    query: str = Field(description="What you want to know, e.g. 'simd_shuffle_xor semantics'.", max_length=300)
-    chip: str | None = Field(None, description="Optional chip name such as 'M3 Max' to include its figures.")
+    query: str = Field(
+        description="What you want to know, e.g. 'simd_shuffle_xor semantics'.", max_length=300
+    )
+    chip: str | None = Field(
+        None, description="Optional chip name such as 'M3 Max' to include its figures."
+    )
 
 
 class compile_kernel(ToolArgs):
@@ -48,23 +58,46 @@ class compile_kernel(ToolArgs):
     based_on: str | None = Field(None, description="Id of an earlier candidate to start from.")
     name: str | None = Field(None, description="Kernel name, a C identifier.")
     source: str | None = Field(None, description="The kernel body.", max_length=MAX_SOURCE_CHARS)
-    header: str | None = Field(None, description="Helper functions placed before the kernel.",
-                               max_length=MAX_SOURCE_CHARS)
-    input_names: list[str] | None = Field(None, description="Task inputs and params, in argument order.")
-    output_names: list[str] | None = Field(None, description="Outputs, named as the task's outputs.")
-    output_shapes: list[str | list[str | int]] | None = Field(None, description="Per output, e.g. 'x.shape'.")
+    header: str | None = Field(
+        None, description="Helper functions placed before the kernel.", max_length=MAX_SOURCE_CHARS
+    )
+    input_names: list[str] | None = Field(
+        None, description="Task inputs and params, in argument order."
+    )
+    output_names: list[str] | None = Field(
+        None, description="Outputs, named as the task's outputs."
+    )
+    output_shapes: list[str | list[str | int]] | None = Field(
+        None, description="Per output, e.g. 'x.shape'."
+    )
     output_dtypes: list[str] | None = Field(None, description="Per output, e.g. 'x.dtype'.")
-    grid: list[str | int] | None = Field(None, description="Three expressions: total THREADS in x, y, z.")
-    threadgroup: list[str | int] | None = Field(None, description="Three expressions: threadgroup size.")
-    template: dict[str, str | int] | None = Field(None, description="Template constants: int, bool or dtype.")
+    grid: list[str | int] | None = Field(
+        None, description="Three expressions: total THREADS in x, y, z."
+    )
+    threadgroup: list[str | int] | None = Field(
+        None, description="Three expressions: threadgroup size."
+    )
+    template: dict[str, str | int] | None = Field(
+        None, description="Template constants: int, bool or dtype."
+    )
     init_value: float | None = Field(None, description="Fill outputs with this before the launch.")
-    inout: dict[str, str] | None = Field(None, description=(
-        "In-out buffers: output name -> the input it starts as. The output starts as NaN; read an element "
-        "back from the output once written (NaN: not yet, take the input's); unwritten elements become the "
-        "input's after the launch."))
-    atomic_outputs: bool | None = Field(None, description="Make every output device atomic<T>* (Metal).")
-    ensure_row_contiguous: bool | None = Field(None, description="False: index with x_shape/x_strides.")
-    shared_memory: str | int | None = Field(None, description="CUDA only: bytes of dynamic shared memory.")
+    inout: dict[str, str] | None = Field(
+        None,
+        description=(
+            "In-out buffers: output name -> the input it starts as. The output starts as NaN; read an element "
+            "back from the output once written (NaN: not yet, take the input's); unwritten elements become the "
+            "input's after the launch."
+        ),
+    )
+    atomic_outputs: bool | None = Field(
+        None, description="Make every output device atomic<T>* (Metal)."
+    )
+    ensure_row_contiguous: bool | None = Field(
+        None, description="False: index with x_shape/x_strides."
+    )
+    shared_memory: str | int | None = Field(
+        None, description="CUDA only: bytes of dynamic shared memory."
+    )
 
 
 class run_correctness(ToolArgs):
@@ -95,15 +128,23 @@ class update_plan(ToolArgs):
     next, or `close` one as done or abandoned with a note. Measured outcomes are attached
     automatically; in tree search the best-rated open idea is selected for you each cycle."""
 
-    action: Literal["add", "select", "close"] = Field(description="add an idea, select one to work on, or close one.")
-    idea: str | None = Field(None, description="For add: the idea, e.g. 'one SIMD-group per row'.",
-                             max_length=300)
+    action: Literal["add", "select", "close"] = Field(
+        description="add an idea, select one to work on, or close one."
+    )
+    idea: str | None = Field(
+        None, description="For add: the idea, e.g. 'one SIMD-group per row'.", max_length=300
+    )
     rationale: str | None = Field(None, description="For add: why it should help.", max_length=600)
-    expected_gain: str | None = Field(None, description="For add: e.g. '1.5x' or 'fixes fp16'.", max_length=60)
+    expected_gain: str | None = Field(
+        None, description="For add: e.g. '1.5x' or 'fixes fp16'.", max_length=60
+    )
     parent: str | None = Field(None, description="For add: id of the parent idea.")
-    difficulty: float | None = Field(None, ge=0, le=1, description="For add: 0 easy .. 1 hard (default 0.5).")
-    confidence: float | None = Field(None, ge=0, le=1, description="For add: 0 .. 1 that the gain is real "
-                                                                   "(default 0.5).")
+    difficulty: float | None = Field(
+        None, ge=0, le=1, description="For add: 0 easy .. 1 hard (default 0.5)."
+    )
+    confidence: float | None = Field(
+        None, ge=0, le=1, description="For add: 0 .. 1 that the gain is real (default 0.5)."
+    )
     node_id: str | None = Field(None, description="For select/close: the idea's id, e.g. 'p2'.")
     status: Literal["done", "abandoned"] | None = Field(None, description="For close.")
     note: str | None = Field(None, description="For close: what was learned.", max_length=600)
@@ -143,10 +184,24 @@ class finish(ToolArgs):
     """End the session. The best verified candidate is taken (or the one you name); it is then
     checked on held-out shapes and extra seeds before it is accepted."""
 
-    candidate_id: str | None = Field(None, description="Candidate to submit; default: the best so far.")
+    candidate_id: str | None = Field(
+        None, description="Candidate to submit; default: the best so far."
+    )
     summary: str = Field("", description="What you did and why it is the result.", max_length=2000)
 
 
-TOOLS: list[type[ToolArgs]] = [read_cuda_source, query_hardware_kb, read_reference, compile_kernel, run_correctness,
-                               benchmark, verify, show_candidate, diff_candidates, update_plan, ask_user, finish]
+TOOLS: list[type[ToolArgs]] = [
+    read_cuda_source,
+    query_hardware_kb,
+    read_reference,
+    compile_kernel,
+    run_correctness,
+    benchmark,
+    verify,
+    show_candidate,
+    diff_candidates,
+    update_plan,
+    ask_user,
+    finish,
+]
 TOOL_NAMES = {t.__name__: t for t in TOOLS}

@@ -17,7 +17,14 @@ from pydantic import BaseModel
 from mlxport.backends import get_backend
 from mlxport.backends.base import Backend
 from mlxport.errors import UserError
-from mlxport.spec import BenchmarkReport, CompileResult, CorrectnessReport, Datasheet, KernelCandidate, KernelTask
+from mlxport.spec import (
+    BenchmarkReport,
+    CompileResult,
+    CorrectnessReport,
+    Datasheet,
+    KernelCandidate,
+    KernelTask,
+)
 from mlxport.tasks import find_task, load_task
 from mlxport.tools.plan import Plan
 
@@ -42,7 +49,12 @@ class Record:
 
     @property
     def correct(self) -> bool:
-        return self.correctness is not None and self.correctness.ok and not self.rejected and not self.refuted
+        return (
+            self.correctness is not None
+            and self.correctness.ok
+            and not self.rejected
+            and not self.refuted
+        )
 
     @property
     def speedup(self) -> float | None:
@@ -51,18 +63,31 @@ class Record:
         return self.benchmark.speedups.get("native")
 
     def to_state(self) -> dict[str, Any]:
-        return {"candidate": self.candidate.model_dump(mode="json"), "iteration": self.iteration,
-                "compile": _dump(self.compile), "correctness": _dump(self.correctness),
-                "benchmark": _dump(self.benchmark), "plan_node": self.plan_node, "rejected": self.rejected,
-                "refuted": self.refuted, "verified": self.verified}
+        return {
+            "candidate": self.candidate.model_dump(mode="json"),
+            "iteration": self.iteration,
+            "compile": _dump(self.compile),
+            "correctness": _dump(self.correctness),
+            "benchmark": _dump(self.benchmark),
+            "plan_node": self.plan_node,
+            "rejected": self.rejected,
+            "refuted": self.refuted,
+            "verified": self.verified,
+        }
 
     @classmethod
     def from_state(cls, d: dict[str, Any]) -> Record:
-        return cls(candidate=KernelCandidate.model_validate(d["candidate"]), iteration=d.get("iteration", 0),
-                   compile=_load(CompileResult, d.get("compile")),
-                   correctness=_load(CorrectnessReport, d.get("correctness")),
-                   benchmark=_load(BenchmarkReport, d.get("benchmark")), plan_node=d.get("plan_node"),
-                   rejected=d.get("rejected", False), refuted=d.get("refuted"), verified=d.get("verified"))
+        return cls(
+            candidate=KernelCandidate.model_validate(d["candidate"]),
+            iteration=d.get("iteration", 0),
+            compile=_load(CompileResult, d.get("compile")),
+            correctness=_load(CorrectnessReport, d.get("correctness")),
+            benchmark=_load(BenchmarkReport, d.get("benchmark")),
+            plan_node=d.get("plan_node"),
+            rejected=d.get("rejected", False),
+            refuted=d.get("refuted"),
+            verified=d.get("verified"),
+        )
 
 
 def _dump(m: BaseModel | None) -> dict | None:
@@ -99,7 +124,9 @@ class Session:
     finish: dict[str, Any] | None = None
     calls: int = 0
     verifications: int = 3  # candidates the verify tool may check in this session
-    answers: dict[str, str] | None = None  # a person's answers to ask_user by question; None: no one is here
+    answers: dict[str, str] | None = (
+        None  # a person's answers to ask_user by question; None: no one is here
+    )
 
     @property
     def language(self) -> str:
@@ -149,7 +176,9 @@ def open_session(task: str | Path, backend: str, *, chip: str = "M3 Max", **fiel
     except ValueError as e:
         raise UserError(str(e)) from e
     datasheet = local_datasheet() if be.timing else None
-    return Session(task=cached_task(task), backend=be, chip=estimate_chip, datasheet=datasheet, **fields)
+    return Session(
+        task=cached_task(task), backend=be, chip=estimate_chip, datasheet=datasheet, **fields
+    )
 
 
 _TASKS: dict[Path, tuple[tuple, KernelTask]] = {}
@@ -160,7 +189,13 @@ def cached_task(name_or_dir: str | Path) -> KernelTask:
     """``load_task``, kept while none of the folder's files changed: the graph's nodes, the tools
     and the rules policy all ask for the task of the session they serve."""
     folder = find_task(name_or_dir).resolve()
-    stamp = tuple(sorted((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in folder.iterdir() if p.is_file()))
+    stamp = tuple(
+        sorted(
+            (p.name, p.stat().st_mtime_ns, p.stat().st_size)
+            for p in folder.iterdir()
+            if p.is_file()
+        )
+    )
     with _TASKS_LOCK:
         hit = _TASKS.get(folder)
         if hit is None or hit[0] != stamp:

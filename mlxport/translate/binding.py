@@ -14,22 +14,92 @@ __all__ = ["Binder"]
 _DIM_GROUPS = [
     {"b", "batch", "batchsize", "bs", "nbatch", "numbatch", "batches", "nb"},
     {"h", "heads", "numheads", "nheads", "nhead", "head", "nh"},
-    {"t", "l", "s", "seq", "seqlen", "seqlength", "sequencelength", "len", "length", "nctx", "tokens", "ntokens",
-     "ntok", "tq", "tk"},
-    {"d", "headdim", "hd", "dh", "dhead", "headsize", "dim", "hidden", "hiddensize", "dmodel", "cols", "ncols",
-     "numcols", "c", "width", "features", "nfeatures", "channels", "innerdim"},
+    {
+        "t",
+        "l",
+        "s",
+        "seq",
+        "seqlen",
+        "seqlength",
+        "sequencelength",
+        "len",
+        "length",
+        "nctx",
+        "tokens",
+        "ntokens",
+        "ntok",
+        "tq",
+        "tk",
+    },
+    {
+        "d",
+        "headdim",
+        "hd",
+        "dh",
+        "dhead",
+        "headsize",
+        "dim",
+        "hidden",
+        "hiddensize",
+        "dmodel",
+        "cols",
+        "ncols",
+        "numcols",
+        "c",
+        "width",
+        "features",
+        "nfeatures",
+        "channels",
+        "innerdim",
+    },
     {"r", "m", "rows", "nrows", "numrows", "row", "outer", "height", "ntokens"},
-    {"n", "size", "numel", "nelements", "numelements", "count", "total", "nelem", "nel", "len", "length"},
+    {
+        "n",
+        "size",
+        "numel",
+        "nelements",
+        "numelements",
+        "count",
+        "total",
+        "nelem",
+        "nel",
+        "len",
+        "length",
+    },
     {"n", "dstate", "nstate", "state", "knstate", "statedim"},
     {"eps", "epsilon", "eps_"},
     {"scale", "softmaxscale", "smscale", "alpha", "qkscale"},
 ]
 _ROWS = {"rows", "nrows", "numrows", "m", "outer", "r"}
 _COLS = {"cols", "ncols", "numcols", "dim", "d", "hidden", "hiddensize", "width", "n", "c", "inner"}
-_SIZE = {"n", "size", "numel", "nelements", "numelements", "count", "total", "nelem", "len", "length"}
+_SIZE = {
+    "n",
+    "size",
+    "numel",
+    "nelements",
+    "numelements",
+    "count",
+    "total",
+    "nelem",
+    "len",
+    "length",
+}
 _TENSOR_GROUPS = [
     {"x", "input", "inp", "in", "src", "a", "inptr", "inputptr", "data", "xin", "xptr", "input0"},
-    {"out", "output", "dst", "y", "result", "res", "o", "outptr", "outputptr", "yout", "optr", "dest"},
+    {
+        "out",
+        "output",
+        "dst",
+        "y",
+        "result",
+        "res",
+        "o",
+        "outptr",
+        "outputptr",
+        "yout",
+        "optr",
+        "dest",
+    },
     {"weight", "w", "gamma", "g", "wptr", "weights"},
     {"bias", "beta", "bptr"},
 ]
@@ -47,7 +117,12 @@ def _monomial(expr: str) -> dict[str, int] | None:
         if isinstance(n, ast.Name):
             out[n.id] = out.get(n.id, 0) + 1
             return True
-        return isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult) and walk(n.left) and walk(n.right)
+        return (
+            isinstance(n, ast.BinOp)
+            and isinstance(n.op, ast.Mult)
+            and walk(n.left)
+            and walk(n.right)
+        )
 
     return out if walk(node) else None
 
@@ -132,8 +207,12 @@ class Binder:
         want = _monomial(dim)
         if want is None:
             return None
-        known = [(m, atom(f"{t.name}.shape[{i}]")) for t in self.inputs for i, d in enumerate(t.shape)
-                 if isinstance(d, str) and (m := _monomial(d)) is not None]
+        known = [
+            (m, atom(f"{t.name}.shape[{i}]"))
+            for t in self.inputs
+            for i, d in enumerate(t.shape)
+            if isinstance(d, str) and (m := _monomial(d)) is not None
+        ]
         for base, expr in [*known, ({}, ast.Constant(1))]:
             rest = {k: want.get(k, 0) - base.get(k, 0) for k in set(want) | set(base)}
             factors = {k: e for k, e in rest.items() if e}
@@ -183,7 +262,11 @@ class Binder:
     def constant(self, name: str) -> ast.expr | None:
         """A name every case of the task binds to one number (a user's kernel's block size, say)."""
         values = {c.get(name) for c in self.task.all_cases() + self.task.cases.bench}
-        if len(values) == 1 and isinstance(next(iter(values)), int) and not isinstance(next(iter(values)), bool):
+        if (
+            len(values) == 1
+            and isinstance(next(iter(values)), int)
+            and not isinstance(next(iter(values)), bool)
+        ):
             return num(next(iter(values)))
         return None
 

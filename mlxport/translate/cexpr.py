@@ -18,18 +18,76 @@ from mlxport.cuda_syntax import parse_expr, text
 
 __all__ = ["CExprError", "CToAst", "const_value", "lower", "simplify", "to_c", "to_expr"]
 
-TYPE_SIZES = {"float": 4, "int": 4, "unsigned": 4, "unsigned int": 4, "uint32_t": 4, "int32_t": 4, "double": 8,
-              "half": 2, "__half": 2, "__nv_bfloat16": 2, "nv_bfloat16": 2, "bfloat16": 2, "char": 1,
-              "unsigned char": 1, "uint8_t": 1, "int8_t": 1, "short": 2, "unsigned short": 2, "int16_t": 2,
-              "uint16_t": 2, "half2": 4, "__half2": 4, "__nv_bfloat162": 4, "float2": 8, "float4": 16, "int4": 16,
-              "int2": 8, "uint4": 16, "uint2": 8, "long long": 8, "unsigned long long": 8, "int64_t": 8,
-              "uint64_t": 8, "size_t": 8, "long": 8, "bool": 1, "double2": 16}
+TYPE_SIZES = {
+    "float": 4,
+    "int": 4,
+    "unsigned": 4,
+    "unsigned int": 4,
+    "uint32_t": 4,
+    "int32_t": 4,
+    "double": 8,
+    "half": 2,
+    "__half": 2,
+    "__nv_bfloat16": 2,
+    "nv_bfloat16": 2,
+    "bfloat16": 2,
+    "char": 1,
+    "unsigned char": 1,
+    "uint8_t": 1,
+    "int8_t": 1,
+    "short": 2,
+    "unsigned short": 2,
+    "int16_t": 2,
+    "uint16_t": 2,
+    "half2": 4,
+    "__half2": 4,
+    "__nv_bfloat162": 4,
+    "float2": 8,
+    "float4": 16,
+    "int4": 16,
+    "int2": 8,
+    "uint4": 16,
+    "uint2": 8,
+    "long long": 8,
+    "unsigned long long": 8,
+    "int64_t": 8,
+    "uint64_t": 8,
+    "size_t": 8,
+    "long": 8,
+    "bool": 1,
+    "double2": 16,
+}
 # name -> (parameters, or None for an object-like macro; body)
 Macros = dict[str, tuple[list[str] | None, str]]
-_CEILDIV_NAMES = {"ceildiv", "ceil_div", "cdiv", "div_up", "divup", "DIV_UP", "DIVUP", "CEIL_DIV", "CEILDIV",
-                  "div_round_up", "DIV_ROUND_UP", "round_up_div", "iDivUp", "ceilDiv", "cuda_ceil_div"}
-_MINMAX = {"min": "min", "max": "max", "std::min": "min", "std::max": "max", "fminf": "min", "fmaxf": "max",
-           "MIN": "min", "MAX": "max", "umin": "min", "umax": "max"}
+_CEILDIV_NAMES = {
+    "ceildiv",
+    "ceil_div",
+    "cdiv",
+    "div_up",
+    "divup",
+    "DIV_UP",
+    "DIVUP",
+    "CEIL_DIV",
+    "CEILDIV",
+    "div_round_up",
+    "DIV_ROUND_UP",
+    "round_up_div",
+    "iDivUp",
+    "ceilDiv",
+    "cuda_ceil_div",
+}
+_MINMAX = {
+    "min": "min",
+    "max": "max",
+    "std::min": "min",
+    "std::max": "max",
+    "fminf": "min",
+    "fmaxf": "max",
+    "MIN": "min",
+    "MAX": "max",
+    "umin": "min",
+    "umax": "max",
+}
 
 
 class CExprError(ValueError):
@@ -57,8 +115,12 @@ class CToAst:
     sizeof for a type name (template types map to ``x.itemsize``).
     """
 
-    def __init__(self, lookup: Callable[[str], ast.expr | None], macros: Macros,
-                 type_size: Callable[[str], ast.expr | None]):
+    def __init__(
+        self,
+        lookup: Callable[[str], ast.expr | None],
+        macros: Macros,
+        type_size: Callable[[str], ast.expr | None],
+    ):
         self.lookup = lookup
         self.macros = macros
         self.type_size = type_size
@@ -104,9 +166,11 @@ class CToAst:
                 return ast.UnaryOp(ast.Not(), arg)
             raise CExprError(f"operator {op} in a host expression", line)
         if t == "conditional_expression":
-            return ast.IfExp(self.node(n.child_by_field_name("condition"), line),
-                             self.node(n.child_by_field_name("consequence"), line),
-                             self.node(n.child_by_field_name("alternative"), line))
+            return ast.IfExp(
+                self.node(n.child_by_field_name("condition"), line),
+                self.node(n.child_by_field_name("consequence"), line),
+                self.node(n.child_by_field_name("alternative"), line),
+            )
         if t == "sizeof_expression":
             inner = n.child_by_field_name("type") or n.child_by_field_name("value")
             name = re.sub(r"\s+", " ", text(inner)).strip("() ")
@@ -137,7 +201,14 @@ class CToAst:
         ops = {"+": ast.Add, "-": ast.Sub, "*": ast.Mult, "/": ast.FloorDiv, "%": ast.Mod}
         if op in ops:
             return ast.BinOp(a, ops[op](), b)
-        cmps = {"<": ast.Lt, "<=": ast.LtE, ">": ast.Gt, ">=": ast.GtE, "==": ast.Eq, "!=": ast.NotEq}
+        cmps = {
+            "<": ast.Lt,
+            "<=": ast.LtE,
+            ">": ast.Gt,
+            ">=": ast.GtE,
+            "==": ast.Eq,
+            "!=": ast.NotEq,
+        }
         if op in cmps:
             return ast.Compare(a, [cmps[op]()], [b])
         if op in ("&&", "||", "and", "or"):
@@ -152,14 +223,37 @@ class CToAst:
         args = [c for c in n.child_by_field_name("arguments").named_children if c.type != "comment"]
         if fn.type == "field_expression":
             return self.method(fn, args, line)
-        name = text(fn.child_by_field_name("name") if fn.type == "template_function" else fn).replace(" ", "")
+        name = text(
+            fn.child_by_field_name("name") if fn.type == "template_function" else fn
+        ).replace(" ", "")
         if name in ("ceil", "ceilf", "std::ceil") and len(args) == 1:
             quotient = _uncast(args[0])
-            if quotient.type == "binary_expression" and text(quotient.child_by_field_name("operator")) == "/":
-                return ast.Call(ast.Name("ceildiv"), [self.node(quotient.child_by_field_name("left"), line),
-                                                      self.node(quotient.child_by_field_name("right"), line)], [])
-        if name in ("static_cast", "reinterpret_cast", "int", "size_t", "int64_t", "unsigned", "long", "dim3x") \
-                and len(args) == 1:
+            if (
+                quotient.type == "binary_expression"
+                and text(quotient.child_by_field_name("operator")) == "/"
+            ):
+                return ast.Call(
+                    ast.Name("ceildiv"),
+                    [
+                        self.node(quotient.child_by_field_name("left"), line),
+                        self.node(quotient.child_by_field_name("right"), line),
+                    ],
+                    [],
+                )
+        if (
+            name
+            in (
+                "static_cast",
+                "reinterpret_cast",
+                "int",
+                "size_t",
+                "int64_t",
+                "unsigned",
+                "long",
+                "dim3x",
+            )
+            and len(args) == 1
+        ):
             return self.node(args[0], line)
         if name in _MINMAX and len(args) == 2:
             return ast.Call(ast.Name(_MINMAX[name]), [self.node(a, line) for a in args], [])
@@ -173,13 +267,14 @@ class CToAst:
             return self.text(body, line)
         raise CExprError(f"call to {name}() in a host expression", line)
 
-
     def method(self, fn: Node, args: list[Node], line: int) -> ast.expr:
         """A torch tensor's sizes: ``x.size(i)`` is ``x.shape[i]``, ``x.numel()`` is ``x.size``."""
         receiver = self.node(fn.child_by_field_name("argument"), line)
         field = text(fn.child_by_field_name("field"))
         if not isinstance(receiver, ast.Name):
-            raise CExprError(f"call to {field}() on `{_short(text(fn))}` in a host expression", line)
+            raise CExprError(
+                f"call to {field}() on `{_short(text(fn))}` in a host expression", line
+            )
         if field in ("size", "sizes") and len(args) == 1:
             index = self.node(args[0], line)
             return ast.Subscript(ast.Attribute(receiver, "shape"), index)
@@ -192,7 +287,11 @@ class CToAst:
 
 def _uncast(n: Node) -> Node:
     while n.type in ("parenthesized_expression", "cast_expression"):
-        n = n.named_children[-1] if n.type == "parenthesized_expression" else n.child_by_field_name("value")
+        n = (
+            n.named_children[-1]
+            if n.type == "parenthesized_expression"
+            else n.child_by_field_name("value")
+        )
     return n
 
 
@@ -234,7 +333,11 @@ def _simplify(e: ast.expr) -> ast.expr:
         return _binop(a, e.op, b)
     if isinstance(e, ast.UnaryOp):
         v = _simplify(e.operand)
-        if isinstance(e.op, ast.USub) and isinstance(const_value(v), int) and not isinstance(v.value, bool):
+        if (
+            isinstance(e.op, ast.USub)
+            and isinstance(const_value(v), int)
+            and not isinstance(v.value, bool)
+        ):
             return num(-v.value)
         if isinstance(e.op, ast.Not) and isinstance(const_value(v), bool | int):
             return num(not v.value)
@@ -261,8 +364,14 @@ def _simplify(e: ast.expr) -> ast.expr:
         a, b = _simplify(e.left), _simplify(e.comparators[0])
         va, vb = const_value(a), const_value(b)
         if isinstance(va, int) and isinstance(vb, int):
-            ops = {ast.Lt: va < vb, ast.LtE: va <= vb, ast.Gt: va > vb, ast.GtE: va >= vb, ast.Eq: va == vb,
-                   ast.NotEq: va != vb}
+            ops = {
+                ast.Lt: va < vb,
+                ast.LtE: va <= vb,
+                ast.Gt: va > vb,
+                ast.GtE: va >= vb,
+                ast.Eq: va == vb,
+                ast.NotEq: va != vb,
+            }
             return num(ops[type(e.ops[0])])
         return ast.Compare(a, e.ops, [b])
     if isinstance(e, ast.BoolOp):
@@ -301,8 +410,13 @@ def _binop(a: ast.expr, op: ast.operator, b: ast.expr) -> ast.expr:
     if isinstance(op, ast.FloorDiv) and vb == 1:
         return a
     # (a + c1) - c2 -> a + (c1 - c2)
-    if isinstance(op, ast.Sub | ast.Add) and isinstance(vb, int) and isinstance(a, ast.BinOp) \
-            and isinstance(a.op, ast.Add) and isinstance(const_value(a.right), int):
+    if (
+        isinstance(op, ast.Sub | ast.Add)
+        and isinstance(vb, int)
+        and isinstance(a, ast.BinOp)
+        and isinstance(a.op, ast.Add)
+        and isinstance(const_value(a.right), int)
+    ):
         c = a.right.value + (vb if isinstance(op, ast.Add) else -vb)
         return _binop(a.left, ast.Add(), num(c)) if c >= 0 else _binop(a.left, ast.Sub(), num(-c))
     # (a + (b - 1)) // b -> ceildiv(a, b)
@@ -310,16 +424,31 @@ def _binop(a: ast.expr, op: ast.operator, b: ast.expr) -> ast.expr:
         inner = a.right
         if isinstance(vb, int) and const_value(inner) == vb - 1:
             return ast.Call(ast.Name("ceildiv"), [a.left, b], [])
-        if isinstance(inner, ast.BinOp) and isinstance(inner.op, ast.Sub) and const_value(inner.right) == 1 \
-                and _same(inner.left, b):
+        if (
+            isinstance(inner, ast.BinOp)
+            and isinstance(inner.op, ast.Sub)
+            and const_value(inner.right) == 1
+            and _same(inner.left, b)
+        ):
             return ast.Call(ast.Name("ceildiv"), [a.left, b], [])
-    if isinstance(op, ast.FloorDiv) and isinstance(a, ast.BinOp) and isinstance(a.op, ast.Sub) \
-            and const_value(a.right) == 1 and isinstance(a.left, ast.BinOp) and isinstance(a.left.op, ast.Add) \
-            and _same(a.left.right, b):
+    if (
+        isinstance(op, ast.FloorDiv)
+        and isinstance(a, ast.BinOp)
+        and isinstance(a.op, ast.Sub)
+        and const_value(a.right) == 1
+        and isinstance(a.left, ast.BinOp)
+        and isinstance(a.left.op, ast.Add)
+        and _same(a.left.right, b)
+    ):
         return ast.Call(ast.Name("ceildiv"), [a.left.left, b], [])
     # (a * k) // k -> a
-    if isinstance(op, ast.FloorDiv) and isinstance(a, ast.BinOp) and isinstance(a.op, ast.Mult) \
-            and isinstance(vb, int) and const_value(a.right) == vb:
+    if (
+        isinstance(op, ast.FloorDiv)
+        and isinstance(a, ast.BinOp)
+        and isinstance(a.op, ast.Mult)
+        and isinstance(vb, int)
+        and const_value(a.right) == vb
+    ):
         return a.left
     return ast.BinOp(a, op, b)
 
@@ -333,8 +462,11 @@ def lower(e: ast.expr, *, want_bool: bool = False) -> ast.expr:
 
 
 def _is_boolish(e: ast.expr) -> bool:
-    return isinstance(e, ast.Compare | ast.BoolOp) or (isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not)) \
+    return (
+        isinstance(e, ast.Compare | ast.BoolOp)
+        or (isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not))
         or (isinstance(e, ast.Constant) and isinstance(e.value, bool))
+    )
 
 
 def _lower(e: ast.expr, want_bool: bool) -> ast.expr:
@@ -355,7 +487,9 @@ def _select(e: ast.IfExp, want_bool: bool) -> ast.expr:
     test, a, b = e.test, e.body, e.orelse
     if _same(a, b):
         return _lower(a, want_bool)
-    if isinstance(b, ast.IfExp) and _same(b.body, a):  # c1 ? a : (c2 ? a : x)  ->  (c1 || c2) ? a : x
+    if isinstance(b, ast.IfExp) and _same(
+        b.body, a
+    ):  # c1 ? a : (c2 ? a : x)  ->  (c1 || c2) ? a : x
         return _select(ast.IfExp(ast.BoolOp(ast.Or(), [test, b.test]), a, b.orelse), want_bool)
     ca, cb = const_value(a), const_value(b)
     if isinstance(ca, bool) and isinstance(cb, bool):
@@ -369,15 +503,24 @@ def _select(e: ast.IfExp, want_bool: bool) -> ast.expr:
         lt = isinstance(op, ast.Lt | ast.LtE)
         gt = isinstance(op, ast.Gt | ast.GtE)
         if (lt or gt) and _same(left, a) and _same(right, b):
-            return ast.Call(ast.Name("min" if lt else "max"), [_lower(a, False), _lower(b, False)], [])
+            return ast.Call(
+                ast.Name("min" if lt else "max"), [_lower(a, False), _lower(b, False)], []
+            )
         if (lt or gt) and _same(left, b) and _same(right, a):
-            return ast.Call(ast.Name("max" if lt else "min"), [_lower(b, False), _lower(a, False)], [])
+            return ast.Call(
+                ast.Name("max" if lt else "min"), [_lower(b, False), _lower(a, False)], []
+            )
         # v < c ? c : min(v, M)  ->  max(c, min(v, M))  (the usual clamp)
         if lt and _same(right, a) and isinstance(b, ast.IfExp | ast.Call):
             inner = _lower(b, False)
-            if isinstance(inner, ast.Call) and inner.func.id == "min" and _same(inner.args[0], left) \
-                    and isinstance(const_value(a), int) and isinstance(const_value(inner.args[1]), int) \
-                    and const_value(a) <= const_value(inner.args[1]):
+            if (
+                isinstance(inner, ast.Call)
+                and inner.func.id == "min"
+                and _same(inner.args[0], left)
+                and isinstance(const_value(a), int)
+                and isinstance(const_value(inner.args[1]), int)
+                and const_value(a) <= const_value(inner.args[1])
+            ):
                 return ast.Call(ast.Name("max"), [a, inner], [])
     if isinstance(test, ast.Name):
         raise CExprError(f"a choice on the bool `{test.id}` in launch arithmetic")
@@ -416,17 +559,27 @@ def _indicator(c: ast.expr) -> ast.expr:
         parts = [_indicator(v) for v in c.values]
         out = parts[0]
         for p in parts[1:]:
-            out = ast.BinOp(out, ast.Mult(), p) if isinstance(c.op, ast.And) else \
-                ast.Call(ast.Name("min"), [num(1), ast.BinOp(out, ast.Add(), p)], [])
+            out = (
+                ast.BinOp(out, ast.Mult(), p)
+                if isinstance(c.op, ast.And)
+                else ast.Call(ast.Name("min"), [num(1), ast.BinOp(out, ast.Add(), p)], [])
+            )
         return out
     if isinstance(c, ast.UnaryOp) and isinstance(c.op, ast.Not):
         return ast.BinOp(num(1), ast.Sub(), _indicator(c.operand))
     if isinstance(c, ast.Name):
         raise CExprError(f"a condition on the bool `{c.id}` in launch arithmetic")
     # an integer used as a condition: nonzero
-    return ast.Call(ast.Name("min"), [num(1), ast.Call(ast.Name("max"), [_lower(c, False),
-                                                                         ast.UnaryOp(ast.USub(), _lower(c, False))],
-                                                       [])], [])
+    return ast.Call(
+        ast.Name("min"),
+        [
+            num(1),
+            ast.Call(
+                ast.Name("max"), [_lower(c, False), ast.UnaryOp(ast.USub(), _lower(c, False))], []
+            ),
+        ],
+        [],
+    )
 
 
 def to_expr(e: ast.expr) -> str | int | bool:
@@ -435,16 +588,30 @@ def to_expr(e: ast.expr) -> str | int | bool:
     if v is not None:
         return v
     out = ast.unparse(e)
-    if "/" in out.replace("//", "") or " if " in out or " and " in out or " or " in out or "not " in out \
-            or "<" in out or ">" in out or "==" in out or "!=" in out:
+    if (
+        "/" in out.replace("//", "")
+        or " if " in out
+        or " and " in out
+        or " or " in out
+        or "not " in out
+        or "<" in out
+        or ">" in out
+        or "==" in out
+        or "!=" in out
+    ):
         raise CExprError(f"launch expression {out!r} needs operators the expression language lacks")
     if isinstance(e, ast.Constant):
         raise CExprError(f"non-integer launch value {out}")
     return out
 
 
-def to_c(e: ast.expr, shape_of: Callable[[str, int], str], size_of: Callable[[str], str],
-         scalar: Callable[[str], str], minmax: str = "") -> str:
+def to_c(
+    e: ast.expr,
+    shape_of: Callable[[str, int], str],
+    size_of: Callable[[str], str],
+    scalar: Callable[[str], str],
+    minmax: str = "",
+) -> str:
     """C text for a body-local constant: ``x.shape[i]`` reads the shape buffer MLX passes."""
 
     def go(n: ast.expr) -> str:
@@ -452,7 +619,11 @@ def to_c(e: ast.expr, shape_of: Callable[[str, int], str], size_of: Callable[[st
             return str(int(n.value)) if isinstance(n.value, bool) else repr(n.value)
         if isinstance(n, ast.Name):
             return scalar(n.id)
-        if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Attribute) and n.value.attr == "shape":
+        if (
+            isinstance(n, ast.Subscript)
+            and isinstance(n.value, ast.Attribute)
+            and n.value.attr == "shape"
+        ):
             idx = const_value(n.slice)
             if not isinstance(idx, int):
                 raise CExprError("a computed shape index")

@@ -63,24 +63,66 @@ def stage_small_outputs(body: str, outputs: list[tuple[str, int]]) -> str:
     for name, size in outputs:
         offsets[name], at = at, at + size
     shadows = "".join(f"float* const {name} = {STAGE} + {offsets[name]};\n" for name, _ in outputs)
-    copies = "".join(f"    for (int k = 0; k < {size}; ++k) mlxport_final_{name}[k] = "
-                     f"reinterpret_cast<volatile float*>({STAGE} + {offsets[name]})[k];\n" for name, size in outputs)
-    return ("{\n" + finals + "{\n" + shadows + "auto mlxport_body = [&]() {\n" + body + "\n};\nmlxport_body();\n}\n"
-            "__threadfence();  // this thread's updates of the stage are visible before its block takes a ticket\n"
-            "__syncthreads();\n"
-            "if (threadIdx.x + threadIdx.y + threadIdx.z == 0 &&\n"
-            f"    atomicAdd(reinterpret_cast<unsigned int*>({STAGE}), 1u) == gridDim.x * gridDim.y * gridDim.z - 1) {{\n"
-            "    __threadfence();\n" + copies + "}\n}")
+    copies = "".join(
+        f"    for (int k = 0; k < {size}; ++k) mlxport_final_{name}[k] = "
+        f"reinterpret_cast<volatile float*>({STAGE} + {offsets[name]})[k];\n"
+        for name, size in outputs
+    )
+    return (
+        "{\n"
+        + finals
+        + "{\n"
+        + shadows
+        + "auto mlxport_body = [&]() {\n"
+        + body
+        + "\n};\nmlxport_body();\n}\n"
+        "__threadfence();  // this thread's updates of the stage are visible before its block takes a ticket\n"
+        "__syncthreads();\n"
+        "if (threadIdx.x + threadIdx.y + threadIdx.z == 0 &&\n"
+        f"    atomicAdd(reinterpret_cast<unsigned int*>({STAGE}), 1u) == gridDim.x * gridDim.y * gridDim.z - 1) {{\n"
+        "    __threadfence();\n" + copies + "}\n}"
+    )
 
 
 # What MLX writes between a candidate's header and its body (mlx/backend/cuda/custom_kernel.cpp):
 # the namespace, the signature's words and types, the template constants. A buffer named like one
 # of these would be rewritten there too.
-_SIGNATURE_WORDS = frozenset({
-    "namespace", "mlx", "core", "cu", "cg", "cooperative_groups", "__global__", "void", "const", "__grid_constant__",
-    "Shape", "Strides", "int", "constexpr", "bool", "true", "false", "using", "float", "double", "__half",
-    "__nv_bfloat16", "complex64_t", "cuComplex", "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t",
-    "uint32_t", "uint64_t"})
+_SIGNATURE_WORDS = frozenset(
+    {
+        "namespace",
+        "mlx",
+        "core",
+        "cu",
+        "cg",
+        "cooperative_groups",
+        "__global__",
+        "void",
+        "const",
+        "__grid_constant__",
+        "Shape",
+        "Strides",
+        "int",
+        "constexpr",
+        "bool",
+        "true",
+        "false",
+        "using",
+        "float",
+        "double",
+        "__half",
+        "__nv_bfloat16",
+        "complex64_t",
+        "cuComplex",
+        "int8_t",
+        "int16_t",
+        "int32_t",
+        "int64_t",
+        "uint8_t",
+        "uint16_t",
+        "uint32_t",
+        "uint64_t",
+    }
+)
 
 
 def restrict_buffers(translation: Translation) -> Translation | None:
@@ -100,48 +142,74 @@ def restrict_buffers(translation: Translation) -> Translation | None:
         return None
     defines = "".join(f"#define {n} __restrict__ {n}\n" for n in names)
     undefs = "".join(f"#undef {n}\n" for n in names)
-    restricted = KernelCandidate.model_validate({**cand.model_dump(), "header": cand.header + "\n" + defines,
-                                                 "source": undefs + cand.source})
+    restricted = KernelCandidate.model_validate(
+        {
+            **cand.model_dump(),
+            "header": cand.header + "\n" + defines,
+            "source": undefs + cand.source,
+        }
+    )
     note = "buffers are __restrict__ kernel parameters (MLX's outputs are fresh and its inputs never written)"
-    return translation.model_copy(update={"candidate": restricted, "notes": [*translation.notes, note]})
+    return translation.model_copy(
+        update={"candidate": restricted, "notes": [*translation.notes, note]}
+    )
 
 
 class CudaRender(TreeRender):
     def rule(self, node: Node, ctx: FnCtx) -> str | None:
         if self.facts.generic_float is not None and node.type == "call_expression":
             fn = node.child_by_field_name("function")
-            m = _VIEW.fullmatch(text(fn)) if fn is not None and fn.type == "template_function" else None
+            m = (
+                _VIEW.fullmatch(text(fn))
+                if fn is not None and fn.type == "template_function"
+                else None
+            )
             args = node.child_by_field_name("arguments")
             if m and args is not None and len(args.named_children) == 1:
                 return f"mlxport_view{m.group(2)}({self.render(args.named_children[0], ctx)})"
         return super().rule(node, ctx)
 
 
-def render_cuda(job: KernelJob, facts: KernelFacts, scalars: Scalars, ports: Ports,
-                staged: list[tuple[str, int]] | None = None) -> tuple[str, str]:
+def render_cuda(
+    job: KernelJob,
+    facts: KernelFacts,
+    scalars: Scalars,
+    ports: Ports,
+    staged: list[tuple[str, int]] | None = None,
+) -> tuple[str, str]:
     """(header, body); ``staged``: tiny outputs (name, elements) whose writes go through the stage."""
     r = CudaRender(job.src, facts, job.notes)
     body = r.render(job.node.child_by_field_name("body"), FnCtx("kernel", name=job.info.name))
     if facts.generic_float is not None and re.search(r"\bfloat[24]\s*\*", body):
-        raise Untranslatable("float vector pointer", job.info.line, "a float-only kernel run on 16-bit dtypes gets "
-                             "16-bit buffers; only reinterpret_cast<float2/float4*>(p)[i] views are rewritten")
+        raise Untranslatable(
+            "float vector pointer",
+            job.info.line,
+            "a float-only kernel run on 16-bit dtypes gets "
+            "16-bit buffers; only reinterpret_cast<float2/float4*>(p)[i] views are rewritten",
+        )
     outer, inner = prologue_consts(job, scalars, cuda=True)
     lines = alias_lines(ports) + outer
     if inner:
         body = "{\n" + "\n".join(inner) + "\n" + body + "\n}"
     if staged:
         body = stage_small_outputs(body, staged)
-        job.notes.append(f"atomics into {', '.join(n for n, _ in staged)} land in a per-call stage in device memory "
-                         f"({STAGE}, zeroed by init_value); the last block to finish copies the result out")
+        job.notes.append(
+            f"atomics into {', '.join(n for n, _ in staged)} land in a per-call stage in device memory "
+            f"({STAGE}, zeroed by init_value); the last block to finish copies the result out"
+        )
     header = _header(job)
     if "mlxport_view" in body:
         header = VIEW_HELPERS + header
-        job.notes.append("float2/float4 views of the buffers read and write their own element type as float "
-                         "vectors (mlxport_view4): the arithmetic stays in float")
+        job.notes.append(
+            "float2/float4 views of the buffers read and write their own element type as float "
+            "vectors (mlxport_view4): the arithmetic stays in float"
+        )
     if r.reads_back:
         header = r.READ_BACK["cuda"] + header
-    job.notes.append("CUDA body: the kernel body runs as written; scalars come from shapes (x_shape) or 0-d "
-                     "inputs (name[0]); template arguments are body-local constants")
+    job.notes.append(
+        "CUDA body: the kernel body runs as written; scalars come from shapes (x_shape) or 0-d "
+        "inputs (name[0]); template arguments are body-local constants"
+    )
     return header, "\n".join(lines) + "\n" + body + "\n"
 
 
@@ -163,11 +231,23 @@ def _header(job: KernelJob) -> str:
             if fdecl is not None and "__global__" in quals:
                 return ""
             return text(n)
-        if t == "linkage_specification" and n.child_by_field_name("body") is not None and \
-                n.child_by_field_name("body").type != "declaration_list":
-            return top(n.child_by_field_name("body"))  # extern "C" f(): the linkage goes with what it names
-        if t in ("preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "namespace_definition",
-                 "declaration_list", "linkage_specification"):
+        if (
+            t == "linkage_specification"
+            and n.child_by_field_name("body") is not None
+            and n.child_by_field_name("body").type != "declaration_list"
+        ):
+            return top(
+                n.child_by_field_name("body")
+            )  # extern "C" f(): the linkage goes with what it names
+        if t in (
+            "preproc_if",
+            "preproc_ifdef",
+            "preproc_else",
+            "preproc_elif",
+            "namespace_definition",
+            "declaration_list",
+            "linkage_specification",
+        ):
             return _copy(job.src, n, top)
         return text(n)
 
@@ -178,8 +258,11 @@ def _header(job: KernelJob) -> str:
 
 def _top_function(n: Node, kernel: Node, top: Callable[[Node], str]) -> str:
     """A file-scope (template) function: device functions stay, kernels and host code go."""
-    fn = n if n.type == "function_definition" else next((c for c in n.named_children
-                                                         if c.type == "function_definition"), None)
+    fn = (
+        n
+        if n.type == "function_definition"
+        else next((c for c in n.named_children if c.type == "function_definition"), None)
+    )
     if fn is None:
         inner = next((c for c in n.named_children if c.type == "template_declaration"), None)
         return top(inner) if inner is not None else text(n)

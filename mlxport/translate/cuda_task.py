@@ -27,17 +27,39 @@ from mlxport.expr import evaluate
 from mlxport.spec import KernelTask
 from mlxport.translate.cudafile import KernelInfo, Param
 from mlxport.translate.host_eval import evaluate_launch, file_constants
-from mlxport.translate.host_values import Buffer, HostArg, HostEvalError, HostLaunch, Tensor, Unknown, number
+from mlxport.translate.host_values import (
+    Buffer,
+    HostArg,
+    HostEvalError,
+    HostLaunch,
+    Tensor,
+    Unknown,
+    number,
+)
 from mlxport.translate.includes import amalgamate
 from mlxport.translate.reader import read_cuda
 from mlxport.verify.golden import STORAGE, zero_struct
 
 MEASURE_ELEMENTS = 1 << 22  # the room a buffer of unknown extent gets in the measuring run
-TOLERANCE = {"float32": {"atol": 1e-4, "rtol": 1e-4, "norm": 1e-4}, "float16": {"atol": 2e-3, "rtol": 1e-2, "norm": 5e-3},
-             "bfloat16": {"atol": 1e-2, "rtol": 5e-2, "norm": 2e-2}}
-DTYPE_OF = {"float32": "float32", "float64": "float32", "float16": "float16", "bfloat16": "bfloat16",
-            "int32": "int32", "uint32": "uint32", "int64": "int64", "uint64": "uint64", "int16": "int16",
-            "uint16": "uint16", "int8": "int8", "uint8": "uint8"}
+TOLERANCE = {
+    "float32": {"atol": 1e-4, "rtol": 1e-4, "norm": 1e-4},
+    "float16": {"atol": 2e-3, "rtol": 1e-2, "norm": 5e-3},
+    "bfloat16": {"atol": 1e-2, "rtol": 5e-2, "norm": 2e-2},
+}
+DTYPE_OF = {
+    "float32": "float32",
+    "float64": "float32",
+    "float16": "float16",
+    "bfloat16": "bfloat16",
+    "int32": "int32",
+    "uint32": "uint32",
+    "int64": "int64",
+    "uint64": "uint64",
+    "int16": "int16",
+    "uint16": "uint16",
+    "int8": "int8",
+    "uint8": "uint8",
+}
 
 
 class CudaTaskError(UserError):
@@ -53,13 +75,27 @@ class Built:
     headers: dict[str, Path] = field(default_factory=dict)
 
 
-def cuda_task(path: Path, *, kernel: str | None, cases: list[dict[str, Any]], dtypes: list[str] | None = None,
-              shapes: dict[str, str] | None = None, grid: str | None = None, block: str | None = None,
-              shared_bytes: str | None = None, template: str | None = None, includes: list[Path] = (),
-              name: str | None = None, executor: CudaExecutor | None = None, heldout: int = 3) -> Built:
+def cuda_task(
+    path: Path,
+    *,
+    kernel: str | None,
+    cases: list[dict[str, Any]],
+    dtypes: list[str] | None = None,
+    shapes: dict[str, str] | None = None,
+    grid: str | None = None,
+    block: str | None = None,
+    shared_bytes: str | None = None,
+    template: str | None = None,
+    includes: list[Path] = (),
+    name: str | None = None,
+    executor: CudaExecutor | None = None,
+    heldout: int = 3,
+) -> Built:
     """The content of task.toml for ``kernel`` of the file at ``path``, run at ``cases``."""
     if not cases:
-        raise CudaTaskError("no case to run the kernel at: pass --case with the sizes, e.g. --case 'N=4096'")
+        raise CudaTaskError(
+            "no case to run the kernel at: pass --case with the sizes, e.g. --case 'N=4096'"
+        )
     _read(path)
     text, inlined, missing = amalgamate(path, list(includes))
     cf = read_cuda(text, name=path.name)
@@ -80,31 +116,57 @@ def cuda_task(path: Path, *, kernel: str | None, cases: list[dict[str, Any]], dt
             _storage(p, typenames)  # a pointer to a struct is named here
     if zeroed and not any(p.is_pointer for p in info.params):
         name = next(iter(zeroed))
-        raise CudaTaskError(f"every buffer of {info.name} arrives inside the struct {name} passed by value, which "
-                            f"the executor can pass only as zero bytes: port a kernel that takes its buffers as "
-                            f"pointer parameters")
+        raise CudaTaskError(
+            f"every buffer of {info.name} arrives inside the struct {name} passed by value, which "
+            f"the executor can pass only as zero bytes: port a kernel that takes its buffers as "
+            f"pointer parameters"
+        )
     templated = any(p.is_pointer and p.base_type in typenames for p in info.params)
     if not templated:
         # the buffers fix the dtype: the task is checked at the tolerance of its least precise float buffer
         own = {_dtype(p, typenames) for p in info.params if p.is_pointer}
         floats = [d for d in ("bfloat16", "float16", "float32") if d in own] or ["float32"]
         if dtypes and not set(dtypes) <= own:
-            raise CudaTaskError(f"{info.name} is not templated on its element type (its buffers are "
-                                f"{', '.join(sorted(own))}): drop --dtypes, or port a templated kernel")
+            raise CudaTaskError(
+                f"{info.name} is not templated on its element type (its buffers are "
+                f"{', '.join(sorted(own))}): drop --dtypes, or port a templated kernel"
+            )
         dtypes = floats[:1]
     dtypes = dtypes or ["float32"]
     roles = _roles(info)
-    builder = _Builder(path, source.preprocessed, {}, info, sig, roles, typenames, shapes or {},
-                       (grid, block, shared_bytes), executor, source, includes)
+    builder = _Builder(
+        path,
+        source.preprocessed,
+        {},
+        info,
+        sig,
+        roles,
+        typenames,
+        shapes or {},
+        (grid, block, shared_bytes),
+        executor,
+        source,
+        includes,
+    )
     builder.macros = _numeric_macros(cf) | file_constants(source.preprocessed)
     builder.shapes = {k: _c_expr(v, builder.macros) for k, v in builder.shapes.items()}
     builder.template_flags = flags
     builder.zeroed = zeroed
-    notes: list[str] = [f"dropped #include <{h}>: nothing of it runs in device code" for h in source.dropped_includes]
-    notes += [f"{p.name} ({p.type}, {zeroed[p.name]} bytes) is a struct passed by value, which the host fills at run "
-              f"time: the original runs with it all zero bytes" for p in info.params if p.name in zeroed]
+    notes: list[str] = [
+        f"dropped #include <{h}>: nothing of it runs in device code"
+        for h in source.dropped_includes
+    ]
+    notes += [
+        f"{p.name} ({p.type}, {zeroed[p.name]} bytes) is a struct passed by value, which the host fills at run "
+        f"time: the original runs with it all zero bytes"
+        for p in info.params
+        if p.name in zeroed
+    ]
     notes += [f"kernel.cu holds {path.name} with its local header {h} inlined" for h in inlined]
-    notes += [f"#include \"{h}\" is not found next to {path.name} or in an -I folder: left out" for h in missing]
+    notes += [
+        f'#include "{h}" is not found next to {path.name} or in an -I folder: left out'
+        for h in missing
+    ]
     visible = [builder.case(c) for c in cases]
     builder.heldout = True
     held: list[dict] = []
@@ -112,27 +174,50 @@ def cuda_task(path: Path, *, kernel: str | None, cases: list[dict[str, Any]], dt
         try:
             held.append(builder.case(candidate))
         except (CudaTaskError, HostEvalError) as e:
-            notes.append(f"no held-out case with {why}: the original kernel does not support it ({e})")
+            notes.append(
+                f"no held-out case with {why}: the original kernel does not support it ({e})"
+            )
     _name_measured(info, builder.buffer_shapes, roles, [c for c, _ in visible + held])
     notes += builder.partial.values()
     first = visible[0][0]
-    launches = [{"case": _label(c), "grid": list(h.grid), "block": list(h.block), "shared_bytes": h.shared_bytes,
-                 "template": builder.template(h)} for c, h in visible + held]
+    launches = [
+        {
+            "case": _label(c),
+            "grid": list(h.grid),
+            "block": list(h.block),
+            "shared_bytes": h.shared_bytes,
+            "template": builder.template(h),
+        }
+        for c, h in visible + held
+    ]
     inputs, outputs, params, args, results = [], [], [], {}, {}
     for p in info.params:
         if p.name in zeroed:
             continue
         if not p.is_pointer:
-            params.append({"name": p.name, "type": _param_type(p, builder.types), "default": first[p.name]})
+            params.append(
+                {"name": p.name, "type": _param_type(p, builder.types), "default": first[p.name]}
+            )
             args[p.name] = p.name
             continue
-        tensor = f"{p.name}_" if keyword.iskeyword(p.name) else p.name  # `in`: the port names it in Python
-        spec = {"name": tensor, "dtype": _dtype(p, typenames), "shape": builder.buffer_shapes[p.name]}
+        tensor = (
+            f"{p.name}_" if keyword.iskeyword(p.name) else p.name
+        )  # `in`: the port names it in Python
+        spec = {
+            "name": tensor,
+            "dtype": _dtype(p, typenames),
+            "shape": builder.buffer_shapes[p.name],
+        }
         if roles[p.name] in ("input", "inout"):
             fill = builder.fills.get(p.name)
-            if fill is None and np.dtype(_storage(p, typenames).replace("bfloat16", "uint16")).kind in "iu":
+            if (
+                fill is None
+                and np.dtype(_storage(p, typenames).replace("bfloat16", "uint16")).kind in "iu"
+            ):
                 fill = 0  # indices and counts: zero, as when the task was measured, stays in bounds
-            inputs.append({**spec, **({"init": {"kind": "full", "value": fill}} if fill is not None else {})})
+            inputs.append(
+                {**spec, **({"init": {"kind": "full", "value": fill}} if fill is not None else {})}
+            )
             args[p.name] = tensor
         if roles[p.name] in ("output", "inout"):
             out = tensor if roles[p.name] == "output" else f"{tensor}_out"
@@ -142,41 +227,76 @@ def cuda_task(path: Path, *, kernel: str | None, cases: list[dict[str, Any]], dt
             results[out] = p.name
     if not outputs:
         raise CudaTaskError(f"{info.name} writes none of its pointer arguments: nothing to port")
-    if not any(t["dtype"] == "T" for t in inputs):  # templated on its outputs' type only: one dtype each run
+    if not any(
+        t["dtype"] == "T" for t in inputs
+    ):  # templated on its outputs' type only: one dtype each run
         if len(dtypes) > 1 and any(t["dtype"] == "T" for t in outputs):
-            raise CudaTaskError(f"{info.name}'s element type is its outputs' alone, so a port cannot tell it from "
-                                f"its inputs: pass one dtype with --dtypes")
+            raise CudaTaskError(
+                f"{info.name}'s element type is its outputs' alone, so a port cannot tell it from "
+                f"its inputs: pass one dtype with --dtypes"
+            )
         for t in outputs:
             t["dtype"] = dtypes[0] if t["dtype"] == "T" else t["dtype"]
-    itemsize = " + ".join("*".join(f"({d})" for d in builder.buffer_shapes[p.name]) for p in info.params if p.is_pointer)
+    itemsize = " + ".join(
+        "*".join(f"({d})" for d in builder.buffer_shapes[p.name])
+        for p in info.params
+        if p.is_pointer
+    )
     task = {
-        "name": name or _identifier(info.name), "kernel": info.name, "source": "kernel.cu", "reference": None,
+        "name": name or _identifier(info.name),
+        "kernel": info.name,
+        "source": "kernel.cu",
+        "reference": None,
         "description": f"{info.name} from {path.name}, checked against the original kernel on the CPU executor",
-        "dtypes": dtypes, "inputs": inputs, "outputs": outputs, "params": params,
+        "dtypes": dtypes,
+        "inputs": inputs,
+        "outputs": outputs,
+        "params": params,
         "tolerance": {d: TOLERANCE.get(d, TOLERANCE["float32"]) for d in dtypes},
         "cases": {"visible": [c for c, _ in visible], "heldout": [c for c, _ in held]},
-        "cost": {"bytes": f"({itemsize}) * itemsize"}, "tags": ["user-kernel"],
-        "original": {"args": args, "results": results, "launches": launches,
-                     "include": [INCLUDE] if headers else [], "zeroed": zeroed},
+        "cost": {"bytes": f"({itemsize}) * itemsize"},
+        "tags": ["user-kernel"],
+        "original": {
+            "args": args,
+            "results": results,
+            "launches": launches,
+            "include": [INCLUDE] if headers else [],
+            "zeroed": zeroed,
+        },
     }
-    KernelTask.model_validate({k: v for k, v in task.items() if v is not None} | {"reference": None})
+    KernelTask.model_validate(
+        {k: v for k, v in task.items() if v is not None} | {"reference": None}
+    )
     return Built(task, notes, text, headers)
 
 
-def _name_measured(info: KernelInfo, shapes: dict[str, list[str]], roles: dict[str, str],
-                   cases: list[dict[str, Any]]) -> None:
+def _name_measured(
+    info: KernelInfo,
+    shapes: dict[str, list[str]],
+    roles: dict[str, str],
+    cases: list[dict[str, Any]],
+) -> None:
     """A buffer whose extent only a measurement gives (``n_out``) named by what equals it at every
     case (a param, a product of two params, for an output also an input's extent), so a port can
     size it from its arguments; the measured name then leaves the cases."""
     params = [p.name for p in info.params if not p.is_pointer]
     products = [*params, *(f"{a} * {b}" for i, a in enumerate(params) for b in params[i:])]
-    buffers = sorted((p for p in info.params if p.is_pointer), key=lambda p: roles[p.name] == "output")
+    buffers = sorted(
+        (p for p in info.params if p.is_pointer), key=lambda p: roles[p.name] == "output"
+    )
     for p in buffers:
         measured = f"n_{p.name}"
         if shapes[p.name] != [measured]:
             continue
-        inputs = [shapes[q.name][0] for q in buffers if roles[q.name] != "output" and q is not p
-                  and len(shapes[q.name]) == 1] if roles[p.name] == "output" else []
+        inputs = (
+            [
+                shapes[q.name][0]
+                for q in buffers
+                if roles[q.name] != "output" and q is not p and len(shapes[q.name]) == 1
+            ]
+            if roles[p.name] == "output"
+            else []
+        )
         expr = next((e for e in [*products, *inputs] if _equals_at(e, measured, cases)), None)
         if expr is None:
             continue
@@ -222,13 +342,28 @@ def write_task(built: Built, folder: Path, source: Path) -> Path:
     (folder / "kernel.cu").write_text(built.source or source.read_text())
     (folder / "task.toml").write_text(toml_text(built.task))
     if built.notes:
-        (folder / "NOTES.md").write_text("# Notes from making this task\n\n" + "".join(f"- {n}\n" for n in built.notes))
+        (folder / "NOTES.md").write_text(
+            "# Notes from making this task\n\n" + "".join(f"- {n}\n" for n in built.notes)
+        )
     return folder
 
 
 class _Builder:
-    def __init__(self, path, text, defines, info, sig, roles, typenames, shapes, launch_flags, executor, source,
-                 includes):
+    def __init__(
+        self,
+        path,
+        text,
+        defines,
+        info,
+        sig,
+        roles,
+        typenames,
+        shapes,
+        launch_flags,
+        executor,
+        source,
+        includes,
+    ):
         self.path, self.text, self.defines, self.info, self.sig = path, text, defines, info, sig
         self.roles, self.typenames, self.shapes, self.flags = roles, typenames, shapes, launch_flags
         self.executor, self.source, self.includes = executor, source, includes
@@ -237,25 +372,51 @@ class _Builder:
         self.template_flags: dict[str, str] = {}
         self.zeroed: dict[str, int] = {}  # struct parameters passed as zero bytes -> their size
         self.atomic = any(f.category == "atomic" for f in info.features)
-        self.macros: dict[str, int | float] = {}  # for --grid and --block written in the file's own macros
-        self.partial: dict[str, str] = {}  # outputs the original writes only in part -> the note saying so
-        self.whole: set[str] = set()  # outputs written whole at the visible cases: so must held-out ones be
+        self.macros: dict[
+            str, int | float
+        ] = {}  # for --grid and --block written in the file's own macros
+        self.partial: dict[
+            str, str
+        ] = {}  # outputs the original writes only in part -> the note saying so
+        self.whole: set[str] = (
+            set()
+        )  # outputs written whole at the visible cases: so must held-out ones be
         self.heldout = False  # building held-out cases, which must be sizes the original supports
 
     @property
     def types(self) -> dict[str, str]:
-        return {t: "float" for t in self.typenames} | self.template_flags  # the kernel is built at float
+        return {
+            t: "float" for t in self.typenames
+        } | self.template_flags  # the kernel is built at float
 
     def case(self, bound: dict[str, Any]) -> tuple[dict[str, Any], HostLaunch]:
         """The full case (the names bound, every scalar parameter, every buffer's extent) and its launch."""
         grid, block, shared = (self._flag(f, bound) for f in self.flags)
         types = self.types
-        launch = evaluate_launch(self.text, self.info.name, bound, self.defines, grid, block, shared, types,
-                                 lambda expr: self.executor.constant(self.source, self.info.name, expr))
-        if launch.line == 0 and not launch.args:  # no launch names the kernel: --grid/--block and --case say all
-            launch.args = [HostArg(p.name, Buffer(p.name) if p.is_pointer else bound.get(
-                p.name, Unknown("no launch in the host code names the kernel"))) for p in self.info.params]
-        for p in self.info.params[len(launch.args):]:  # default arguments the launch leaves out
+        launch = evaluate_launch(
+            self.text,
+            self.info.name,
+            bound,
+            self.defines,
+            grid,
+            block,
+            shared,
+            types,
+            lambda expr: self.executor.constant(self.source, self.info.name, expr),
+        )
+        if (
+            launch.line == 0 and not launch.args
+        ):  # no launch names the kernel: --grid/--block and --case say all
+            launch.args = [
+                HostArg(
+                    p.name,
+                    Buffer(p.name)
+                    if p.is_pointer
+                    else bound.get(p.name, Unknown("no launch in the host code names the kernel")),
+                )
+                for p in self.info.params
+            ]
+        for p in self.info.params[len(launch.args) :]:  # default arguments the launch leaves out
             if p.default is None or p.is_pointer:
                 break
             try:
@@ -264,8 +425,10 @@ class _Builder:
                 v = Unknown(f"{p.name} defaults to {p.default}, which is not a number")
             launch.args.append(HostArg(p.name, v))
         if len(launch.args) != len(self.info.params):
-            raise CudaTaskError(f"the launch at line {launch.line} passes {len(launch.args)} arguments to "
-                                f"{self.info.name}, which takes {len(self.info.params)}")
+            raise CudaTaskError(
+                f"the launch at line {launch.line} passes {len(launch.args)} arguments to "
+                f"{self.info.name}, which takes {len(self.info.params)}"
+            )
         case = {k: v for k, v in bound.items() if isinstance(v, int | float | bool)}
         unknown: list[str] = []
         for p, arg in zip(self.info.params, launch.args, strict=True):
@@ -285,10 +448,14 @@ class _Builder:
             else:
                 why = getattr(arg.value, "why", "")
                 if launch.line == 0:
-                    raise CudaTaskError(f"no launch in the host code names {self.info.name}, so nothing gives "
-                                        f"{p.name} a value: bind {p.name} with --case")
-                raise CudaTaskError(f"the host code gives {p.name} (argument {arg.text!r} of the launch at line "
-                                    f"{launch.line}) no value at this case: {why}; bind {p.name} with --case")
+                    raise CudaTaskError(
+                        f"no launch in the host code names {self.info.name}, so nothing gives "
+                        f"{p.name} a value: bind {p.name} with --case"
+                    )
+                raise CudaTaskError(
+                    f"the host code gives {p.name} (argument {arg.text!r} of the launch at line "
+                    f"{launch.line}) no value at this case: {why}; bind {p.name} with --case"
+                )
         if unknown:
             case.update(self._measure(case, launch, unknown))
         self._check(case, launch)
@@ -298,7 +465,9 @@ class _Builder:
         if expr is None:
             return None
         try:
-            values = [evaluate(_c_expr(e.strip(), self.macros), dict(bound)) for e in expr.split(",")]
+            values = [
+                evaluate(_c_expr(e.strip(), self.macros), dict(bound)) for e in expr.split(",")
+            ]
         except UserError as e:
             raise CudaTaskError(f"cannot evaluate {expr!r} at {_label(bound)}: {e}") from e
         return values if len(values) > 1 else values[0]
@@ -311,7 +480,11 @@ class _Builder:
         v = arg.value
         itemsize = _itemsize(_storage(p, self.typenames))
         if isinstance(v, Tensor) and v.shape() is not None:
-            return [v.names[i] for i in range(len(v.dims))] if len(v.names) == len(v.dims) else [f"n_{p.name}"]
+            return (
+                [v.names[i] for i in range(len(v.dims))]
+                if len(v.names) == len(v.dims)
+                else [f"n_{p.name}"]
+            )
         if isinstance(v, Buffer):
             if v.dims:
                 return list(v.dims)
@@ -320,7 +493,9 @@ class _Builder:
                 return None
             if v.size_text:
                 bare = re.fullmatch(rf"(.+?)\s*\*\s*{itemsize}", v.size_text.strip())
-                expr = _c_expr(bare.group(1) if bare else f"({v.size_text}) / {itemsize}", self.macros)
+                expr = _c_expr(
+                    bare.group(1) if bare else f"({v.size_text}) / {itemsize}", self.macros
+                )
                 try:
                     if int(evaluate(expr, dict(bound))) == n:
                         return [expr]
@@ -334,15 +509,19 @@ class _Builder:
             try:
                 return int(evaluate(self.shapes[p.name], dict(bound)))
             except UserError as e:
-                raise CudaTaskError(f"--shape {p.name}={self.shapes[p.name]} does not evaluate at "
-                                    f"{_label(bound)}: {e}") from e
+                raise CudaTaskError(
+                    f"--shape {p.name}={self.shapes[p.name]} does not evaluate at "
+                    f"{_label(bound)}: {e}"
+                ) from e
         v = arg.value
         itemsize = _itemsize(_storage(p, self.typenames))
         if isinstance(v, Tensor):
             return int(math.prod(v.shape()))
         return int(v.elements(itemsize))
 
-    def _args(self, case: dict[str, Any], sizes: dict[str, int], fill: float | None = None) -> list[np.ndarray]:
+    def _args(
+        self, case: dict[str, Any], sizes: dict[str, int], fill: float | None = None
+    ) -> list[np.ndarray]:
         rng = np.random.default_rng(0)
         out = []
         for p in self.info.params:
@@ -355,7 +534,9 @@ class _Builder:
                 data = np.full(n, fill) if fill is not None else rng.standard_normal(n)
                 out.append(_to_storage(data, storage))
             else:
-                out.append(np.array(case[p.name]).astype("uint16" if storage == "bfloat16" else storage))
+                out.append(
+                    np.array(case[p.name]).astype("uint16" if storage == "bfloat16" else storage)
+                )
         return out
 
     def elements(self, name: str, case: dict[str, Any]) -> int:
@@ -368,43 +549,63 @@ class _Builder:
         if self.template_flags:
             unknown = set(self.template_flags) - set(names)
             if unknown:
-                raise CudaTaskError(f"--template names {', '.join(sorted(unknown))}, not template parameters of "
-                                    f"{self.info.name} ({', '.join(names) or 'none'})")
-            args = [self.template_flags.get(n, args[i] if i < len(args) else None) for i, n in enumerate(names)]
-            args = args[:next((i for i, a in enumerate(args) if a is None), len(args))]
+                raise CudaTaskError(
+                    f"--template names {', '.join(sorted(unknown))}, not template parameters of "
+                    f"{self.info.name} ({', '.join(names) or 'none'})"
+                )
+            args = [
+                self.template_flags.get(n, args[i] if i < len(args) else None)
+                for i, n in enumerate(names)
+            ]
+            args = args[: next((i for i, a in enumerate(args) if a is None), len(args))]
         if len(args) < len(names):
-            for t in self.info.template_params[len(args):]:
+            for t in self.info.template_params[len(args) :]:
                 if t.name in element or t.kind in ("typename", "class"):
                     args.append("float")
                 elif t.default is not None:
                     args.append(t.default)
                 else:
-                    raise CudaTaskError(f"{self.info.name} needs template argument {t.name}, which the launch does "
-                                        f"not give: bind it with --case {t.name}=...")
+                    raise CudaTaskError(
+                        f"{self.info.name} needs template argument {t.name}, which the launch does "
+                        f"not give: bind it with --case {t.name}=..."
+                    )
         return ["float" if n in element else a for n, a in zip(names, args, strict=False)]
 
     def _compiled(self, launch: HostLaunch):
         return self.executor.compile(self.source, self.info.name, self.template(launch))
 
-    def _measure(self, case: dict[str, Any], launch: HostLaunch, unknown: list[str]) -> dict[str, int]:
+    def _measure(
+        self, case: dict[str, Any], launch: HostLaunch, unknown: list[str]
+    ) -> dict[str, int]:
         """How far the original reaches into the buffers whose extent nothing states."""
         sizes = {n: MEASURE_ELEMENTS for n in unknown}
-        result = self.executor.run(self._compiled(launch), Launch(launch.grid, launch.block, launch.shared_bytes),
-                                   self._args(case, sizes, fill=0.0), measure=True)
+        result = self.executor.run(
+            self._compiled(launch),
+            Launch(launch.grid, launch.block, launch.shared_bytes),
+            self._args(case, sizes, fill=0.0),
+            measure=True,
+        )
         if not result.ok:
-            given = next((n for n in self.shapes if re.search(rf"\b{n}\[", result.error or "")), None)
+            given = next(
+                (n for n in self.shapes if re.search(rf"\b{n}\[", result.error or "")), None
+            )
             if given is not None:
-                raise CudaTaskError(f"the original kernel fails at {_label(case)}: {result.error}; "
-                                    f"--shape {given}={self.shapes[given]} is too small")
-            raise CudaTaskError(f"the original kernel fails at {_label(case)} while its buffer sizes are measured: "
-                                f"{result.error}")
+                raise CudaTaskError(
+                    f"the original kernel fails at {_label(case)}: {result.error}; "
+                    f"--shape {given}={self.shapes[given]} is too small"
+                )
+            raise CudaTaskError(
+                f"the original kernel fails at {_label(case)} while its buffer sizes are measured: "
+                f"{result.error}"
+            )
         return {f"n_{n}": max(1, result.touched.get(n, 0)) for n in unknown}
 
     def _check(self, case: dict[str, Any], launch: HostLaunch) -> None:
         """The original runs at the case on random inputs, and writes finite outputs."""
         args = self._args(case, {})
-        result = self.executor.run(self._compiled(launch), Launch(launch.grid, launch.block, launch.shared_bytes),
-                                   args)
+        result = self.executor.run(
+            self._compiled(launch), Launch(launch.grid, launch.block, launch.shared_bytes), args
+        )
         if not result.ok:
             raise CudaTaskError(f"the original kernel fails at {_label(case)}: {result.error}")
         self._outputs_only(case, launch, args, result)
@@ -412,28 +613,47 @@ class _Builder:
             if p.is_pointer and self.roles[p.name] == "output":
                 written = result.written.get(p.name)
                 if written is not None and not written.any():
-                    raise CudaTaskError(f"the original writes none of the {written.size} elements of {p.name} at "
-                                        f"{_label(case)}: is its size right? (--shape {p.name}=EXPR)")
+                    raise CudaTaskError(
+                        f"the original writes none of the {written.size} elements of {p.name} at "
+                        f"{_label(case)}: is its size right? (--shape {p.name}=EXPR)"
+                    )
                 if written is not None and written.all() and not self.heldout:
                     self.whole.add(p.name)
                 if written is not None and not written.all() and p.name in self.whole:
-                    raise CudaTaskError(f"the original writes {int(written.sum())} of the {written.size} elements "
-                                        f"of {p.name} at {_label(case)}, though all at the visible case")
-                if written is not None and not written.all() and \
-                        np.dtype(_storage(p, self.typenames).replace("bfloat16", "float16")).kind != "f":
-                    raise CudaTaskError(f"the original writes {int(written.sum())} of the {written.size} elements of "
-                                        f"{p.name} at {_label(case)}, which holds integers (no NaN marks what it "
-                                        f"leaves): give its real size with --shape {p.name}=EXPR")
-                if written is not None and not written.all() and p.name not in self.partial and self.atomic:
-                    self.partial[p.name] = (f"the original writes {int(written.sum())} of the {written.size} elements "
-                                            f"of {p.name} at {_label(case)}: the rest keep the zeros it starts as "
-                                            f"(atomics accumulate into outputs the host zeroes, and MLX starts every "
-                                            f"output of an atomic kernel at zero)")
+                    raise CudaTaskError(
+                        f"the original writes {int(written.sum())} of the {written.size} elements "
+                        f"of {p.name} at {_label(case)}, though all at the visible case"
+                    )
+                if (
+                    written is not None
+                    and not written.all()
+                    and np.dtype(_storage(p, self.typenames).replace("bfloat16", "float16")).kind
+                    != "f"
+                ):
+                    raise CudaTaskError(
+                        f"the original writes {int(written.sum())} of the {written.size} elements of "
+                        f"{p.name} at {_label(case)}, which holds integers (no NaN marks what it "
+                        f"leaves): give its real size with --shape {p.name}=EXPR"
+                    )
+                if (
+                    written is not None
+                    and not written.all()
+                    and p.name not in self.partial
+                    and self.atomic
+                ):
+                    self.partial[p.name] = (
+                        f"the original writes {int(written.sum())} of the {written.size} elements "
+                        f"of {p.name} at {_label(case)}: the rest keep the zeros it starts as "
+                        f"(atomics accumulate into outputs the host zeroes, and MLX starts every "
+                        f"output of an atomic kernel at zero)"
+                    )
                 elif written is not None and not written.all() and p.name not in self.partial:
-                    self.partial[p.name] = (f"the original writes {int(written.sum())} of the {written.size} elements "
-                                            f"of {p.name} at {_label(case)}: the rest are unspecified (NaN in the "
-                                            f"golden, and the port's output starts as NaN); if that is not so, give "
-                                            f"its real size with --shape {p.name}=EXPR")
+                    self.partial[p.name] = (
+                        f"the original writes {int(written.sum())} of the {written.size} elements "
+                        f"of {p.name} at {_label(case)}: the rest are unspecified (NaN in the "
+                        f"golden, and the port's output starts as NaN); if that is not so, give "
+                        f"its real size with --shape {p.name}=EXPR"
+                    )
 
     def _outputs_only(self, case: dict[str, Any], launch: HostLaunch, args: list, first) -> None:
         """A buffer the kernel reads and writes whose first contents change nothing (it writes each
@@ -446,23 +666,37 @@ class _Builder:
             storage = _storage(p, self.typenames)
             rng = np.random.default_rng(7)
             # integers start as zeros: any other contents will do
-            other[i] = rng.integers(1, 64, args[i].size).astype(storage) if storage != "bfloat16" and \
-                np.dtype(storage).kind in "iu" \
+            other[i] = (
+                rng.integers(1, 64, args[i].size).astype(storage)
+                if storage != "bfloat16" and np.dtype(storage).kind in "iu"
                 else _to_storage(rng.standard_normal(args[i].size), storage)
-            again = self.executor.run(self._compiled(launch), Launch(launch.grid, launch.block, launch.shared_bytes),
-                                      other)
-            if again.ok and all(np.array_equal(again.buffers[n], first.buffers[n], equal_nan=True)
-                                for n in first.buffers):
+            )
+            again = self.executor.run(
+                self._compiled(launch),
+                Launch(launch.grid, launch.block, launch.shared_bytes),
+                other,
+            )
+            if again.ok and all(
+                np.array_equal(again.buffers[n], first.buffers[n], equal_nan=True)
+                for n in first.buffers
+            ):
                 self.roles[p.name] = "output"
 
-    def heldout_candidates(self, bound: dict[str, Any], count: int) -> list[tuple[dict[str, Any], str]]:
+    def heldout_candidates(
+        self, bound: dict[str, Any], count: int
+    ) -> list[tuple[dict[str, Any], str]]:
         """Odd sizes near a visible case: each size the user bound, one at a time, made odd (block
         sizes, tile sizes and template arguments stay)."""
         fixed = {t.name for t in self.info.template_params}
         out = []
         for k, v in bound.items():
-            if not isinstance(v, int) or isinstance(v, bool) or v < 4 or k in fixed or \
-                    re.search(r"block|thread|warp|tile|BLOCK|THREAD|WARP|TILE|^B[rc]$", k):
+            if (
+                not isinstance(v, int)
+                or isinstance(v, bool)
+                or v < 4
+                or k in fixed
+                or re.search(r"block|thread|warp|tile|BLOCK|THREAD|WARP|TILE|^B[rc]$", k)
+            ):
                 continue
             odd = v + 1 if v % 2 == 0 else v + 2
             out.append(({**bound, k: odd}, f"{k}={odd}"))
@@ -478,14 +712,20 @@ def _read(path: Path) -> str:
 def _kernel(cf, kernel: str | None, path: Path) -> KernelInfo:
     names = [k.name for k in cf.kernels]
     if not names:
-        raise CudaTaskError(f"{path.name} defines no __global__ kernel: pass a file with the kernel to port")
+        raise CudaTaskError(
+            f"{path.name} defines no __global__ kernel: pass a file with the kernel to port"
+        )
     if kernel is None:
         if len(names) > 1:
-            raise CudaTaskError(f"{path.name} has {len(names)} kernels ({', '.join(names)}): pick one with --kernel")
+            raise CudaTaskError(
+                f"{path.name} has {len(names)} kernels ({', '.join(names)}): pick one with --kernel"
+            )
         kernel = names[0]
     if kernel not in names:
-        raise CudaTaskError(f"{path.name} has no kernel {kernel!r}; its kernels are {', '.join(names)}: "
-                            f"pass one of them with --kernel")
+        raise CudaTaskError(
+            f"{path.name} has no kernel {kernel!r}; its kernels are {', '.join(names)}: "
+            f"pass one of them with --kernel"
+        )
     return cf.kernel(kernel)
 
 
@@ -521,8 +761,9 @@ def _itemsize(storage: str) -> int:
     return 2 if storage == "bfloat16" else np.dtype(storage).itemsize
 
 
-def _zeroed_structs(info: KernelInfo, typenames: set[str], flags: dict[str, str], executor: CudaExecutor,
-                    source) -> dict[str, int]:
+def _zeroed_structs(
+    info: KernelInfo, typenames: set[str], flags: dict[str, str], executor: CudaExecutor, source
+) -> dict[str, int]:
     """Parameters of a struct type passed by value, with their sizes as the compiler gives them."""
     out = {}
     for p in info.params:
@@ -533,9 +774,11 @@ def _zeroed_structs(info: KernelInfo, typenames: set[str], flags: dict[str, str]
             t = re.sub(rf"\b{re.escape(name)}\b", value, t)
         n = executor.constant(source, info.name, f"sizeof({t})")
         if n is None:
-            raise CudaTaskError(f"parameter {p.name} of type {p.type} cannot be passed by the executor: port a "
-                                f"kernel whose parameters are pointers, plain scalars and structs of known size"
-                                f"{' (bind its template arguments with --template)' if '<' in t else ''}")
+            raise CudaTaskError(
+                f"parameter {p.name} of type {p.type} cannot be passed by the executor: port a "
+                f"kernel whose parameters are pointers, plain scalars and structs of known size"
+                f"{' (bind its template arguments with --template)' if '<' in t else ''}"
+            )
         out[p.name] = n
     return out
 
@@ -545,8 +788,10 @@ def _storage(p: Param, typenames: set[str]) -> str:
         return "float32"
     storage = STORAGE.get(p.base_type)
     if storage is None:
-        raise CudaTaskError(f"parameter {p.name} of type {p.type} cannot be passed by the executor: port a kernel "
-                            f"whose parameters are pointers to numbers and plain scalars")
+        raise CudaTaskError(
+            f"parameter {p.name} of type {p.type} cannot be passed by the executor: port a kernel "
+            f"whose parameters are pointers to numbers and plain scalars"
+        )
     return "uint16" if storage == "bfloat16" and not p.is_pointer else storage
 
 
@@ -566,7 +811,9 @@ def _to_storage(data: np.ndarray, storage: str) -> np.ndarray:
 
 
 def _param_type(p: Param, types: dict[str, str]) -> str:
-    t = types.get(p.base_type, p.base_type).lower()  # a template type (acc_t scale) as the kernel is built
+    t = types.get(
+        p.base_type, p.base_type
+    ).lower()  # a template type (acc_t scale) as the kernel is built
     if t in ("bool",):
         return "bool"
     if any(w in t for w in ("float", "double", "half", "bfloat16")):
@@ -600,7 +847,9 @@ def _top_level(text: str) -> list[str]:
 def _pair(text: str) -> tuple[str, str]:
     name, sep, value = text.partition("=")
     if not sep or not name.strip():
-        raise CudaTaskError(f"--template {text!r} is not NAME=VALUE: write it like T=float,BLOCK=256")
+        raise CudaTaskError(
+            f"--template {text!r} is not NAME=VALUE: write it like T=float,BLOCK=256"
+        )
     return name.strip(), value.strip()
 
 
@@ -620,7 +869,11 @@ def toml_text(data: dict[str, Any]) -> str:
 
 
 def _table(data: dict[str, Any], prefix: list[str], lines: list[str]) -> None:
-    scalars = {k: v for k, v in data.items() if v is not None and not _is_table(v) and not _is_table_array(v)}
+    scalars = {
+        k: v
+        for k, v in data.items()
+        if v is not None and not _is_table(v) and not _is_table_array(v)
+    }
     for k, v in scalars.items():
         lines.append(f"{k} = {_value(v)}")
     for k, v in data.items():
@@ -638,8 +891,12 @@ def _is_table(v: Any) -> bool:
 
 
 def _is_table_array(v: Any) -> bool:
-    return isinstance(v, list) and bool(v) and all(isinstance(x, dict) for x in v) and \
-        any(any(isinstance(y, dict | list) for y in x.values()) for x in v)
+    return (
+        isinstance(v, list)
+        and bool(v)
+        and all(isinstance(x, dict) for x in v)
+        and any(any(isinstance(y, dict | list) for y in x.values()) for x in v)
+    )
 
 
 def _value(v: Any) -> str:
@@ -660,7 +917,11 @@ def _value(v: Any) -> str:
     if isinstance(v, list):
         return "[" + ", ".join(_value(x) for x in v) + "]"
     if isinstance(v, dict):
-        return "{ " + ", ".join(f"{_key(k)} = {_value(x)}" for k, x in v.items() if x is not None) + " }"
+        return (
+            "{ "
+            + ", ".join(f"{_key(k)} = {_value(x)}" for k, x in v.items() if x is not None)
+            + " }"
+        )
     raise TypeError(f"cannot write {type(v).__name__} to TOML")
 
 

@@ -111,4 +111,6 @@ class CudaFile(BaseModel):
         for k in self.kernels:
             if k.name == name:
                 return k
-        raise KeyError(f"no __global__ kernel named {name!r}; kernels: {[k.name for k in self.kernels]}")
+        raise KeyError(
+            f"no __global__ kernel named {name!r}; kernels: {[k.name for k in self.kernels]}"
+        )

@@ -18,15 +18,27 @@ def declared_name(declarator: Node | None) -> str:
     for _ in range(64):
         if cur is None:
             return ""
-        if cur.type in ("identifier", "field_identifier", "type_identifier", "operator_name",
-                        "destructor_name"):
+        if cur.type in (
+            "identifier",
+            "field_identifier",
+            "type_identifier",
+            "operator_name",
+            "destructor_name",
+        ):
             return source_text(cur)
         if cur.type in ("qualified_identifier", "template_function"):
             return collapse_spaces(source_text(cur))
         nxt = cur.child_by_field_name("declarator") or cur.child_by_field_name("name")
         if nxt is None:
-            nxt = next((c for c in cur.named_children if c.type not in ("type_qualifier", "attribute_specifier",
-                                                                         "ms_pointer_modifier")), None)
+            nxt = next(
+                (
+                    c
+                    for c in cur.named_children
+                    if c.type
+                    not in ("type_qualifier", "attribute_specifier", "ms_pointer_modifier")
+                ),
+                None,
+            )
         cur = nxt
     return ""
 
@@ -39,11 +51,19 @@ def template_params(fn: Node) -> list[TemplateParam]:
     plist = parent.child_by_field_name("parameters")
     out = []
     for p in plist.named_children if plist else []:
-        default = source_text(p.child_by_field_name("default_type") or p.child_by_field_name("default_value"))
+        default = source_text(
+            p.child_by_field_name("default_type") or p.child_by_field_name("default_value")
+        )
         default = default or None
-        if p.type in ("type_parameter_declaration", "optional_type_parameter_declaration",
-                      "variadic_type_parameter_declaration"):
-            name = next((source_text(c) for c in p.named_children if c.type == "type_identifier"), source_text(p))
+        if p.type in (
+            "type_parameter_declaration",
+            "optional_type_parameter_declaration",
+            "variadic_type_parameter_declaration",
+        ):
+            name = next(
+                (source_text(c) for c in p.named_children if c.type == "type_identifier"),
+                source_text(p),
+            )
             out.append(TemplateParam(name=name, kind="typename", default=default))
         elif p.type == "template_template_parameter_declaration":
             out.append(TemplateParam(name=collapse_spaces(source_text(p)), kind="template"))
@@ -59,8 +79,11 @@ def params(decl: Node) -> list[Param]:
     plist = decl.child_by_field_name("parameters")
     out = []
     for p in plist.named_children if plist else []:
-        if p.type not in ("parameter_declaration", "optional_parameter_declaration",
-                          "variadic_parameter_declaration"):
+        if p.type not in (
+            "parameter_declaration",
+            "optional_parameter_declaration",
+            "variadic_parameter_declaration",
+        ):
             continue
         out.append(_param(p, len(out)))
     return out
@@ -73,20 +96,34 @@ def _param(p: Node, index: int) -> Param:
     kinds = {n.type for n in timed_walk(declarator)} if declarator is not None else set()
     direct_quals = {source_text(c) for c in p.children if c.type == "type_qualifier"}
     all_quals = {source_text(n) for n in timed_walk(p) if n.type == "type_qualifier"}
-    is_pointer = bool(kinds & {"pointer_declarator", "abstract_pointer_declarator", "array_declarator",
-                               "abstract_array_declarator"})
+    is_pointer = bool(
+        kinds
+        & {
+            "pointer_declarator",
+            "abstract_pointer_declarator",
+            "array_declarator",
+            "abstract_array_declarator",
+        }
+    )
     full = re.sub(r"\s+([*&])", r"\1", collapse_spaces(source_text(p)))
     # the type is the text without the name (its last occurrence)
-    type_text = collapse_spaces(re.sub(rf"\b{re.escape(name)}\b(?!.*\b{re.escape(name)}\b)", "", full)) \
-        if name else full
+    type_text = (
+        collapse_spaces(re.sub(rf"\b{re.escape(name)}\b(?!.*\b{re.escape(name)}\b)", "", full))
+        if name
+        else full
+    )
     if p.type == "optional_parameter_declaration":
         type_text = type_text.split("=")[0].strip()
     return Param(
-        name=name or f"arg{index}", type=type_text, base_type=collapse_spaces(source_text(type_node)),
-        is_pointer=is_pointer, is_reference=bool(kinds & {"reference_declarator", "abstract_reference_declarator"}),
+        name=name or f"arg{index}",
+        type=type_text,
+        base_type=collapse_spaces(source_text(type_node)),
+        is_pointer=is_pointer,
+        is_reference=bool(kinds & {"reference_declarator", "abstract_reference_declarator"}),
         is_const="const" in (direct_quals if is_pointer else all_quals),
         is_restrict=bool(all_quals & {"__restrict__", "__restrict", "restrict"}),
-        default=source_text(p.child_by_field_name("default_value")) if p.type == "optional_parameter_declaration"
+        default=source_text(p.child_by_field_name("default_value"))
+        if p.type == "optional_parameter_declaration"
         else None,
     )
 
@@ -109,16 +146,43 @@ def _array_dims(declarator: Node) -> tuple[str, list[str], bool]:
             cur = cur.child_by_field_name("declarator")
             continue
         if cur.type in ("pointer_declarator", "reference_declarator", "attributed_declarator"):
-            cur = cur.child_by_field_name("declarator") or (cur.named_children[-1] if cur.named_children else None)
+            cur = cur.child_by_field_name("declarator") or (
+                cur.named_children[-1] if cur.named_children else None
+            )
             continue
         break
     return declared_name(declarator), dims, empty
 
 
-_SIZES = {"float": 4, "int": 4, "unsigned": 4, "unsigned int": 4, "uint32_t": 4, "int32_t": 4, "double": 8,
-          "half": 2, "__half": 2, "__nv_bfloat16": 2, "char": 1, "unsigned char": 1, "uint8_t": 1, "int8_t": 1,
-          "short": 2, "half2": 4, "__half2": 4, "float2": 8, "float4": 16, "int4": 16, "int2": 8, "uint4": 16,
-          "long long": 8, "unsigned long long": 8, "int64_t": 8, "uint64_t": 8, "bool": 1}
+_SIZES = {
+    "float": 4,
+    "int": 4,
+    "unsigned": 4,
+    "unsigned int": 4,
+    "uint32_t": 4,
+    "int32_t": 4,
+    "double": 8,
+    "half": 2,
+    "__half": 2,
+    "__nv_bfloat16": 2,
+    "char": 1,
+    "unsigned char": 1,
+    "uint8_t": 1,
+    "int8_t": 1,
+    "short": 2,
+    "half2": 4,
+    "__half2": 4,
+    "float2": 8,
+    "float4": 16,
+    "int4": 16,
+    "int2": 8,
+    "uint4": 16,
+    "long long": 8,
+    "unsigned long long": 8,
+    "int64_t": 8,
+    "uint64_t": 8,
+    "bool": 1,
+}
 
 
 def _static_bytes(type_: str, dims: list[str], defines: dict[str, str]) -> int | None:
@@ -135,8 +199,15 @@ def _static_bytes(type_: str, dims: list[str], defines: dict[str, str]) -> int |
 
 def _int_expr(expr: str, defines: dict[str, str]) -> int | None:
     for _ in range(8):
-        changed = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: f"({defines[m.group()]})"
-                         if m.group() in defines and not defines[m.group()].startswith("(") else m.group(), expr)
+        changed = re.sub(
+            r"\b[A-Za-z_]\w*\b",
+            lambda m: (
+                f"({defines[m.group()]})"
+                if m.group() in defines and not defines[m.group()].startswith("(")
+                else m.group()
+            ),
+            expr,
+        )
         if changed == expr:
             break
         expr = changed
@@ -159,24 +230,41 @@ def shared_arrays(body: Node, defines: dict[str, str]) -> list[SharedDecl]:
         quals = {source_text(c) for c in node.children if c.type == "type_qualifier"}
         if "__shared__" not in quals:
             continue
-        extern = any(source_text(c) == "extern" for c in node.children if c.type == "storage_class_specifier")
+        extern = any(
+            source_text(c) == "extern" for c in node.children if c.type == "storage_class_specifier"
+        )
         type_ = collapse_spaces(source_text(node.child_by_field_name("type")))
         for d in node.children_by_field_name("declarator"):
             name, dims, empty = _array_dims(d)
             dynamic = extern or empty
-            out.append(SharedDecl(name=name, type=type_, dims=dims, dynamic=dynamic, line=line(node),
-                                  bytes=None if dynamic else _static_bytes(type_, dims, defines)))
+            out.append(
+                SharedDecl(
+                    name=name,
+                    type=type_,
+                    dims=dims,
+                    dynamic=dynamic,
+                    line=line(node),
+                    bytes=None if dynamic else _static_bytes(type_, dims, defines),
+                )
+            )
     return out
 
 
-_SPACES = {"__constant__": "constant", "__device__": "device", "__shared__": "shared", "__managed__": "managed"}
+_SPACES = {
+    "__constant__": "constant",
+    "__device__": "device",
+    "__shared__": "shared",
+    "__managed__": "managed",
+}
 
 
 def global_vars(node: Node) -> list[GlobalVar]:
     """The __constant__/__device__/__shared__/__managed__ variables a file-scope declaration declares."""
     quals = [source_text(c) for c in node.children if c.type in ("type_qualifier", "__device__")]
     space = next((_SPACES[q] for q in reversed(quals) if q in _SPACES), None)
-    if space is None or any(d.type == "function_declarator" for d in node.children_by_field_name("declarator")):
+    if space is None or any(
+        d.type == "function_declarator" for d in node.children_by_field_name("declarator")
+    ):
         return []
     type_ = collapse_spaces(source_text(node.child_by_field_name("type")))
     out = []
@@ -184,4 +272,3 @@ def global_vars(node: Node) -> list[GlobalVar]:
         name, dims, _ = _array_dims(d)
         out.append(GlobalVar(name=name, type=type_, space=space, dims=dims, line=line(node)))
     return out
-

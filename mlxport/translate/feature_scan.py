@@ -26,7 +26,11 @@ class FeatureContext:
         self.wmma_names = {"wmma", "nvcuda::wmma"}
         for node in timed_walk(root, frozenset({"function_definition"})):
             if node.type == "namespace_alias_definition":
-                target = collapse_spaces(source_text(node.named_children[-1])) if node.named_children else ""
+                target = (
+                    collapse_spaces(source_text(node.named_children[-1]))
+                    if node.named_children
+                    else ""
+                )
                 alias = source_text(node.child_by_field_name("name"))
                 if "cooperative_groups" in target:
                     self.cg_names.add(alias)
@@ -34,10 +38,14 @@ class FeatureContext:
                     self.wmma_names.add(alias)
 
 
-_WMMA_NAMES = frozenset({"fragment", "load_matrix_sync", "store_matrix_sync", "mma_sync", "fill_fragment"})
+_WMMA_NAMES = frozenset(
+    {"fragment", "load_matrix_sync", "store_matrix_sync", "mma_sync", "fill_fragment"}
+)
 
 
-def _feature_from_name(name: str, ctx: FeatureContext, qualifier: str = "") -> tuple[str, F.Rule] | None:
+def _feature_from_name(
+    name: str, ctx: FeatureContext, qualifier: str = ""
+) -> tuple[str, F.Rule] | None:
     q = qualifier.rstrip(":")
     head = q.split("::")[0] if q else ""
     if q in ctx.cg_names or head in ctx.cg_names:
@@ -59,8 +67,9 @@ def _feature_from_name(name: str, ctx: FeatureContext, qualifier: str = "") -> t
     return None
 
 
-_NAME_NODES = frozenset({"identifier", "type_identifier", "primitive_type", "namespace_identifier",
-                         "field_identifier"})
+_NAME_NODES = frozenset(
+    {"identifier", "type_identifier", "primitive_type", "namespace_identifier", "field_identifier"}
+)
 
 
 def _qualifier_of(node: Node) -> str:
@@ -69,7 +78,11 @@ def _qualifier_of(node: Node) -> str:
         node, parent = parent, parent.parent
     if parent is not None and parent.type == "template_function":
         node, parent = parent, parent.parent
-    if parent is None or parent.type != "qualified_identifier" or parent.child_by_field_name("scope") == node:
+    if (
+        parent is None
+        or parent.type != "qualified_identifier"
+        or parent.child_by_field_name("scope") == node
+    ):
         return ""
     parts = []
     cur = parent
@@ -81,7 +94,9 @@ def _qualifier_of(node: Node) -> str:
     return "::".join(reversed(parts))
 
 
-def function_features(fn_node: Node, body: Node, ctx: FeatureContext, info: KernelInfo) -> list[Feature]:
+def function_features(
+    fn_node: Node, body: Node, ctx: FeatureContext, info: KernelInfo
+) -> list[Feature]:
     """The features of one function: its body, signature, launch bounds, shared arrays and restrict."""
     found = _body_features(body, ctx) + _signature_features(fn_node)
     for sh in info.shared:
@@ -105,12 +120,19 @@ def _body_features(body: Node, ctx: FeatureContext) -> list[Feature]:
         elif t == "gnu_asm_expression":
             found.append(_asm_feature(node))
         elif t == "kernel_call_syntax":
-            found.append(Feature(name="dynamic_parallelism", category="dynamic_parallelism", line=line(node)))
+            found.append(
+                Feature(name="dynamic_parallelism", category="dynamic_parallelism", line=line(node))
+            )
         elif t == "init_declarator" and "gridDim" in source_text(node.child_by_field_name("value")):
             grid_vars.add(declared_name(node.child_by_field_name("declarator")))
-        elif t == "assignment_expression" and source_text(node.child_by_field_name("operator")) == "+=":
+        elif (
+            t == "assignment_expression"
+            and source_text(node.child_by_field_name("operator")) == "+="
+        ):
             rhs = source_text(node.child_by_field_name("right"))
-            if "gridDim" in rhs or any(re.search(rf"\b{re.escape(v)}\b", rhs) for v in grid_vars if v):
+            if "gridDim" in rhs or any(
+                re.search(rf"\b{re.escape(v)}\b", rhs) for v in grid_vars if v
+            ):
                 found.append(Feature(name="grid_stride_loop", category="pattern", line=line(node)))
         elif t == "declaration":
             _decl_feature(node, found)
@@ -118,9 +140,17 @@ def _body_features(body: Node, ctx: FeatureContext) -> list[Feature]:
 
 
 def _asm_feature(node: Node) -> Feature:
-    name = "mma_ptx" if re.search(r"\bmma\.sync|\bwgmma|\bldmatrix", source_text(node)) else "inline_ptx"
-    return Feature(name=name, category=F.SYNTAX[name].category, line=line(node),
-                   detail=collapse_spaces(source_text(node.child_by_field_name("assembly_code")))[:60])
+    name = (
+        "mma_ptx"
+        if re.search(r"\bmma\.sync|\bwgmma|\bldmatrix", source_text(node))
+        else "inline_ptx"
+    )
+    return Feature(
+        name=name,
+        category=F.SYNTAX[name].category,
+        line=line(node),
+        detail=collapse_spaces(source_text(node.child_by_field_name("assembly_code")))[:60],
+    )
 
 
 def _signature_features(fn_node: Node) -> list[Feature]:
@@ -129,10 +159,23 @@ def _signature_features(fn_node: Node) -> list[Feature]:
     for node in timed_walk(signature) if signature is not None else []:
         if node.type in ("type_identifier", "primitive_type") and source_text(node) in F.TYPES:
             rule = F.TYPES[source_text(node)]
-            found.append(Feature(name=source_text(node), category=rule.category, line=line(node), detail="parameter"))
+            found.append(
+                Feature(
+                    name=source_text(node),
+                    category=rule.category,
+                    line=line(node),
+                    detail="parameter",
+                )
+            )
     for lb in (c for c in fn_node.children if c.type == "launch_bounds"):
-        found.append(Feature(name="launch_bounds", category="attribute", line=line(lb),
-                             detail=collapse_spaces(source_text(lb))[len("__launch_bounds__"):]))
+        found.append(
+            Feature(
+                name="launch_bounds",
+                category="attribute",
+                line=line(lb),
+                detail=collapse_spaces(source_text(lb))[len("__launch_bounds__") :],
+            )
+        )
     return found
 
 
@@ -144,7 +187,12 @@ def _name_feature(node: Node, ctx: FeatureContext, found: list[Feature]) -> None
     if node.type == "field_identifier":
         return
     hit = _feature_from_name(name, ctx, _qualifier_of(node))
-    if hit is None and name in ctx.macros and parent is not None and parent.type != "call_expression":
+    if (
+        hit is None
+        and name in ctx.macros
+        and parent is not None
+        and parent.type != "call_expression"
+    ):
         _macro_features(name, ctx, line(node), found)
         return
     if hit is not None and hit[1] is not None:
@@ -159,8 +207,10 @@ def _is_callee(node: Node) -> bool:
             return False
         if parent.type == "call_expression":
             return parent.child_by_field_name("function") == cur
-        if parent.type not in ("template_function", "qualified_identifier") or \
-                cur not in (parent.child_by_field_name("name"), parent.child_by_field_name("function")):
+        if parent.type not in ("template_function", "qualified_identifier") or cur not in (
+            parent.child_by_field_name("name"),
+            parent.child_by_field_name("function"),
+        ):
             return False
         cur = parent
     return False
@@ -181,7 +231,11 @@ def _call_feature(call: Node, ctx: FeatureContext, found: list[Feature]) -> None
         return
     feat, rule = hit
     if rule is not None:
-        found.append(Feature(name=feat, category=rule.category, line=line(call), detail=_call_detail(feat, call)))
+        found.append(
+            Feature(
+                name=feat, category=rule.category, line=line(call), detail=_call_detail(feat, call)
+            )
+        )
 
 
 def _member_call_feature(fn: Node, ln: int, found: list[Feature]) -> None:
@@ -191,9 +245,13 @@ def _member_call_feature(fn: Node, ln: int, found: list[Feature]) -> None:
     if field == "sync" and ("grid" in obj.lower() or "this_grid" in obj):
         found.append(Feature(name="grid.sync", category="grid_sync", line=ln, detail=obj))
     elif field == "sync":
-        found.append(Feature(name="__syncthreads", category="barrier", line=ln, detail=f"{obj}.sync()"))
+        found.append(
+            Feature(name="__syncthreads", category="barrier", line=ln, detail=f"{obj}.sync()")
+        )
     elif field in ("shfl_down", "shfl_xor", "shfl_up", "shfl", "ballot", "any", "all"):
-        found.append(Feature(name=f"__{field}_sync", category="warp", line=ln, detail=f"{obj}.{field}()"))
+        found.append(
+            Feature(name=f"__{field}_sync", category="warp", line=ln, detail=f"{obj}.{field}()")
+        )
 
 
 def _call_qualifier(fn: Node) -> str:
@@ -220,7 +278,14 @@ def _call_detail(feat: str, call: Node) -> str:
     if feat in ("__ballot_sync", "__any_sync", "__all_sync") and arg_nodes:
         return f"mask={collapse_spaces(source_text(arg_nodes[0]))}"
     if feat == "tiled_partition":
-        tf = next((n for n in timed_walk(call.child_by_field_name("function")) if n.type == "template_function"), None)
+        tf = next(
+            (
+                n
+                for n in timed_walk(call.child_by_field_name("function"))
+                if n.type == "template_function"
+            ),
+            None,
+        )
         targs = tf.child_by_field_name("arguments") if tf is not None else None
         return f"size={collapse_spaces(source_text(targs))[1:-1]}" if targs is not None else ""
     return ""
@@ -228,7 +293,9 @@ def _call_detail(feat: str, call: Node) -> str:
 
 def _atomic_type(arg: Node, call: Node) -> str:
     text = collapse_spaces(source_text(arg))
-    cast = re.search(r"\(\s*([\w\s]+?)\s*\*\s*\)", text) or re.search(r"_cast<\s*([\w\s]+?)\s*\*\s*>", text)
+    cast = re.search(r"\(\s*([\w\s]+?)\s*\*\s*\)", text) or re.search(
+        r"_cast<\s*([\w\s]+?)\s*\*\s*>", text
+    )
     if cast:
         return cast.group(1)
     root = next((n for n in timed_walk(arg) if n.type == "identifier"), None)
@@ -264,15 +331,27 @@ def _macro_features(name: str, ctx: FeatureContext, ln: int, found: list[Feature
         seen.add(cur)
         body = ctx.macros[cur].body
         for tok in re.finditer(r"(?:(\w+)\s*::\s*)?\b([A-Za-z_]\w*)\b", body):
-            hit = _feature_from_name(tok.group(2), ctx, (tok.group(1) or "") + "::" if tok.group(1) else "")
+            hit = _feature_from_name(
+                tok.group(2), ctx, (tok.group(1) or "") + "::" if tok.group(1) else ""
+            )
             if hit is not None and hit[1] is not None:
-                found.append(Feature(name=hit[0], category=hit[1].category, line=ln, detail=f"via macro {name}"))
+                found.append(
+                    Feature(
+                        name=hit[0], category=hit[1].category, line=ln, detail=f"via macro {name}"
+                    )
+                )
             elif tok.group(2) in ctx.macros:
                 stack.append(tok.group(2))
         if re.search(r"\+=\s*[^;]*gridDim", body):
-            found.append(Feature(name="grid_stride_loop", category="pattern", line=ln, detail=f"via macro {name}"))
+            found.append(
+                Feature(
+                    name="grid_stride_loop", category="pattern", line=ln, detail=f"via macro {name}"
+                )
+            )
         if "asm" in re.findall(r"\b\w+\b", body):
-            found.append(Feature(name="inline_ptx", category="ptx", line=ln, detail=f"via macro {name}"))
+            found.append(
+                Feature(name="inline_ptx", category="ptx", line=ln, detail=f"via macro {name}")
+            )
 
 
 def dedupe(found: list[Feature]) -> list[Feature]:

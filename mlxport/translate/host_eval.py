@@ -38,33 +38,68 @@ from mlxport.translate.host_values import (
     number,
 )
 
-_ALLOCATORS = {"cudaMalloc", "cudaMallocManaged", "cudaMallocAsync", "cudaMallocHost", "cudaHostAlloc"}
+_ALLOCATORS = {
+    "cudaMalloc",
+    "cudaMallocManaged",
+    "cudaMallocAsync",
+    "cudaMallocHost",
+    "cudaHostAlloc",
+}
 _RANDOM = re.compile(r"make_(random|zeros|ones)\w*|make_\w+_float|malloc|calloc")
-_TORCH_MAKE = {"zeros", "empty", "ones", "full", "rand", "randn", "zeros_like", "empty_like", "ones_like",
-               "full_like", "randn_like", "rand_like"}
+_TORCH_MAKE = {
+    "zeros",
+    "empty",
+    "ones",
+    "full",
+    "rand",
+    "randn",
+    "zeros_like",
+    "empty_like",
+    "ones_like",
+    "full_like",
+    "randn_like",
+    "rand_like",
+}
 
 
-
-def evaluate_launch(source: str, kernel: str, case: dict[str, Any], defines: dict[str, str] | None = None,
-                    grid: Any = None, block: Any = None, shared_bytes: Any = None,
-                    types: dict[str, str] | None = None, probe: Callable[[str], int | None] | None = None
-                    ) -> HostLaunch:
+def evaluate_launch(
+    source: str,
+    kernel: str,
+    case: dict[str, Any],
+    defines: dict[str, str] | None = None,
+    grid: Any = None,
+    block: Any = None,
+    shared_bytes: Any = None,
+    types: dict[str, str] | None = None,
+    probe: Callable[[str], int | None] | None = None,
+) -> HostLaunch:
     """The launch of ``kernel`` at ``case``; ``grid``/``block``/``shared_bytes`` (from flags) replace
     what the host code says; ``types`` are the template types a launcher's ``sizeof(T)`` means where
     no call in the file instantiates it; ``probe`` gives the value of a compile-time constant of the
     device code (``x128::size``) that nothing in the host code defines."""
     data = source.encode()
     tree = parse(data)
-    ev = _Evaluator(tree.root_node, {**case, **{_TYPE + k: v for k, v in (types or {}).items()}}, defines or {}, data,
-                    probe)
-    sites = [n for n in walk(tree.root_node) if n.type == "kernel_call_syntax" and _launches(n, kernel)]
+    ev = _Evaluator(
+        tree.root_node,
+        {**case, **{_TYPE + k: v for k, v in (types or {}).items()}},
+        defines or {},
+        data,
+        probe,
+    )
+    sites = [
+        n for n in walk(tree.root_node) if n.type == "kernel_call_syntax" and _launches(n, kernel)
+    ]
     if not sites and (grid is None or block is None):
-        raise HostEvalError(f"the host code never launches {kernel} with <<<...>>>: pass --grid and --block")
+        raise HostEvalError(
+            f"the host code never launches {kernel} with <<<...>>>: pass --grid and --block"
+        )
     taken = [s for s in sites if ev.taken(s)]  # `if (cols <= 1024) k<T, 128><<<...>>> else ...`
     if sites and not taken and (grid is None or block is None):
-        raise HostEvalError(f"at this case the host code never launches {kernel}: each launch (line "
-                            f"{', '.join(str(ev.line(s)) for s in sites)}) is in a branch the case does not take; "
-                            f"bind other sizes with --case")
+        raise HostEvalError(
+            f"at this case the host code never launches {kernel}: each launch (line "
+            f"{', '.join(str(ev.line(s)) for s in sites)}) is in a branch the case does not take; "
+            f"bind other sizes with --case"
+        )
     sites = taken
     errors = []
     for site in sites or [None]:
@@ -91,7 +126,11 @@ def _template_types(fn: Node, call: Node) -> dict[str, str]:
     if callee is None or callee.type != "template_function" or decl is None:
         return {}
     params = decl.child_by_field_name("parameters")
-    names = [text(p.named_children[-1]) for p in params.named_children if p.named_children] if params else []
+    names = (
+        [text(p.named_children[-1]) for p in params.named_children if p.named_children]
+        if params
+        else []
+    )
     types = [text(a) for a in callee.child_by_field_name("arguments").named_children]
     return {_TYPE + n: t for n, t in zip(names, types, strict=False)}
 
@@ -103,8 +142,11 @@ def _launches(site: Node, kernel: str) -> bool:
     if name == kernel:
         return True
     fn = next((a for a in _ancestors(site) if a.type == "function_definition"), None)
-    return fn is not None and re.search(rf"\b{re.escape(name)}\s*=\s*&?\s*{re.escape(kernel)}\b(?!\s*\()",
-                                        text(fn)) is not None
+    return (
+        fn is not None
+        and re.search(rf"\b{re.escape(name)}\s*=\s*&?\s*{re.escape(kernel)}\b(?!\s*\()", text(fn))
+        is not None
+    )
 
 
 def _launched(call: Node | None) -> str:
@@ -115,17 +157,29 @@ def _launched(call: Node | None) -> str:
 
 
 class _Evaluator:
-    def __init__(self, root: Node, case: dict[str, Any], defines: dict[str, str], data: bytes = b"",
-                 probe: Callable[[str], int | None] | None = None):
+    def __init__(
+        self,
+        root: Node,
+        case: dict[str, Any],
+        defines: dict[str, str],
+        data: bytes = b"",
+        probe: Callable[[str], int | None] | None = None,
+    ):
         self.root = root
         self.probe = functools.cache(probe) if probe is not None else None
         self.case = dict(case)
         self.defines = defines
         # preprocessed text carries `# N "file"` markers: lines are reported as the file's own
-        self.markers = [(m.start(), int(m.group(1))) for m in re.finditer(rb'(?m)^# (\d+) "[^"]*"', data)]
+        self.markers = [
+            (m.start(), int(m.group(1))) for m in re.finditer(rb'(?m)^# (\d+) "[^"]*"', data)
+        ]
         self.data = data
         self.inlining = 0
-        self.functions = {function_name(n)[0].split("::")[-1]: n for n in walk(root) if n.type == "function_definition"}
+        self.functions = {
+            function_name(n)[0].split("::")[-1]: n
+            for n in walk(root)
+            if n.type == "function_definition"
+        }
 
     @functools.cached_property
     def constants(self) -> dict[str, int | float]:
@@ -133,7 +187,9 @@ class _Evaluator:
         for c in self.root.named_children:
             if c.type == "declaration":
                 self.execute(c, env)
-        return {k: v for k, v in env.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+        return {
+            k: v for k, v in env.items() if isinstance(v, int | float) and not isinstance(v, bool)
+        }
 
     # -- the launch
 
@@ -146,7 +202,9 @@ class _Evaluator:
             t = re.sub(r"\s+", " ", m.group(2)).strip()
             acc = re.fullmatch(r"(?:at::)?acc_type<\s*([\w:]+)\s*,\s*true\s*>", t)
             # PyTorch accumulates half, bfloat16 and float in float on CUDA, double in double
-            found.setdefault(m.group(1), set()).add(("double" if acc.group(1) == "double" else "float") if acc else t)
+            found.setdefault(m.group(1), set()).add(
+                ("double" if acc.group(1) == "double" else "float") if acc else t
+            )
         return {k: next(iter(v)) for k, v in found.items() if len(v) == 1}
 
     def line(self, node: Node) -> int:
@@ -173,8 +231,15 @@ class _Evaluator:
         arg_list = call.child_by_field_name("arguments") if call is not None else None
         for a in arg_list.named_children if arg_list is not None else []:
             args.append(HostArg(text(a), self.value(a, env)))
-        return HostLaunch(kernel, self.line(site) if site is not None else 0, g.tuple(), b.tuple(),
-                          int(smem), targs, args)
+        return HostLaunch(
+            kernel,
+            self.line(site) if site is not None else 0,
+            g.tuple(),
+            b.tuple(),
+            int(smem),
+            targs,
+            args,
+        )
 
     def taken(self, site: Node) -> bool:
         """False where an ``if`` around the launch decides, at the case, for the other branch."""
@@ -182,15 +247,22 @@ class _Evaluator:
             if stmt.type != "if_statement" or branch == stmt.child_by_field_name("condition"):
                 continue
             c = self.value(stmt.child_by_field_name("condition"), self.scope_before(stmt))
-            if isinstance(c, int | float | bool) and bool(c) != (branch == stmt.child_by_field_name("consequence")):
+            if isinstance(c, int | float | bool) and bool(c) != (
+                branch == stmt.child_by_field_name("consequence")
+            ):
                 return False
         return True
 
     def template_arg(self, node: Node, env: dict) -> str:
         if node.type == "type_descriptor":  # <T, BLOCK>: a name, parsed as a type, may be a number
             v = env.get(text(node).strip(), self.case.get(text(node).strip()))
-            return ("true" if v else "false") if isinstance(v, bool) else str(int(v)) \
-                if isinstance(v, int | float) and float(v).is_integer() else text(node)
+            return (
+                ("true" if v else "false")
+                if isinstance(v, bool)
+                else str(int(v))
+                if isinstance(v, int | float) and float(v).is_integer()
+                else text(node)
+            )
         v = self.value(node, env)
         if isinstance(v, bool):
             return "true" if v else "false"
@@ -204,8 +276,11 @@ class _Evaluator:
             v = Dim3(*[int(x) for x in v])
         if isinstance(v, int | float):
             v = Dim3(int(v))
-        if isinstance(v, Dim3) and (bad := next((f for f in (v.x, v.y, v.z) if not isinstance(f, int | float)),
-                                                None)) is not None:
+        if (
+            isinstance(v, Dim3)
+            and (bad := next((f for f in (v.x, v.y, v.z) if not isinstance(f, int | float)), None))
+            is not None
+        ):
             v = bad
         if not isinstance(v, Dim3):
             raise HostEvalError(self.unknown(v, what, value))
@@ -290,22 +365,48 @@ class _Evaluator:
         elif stmt.type == "if_statement":  # a branch the case decides: its statements count
             c = self.value(stmt.child_by_field_name("condition"), env)
             if isinstance(c, int | float | bool):
-                branch = stmt.child_by_field_name("consequence") if c else stmt.child_by_field_name("alternative")
+                branch = (
+                    stmt.child_by_field_name("consequence")
+                    if c
+                    else stmt.child_by_field_name("alternative")
+                )
                 if branch is not None and branch.type == "else_clause":
                     branch = branch.named_children[-1] if branch.named_children else None
-                for s in (branch.named_children if branch is not None and branch.type == "compound_statement"
-                          else [branch] if branch is not None else []):
+                for s in (
+                    branch.named_children
+                    if branch is not None and branch.type == "compound_statement"
+                    else [branch]
+                    if branch is not None
+                    else []
+                ):
                     self.execute(s, env)
 
     def declare(self, decl: Node, env: dict[str, Any]) -> None:
-        type_text = " ".join(text(c) for c in decl.children if c.type in (
-            "primitive_type", "type_identifier", "qualified_identifier", "template_type", "sized_type_specifier",
-            "placeholder_type_specifier"))
+        type_text = " ".join(
+            text(c)
+            for c in decl.children
+            if c.type
+            in (
+                "primitive_type",
+                "type_identifier",
+                "qualified_identifier",
+                "template_type",
+                "sized_type_specifier",
+                "placeholder_type_specifier",
+            )
+        )
         for d in decl.named_children:
-            if d.type == "function_declarator":  # dim3 grid(B, nh): a constructor, parsed as a prototype
+            if (
+                d.type == "function_declarator"
+            ):  # dim3 grid(B, nh): a constructor, parsed as a prototype
                 self.construct(d, type_text, env)
                 continue
-            if d.type not in ("init_declarator", "identifier", "pointer_declarator", "array_declarator"):
+            if d.type not in (
+                "init_declarator",
+                "identifier",
+                "pointer_declarator",
+                "array_declarator",
+            ):
                 continue
             name = declared_name(d)
             value = d.child_by_field_name("value") if d.type == "init_declarator" else None
@@ -316,12 +417,21 @@ class _Evaluator:
             if value is None and "dim3" in type_text and "*" not in text(d):
                 env[name] = Dim3(1)  # dim3's constructor: (1, 1, 1) until fields are set
             elif value is None:
-                env[name] = Buffer(name) if "*" in text(d) else Unknown(f"{name} is declared without a value")
+                env[name] = (
+                    Buffer(name)
+                    if "*" in text(d)
+                    else Unknown(f"{name} is declared without a value")
+                )
             elif value.type == "argument_list":  # dim3 grid(a, b)
                 parts = [self.value(a, env) for a in value.named_children]
-                why = next((p.why for p in parts if isinstance(p, Unknown)), f"{name} is constructed")
-                env[name] = Dim3(*parts) if "dim3" in type_text and all(isinstance(p, int | float) for p in parts) \
+                why = next(
+                    (p.why for p in parts if isinstance(p, Unknown)), f"{name} is constructed"
+                )
+                env[name] = (
+                    Dim3(*parts)
+                    if "dim3" in type_text and all(isinstance(p, int | float) for p in parts)
                     else (parts[0] if len(parts) == 1 else Unknown(why))
+                )
             elif value.type == "initializer_list":
                 parts = [self.value(a, env) for a in value.named_children]
                 env[name] = Dim3(*parts) if "dim3" in type_text and parts else parts
@@ -339,8 +449,14 @@ class _Evaluator:
             env[name] = self.case[name]
             return
         plist = d.child_by_field_name("parameters")
-        parts = [self.value(e, env) if (e := _parse_expr(text(p))) is not None else Unknown(text(p))
-                 for p in plist.named_children] if plist is not None else []
+        parts = (
+            [
+                self.value(e, env) if (e := _parse_expr(text(p))) is not None else Unknown(text(p))
+                for p in plist.named_children
+            ]
+            if plist is not None
+            else []
+        )
         if "dim3" in type_text and parts and all(isinstance(v, int | float) for v in parts):
             env[name] = Dim3(*parts)
         elif len(parts) == 1:
@@ -353,7 +469,9 @@ class _Evaluator:
         """``const int B = Q.size(0)`` with B bound: Q's dim 0 is B."""
         if value is None or name not in self.case:
             return
-        m = re.fullmatch(r"\(?\s*(?:\w+\s*\)\s*)?(\w+)\s*\.\s*(?:size|shape)\s*\(\s*(\d+)\s*\)", text(value))
+        m = re.fullmatch(
+            r"\(?\s*(?:\w+\s*\)\s*)?(\w+)\s*\.\s*(?:size|shape)\s*\(\s*(\d+)\s*\)", text(value)
+        )
         m = m or re.fullmatch(r"(\w+)\s*\.\s*(?:size|shape)\s*\[\s*(\d+)\s*\]", text(value))
         if m and isinstance(env.get(m.group(1)), Tensor):
             env[m.group(1)].dims[int(m.group(2))] = int(self.case[name])
@@ -368,9 +486,14 @@ class _Evaluator:
                 v, op = self.value(right, env), text(expr.child_by_field_name("operator"))
                 old = getattr(env[field.group(1)], field.group(2))
                 if op != "=":
-                    v = binop(op[:-1], old, v) if isinstance(v, int | float) and isinstance(old, int | float) \
+                    v = (
+                        binop(op[:-1], old, v)
+                        if isinstance(v, int | float) and isinstance(old, int | float)
                         else Unknown(f"cannot evaluate {text(expr)}")
-                env[field.group(1)] = dataclasses.replace(env[field.group(1)], **{field.group(2): v})
+                    )
+                env[field.group(1)] = dataclasses.replace(
+                    env[field.group(1)], **{field.group(2): v}
+                )
                 return
             if not re.fullmatch(r"\w+", name) or name in self.case:
                 return
@@ -379,20 +502,35 @@ class _Evaluator:
             if op != "=" and isinstance(env.get(name), int | float) and isinstance(v, int | float):
                 v = binop(op[:-1], env[name], v)
             env[name] = v
-        elif expr.type == "call_expression" and _callee(expr) in ("cudaMemcpy", "cudaMemcpyAsync", "memcpy"):
+        elif expr.type == "call_expression" and _callee(expr) in (
+            "cudaMemcpy",
+            "cudaMemcpyAsync",
+            "memcpy",
+        ):
             args = expr.child_by_field_name("arguments").named_children
             target = text(args[0]).replace(" ", "").lstrip("&") if args else ""
-            if args and text(args[0]).lstrip().startswith("&") and re.fullmatch(r"\w+", target) and \
-                    target not in self.case:
-                env[target] = Unknown(f"{target} is copied back from device memory at line {self.line(expr)}, "
-                                      "so it is known only when the program runs")
+            if (
+                args
+                and text(args[0]).lstrip().startswith("&")
+                and re.fullmatch(r"\w+", target)
+                and target not in self.case
+            ):
+                env[target] = Unknown(
+                    f"{target} is copied back from device memory at line {self.line(expr)}, "
+                    "so it is known only when the program runs"
+                )
         elif expr.type == "call_expression" and _callee(expr) in _ALLOCATORS:
             args = expr.child_by_field_name("arguments").named_children
             if len(args) >= 2:
-                target = re.sub(r"^\(\s*void\s*\*\s*\*\s*\)", "", text(args[0]).replace(" ", "")).lstrip("&")
+                target = re.sub(
+                    r"^\(\s*void\s*\*\s*\*\s*\)", "", text(args[0]).replace(" ", "")
+                ).lstrip("&")
                 nbytes = self.value(args[1], env)
-                env[target] = Buffer(target, int(nbytes) if isinstance(nbytes, int | float) else None,
-                                     size_text=self.sized_text(args[1], env))
+                env[target] = Buffer(
+                    target,
+                    int(nbytes) if isinstance(nbytes, int | float) else None,
+                    size_text=self.sized_text(args[1], env),
+                )
 
     # -- expressions
 
@@ -403,21 +541,35 @@ class _Evaluator:
         if t in ("true", "false"):
             return t == "true"
         if t == "compound_literal_expression" and node.child_by_field_name("value") is not None:
-            return self.value(node.child_by_field_name("value"), env)  # dim3{X, Y, 1}, or <<<N, {X, Y, 1}>>>
+            return self.value(
+                node.child_by_field_name("value"), env
+            )  # dim3{X, Y, 1}, or <<<N, {X, Y, 1}>>>
         if t == "initializer_list":  # dim3 block = {X, Y, 1};
             parts = [self.value(c, env) for c in node.named_children]
             bad = next((v for v in parts if not isinstance(v, int | float)), None)
-            return tuple(int(v) for v in parts) if bad is None else \
-                bad if isinstance(bad, Unknown) else Unknown(f"cannot evaluate {text(node)}")
+            return (
+                tuple(int(v) for v in parts)
+                if bad is None
+                else bad
+                if isinstance(bad, Unknown)
+                else Unknown(f"cannot evaluate {text(node)}")
+            )
         if t in ("parenthesized_expression", "condition_clause"):
             return self.value(node.named_children[-1], env)
         if t == "identifier":
             return self.name(text(node), env)
-        if t == "qualified_identifier":  # std::min's name, or a constant of a type or namespace (x128::size)
+        if (
+            t == "qualified_identifier"
+        ):  # std::min's name, or a constant of a type or namespace (x128::size)
             got = self.name(text(node).split("::")[-1], env)
-            return self.name(re.sub(r"\s+", "", text(node)), env) if isinstance(got, Unknown) else got
+            return (
+                self.name(re.sub(r"\s+", "", text(node)), env) if isinstance(got, Unknown) else got
+            )
         if t == "binary_expression":
-            a, b = self.value(node.child_by_field_name("left"), env), self.value(node.child_by_field_name("right"), env)
+            a, b = (
+                self.value(node.child_by_field_name("left"), env),
+                self.value(node.child_by_field_name("right"), env),
+            )
             op = text(node.child_by_field_name("operator"))
             if isinstance(a, Unknown):
                 return a
@@ -448,7 +600,9 @@ class _Evaluator:
                 return int(v) if integral(tt) else float(v)
             return v
         if t == "sizeof_expression":
-            inner = node.child_by_field_name("type") or (node.named_children[0] if node.named_children else None)
+            inner = node.child_by_field_name("type") or (
+                node.named_children[0] if node.named_children else None
+            )
             name = re.sub(r"\s+", " ", text(inner)).strip("() ")
             name = env.get(_TYPE + name, name)
             if name in SIZES:
@@ -475,7 +629,11 @@ class _Evaluator:
             decl = node.child_by_field_name("declarator")
             tt = text(node.child_by_field_name("type"))
             if decl is not None and decl.type == "new_declarator":
-                n = self.value(decl.named_children[0], env) if decl.named_children else Unknown("new[]")
+                n = (
+                    self.value(decl.named_children[0], env)
+                    if decl.named_children
+                    else Unknown("new[]")
+                )
                 if isinstance(n, int | float) and tt in SIZES:
                     return Buffer("new", int(n) * SIZES[tt])
             return Unknown(f"cannot evaluate {text(node)}")
@@ -491,7 +649,11 @@ class _Evaluator:
         if name in self.defines:
             body = self.defines[name].strip()
             parsed = _parse_expr(body)
-            return self.value(parsed, env) if parsed is not None else Unknown(f"the macro {name} is not a number")
+            return (
+                self.value(parsed, env)
+                if parsed is not None
+                else Unknown(f"the macro {name} is not a number")
+            )
         if name in ("INFINITY", "HUGE_VALF"):
             return math.inf
         if name in ("M_PI",):
@@ -499,8 +661,11 @@ class _Evaluator:
         if name == "C10_WARP_SIZE":  # PyTorch's warp size on CUDA (64 only on ROCm)
             return 32
         # a constant of the device code (x128::size, WARP_SIZE); host variables are never probed
-        if self.probe is not None and re.fullmatch(r"[A-Z][A-Z0-9_]*|\w+(::\w+)+", name) and \
-                (got := self.probe(name)) is not None:
+        if (
+            self.probe is not None
+            and re.fullmatch(r"[A-Z][A-Z0-9_]*|\w+(::\w+)+", name)
+            and (got := self.probe(name)) is not None
+        ):
             return got
         return Unknown(f"nothing gives {name} a value")
 
@@ -508,7 +673,9 @@ class _Evaluator:
         name = _callee(node)
         args = node.child_by_field_name("arguments").named_children
         if name in ("data_ptr", "data", "contiguous", "cuda", "to", "view", "reshape"):
-            return self.value(_receiver(node), env) if _receiver(node) is not None else Unknown(name)
+            return (
+                self.value(_receiver(node), env) if _receiver(node) is not None else Unknown(name)
+            )
         if name in ("size", "shape") and _receiver(node) is not None:
             t = self.value(_receiver(node), env)
             i = self.value(args[0], env) if args else None
@@ -532,13 +699,25 @@ class _Evaluator:
             return MATH[name](*vals)
         if name in ("dim3", "make_uint3", "make_int3"):
             vals = [self.value(a, env) for a in args]
-            return Dim3(*vals) if all(isinstance(v, int | float) for v in vals) else Unknown(f"{text(node)}")
+            return (
+                Dim3(*vals)
+                if all(isinstance(v, int | float) for v in vals)
+                else Unknown(f"{text(node)}")
+            )
         if _RANDOM.fullmatch(name):
             n = self.value(args[0], env) if args else None
             scale = 1 if name.startswith("make_") else 1
-            return Buffer(name, int(n) * 4 * scale if isinstance(n, int | float) and name.startswith("make_") else
-                          int(n) if isinstance(n, int | float) else None)
-        if len(args) == 1 and (name in SIZES or _TYPE + name in env or name in self.aliases):  # U(epsilon)
+            return Buffer(
+                name,
+                int(n) * 4 * scale
+                if isinstance(n, int | float) and name.startswith("make_")
+                else int(n)
+                if isinstance(n, int | float)
+                else None,
+            )
+        if len(args) == 1 and (
+            name in SIZES or _TYPE + name in env or name in self.aliases
+        ):  # U(epsilon)
             v = self.value(args[0], env)
             t = env.get(_TYPE + name, name)
             t = self.aliases.get(t, t)
@@ -554,16 +733,32 @@ class _Evaluator:
             fill = 0.0 if name.startswith("zeros") else 1.0 if name.startswith("ones") else None
             if isinstance(src, Tensor):
                 named = len(src.names) == len(src.dims)
-                return Buffer(name, shape=src.shape(), fill=fill,
-                              dims=tuple(src.names[i] for i in range(len(src.dims))) if named and src.shape() else None)
-            return Buffer(name, shape=src.shape if isinstance(src, Buffer) else None, fill=fill,
-                          dims=src.dims if isinstance(src, Buffer) else None)
+                return Buffer(
+                    name,
+                    shape=src.shape(),
+                    fill=fill,
+                    dims=tuple(src.names[i] for i in range(len(src.dims)))
+                    if named and src.shape()
+                    else None,
+                )
+            return Buffer(
+                name,
+                shape=src.shape if isinstance(src, Buffer) else None,
+                fill=fill,
+                dims=src.dims if isinstance(src, Buffer) else None,
+            )
         dims = self.value(args[0], env) if args else None
-        shape = tuple(int(d) for d in dims) if isinstance(dims, list) and all(isinstance(d, int | float)
-                                                                              for d in dims) else None
+        shape = (
+            tuple(int(d) for d in dims)
+            if isinstance(dims, list) and all(isinstance(d, int | float) for d in dims)
+            else None
+        )
         names = None
-        if args and args[0].type == "initializer_list" and all(
-                c.type == "identifier" and text(c) in self.case for c in args[0].named_children):
+        if (
+            args
+            and args[0].type == "initializer_list"
+            and all(c.type == "identifier" and text(c) in self.case for c in args[0].named_children)
+        ):
             names = tuple(text(c) for c in args[0].named_children)
         fill = {"zeros": 0.0, "ones": 1.0}.get(name)
         if name == "full" and len(args) > 1:
@@ -582,8 +777,11 @@ class _Evaluator:
                 out = out.replace(text(n), str(v))
             elif n.type == "identifier" and text(n) in self.constants:
                 out = re.sub(rf"\b{text(n)}\b", str(self.constants[text(n)]), out)
-            elif n.type == "identifier" and text(n) not in self.case or n.type in (
-                    "call_expression", "field_expression", "conditional_expression"):
+            elif (
+                n.type == "identifier"
+                and text(n) not in self.case
+                or n.type in ("call_expression", "field_expression", "conditional_expression")
+            ):
                 return None
         return re.sub(r"\(\s*(?:size_t|int|long|unsigned)\s*\)", "", out)
 
@@ -608,7 +806,12 @@ def _receiver(call: Node) -> Node | None:
     fn = call.child_by_field_name("function")
     if fn is not None and fn.type == "template_function":
         fn = fn.child_by_field_name("name")
-    return fn.child_by_field_name("argument") if fn is not None and fn.type == "field_expression" else None
+    return (
+        fn.child_by_field_name("argument")
+        if fn is not None and fn.type == "field_expression"
+        else None
+    )
+
 
 def _parse_expr(src: str) -> Node | None:
     from mlxport.cuda_syntax import parse_expr

@@ -53,10 +53,22 @@ def call_helper(ev: _Evaluator, fn: Node, args: list[Any]) -> Any:
 
 def declared_name(d: Node) -> str:
     while d is not None and d.type not in ("identifier", "field_identifier"):
-        d = d.child_by_field_name("declarator") or next((c for c in d.named_children if c.type in (
-            "identifier", "pointer_declarator", "array_declarator", "init_declarator", "reference_declarator")), None)
+        d = d.child_by_field_name("declarator") or next(
+            (
+                c
+                for c in d.named_children
+                if c.type
+                in (
+                    "identifier",
+                    "pointer_declarator",
+                    "array_declarator",
+                    "init_declarator",
+                    "reference_declarator",
+                )
+            ),
+            None,
+        )
     return text(d) if d is not None else ""
-
 
 
 def _truth(ev: _Evaluator, node: Node | None, env: dict) -> bool:
@@ -71,7 +83,7 @@ def _truth(ev: _Evaluator, node: Node | None, env: dict) -> bool:
 def _block(ev: _Evaluator, node: Node | None, env: dict, steps: list[int]) -> None:
     if node is None:
         return
-    for stmt in (node.named_children if node.type == "compound_statement" else [node]):
+    for stmt in node.named_children if node.type == "compound_statement" else [node]:
         _statement(ev, stmt, env, steps)
 
 
@@ -129,7 +141,10 @@ def _effect(ev: _Evaluator, expr: Node, env: dict) -> None:
         for part in expr.named_children:
             _effect(ev, part, env)
     elif expr.type == "assignment_expression":
-        name, op = text(expr.child_by_field_name("left")), text(expr.child_by_field_name("operator"))
+        name, op = (
+            text(expr.child_by_field_name("left")),
+            text(expr.child_by_field_name("operator")),
+        )
         v = ev.value(expr.child_by_field_name("right"), env)
         if op != "=":
             if not isinstance(env.get(name), int | float) or not isinstance(v, int | float):

@@ -10,17 +10,77 @@ from typing import Any
 
 from mlxport.errors import UserError
 
-SIZES = {"char": 1, "signed char": 1, "unsigned char": 1, "bool": 1, "short": 2, "unsigned short": 2, "half": 2,
-         "__half": 2, "__nv_bfloat16": 2, "nv_bfloat16": 2, "int": 4, "unsigned": 4, "unsigned int": 4,
-         "float": 4, "int32_t": 4, "uint32_t": 4, "long": 8, "unsigned long": 8, "long long": 8,
-         "unsigned long long": 8, "size_t": 8, "int64_t": 8, "uint64_t": 8, "double": 8, "float2": 8,
-         "half2": 4, "__half2": 4, "float4": 16, "int4": 16, "uint4": 16, "double2": 16, "float3": 12, "int2": 8,
-         "uint": 4, "uchar": 1, "ushort": 2, "ulong": 8, "int8_t": 1, "uint8_t": 1, "int16_t": 2, "uint16_t": 2}
-MATH = {"sqrt": math.sqrt, "sqrtf": math.sqrt, "ceil": math.ceil, "ceilf": math.ceil, "floor": math.floor,
-         "floorf": math.floor, "log2": math.log2, "log2f": math.log2, "log": math.log, "logf": math.log,
-         "exp": math.exp, "expf": math.exp, "pow": math.pow, "powf": math.pow, "fabs": abs, "abs": abs,
-         "fabsf": abs, "min": min, "max": max, "fmin": min, "fmax": max, "fminf": min, "fmaxf": max,
-         "rsqrt": lambda x: 1 / math.sqrt(x), "round": round, "roundf": round}
+SIZES = {
+    "char": 1,
+    "signed char": 1,
+    "unsigned char": 1,
+    "bool": 1,
+    "short": 2,
+    "unsigned short": 2,
+    "half": 2,
+    "__half": 2,
+    "__nv_bfloat16": 2,
+    "nv_bfloat16": 2,
+    "int": 4,
+    "unsigned": 4,
+    "unsigned int": 4,
+    "float": 4,
+    "int32_t": 4,
+    "uint32_t": 4,
+    "long": 8,
+    "unsigned long": 8,
+    "long long": 8,
+    "unsigned long long": 8,
+    "size_t": 8,
+    "int64_t": 8,
+    "uint64_t": 8,
+    "double": 8,
+    "float2": 8,
+    "half2": 4,
+    "__half2": 4,
+    "float4": 16,
+    "int4": 16,
+    "uint4": 16,
+    "double2": 16,
+    "float3": 12,
+    "int2": 8,
+    "uint": 4,
+    "uchar": 1,
+    "ushort": 2,
+    "ulong": 8,
+    "int8_t": 1,
+    "uint8_t": 1,
+    "int16_t": 2,
+    "uint16_t": 2,
+}
+MATH = {
+    "sqrt": math.sqrt,
+    "sqrtf": math.sqrt,
+    "ceil": math.ceil,
+    "ceilf": math.ceil,
+    "floor": math.floor,
+    "floorf": math.floor,
+    "log2": math.log2,
+    "log2f": math.log2,
+    "log": math.log,
+    "logf": math.log,
+    "exp": math.exp,
+    "expf": math.exp,
+    "pow": math.pow,
+    "powf": math.pow,
+    "fabs": abs,
+    "abs": abs,
+    "fabsf": abs,
+    "min": min,
+    "max": max,
+    "fmin": min,
+    "fmax": max,
+    "fminf": min,
+    "fmaxf": max,
+    "rsqrt": lambda x: 1 / math.sqrt(x),
+    "round": round,
+    "roundf": round,
+}
 
 
 class HostEvalError(UserError):
@@ -56,8 +116,11 @@ class Tensor:
     names: dict[int, str] = field(default_factory=dict)  # the case name bound to each dim
 
     def shape(self) -> tuple[int, ...] | None:
-        return tuple(self.dims[i] for i in range(len(self.dims))) if sorted(self.dims) == list(
-            range(len(self.dims))) and self.dims else None
+        return (
+            tuple(self.dims[i] for i in range(len(self.dims)))
+            if sorted(self.dims) == list(range(len(self.dims))) and self.dims
+            else None
+        )
 
 
 @dataclass
@@ -99,7 +162,11 @@ def integral(type_text: str) -> bool:
 
 
 def number(lit: str) -> int | float:
-    s = lit.replace("'", "").rstrip("uUlLfF") if not lit.lower().startswith("0x") else lit.rstrip("uUlL")
+    s = (
+        lit.replace("'", "").rstrip("uUlLfF")
+        if not lit.lower().startswith("0x")
+        else lit.rstrip("uUlL")
+    )
     if lit.lower().startswith("0x"):
         return int(s, 16)
     if re.fullmatch(r"0[0-7]+", s):
@@ -121,7 +188,9 @@ def binop(op: str, a: float, b: float) -> float | int | bool:
             return a * b
         case "/":
             if b == 0:
-                raise HostEvalError("the host code divides by zero at this case: bind other sizes with --case")
+                raise HostEvalError(
+                    "the host code divides by zero at this case: bind other sizes with --case"
+                )
             return int(a / b) if both_int else a / b  # C truncates towards zero
         case "%":
             return int(math.fmod(a, b)) if both_int else math.fmod(a, b)

@@ -36,7 +36,15 @@ import re
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import ancestors, bare_callee, identifiers, parse, reading_source, text, walk
+from mlxport.cuda_syntax import (
+    ancestors,
+    bare_callee,
+    identifiers,
+    parse,
+    reading_source,
+    text,
+    walk,
+)
 from mlxport.errors import UserError
 from mlxport.translate.cudafile import CudaFile
 from mlxport.translate.declarations import declared_name
@@ -45,19 +53,84 @@ from mlxport.translate.macros import normalize
 
 MAX_STATEMENTS = 4  # an arm's; a long arm is work on both paths
 # CUDA's math functions: double and float (``expf``), and the float intrinsics (``__expf``).
-_BASES = frozenset({"exp", "exp2", "exp10", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "sinh", "cosh",
-                    "tanh", "asin", "acos", "atan", "atan2", "sqrt", "rsqrt", "cbrt", "pow", "fabs", "fmin", "fmax", "fma",
-                    "floor", "ceil", "trunc", "round", "rint", "erf", "erfc", "copysign", "hypot"})
-_MATH = re.compile(r"^(__expf|__exp10f|__logf|__log2f|__log10f|__sinf|__cosf|__tanf|__powf|__saturatef|__fmul_r[nzud]|"
-                   r"__fadd_r[nzud]|__fsub_r[nzud]|__fmaf_r[nzud]|__frcp_r[nzud]|__fsqrt_r[nzud]|__frsqrt_rn|"
-                   rf"({'|'.join(sorted(_BASES))})f?)$")
+_BASES = frozenset(
+    {
+        "exp",
+        "exp2",
+        "exp10",
+        "expm1",
+        "log",
+        "log2",
+        "log10",
+        "log1p",
+        "sin",
+        "cos",
+        "tan",
+        "sinh",
+        "cosh",
+        "tanh",
+        "asin",
+        "acos",
+        "atan",
+        "atan2",
+        "sqrt",
+        "rsqrt",
+        "cbrt",
+        "pow",
+        "fabs",
+        "fmin",
+        "fmax",
+        "fma",
+        "floor",
+        "ceil",
+        "trunc",
+        "round",
+        "rint",
+        "erf",
+        "erfc",
+        "copysign",
+        "hypot",
+    }
+)
+_MATH = re.compile(
+    r"^(__expf|__exp10f|__logf|__log2f|__log10f|__sinf|__cosf|__tanf|__powf|__saturatef|__fmul_r[nzud]|"
+    r"__fadd_r[nzud]|__fsub_r[nzud]|__fmaf_r[nzud]|__frcp_r[nzud]|__fsqrt_r[nzud]|__frsqrt_rn|"
+    rf"({'|'.join(sorted(_BASES))})f?)$"
+)
 _FLOATS = frozenset({"float", "double"})
-_QUALIFIERS = frozenset({"const", "constexpr", "static", "__shared__", "extern", "volatile", "__device__", "__constant__"})
+_QUALIFIERS = frozenset(
+    {
+        "const",
+        "constexpr",
+        "static",
+        "__shared__",
+        "extern",
+        "volatile",
+        "__device__",
+        "__constant__",
+    }
+)
 _NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?[fFlLuU]*")
 _LOOPS = frozenset({"for_statement", "while_statement", "do_statement", "for_range_loop"})
-_PURE = frozenset({"identifier", "number_literal", "true", "false", "binary_expression", "unary_expression",
-                   "parenthesized_expression", "conditional_expression", "cast_expression", "call_expression",
-                   "argument_list", "type_descriptor", "primitive_type", "type_identifier", "comment"})
+_PURE = frozenset(
+    {
+        "identifier",
+        "number_literal",
+        "true",
+        "false",
+        "binary_expression",
+        "unary_expression",
+        "parenthesized_expression",
+        "conditional_expression",
+        "cast_expression",
+        "call_expression",
+        "argument_list",
+        "type_descriptor",
+        "primitive_type",
+        "type_identifier",
+        "comment",
+    }
+)
 
 
 def if_converted(source: str, cf: CudaFile, kernel: str) -> str | None:
@@ -72,12 +145,18 @@ def if_converted(source: str, cf: CudaFile, kernel: str) -> str | None:
         except UserError:  # a kernel defined by a macro
             return None
         body = kn.child_by_field_name("body")
-        if body is None or any(n.type == "identifier" and text(n).startswith("mlxsel_") for n in walk(root)):
+        if body is None or any(
+            n.type == "identifier" and text(n).startswith("mlxsel_") for n in walk(root)
+        ):
             return None
         macros = {m.name: m.body for m in cf.macros}
-        edits = [(n.start_byte, n.end_byte, new) for n in walk(body) if n.type == "if_statement"
-                 if any(a.type in _LOOPS for a in ancestors(n) if body.start_byte <= a.start_byte)
-                 if (new := _selects(raw, n, body, macros)) is not None]
+        edits = [
+            (n.start_byte, n.end_byte, new)
+            for n in walk(body)
+            if n.type == "if_statement"
+            if any(a.type in _LOOPS for a in ancestors(n) if body.start_byte <= a.start_byte)
+            if (new := _selects(raw, n, body, macros)) is not None
+        ]
     if not edits:
         return None
     out = raw
@@ -103,10 +182,19 @@ def _declared_type(node: Node, name: str, body: Node) -> str | None:
                 for x in d.children_by_field_name("declarator"):
                     if declared_name(x) != name:
                         continue
-                    plain = x.type == "identifier" or x.type == "init_declarator" and \
-                        x.child_by_field_name("declarator").type == "identifier"
+                    plain = (
+                        x.type == "identifier"
+                        or x.type == "init_declarator"
+                        and x.child_by_field_name("declarator").type == "identifier"
+                    )
                     kind = text(d.child_by_field_name("type"))
-                    return kind if plain and kind in _FLOATS and not {text(c) for c in d.children} & _QUALIFIERS else None
+                    return (
+                        kind
+                        if plain
+                        and kind in _FLOATS
+                        and not {text(c) for c in d.children} & _QUALIFIERS
+                        else None
+                    )
         cur = block
     return None
 
@@ -115,19 +203,31 @@ def _selects(raw: bytes, node: Node, body: Node, macros: dict[str, str]) -> str 
     cond = node.child_by_field_name("condition")
     while cond is not None and cond.type == "condition_clause" and len(cond.named_children) == 1:
         cond = cond.named_children[0]
-    written = raw[node.start_byte:node.end_byte]
-    if cond is None or cond.type in ("condition_clause", "declaration", "init_declarator") or \
-            any(text(c) == "constexpr" for c in node.children) or b"\\\n" in written or b"\r" in written.replace(b"\r\n", b"") or \
-            any(n.type.startswith("preproc") or n.type in ("comment", "lambda_expression", "ERROR") or n.is_missing or
-                n.type == "identifier" and text(n) in ("__LINE__", "__COUNTER__", "__FILE__") for n in walk(node)):
+    written = raw[node.start_byte : node.end_byte]
+    if (
+        cond is None
+        or cond.type in ("condition_clause", "declaration", "init_declarator")
+        or any(text(c) == "constexpr" for c in node.children)
+        or b"\\\n" in written
+        or b"\r" in written.replace(b"\r\n", b"")
+        or any(
+            n.type.startswith("preproc")
+            or n.type in ("comment", "lambda_expression", "ERROR")
+            or n.is_missing
+            or n.type == "identifier"
+            and text(n) in ("__LINE__", "__COUNTER__", "__FILE__")
+            for n in walk(node)
+        )
+    ):
         return None  # what would read otherwise on one line, or on the if's first line
     alternative = node.child_by_field_name("alternative")
     if alternative is not None and alternative.type == "else_clause":
         alternative = next((c for c in alternative.named_children if c.type != "comment"), None)
         if alternative is None:
             return None
-    arms = [_statements(node.child_by_field_name("consequence"))] + \
-        ([_statements(alternative)] if alternative is not None else [[]])
+    arms = [_statements(node.child_by_field_name("consequence"))] + (
+        [_statements(alternative)] if alternative is not None else [[]]
+    )
     if any(a is None for a in arms):
         return None
     targets: list[list[str]] = []
@@ -145,11 +245,15 @@ def _selects(raw: bytes, node: Node, body: Node, macros: dict[str, str]) -> str 
     assigned = list(dict.fromkeys(n for names in targets for n in names))
     hoisted, replaced = _hoisted(arms, targets)
     parts = [f"const bool mlxsel_if = ({_slice(raw, cond)});"]
-    parts += [f"const float mlxsel_f{i} = {fn}({', '.join(f'mlxsel_if ? ({a}) : ({b})' for a, b in args)});"
-              for i, (fn, args) in enumerate(hoisted)]
+    parts += [
+        f"const float mlxsel_f{i} = {fn}({', '.join(f'mlxsel_if ? ({a}) : ({b})' for a, b in args)});"
+        for i, (fn, args) in enumerate(hoisted)
+    ]
     for arm, side in zip(arms, "ab", strict=True):
         parts += [f"{scalars[n]} mlxsel_{side}_{n} = {n};" for n in assigned]
-        parts.append("{ " + " ".join(_renamed(raw, st, set(assigned), side, replaced) for st in arm) + " }")
+        parts.append(
+            "{ " + " ".join(_renamed(raw, st, set(assigned), side, replaced) for st in arm) + " }"
+        )
     parts += [f"{n} = mlxsel_if ? mlxsel_a_{n} : mlxsel_b_{n};" for n in assigned]
     return "{ " + " ".join(parts) + " }"
 
@@ -158,9 +262,14 @@ def _statements(node: Node | None) -> list[Node] | None:
     """An arm's statements (a block's, or the one statement), each an expression statement."""
     if node is None:
         return None
-    stmts = [c for c in node.named_children if c.type != "comment"] if node.type == "compound_statement" else [node]
-    if not 0 < len(stmts) <= MAX_STATEMENTS or any(s.type != "expression_statement" or not s.named_children
-                                                   for s in stmts):
+    stmts = (
+        [c for c in node.named_children if c.type != "comment"]
+        if node.type == "compound_statement"
+        else [node]
+    )
+    if not 0 < len(stmts) <= MAX_STATEMENTS or any(
+        s.type != "expression_statement" or not s.named_children for s in stmts
+    ):
         return None
     return stmts
 
@@ -168,11 +277,20 @@ def _statements(node: Node | None) -> list[Node] | None:
 def _target(statement: Node) -> str | None:
     """The name a statement assigns (``x = e``, ``x += e``, ``x++``), or None."""
     expr = statement.named_children[0]
-    field = "left" if expr.type == "assignment_expression" else "argument" if expr.type == "update_expression" else None
+    field = (
+        "left"
+        if expr.type == "assignment_expression"
+        else "argument"
+        if expr.type == "update_expression"
+        else None
+    )
     target = expr.child_by_field_name(field) if field else None
     if target is None or target.type != "identifier":
         return None
-    if expr.type == "assignment_expression" and text(expr.child_by_field_name("operator")) in ("/=", "%="):
+    if expr.type == "assignment_expression" and text(expr.child_by_field_name("operator")) in (
+        "/=",
+        "%=",
+    ):
         return None
     return text(target)
 
@@ -185,12 +303,26 @@ def _pure(statement: Node, macros: dict[str, str]) -> bool:
     for n in walk(value) if value is not None else []:
         if not n.is_named:
             continue
-        op = text(n.child_by_field_name("operator")) if n.type in ("binary_expression", "unary_expression") else ""
-        if n.type not in _PURE or n.type == "binary_expression" and op in ("/", "%") or \
-                n.type == "unary_expression" and op not in ("-", "+", "!", "~") or \
-                n.type == "call_expression" and (n.child_by_field_name("function").type != "identifier" or
-                                                 not _MATH.match(bare_callee(n))) or \
-                n.type == "identifier" and text(n) in macros and not _NUMBER.fullmatch(macros[text(n)].strip()):
+        op = (
+            text(n.child_by_field_name("operator"))
+            if n.type in ("binary_expression", "unary_expression")
+            else ""
+        )
+        if (
+            n.type not in _PURE
+            or n.type == "binary_expression"
+            and op in ("/", "%")
+            or n.type == "unary_expression"
+            and op not in ("-", "+", "!", "~")
+            or n.type == "call_expression"
+            and (
+                n.child_by_field_name("function").type != "identifier"
+                or not _MATH.match(bare_callee(n))
+            )
+            or n.type == "identifier"
+            and text(n) in macros
+            and not _NUMBER.fullmatch(macros[text(n)].strip())
+        ):
             return False  # a macro could read memory
     return True
 
@@ -204,12 +336,18 @@ def _hoisted(arms: list[list[Node]], targets: list[list[str]]):
     out, replaced = [], {}
     for fn in dict.fromkeys(bare_callee(c) for c in calls[0]):
         mine = [[c for c in cs if bare_callee(c) == fn] for cs in calls]
-        if any(len(m) != 1 or not _alone(m[0]) for m in mine) or \
-                not (fn.startswith("__") or fn.endswith("f") and fn[:-1] in _BASES):
+        if any(len(m) != 1 or not _alone(m[0]) for m in mine) or not (
+            fn.startswith("__") or fn.endswith("f") and fn[:-1] in _BASES
+        ):
             continue  # a float function (exp's type follows its argument's), neither inside nor around a call
-        args = [[a for a in m[0].child_by_field_name("arguments").named_children if a.type != "comment"] for m in mine]
-        if len(args[0]) != len(args[1]) or any(identifiers(m[0]) & set(_before(arm, names, m[0]))
-                                               for arm, names, m in zip(arms, targets, mine, strict=True)):
+        args = [
+            [a for a in m[0].child_by_field_name("arguments").named_children if a.type != "comment"]
+            for m in mine
+        ]
+        if len(args[0]) != len(args[1]) or any(
+            identifiers(m[0]) & set(_before(arm, names, m[0]))
+            for arm, names, m in zip(arms, targets, mine, strict=True)
+        ):
             continue
         replaced.update({m[0].id: len(out) for m in mine})
         out.append((fn, [(text(a), text(b)) for a, b in zip(*args, strict=True)]))
@@ -234,18 +372,30 @@ def _before(arm: list[Node], names: list[str], call: Node) -> list[str]:
     return names[:at]
 
 
-def _renamed(raw: bytes, statement: Node, assigned: set[str], side: str, replaced: dict[int, int]) -> str:
-    edits = [(n.start_byte, n.end_byte, f"mlxsel_f{replaced[n.id]}") for n in walk(statement)
-             if n.type == "call_expression" and n.id in replaced]
+def _renamed(
+    raw: bytes, statement: Node, assigned: set[str], side: str, replaced: dict[int, int]
+) -> str:
+    edits = [
+        (n.start_byte, n.end_byte, f"mlxsel_f{replaced[n.id]}")
+        for n in walk(statement)
+        if n.type == "call_expression" and n.id in replaced
+    ]
     inside = [(s, e) for s, e, _ in edits]
-    edits += [(n.start_byte, n.end_byte, f"mlxsel_{side}_{text(n)}") for n in walk(statement)
-              if n.type == "identifier" and text(n) in assigned and not any(s <= n.start_byte < e for s, e in inside)]
+    edits += [
+        (n.start_byte, n.end_byte, f"mlxsel_{side}_{text(n)}")
+        for n in walk(statement)
+        if n.type == "identifier"
+        and text(n) in assigned
+        and not any(s <= n.start_byte < e for s, e in inside)
+    ]
     out, at = [], statement.start_byte
     for s, e, new in sorted(edits):
         out += [raw[at:s].decode("utf-8", "replace"), new]
         at = e
-    return ("".join(out) + raw[at:statement.end_byte].decode("utf-8", "replace")).replace("\n", " ")
+    return ("".join(out) + raw[at : statement.end_byte].decode("utf-8", "replace")).replace(
+        "\n", " "
+    )
 
 
 def _slice(raw: bytes, node: Node) -> str:
-    return raw[node.start_byte:node.end_byte].decode("utf-8", "replace").replace("\n", " ")
+    return raw[node.start_byte : node.end_byte].decode("utf-8", "replace").replace("\n", " ")

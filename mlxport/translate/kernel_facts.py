@@ -14,8 +14,11 @@ from mlxport.translate.result import Untranslatable
 
 def port_facts(job: KernelJob, ports: Ports) -> KernelFacts:
     """The facts that follow from the bound pointers and the features: ports and atomics."""
-    facts = KernelFacts(inputs={p for p, _ in ports.inputs}, outputs={p for p, _ in ports.outputs},
-                        rw={p: o for p, o in ports.rw})
+    facts = KernelFacts(
+        inputs={p for p, _ in ports.inputs},
+        outputs={p for p, _ in ports.outputs},
+        rw={p: o for p, o in ports.rw},
+    )
     infos = [job.info] + [d for d in job.cf.device_functions if d.name in job.helpers]
     facts.atomic = any(f.category == "atomic" for k in infos for f in k.features)
     return facts
@@ -26,8 +29,10 @@ def kernel_facts(job: KernelJob, ports: Ports) -> tuple[KernelFacts, tuple[str, 
     facts = port_facts(job, ports)
     if facts.atomic and job.target == "msl":
         _check_atomic_outputs(job, ports)
-        job.notes.append("atomics on outputs: atomic_outputs=true (MLX makes every output atomic), "
-                         "init_value=0 (the kernel accumulates into zeroed outputs)")
+        job.notes.append(
+            "atomics on outputs: atomic_outputs=true (MLX makes every output atomic), "
+            "init_value=0 (the kernel accumulates into zeroed outputs)"
+        )
     if facts.rw or facts.atomic:
         facts.barrier_flags = "mem_flags::mem_device | mem_flags::mem_threadgroup"
     if not facts.atomic:
@@ -51,21 +56,33 @@ def _floating(base: str, job: KernelJob) -> bool:
 def _check_atomic_outputs(job: KernelJob, ports: Ports) -> None:
     for _, t in ports.outputs:
         spec = job.binder.spec(t)
-        dtypes = {spec.resolve_dtype(d) for d in (job.task.dtypes if job.task else ["float32"])} \
-            if spec else {"float32"}
+        dtypes = (
+            {spec.resolve_dtype(d) for d in (job.task.dtypes if job.task else ["float32"])}
+            if spec
+            else {"float32"}
+        )
         bad = dtypes - {"float32", "int32", "uint32"}
         if bad:
-            raise Untranslatable(f"atomic output {t}", job.info.line,
-                                 f"Metal atomics need float32/int32/uint32 outputs, not {sorted(bad)[0]}")
+            raise Untranslatable(
+                f"atomic output {t}",
+                job.info.line,
+                f"Metal atomics need float32/int32/uint32 outputs, not {sorted(bad)[0]}",
+            )
 
 
 def _generic_float(job: KernelJob) -> tuple[str, str] | None:
     """(typename, the input it follows) when a float-only kernel runs on other dtypes too (MSL)."""
-    floats = [p for p in job.info.params if p.is_pointer and re.sub(
-        r"\b(const|__restrict__)\b", "", p.base_type).strip() == "float"]
+    floats = [
+        p
+        for p in job.info.params
+        if p.is_pointer and re.sub(r"\b(const|__restrict__)\b", "", p.base_type).strip() == "float"
+    ]
     specs = [job.binder.spec(job.bindings.get(p.name, "").split(" ")[0]) for p in floats]
-    float_only = floats and all(s is not None and s.dtype == "T" for s in specs) and \
-        set(job.task.dtypes) - {"float32"}
+    float_only = (
+        floats
+        and all(s is not None and s.dtype == "T" for s in specs)
+        and set(job.task.dtypes) - {"float32"}
+    )
     vectors = [f for f in job.info.features if f.category == "vector"]
     if float_only and job.target == "cuda" and vectors:
         # MLX passes __half/__nv_bfloat16 pointers for 16-bit dtypes: a kept float4 view of them
@@ -76,7 +93,9 @@ def _generic_float(job: KernelJob) -> tuple[str, str] | None:
     if not (float_only and job.target == "msl"):
         return None
     name = job.fresh_name("T")
-    job.notes.append(f"the kernel is written for float but the task runs {', '.join(job.task.dtypes)}: "
-                     f"float became the template type {name} = {specs[0].name}.dtype (arithmetic "
-                     "happens in that type)")
+    job.notes.append(
+        f"the kernel is written for float but the task runs {', '.join(job.task.dtypes)}: "
+        f"float became the template type {name} = {specs[0].name}.dtype (arithmetic "
+        "happens in that type)"
+    )
     return name, specs[0].name

@@ -15,29 +15,44 @@ from mlxport.translate.job import KernelJob
 from mlxport.translate.result import Untranslatable
 
 # Reader feature categories with no translation rule.
-_BLOCKING = {"grid_sync": "cooperative grid sync", "ptx": "inline PTX asm", "tensor_core": "wmma / mma", "cub": "cub",
-             "cluster": "thread-block clusters", "dynamic_parallelism": "dynamic parallelism (kernel launch)",
-             "texture": "textures", "async_copy": "async copies", "thrust": "thrust"}  # cooperative groups: translated by msl_groups.py, or refused there by construct
+_BLOCKING = {
+    "grid_sync": "cooperative grid sync",
+    "ptx": "inline PTX asm",
+    "tensor_core": "wmma / mma",
+    "cub": "cub",
+    "cluster": "thread-block clusters",
+    "dynamic_parallelism": "dynamic parallelism (kernel launch)",
+    "texture": "textures",
+    "async_copy": "async copies",
+    "thrust": "thrust",
+}  # cooperative groups: translated by msl_groups.py, or refused there by construct
 
 
 def pick_kernel(cf: CudaFile, name: str | None) -> KernelInfo:
     kernels = [k for k in cf.kernels if k.specialization is None] or cf.kernels
     if name is None:
         if len({k.name for k in kernels}) != 1:
-            raise UserError(f"the file has {len(kernels)} kernels ({', '.join(k.name for k in kernels)}): "
-                            "pass --kernel NAME")
+            raise UserError(
+                f"the file has {len(kernels)} kernels ({', '.join(k.name for k in kernels)}): "
+                "pass --kernel NAME"
+            )
         return kernels[0]
     for k in kernels:
         if k.name == name:
             return k
-    raise UserError(f"no __global__ kernel named {name!r}; kernels: {', '.join(k.name for k in kernels)}")
+    raise UserError(
+        f"no __global__ kernel named {name!r}; kernels: {', '.join(k.name for k in kernels)}"
+    )
 
 
 def kernel_node(root: Node, info: KernelInfo) -> Node:
     """The kernel's function_definition (not an explicit specialization of it)."""
     if info.macro:
-        raise Untranslatable(f"kernel {info.name} defined by macro {info.macro}", info.line,
-                             "expand the macro in the source")
+        raise Untranslatable(
+            f"kernel {info.name} defined by macro {info.macro}",
+            info.line,
+            "expand the macro in the source",
+        )
     for n in walk(root):
         if n.type != "function_definition" or not any(c.type == "__global__" for c in n.children):
             continue
@@ -45,7 +60,9 @@ def kernel_node(root: Node, info: KernelInfo) -> Node:
         target = decl.child_by_field_name("declarator") if decl is not None else None
         if name == info.name and (target is None or target.type != "template_function"):
             return n
-    raise Untranslatable(f"kernel {info.name}", info.line, "its definition was not found in the source")
+    raise Untranslatable(
+        f"kernel {info.name}", info.line, "its definition was not found in the source"
+    )
 
 
 def reachable(cf: CudaFile, info: KernelInfo) -> set[str]:
@@ -72,7 +89,9 @@ def helper_nodes(root: Node, helpers: set[str]) -> dict[str, list[Node]]:
             continue
         name, _ = function_name(n)
         if name in helpers:
-            holder = n.parent if n.parent is not None and n.parent.type == "template_declaration" else n
+            holder = (
+                n.parent if n.parent is not None and n.parent.type == "template_declaration" else n
+            )
             out.setdefault(name, []).append(holder)
     return out
 
@@ -83,14 +102,20 @@ def check_grid_sync(job: KernelJob) -> None:
     for fn in fns:
         grids = set()
         for n in walk(fn):
-            if n.type == "init_declarator" and re.search(r"this_grid|this_multi_grid",
-                                                         text(n.child_by_field_name("value"))):
+            if n.type == "init_declarator" and re.search(
+                r"this_grid|this_multi_grid", text(n.child_by_field_name("value"))
+            ):
                 grids.add(text(n.child_by_field_name("declarator")))
             elif n.type == "declaration" and "grid_group" in text(n.child_by_field_name("type")):
-                grids.update(text(d).split("=")[0].strip() for d in n.children_by_field_name("declarator"))
+                grids.update(
+                    text(d).split("=")[0].strip() for d in n.children_by_field_name("declarator")
+                )
             elif n.type == "call_expression" and _syncs_grid(n, grids):
-                raise Untranslatable(f"cooperative grid sync ({text(n)})", line(n),
-                                     "Metal has no grid-wide barrier: split the kernel into several dispatches")
+                raise Untranslatable(
+                    f"cooperative grid sync ({text(n)})",
+                    line(n),
+                    "Metal has no grid-wide barrier: split the kernel into several dispatches",
+                )
 
 
 def _syncs_grid(call: Node, grids: set[str]) -> bool:
@@ -116,9 +141,15 @@ def check_features(job: KernelJob) -> None:
         feat = re.sub(r"\(.*", "", r.feature)
         cat = cats.get(feat, "")
         if cat in _BLOCKING:
-            raise Untranslatable(f"{_BLOCKING[cat]} ({r.feature})", r.line, r.reason or "no Metal equivalent")
+            raise Untranslatable(
+                f"{_BLOCKING[cat]} ({r.feature})", r.line, r.reason or "no Metal equivalent"
+            )
         if feat in ("constant_memory", "device_global"):
-            raise Untranslatable(f"{feat.replace('_', ' ')} ({r.feature})", r.line, r.reason or
-                                 "globals do not exist in metal_kernel bodies: pass the data as an input")
+            raise Untranslatable(
+                f"{feat.replace('_', ' ')} ({r.feature})",
+                r.line,
+                r.reason
+                or "globals do not exist in metal_kernel bodies: pass the data as an input",
+            )
         if r.needs_rewrite and cat == "atomic" and job.target == "msl":
             raise Untranslatable(r.feature, r.line, r.reason)

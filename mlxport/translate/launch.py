@@ -18,9 +18,31 @@ from mlxport.translate.cudafile import CudaFile, KernelInfo, LaunchSite
 __all__ = ["LaunchPlan", "plan_launch", "CONCRETE_TYPES"]
 
 TypeSize = Callable[[str], ast.expr | None]  # sizeof(type name), None when unknown
-CONCRETE_TYPES = {"float", "double", "int", "__half", "half", "__nv_bfloat16", "nv_bfloat16", "bfloat16", "int8_t",
-                  "uint8_t", "int32_t", "uint32_t", "int64_t", "uint64_t", "unsigned", "char", "short", "bool",
-                  "float16", "at::Half", "at::BFloat16", "c10::Half", "c10::BFloat16"}
+CONCRETE_TYPES = {
+    "float",
+    "double",
+    "int",
+    "__half",
+    "half",
+    "__nv_bfloat16",
+    "nv_bfloat16",
+    "bfloat16",
+    "int8_t",
+    "uint8_t",
+    "int32_t",
+    "uint32_t",
+    "int64_t",
+    "uint64_t",
+    "unsigned",
+    "char",
+    "short",
+    "bool",
+    "float16",
+    "at::Half",
+    "at::BFloat16",
+    "c10::Half",
+    "c10::BFloat16",
+}
 
 
 class Dim3:
@@ -64,8 +86,11 @@ def _is_type(arg: str) -> bool:
 def choose_sites(cf: CudaFile, kernel: KernelInfo) -> list[LaunchSite]:
     sites = [s for s in cf.launches if s.kernel == kernel.name]
     typename_pos = [i for i, t in enumerate(kernel.template_params) if t.kind == "typename"]
-    generic = [s for s in sites if not any(i < len(s.template_args) and _is_type(s.template_args[i])
-                                           for i in typename_pos)]
+    generic = [
+        s
+        for s in sites
+        if not any(i < len(s.template_args) and _is_type(s.template_args[i]) for i in typename_pos)
+    ]
     sites = generic or sites
     if not sites:
         return []
@@ -78,12 +103,19 @@ def file_constants(root) -> dict[str, tuple[None, str]]:
     an object-like macro."""
     out = {}
     for n in root.named_children:
-        quals = {text(c) for c in n.children if c.type in ("type_qualifier", "storage_class_specifier")}
+        quals = {
+            text(c) for c in n.children if c.type in ("type_qualifier", "storage_class_specifier")
+        }
         if n.type != "declaration" or not quals & {"const", "constexpr"} or "__device__" in text(n):
             continue
         for d in n.children_by_field_name("declarator"):
             name, value = d.child_by_field_name("declarator"), d.child_by_field_name("value")
-            if d.type == "init_declarator" and name is not None and name.type == "identifier" and value is not None:
+            if (
+                d.type == "init_declarator"
+                and name is not None
+                and name.type == "identifier"
+                and value is not None
+            ):
                 out[text(name)] = (None, text(value))
     return out
 
@@ -91,7 +123,15 @@ def file_constants(root) -> dict[str, tuple[None, str]]:
 class _Host:
     """Symbolic evaluation of one host function down to its launches of one kernel."""
 
-    def __init__(self, fn: Node, cf: CudaFile, kernel: KernelInfo, binder: Binder, type_size: TypeSize, root: Node):
+    def __init__(
+        self,
+        fn: Node,
+        cf: CudaFile,
+        kernel: KernelInfo,
+        binder: Binder,
+        type_size: TypeSize,
+        root: Node,
+    ):
         self.fn = fn
         self.cf = cf
         self.kernel = kernel
@@ -112,6 +152,7 @@ class _Host:
             if isinstance(v, Dim3):
                 return None
             return v
+
         return CToAst(lookup, self.macros, self.type_size)
 
     def _bind_params(self) -> None:
@@ -125,17 +166,26 @@ class _Host:
                 continue  # pointers and references carry no launch value
             name = text(d)
             if "Tensor" in text(p) and self.binder.spec(name) is not None:
-                self.env[name] = ast.Name(name)  # a torch tensor the task has as an input: x.size(i) is x.shape[i]
+                self.env[name] = ast.Name(
+                    name
+                )  # a torch tensor the task has as an input: x.size(i) is x.shape[i]
                 continue
             got = self.binder.scalar(name)
-            if got is None and self.binder.task is None and name in {
-                    q.name for q in self.kernel.params if not (q.is_pointer or q.is_reference)}:
+            if (
+                got is None
+                and self.binder.task is None
+                and name
+                in {q.name for q in self.kernel.params if not (q.is_pointer or q.is_reference)}
+            ):
                 got = ast.Name(name)  # without a task the kernel's scalars are its inputs
             if got is not None:
                 self.env[name] = got
             else:
-                self.env[name] = _Lazy(CExprError(f"host parameter `{name}` (no task input or param matches it)",
-                                                  line(p)))
+                self.env[name] = _Lazy(
+                    CExprError(
+                        f"host parameter `{name}` (no task input or param matches it)", line(p)
+                    )
+                )
         tdecl = self.fn.parent
         if tdecl is not None and tdecl.type == "template_declaration":
             self._bind_template_params(tdecl)
@@ -152,16 +202,26 @@ class _Host:
             if len(values) == 1:
                 node = parse_expr(values.pop())
                 try:
-                    self.env[pname] = self.conv(self.env).node(node) if node is not None else _Lazy(
-                        CExprError(f"template parameter `{pname}`", line(p)))
+                    self.env[pname] = (
+                        self.conv(self.env).node(node)
+                        if node is not None
+                        else _Lazy(CExprError(f"template parameter `{pname}`", line(p)))
+                    )
                     continue
                 except CExprError as e:
                     self.env[pname] = _Lazy(e)
                     continue
             got = self.binder.scalar(pname)
-            self.env[pname] = got if got is not None else _Lazy(CExprError(
-                f"host template parameter `{pname}` (instantiated with {sorted(values)}; no task dimension matches)",
-                line(p)))
+            self.env[pname] = (
+                got
+                if got is not None
+                else _Lazy(
+                    CExprError(
+                        f"host template parameter `{pname}` (instantiated with {sorted(values)}; no task dimension matches)",
+                        line(p),
+                    )
+                )
+            )
 
     def run(self, sites: list[LaunchSite]) -> list[SiteValues]:
         body = self.fn.child_by_field_name("body")
@@ -187,7 +247,9 @@ class _Host:
         first, last = node.start_point[0] + 1, node.end_point[0] + 1
         return any(first <= ln <= last for ln in lines)
 
-    def _block(self, block: Node, env: dict, conds: list[ast.expr], lines: dict[int, LaunchSite]) -> None:
+    def _block(
+        self, block: Node, env: dict, conds: list[ast.expr], lines: dict[int, LaunchSite]
+    ) -> None:
         stmts = block.named_children if block.type == "compound_statement" else [block]
         for st in stmts:
             if not self._contains(st, lines):
@@ -202,16 +264,24 @@ class _Host:
                     cond = self.conv(env).node(_unparen(cond_node), line(st))
                 except CExprError as e:
                     cond = _Unknown(e)
-                cons, alt = st.child_by_field_name("consequence"), st.child_by_field_name("alternative")
+                cons, alt = (
+                    st.child_by_field_name("consequence"),
+                    st.child_by_field_name("alternative"),
+                )
                 self._block(cons, dict(env), conds + [cond], lines)
                 if alt is not None:
                     alt_body = alt.named_children[-1] if alt.type == "else_clause" else alt
                     self._block(alt_body, dict(env), conds + [_Not(cond)], lines)
             elif t in ("expression_statement", "return_statement", "declaration"):
                 for n in walk(st):
-                    if n.type == "call_expression" and line(n) in lines and (
-                            any(c.type == "kernel_call_syntax" for c in n.children) or callee(n).startswith(
-                            "cudaLaunch")):
+                    if (
+                        n.type == "call_expression"
+                        and line(n) in lines
+                        and (
+                            any(c.type == "kernel_call_syntax" for c in n.children)
+                            or callee(n).startswith("cudaLaunch")
+                        )
+                    ):
                         self._site(lines[line(n)], env, conds)
                         break
                 self._apply(st, env)
@@ -234,7 +304,9 @@ class _Host:
         if d.type == "function_declarator" and _is_dim3(d):
             # `dim3 block(TILE, TILE);` parses as a function declaration (the most vexing parse)
             params = d.child_by_field_name("parameters")
-            nodes = [parse_expr(text(p)) for p in params.named_children] if params is not None else []
+            nodes = (
+                [parse_expr(text(p)) for p in params.named_children] if params is not None else []
+            )
             if all(n is not None for n in nodes):
                 env[text(d.child_by_field_name("declarator"))] = Dim3(self._parts(nodes, env))
             return
@@ -251,13 +323,18 @@ class _Host:
             return
         if value.type in ("argument_list", "initializer_list"):
             parts = self._parts(value.named_children, env)
-            env[name] = Dim3(parts) if len(value.named_children) > 1 or _is_dim3(d) else (
-                parts[0] if parts else num(0))
+            env[name] = (
+                Dim3(parts)
+                if len(value.named_children) > 1 or _is_dim3(d)
+                else (parts[0] if parts else num(0))
+            )
             if _is_dim3(d):
                 env[name] = Dim3(parts)
             return
         if value.type == "call_expression" and callee(value) == "dim3":
-            env[name] = Dim3(self._parts(value.child_by_field_name("arguments").named_children, env))
+            env[name] = Dim3(
+                self._parts(value.child_by_field_name("arguments").named_children, env)
+            )
             return
         try:
             got = self.conv(env).node(value, line(d))
@@ -284,7 +361,13 @@ class _Host:
             value = self.conv(env).node(e.child_by_field_name("right"), line(e))
             if op != "=":
                 old = self.conv(env).name(name, line(e))
-                ops = {"+=": ast.Add, "-=": ast.Sub, "*=": ast.Mult, "/=": ast.FloorDiv, "%=": ast.Mod}
+                ops = {
+                    "+=": ast.Add,
+                    "-=": ast.Sub,
+                    "*=": ast.Mult,
+                    "/=": ast.FloorDiv,
+                    "%=": ast.Mod,
+                }
                 if op not in ops:
                     raise CExprError(f"operator {op} on host variable `{name}`", line(e))
                 value = ast.BinOp(old, ops[op](), value)
@@ -296,7 +379,10 @@ class _Host:
         """`if (c) v = a; [else v = b;]` on host ints becomes v = c ? a : v."""
         cons, alt = st.child_by_field_name("consequence"), st.child_by_field_name("alternative")
         branch_envs = []
-        for br in (cons, alt.named_children[-1] if alt is not None and alt.type == "else_clause" else alt):
+        for br in (
+            cons,
+            alt.named_children[-1] if alt is not None and alt.type == "else_clause" else alt,
+        ):
             sub = dict(env)
             if br is not None:
                 for s in br.named_children if br.type == "compound_statement" else [br]:
@@ -351,7 +437,9 @@ class _Host:
         if node is not None and node.type == "identifier" and isinstance(env.get(text(node)), Dim3):
             return list(env[text(node)].parts)
         if node is not None and node.type == "call_expression" and callee(node) == "dim3":
-            return Dim3(self._parts(node.child_by_field_name("arguments").named_children, env)).parts
+            return Dim3(
+                self._parts(node.child_by_field_name("arguments").named_children, env)
+            ).parts
         if node is not None and node.type == "initializer_list":
             return Dim3(self._parts(node.named_children, env)).parts
         return [self._value(src, env, ln), num(1), num(1)]
@@ -370,7 +458,11 @@ def _Not(c: ast.expr) -> ast.expr:  # noqa: N802 - mirrors ast.Not
 
 
 def _unparen(n: Node) -> Node:
-    while n is not None and n.type in ("parenthesized_expression", "condition_clause") and n.named_children:
+    while (
+        n is not None
+        and n.type in ("parenthesized_expression", "condition_clause")
+        and n.named_children
+    ):
         n = n.named_children[-1]
     return n
 
@@ -418,8 +510,9 @@ def _combine(values: list[tuple[list[ast.expr], ast.expr | None]]) -> ast.expr |
     return out
 
 
-def plan_launch(cf: CudaFile, root: Node, kernel: KernelInfo, binder: Binder, type_size: TypeSize
-                ) -> LaunchPlan | None:
+def plan_launch(
+    cf: CudaFile, root: Node, kernel: KernelInfo, binder: Binder, type_size: TypeSize
+) -> LaunchPlan | None:
     sites = choose_sites(cf, kernel)
     if not sites:
         return None
@@ -429,14 +522,21 @@ def plan_launch(cf: CudaFile, root: Node, kernel: KernelInfo, binder: Binder, ty
         raise CExprError(f"the launch at line {sites[0].line} outside a function", sites[0].line)
     values = _Host(fn, cf, kernel, binder, type_size, root).run(sites)
     if not values:
-        raise CExprError("the launch of the kernel (not reached in its host function)", sites[0].line)
+        raise CExprError(
+            "the launch of the kernel (not reached in its host function)", sites[0].line
+        )
     notes = []
     if len(values) > 1:
-        notes.append(f"{len(values)} launch sites in {host_name}() (lines {', '.join(str(v.line) for v in values)}): "
-                     "their branch conditions became arithmetic choices in the launch expressions")
+        notes.append(
+            f"{len(values)} launch sites in {host_name}() (lines {', '.join(str(v.line) for v in values)}): "
+            "their branch conditions became arithmetic choices in the launch expressions"
+        )
     if any(find_unknown(c) for v in values[:-1] for c in v.conds):
         bad = next(find_unknown(c) for v in values[:-1] for c in v.conds if find_unknown(c))
-        raise CExprError(f"the branch condition choosing between launches ({bad.what})", bad.line or values[0].line)
+        raise CExprError(
+            f"the branch condition choosing between launches ({bad.what})",
+            bad.line or values[0].line,
+        )
 
     def field_(get) -> ast.expr | None:
         return _combine([(v.conds, get(v)) for v in values])
@@ -455,7 +555,10 @@ def plan_launch(cf: CudaFile, root: Node, kernel: KernelInfo, binder: Binder, ty
 def _host_function(root: Node, name: str | None, ln: int) -> Node | None:
     best = None
     for n in walk(root):
-        if n.type == "function_definition" and n.start_point[0] + 1 <= ln <= n.end_point[0] + 1 and (
-                name is None or function_name(n)[0] == name):
+        if (
+            n.type == "function_definition"
+            and n.start_point[0] + 1 <= ln <= n.end_point[0] + 1
+            and (name is None or function_name(n)[0] == name)
+        ):
             best = n
     return best

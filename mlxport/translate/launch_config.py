@@ -79,8 +79,11 @@ def plan(job: KernelJob, sizes: TypeSizes) -> LaunchPlan:
     else:
         problem = None if got is None else _unknown(got)
     if got is None and problem is None:
-        problem = Untranslatable(f"kernel {job.info.name}", job.info.line, "the file has no launch of it, so "
-                                 "the grid and block sizes are unknown")
+        problem = Untranslatable(
+            f"kernel {job.info.name}",
+            job.info.line,
+            "the file has no launch of it, so the grid and block sizes are unknown",
+        )
     if problem is not None:
         fitted = fitted_plan(job)
         if fitted is None:
@@ -92,9 +95,12 @@ def plan(job: KernelJob, sizes: TypeSizes) -> LaunchPlan:
 
 def _unknown(got: LaunchPlan) -> Untranslatable | None:
     """The first launch value the host code leaves unknown, as the error it would raise."""
-    for what, e in [*(("grid size " + a, b) for a, b in zip("xyz", got.blocks, strict=True)),
-                    *(("block size " + a, t) for a, t in zip("xyz", got.threads, strict=True)),
-                    ("the dynamic shared-memory size", got.smem), *got.targs.items()]:
+    for what, e in [
+        *(("grid size " + a, b) for a, b in zip("xyz", got.blocks, strict=True)),
+        *(("block size " + a, t) for a, t in zip("xyz", got.threads, strict=True)),
+        ("the dynamic shared-memory size", got.smem),
+        *got.targs.items(),
+    ]:
         if e is None:
             continue
         try:
@@ -104,11 +110,16 @@ def _unknown(got: LaunchPlan) -> Untranslatable | None:
     return None
 
 
-def launch_expr(e: ast.expr | None, what: str, ln: int, want_bool: bool = False) -> str | int | bool:
+def launch_expr(
+    e: ast.expr | None, what: str, ln: int, want_bool: bool = False
+) -> str | int | bool:
     bad = find_unknown(e)
     if bad is not None:
-        raise Untranslatable(bad.what, bad.line or ln, f"needed for {what}, and it cannot be expressed over "
-                             "the task's inputs and params")
+        raise Untranslatable(
+            bad.what,
+            bad.line or ln,
+            f"needed for {what}, and it cannot be expressed over the task's inputs and params",
+        )
     try:
         return to_expr(lower(e, want_bool=want_bool))
     except CExprError as err:
@@ -123,32 +134,42 @@ def templates(job: KernelJob, plan: LaunchPlan) -> tuple[Template, list[str | in
             t = typename_tensor(job, tp.name)
             fixed = None if t is not None else typename_dtype(job, tp.name)
             if t is None and fixed is None:
-                raise Untranslatable(f"template parameter {tp.name}", job.info.line,
-                                     "no kernel pointer of this type is bound to a task input")
+                raise Untranslatable(
+                    f"template parameter {tp.name}",
+                    job.info.line,
+                    "no kernel pointer of this type is bound to a task input",
+                )
             template[tp.name] = f"{t}.dtype" if t is not None else fixed
         elif tp.kind == "template":
-            raise Untranslatable(f"template template parameter {tp.name}", job.info.line, "not supported")
+            raise Untranslatable(
+                f"template template parameter {tp.name}", job.info.line, "not supported"
+            )
         elif not _value_template(job, plan, tp.name, tp.kind, tp.default, template):
             continue
         job.bindings[f"template {tp.name}"] = str(template[tp.name])
     return template, _block(job, plan, template)
 
 
-def _value_template(job: KernelJob, plan: LaunchPlan, name: str, kind: str, default: str | None,
-                    template: Template) -> bool:
+def _value_template(
+    job: KernelJob, plan: LaunchPlan, name: str, kind: str, default: str | None, template: Template
+) -> bool:
     """Set a non-type template parameter from the launch; False when it became a body constant."""
     value = plan.targs.get(name)
     if value is None and default:
         value = ast.parse(default, mode="eval").body if default.isdigit() else None
     if value is None:
-        raise Untranslatable(f"template parameter {name}", job.info.line, "the launch does not set it")
+        raise Untranslatable(
+            f"template parameter {name}", job.info.line, "the launch does not set it"
+        )
     got = launch_expr(value, f"template parameter {name}", plan.line, kind == "bool")
     if kind == "bool" and isinstance(got, str) and got in job.binder.params:
         # backends see params as 0-d arrays, so a template cannot read one: a body constant can
         job.param_consts.append((name, got))
         job.bindings[f"template {name}"] = got
-        job.notes.append(f"template bool {name} follows param {got}: it became a body constant "
-                         f"`const bool {name} = {got};`")
+        job.notes.append(
+            f"template bool {name} follows param {got}: it became a body constant "
+            f"`const bool {name} = {got};`"
+        )
         return False
     template[name] = got
     return True
@@ -165,7 +186,9 @@ def _block(job: KernelJob, plan: LaunchPlan, template: Template) -> list[str | i
         name = same[0] if same else job.fresh_name(f"BLOCK_DIM_{axis}", set(template))
         template[name] = v
         block.append(name)
-        job.notes.append(f"blockDim.{axis.lower()} fixed at the launch's block size as template {name} = {v}")
+        job.notes.append(
+            f"blockDim.{axis.lower()} fixed at the launch's block size as template {name} = {v}"
+        )
     for axis, v in zip("xyz", block, strict=True):
         if isinstance(v, int) and v != 1 and job.target == "msl":
             job.notes.append(f"blockDim.{axis} fixed to {v} (the launch's block size)")
@@ -181,13 +204,16 @@ def grid(job: KernelJob, plan: LaunchPlan, block: list[str | int]) -> tuple[list
         t_ast = ast.Constant(t) if isinstance(t, int) else ast.Name(t)
         grid.append(to_expr(simplify(ast.BinOp(nb_ast, ast.Mult(), t_ast))))
         tg.append(t)
-    job.notes.append("grid = blocks x block size in threads (MLX counts threads), so every threadgroup is "
-                     "full and gridDim = threadgroups_per_grid")
+    job.notes.append(
+        "grid = blocks x block size in threads (MLX counts threads), so every threadgroup is "
+        "full and gridDim = threadgroups_per_grid"
+    )
     return grid, tg
 
 
-def dynamic_shared(job: KernelJob, plan: LaunchPlan, template: Template, facts: KernelFacts,
-                   sizes: TypeSizes) -> tuple[str, str | int]:
+def dynamic_shared(
+    job: KernelJob, plan: LaunchPlan, template: Template, facts: KernelFacts, sizes: TypeSizes
+) -> tuple[str, str | int]:
     """A note on how `extern __shared__` is sized, and the bytes the launch passes (0 without one).
 
     MSL: the array becomes fixed-size (`facts.dynamic`), from a template when the size varies."""
@@ -198,24 +224,39 @@ def dynamic_shared(job: KernelJob, plan: LaunchPlan, template: Template, facts: 
     if not decls:
         return "", 0
     if plan.smem is None:
-        raise Untranslatable(f"extern __shared__ {decls[0].name}[]", decls[0].line,
-                             "the launch passes no dynamic shared-memory size")
+        raise Untranslatable(
+            f"extern __shared__ {decls[0].name}[]",
+            decls[0].line,
+            "the launch passes no dynamic shared-memory size",
+        )
     smem = launch_expr(plan.smem, "the dynamic shared-memory size", plan.line)
     if len({d.name for d in decls}) > 1:
-        raise Untranslatable(f"extern __shared__ {decls[1].name}[]", decls[1].line,
-                             "several dynamic shared arrays alias one buffer")
+        raise Untranslatable(
+            f"extern __shared__ {decls[1].name}[]",
+            decls[1].line,
+            "several dynamic shared arrays alias one buffer",
+        )
     d = decls[0]
-    count = launch_expr(ast.BinOp(plan.smem, ast.FloorDiv(), _element_size(d, sizes)),
-                        "the dynamic shared-memory size", plan.line)
+    count = launch_expr(
+        ast.BinOp(plan.smem, ast.FloorDiv(), _element_size(d, sizes)),
+        "the dynamic shared-memory size",
+        plan.line,
+    )
     if job.target == "cuda":
-        return f"extern __shared__ {d.name}[]: shared_memory = {smem} bytes, as the launch passes", smem
+        return (
+            f"extern __shared__ {d.name}[]: shared_memory = {smem} bytes, as the launch passes",
+            smem,
+        )
     if isinstance(count, int):
         facts.dynamic[d.name] = str(count)
         return f"extern __shared__ {d.name}[] sized from the launch: {count} elements", smem
     name = job.fresh_name(f"SMEM_{d.name.upper()}", set(template))
     template[name] = count
     facts.dynamic[d.name] = name
-    return f"extern __shared__ {d.name}[] sized from the launch's {smem} bytes: template {name} = {count}", smem
+    return (
+        f"extern __shared__ {d.name}[] sized from the launch's {smem} bytes: template {name} = {count}",
+        smem,
+    )
 
 
 def _element_size(d: SharedDecl, sizes: TypeSizes) -> ast.expr:
@@ -224,5 +265,7 @@ def _element_size(d: SharedDecl, sizes: TypeSizes) -> ast.expr:
         return ast.Constant(size)
     tsz = sizes(d.type)
     if tsz is None:
-        raise Untranslatable(f"extern __shared__ {d.type} {d.name}[]", d.line, "unknown element size")
+        raise Untranslatable(
+            f"extern __shared__ {d.type} {d.name}[]", d.line, "unknown element size"
+        )
     return atom(ast.unparse(tsz))

@@ -29,16 +29,20 @@ def fitted_plan(job: KernelJob) -> LaunchPlan | None:
     launches = [task.original.launch(task.case_label(c)) for c in cases]
     atoms = list(_atoms(job, cases))
     components: list[ast.expr] = []
-    for values in [*zip(*[launch.grid for launch in launches], strict=True),
-                   *zip(*[launch.block for launch in launches], strict=True),
-                   [launch.shared_bytes for launch in launches]]:
+    for values in [
+        *zip(*[launch.grid for launch in launches], strict=True),
+        *zip(*[launch.block for launch in launches], strict=True),
+        [launch.shared_bytes for launch in launches],
+    ]:
         got = _fit(list(values), atoms)
         if got is None:
             return None
         components.append(got)
     targs: dict[str, ast.expr] = {}
     names = [t.name for t in job.info.template_params]
-    for name, values in zip(names, zip(*[launch.template for launch in launches], strict=True), strict=False):
+    for name, values in zip(
+        names, zip(*[launch.template for launch in launches], strict=True), strict=False
+    ):
         if any(t.kind in ("typename", "class") for t in job.info.template_params if t.name == name):
             continue
         numbers = [_number(v) for v in values]
@@ -48,11 +52,21 @@ def fitted_plan(job: KernelJob) -> LaunchPlan | None:
         targs[name] = got
     blocks, threads, smem = components[:3], components[3:6], components[6]
     shown = ", ".join(str(to_expr(e)) for e in blocks)
-    note = (f"launch read off the original's launches at the task's {len(cases)} cases (the host code could "
-            f"not be followed): grid ({shown}) blocks of {' x '.join(str(to_expr(e)) for e in threads)} threads; "
-            "other sizes follow these formulas")
-    return LaunchPlan(blocks=blocks, threads=threads, smem=smem, targs=targs, kargs={}, line=job.info.line,
-                      host="(the task's original launches)", notes=[note])
+    note = (
+        f"launch read off the original's launches at the task's {len(cases)} cases (the host code could "
+        f"not be followed): grid ({shown}) blocks of {' x '.join(str(to_expr(e)) for e in threads)} threads; "
+        "other sizes follow these formulas"
+    )
+    return LaunchPlan(
+        blocks=blocks,
+        threads=threads,
+        smem=smem,
+        targs=targs,
+        kargs={},
+        line=job.info.line,
+        host="(the task's original launches)",
+        notes=[note],
+    )
 
 
 def fitted_dim(job: KernelJob, tensor: str, axis: int) -> ast.expr | None:
@@ -86,7 +100,10 @@ def _atoms(job: KernelJob, cases: list[dict]) -> Iterator[tuple[ast.expr, list[i
         for group in itertools.combinations_with_replacement(single, n):
             expr, values = group[0]
             for e, v in group[1:]:
-                expr, values = ast.BinOp(expr, ast.Mult(), e), [x * y for x, y in zip(values, v, strict=True)]
+                expr, values = (
+                    ast.BinOp(expr, ast.Mult(), e),
+                    [x * y for x, y in zip(values, v, strict=True)],
+                )
             yield expr, values
     for (a, va), (b, vb) in itertools.permutations(single, 2):  # rows = x.shape[0] // ncols
         if all(y > 0 and x % y == 0 for x, y in zip(va, vb, strict=True)):

@@ -15,7 +15,9 @@ MAX_EXPANDED_BYTES = 8 * 1024 * 1024
 # each alternative is linear so that unterminated comments or quotes cannot make it quadratic.
 _LEX = re.compile(
     rb"//[^\n]*|/\*(?:.*?\*/|.*\Z)|\"(?:[^\"\\\n]|\\.)*\"?|'(?:[^'\\\n]|\\.){0,8}'?"
-    rb"|^[ \t]*#(?:[^\n\\]|\\.|\\\n)*", re.M | re.S)
+    rb"|^[ \t]*#(?:[^\n\\]|\\.|\\\n)*",
+    re.M | re.S,
+)
 _DEFINE = re.compile(rb"#\s*define\s+([A-Za-z_]\w*)(\([^)]*\))?(.*)", re.S)
 _KERNEL_MARK = re.compile(rb"__global__|__device__|__launch_bounds__|<<<")
 _IDENT = re.compile(rb"[A-Za-z_]\w*")
@@ -41,12 +43,21 @@ def _collect_macros(data: bytes, directives: list[tuple[int, bytes]]) -> list[Ma
         body = re.sub(rb"//[^\n]*|/\*.*?\*/", b" ", body, flags=re.S).strip()
         params = None
         if m.group(2) is not None:
-            params = [p.strip().decode("utf-8", "replace") for p in m.group(2)[1:-1].split(b",") if p.strip()]
+            params = [
+                p.strip().decode("utf-8", "replace")
+                for p in m.group(2)[1:-1].split(b",")
+                if p.strip()
+            ]
             if params and params[-1].endswith("..."):
                 params[-1] = params[-1][:-3].strip() or "__VA_ARGS__"
-        out.append(MacroDef(name=m.group(1).decode(), params=params,
-                            body=collapse_spaces(body.decode("utf-8", "replace")),
-                            line=data.count(b"\n", 0, offset) + 1))
+        out.append(
+            MacroDef(
+                name=m.group(1).decode(),
+                params=params,
+                body=collapse_spaces(body.decode("utf-8", "replace")),
+                line=data.count(b"\n", 0, offset) + 1,
+            )
+        )
     return out
 
 
@@ -75,11 +86,15 @@ class _Expander:
                 break
         return found
 
-    def expand(self, text: bytes, skip: list[tuple[int, int]], depth: int) -> tuple[bytes, list[tuple]]:
+    def expand(
+        self, text: bytes, skip: list[tuple[int, int]], depth: int
+    ) -> tuple[bytes, list[tuple]]:
         """Expand kernel-macro uses in `text`; returns new text and (start, end, macro) spans."""
         if depth > MAX_MACRO_DEPTH:
-            raise CudaReadError(f"{self.name}: macro expansion is nested deeper than {MAX_MACRO_DEPTH} "
-                                "levels (recursive macro?): simplify the macros that define kernels")
+            raise CudaReadError(
+                f"{self.name}: macro expansion is nested deeper than {MAX_MACRO_DEPTH} "
+                "levels (recursive macro?): simplify the macros that define kernels"
+            )
         if not self.kernel_macros:
             return text, []
         out, spans, pos, si = bytearray(), [], 0, 0
@@ -101,13 +116,15 @@ class _Expander:
                 args, end = parsed
             body = _substitute(macro, args or [])
             inner, _ = self.expand(body, _string_spans(body), depth + 1)
-            if end < len(text) and text[end:end + 1] == b";" and b"}" in inner[-2:]:
+            if end < len(text) and text[end : end + 1] == b";" and b"}" in inner[-2:]:
                 end += 1  # `DEFINE_KERNEL(x);` leaves a stray `;` that is harmless, but drop it
             self.total += len(inner)
             if self.total > MAX_EXPANDED_BYTES:
-                raise CudaReadError(f"{self.name}: macro expansion grows past {MAX_EXPANDED_BYTES // 2**20} MB: "
-                                    "simplify the macros that define kernels")
-            out += text[pos:m.start()]
+                raise CudaReadError(
+                    f"{self.name}: macro expansion grows past {MAX_EXPANDED_BYTES // 2**20} MB: "
+                    "simplify the macros that define kernels"
+                )
+            out += text[pos : m.start()]
             start = len(out)
             # keep line numbers: the expansion sits on the invocation's first line
             out += inner.replace(b"\n", b" ") + b"\n" * text.count(b"\n", m.start(), end)
@@ -137,10 +154,10 @@ def _macro_args(text: bytes, pos: int, name: str) -> tuple[list[bytes], int] | N
         elif ch in (b")", b"]", b"}"):
             depth -= 1
             if depth == 0:
-                args.append(text[start:tok.start()].strip())
+                args.append(text[start : tok.start()].strip())
                 return args, tok.end()
         elif ch == b"," and depth == 1:
-            args.append(text[start:tok.start()].strip())
+            args.append(text[start : tok.start()].strip())
             start = tok.end()
     line = text.count(b"\n", 0, pos) + 1
     raise CudaReadError(f"{name} called at line {line} is not closed: check its parentheses")
@@ -149,7 +166,7 @@ def _macro_args(text: bytes, pos: int, name: str) -> tuple[list[bytes], int] | N
 def _substitute(macro: MacroDef, args: list[bytes]) -> bytes:
     params = [p.encode() for p in macro.params or []]
     if params and params[-1] == b"__VA_ARGS__" and len(args) > len(params):
-        args = args[:len(params) - 1] + [b", ".join(args[len(params) - 1:])]
+        args = args[: len(params) - 1] + [b", ".join(args[len(params) - 1 :])]
     binding = dict(zip(params, args + [b""] * (len(params) - len(args)), strict=False))
     body = macro.body.encode()
 
@@ -160,7 +177,6 @@ def _substitute(macro: MacroDef, args: list[bytes]) -> bytes:
     body = re.sub(rb"(?<!#)#\s*([A-Za-z_]\w*)", stringify, body)
     body = _IDENT.sub(lambda m: binding.get(m.group(), m.group()), body)
     return re.sub(rb"\s*##\s*", b"", body)
-
 
 
 def normalize(text: bytes) -> bytes:
@@ -174,15 +190,27 @@ def _shared_memory_structs(text: bytes) -> bytes:
     """``T *s = SharedMemory<T>();``, where the struct's conversion operator returns an
     ``extern __shared__`` array (the CUDA samples' idiom for templated dynamic shared memory), read
     as the ``extern __shared__ T s[];`` it means, padded to keep offsets."""
-    names = {m.group(1) for m in re.finditer(rb"\bstruct\s+(\w+)\s*\{(?:[^{}]|\{[^{}]*\})*?operator[^;{]*\*\s*\(\s*\)"
-                                             rb"[^{;]*\{[^{}]*extern\s+__shared__", text)}
+    names = {
+        m.group(1)
+        for m in re.finditer(
+            rb"\bstruct\s+(\w+)\s*\{(?:[^{}]|\{[^{}]*\})*?operator[^;{]*\*\s*\(\s*\)"
+            rb"[^{;]*\{[^{}]*extern\s+__shared__",
+            text,
+        )
+    }
     if not names:
         return text
-    pattern = rb"(?m)^(\s*)((?:const\s+)?[\w:]+)\s*\*\s*(\w+)\s*=\s*(" + b"|".join(names) + rb")\s*<[^;]*>\s*\(\s*\)\s*;"
+    pattern = (
+        rb"(?m)^(\s*)((?:const\s+)?[\w:]+)\s*\*\s*(\w+)\s*=\s*("
+        + b"|".join(names)
+        + rb")\s*<[^;]*>\s*\(\s*\)\s*;"
+    )
 
     def rewrite(m: re.Match) -> bytes:
         new = m.group(1) + b"extern __shared__ " + m.group(2) + b" " + m.group(3) + b"[];"
-        return new + b" " * (len(m.group(0)) - len(new)) if len(new) <= len(m.group(0)) else m.group(0)
+        return (
+            new + b" " * (len(m.group(0)) - len(new)) if len(new) <= len(m.group(0)) else m.group(0)
+        )
 
     return re.sub(pattern, rewrite, text)
 

@@ -14,7 +14,7 @@ def is_pointer_type(td: Node) -> bool:
 
 
 def declarator_kind(d: Node | None) -> str:
-    """"pointer", "reference", "array" or "value"."""
+    """ "pointer", "reference", "array" or "value"."""
     cur = d
     for _ in range(32):
         if cur is None:
@@ -43,9 +43,21 @@ def declared_name(d: Node | None) -> str:
             return text(cur)
         nxt = cur.child_by_field_name("declarator")
         if nxt is None:
-            nxt = next((c for c in cur.named_children if c.type in ("identifier", "pointer_declarator",
-                                                                    "reference_declarator", "array_declarator",
-                                                                    "init_declarator")), None)
+            nxt = next(
+                (
+                    c
+                    for c in cur.named_children
+                    if c.type
+                    in (
+                        "identifier",
+                        "pointer_declarator",
+                        "reference_declarator",
+                        "array_declarator",
+                        "init_declarator",
+                    )
+                ),
+                None,
+            )
         cur = nxt
     return ""
 
@@ -81,5 +93,12 @@ def param_nodes(d: Node) -> list[Node]:
         return []
     _, decl = function_name(fn)
     plist = decl.child_by_field_name("parameters") if decl is not None else None
-    return [p for p in plist.named_children if p.type in ("parameter_declaration", "optional_parameter_declaration")] \
-        if plist is not None else []
+    return (
+        [
+            p
+            for p in plist.named_children
+            if p.type in ("parameter_declaration", "optional_parameter_declaration")
+        ]
+        if plist is not None
+        else []
+    )

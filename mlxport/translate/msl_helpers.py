@@ -72,8 +72,9 @@ class HelperSet:
         return out
 
 
-def _direct_uses(name: str, defs: list[Node], helpers: dict[str, list[Node]]
-                 ) -> tuple[set[str], set[str], list[SharedVar]]:
+def _direct_uses(
+    name: str, defs: list[Node], helpers: dict[str, list[Node]]
+) -> tuple[set[str], set[str], list[SharedVar]]:
     """The built-ins, other helpers and own __shared__ arrays the definitions of `name` use."""
     used, called, own = set(), set(), []
     for d in defs:
@@ -86,8 +87,9 @@ def _direct_uses(name: str, defs: list[Node], helpers: dict[str, list[Node]]
                 used.add(text(n))
             elif n.type == "call_expression" and callee(n) in helpers:
                 called.add(callee(n))
-            elif n.type == "declaration" and any(text(c) == "__shared__" for c in n.children
-                                                 if c.type == "type_qualifier"):
+            elif n.type == "declaration" and any(
+                text(c) == "__shared__" for c in n.children if c.type == "type_qualifier"
+            ):
                 for dd in n.children_by_field_name("declarator"):
                     if not any(o[1] == declared_name(dd) for o in own):
                         own.append((name, declared_name(dd), n))
@@ -115,8 +117,11 @@ def helper_call(r: MslRender, node: Node, name: str, args: list[Node], ctx: FnCt
             if sp is None:
                 sp = frozenset({"thread"}) if positions[i] == "reference" else None
             if sp is None:
-                raise RenderError(f"argument `{short(text(a))}` of {name}()", line(a),
-                                  "its address space cannot be inferred")
+                raise RenderError(
+                    f"argument `{short(text(a))}` of {name}()",
+                    line(a),
+                    "its address space cannot be inferred",
+                )
             choices.append(sorted(sp))
         else:
             choices.append([None])
@@ -146,7 +151,9 @@ def render_helper(r: MslRender, d: Node, variant: tuple | None) -> str:
     for i, p in enumerate(param_nodes(d)):
         k = declarator_kind(p.child_by_field_name("declarator"))
         if k in _INDIRECT:
-            space = variant[i] if variant is not None and i < len(variant) and variant[i] else "thread"
+            space = (
+                variant[i] if variant is not None and i < len(variant) and variant[i] else "thread"
+            )
             spaces[p.id] = space
             ctx.spaces[declared_name(p.child_by_field_name("declarator"))] = frozenset({space})
     for owner, var, _decl in r.helpers.shared.get(name, []):
@@ -162,7 +169,9 @@ def render_helper(r: MslRender, d: Node, variant: tuple | None) -> str:
 
 
 def _param_list(r: MslRender, plist: Node, name: str, ctx: FnCtx, spaces: dict[int, str]) -> str:
-    body = r.copy(plist, ctx, lambda c: f"{spaces[c.id]} {r.copy(c, ctx)}" if c.id in spaces else None)
+    body = r.copy(
+        plist, ctx, lambda c: f"{spaces[c.id]} {r.copy(c, ctx)}" if c.id in spaces else None
+    )
     extra = [f"uint3 {b}" for b in r.helpers.builtins.get(name, [])]
     for owner, var, decl_node in r.helpers.shared.get(name, []):
         pname = var if owner == name else f"{owner}_{var}"
@@ -176,7 +185,9 @@ def _param_list(r: MslRender, plist: Node, name: str, ctx: FnCtx, spaces: dict[i
     return f"{inner}{sep}{', '.join(extra)})"
 
 
-def _shared_param(r: MslRender, decl_node: Node, var: str, pname: str, own: bool, ctx: FnCtx) -> str:
+def _shared_param(
+    r: MslRender, decl_node: Node, var: str, pname: str, own: bool, ctx: FnCtx
+) -> str:
     ty = r.render(decl_node.child_by_field_name("type"), ctx)
     d = next(x for x in decl_node.children_by_field_name("declarator") if declared_name(x) == var)
     dims = array_size_nodes(d)
@@ -185,7 +196,10 @@ def _shared_param(r: MslRender, decl_node: Node, var: str, pname: str, own: bool
     if len(dims) == 1:
         return f"threadgroup {ty}* {pname}"
     if not own:
-        raise RenderError(f"__shared__ {var}", line(decl_node), "a multi-dimensional shared array passed "
-                          "through several helper functions")
+        raise RenderError(
+            f"__shared__ {var}",
+            line(decl_node),
+            "a multi-dimensional shared array passed through several helper functions",
+        )
     rest = "".join(f"[{r.render(x, ctx)}]" for x in dims)
     return f"threadgroup {ty} (&{pname}){rest}"

@@ -55,25 +55,34 @@ def dry_render(job: KernelJob, ports: Ports, facts: KernelFacts) -> None:
         job.notes = notes
 
 
-def render_msl(job: KernelJob, facts: KernelFacts, scalars: Scalars, block: list, ports: Ports) -> tuple[str, str]:
+def render_msl(
+    job: KernelJob, facts: KernelFacts, scalars: Scalars, block: list, ports: Ports
+) -> tuple[str, str]:
     """(header, body)."""
     nodes = helper_nodes(job.root, job.helpers)
     r = MslRender(job.src, job.macros, nodes, facts, job.notes)
     ctx = FnCtx("kernel", name=job.info.name)
     for p in job.info.params:
         if p.is_pointer:
-            ctx.spaces[p.name] = frozenset({"device", "constant"}) if p.name in facts.inputs and \
-                p.name not in facts.rw else frozenset({"device"})
+            ctx.spaces[p.name] = (
+                frozenset({"device", "constant"})
+                if p.name in facts.inputs and p.name not in facts.rw
+                else frozenset({"device"})
+            )
     for out in facts.rw.values():
         ctx.spaces[out] = frozenset({"device"})
     body = r.render(job.node.child_by_field_name("body"), ctx)
     views = _vector_views(job, facts)
     if views:  # the kernel's own block shadows each buffer with its vector view
         r.ptr_casts = True
-        body = body.replace("{", "{ " + " ".join(f"auto {p} = mlxport_view_{p};" for p, _ in views), 1)
+        body = body.replace(
+            "{", "{ " + " ".join(f"auto {p} = mlxport_view_{p};" for p, _ in views), 1
+        )
     rendered = _render_helpers(r, nodes)
     if "blockDim" not in r.used_builtins:
-        job.notes[:] = [n for n in job.notes if not n.startswith("blockDim.")]  # the renderer writes to this list
+        job.notes[:] = [
+            n for n in job.notes if not n.startswith("blockDim.")
+        ]  # the renderer writes to this list
     header = _tidy(_header(job, r, nodes, rendered))
     if r.reads_back:
         header = r.READ_BACK["msl"] + header
@@ -88,8 +97,12 @@ def _vector_views(job: KernelJob, facts: KernelFacts) -> list[tuple[str, str]]:
     out = []
     for p in job.info.params:
         t = TYPE_MAP.get(p.base_type.strip(), p.base_type.strip())
-        if p.is_pointer and re.fullmatch(r"(?:float|half|bfloat|u?int|u?short|u?char)[234]", t) and \
-                p.name not in facts.rw and not facts.atomic:
+        if (
+            p.is_pointer
+            and re.fullmatch(r"(?:float|half|bfloat|u?int|u?short|u?char)[234]", t)
+            and p.name not in facts.rw
+            and not facts.atomic
+        ):
             out.append((p.name, t))
     return out
 
@@ -110,7 +123,9 @@ def _render_helpers(r: MslRender, nodes: dict[str, list[Node]]) -> Rendered:
     return rendered
 
 
-def _prologue(job: KernelJob, r: MslRender, block: list, scalars: Scalars, ports: Ports) -> list[str]:
+def _prologue(
+    job: KernelJob, r: MslRender, block: list, scalars: Scalars, ports: Ports
+) -> list[str]:
     lines = []
     b = r.used_builtins
     if "threadIdx" in b:
@@ -132,7 +147,9 @@ def _prologue(job: KernelJob, r: MslRender, block: list, scalars: Scalars, ports
     return lines
 
 
-def _hoisted_decl(job: KernelJob, r: MslRender, owner: str, var: str, decl: Node, call: Node) -> str:
+def _hoisted_decl(
+    job: KernelJob, r: MslRender, owner: str, var: str, decl: Node, call: Node
+) -> str:
     """The kernel-scope declaration of a helper's __shared__ array, sized by the kernel's call."""
     ctx = FnCtx("helper", name=owner)
     ty = r.render(decl.child_by_field_name("type"), ctx)
@@ -144,19 +161,35 @@ def _hoisted_decl(job: KernelJob, r: MslRender, owner: str, var: str, decl: Node
         dims.insert(0, r.render(size, ctx) if size is not None else "")
         x = x.child_by_field_name("declarator")
     fn = call.child_by_field_name("function")
-    targs = fn.child_by_field_name("arguments") if fn is not None and fn.type == "template_function" else None
+    targs = (
+        fn.child_by_field_name("arguments")
+        if fn is not None and fn.type == "template_function"
+        else None
+    )
     tparams = _template_params(job, owner)
-    subst = dict(zip(tparams, [text(a) for a in targs.named_children], strict=False)) if targs else {}
+    subst = (
+        dict(zip(tparams, [text(a) for a in targs.named_children], strict=False)) if targs else {}
+    )
     out_dims = []
     for dim in dims:
         for k in tparams:
             if re.search(rf"\b{k}\b", dim) and k not in subst:
-                raise Untranslatable(f"__shared__ {var} in {owner}()", line(decl),
-                                     f"its size uses template parameter {k} that the kernel's call does not set")
-        out_dims.append(re.sub(r"\b\w+\b", lambda m: f"({subst[m.group()]})" if m.group() in subst else m.group(),
-                               dim))
-    job.notes.append(f"__shared__ {var} of {owner}() hoisted into the kernel (threadgroup memory is declared in "
-                     "kernel scope) and passed to it")
+                raise Untranslatable(
+                    f"__shared__ {var} in {owner}()",
+                    line(decl),
+                    f"its size uses template parameter {k} that the kernel's call does not set",
+                )
+        out_dims.append(
+            re.sub(
+                r"\b\w+\b",
+                lambda m: f"({subst[m.group()]})" if m.group() in subst else m.group(),
+                dim,
+            )
+        )
+    job.notes.append(
+        f"__shared__ {var} of {owner}() hoisted into the kernel (threadgroup memory is declared in "
+        "kernel scope) and passed to it"
+    )
     return f"threadgroup {ty} {owner}_{var}{''.join(f'[{x}]' for x in out_dims)};"
 
 
@@ -183,34 +216,65 @@ def _header(job: KernelJob, r: MslRender, nodes: dict[str, list[Node]], rendered
             return ""
         if t in ("preproc_def", "preproc_function_def"):
             return _macro(n)
-        if t == "template_declaration" and any(c.type in ("struct_specifier", "class_specifier")
-                                               for c in n.named_children):
+        if t == "template_declaration" and any(
+            c.type in ("struct_specifier", "class_specifier") for c in n.named_children
+        ):
             return r.render(n, ctx)  # a struct template (its methods are its own, not helpers)
         if t in ("function_definition", "template_declaration"):
-            fn = n if t == "function_definition" else next((c for c in walk(n) if c.type == "function_definition"),
-                                                           None)
+            fn = (
+                n
+                if t == "function_definition"
+                else next((c for c in walk(n) if c.type == "function_definition"), None)
+            )
             if fn is None:
                 return _top_declaration(n, r, ctx, helper_names)
             return ""
         if t == "declaration":
             return _top_declaration(n, r, ctx, helper_names)
-        if t == "linkage_specification":  # extern "C" { ... }: Metal has no linkages, templates need C++'s
+        if (
+            t == "linkage_specification"
+        ):  # extern "C" { ... }: Metal has no linkages, templates need C++'s
             body = n.child_by_field_name("body")
             got = r.copy(body, ctx, top) if body is not None else ""
-            return got.strip()[1:-1] if body is not None and body.type == "declaration_list" else got
-        if t in ("preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "namespace_definition",
-                 "declaration_list"):
+            return (
+                got.strip()[1:-1] if body is not None and body.type == "declaration_list" else got
+            )
+        if t in (
+            "preproc_if",
+            "preproc_ifdef",
+            "preproc_else",
+            "preproc_elif",
+            "namespace_definition",
+            "declaration_list",
+        ):
             return r.copy(n, ctx, top)
-        if t in ("struct_specifier", "class_specifier", "union_specifier", "type_definition", "alias_declaration",
-                 "using_declaration", "enum_specifier"):
+        if t in (
+            "struct_specifier",
+            "class_specifier",
+            "union_specifier",
+            "type_definition",
+            "alias_declaration",
+            "using_declaration",
+            "enum_specifier",
+        ):
             return r.render(n, ctx)
         parent = n.parent
-        if parent is not None and parent.type == "namespace_definition" and n == parent.child_by_field_name("name"):
+        if (
+            parent is not None
+            and parent.type == "namespace_definition"
+            and n == parent.child_by_field_name("name")
+        ):
             return leaf_name(text(n))
-        if parent is not None and parent.type.startswith("preproc_") and n.start_point[0] == parent.start_point[0]:
+        if (
+            parent is not None
+            and parent.type.startswith("preproc_")
+            and n.start_point[0] == parent.start_point[0]
+        ):
             return text(n)  # the directive's own line: #ifndef TILE, #if defined(X) && ...
         if t == "ERROR" and parent is not None and parent.type == "translation_unit":
-            return r.copy(n, ctx, top)  # what the grammar could not nest: its items are the file's items
+            return r.copy(
+                n, ctx, top
+            )  # what the grammar could not nest: its items are the file's items
         if parent is not None and parent.type in ("translation_unit", "ERROR"):
             # tokens the grammar could not place (`#ifdef __cplusplus` / `extern "C" {` / `#endif`
             # split across directives) and stray directives: C++ linkage and #pragma mean nothing here
@@ -221,9 +285,13 @@ def _header(job: KernelJob, r: MslRender, nodes: dict[str, list[Node]], rendered
 
     out = r.copy(job.root, ctx, top)
     out = re.sub(r"\n{3,}", "\n\n", out).strip()
-    helper_src = _PTR_CAST if "mlxport_ptr_cast" in out + "".join(rendered.values()) or r.ptr_casts else ""
+    helper_src = (
+        _PTR_CAST if "mlxport_ptr_cast" in out + "".join(rendered.values()) or r.ptr_casts else ""
+    )
     shims = _macro_builtins(out, {d.name for d in job.cf.device_functions})
-    return (helper_src + float_limit_guards(out + job.src_text) + shims + "\n" + out + "\n").lstrip()
+    return (
+        helper_src + float_limit_guards(out + job.src_text) + shims + "\n" + out + "\n"
+    ).lstrip()
 
 
 def _macro_builtins(header: str, defined: set[str]) -> str:
@@ -254,10 +322,18 @@ def _unused_declarations(job: KernelJob, helpers: str) -> set[int]:
 
     def visit(n: Node) -> None:
         for c in n.named_children:
-            if c.type in ("namespace_definition", "declaration_list", "linkage_specification", "preproc_if",
-                          "preproc_ifdef", "preproc_else", "preproc_elif"):
-                cond = c.child_by_field_name("condition") or (c.child_by_field_name("name")
-                                                              if c.type == "preproc_ifdef" else None)
+            if c.type in (
+                "namespace_definition",
+                "declaration_list",
+                "linkage_specification",
+                "preproc_if",
+                "preproc_ifdef",
+                "preproc_else",
+                "preproc_elif",
+            ):
+                cond = c.child_by_field_name("condition") or (
+                    c.child_by_field_name("name") if c.type == "preproc_ifdef" else None
+                )
                 if cond is not None:
                     seeds.append(text(cond))
                 visit(c)
@@ -265,8 +341,12 @@ def _unused_declarations(job: KernelJob, helpers: str) -> set[int]:
             names = _declared_names(c)
             if names:
                 found[c.id] = (names, text(c))
-            elif c.type in ("type_definition", "alias_declaration", "using_declaration", "template_declaration") \
-                    and not any(x.type == "function_definition" for x in c.named_children):
+            elif c.type in (
+                "type_definition",
+                "alias_declaration",
+                "using_declaration",
+                "template_declaration",
+            ) and not any(x.type == "function_definition" for x in c.named_children):
                 seeds.append(text(c))  # kept whatever it declares: what it names is needed too
 
     visit(job.root)
@@ -290,11 +370,19 @@ def _declared_names(c: Node) -> set[str]:
     if inner.type in ("preproc_def", "preproc_function_def"):
         return {text(inner.child_by_field_name("name"))}
     if inner.type == "type_definition":  # typedef void (*fn_t)(int); typedef struct X * x_t;
-        return {next((text(x) for x in walk(d) if x.type == "type_identifier"), "")
-                for d in inner.children_by_field_name("declarator")} - {""}
+        return {
+            next((text(x) for x in walk(d) if x.type == "type_identifier"), "")
+            for d in inner.children_by_field_name("declarator")
+        } - {""}
     if inner.type == "alias_declaration":
         return {text(inner.child_by_field_name("name"))}
-    spec = inner if inner.type in _TYPES else inner.child_by_field_name("type") if inner.type == "declaration" else None
+    spec = (
+        inner
+        if inner.type in _TYPES
+        else inner.child_by_field_name("type")
+        if inner.type == "declaration"
+        else None
+    )
     if inner.type == "declaration" and inner.child_by_field_name("declarator") is not None:
         if any(x.type == "function_declarator" for x in walk(inner)):
             return set()
@@ -320,8 +408,11 @@ def _top_declaration(n: Node, r: MslRender, ctx: FnCtx, helpers: set[str]) -> st
         return ""
     own = {text(c) for c in n.children if c.type in ("type_qualifier", "storage_class_specifier")}
     pointer = any(declarator_kind(d) == "pointer" for d in n.children_by_field_name("declarator"))
-    if n.type == "declaration" and n.child_by_field_name("declarator") is not None and (
-            not own & {"const", "constexpr"} or pointer and "constexpr" not in own):
+    if (
+        n.type == "declaration"
+        and n.child_by_field_name("declarator") is not None
+        and (not own & {"const", "constexpr"} or pointer and "constexpr" not in own)
+    ):
         return ""  # a host global (a handle, a workspace pointer, a name string): kernels cannot read it
     body = r.render(n, ctx)
     if quals & {"const", "constexpr"}:
@@ -336,14 +427,27 @@ def _macro(n: Node) -> str:
         return ""  # a portability shim redefining a CUDA builtin (for HIP, say): the builtin has its Metal form
     for bad in ("__shfl", "atomic", "asm", "__ballot"):
         if bad in body and n.type == "preproc_function_def":
-            raise Untranslatable(f"macro `{_first_line(body)}`", line(n), f"it uses {bad}, which macros "
-                                 "cannot carry through the translation (expand the macro)")
-    for k, v in {"__syncthreads()": "threadgroup_barrier(mem_flags::mem_threadgroup)", "__forceinline__": "inline",
-                 "__device__": "", "__restrict__": ""}.items():
+            raise Untranslatable(
+                f"macro `{_first_line(body)}`",
+                line(n),
+                f"it uses {bad}, which macros "
+                "cannot carry through the translation (expand the macro)",
+            )
+    for k, v in {
+        "__syncthreads()": "threadgroup_barrier(mem_flags::mem_threadgroup)",
+        "__forceinline__": "inline",
+        "__device__": "",
+        "__restrict__": "",
+    }.items():
         body = body.replace(k, v)
-    body = re.sub(r"\b([A-Za-z_]\w*)(\s*\()", lambda m: MATH.get(m.group(1), m.group(1)) + m.group(2), body)
-    return re.sub(r"\b(__half|__nv_bfloat16|__half2)\b", lambda m: {"__half": "half", "__half2": "half2",
-                                                                   "__nv_bfloat16": "bfloat"}[m.group()], body)
+    body = re.sub(
+        r"\b([A-Za-z_]\w*)(\s*\()", lambda m: MATH.get(m.group(1), m.group(1)) + m.group(2), body
+    )
+    return re.sub(
+        r"\b(__half|__nv_bfloat16|__half2)\b",
+        lambda m: {"__half": "half", "__half2": "half2", "__nv_bfloat16": "bfloat"}[m.group()],
+        body,
+    )
 
 
 def _first_line(s: str) -> str:

@@ -43,15 +43,31 @@ from mlxport.translate.render_base import (
     short,
 )
 
-_DROPPED = ("__device__", "__host__", "__global__", "__noinline__", "__restrict__", "__restrict", "__launch_bounds__")
+_DROPPED = (
+    "__device__",
+    "__host__",
+    "__global__",
+    "__noinline__",
+    "__restrict__",
+    "__restrict",
+    "__launch_bounds__",
+)
 _LIBRARIES = ("cub::", "wmma::", "nvcuda::", "thrust::")
-_MSL_TYPE = re.compile(r"(packed_)?(half|float|int|uint|short|ushort|char|uchar|bool|long|ulong|bfloat)"
-                       r"([234](x[234])?)?|vec|array|atomic|simd_vote")
+_MSL_TYPE = re.compile(
+    r"(packed_)?(half|float|int|uint|short|ushort|char|uchar|bool|long|ulong|bfloat)"
+    r"([234](x[234])?)?|vec|array|atomic|simd_vote"
+)
 
 
 class MslRender(TreeRender):
-    def __init__(self, src: bytes, macros: Macros, helpers: dict[str, list[Node]], facts: KernelFacts,
-                 notes: list[str]):
+    def __init__(
+        self,
+        src: bytes,
+        macros: Macros,
+        helpers: dict[str, list[Node]],
+        facts: KernelFacts,
+        notes: list[str],
+    ):
         super().__init__(src, facts, notes)
         self.macros = macros
         self.helpers = HelperSet(helpers)
@@ -73,7 +89,9 @@ class MslRender(TreeRender):
         if node.type == "__shared__":
             return "threadgroup"
         if node.type in ("field_identifier", "namespace_identifier"):
-            return leaf_name(t)  # a member named like an MSL keyword: `static Packed128 constant(...)`
+            return leaf_name(
+                t
+            )  # a member named like an MSL keyword: `static Packed128 constant(...)`
         if node.type == "identifier":
             if t == "warpSize":
                 return "32"
@@ -126,7 +144,10 @@ class MslRender(TreeRender):
             return self.assignment(node, ctx)
         if t == "subscript_expression" and (got := self.read_back(node, ctx)) is not None:
             return got
-        if t in ("subscript_expression", "pointer_expression") and (got := self.atomic_load(node, ctx)) is not None:
+        if (
+            t in ("subscript_expression", "pointer_expression")
+            and (got := self.atomic_load(node, ctx)) is not None
+        ):
             return got
         if t == "pointer_expression" and (got := self.row_address(node, ctx)) is not None:
             return got
@@ -135,11 +156,16 @@ class MslRender(TreeRender):
         if t in ("new_expression", "delete_expression", "throw_statement", "try_statement"):
             raise RenderError(t.replace("_", " "), line(node), "not available in Metal kernels")
         if t == "identifier" and ctx.kind == "kernel" and self.atomic_root(text(node)):
-            raise RenderError(f"non-atomic use of output `{text(node)}`", line(node),
-                              "MLX makes every output atomic when one is, so it can only be used by atomics "
-                              "and plain stores")
+            raise RenderError(
+                f"non-atomic use of output `{text(node)}`",
+                line(node),
+                "MLX makes every output atomic when one is, so it can only be used by atomics "
+                "and plain stores",
+            )
         if t == "qualified_identifier" and text(node).startswith(_LIBRARIES):
-            raise RenderError(text(node).split("<")[0], line(node), "library code has no Metal form")
+            raise RenderError(
+                text(node).split("<")[0], line(node), "library code has no Metal form"
+            )
         return None
 
     def call(self, node: Node, ctx: FnCtx) -> str | None:
@@ -161,20 +187,31 @@ class MslRender(TreeRender):
             return "simdgroup_barrier(mem_flags::mem_threadgroup)"
         if name == "__threadfence_block":
             raise RenderError(name, ln, "a fence without a barrier has no Metal form")
-        warp = name in SHUFFLES or name == "__activemask" or (name in OLD_SHUFFLES or name in VOTES) and len(args) >= 2
+        warp = (
+            name in SHUFFLES
+            or name == "__activemask"
+            or (name in OLD_SHUFFLES or name in VOTES)
+            and len(args) >= 2
+        )
         if warp:
             return self.warp_call(name, args, ctx)
         if name in ATOMICS:
             return self.atomic(node, name, args, ctx)
         if name == "sincosf" or name == "sincos":
-            raise RenderError(name, ln, "sincos is translated only as a statement `sincosf(x, &s, &c);`")
+            raise RenderError(
+                name, ln, "sincos is translated only as a statement `sincosf(x, &s, &c);`"
+            )
         got = self.intrinsic(node, name, args, ctx)
         if got is not None:
             return got
         if name in ("reinterpret_cast", "static_cast", "const_cast") and len(args) == 1:
             fn = node.child_by_field_name("function")
             targs = fn.child_by_field_name("arguments") if fn.type == "template_function" else None
-            if targs is not None and targs.named_children and is_pointer_type(targs.named_children[0]):
+            if (
+                targs is not None
+                and targs.named_children
+                and is_pointer_type(targs.named_children[0])
+            ):
                 return self.pointer_cast(targs.named_children[0], args[0], ctx)
             return None
         if name in self.helpers.nodes:
@@ -214,7 +251,9 @@ class MslRender(TreeRender):
             return UNARY[name].format(self.render(args[0], ctx))
         if name in STORES and len(args) == 2:
             return STORES[name].format(*(self.render(a, ctx) for a in args))
-        m = re.fullmatch(r"make_(float|int|uint|short|ushort|char|uchar|half|long|ulong)([234])", name)
+        m = re.fullmatch(
+            r"make_(float|int|uint|short|ushort|char|uchar|half|long|ulong)([234])", name
+        )
         if m:
             base = self.type_name(m.group(1), node) if m.group(1) == "float" else m.group(1)
             ty = base + m.group(2) if not base.startswith("vec<") else base[:-2] + m.group(2) + ">"
@@ -232,10 +271,16 @@ class MslRender(TreeRender):
             raise RenderError(name, ln, "unexpected argument count")
         spaces = spaces_of(args[0], ctx)
         root = root_name(args[0])
-        if spaces != frozenset({"device"}) or ctx.kind != "kernel" or not self.atomic_root(root) and \
-                root not in self.facts.outputs:
+        if (
+            spaces != frozenset({"device"})
+            or ctx.kind != "kernel"
+            or not self.atomic_root(root)
+            and root not in self.facts.outputs
+        ):
             where = "threadgroup memory" if spaces == frozenset({"threadgroup"}) else "this pointer"
-            raise RenderError(f"{name} on {where}", ln, "only atomics on kernel outputs map to MLX atomic outputs")
+            raise RenderError(
+                f"{name} on {where}", ln, "only atomics on kernel outputs map to MLX atomic outputs"
+            )
         return f"{ATOMICS[name]}({self.raw(args[0], ctx)}, {self.render(args[1], ctx)}, memory_order_relaxed)"
 
     def warp_reduction(self, node: Node) -> str | None:
@@ -251,8 +296,11 @@ class MslRender(TreeRender):
     def pointer_cast(self, type_desc: Node, arg: Node, ctx: FnCtx) -> str:
         pointee = self.pointee(type_desc, ctx)
         if spaces_of(arg, ctx) is None:
-            raise RenderError(f"pointer cast `{short(text(type_desc))}`", line(type_desc),
-                              "the address space of its operand cannot be inferred")
+            raise RenderError(
+                f"pointer cast `{short(text(type_desc))}`",
+                line(type_desc),
+                "the address space of its operand cannot be inferred",
+            )
         self.ptr_casts = True
         return f"mlxport_ptr_cast<{pointee}>({self.render(arg, ctx)})"
 
@@ -261,7 +309,9 @@ class MslRender(TreeRender):
         for c in type_desc.children:
             if c.type == "abstract_pointer_declarator":
                 if any(x.type == "abstract_pointer_declarator" for x in c.children):
-                    raise RenderError("pointer to pointer", line(c), "Metal buffers cannot hold pointers")
+                    raise RenderError(
+                        "pointer to pointer", line(c), "Metal buffers cannot hold pointers"
+                    )
                 continue
             if c.type == "type_qualifier" and text(c) == "const":
                 continue
@@ -294,7 +344,10 @@ class MslRender(TreeRender):
         kind = declarator_kind(d)
         prefix = []
         for c in node.children:
-            if c == node.child_by_field_name("type") or c.type in ("type_qualifier", "storage_class_specifier"):
+            if c == node.child_by_field_name("type") or c.type in (
+                "type_qualifier",
+                "storage_class_specifier",
+            ):
                 prefix.append(self.render(c, ctx))
         type_text = " ".join(p for p in prefix if p)
         if kind not in ("pointer", "reference"):
@@ -303,8 +356,12 @@ class MslRender(TreeRender):
         value = d.child_by_field_name("value") if d.type == "init_declarator" else None
         spaces = ctx.spaces.get(name)
         if spaces is None:
-            raise RenderError(f"pointer `{name}`", line(d), "its address space cannot be inferred "
-                              "(declare it with an initializer that points into a buffer or array)")
+            raise RenderError(
+                f"pointer `{name}`",
+                line(d),
+                "its address space cannot be inferred "
+                "(declare it with an initializer that points into a buffer or array)",
+            )
         if len(spaces) > 1:
             if value is None:
                 raise RenderError(f"pointer `{name}`", line(d), "declared without an initializer")
@@ -312,16 +369,28 @@ class MslRender(TreeRender):
             return f"auto{amp} {name} = {self.render(value, ctx)};"
         space = next(iter(spaces))
         root = root_name(value) if value is not None else None
-        if ctx.kind == "kernel" and kind == "pointer" and root in self.facts.rw and name not in self.facts.rw:
+        if (
+            ctx.kind == "kernel"
+            and kind == "pointer"
+            and root in self.facts.rw
+            and name not in self.facts.rw
+        ):
             # float* d_bt = d + b * C into a read-write d: a pointer into its input and one into its output
             out = f"{name}_out"
             element = re.sub(r"\bconst\b", "", type_text).strip()
             self.facts.rw[name] = out
             if root in self.facts.read_through:
                 self.facts.read_through.add(name)
-            return (f"{space} const {element}* {name} = {self.render(value, ctx)}; "
-                    f"{space} {element}* {out} = {self.rename_root(value, root, self.facts.rw[root], ctx)};")
-        if ctx.kind == "kernel" and value is not None and kind == "pointer" and self.atomic_root(root_name(value)):
+            return (
+                f"{space} const {element}* {name} = {self.render(value, ctx)}; "
+                f"{space} {element}* {out} = {self.rename_root(value, root, self.facts.rw[root], ctx)};"
+            )
+        if (
+            ctx.kind == "kernel"
+            and value is not None
+            and kind == "pointer"
+            and self.atomic_root(root_name(value))
+        ):
             self.atomic_ptrs.add(name)  # float* dw = dwte + ix * C: points at atomics
             element = re.sub(r"\bconst\b", "", type_text).strip()
             return f"{space} atomic<{element}>* {name} = {self.raw(value, ctx)};"
@@ -347,8 +416,12 @@ class MslRender(TreeRender):
         out = []
         ty = self.render(node.child_by_field_name("type"), ctx)
         if any(text(c) == "volatile" for c in node.children if c.type == "type_qualifier"):
-            raise RenderError("volatile __shared__", line(node), "warp-synchronous code on volatile shared "
-                              "memory has no safe Metal form: use simd_* reductions and barriers")
+            raise RenderError(
+                "volatile __shared__",
+                line(node),
+                "warp-synchronous code on volatile shared "
+                "memory has no safe Metal form: use simd_* reductions and barriers",
+            )
         for d in declarators:
             name = declared_name(d)
             ctx.spaces[name] = frozenset({"threadgroup"})
@@ -357,8 +430,11 @@ class MslRender(TreeRender):
             if extern:
                 size = self.facts.dynamic.get(name)
                 if size is None:
-                    raise RenderError(f"extern __shared__ {name}[]", line(node),
-                                      "dynamic shared memory needs a size from the launch's shared-memory argument")
+                    raise RenderError(
+                        f"extern __shared__ {name}[]",
+                        line(node),
+                        "dynamic shared memory needs a size from the launch's shared-memory argument",
+                    )
                 out.append(f"threadgroup {ty} {name}[{size}];")
             else:
                 out.append(f"threadgroup {ty} {self.render(d, ctx)};")
@@ -369,14 +445,24 @@ class MslRender(TreeRender):
         if grouped is not None:
             return grouped
         e = node.named_children[0] if node.named_children else None
-        if e is not None and e.type == "call_expression" and callee(e) in ("sincosf", "sincos", "__sincosf"):
+        if (
+            e is not None
+            and e.type == "call_expression"
+            and callee(e) in ("sincosf", "sincos", "__sincosf")
+        ):
             args = call_args(e)
-            if len(args) == 3 and all(a.type == "pointer_expression" and text(a).startswith("&") for a in args[1:]):
+            if len(args) == 3 and all(
+                a.type == "pointer_expression" and text(a).startswith("&") for a in args[1:]
+            ):
                 s = self.render(args[1].child_by_field_name("argument"), ctx)
                 c = self.render(args[2].child_by_field_name("argument"), ctx)
                 fn = "metal::fast::sincos" if callee(e) == "__sincosf" else "metal::sincos"
                 return f"{s} = {fn}({self.render(args[0], ctx)}, {c});"
-        if e is not None and e.type == "call_expression" and callee(e) in ("assert", "__assert_fail"):
+        if (
+            e is not None
+            and e.type == "call_expression"
+            and callee(e) in ("assert", "__assert_fail")
+        ):
             self.notes.append(f"assert at line {line(e)} dropped: Metal kernels have no assert")
             return ";"
         return None
@@ -393,8 +479,10 @@ class MslRender(TreeRender):
         if node.type == "update_expression":  # out[i]++: as unsynchronised as the original's
             op, value = ("+" if "++" in text(node) else "-"), "1"
         else:
-            op, value = text(node.child_by_field_name("operator"))[:-1], \
-                self.render(node.child_by_field_name("right"), ctx)
+            op, value = (
+                text(node.child_by_field_name("operator"))[:-1],
+                self.render(node.child_by_field_name("right"), ctx),
+            )
         if op:  # out[i] += v, not an atomic add: a relaxed load and store, as racy as the original
             value = f"atomic_load_explicit({address}, memory_order_relaxed) {op} ({value})"
         return f"atomic_store_explicit({address}, {value}, memory_order_relaxed)"
@@ -403,9 +491,13 @@ class MslRender(TreeRender):
         """``&tile[y][x]`` as ``(tile[y] + x)``: the same address, typed as a pointer into the array's
         address space, so overloads on threadgroup and device pointers tell it apart."""
         inner = node.child_by_field_name("argument")
-        if text(node.child_by_field_name("operator")) != "&" or inner is None or \
-                inner.type != "subscript_expression" or inner.child_by_field_name("argument") is None or \
-                inner.child_by_field_name("argument").type != "subscript_expression":
+        if (
+            text(node.child_by_field_name("operator")) != "&"
+            or inner is None
+            or inner.type != "subscript_expression"
+            or inner.child_by_field_name("argument") is None
+            or inner.child_by_field_name("argument").type != "subscript_expression"
+        ):
             return None
         index = inner.child_by_field_name("indices") or inner.named_children[-1]
         if index.type == "subscript_argument_list":
@@ -416,19 +508,30 @@ class MslRender(TreeRender):
 
     def atomic_load(self, node: Node, ctx: FnCtx) -> str | None:
         """A read of an atomic output's element (``out[i]``, ``*p``): a relaxed atomic load."""
-        if ctx.kind != "kernel" or not self.atomic_root(root_name(node)) or node.type == "pointer_expression" and \
-                text(node.child_by_field_name("operator")) != "*":
+        if (
+            ctx.kind != "kernel"
+            or not self.atomic_root(root_name(node))
+            or node.type == "pointer_expression"
+            and text(node.child_by_field_name("operator")) != "*"
+        ):
             return None
         parent = node.parent
-        if parent is not None and (parent.type == "update_expression" or parent.type == "assignment_expression" and
-                                   parent.child_by_field_name("left") == node or parent.type == "pointer_expression"
-                                   and text(parent.child_by_field_name("operator")) == "&"):
+        if parent is not None and (
+            parent.type == "update_expression"
+            or parent.type == "assignment_expression"
+            and parent.child_by_field_name("left") == node
+            or parent.type == "pointer_expression"
+            and text(parent.child_by_field_name("operator")) == "&"
+        ):
             return None
         return f"atomic_load_explicit({self.address(node, ctx)}, memory_order_relaxed)"
 
     def address(self, lvalue: Node, ctx: FnCtx) -> str:
         """`&x[i]` for an element lvalue, without touching the atomic-output guard."""
-        if lvalue.type == "pointer_expression" and text(lvalue.child_by_field_name("operator")) == "*":
+        if (
+            lvalue.type == "pointer_expression"
+            and text(lvalue.child_by_field_name("operator")) == "*"
+        ):
             return self.raw(lvalue.child_by_field_name("argument"), ctx)
         return f"&{self.raw(lvalue, ctx)}"
 
@@ -450,12 +553,16 @@ def leaf_name(v: str) -> str:
 def _user_type_renames(src: bytes) -> dict[str, str]:
     """User structs/typedefs named like MSL built-in types (a `struct half4`) get a trailing `_`."""
     out = {}
-    for m in re.finditer(rb"\b(?:struct|class|union)\s+(?:alignas\s*\(\s*\w+\s*\)\s*)?(\w+)\s*\{", src):
+    for m in re.finditer(
+        rb"\b(?:struct|class|union)\s+(?:alignas\s*\(\s*\w+\s*\)\s*)?(\w+)\s*\{", src
+    ):
         name = m.group(1).decode()
         if _MSL_TYPE.fullmatch(name):
             out[name] = name + "_"
     for m in re.finditer(rb"\btypedef\b[^;{}]*?\b(\w+)\s*;", src):
         name = m.group(1).decode()
-        if _MSL_TYPE.fullmatch(name) and not re.search(rb"\b" + m.group(1) + rb"\b", m.group(0)[:-len(m.group(1)) - 1]):
+        if _MSL_TYPE.fullmatch(name) and not re.search(
+            rb"\b" + m.group(1) + rb"\b", m.group(0)[: -len(m.group(1)) - 1]
+        ):
             out[name] = name + "_"
     return out

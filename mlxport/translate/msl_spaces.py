@@ -18,7 +18,11 @@ def spaces_of(node: Node | None, ctx: FnCtx) -> frozenset[str] | None:
         if t == "identifier":
             return ctx.spaces.get(text(node))
         if t in ("parenthesized_expression", "cast_expression"):
-            node = node.child_by_field_name("value") if t == "cast_expression" else node.named_children[-1]
+            node = (
+                node.child_by_field_name("value")
+                if t == "cast_expression"
+                else node.named_children[-1]
+            )
         elif t == "pointer_expression" or t == "subscript_expression" or t == "field_expression":
             node = node.child_by_field_name("argument")
         elif t == "binary_expression":
@@ -28,7 +32,12 @@ def spaces_of(node: Node | None, ctx: FnCtx) -> frozenset[str] | None:
             a = spaces_of(node.child_by_field_name("consequence"), ctx)
             b = spaces_of(node.child_by_field_name("alternative"), ctx)
             return (a or frozenset()) | (b or frozenset()) or None
-        elif t == "call_expression" and callee(node) in ("reinterpret_cast", "static_cast", "const_cast", "__ldg"):
+        elif t == "call_expression" and callee(node) in (
+            "reinterpret_cast",
+            "static_cast",
+            "const_cast",
+            "__ldg",
+        ):
             args = call_args(node)
             node = args[0] if args else None
         elif t == "update_expression":

@@ -12,11 +12,23 @@ from mlxport.cuda_syntax import callee, line, parse_expr, text, walk
 from mlxport.translate.cexpr import CExprError, CToAst, Macros, const_value, simplify
 from mlxport.translate.render_base import RenderError
 
-_FULL_MASKS = ("__activemask()", "0xffffffff", "0xffffffffu", "0xFFFFFFFF", "0xFFFFFFFFu", "-1", "~0", "~0u")
+_FULL_MASKS = (
+    "__activemask()",
+    "0xffffffff",
+    "0xffffffffu",
+    "0xFFFFFFFF",
+    "0xFFFFFFFFu",
+    "-1",
+    "~0",
+    "~0u",
+)
 _SHUFFLE = r"__shfl_(?:xor|down)_sync\(([^,()]+),(\w+),(\w+)\)"
-_REDUCTIONS = [(rf"(\w+)\+={_SHUFFLE};", "simd_sum"), (rf"(\w+)=(\w+)\+{_SHUFFLE};", "simd_sum"),
-               (rf"(\w+)=(?:fmaxf|max|metal::max)\((\w+),{_SHUFFLE}\);", "simd_max"),
-               (rf"(\w+)=(?:fminf|min|metal::min)\((\w+),{_SHUFFLE}\);", "simd_min")]
+_REDUCTIONS = [
+    (rf"(\w+)\+={_SHUFFLE};", "simd_sum"),
+    (rf"(\w+)=(\w+)\+{_SHUFFLE};", "simd_sum"),
+    (rf"(\w+)=(?:fmaxf|max|metal::max)\((\w+),{_SHUFFLE}\);", "simd_max"),
+    (rf"(\w+)=(?:fminf|min|metal::min)\((\w+),{_SHUFFLE}\);", "simd_min"),
+]
 
 
 def _value(node: Node | None, macros: Macros) -> int | bool | None:
@@ -37,9 +49,12 @@ def check_mask(mask: Node, name: str, macros: Macros) -> None:
     if v is None and re.fullmatch(r"\w+\s*\(\s*\)", t) and "activemask" in t:
         return
     if not isinstance(v, int) or (v & 0xFFFFFFFF) != 0xFFFFFFFF:
-        raise RenderError(f"{name} with mask {t}", line(mask),
-                          "partial-mask warp operations have no Metal form (SIMD functions act on all "
-                          "active lanes)")
+        raise RenderError(
+            f"{name} with mask {t}",
+            line(mask),
+            "partial-mask warp operations have no Metal form (SIMD functions act on all "
+            "active lanes)",
+        )
 
 
 def _template_default(node: Node) -> Node | None:
@@ -47,10 +62,17 @@ def _template_default(node: Node) -> Node | None:
     parameter `node` names, where no call in the file gives that function template arguments."""
     decl = next((a for a in _ancestors(node) if a.type == "template_declaration"), None)
     params = decl.child_by_field_name("parameters") if decl is not None else None
-    fn = next((c for c in decl.named_children if c.type == "function_definition"), None) if decl else None
+    fn = (
+        next((c for c in decl.named_children if c.type == "function_definition"), None)
+        if decl
+        else None
+    )
     declarator = fn.child_by_field_name("declarator") if fn is not None else None
-    fname = text(declarator.child_by_field_name("declarator")) if declarator is not None and \
-        declarator.type == "function_declarator" else None
+    fname = (
+        text(declarator.child_by_field_name("declarator"))
+        if declarator is not None and declarator.type == "function_declarator"
+        else None
+    )
     if params is None or not fname:
         return None
     root = decl
@@ -59,7 +81,9 @@ def _template_default(node: Node) -> Node | None:
     if re.search(rf"\b{re.escape(fname)}\s*<", text(root)):
         return None
     for p in params.named_children:
-        if p.type == "optional_parameter_declaration" and text(p.child_by_field_name("declarator")) == text(node):
+        if p.type == "optional_parameter_declaration" and text(
+            p.child_by_field_name("declarator")
+        ) == text(node):
             return p.child_by_field_name("default_value")
     return None
 
@@ -74,8 +98,11 @@ def check_width(width: Node, name: str, macros: Macros) -> None:
     if width.type == "identifier" and (default := _template_default(width)) is not None:
         width = default
     if _value(width, macros) != 32 and text(width).strip() not in ("warpSize", "WARP_SIZE"):
-        raise RenderError(f"{name} with width {text(width)}", line(width),
-                          "sub-warp shuffle widths have no direct Metal form")
+        raise RenderError(
+            f"{name} with width {text(width)}",
+            line(width),
+            "sub-warp shuffle widths have no direct Metal form",
+        )
 
 
 def warp_reduction(loop: Node, macros: Macros) -> tuple[str, str, Node] | None:
@@ -84,8 +111,11 @@ def warp_reduction(loop: Node, macros: Macros) -> tuple[str, str, Node] | None:
     body = loop.child_by_field_name("body")
     if var is None or body is None:
         return None
-    stmt = body.named_children[0] if body.type == "compound_statement" and len(body.named_children) == 1 \
+    stmt = (
+        body.named_children[0]
+        if body.type == "compound_statement" and len(body.named_children) == 1
         else body
+    )
     s = re.sub(r"\s", "", text(stmt))
     for pat, fn in _REDUCTIONS:
         mm = re.fullmatch(pat, s)
@@ -95,7 +125,9 @@ def warp_reduction(loop: Node, macros: Macros) -> tuple[str, str, Node] | None:
         v, vals, offset = g[0], [x for x in g[1:-3]] + [g[-2]], g[-1]
         if offset != var or any(x != v for x in vals):
             return None
-        call = next(c for c in walk(stmt) if c.type == "call_expression" and callee(c).startswith("__shfl"))
+        call = next(
+            c for c in walk(stmt) if c.type == "call_expression" and callee(c).startswith("__shfl")
+        )
         return v, fn, call
     return None
 
@@ -105,7 +137,9 @@ def _halving_loop_var(loop: Node, macros: Macros) -> str | None:
     init, cond, upd = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
     if init is None or cond is None or upd is None:
         return None
-    m = re.fullmatch(r"(?:int|unsigned|uint|unsigned int)?\s*(\w+)\s*=\s*(.+?);?", text(init).strip())
+    m = re.fullmatch(
+        r"(?:int|unsigned|uint|unsigned int)?\s*(\w+)\s*=\s*(.+?);?", text(init).strip()
+    )
     if not m:
         return None
     var = m.group(1)
@@ -114,6 +148,11 @@ def _halving_loop_var(loop: Node, macros: Macros) -> str | None:
         return None
     if re.sub(r"\s", "", text(cond)) not in (f"{var}>0", f"{var}>=1", f"0<{var}"):
         return None
-    if re.sub(r"\s", "", text(upd)) not in (f"{var}>>=1", f"{var}/=2", f"{var}={var}/2", f"{var}={var}>>1"):
+    if re.sub(r"\s", "", text(upd)) not in (
+        f"{var}>>=1",
+        f"{var}/=2",
+        f"{var}={var}/2",
+        f"{var}={var}>>1",
+    ):
         return None
     return var

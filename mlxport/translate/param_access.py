@@ -14,10 +14,32 @@ from mlxport.translate.declarations import declared_name
 from mlxport.translate.parsing import timed_walk
 
 _CASTS = frozenset({"reinterpret_cast", "static_cast", "const_cast", "dynamic_cast"})
-_STORE_CALLS = {"memcpy": 0, "memset": 0, "store_matrix_sync": 0, "Store": 0, "__stcs": 0, "__stcg": 0,
-                "__stwt": 0, "store_vector": 0, "cudaMemcpyAsync": 0, "memcpy_async": 0}
-_LOAD_CALLS = frozenset({"__ldg", "__ldcg", "__ldcs", "__ldlu", "__ldca", "load_matrix_sync", "Load",
-                         "load_vector", "printf", "sizeof"})
+_STORE_CALLS = {
+    "memcpy": 0,
+    "memset": 0,
+    "store_matrix_sync": 0,
+    "Store": 0,
+    "__stcs": 0,
+    "__stcg": 0,
+    "__stwt": 0,
+    "store_vector": 0,
+    "cudaMemcpyAsync": 0,
+    "memcpy_async": 0,
+}
+_LOAD_CALLS = frozenset(
+    {
+        "__ldg",
+        "__ldcg",
+        "__ldcs",
+        "__ldlu",
+        "__ldca",
+        "load_matrix_sync",
+        "Load",
+        "load_vector",
+        "printf",
+        "sizeof",
+    }
+)
 
 
 def _climb(node: Node) -> tuple[Node, bool]:
@@ -40,11 +62,19 @@ def _climb(node: Node) -> tuple[Node, bool]:
                 deref = False
         elif t in ("parenthesized_expression", "cast_expression"):
             pass
-        elif t == "binary_expression" and source_text(parent.child_by_field_name("operator")) in ("+", "-"):
+        elif t == "binary_expression" and source_text(parent.child_by_field_name("operator")) in (
+            "+",
+            "-",
+        ):
             if deref:
                 break
-        elif t == "argument_list" and parent.parent is not None and parent.parent.type == "call_expression" \
-                and bare_callee(parent.parent) in _CASTS and parent.named_child_count == 1:
+        elif (
+            t == "argument_list"
+            and parent.parent is not None
+            and parent.parent.type == "call_expression"
+            and bare_callee(parent.parent) in _CASTS
+            and parent.named_child_count == 1
+        ):
             cur = parent.parent
             continue
         else:
@@ -78,7 +108,11 @@ def analyze_rw(fn: KernelInfo, body: Node, known: dict[str, KernelInfo]) -> None
       unknown function counts as read only; the parameter records the call in `unknown_calls`.
     By-value scalars are never "written" (the kernel only changes its own copy).
     """
-    tracked = {p.name: _RW(p.is_reference and not p.is_pointer) for p in fn.params if p.is_pointer or p.is_reference}
+    tracked = {
+        p.name: _RW(p.is_reference and not p.is_pointer)
+        for p in fn.params
+        if p.is_pointer or p.is_reference
+    }
     scalars = {p.name for p in fn.params if not (p.is_pointer or p.is_reference)}
     idents = [n for n in timed_walk(body) if n.type == "identifier"]
     used = {source_text(n) for n in idents}
@@ -91,7 +125,9 @@ def analyze_rw(fn: KernelInfo, body: Node, known: dict[str, KernelInfo]) -> None
             _merge_aliases(p, tracked)
 
 
-def _classify_all(idents: list[Node], tracked: dict[str, _RW], known: dict[str, KernelInfo]) -> None:
+def _classify_all(
+    idents: list[Node], tracked: dict[str, _RW], known: dict[str, KernelInfo]
+) -> None:
     # a use can add an alias, whose own uses are classified in the next round
     done: set[int] = set()
     for _ in range(8):
@@ -119,8 +155,17 @@ def _merge_aliases(p: Param, tracked: dict[str, _RW]) -> None:
         stack.extend(a for a, r in tracked.items() if cur in r.aliases)
 
 
-_DECLARATORS = frozenset({"pointer_declarator", "reference_declarator", "array_declarator", "declaration",
-                          "parameter_declaration", "function_declarator", "init_declarator"})
+_DECLARATORS = frozenset(
+    {
+        "pointer_declarator",
+        "reference_declarator",
+        "array_declarator",
+        "declaration",
+        "parameter_declaration",
+        "function_declarator",
+        "init_declarator",
+    }
+)
 
 
 def _declared_here(ident: Node) -> bool:
@@ -158,9 +203,18 @@ def _classify(ident: Node, rw: _RW, tracked: dict[str, _RW], known: dict[str, Ke
     if t == "init_declarator" and parent.child_by_field_name("value") == top:
         decl = parent.child_by_field_name("declarator")
         if decl is not None and (not deref or decl.type == "reference_declarator"):
-            _alias(declared_name(decl), source_text(ident), tracked, decl.type == "reference_declarator")
+            _alias(
+                declared_name(decl),
+                source_text(ident),
+                tracked,
+                decl.type == "reference_declarator",
+            )
             return
-    if t == "argument_list" and parent.parent is not None and parent.parent.type == "call_expression":
+    if (
+        t == "argument_list"
+        and parent.parent is not None
+        and parent.parent.type == "call_expression"
+    ):
         _call_use(parent.parent, parent, top, deref, rw, known)
         return
     rw.read = True
@@ -171,9 +225,19 @@ def _to_integer(node: Node) -> bool:
     if node.type != "call_expression" or bare_callee(node) != "reinterpret_cast":
         return False
     fn = node.child_by_field_name("function")
-    targs = fn.child_by_field_name("arguments") if fn is not None and fn.type == "template_function" else None
-    return targs is not None and "*" not in source_text(targs) and \
-        re.search(r"\b(u?intptr_t|size_t|(unsigned\s+)?long(\s+long)?|u?int64_t)\b", source_text(targs)) is not None
+    targs = (
+        fn.child_by_field_name("arguments")
+        if fn is not None and fn.type == "template_function"
+        else None
+    )
+    return (
+        targs is not None
+        and "*" not in source_text(targs)
+        and re.search(
+            r"\b(u?intptr_t|size_t|(unsigned\s+)?long(\s+long)?|u?int64_t)\b", source_text(targs)
+        )
+        is not None
+    )
 
 
 def _alias(local: str, source: str, tracked: dict[str, _RW], is_ref: bool = False) -> None:
@@ -181,7 +245,9 @@ def _alias(local: str, source: str, tracked: dict[str, _RW], is_ref: bool = Fals
         tracked.setdefault(local, _RW(is_ref)).aliases.add(source)
 
 
-def _call_use(call: Node, args: Node, top: Node, deref: bool, rw: _RW, known: dict[str, KernelInfo]) -> None:
+def _call_use(
+    call: Node, args: Node, top: Node, deref: bool, rw: _RW, known: dict[str, KernelInfo]
+) -> None:
     callee = bare_callee(call)
     index = next((i for i, c in enumerate(args.named_children) if c == top), -1)
     if deref:
@@ -200,4 +266,3 @@ def _call_use(call: Node, args: Node, top: Node, deref: bool, rw: _RW, known: di
         rw.read = True
         if callee and callee not in rw.unknown:
             rw.unknown.append(callee)
-

@@ -26,7 +26,9 @@ def load(source: str | Path, name: str) -> tuple[bytes, str]:
     if isinstance(source, Path) or (isinstance(source, str) and _looks_like_path(source)):
         path = Path(source)
         if not path.is_file():
-            raise CudaReadError(f"{path} does not exist or is not a file: pass the path of a .cu file")
+            raise CudaReadError(
+                f"{path} does not exist or is not a file: pass the path of a .cu file"
+            )
         size = path.stat().st_size
         if size > MAX_BYTES:
             raise CudaReadError(_too_big(path.name, size))
@@ -35,26 +37,37 @@ def load(source: str | Path, name: str) -> tuple[bytes, str]:
         try:
             path.read_bytes().decode("utf-8")
         except UnicodeDecodeError:
-            return path.read_bytes(), (str(path) if name == "<source>" else name)  # judged as binary below
+            return path.read_bytes(), (
+                str(path) if name == "<source>" else name
+            )  # judged as binary below
         text, _, _ = amalgamate(path)  # kernels kept in local headers are the file's too
         return text.encode("utf-8"), (str(path) if name == "<source>" else name)
     if isinstance(source, bytes | bytearray):
         return bytes(source), name
     if not isinstance(source, str):
-        raise CudaReadError(f"cannot read a {type(source).__name__}: pass CUDA source text or a Path")
+        raise CudaReadError(
+            f"cannot read a {type(source).__name__}: pass CUDA source text or a Path"
+        )
     if len(source) > MAX_BYTES:
         raise CudaReadError(_too_big(name, len(source.encode("utf-8", "replace"))))
     return source.encode("utf-8", "replace"), name
 
 
 def _looks_like_path(text: str) -> bool:
-    return (len(text) < 4096 and "\n" not in text and "{" not in text and "(" not in text
-            and text.strip().endswith((".cu", ".cuh", ".h", ".hpp", ".cpp", ".txt")))
+    return (
+        len(text) < 4096
+        and "\n" not in text
+        and "{" not in text
+        and "(" not in text
+        and text.strip().endswith((".cu", ".cuh", ".h", ".hpp", ".cpp", ".txt"))
+    )
 
 
 def _too_big(name: str, size: int) -> str:
-    return (f"{name}: input is {size / 1e6:.1f} MB; the reader accepts up to {MAX_BYTES / 1e6:.0f} MB: "
-            "pass the file that defines the kernel")
+    return (
+        f"{name}: input is {size / 1e6:.1f} MB; the reader accepts up to {MAX_BYTES / 1e6:.0f} MB: "
+        "pass the file that defines the kernel"
+    )
 
 
 def source_text_of(data: bytes, name: str) -> str:
@@ -84,12 +97,14 @@ def parse_within(data: bytes, name: str, seconds: float) -> Tree:
         if time.monotonic() > deadline:
             expired = True
             return b""
-        return data[offset:offset + 2048]
+        return data[offset : offset + 2048]
 
     tree = parser().parse(read)
     if expired:
-        raise CudaReadError(f"{name}: parsing took longer than {seconds:.0f} s (pathological input): "
-                            "pass a smaller or well-formed .cu file")
+        raise CudaReadError(
+            f"{name}: parsing took longer than {seconds:.0f} s (pathological input): "
+            "pass a smaller or well-formed .cu file"
+        )
     return tree
 
 
@@ -108,6 +123,8 @@ def timed_walk(node: Node, stop: frozenset[str] = frozenset()) -> Iterator[Node]
     for cur in walk(node, MAX_WALK_DEPTH, stop):
         _STEPS[0] += 1
         if _STEPS[0] % 8192 == 0 and time.monotonic() > _DEADLINE.get()[0]:
-            raise CudaReadError(f"reading took longer than {_DEADLINE.get()[1]:.0f} s (pathological input): "
-                                "pass a smaller or well-formed .cu file")
+            raise CudaReadError(
+                f"reading took longer than {_DEADLINE.get()[1]:.0f} s (pathological input): "
+                "pass a smaller or well-formed .cu file"
+            )
         yield cur

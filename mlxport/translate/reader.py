@@ -25,8 +25,22 @@ from mlxport.translate.macros import preprocess
 from mlxport.translate.parsing import load, parse_within, read_deadline, source_text_of
 from mlxport.translate.structure import build_file
 
-__all__ = ["Assessment", "CudaFile", "CudaReadError", "Feature", "KernelInfo", "LaunchSite", "MacroDef",
-           "Param", "SharedDecl", "TemplateParam", "GlobalVar", "assess", "read_cuda", "summary"]
+__all__ = [
+    "Assessment",
+    "CudaFile",
+    "CudaReadError",
+    "Feature",
+    "KernelInfo",
+    "LaunchSite",
+    "MacroDef",
+    "Param",
+    "SharedDecl",
+    "TemplateParam",
+    "GlobalVar",
+    "assess",
+    "read_cuda",
+    "summary",
+]
 
 PARSE_SECONDS = 10.0
 READ_SECONDS = 20.0  # everything after the parse; walks check it every few thousand nodes
@@ -48,13 +62,18 @@ def read_cuda(source: str | Path, *, name: str = "<source>") -> CudaFile:
 
 def summary(cf: CudaFile) -> str:
     """Compact text for the model: kernels, params with r/w, shared memory, features, launches."""
-    lines = [f"{cf.path}: {len(cf.kernels)} kernel(s), {len(cf.device_functions)} device function(s), "
-             f"{len(cf.launches)} launch(es)"]
+    lines = [
+        f"{cf.path}: {len(cf.kernels)} kernel(s), {len(cf.device_functions)} device function(s), "
+        f"{len(cf.launches)} launch(es)"
+    ]
     kernel_defines = {m.name for m in cf.macros if m.params is None and len(m.body) < 40 and m.body}
     if kernel_defines:
         shown = list(sorted(kernel_defines))[:12]
-        lines.append("defines: " + ", ".join(f"{n}={cf.defines[n]}" for n in shown)
-                     + (" ..." if len(kernel_defines) > 12 else ""))
+        lines.append(
+            "defines: "
+            + ", ".join(f"{n}={cf.defines[n]}" for n in shown)
+            + (" ..." if len(kernel_defines) > 12 else "")
+        )
     for k in cf.kernels:
         lines.extend(_kernel_summary(k, cf.launches))
     for d in cf.device_functions:
@@ -63,7 +82,9 @@ def summary(cf: CudaFile) -> str:
     other = [ln for ln in cf.launches if ln.kernel not in known]
     for ln in other[:4]:
         lines.append("launch of unknown kernel: " + _launch_text(ln))
-    host = sorted({f.name for f in cf.features if f.category in ("host", "library", "thrust", "memory")})
+    host = sorted(
+        {f.name for f in cf.features if f.category in ("host", "library", "thrust", "memory")}
+    )
     if host:
         lines.append("host/file: " + ", ".join(host))
     return "\n".join(lines)
@@ -73,7 +94,9 @@ def _kernel_summary(k: KernelInfo, launches: list[LaunchSite]) -> list[str]:
     head = f"{k.kind} {k.name}{k.specialization or ''} (line {k.line}"
     head += f", from macro {k.macro})" if k.macro else ")"
     if k.template_params:
-        tps = ", ".join(f"{t.kind} {t.name}" + (f"={t.default}" if t.default else "") for t in k.template_params)
+        tps = ", ".join(
+            f"{t.kind} {t.name}" + (f"={t.default}" if t.default else "") for t in k.template_params
+        )
         head += f" template<{tps}>"
     lines = [head]
     if k.instantiations:
@@ -101,10 +124,22 @@ def _param_line(p: Param) -> str:
 
 def _kernel_features(k: KernelInfo, launches: list[LaunchSite]) -> list[str]:
     rows = assess(k)
-    lines = [f"  ! {r.feature} (line {r.line}): needs rewrite: {r.reason}" + (f" [try {r.metal}]" if r.metal else "")
-             for r in rows if r.needs_rewrite]
-    maps = sorted({f"{r.feature}->{_short(r.metal)}" for r in rows if not r.needs_rewrite and r.metal
-                   and r.feature not in ("restrict",) and not r.feature.startswith("static_shared")})
+    lines = [
+        f"  ! {r.feature} (line {r.line}): needs rewrite: {r.reason}"
+        + (f" [try {r.metal}]" if r.metal else "")
+        for r in rows
+        if r.needs_rewrite
+    ]
+    maps = sorted(
+        {
+            f"{r.feature}->{_short(r.metal)}"
+            for r in rows
+            if not r.needs_rewrite
+            and r.metal
+            and r.feature not in ("restrict",)
+            and not r.feature.startswith("static_shared")
+        }
+    )
     if maps:
         lines.append("  maps: " + "; ".join(maps))
     lines += ["  launch: " + _launch_text(ln) for ln in launches if ln.kernel == k.name]
@@ -115,7 +150,9 @@ def _device_features(k: KernelInfo) -> list[str]:
     rows = assess(k)
     flagged = [f"{r.feature}(l{r.line})" for r in rows if r.needs_rewrite]
     plain = sorted({r.feature for r in rows if not r.needs_rewrite})
-    return ["  features: " + ", ".join(plain + [f"!{f}" for f in flagged])] if plain or flagged else []
+    return (
+        ["  features: " + ", ".join(plain + [f"!{f}" for f in flagged])] if plain or flagged else []
+    )
 
 
 def _short(metal: str) -> str:
@@ -124,6 +161,10 @@ def _short(metal: str) -> str:
 
 def _launch_text(ln: LaunchSite) -> str:
     targs = f"<{', '.join(ln.template_args)}>" if ln.template_args else ""
-    cfg = [ln.grid, ln.block] + ([ln.shared_mem] if ln.shared_mem else []) + ([ln.stream] if ln.stream else [])
+    cfg = (
+        [ln.grid, ln.block]
+        + ([ln.shared_mem] if ln.shared_mem else [])
+        + ([ln.stream] if ln.stream else [])
+    )
     where = f" in {ln.enclosing_function}" if ln.enclosing_function else ""
     return f"{ln.kernel}{targs}<<<{', '.join(cfg)}>>> line {ln.line}{where}"

@@ -26,9 +26,13 @@ class FnCtx:
     """What names mean in the function being rendered."""
 
     kind: str  # "kernel" | "helper"
-    spaces: dict[str, frozenset[str]] = field(default_factory=dict)  # pointer/array/ref -> address spaces
+    spaces: dict[str, frozenset[str]] = field(
+        default_factory=dict
+    )  # pointer/array/ref -> address spaces
     name: str = ""
-    groups: dict[str, int] = field(default_factory=dict)  # cooperative-group variable -> tile width (0: block)
+    groups: dict[str, int] = field(
+        default_factory=dict
+    )  # cooperative-group variable -> tile width (0: block)
 
 
 @dataclass
@@ -40,9 +44,13 @@ class KernelFacts:
     rw: dict[str, str] = field(default_factory=dict)  # read+written param -> its output name
     read_through: set[str] = field(default_factory=set)  # rw params read back through their output
     atomic: bool = False
-    dynamic: dict[str, str] = field(default_factory=dict)  # extern shared name -> element-count constant
+    dynamic: dict[str, str] = field(
+        default_factory=dict
+    )  # extern shared name -> element-count constant
     barrier_flags: str = "mem_flags::mem_threadgroup"
-    generic_float: str | None = None  # float -> this typename (a float-only kernel run on other dtypes)
+    generic_float: str | None = (
+        None  # float -> this typename (a float-only kernel run on other dtypes)
+    )
 
 
 def short(s: str) -> str:
@@ -68,11 +76,20 @@ def root_name(node: Node | None) -> str | None:
             node = node.child_by_field_name("left")
         elif t == "cast_expression":
             node = node.child_by_field_name("value")
-        elif t in ("pointer_expression", "subscript_expression", "field_expression", "update_expression"):
+        elif t in (
+            "pointer_expression",
+            "subscript_expression",
+            "field_expression",
+            "update_expression",
+        ):
             node = node.child_by_field_name("argument")
         elif t == "parenthesized_expression":
             node = node.named_children[-1]
-        elif t == "call_expression" and callee(node) in ("reinterpret_cast", "static_cast", "const_cast"):
+        elif t == "call_expression" and callee(node) in (
+            "reinterpret_cast",
+            "static_cast",
+            "const_cast",
+        ):
             args = call_args(node)
             node = args[0] if args else None
         else:
@@ -82,39 +99,59 @@ def root_name(node: Node | None) -> str | None:
 
 def assigned(node: Node) -> Node | None:
     """The lvalue of an assignment or update expression."""
-    return node.child_by_field_name("left") if node.type == "assignment_expression" else \
-        node.child_by_field_name("argument")
+    return (
+        node.child_by_field_name("left")
+        if node.type == "assignment_expression"
+        else node.child_by_field_name("argument")
+    )
 
 
 def dereferences(lvalue: Node | None) -> bool:
-    return lvalue is not None and lvalue.type in ("subscript_expression", "pointer_expression", "field_expression")
+    return lvalue is not None and lvalue.type in (
+        "subscript_expression",
+        "pointer_expression",
+        "field_expression",
+    )
 
 
 def splice(src: bytes, node: Node, part: Callable[[Node], str]) -> str:
     """The source text of `node` with each child replaced by `part(child)`."""
     out, pos = [], node.start_byte
     for c in node.children:
-        out.append(src[pos:c.start_byte].decode("utf-8", "replace"))
+        out.append(src[pos : c.start_byte].decode("utf-8", "replace"))
         out.append(part(c))
         pos = c.end_byte
-    out.append(src[pos:node.end_byte].decode("utf-8", "replace"))
+    out.append(src[pos : node.end_byte].decode("utf-8", "replace"))
     return "".join(out)
 
 
-_FLOAT_MACROS = {"FLT_MAX": "3.402823466e+38F", "FLT_MIN": "1.175494351e-38F", "FLT_EPSILON": "1.192092896e-07F",
-                 # <math.h>'s constants: Metal names them M_PI_F and so on
-                 "M_PI": "3.14159265358979323846F", "M_PI_2": "1.57079632679489661923F",
-                 "M_PI_4": "0.78539816339744830962F", "M_1_PI": "0.31830988618379067154F",
-                 "M_2_PI": "0.63661977236758134308F", "M_2_SQRTPI": "1.12837916709551257390F",
-                 "M_SQRT2": "1.41421356237309504880F", "M_SQRT1_2": "0.70710678118654752440F",
-                 "M_E": "2.71828182845904523536F", "M_LN2": "0.69314718055994530942F",
-                 "M_LN10": "2.30258509299404568402F", "M_LOG2E": "1.44269504088896340736F"}
+_FLOAT_MACROS = {
+    "FLT_MAX": "3.402823466e+38F",
+    "FLT_MIN": "1.175494351e-38F",
+    "FLT_EPSILON": "1.192092896e-07F",
+    # <math.h>'s constants: Metal names them M_PI_F and so on
+    "M_PI": "3.14159265358979323846F",
+    "M_PI_2": "1.57079632679489661923F",
+    "M_PI_4": "0.78539816339744830962F",
+    "M_1_PI": "0.31830988618379067154F",
+    "M_2_PI": "0.63661977236758134308F",
+    "M_2_SQRTPI": "1.12837916709551257390F",
+    "M_SQRT2": "1.41421356237309504880F",
+    "M_SQRT1_2": "0.70710678118654752440F",
+    "M_E": "2.71828182845904523536F",
+    "M_LN2": "0.69314718055994530942F",
+    "M_LN10": "2.30258509299404568402F",
+    "M_LOG2E": "1.44269504088896340736F",
+}
 
 
 def float_limit_guards(code: str) -> str:
     """Guarded #defines of the <cfloat> limits and <math.h> constants that `code` uses."""
-    return "".join(f"#ifndef {k}\n#define {k} {v}\n#endif\n" for k, v in _FLOAT_MACROS.items()
-                   if re.search(rf"\b{k}\b", code))
+    return "".join(
+        f"#ifndef {k}\n#define {k} {v}\n#endif\n"
+        for k, v in _FLOAT_MACROS.items()
+        if re.search(rf"\b{k}\b", code)
+    )
 
 
 class TreeRender:
@@ -123,7 +160,9 @@ class TreeRender:
         self.facts = facts
         self.notes = notes
         self.override: dict[int, Callable[[Node], str]] = {}
-        self.reads_back = False  # the body reads a read-write buffer back: the header needs the helper
+        self.reads_back = (
+            False  # the body reads a read-write buffer back: the header needs the helper
+        )
 
     def render(self, node: Node, ctx: FnCtx) -> str:
         hook = self.override.get(node.id)
@@ -157,23 +196,31 @@ class TreeRender:
 
     READ_BACK = {  # the helper read_back calls, per target; P and Q may be device or constant pointers
         "msl": "template <typename P, typename Q, typename I>\ninline auto mlxport_read_back(P out, Q in, I i) {\n"
-               "  auto v = out[i];\n  return isnan(v) ? decltype(v)(in[i]) : v;\n}\n",
+        "  auto v = out[i];\n  return isnan(v) ? decltype(v)(in[i]) : v;\n}\n",
         "cuda": "template <typename P, typename Q, typename I>\n__device__ inline auto mlxport_read_back(P out, Q in, "
-                "I i) {\n  auto v = out[i];\n  return isnan(float(v)) ? decltype(v)(in[i]) : v;\n}\n"}
+        "I i) {\n  auto v = out[i];\n  return isnan(float(v)) ? decltype(v)(in[i]) : v;\n}\n",
+    }
 
     def read_back(self, node: Node, ctx: FnCtx) -> str | None:
         """``x[i]`` of a read-write ``x`` read through its output: what the kernel wrote there, else
         the input's element (the output starts as NaN)."""
         root = node.child_by_field_name("argument")
-        if ctx.kind != "kernel" or root is None or root.type != "identifier" or text(root) not in \
-                self.facts.read_through:
+        if (
+            ctx.kind != "kernel"
+            or root is None
+            or root.type != "identifier"
+            or text(root) not in self.facts.read_through
+        ):
             return None
         parent = node.parent
         if parent is not None and parent.type == "pointer_expression":
             return None  # &x[i] stays the input's address
         index = node.child_by_field_name("indices") or node.named_children[-1]
-        inner = index.named_children[0] if index.type == "subscript_argument_list" and index.named_children \
+        inner = (
+            index.named_children[0]
+            if index.type == "subscript_argument_list" and index.named_children
             else index
+        )
         self.reads_back = True
         return f"mlxport_read_back({self.facts.rw[text(root)]}, {text(root)}, {self.render(inner, ctx)})"
 
@@ -188,7 +235,9 @@ class TreeRender:
         if root not in self.facts.rw or not dereferences(left):
             return None
         if node.type == "update_expression":
-            raise RenderError(f"`{text(node)}`", line(node), f"in-place update of read-write `{root}`")
+            raise RenderError(
+                f"`{text(node)}`", line(node), f"in-place update of read-write `{root}`"
+            )
         op = text(node.child_by_field_name("operator"))
         target = self.rename_root(left, root, self.facts.rw[root], ctx)
         right = self.render(node.child_by_field_name("right"), ctx)
@@ -204,8 +253,12 @@ class TreeRender:
             return f"({root}{op}, {out}{op})"
         op = text(node.child_by_field_name("operator"))
         if op not in ("+=", "-="):
-            raise RenderError(f"`{short(text(node))}`", line(node), f"read-write `{root}` re-pointed: only "
-                              f"`{root} += n` and `{root}++` keep its output in step")
+            raise RenderError(
+                f"`{short(text(node))}`",
+                line(node),
+                f"read-write `{root}` re-pointed: only "
+                f"`{root} += n` and `{root}++` keep its output in step",
+            )
         right = self.render(node.child_by_field_name("right"), ctx)
         return f"({root} {op} ({right}), {out} {op} ({right}))"
 
@@ -217,8 +270,8 @@ class TreeRender:
         out, pos = [], node.start_byte
         arg = node.child_by_field_name("argument") or node.child_by_field_name("left")
         for c in node.children:
-            out.append(self.src[pos:c.start_byte].decode())
+            out.append(self.src[pos : c.start_byte].decode())
             out.append(self.rename_root(c, root, new, ctx) if c == arg else self.render(c, ctx))
             pos = c.end_byte
-        out.append(self.src[pos:node.end_byte].decode())
+        out.append(self.src[pos : node.end_byte].decode())
         return "".join(out)

@@ -37,7 +37,9 @@ def bind_scalars(job: KernelJob, plan: LaunchPlan) -> Scalars:
         try:
             lowered = lower(value, want_bool=p.base_type == "bool")
         except CExprError as e:
-            raise Untranslatable(e.what, plan.line, f"needed for kernel parameter `{p.name}`") from None
+            raise Untranslatable(
+                e.what, plan.line, f"needed for kernel parameter `{p.name}`"
+            ) from None
         for n in ast.walk(lowered):
             if isinstance(n, ast.Name) and n.id in params and n.id not in out.inputs:
                 out.inputs.append(n.id)
@@ -53,8 +55,11 @@ def _value(job: KernelJob, plan: LaunchPlan, p: Param) -> ast.expr:
     if value is None and job.task is None:
         value = ast.Name(p.name)
     if value is None:
-        raise Untranslatable(f"scalar parameter `{p.name}`", job.info.line,
-                             "no task param or input dimension matches it")
+        raise Untranslatable(
+            f"scalar parameter `{p.name}`",
+            job.info.line,
+            "no task param or input dimension matches it",
+        )
     bad = find_unknown(value)
     if bad is not None:
         raise Untranslatable(bad.what, bad.line, f"needed for kernel parameter `{p.name}`")
@@ -65,7 +70,9 @@ def prologue_consts(job: KernelJob, scalars: Scalars, cuda: bool) -> tuple[list[
     """Body-local constants for scalar params: (outer lines, lines inside the body's block)."""
     outer, inner = [], []
     for name, param in job.param_consts:
-        outer.append(f"const bool {name} = {param}[0];" if cuda else f"const bool {name} = {param};")
+        outer.append(
+            f"const bool {name} = {param}[0];" if cuda else f"const bool {name} = {param};"
+        )
         if param not in scalars.inputs:
             scalars.inputs.append(param)
     for p, value, direct in scalars.consts:
@@ -80,8 +87,13 @@ def prologue_consts(job: KernelJob, scalars: Scalars, cuda: bool) -> tuple[list[
             else:
                 outer.append(f"const {ctype} {p.name} = {src};")
             continue
-        c = to_c(value, lambda t, i: f"{t}_shape[{i}]", lambda t: _size_c(job, t),
-                 lambda n: f"{n}[0]" if cuda else n, "" if cuda else "metal::")
+        c = to_c(
+            value,
+            lambda t, i: f"{t}_shape[{i}]",
+            lambda t: _size_c(job, t),
+            lambda n: f"{n}[0]" if cuda else n,
+            "" if cuda else "metal::",
+        )
         outer.append(f"const {ctype} {p.name} = {c};")
     return outer, inner
 

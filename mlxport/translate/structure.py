@@ -25,12 +25,36 @@ from mlxport.translate.param_access import analyze_rw
 from mlxport.translate.parsing import timed_walk
 from mlxport.translate.syntax_checks import check_function, check_stray_globals, no_kernel_error
 
-_DESCEND = frozenset({"translation_unit", "namespace_definition", "declaration_list", "linkage_specification",
-                      "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "preproc_elifdef",
-                      "template_declaration", "ERROR", "class_specifier", "struct_specifier",
-                      "field_declaration_list"})
-_CUDA_QUALS = ("__global__", "__device__", "__host__", "__forceinline__", "__noinline__", "static", "inline")
-_PREDEFINED = frozenset({"__CUDACC__", "__NVCC__", "__CUDA_ARCH__", "__cplusplus", "__CUDA_RUNTIME_H__"})
+_DESCEND = frozenset(
+    {
+        "translation_unit",
+        "namespace_definition",
+        "declaration_list",
+        "linkage_specification",
+        "preproc_if",
+        "preproc_ifdef",
+        "preproc_else",
+        "preproc_elif",
+        "preproc_elifdef",
+        "template_declaration",
+        "ERROR",
+        "class_specifier",
+        "struct_specifier",
+        "field_declaration_list",
+    }
+)
+_CUDA_QUALS = (
+    "__global__",
+    "__device__",
+    "__host__",
+    "__forceinline__",
+    "__noinline__",
+    "static",
+    "inline",
+)
+_PREDEFINED = frozenset(
+    {"__CUDACC__", "__NVCC__", "__CUDA_ARCH__", "__cplusplus", "__CUDA_RUNTIME_H__"}
+)
 
 # (function_definition, its qualifiers, whether it sits in an active #if branch)
 _Definition = tuple[Node, list[str], bool]
@@ -39,7 +63,10 @@ _Definition = tuple[Node, list[str], bool]
 def build_file(tree: Tree, file: str, macros: list[MacroDef], spans: list[tuple]) -> CudaFile:
     """The CudaFile of a tree parsed from `macros`' expansion (`spans`: where each expansion sits)."""
     root = tree.root_node
-    defines = {m.name: (m.body if m.params is None else f"({', '.join(m.params)}) {m.body}") for m in macros}
+    defines = {
+        m.name: (m.body if m.params is None else f"({', '.join(m.params)}) {m.body}")
+        for m in macros
+    }
     object_defines = {m.name: m.body for m in macros if m.params is None}
     cf = CudaFile(path=file, defines=defines, macros=macros, includes=_includes(root))
     definitions, instantiations = [], []
@@ -64,8 +91,15 @@ def build_file(tree: Tree, file: str, macros: list[MacroDef], spans: list[tuple]
     cf.launches = launch_sites(root)
     ranges = [(n.start_byte, n.end_byte) for _, n in infos]
     cf.features = host_features(root, ranges) + [
-        Feature(name="constant_memory" if g.space == "constant" else "device_global", category="memory",
-                line=g.line, detail=g.name) for g in cf.globals if g.space != "shared"]
+        Feature(
+            name="constant_memory" if g.space == "constant" else "device_global",
+            category="memory",
+            line=g.line,
+            detail=g.name,
+        )
+        for g in cf.globals
+        if g.space != "shared"
+    ]
     return cf
 
 
@@ -75,7 +109,12 @@ def _top_level(root: Node, macros: list[MacroDef]) -> Iterator[tuple[Node, bool]
     stack = [(root, True)]
     while stack:
         node, active = stack.pop()
-        if node.type in ("function_definition", "template_instantiation", "declaration", "field_declaration"):
+        if node.type in (
+            "function_definition",
+            "template_instantiation",
+            "declaration",
+            "field_declaration",
+        ):
             yield node, active
             continue
         if node.type not in _DESCEND or _is_if0(node):
@@ -88,7 +127,10 @@ def _top_level(root: Node, macros: list[MacroDef]) -> Iterator[tuple[Node, bool]
 
 
 def _is_if0(node: Node) -> bool:
-    return node.type == "preproc_if" and source_text(node.child_by_field_name("condition")).strip() == "0"
+    return (
+        node.type == "preproc_if"
+        and source_text(node.child_by_field_name("condition")).strip() == "0"
+    )
 
 
 def _branch_taken(node: Node, macros: list[MacroDef]) -> bool | None:
@@ -111,21 +153,34 @@ def _branch_taken(node: Node, macros: list[MacroDef]) -> bool | None:
 
 def _qualifiers(fn: Node) -> list[str]:
     return [c.type for c in fn.children if c.type in _CUDA_QUALS] + [
-        source_text(c) for c in fn.children if c.type == "storage_class_specifier"]
+        source_text(c) for c in fn.children if c.type == "storage_class_specifier"
+    ]
 
 
 def _namespace(node: Node) -> str:
-    parts = [source_text(a.child_by_field_name("name")) for a in ancestors(node) if a.type == "namespace_definition"]
+    parts = [
+        source_text(a.child_by_field_name("name"))
+        for a in ancestors(node)
+        if a.type == "namespace_definition"
+    ]
     return "::".join(reversed([p for p in parts if p]))
 
 
 def _includes(root: Node) -> list[str]:
-    return [source_text(n.child_by_field_name("path")).strip('"<>')
-            for n in timed_walk(root, frozenset({"function_definition"})) if n.type == "preproc_include"]
+    return [
+        source_text(n.child_by_field_name("path")).strip('"<>')
+        for n in timed_walk(root, frozenset({"function_definition"}))
+        if n.type == "preproc_include"
+    ]
 
 
-def _read_functions(definitions: list[_Definition], file: str, defines: dict[str, str], spans: list[tuple],
-                    ctx: FeatureContext) -> list[tuple[KernelInfo, Node]]:
+def _read_functions(
+    definitions: list[_Definition],
+    file: str,
+    defines: dict[str, str],
+    spans: list[tuple],
+    ctx: FeatureContext,
+) -> list[tuple[KernelInfo, Node]]:
     active_names = {source_function_name(n)[0] for n, _, active in definitions if active}
     infos = []
     for node, quals, active in definitions:
@@ -137,8 +192,14 @@ def _read_functions(definitions: list[_Definition], file: str, defines: dict[str
     return infos
 
 
-def _function(node: Node, quals: list[str], file: str, defines: dict[str, str], spans: list[tuple],
-              ctx: FeatureContext) -> KernelInfo | None:
+def _function(
+    node: Node,
+    quals: list[str],
+    file: str,
+    defines: dict[str, str],
+    spans: list[tuple],
+    ctx: FeatureContext,
+) -> KernelInfo | None:
     name, decl = source_function_name(node)
     kind = "global" if "__global__" in quals else "device"
     top = node.child_by_field_name("declarator")
@@ -148,11 +209,23 @@ def _function(node: Node, quals: list[str], file: str, defines: dict[str, str], 
     if decl is None or not name:
         return None
     body = node.child_by_field_name("body")
-    info = KernelInfo(name=name, kind=kind, line=line(node), template_params=template_params(node),
-                      params=params(decl), body=source_text(body), body_line=line(body), qualifiers=quals,
-                      namespace=_namespace(node), warnings=warnings)
-    info.launch_bounds = [collapse_spaces(source_text(c))[len("__launch_bounds__"):] for c in node.children
-                          if c.type == "launch_bounds"]
+    info = KernelInfo(
+        name=name,
+        kind=kind,
+        line=line(node),
+        template_params=template_params(node),
+        params=params(decl),
+        body=source_text(body),
+        body_line=line(body),
+        qualifiers=quals,
+        namespace=_namespace(node),
+        warnings=warnings,
+    )
+    info.launch_bounds = [
+        collapse_spaces(source_text(c))[len("__launch_bounds__") :]
+        for c in node.children
+        if c.type == "launch_bounds"
+    ]
     target = decl.child_by_field_name("declarator")
     if target is not None and target.type == "template_function":
         info.specialization = collapse_spaces(source_text(target.child_by_field_name("arguments")))
@@ -168,7 +241,9 @@ def _analyze_access(infos: list[tuple[KernelInfo, Node]]) -> None:
         if info.kind == "device":
             known.setdefault(info.name, info)
     # device functions first, twice, so callers see their callees' read/write results
-    order = [x for x in infos if x[0].kind == "device"] * 2 + [x for x in infos if x[0].kind == "global"]
+    order = [x for x in infos if x[0].kind == "device"] * 2 + [
+        x for x in infos if x[0].kind == "global"
+    ]
     for info, node in order:
         for p in info.params:
             p.read = p.written = False
@@ -179,7 +254,11 @@ def _analyze_access(infos: list[tuple[KernelInfo, Node]]) -> None:
 def _attach_calls(infos: list[tuple[KernelInfo, Node]]) -> None:
     names = {i.name for i, _ in infos if i.kind == "device"}
     for info, node in infos:
-        calls = {bare_callee(c) for c in timed_walk(node.child_by_field_name("body")) if c.type == "call_expression"}
+        calls = {
+            bare_callee(c)
+            for c in timed_walk(node.child_by_field_name("body"))
+            if c.type == "call_expression"
+        }
         info.calls = sorted(calls & names - {info.name})
 
 
@@ -192,7 +271,9 @@ def _attach_instantiations(infos: list[tuple[KernelInfo, Node]], nodes: list[Nod
             continue
         info = by_name.get(collapse_spaces(source_text(target.child_by_field_name("name"))))
         if info is not None:
-            info.instantiations.append(collapse_spaces(source_text(target.child_by_field_name("arguments"))))
+            info.instantiations.append(
+                collapse_spaces(source_text(target.child_by_field_name("arguments")))
+            )
 
 
 def _add_functions(cf: CudaFile, infos: list[tuple[KernelInfo, Node]]) -> None:

@@ -20,7 +20,13 @@ from mlxport.translate.cuda_kernel import STAGE, STAGE_SLOTS, render_cuda
 from mlxport.translate.cudafile import CudaFile, CudaReadError
 from mlxport.translate.job import KernelJob, Target
 from mlxport.translate.kernel_facts import kernel_facts, port_facts
-from mlxport.translate.kernel_scope import check_features, check_grid_sync, kernel_node, pick_kernel, reachable
+from mlxport.translate.kernel_scope import (
+    check_features,
+    check_grid_sync,
+    kernel_node,
+    pick_kernel,
+    reachable,
+)
 from mlxport.translate.launch import file_constants
 from mlxport.translate.macros import normalize
 from mlxport.translate.msl_kernel import dry_render, render_msl
@@ -41,10 +47,17 @@ def translate_task(task: KernelTask, target: Target = "msl") -> Translation:
     return translate(src, kernel=task.kernel, target=target, task=task)
 
 
-def translate(source_or_cudafile: str | Path | CudaFile, *, kernel: str | None = None, target: Target = "msl",
-              task: KernelTask | None = None) -> Translation:
+def translate(
+    source_or_cudafile: str | Path | CudaFile,
+    *,
+    kernel: str | None = None,
+    target: Target = "msl",
+    task: KernelTask | None = None,
+) -> Translation:
     if target not in ("msl", "cuda"):
-        raise UserError(f"unknown translation target {target!r}: use msl (Metal) or cuda (MLX's CUDA backend)")
+        raise UserError(
+            f"unknown translation target {target!r}: use msl (Metal) or cuda (MLX's CUDA backend)"
+        )
     src = _source_text(source_or_cudafile)
     cf = source_or_cudafile if isinstance(source_or_cudafile, CudaFile) else read_cuda(src)
     try:
@@ -52,38 +65,61 @@ def translate(source_or_cudafile: str | Path | CudaFile, *, kernel: str | None =
     except RenderError as e:
         raise Untranslatable(e.construct, e.line, e.reason) from None
     except CExprError as e:
-        raise Untranslatable(e.what, e.line or 0, "the launch math cannot be expressed over the task's "
-                             "inputs and params") from None
+        raise Untranslatable(
+            e.what,
+            e.line or 0,
+            "the launch math cannot be expressed over the task's inputs and params",
+        ) from None
     except RecursionError:
-        raise Untranslatable("deeply nested code", 0, "nesting exceeds the translator's limits") from None
+        raise Untranslatable(
+            "deeply nested code", 0, "nesting exceeds the translator's limits"
+        ) from None
 
 
 def _source_text(s: str | Path | CudaFile) -> str:
     if isinstance(s, CudaFile):
         path = Path(s.path)
         if not path.is_file():
-            raise UserError(f"CudaFile {s.path!r} has no readable source file: pass the source text instead")
+            raise UserError(
+                f"CudaFile {s.path!r} has no readable source file: pass the source text instead"
+            )
         return path.read_text(errors="replace")
-    if isinstance(s, Path) or (isinstance(s, str) and "\n" not in s and s.strip().endswith((".cu", ".cuh"))
-                               and len(s) < 4096):
+    if isinstance(s, Path) or (
+        isinstance(s, str)
+        and "\n" not in s
+        and s.strip().endswith((".cu", ".cuh"))
+        and len(s) < 4096
+    ):
         path = Path(s)
         if not path.is_file():
-            raise CudaReadError(f"{path} does not exist or is not a file: pass the path of a .cu file")
+            raise CudaReadError(
+                f"{path} does not exist or is not a file: pass the path of a .cu file"
+            )
         return path.read_text(errors="replace")
     if not isinstance(s, str):
         raise CudaReadError(f"cannot read a {type(s).__name__}: pass CUDA source text or a Path")
     return s
 
 
-def _open(src: str, cf: CudaFile, kernel: str | None, target: Target, task: KernelTask | None) -> KernelJob:
+def _open(
+    src: str, cf: CudaFile, kernel: str | None, target: Target, task: KernelTask | None
+) -> KernelJob:
     data = normalize(src.encode("utf-8", "replace"))
     src = data.decode("utf-8", "replace")
     root = parse(data).root_node
     info = pick_kernel(cf, kernel)
-    return KernelJob(src_text=src, src=data, root=root, cf=cf, info=info, node=kernel_node(root, info),
-                     target=target, task=task, binder=Binder(task),
-                     macros=file_constants(root) | {m.name: (m.params, m.body) for m in cf.macros})
-
+    return KernelJob(
+        src_text=src,
+        src=data,
+        root=root,
+        cf=cf,
+        info=info,
+        node=kernel_node(root, info),
+        target=target,
+        task=task,
+        binder=Binder(task),
+        macros=file_constants(root) | {m.name: (m.params, m.body) for m in cf.macros},
+    )
 
 
 def _run(job: KernelJob) -> Translation:
@@ -103,58 +139,93 @@ def _run(job: KernelJob) -> Translation:
         template[generic[0]] = generic[1]
     dynamic, shared_memory = launch_config.dynamic_shared(job, plan, template, facts, sizes)
     outputs = [t for _, t in ports.outputs]
-    shapes, dtypes = [output_shape(job, ports, o) for o in outputs], [output_dtype(job, o) for o in outputs]
+    shapes, dtypes = (
+        [output_shape(job, ports, o) for o in outputs],
+        [output_dtype(job, o) for o in outputs],
+    )
     if job.target == "msl":
         header, body = render_msl(job, facts, scalars, block, ports)
     else:
         staged = _tiny_atomic_outputs(facts, outputs, shapes, dtypes)
         header, body = render_cuda(job, facts, scalars, ports, staged)
         if staged:
-            outputs, shapes, dtypes = [*outputs, STAGE], [*shapes, [STAGE_SLOTS + sum(n for _, n in staged)]], \
-                [*dtypes, "float32"]
+            outputs, shapes, dtypes = (
+                [*outputs, STAGE],
+                [*shapes, [STAGE_SLOTS + sum(n for _, n in staged)]],
+                [*dtypes, "float32"],
+            )
     inputs = _inputs(job, ports, scalars, [*grid, *tg, *template.values(), shared_memory])
-    read_back = [p for p in sorted(facts.read_through) if p in dict(ports.inputs)]  # not pointers into them
+    read_back = [
+        p for p in sorted(facts.read_through) if p in dict(ports.inputs)
+    ]  # not pointers into them
     cand = KernelCandidate(
-        language=job.target, name=re.sub(r"\W", "_", job.info.name), source=body, header=header,
-        input_names=inputs, output_names=outputs, output_shapes=shapes,
-        output_dtypes=dtypes, grid=grid, threadgroup=tg, template=template,
+        language=job.target,
+        name=re.sub(r"\W", "_", job.info.name),
+        source=body,
+        header=header,
+        input_names=inputs,
+        output_names=outputs,
+        output_shapes=shapes,
+        output_dtypes=dtypes,
+        grid=grid,
+        threadgroup=tg,
+        template=template,
         atomic_outputs=facts.atomic and job.target == "msl",
-        init_value=0.0 if facts.atomic else float("nan") if facts.read_through or _partial(job) else None,
+        init_value=0.0
+        if facts.atomic
+        else float("nan")
+        if facts.read_through or _partial(job)
+        else None,
         inout={facts.rw[p]: dict(ports.inputs)[p] for p in read_back},
-        shared_memory=shared_memory if job.target == "cuda" else 0)
+        shared_memory=shared_memory if job.target == "cuda" else 0,
+    )
     for p in read_back:
-        job.notes.append(f"`{p}` is read back after the kernel writes it: reads of {p}[i] come from "
-                         f"{facts.rw[p]}[i] once written (the output starts as NaN), else from the input; "
-                         f"elements never written keep the input's values")
+        job.notes.append(
+            f"`{p}` is read back after the kernel writes it: reads of {p}[i] come from "
+            f"{facts.rw[p]}[i] once written (the output starts as NaN), else from the input; "
+            f"elements never written keep the input's values"
+        )
     if dynamic:
         job.notes.append(dynamic)
     return Translation(candidate=cand, notes=job.notes, bindings=job.bindings)
 
 
-def _tiny_atomic_outputs(facts, outputs: list[str], shapes: list, dtypes: list[str]) -> list[tuple[str, int]]:
+def _tiny_atomic_outputs(
+    facts, outputs: list[str], shapes: list, dtypes: list[str]
+) -> list[tuple[str, int]]:
     """(name, elements) of the float32 outputs of an atomic kernel small enough for MLX to keep them in
     host-visible memory (a literal shape of at most 64 elements)."""
     if not facts.atomic:
         return []
     out = []
     for name, shape, dtype in zip(outputs, shapes, dtypes, strict=True):
-        if dtype == "float32" and isinstance(shape, list) and all(isinstance(d, int) for d in shape) \
-                and math.prod(shape) <= 64:
+        if (
+            dtype == "float32"
+            and isinstance(shape, list)
+            and all(isinstance(d, int) for d in shape)
+            and math.prod(shape) <= 64
+        ):
             out.append((name, math.prod(shape)))
     return out
 
 
 def _inputs(job: KernelJob, ports: Ports, scalars: Scalars, launch: list) -> list[str]:
     """The bound input tensors, then the params the kernel or its launch values use."""
-    inputs = [t for _, t in ports.inputs] + [n for n in scalars.inputs if n not in [t for _, t in ports.inputs]]
+    inputs = [t for _, t in ports.inputs] + [
+        n for n in scalars.inputs if n not in [t for _, t in ports.inputs]
+    ]
     for e in launch:
         for n in sorted(names_used(e) if isinstance(e, str) else set()):
             if n in job.binder.params and n not in inputs:
                 inputs.append(n)
-                job.notes.append(f"param {n} is passed as an input because the launch depends on it")
+                job.notes.append(
+                    f"param {n} is passed as an input because the launch depends on it"
+                )
     return inputs
 
 
 def _partial(job: KernelJob) -> bool:
     """The task says an output is written only in part: it starts as NaN, as in the golden."""
-    return job.task is not None and any(o.init.kind == "full" and math.isnan(o.init.value) for o in job.task.outputs)
+    return job.task is not None and any(
+        o.init.kind == "full" and math.isnan(o.init.value) for o in job.task.outputs
+    )

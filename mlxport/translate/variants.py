@@ -72,8 +72,12 @@ UNROLL = (4, 8)
 MAX_VARIANTS = 20
 RESTRICT = "__restrict__"
 _DEFINE = re.compile(rb"^[ \t]*#define[ \t]+(\w+)[ \t]+(\d+)[ \t]*(?://.*)?$", re.M)
-_CONSTEXPR = re.compile(rb"\bconstexpr\s+(?:unsigned\s+|signed\s+)?(?:int|long|size_t|short)\s+(\w+)\s*=\s*(\d+)\s*;")
-_LAUNCH_PAIR = re.compile(rb"<[^<>;]*?\b(\d+)\b[^<>;]*>\s*<<<\s*[^,;]+?,\s*(\d+)\b")  # k<T, 512><<<g, 512
+_CONSTEXPR = re.compile(
+    rb"\bconstexpr\s+(?:unsigned\s+|signed\s+)?(?:int|long|size_t|short)\s+(\w+)\s*=\s*(\d+)\s*;"
+)
+_LAUNCH_PAIR = re.compile(
+    rb"<[^<>;]*?\b(\d+)\b[^<>;]*>\s*<<<\s*[^,;]+?,\s*(\d+)\b"
+)  # k<T, 512><<<g, 512
 _BOUND_OPS = ("<", "<=", ">", ">=", "!=")
 
 Edit = tuple[int, int, bytes]  # replace source bytes [start, end) with these
@@ -98,11 +102,17 @@ class Search:
         self.source = task.source_text().encode("utf-8", "replace")
         self.knobs: list[Knob] = []
         self.restrict = False
-        self._built: dict[str, tuple[dict[str, int], Translation | None, str | None]] = {}  # label: (settings, variant, timed key)
+        self._built: dict[
+            str, tuple[dict[str, int], Translation | None, str | None]
+        ] = {}  # label: (settings, variant, timed key)
         cf = read_cuda(task.source_text(), name=task.source)
         launch = next((site for site in cf.launches if site.kernel == task.kernel), None)
         try:
-            base = translate(task.source_text(), kernel=task.kernel, target=target, task=task) if launch else None
+            base = (
+                translate(task.source_text(), kernel=task.kernel, target=target, task=task)
+                if launch
+                else None
+            )
         except Untranslatable:
             base = None
         if base is None:
@@ -112,14 +122,20 @@ class Search:
         self.knobs = _knobs(task, target, task.source_text(), cf)
         converted = if_converted(task.source_text(), cf, task.kernel) if target == "cuda" else None
         self._converted: tuple[bytes, dict[str, Knob]] | None = None
-        if converted is not None:  # the other knobs again, on the converted source (its lines are the same)
+        if (
+            converted is not None
+        ):  # the other knobs again, on the converted source (its lines are the same)
             ccf = read_cuda(converted, name=task.source)
-            self._converted = (converted.encode("utf-8", "replace"),
-                               {k.name: k for k in _knobs(task, target, converted, ccf)})
+            self._converted = (
+                converted.encode("utf-8", "replace"),
+                {k.name: k for k in _knobs(task, target, converted, ccf)},
+            )
             at = next((i + 1 for i, k in enumerate(self.knobs) if k.name == "vector"), 0)
             self.knobs.insert(at, Knob("selects", None, [1], lambda _: []))
 
-    def next(self, times: dict[str, float | None], base: float | None = None) -> tuple[str, Translation] | None:
+    def next(
+        self, times: dict[str, float | None], base: float | None = None
+    ) -> tuple[str, Translation] | None:
         """The next variant to check and time, or None when the search is over. ``times``: each
         label offered so far, in the order offered, with its time (None: it failed or was not
         timed); ``base``: the translation's own time, which a variant must beat to be built on."""
@@ -141,56 +157,100 @@ class Search:
     def variant(self, label: str) -> Translation | None:
         """The variant a label names (``unroll=8 + block@84=128 + __restrict__``), or None."""
         try:
-            settings = {name: int(v) for name, v in (p.rsplit("=", 1) for p in label.split(" + ") if p != RESTRICT)}
+            settings = {
+                name: int(v)
+                for name, v in (p.rsplit("=", 1) for p in label.split(" + ") if p != RESTRICT)
+            }
         except ValueError:
             return None
         if not set(settings) <= {k.name for k in self.knobs} or self._label(settings) != label:
             return None
         return self._build(label, settings)[1]
 
-    def _plan(self, times: dict[str, float | None], walked: list[tuple[str, dict[str, int]]], base: float | None):
+    def _plan(
+        self,
+        times: dict[str, float | None],
+        walked: list[tuple[str, dict[str, int]]],
+        base: float | None,
+    ):
         """Each step's settings on top of the fastest variant among those before it (and faster
         than the translation)."""
+
         def best() -> dict[str, int]:
-            timed = [(times[label], k, settings) for k, (label, settings) in enumerate(walked)
-                     if times.get(label) is not None and (base is None or times[label] < base)]
+            timed = [
+                (times[label], k, settings)
+                for k, (label, settings) in enumerate(walked)
+                if times.get(label) is not None and (base is None or times[label] < base)
+            ]
             return dict(min(timed, key=lambda t: t[:2])[2]) if timed else {}
 
         if self.restrict:
             yield {}
         first = [(k, k.values) for k in self.knobs if not k.capacity]
-        again = [(k, k.values) for name in ("vector", "unroll") for k in self.knobs if k.name == name]
-        blocks = [(k, [k.value, *k.values]) for k in self.knobs if k.block]  # the source's own value too
+        again = [
+            (k, k.values) for name in ("vector", "unroll") for k in self.knobs if k.name == name
+        ]
+        blocks = [
+            (k, [k.value, *k.values]) for k in self.knobs if k.block
+        ]  # the source's own value too
         capacities = [(k, k.values) for k in self.knobs if k.capacity]
         for knob, values in first + again + blocks + capacities:
             for v in values:
-                yield {n: x for n, x in {**best(), knob.name: v}.items() if n != knob.name or v != knob.value}
+                yield {
+                    n: x
+                    for n, x in {**best(), knob.name: v}.items()
+                    if n != knob.name or v != knob.value
+                }
 
     def _label(self, settings: dict[str, int]) -> str:
         order = [k.name for k in self.knobs]
         parts = [f"{name}={settings[name]}" for name in sorted(settings, key=order.index)]
         return " + ".join(parts + ([RESTRICT] if self.restrict else []))
 
-    def _build(self, label: str, settings: dict[str, int]) -> tuple[dict[str, int], Translation | None, str | None]:
+    def _build(
+        self, label: str, settings: dict[str, int]
+    ) -> tuple[dict[str, int], Translation | None, str | None]:
         if label not in self._built:
             data, knobs = self.source, self.knobs
             if settings.get("selects") and self._converted is not None:
                 data, by_name = self._converted
-                knobs = [by_name.get(k.name, k if k.name == "selects" else None) for k in self.knobs]
-            missing = any(k is None and own.name in settings for k, own in zip(knobs, self.knobs, strict=True))
-            edits = sorted(e for k in knobs if k is not None and k.name in settings and settings[k.name] != k.value
-                           for e in k.edits(settings[k.name]))
-            clash = missing or any(b[0] < a[1] for a, b in zip(edits, edits[1:], strict=False))  # a value in a rewritten loop
+                knobs = [
+                    by_name.get(k.name, k if k.name == "selects" else None) for k in self.knobs
+                ]
+            missing = any(
+                k is None and own.name in settings for k, own in zip(knobs, self.knobs, strict=True)
+            )
+            edits = sorted(
+                e
+                for k in knobs
+                if k is not None and k.name in settings and settings[k.name] != k.value
+                for e in k.edits(settings[k.name])
+            )
+            clash = missing or any(
+                b[0] < a[1] for a, b in zip(edits, edits[1:], strict=False)
+            )  # a value in a rewritten loop
             for start, end, new in reversed(edits):
                 data = data[:start] + new + data[end:]
             try:
-                variant = None if clash else translate(data.decode("utf-8", "replace"), kernel=self.task.kernel,
-                                                       target=self.target, task=self.task)
+                variant = (
+                    None
+                    if clash
+                    else translate(
+                        data.decode("utf-8", "replace"),
+                        kernel=self.task.kernel,
+                        target=self.target,
+                        task=self.task,
+                    )
+                )
             except Untranslatable:
                 variant = None
             if variant is not None and self.restrict:
                 variant = restrict_buffers(variant)
-            self._built[label] = (settings, variant, _as_timed(self.task, variant) if variant else None)
+            self._built[label] = (
+                settings,
+                variant,
+                _as_timed(self.task, variant) if variant else None,
+            )
         return self._built[label]
 
 
@@ -202,7 +262,9 @@ def _knobs(task, target: str, source: str, cf: CudaFile) -> list[Knob]:
     if target == "cuda" and (plan := vector_plan(source, cf, task.kernel)):
         knobs.append(Knob("vector", None, list(VECTOR), plan.edits))
     if loops := stride_loops(source, cf, task.kernel):
-        knobs.append(Knob("unroll", None, list(UNROLL), lambda u, loops=loops: _unroll_edits(data, loops, u)))
+        knobs.append(
+            Knob("unroll", None, list(UNROLL), lambda u, loops=loops: _unroll_edits(data, loops, u))
+        )
     return knobs + _integer_knobs(data, launch.block.strip())
 
 
@@ -222,7 +284,9 @@ def _as_timed(task, translation: Translation) -> str:
     from mlxport.tasks import case_infos
 
     try:
-        launch = cand.launch(case_infos(task, task.bench_cases()[0], primary_dtype(task))).model_dump_json()
+        launch = cand.launch(
+            case_infos(task, task.bench_cases()[0], primary_dtype(task))
+        ).model_dump_json()
     except UserError:
         launch = cand.id
     return json.dumps([cand.source, cand.header, launch])
@@ -235,15 +299,22 @@ def stride_loops(source: str, cf: CudaFile, kernel: str) -> list[int]:
     data = normalize(source.encode("utf-8", "replace"))  # what the translator parses, offsets kept
     root = parse(data).root_node
     info = pick_kernel(cf, kernel)
-    functions = [kernel_node(root, info)] + [n for ns in helper_nodes(root, reachable(cf, info)).values() for n in ns]
+    functions = [kernel_node(root, info)] + [
+        n for ns in helper_nodes(root, reachable(cf, info)).values() for n in ns
+    ]
     constants = _constants(root, cf)
     starts = set()
     for fn in functions:
         for loop in walk(fn):
-            if loop.type == "for_statement" and _is_stride_loop(loop, constants) and not _has_pragma(loop) \
-                    and loop.parent is not None and loop.parent.type == "compound_statement":
+            if (
+                loop.type == "for_statement"
+                and _is_stride_loop(loop, constants)
+                and not _has_pragma(loop)
+                and loop.parent is not None
+                and loop.parent.type == "compound_statement"
+            ):
                 start = data.rfind(b"\n", 0, loop.start_byte) + 1
-                if not data[start:loop.start_byte].strip():
+                if not data[start : loop.start_byte].strip():
                     starts.add(start)
     return sorted(starts)
 
@@ -259,22 +330,34 @@ def unrolled(source: str, loops: list[int], factor: int) -> str:
 def _unroll_edits(data: bytes, loops: list[int], factor: int) -> list[Edit]:
     edits = []
     for start in loops:
-        indent = data[start:len(data) - len(data[start:].lstrip(b" \t"))]
+        indent = data[start : len(data) - len(data[start:].lstrip(b" \t"))]
         edits.append((start, start, indent + f"#pragma unroll {factor}\n".encode()))
     return edits
 
 
 def _is_stride_loop(loop: Node, constants: set[str]) -> bool:
     update, condition = loop.child_by_field_name("update"), loop.child_by_field_name("condition")
-    if update is None or condition is None or update.type != "assignment_expression" \
-            or condition.type != "binary_expression":
+    if (
+        update is None
+        or condition is None
+        or update.type != "assignment_expression"
+        or condition.type != "binary_expression"
+    ):
         return False
     step = update.child_by_field_name("right")
-    if text(update.child_by_field_name("operator")) != "+=" or step is None or text(step).strip() == "1":
+    if (
+        text(update.child_by_field_name("operator")) != "+="
+        or step is None
+        or text(step).strip() == "1"
+    ):
         return False
     var = text(update.child_by_field_name("left")).strip()
     left, right = condition.child_by_field_name("left"), condition.child_by_field_name("right")
-    if text(condition.child_by_field_name("operator")) not in _BOUND_OPS or left is None or right is None:
+    if (
+        text(condition.child_by_field_name("operator")) not in _BOUND_OPS
+        or left is None
+        or right is None
+    ):
         return False
     bound = right if text(left).strip() == var else left if text(right).strip() == var else None
     return bound is not None and not _constant(bound, constants)
@@ -285,8 +368,11 @@ def _constant(node: Node, constants: set[str]) -> bool:
     for n in walk(node):
         if n.type == "identifier":
             parent = n.parent
-            callee = parent is not None and parent.type == "call_expression" and \
-                parent.child_by_field_name("function") == n
+            callee = (
+                parent is not None
+                and parent.type == "call_expression"
+                and parent.child_by_field_name("function") == n
+            )
             if not callee and text(n) not in constants:
                 return False
     return True
@@ -297,7 +383,11 @@ def _constants(root: Node, cf: CudaFile) -> set[str]:
     and non-type template parameters."""
     names = set(cf.defines) | {m.name for m in cf.macros} | set(file_constants(root))
     for n in walk(root):
-        if n.type == "parameter_declaration" and n.parent is not None and n.parent.type == "template_parameter_list":
+        if (
+            n.type == "parameter_declaration"
+            and n.parent is not None
+            and n.parent.type == "template_parameter_list"
+        ):
             names.update(text(c) for c in n.children if c.type == "identifier")
         elif n.type == "enumerator":
             names.add(text(n.child_by_field_name("name")))
@@ -313,8 +403,12 @@ def _has_pragma(loop: Node) -> bool:
     prev = loop.prev_named_sibling
     while prev is not None and prev.type == "comment":
         prev = prev.prev_named_sibling
-    return prev is not None and prev.type == "preproc_call" and text(prev).lstrip().startswith("#pragma") and \
-        "unroll" in text(prev)
+    return (
+        prev is not None
+        and prev.type == "preproc_call"
+        and text(prev).lstrip().startswith("#pragma")
+        and "unroll" in text(prev)
+    )
 
 
 def _integer_knobs(data: bytes, block: str) -> list[Knob]:
@@ -325,10 +419,16 @@ def _integer_knobs(data: bytes, block: str) -> list[Knob]:
     search tries last of all."""
     knobs = []
     capacities = _capacities(data)
-    in_block = {m.decode() for _, dims in _dim3_declarations(data, block) for a, b in dims
-                for m in re.findall(rb"[A-Za-z_]\w*", data[a:b])}
-    for name, value, blockish, spans in sorted(_integers(data, block), key=lambda k: (
-            0 if k[2] else 1 if k[0] in in_block else 3 if k[0] in capacities else 2)):
+    in_block = {
+        m.decode()
+        for _, dims in _dim3_declarations(data, block)
+        for a, b in dims
+        for m in re.findall(rb"[A-Za-z_]\w*", data[a:b])
+    }
+    for name, value, blockish, spans in sorted(
+        _integers(data, block),
+        key=lambda k: 0 if k[2] else 1 if k[0] in in_block else 3 if k[0] in capacities else 2,
+    ):
         values = [value // 2, value * 2, value * 4]
         if blockish == "total":
             values = [v for v in dict.fromkeys([*THREADGROUP_SIZES, *values]) if v <= 1024]
@@ -336,8 +436,16 @@ def _integer_knobs(data: bytes, block: str) -> list[Knob]:
             values = [value // 4, value // 8, value // 2, value * 2]
         values = [v for v in values if v >= 1 and v != value]
         sizes_block = bool(blockish) or name in in_block
-        knobs.append(Knob(name, value, values, lambda v, spans=spans: [(a, b, str(v).encode()) for a, b in spans],
-                          sizes_block, name in capacities and not sizes_block))
+        knobs.append(
+            Knob(
+                name,
+                value,
+                values,
+                lambda v, spans=spans: [(a, b, str(v).encode()) for a, b in spans],
+                sizes_block,
+                name in capacities and not sizes_block,
+            )
+        )
     return knobs
 
 
@@ -373,9 +481,16 @@ def _capacities(data: bytes) -> set[str]:
         if n.type == "preproc_arg":
             values.update(re.findall(r"[A-Za-z_]\w*", text(n)))
         elif n.type in ("identifier", "type_identifier") and not (
-                parent is not None and parent.type in ("preproc_def", "init_declarator") and
-                parent.child_by_field_name("name" if parent.type == "preproc_def" else "declarator") == n):
-            is_size = parent is not None and parent.type == "array_declarator" and parent.child_by_field_name("size") == n
+            parent is not None
+            and parent.type in ("preproc_def", "init_declarator")
+            and parent.child_by_field_name("name" if parent.type == "preproc_def" else "declarator")
+            == n
+        ):
+            is_size = (
+                parent is not None
+                and parent.type == "array_declarator"
+                and parent.child_by_field_name("size") == n
+            )
             (sizes if is_size else values).add(text(n))
     return sizes - values
 
@@ -392,7 +507,7 @@ def _dim3_literals(data: bytes, block: str) -> list[tuple[str, int, str, list[tu
                 if int(m.group(1)) >= 8:
                     by_value.setdefault(int(m.group(1)), []).append((a + m.start(1), a + m.end(1)))
             if len(by_value) == 1:
-                (value, spans), = by_value.items()
+                ((value, spans),) = by_value.items()
                 knobs.append((f"block.{axis}@{line}", value, "dim", spans))
     return knobs
 
@@ -405,7 +520,7 @@ def _dim3_declarations(data: bytes, block: str) -> list[tuple[int, list[tuple[in
     for decl in re.finditer(rb"\bdim3\s+" + block.encode() + rb"\s*\(", data):
         dims, depth, start = [], 0, decl.end()
         for i in range(decl.end(), len(data)):
-            c = data[i:i + 1]
+            c = data[i : i + 1]
             if c == b";":
                 dims = []
                 break

@@ -17,14 +17,20 @@ from mlxport.translate.declarations import declared_name
 
 LOADS = frozenset({"__ldg", "__ldcg", "__ldca", "__ldcs", "__ldlu", "__ldcv"})
 # Calls that exchange data between threads, or wait for them (cooperative groups' members too).
-COLLECTIVE = re.compile(r"^(__syncthreads\w*|__syncwarp|__shfl\w*|__ballot\w*|__any\w*|__all\w*|__activemask|"
-                        r"__match\w*|__reduce\w*|__barrier\w*|sync|shfl\w*|any|all|ballot|match_\w+|reduce|"
-                        r"inclusive_scan|exclusive_scan|thread_rank|meta_group_rank|__threadfence_block)$")
+COLLECTIVE = re.compile(
+    r"^(__syncthreads\w*|__syncwarp|__shfl\w*|__ballot\w*|__any\w*|__all\w*|__activemask|"
+    r"__match\w*|__reduce\w*|__barrier\w*|sync|shfl\w*|any|all|ballot|match_\w+|reduce|"
+    r"inclusive_scan|exclusive_scan|thread_rank|meta_group_rank|__threadfence_block)$"
+)
 BARRIER = re.compile(r"^(__syncthreads\w*|sync|__barrier_sync)$")
 _IDENTITY = frozenset({"threadIdx", "blockIdx"})
 _SIMPLE_MACRO = re.compile(r"[\w\s.+\-*/()%<>&|^~]*")
-_NUMBER = re.compile(r"(?<![\w.])(0[xX][0-9a-fA-F]+|(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?)[uUlLfF]*(?![\w.])")  # 0x1Fu, 1.5f
-_DECLARATORS = frozenset({"init_declarator", "array_declarator", "pointer_declarator", "reference_declarator"})
+_NUMBER = re.compile(
+    r"(?<![\w.])(0[xX][0-9a-fA-F]+|(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?)[uUlLfF]*(?![\w.])"
+)  # 0x1Fu, 1.5f
+_DECLARATORS = frozenset(
+    {"init_declarator", "array_declarator", "pointer_declarator", "reference_declarator"}
+)
 
 
 class Buffer(NamedTuple):
@@ -40,7 +46,9 @@ class KernelFacts:
         self.root, self.kn, self.body = root, kn, kn.child_by_field_name("body")
         self.functions: dict[str, list[Node]] = {}
         for n in walk(root):
-            if n.type == "function_definition" and not any(c.type == "__global__" for c in n.children):
+            if n.type == "function_definition" and not any(
+                c.type == "__global__" for c in n.children
+            ):
                 name, _ = function_declarator(n)
                 if name is not None:
                     self.functions.setdefault(text(name), []).append(n)
@@ -49,7 +57,9 @@ class KernelFacts:
         self._uniform: dict[str, bool] = {}
         counts: dict[str, int] = {}
         self.locals: dict[str, Node] = {}  # name: value, for names declared once in the kernel
-        self.pointers: set[str] = set()  # names that may hold an address: pointers, references, auto
+        self.pointers: set[str] = (
+            set()
+        )  # names that may hold an address: pointers, references, auto
         for p in params_of(self.kn):
             decl = p.child_by_field_name("declarator")
             if decl is not None and decl.type in ("pointer_declarator", "reference_declarator"):
@@ -61,7 +71,11 @@ class KernelFacts:
                 kind = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
                 holder = d.parent
                 auto = holder is not None and "auto" in text(holder.child_by_field_name("type"))
-                if kind is not None and kind.type in ("pointer_declarator", "reference_declarator") or auto:
+                if (
+                    kind is not None
+                    and kind.type in ("pointer_declarator", "reference_declarator")
+                    or auto
+                ):
                     self.pointers.add(name)
                 if d.type == "init_declarator" and d.child_by_field_name("value") is not None:
                     self.locals[name] = d.child_by_field_name("value")
@@ -74,20 +88,36 @@ class KernelFacts:
             if d.type != "declaration":
                 continue
             words = {text(c) for c in d.children}
-            names = {declared_name(x) for x in d.children_by_field_name("declarator")
-                     if x.type != "function_declarator"}
+            names = {
+                declared_name(x)
+                for x in d.children_by_field_name("declarator")
+                if x.type != "function_declarator"
+            }
             if "__shared__" in words:
                 self.shared |= names
-            if d.parent is not None and d.parent.type in ("translation_unit", "declaration_list") and \
-                    not words & {"const", "constexpr", "__constant__"}:
+            if (
+                d.parent is not None
+                and d.parent.type in ("translation_unit", "declaration_list")
+                and not words & {"const", "constexpr", "__constant__"}
+            ):
                 self.globals |= names
         self._tops = {c.id: i for i, c in enumerate(self.body.named_children)}
-        self._declared = {declared_name(x) for d in walk(self.body) if d.type == "declaration"
-                          for x in d.children_by_field_name("declarator")}
-        self._reference_types = {text(i) for d in walk(root) if d.type in ("type_definition", "alias_declaration")
-                                 and "&" in text(d) for t in d.children_by_field_name("declarator" if
-                                                                                   d.type == "type_definition" else "name")
-                                 for i in walk(t) if i.type == "type_identifier"}  # typedef int& IR;
+        self._declared = {
+            declared_name(x)
+            for d in walk(self.body)
+            if d.type == "declaration"
+            for x in d.children_by_field_name("declarator")
+        }
+        self._reference_types = {
+            text(i)
+            for d in walk(root)
+            if d.type in ("type_definition", "alias_declaration") and "&" in text(d)
+            for t in d.children_by_field_name(
+                "declarator" if d.type == "type_definition" else "name"
+            )
+            for i in walk(t)
+            if i.type == "type_identifier"
+        }  # typedef int& IR;
         self._assigns = self._values()
 
     def _values(self) -> list[tuple[dict[str, list[Node | None]], set[str]]]:
@@ -117,7 +147,9 @@ class KernelFacts:
                 if decl is not None and decl.type == "reference_declarator":
                     self._escaped |= identifiers(value)
             elif n.type in ("assignment_expression", "update_expression"):
-                target = n.child_by_field_name("left" if n.type == "assignment_expression" else "argument")
+                target = n.child_by_field_name(
+                    "left" if n.type == "assignment_expression" else "argument"
+                )
                 root = root_name(target)
                 if root is None:  # (n > 0 ? t : u) = ...
                     self._escaped |= identifiers(target)
@@ -126,28 +158,49 @@ class KernelFacts:
                 if not plain and text(root) in self.pointers | self.shared:
                     continue  # an element of memory: the name's value, an address, stays
                 values.setdefault(text(root), []).extend(
-                    ([n.child_by_field_name("right")] if n.type == "assignment_expression" and plain else []) +
-                    ([] if plain else [None]) + conditions(n, self.body))
-                if plain and n.type == "assignment_expression" and text(n.child_by_field_name("operator")) == "=" and \
-                        n.parent is not None and n.parent.type == "expression_statement" and n.parent == statement:
+                    (
+                        [n.child_by_field_name("right")]
+                        if n.type == "assignment_expression" and plain
+                        else []
+                    )
+                    + ([] if plain else [None])
+                    + conditions(n, self.body)
+                )
+                if (
+                    plain
+                    and n.type == "assignment_expression"
+                    and text(n.child_by_field_name("operator")) == "="
+                    and n.parent is not None
+                    and n.parent.type == "expression_statement"
+                    and n.parent == statement
+                ):
                     defined.add(text(root))
             elif n.type == "pointer_expression" and text(n.child_by_field_name("operator")) == "&":
                 arg, call = root_name(n.child_by_field_name("argument")), _call_of(n)
                 if arg is None:
                     continue
-                if call is not None and bare_callee(call) not in self.functions and \
-                        call.child_by_field_name("function").type == "identifier":
-                    values.setdefault(text(arg), []).extend([call] + conditions(n, self.body))  # sincosf(x, &s, &c)
+                if (
+                    call is not None
+                    and bare_callee(call) not in self.functions
+                    and call.child_by_field_name("function").type == "identifier"
+                ):
+                    values.setdefault(text(arg), []).extend(
+                        [call] + conditions(n, self.body)
+                    )  # sincosf(x, &s, &c)
                 else:
                     self._escaped.add(text(arg))
-            elif n.type == "identifier" and n.parent is not None and n.parent.type == "argument_list":
+            elif (
+                n.type == "identifier" and n.parent is not None and n.parent.type == "argument_list"
+            ):
                 call = n.parent.parent
                 if call is None or call.type != "call_expression":
                     continue
                 index = [c for c in n.parent.named_children if c.type != "comment"].index(n)
                 fn = call.child_by_field_name("function")
-                if fn.type not in ("identifier", "template_function", "qualified_identifier") or \
-                        text(fn) in self._declared:
+                if (
+                    fn.type not in ("identifier", "template_function", "qualified_identifier")
+                    or text(fn) in self._declared
+                ):
                     self._escaped.add(text(n))  # a functor's or a method's argument
                 elif self.modifies_argument(call, index):
                     if not self.uniform_result(call):
@@ -181,11 +234,20 @@ class KernelFacts:
         if last is None:
             return False
         params = {n for p in params_of(fn) for n in identifiers(p)}
-        outputs = {n for p in params_of(fn) if p.child_by_field_name("declarator") is not None and
-                   p.child_by_field_name("declarator").type == "reference_declarator"
-                   for n in identifiers(p.child_by_field_name("declarator"))}
-        shared = self.shared | {declared_name(d) for st in stmts for d in walk(st) if d.type in _DECLARATORS and
-                                any(text(c) == "__shared__" for c in (d.parent.children if d.parent else []))}
+        outputs = {
+            n
+            for p in params_of(fn)
+            if p.child_by_field_name("declarator") is not None
+            and p.child_by_field_name("declarator").type == "reference_declarator"
+            for n in identifiers(p.child_by_field_name("declarator"))
+        }
+        shared = self.shared | {
+            declared_name(d)
+            for st in stmts
+            for d in walk(st)
+            if d.type in _DECLARATORS
+            and any(text(c) == "__shared__" for c in (d.parent.children if d.parent else []))
+        }
         local = {}
         for st in stmts:
             for d in walk(st):
@@ -194,12 +256,21 @@ class KernelFacts:
 
         def fixed(node: Node, seen: frozenset[str]) -> bool:
             for i in walk(node):
-                if i.type == "field_expression" and text(i.child_by_field_name("argument")) in _IDENTITY or \
-                        i.type == "call_expression" and bare_callee(i) in self.functions:
+                if (
+                    i.type == "field_expression"
+                    and text(i.child_by_field_name("argument")) in _IDENTITY
+                    or i.type == "call_expression"
+                    and bare_callee(i) in self.functions
+                ):
                     return False
-                if i.type != "identifier" or text(i) in shared or text(i) in seen or \
-                        i.parent is not None and i.parent.type == "field_expression" and \
-                        i.parent.child_by_field_name("field") == i:
+                if (
+                    i.type != "identifier"
+                    or text(i) in shared
+                    or text(i) in seen
+                    or i.parent is not None
+                    and i.parent.type == "field_expression"
+                    and i.parent.child_by_field_name("field") == i
+                ):
                     continue
                 name = text(i)
                 if name in self.macros:
@@ -210,12 +281,16 @@ class KernelFacts:
                 elif name in local and name not in params:
                     if not all(fixed(v, seen | {name}) for v in local[name]):
                         return False
-                elif name in params or name in _IDENTITY or name not in local and \
-                        not (i.parent is not None and i.parent.type == "call_expression"):
+                elif (
+                    name in params
+                    or name in _IDENTITY
+                    or name not in local
+                    and not (i.parent is not None and i.parent.type == "call_expression")
+                ):
                     return False
             return True
 
-        return all(fixed(st, frozenset()) for st in stmts[last + 1:])
+        return all(fixed(st, frozenset()) for st in stmts[last + 1 :])
 
     def _top(self, node: Node) -> int | None:
         """Which statement of the kernel's body ``node`` is in."""
@@ -244,25 +319,59 @@ class KernelFacts:
         out: dict[str, Buffer] = {}
         for p in params_of(self.kn):
             decl = p.child_by_field_name("declarator")
-            if _single_pointer(decl) and "volatile" not in text(p) and declared_name(decl) not in counts and \
-                    _named_type(p):
-                out[declared_name(decl)] = Buffer(text(p.child_by_field_name("type")), declared_name(decl), False)
+            if (
+                _single_pointer(decl)
+                and "volatile" not in text(p)
+                and declared_name(decl) not in counts
+                and _named_type(p)
+            ):
+                out[declared_name(decl)] = Buffer(
+                    text(p.child_by_field_name("type")), declared_name(decl), False
+                )
         for d in walk(self.body):
-            if d.type == "declaration" and any(text(c) == "__shared__" for c in d.children) and \
-                    "volatile" not in text(d):
+            if (
+                d.type == "declaration"
+                and any(text(c) == "__shared__" for c in d.children)
+                and "volatile" not in text(d)
+            ):
                 for a in d.children_by_field_name("declarator"):
-                    inner = a.child_by_field_name("declarator") if a.type == "array_declarator" else None
-                    if inner is not None and inner.type == "identifier" and counts.get(text(inner)) == 1:
+                    inner = (
+                        a.child_by_field_name("declarator")
+                        if a.type == "array_declarator"
+                        else None
+                    )
+                    if (
+                        inner is not None
+                        and inner.type == "identifier"
+                        and counts.get(text(inner)) == 1
+                    ):
                         extern = any(text(c) == "extern" for c in d.children)
-                        out[text(inner)] = Buffer(text(d.child_by_field_name("type")),
-                                                  "extern __shared__" if extern else text(inner), True)
-            elif d.type == "init_declarator" and d.parent is not None and "volatile" not in text(d.parent):
+                        out[text(inner)] = Buffer(
+                            text(d.child_by_field_name("type")),
+                            "extern __shared__" if extern else text(inner),
+                            True,
+                        )
+            elif (
+                d.type == "init_declarator"
+                and d.parent is not None
+                and "volatile" not in text(d.parent)
+            ):
                 target = d.child_by_field_name("declarator")
                 base = _base(d.child_by_field_name("value"))
-                if _single_pointer(target) and base in out and counts.get(declared_name(target)) == 1 and \
-                        _named_type(d.parent):
-                    out.setdefault(declared_name(target), Buffer(text(d.parent.child_by_field_name("type")),
-                                                             out[base].base, out[base].shared))
+                if (
+                    _single_pointer(target)
+                    and base in out
+                    and counts.get(declared_name(target)) == 1
+                    and _named_type(d.parent)
+                ):
+                    out.setdefault(
+                        declared_name(target),
+                        Buffer(
+                            text(d.parent.child_by_field_name("type")),
+                            out[base].base,
+                            out[base].shared,
+                        ),
+                    )
         assigned = assigned_names(self.body)
         return {n: b for n, b in out.items() if n not in assigned}
 
@@ -273,20 +382,23 @@ class KernelFacts:
         for each pointer argument that every definition touches only as its one element)."""
         out = {}
         for name, fns in self.functions.items():
-            if not all(_file_scope(fn) and any(c.type == "__device__" for c in fn.children) for fn in fns):
+            if not all(
+                _file_scope(fn) and any(c.type == "__device__" for c in fn.children) for fn in fns
+            ):
                 continue
             kinds: dict[int, set[str]] = {}
             for fn in fns:
                 for i, p in pointer_params(fn):
                     kinds.setdefault(i, set()).add(self._element_use(fn, p))
             roles = {i: k.pop() for i, k in kinds.items() if len(k) == 1 and k <= {"read", "write"}}
-            if len({len(params_of(fn)) for fn in fns}) == 1 and \
-                    all(all(i in dict(pointer_params(fn)) for i in roles) for fn in fns):
+            if len({len(params_of(fn)) for fn in fns}) == 1 and all(
+                all(i in dict(pointer_params(fn)) for i in roles) for fn in fns
+            ):
                 out[name] = ([holder_of(fn) for fn in fns], roles)
         return out
 
     def _element_use(self, fn: Node, p: str) -> str:
-        """"read" when the function only reads ``*p`` (``*p``, ``p[0]``, ``__ldg(p)``) and does so on
+        """ "read" when the function only reads ``*p`` (``*p``, ``p[0]``, ``__ldg(p)``) and does so on
         every call, "write" when it only assigns it, as a statement of its own body; else ""."""
         body = fn.child_by_field_name("body")
         uses = set()
@@ -294,25 +406,49 @@ class KernelFacts:
             if n.type != "identifier" or text(n) != p:
                 continue
             top = n.parent
-            if top is not None and top.type == "argument_list" and len(top.named_children) == 1 and \
-                    top.parent is not None and text(top.parent.child_by_field_name("function")) in LOADS:
+            if (
+                top is not None
+                and top.type == "argument_list"
+                and len(top.named_children) == 1
+                and top.parent is not None
+                and text(top.parent.child_by_field_name("function")) in LOADS
+            ):
                 top = top.parent
-            elif not (top is not None and (top.type == "subscript_expression" and text(index_of(top)) == "0" or
-                                           top.type == "pointer_expression" and
-                                           text(top.child_by_field_name("operator")) == "*")):
+            elif not (
+                top is not None
+                and (
+                    top.type == "subscript_expression"
+                    and text(index_of(top)) == "0"
+                    or top.type == "pointer_expression"
+                    and text(top.child_by_field_name("operator")) == "*"
+                )
+            ):
                 return ""
             while top.parent is not None and top.parent.type == "parenthesized_expression":
                 top = top.parent
             parent = top.parent
-            if parent is not None and parent.type == "assignment_expression" and parent.child_by_field_name("left") == top:
+            if (
+                parent is not None
+                and parent.type == "assignment_expression"
+                and parent.child_by_field_name("left") == top
+            ):
                 statement = parent.parent
-                if text(parent.child_by_field_name("operator")) != "=" or statement is None or \
-                        statement.type != "expression_statement" or statement.parent != body:
+                if (
+                    text(parent.child_by_field_name("operator")) != "="
+                    or statement is None
+                    or statement.type != "expression_statement"
+                    or statement.parent != body
+                ):
                     return ""
                 uses.add("write")
-            elif parent is None or parent.type in ("update_expression", "init_declarator") or \
-                    parent.type == "pointer_expression" or conditional(top, body) or \
-                    parent.type == "argument_list" and self._by_reference(parent):
+            elif (
+                parent is None
+                or parent.type in ("update_expression", "init_declarator")
+                or parent.type == "pointer_expression"
+                or conditional(top, body)
+                or parent.type == "argument_list"
+                and self._by_reference(parent)
+            ):
                 return ""
             else:
                 uses.add("read")
@@ -327,9 +463,12 @@ class KernelFacts:
             if index >= len(params) or params[index].type == "variadic_parameter":
                 return True
             decl = params[index].child_by_field_name("declarator")
-            if decl is not None and decl.type == "reference_declarator" and \
-                    not any(text(c) == "const" for c in params[index].children) or \
-                    text(params[index].child_by_field_name("type")) in self._reference_types:
+            if (
+                decl is not None
+                and decl.type == "reference_declarator"
+                and not any(text(c) == "const" for c in params[index].children)
+                or text(params[index].child_by_field_name("type")) in self._reference_types
+            ):
                 return True
         return False
 
@@ -339,13 +478,19 @@ class KernelFacts:
         if call is None or call.type != "call_expression":
             return True
         fn = call.child_by_field_name("function")
-        if fn is not None and fn.type == "template_function" and text(fn.child_by_field_name("name")).endswith("_cast"):
+        if (
+            fn is not None
+            and fn.type == "template_function"
+            and text(fn.child_by_field_name("name")).endswith("_cast")
+        ):
             return False
         return bare_callee(call) in self.functions
 
     # -------------------------------------------------------------- threads
 
-    def identity(self, node: Node, skip: frozenset[str] = frozenset(), seen: set | None = None) -> set[str]:
+    def identity(
+        self, node: Node, skip: frozenset[str] = frozenset(), seen: set | None = None
+    ) -> set[str]:
         """The thread and block indices (``threadIdx.x``) an expression depends on, through every
         value the names in it may take (but not ``skip``); ``*`` where that cannot be followed, where
         it names them whole or through a macro, or where it calls a function that may read them (of
@@ -354,17 +499,36 @@ class KernelFacts:
         seen = set() if seen is None else seen
         out = set()
         for n in walk(node):
-            if n.type == "field_expression" and text(n.child_by_field_name("argument")) in _IDENTITY:
+            if (
+                n.type == "field_expression"
+                and text(n.child_by_field_name("argument")) in _IDENTITY
+            ):
                 out.add(text(n).replace(" ", ""))
-            elif n.type == "identifier" and (self.expands_to(text(n)) & _IDENTITY or text(n) in _IDENTITY and not (
-                    n.parent is not None and n.parent.type == "field_expression")):
+            elif n.type == "identifier" and (
+                self.expands_to(text(n)) & _IDENTITY
+                or text(n) in _IDENTITY
+                and not (n.parent is not None and n.parent.type == "field_expression")
+            ):
                 out.add("*")  # dim3 t = threadIdx; #define TID threadIdx.x
-            elif n.type == "identifier" and text(n) not in skip and (text(n), self._top(n)) not in seen:
-                seen.add((text(n), self._top(n)))  # a name's values differ from one statement to the next
+            elif (
+                n.type == "identifier"
+                and text(n) not in skip
+                and (text(n), self._top(n)) not in seen
+            ):
+                seen.add(
+                    (text(n), self._top(n))
+                )  # a name's values differ from one statement to the next
                 for value in self._reaching(text(n), n):
                     out |= {"*"} if value is None else self.identity(value, skip, seen)
-            elif n.type == "call_expression" and (self.reaches(n, _reads_identity) or bare_callee(n) not in self.functions
-                                                  and not _PURE.match(bare_callee(n))) and not self.uniform_result(n):
+            elif (
+                n.type == "call_expression"
+                and (
+                    self.reaches(n, _reads_identity)
+                    or bare_callee(n) not in self.functions
+                    and not _PURE.match(bare_callee(n))
+                )
+                and not self.uniform_result(n)
+            ):
                 out.add("*")
         return out
 
@@ -384,13 +548,18 @@ class KernelFacts:
     def collective(self, node: Node) -> bool:
         """Whether the code exchanges data with or waits for other threads, itself or in a function
         it calls, or hides statements in a macro."""
+
         def is_collective(n: Node) -> bool:
             return n.type == "call_expression" and COLLECTIVE.match(bare_callee(n)) is not None
 
         for n in walk(node):
             if is_collective(n) or n.type == "call_expression" and self.reaches(n, is_collective):
                 return True
-            if n.type in ("identifier", "type_identifier") and text(n) in self.macros and not self.constant_macro(text(n)):
+            if (
+                n.type in ("identifier", "type_identifier")
+                and text(n) in self.macros
+                and not self.constant_macro(text(n))
+            ):
                 return True
         return False
 
@@ -399,8 +568,15 @@ class KernelFacts:
         macros (a name in it could be a variable it hides, ``k++`` a statement), one operand as it
         stands (``4 + 4`` in ``k * BLOCK`` would bind to k's side: it must be parenthesized)."""
         m = self.macros.get(name)
-        if m is None or m.params is not None or name in seen or not _SIMPLE_MACRO.fullmatch(m.body) or \
-                "++" in m.body or "--" in m.body or not _one_operand(m.body):
+        if (
+            m is None
+            or m.params is not None
+            or name in seen
+            or not _SIMPLE_MACRO.fullmatch(m.body)
+            or "++" in m.body
+            or "--" in m.body
+            or not _one_operand(m.body)
+        ):
             return False
         names = re.findall(r"[A-Za-z_]\w*", _NUMBER.sub(" ", m.body))
         return all(self.constant_macro(n, seen | {name}) for n in names)
@@ -413,7 +589,9 @@ class KernelFacts:
             found, todo = set(), [name]
             while todo:
                 m = self.macros.get(todo.pop())
-                for n in set(re.findall(r"(?<![.\w])(?<!->)[A-Za-z_]\w*", m.body)) - found if m else ():
+                for n in (
+                    set(re.findall(r"(?<![.\w])(?<!->)[A-Za-z_]\w*", m.body)) - found if m else ()
+                ):
                     found.add(n)  # not the fields (threadIdx.x)
                     todo.append(n)
             self._expansions[name] = found
@@ -422,23 +600,36 @@ class KernelFacts:
     def barrier(self, statement: Node) -> bool:
         """Whether a statement waits for the whole block on every path (a ``__syncthreads()`` of its
         own, or in a function it calls, outside any condition)."""
-        return any(n.type == "call_expression" and (_is_barrier(n) or self.reaches(n, _is_barrier)) and
-                   not conditional(n, statement) for n in walk(statement))
+        return any(
+            n.type == "call_expression"
+            and (_is_barrier(n) or self.reaches(n, _is_barrier))
+            and not conditional(n, statement)
+            for n in walk(statement)
+        )
 
 
 # Functions from outside the file that compute from their arguments alone (CUDA's math, conversions,
 # loads); any other such call may read the thread's identity (cooperative groups' thread_rank(), the
 # lane masks).
-_PURE = re.compile(r"^((?!__lanemask|__activemask)__\w+|[a-z]+\d*f?|static_cast|reinterpret_cast|const_cast|"
-                   r"make_\w+|min|max|fminf|fmaxf|sincosf?|sqrtf?|rsqrtf?|expf?|exp2f?|logf?|log2f?|powf?|tanhf?|erff?|fabsf?)$")
+_PURE = re.compile(
+    r"^((?!__lanemask|__activemask)__\w+|[a-z]+\d*f?|static_cast|reinterpret_cast|const_cast|"
+    r"make_\w+|min|max|fminf|fmaxf|sincosf?|sqrtf?|rsqrtf?|expf?|exp2f?|logf?|log2f?|powf?|tanhf?|erff?|fabsf?)$"
+)
 
 
 def root_name(target: Node | None) -> Node | None:
     """The name an assignment's target belongs to: ``t``, ``(t)``, ``a[0]``, ``p.a``, ``*p``."""
-    while target is not None and target.type in ("parenthesized_expression", "subscript_expression",
-                                                   "field_expression", "pointer_expression"):
-        target = target.named_children[0] if target.type == "parenthesized_expression" else \
-            target.child_by_field_name("argument")
+    while target is not None and target.type in (
+        "parenthesized_expression",
+        "subscript_expression",
+        "field_expression",
+        "pointer_expression",
+    ):
+        target = (
+            target.named_children[0]
+            if target.type == "parenthesized_expression"
+            else target.child_by_field_name("argument")
+        )
     return target if target is not None and target.type == "identifier" else None
 
 
@@ -450,7 +641,11 @@ def _unparenthesized(n: Node) -> Node:
 
 def _assigned_target(n: Node) -> bool:
     parent = n.parent
-    return parent is not None and parent.type == "assignment_expression" and parent.child_by_field_name("left") == n
+    return (
+        parent is not None
+        and parent.type == "assignment_expression"
+        and parent.child_by_field_name("left") == n
+    )
 
 
 def _call_of(n: Node) -> Node | None:
@@ -458,8 +653,14 @@ def _call_of(n: Node) -> Node | None:
     while n.parent is not None and n.parent.type in ("parenthesized_expression", "cast_expression"):
         n = n.parent
     args = n.parent
-    return args.parent if args is not None and args.type == "argument_list" and args.parent is not None and \
-        args.parent.type == "call_expression" else None
+    return (
+        args.parent
+        if args is not None
+        and args.type == "argument_list"
+        and args.parent is not None
+        and args.parent.type == "call_expression"
+        else None
+    )
 
 
 def _one_operand(body: str) -> bool:
@@ -485,18 +686,35 @@ def conditions(n: Node, top: Node) -> list[Node]:
         parent = cur.parent
         if parent is None:
             break
-        if parent.type in ("if_statement", "while_statement", "do_statement", "for_statement", "switch_statement",
-                           "conditional_expression") and parent.child_by_field_name("condition") is not None:
+        if (
+            parent.type
+            in (
+                "if_statement",
+                "while_statement",
+                "do_statement",
+                "for_statement",
+                "switch_statement",
+                "conditional_expression",
+            )
+            and parent.child_by_field_name("condition") is not None
+        ):
             out.append(parent.child_by_field_name("condition"))
-        if parent.type == "binary_expression" and text(parent.child_by_field_name("operator")) in ("&&", "||") and \
-                parent.child_by_field_name("right") == cur:
+        if (
+            parent.type == "binary_expression"
+            and text(parent.child_by_field_name("operator")) in ("&&", "||")
+            and parent.child_by_field_name("right") == cur
+        ):
             out.append(parent.child_by_field_name("left"))
         cur = parent
     return out
 
 
 def _single_pointer(decl: Node | None) -> bool:
-    inner = decl.child_by_field_name("declarator") if decl is not None and decl.type == "pointer_declarator" else None
+    inner = (
+        decl.child_by_field_name("declarator")
+        if decl is not None and decl.type == "pointer_declarator"
+        else None
+    )
     return inner is not None and inner.type == "identifier"
 
 
@@ -521,8 +739,11 @@ def assigned_names(node: Node) -> set[str]:
         target = None
         if n.type == "assignment_expression":
             target = n.child_by_field_name("left")
-        elif n.type == "update_expression" or \
-                n.type == "pointer_expression" and text(n.child_by_field_name("operator")) == "&":
+        elif (
+            n.type == "update_expression"
+            or n.type == "pointer_expression"
+            and text(n.child_by_field_name("operator")) == "&"
+        ):
             target = n.child_by_field_name("argument")
         if target is not None and target.type == "identifier":
             out.add(text(target))
@@ -543,13 +764,21 @@ def guarded(n: Node, top: Node, guard=None) -> bool:
         parent = cur.parent
         if parent is None:
             return False
-        branch = parent.type in ("if_statement", "conditional_expression") and \
-            parent.child_by_field_name("condition") != cur
-        if branch and (parent.child_by_field_name("consequence") != cur or guard is None or
-                       not guard(parent.child_by_field_name("condition"))):
+        branch = (
+            parent.type in ("if_statement", "conditional_expression")
+            and parent.child_by_field_name("condition") != cur
+        )
+        if branch and (
+            parent.child_by_field_name("consequence") != cur
+            or guard is None
+            or not guard(parent.child_by_field_name("condition"))
+        ):
             return False
-        if parent.type == "binary_expression" and text(parent.child_by_field_name("operator")) in ("&&", "||") and \
-                parent.child_by_field_name("right") == cur:
+        if (
+            parent.type == "binary_expression"
+            and text(parent.child_by_field_name("operator")) in ("&&", "||")
+            and parent.child_by_field_name("right") == cur
+        ):
             return False
         cur = parent
     return True
@@ -565,7 +794,11 @@ def _base(value: Node | None) -> str | None:
         return text(value)
     if value.type == "binary_expression" and text(value.child_by_field_name("operator")) == "+":
         left, right = value.child_by_field_name("left"), value.child_by_field_name("right")
-        return _base(left) if left is not None and left.type != "number_literal" and _base(left) else _base(right)
+        return (
+            _base(left)
+            if left is not None and left.type != "number_literal" and _base(left)
+            else _base(right)
+        )
     if value.type == "pointer_expression" and text(value.child_by_field_name("operator")) == "&":
         arg = value.child_by_field_name("argument")
         if arg is not None and arg.type == "subscript_expression":
@@ -576,14 +809,22 @@ def _base(value: Node | None) -> str | None:
 def params_of(fn: Node) -> list[Node]:
     _, decl = function_declarator(fn)
     plist = decl.child_by_field_name("parameters") if decl is not None else None
-    return [p for p in plist.named_children if p.type == "parameter_declaration"] if plist is not None else []
+    return (
+        [p for p in plist.named_children if p.type == "parameter_declaration"]
+        if plist is not None
+        else []
+    )
 
 
 def pointer_params(fn: Node) -> list[tuple[int, str]]:
     out = []
     for i, p in enumerate(params_of(fn)):
         decl = p.child_by_field_name("declarator")
-        name = decl.child_by_field_name("declarator") if decl is not None and decl.type == "pointer_declarator" else None
+        name = (
+            decl.child_by_field_name("declarator")
+            if decl is not None and decl.type == "pointer_declarator"
+            else None
+        )
         if name is not None and name.type == "identifier" and "volatile" not in text(p):
             out.append((i, text(name)))
     return out
@@ -602,4 +843,7 @@ def holder_of(fn: Node) -> Node:
 
 def _file_scope(fn: Node) -> bool:
     holder = holder_of(fn)
-    return holder.parent is not None and holder.parent.type in ("translation_unit", "declaration_list")
+    return holder.parent is not None and holder.parent.type in (
+        "translation_unit",
+        "declaration_list",
+    )

@@ -12,21 +12,35 @@ import numpy as np
 from mlxport.spec import CaseResult, Tolerance
 
 
-def compare(out: np.ndarray, ref: np.ndarray, tol: Tolerance, *, case: str, dtype: str,
-            unwritten: np.ndarray | None = None, axes: list[str] | None = None) -> CaseResult:
+def compare(
+    out: np.ndarray,
+    ref: np.ndarray,
+    tol: Tolerance,
+    *,
+    case: str,
+    dtype: str,
+    unwritten: np.ndarray | None = None,
+    axes: list[str] | None = None,
+) -> CaseResult:
     """Elementwise ``|out-ref| <= atol + rtol*|ref|``, a relative error norm, and sanity checks
     that catch outputs which pass a loose tolerance by accident (zeros, constants). ``axes`` names
     the output's axes in the mismatch pattern (``axis_names`` of its shape)."""
     base = CaseResult(case=case, dtype=dtype, verdict="fail", total=int(ref.size))
     if out.shape != ref.shape:
-        return base.model_copy(update={"verdict": "error", "error": f"shape {out.shape} != expected {ref.shape}"})
+        return base.model_copy(
+            update={"verdict": "error", "error": f"shape {out.shape} != expected {ref.shape}"}
+        )
     out = out.astype(np.float64)
     ref = ref.astype(np.float64)
     n_unwritten = int(unwritten.sum()) if unwritten is not None else 0
     nan = int((np.isnan(out) & ~np.isnan(ref)).sum())
     inf = int((np.isinf(out) & ~np.isinf(ref)).sum())
-    same_special = (np.isnan(out) & np.isnan(ref)) | (np.isinf(out) & np.isinf(ref) & (np.sign(out) == np.sign(ref)))
-    with np.errstate(invalid="ignore"):  # inf - inf where both are infinite: same_special says which agree
+    same_special = (np.isnan(out) & np.isnan(ref)) | (
+        np.isinf(out) & np.isinf(ref) & (np.sign(out) == np.sign(ref))
+    )
+    with np.errstate(
+        invalid="ignore"
+    ):  # inf - inf where both are infinite: same_special says which agree
         diff = np.where(same_special, 0.0, np.abs(out - ref))
     diff = np.where(np.isnan(diff), np.inf, diff)
     bad = diff > tol.atol + tol.rtol * np.abs(np.nan_to_num(ref))
@@ -34,20 +48,39 @@ def compare(out: np.ndarray, ref: np.ndarray, tol: Tolerance, *, case: str, dtyp
         bad |= unwritten & ~np.isnan(ref)  # a NaN where the golden has one was written
     finite = np.isfinite(ref)
     ref_norm = float(np.linalg.norm(ref[finite])) if finite.any() else 0.0
-    err_norm = float(np.linalg.norm(np.where(finite, diff, 0.0))) / ref_norm if ref_norm > 0 else float(diff.max(initial=0))
+    err_norm = (
+        float(np.linalg.norm(np.where(finite, diff, 0.0))) / ref_norm
+        if ref_norm > 0
+        else float(diff.max(initial=0))
+    )
     max_abs = float(diff.max(initial=0.0))
     rel = diff / np.maximum(np.abs(np.nan_to_num(ref)), tol.atol or 1e-12)
     n_bad = int(bad.sum())
-    result = base.model_copy(update={
-        "max_abs": max_abs, "max_rel": float(rel.max(initial=0.0)), "err_norm": err_norm,
-        "mismatches": n_bad, "nan": nan, "inf": inf, "unwritten": n_unwritten,
-    })
+    result = base.model_copy(
+        update={
+            "max_abs": max_abs,
+            "max_rel": float(rel.max(initial=0.0)),
+            "err_norm": err_norm,
+            "mismatches": n_bad,
+            "nan": nan,
+            "inf": inf,
+            "unwritten": n_unwritten,
+        }
+    )
     if n_bad:
         first = tuple(np.argwhere(bad)[0])
-        return result.model_copy(update={"first_mismatch": [int(i) for i in first], "got": float(out[first]),
-                                         "expected": float(ref[first]), "pattern": describe_pattern(bad, axes=axes)})
+        return result.model_copy(
+            update={
+                "first_mismatch": [int(i) for i in first],
+                "got": float(out[first]),
+                "expected": float(ref[first]),
+                "pattern": describe_pattern(bad, axes=axes),
+            }
+        )
     if err_norm > tol.norm:
-        return result.model_copy(update={"pattern": f"relative error norm {err_norm:.3g} exceeds {tol.norm:g}"})
+        return result.model_copy(
+            update={"pattern": f"relative error norm {err_norm:.3g} exceeds {tol.norm:g}"}
+        )
     degenerate = _degenerate(out, ref)
     if degenerate:
         return result.model_copy(update={"pattern": degenerate})
@@ -91,7 +124,11 @@ def describe_pattern(bad: np.ndarray, limit: int = 4, axes: list[str] | None = N
     every B, H, D"``. ``axes`` names the axes (``axis i`` where not given); ``limit`` caps how
     many axes' conditions are spelled out."""
     n = int(bad.sum())
-    head = f"{n} of {bad.size} elements wrong ({n / bad.size:.1%})" if bad.size else "0 of 0 elements wrong"
+    head = (
+        f"{n} of {bad.size} elements wrong ({n / bad.size:.1%})"
+        if bad.size
+        else "0 of 0 elements wrong"
+    )
     if bad.ndim == 0 or n == 0 or n == bad.size:
         return head
     if axes is None or len(axes) != bad.ndim:
@@ -108,8 +145,12 @@ def describe_pattern(bad: np.ndarray, limit: int = 4, axes: list[str] | None = N
     parts = [head]
     if conds:
         shown = conds[:limit] + ([f"{len(conds) - limit} more"] if len(conds) > limit else [])
-        where = ("wrong at " if shown[0].startswith("every ") else "wrong where ") + " and ".join(shown)
-        box = math.prod(sizes)  # the wrong elements fill the block the conditions describe, or part of it
+        where = ("wrong at " if shown[0].startswith("every ") else "wrong where ") + " and ".join(
+            shown
+        )
+        box = math.prod(
+            sizes
+        )  # the wrong elements fill the block the conditions describe, or part of it
         parts.append(where if n == box else f"{where} ({n / box:.0%} of those)")
         if every:
             parts.append("every " + _names(every))
@@ -153,11 +194,20 @@ def _range_text(name: str, idx: np.ndarray, extent: int) -> str:
     lengths = ends - starts + 1
     period = np.unique(np.diff(starts))
     run = int(lengths[0])
-    last_ok = lengths[-1] == run or (ends[-1] == extent - 1 and lengths[-1] < run)  # cut short by the end
-    if starts.size >= 3 and period.size == 1 and np.unique(lengths[:-1]).size == 1 and last_ok \
-            and (lo % int(period[0])) + run <= int(period[0]):
+    last_ok = lengths[-1] == run or (
+        ends[-1] == extent - 1 and lengths[-1] < run
+    )  # cut short by the end
+    if (
+        starts.size >= 3
+        and period.size == 1
+        and np.unique(lengths[:-1]).size == 1
+        and last_ok
+        and (lo % int(period[0])) + run <= int(period[0])
+    ):
         p = int(period[0])
-        upto = "" if hi + p - run + 1 >= extent else f" up to {hi}"  # the pattern stops before the end
+        upto = (
+            "" if hi + p - run + 1 >= extent else f" up to {hi}"
+        )  # the pattern stops before the end
         if run == 1:
             if p == 2 and lo < 2 and not upto:
                 return f"{name} is {'odd' if lo else 'even'}"
@@ -166,5 +216,7 @@ def _range_text(name: str, idx: np.ndarray, extent: int) -> str:
         span = "" if lo < p and not upto else f" ({name} {lo}..{hi})"
         return f"{name} % {p} in {a}..{a + run - 1}{span}"
     if starts.size <= 3:
-        return f"{name} " + ", ".join(f"{s}..{e}" if e > s else f"{s}" for s, e in zip(starts, ends, strict=True))
+        return f"{name} " + ", ".join(
+            f"{s}..{e}" if e > s else f"{s}" for s, e in zip(starts, ends, strict=True)
+        )
     return f"{name} in {idx.size} of {extent} values (first {lo}, last {hi})"

@@ -25,15 +25,18 @@ def new_seed() -> int:
     return secrets.randbelow(2**31)
 
 
-def kernel_args(task: KernelTask, candidate: KernelCandidate, inputs: dict[str, mx.array],
-                case: dict[str, Any]) -> dict[str, Any]:
+def kernel_args(
+    task: KernelTask, candidate: KernelCandidate, inputs: dict[str, mx.array], case: dict[str, Any]
+) -> dict[str, Any]:
     """Everything the candidate may name: task inputs as arrays, params as Python scalars. The
     kernel receives ``candidate.input_names``; the rest is in scope for launch expressions."""
     available: dict[str, Any] = {**inputs, **task.param_values(case)}
     unknown = [n for n in candidate.input_names if n not in available]
     if unknown:
-        raise TaskError(f"candidate input(s) {', '.join(unknown)} are not inputs or params of task {task.name} "
-                        f"(it has {', '.join(available)})")
+        raise TaskError(
+            f"candidate input(s) {', '.join(unknown)} are not inputs or params of task {task.name} "
+            f"(it has {', '.join(available)})"
+        )
     return available
 
 
@@ -44,13 +47,23 @@ def output_order(task: KernelTask, candidate: KernelCandidate) -> list[int]:
         return [candidate.output_names.index(n) for n in names]
     if len(candidate.output_names) == len(names):
         return list(range(len(names)))
-    raise TaskError(f"candidate outputs {candidate.output_names} do not match task outputs {names}: "
-                    f"name them as the task does")
+    raise TaskError(
+        f"candidate outputs {candidate.output_names} do not match task outputs {names}: "
+        f"name them as the task does"
+    )
 
 
-def run_correctness(task: KernelTask, candidate: KernelCandidate, backend: Backend, *, seed: int | None = None,
-                    heldout: bool = False, extra_seeds: int = 0, timeout: float = 120.0,
-                    stop_after: int | None = None) -> CorrectnessReport:
+def run_correctness(
+    task: KernelTask,
+    candidate: KernelCandidate,
+    backend: Backend,
+    *,
+    seed: int | None = None,
+    heldout: bool = False,
+    extra_seeds: int = 0,
+    timeout: float = 120.0,
+    stop_after: int | None = None,
+) -> CorrectnessReport:
     """Check ``candidate`` on every visible case and dtype (plus held-out cases and extra seeds
     when ``heldout``). ``stop_after`` ends early after that many failing cases."""
     seed = new_seed() if seed is None else seed
@@ -66,13 +79,19 @@ def run_correctness(task: KernelTask, candidate: KernelCandidate, backend: Backe
         # tiles, where a kernel walks tiles), and one with several threadgroups along x, generated
         # if no case of the task has that.
         reordered = list(range(len(cases)))
-        if _several_threadgroups(task, candidate, cases) is None and \
-                (extra := _generated_case(task, candidate)) is not None:
+        if (
+            _several_threadgroups(task, candidate, cases) is None
+            and (extra := _generated_case(task, candidate)) is not None
+        ):
             cases.append(extra)
             reordered.append(len(cases) - 1)
             runs.append((seed, len(cases) - 1, extra, "generated"))
-        runs += [(seed, ci, cases[ci], mode) for mode in ("reversed", "shuffled") for ci in reordered
-                 if mode == "shuffled" or ci < len(task.cases.visible)]
+        runs += [
+            (seed, ci, cases[ci], mode)
+            for mode in ("reversed", "shuffled")
+            for ci in reordered
+            if mode == "shuffled" or ci < len(task.cases.visible)
+        ]
     if heldout:
         # Poisoned with NaN, a kernel folding what an output held into its result (max(out, y))
         # can be right by luck: the visible cases run again on outputs holding finite garbage.
@@ -81,18 +100,36 @@ def run_correctness(task: KernelTask, candidate: KernelCandidate, backend: Backe
         # On a GPU, independent calls may run at once: a kernel keeping state between calls in
         # module globals passes alone and mixes calls in a model.
         runs += [(seed, ci, case, "together") for ci, case in enumerate(task.cases.visible)]
-    passed: dict[tuple[int, int, str], tuple[dict, list[np.ndarray]]] = {}  # and their inputs and goldens
+    passed: dict[
+        tuple[int, int, str], tuple[dict, list[np.ndarray]]
+    ] = {}  # and their inputs and goldens
     for s, ci, case, mode in runs:
         for dtype in task.dtypes:
             if mode not in (None, "generated") and (s, ci, dtype) not in passed:
                 continue  # already failing alone and in order: that is what is wrong
-            if dtype != task.dtypes[0] and (mode == "poisoned" or (
-                    mode in ("reversed", "shuffled", "generated") and ci >= len(task.cases.visible))):
+            if dtype != task.dtypes[0] and (
+                mode == "poisoned"
+                or (mode in ("reversed", "shuffled", "generated") and ci >= len(task.cases.visible))
+            ):
                 continue  # what these runs look for does not depend on the dtype
-            prepared = passed[(s, ci, dtype)] if (s, ci, dtype) in passed else _prepared(task, case, dtype, s + 101 * ci)
+            prepared = (
+                passed[(s, ci, dtype)]
+                if (s, ci, dtype) in passed
+                else _prepared(task, case, dtype, s + 101 * ci)
+            )
             # A reordered run that hangs (a spin on another threadgroup's flag) need not wait long.
-            result = _check_case(task, candidate, backend, case, dtype, s + 101 * ci, order,
-                                 min(timeout, 30.0) if mode in ("reversed", "shuffled") else timeout, mode, prepared)
+            result = _check_case(
+                task,
+                candidate,
+                backend,
+                case,
+                dtype,
+                s + 101 * ci,
+                order,
+                min(timeout, 30.0) if mode in ("reversed", "shuffled") else timeout,
+                mode,
+                prepared,
+            )
             if mode == "generated" and result.verdict != "pass":
                 continue  # a size of mlxport's choosing, not the task's: it only serves the reordered runs
             result = result.model_copy(update={"seed": s})
@@ -117,7 +154,9 @@ def _size(task: KernelTask, case: dict[str, Any]) -> int:
     return max(math.prod(s) for s in task.shapes(case, task.dtypes[0]).values())
 
 
-def _several_threadgroups(task: KernelTask, candidate: KernelCandidate, cases: list[dict[str, Any]]) -> int | None:
+def _several_threadgroups(
+    task: KernelTask, candidate: KernelCandidate, cases: list[dict[str, Any]]
+) -> int | None:
     """The index of the smallest case whose launch has several threadgroups along x, if any."""
     found = []
     for ci, case in enumerate(cases):
@@ -138,7 +177,11 @@ def _generated_case(task: KernelTask, candidate: KernelCandidate) -> dict[str, A
     does (every dimension if none varies), and its tensors under GENERATED_LIMIT elements."""
     cases = task.all_cases()
     dims = task.dims()  # names the shapes use: doubling anything else changes no size
-    ints = [k for k, v in cases[0].items() if isinstance(v, int) and not isinstance(v, bool) and k in dims]
+    ints = [
+        k
+        for k, v in cases[0].items()
+        if isinstance(v, int) and not isinstance(v, bool) and k in dims
+    ]
     free = [k for k in ints if len({c.get(k) for c in cases}) > 1] or ints
     base = min(task.cases.visible, key=lambda c: _size(task, c))
     for name in free:
@@ -156,12 +199,25 @@ def _generated_case(task: KernelTask, candidate: KernelCandidate) -> dict[str, A
 
 
 def _report(task, candidate, backend, seeds, heldout, results) -> CorrectnessReport:
-    return CorrectnessReport(backend=backend.name, candidate_id=candidate.id, task=task.name, seeds=seeds,
-                             heldout=heldout, cases=results, golden=golden_name(task))
+    return CorrectnessReport(
+        backend=backend.name,
+        candidate_id=candidate.id,
+        task=task.name,
+        seeds=seeds,
+        heldout=heldout,
+        cases=results,
+        golden=golden_name(task),
+    )
 
 
-def _wrong_dtypes(task: KernelTask, candidate: KernelCandidate, inputs: dict[str, mx.array], case: dict[str, Any],
-                  dtype: str, order: list[int]) -> str:
+def _wrong_dtypes(
+    task: KernelTask,
+    candidate: KernelCandidate,
+    inputs: dict[str, mx.array],
+    case: dict[str, Any],
+    dtype: str,
+    order: list[int],
+) -> str:
     """An output in another dtype than the task's would change what callers get back."""
     from mlxport.tasks import arg_infos
 
@@ -173,39 +229,67 @@ def _wrong_dtypes(task: KernelTask, candidate: KernelCandidate, inputs: dict[str
     return ""
 
 
-def check_case(task: KernelTask, candidate: KernelCandidate, backend: Backend, case: dict[str, Any], dtype: str,
-               seed: int, timeout: float = 600.0) -> CaseResult:
+def check_case(
+    task: KernelTask,
+    candidate: KernelCandidate,
+    backend: Backend,
+    case: dict[str, Any],
+    dtype: str,
+    seed: int,
+    timeout: float = 600.0,
+) -> CaseResult:
     """One case and dtype, as run_correctness checks it."""
-    return _check_case(task, candidate, backend, case, dtype, seed, output_order(task, candidate), timeout)
+    return _check_case(
+        task, candidate, backend, case, dtype, seed, output_order(task, candidate), timeout
+    )
 
 
-REVERSED_HINT = ("right with threads in order but not with threads and threadgroups run {order}, so the "
-                 "result depends on the order of unsynchronised threads (a missing threadgroup_barrier, threads "
-                 "racing on one element, or one threadgroup waiting for another)")
-POISON_HINT = ("right on outputs that start as NaN but not on outputs that start as other garbage, so the kernel "
-               "reads an output before writing it: write each element before reading it, or set init_value")
+REVERSED_HINT = (
+    "right with threads in order but not with threads and threadgroups run {order}, so the "
+    "result depends on the order of unsynchronised threads (a missing threadgroup_barrier, threads "
+    "racing on one element, or one threadgroup waiting for another)"
+)
+POISON_HINT = (
+    "right on outputs that start as NaN but not on outputs that start as other garbage, so the kernel "
+    "reads an output before writing it: write each element before reading it, or set init_value"
+)
 TOGETHER = 8  # calls submitted at once in the final verification's overlap check
-TOGETHER_HINT = (f"right alone but not when {TOGETHER} calls on different inputs run in one evaluation, which MLX "
-                 "may run at once on the GPU: the calls share state outside their own buffers (module-scope "
-                 "__device__ variables used as scratch or counters); keep per-call scratch in an extra output "
-                 "(init_value zeroes it)")
-MODES = {"reversed": (" (threads reversed)", REVERSED_HINT.format(order="in reverse order")),
-          "shuffled": (" (threads shuffled)", REVERSED_HINT.format(order="in a shuffled order")),
-          "generated": (" (generated: several threadgroups)", ""),
-          "poisoned": (" (second poison)", POISON_HINT),
-          "together": (f" ({TOGETHER} calls at once)", TOGETHER_HINT)}
+TOGETHER_HINT = (
+    f"right alone but not when {TOGETHER} calls on different inputs run in one evaluation, which MLX "
+    "may run at once on the GPU: the calls share state outside their own buffers (module-scope "
+    "__device__ variables used as scratch or counters); keep per-call scratch in an extra output "
+    "(init_value zeroes it)"
+)
+MODES = {
+    "reversed": (" (threads reversed)", REVERSED_HINT.format(order="in reverse order")),
+    "shuffled": (" (threads shuffled)", REVERSED_HINT.format(order="in a shuffled order")),
+    "generated": (" (generated: several threadgroups)", ""),
+    "poisoned": (" (second poison)", POISON_HINT),
+    "together": (f" ({TOGETHER} calls at once)", TOGETHER_HINT),
+}
 
 
-def _prepared(task: KernelTask, case: dict[str, Any], dtype: str, seed: int) -> tuple[dict, list[np.ndarray]]:
+def _prepared(
+    task: KernelTask, case: dict[str, Any], dtype: str, seed: int
+) -> tuple[dict, list[np.ndarray]]:
     """Inputs for a case and the golden outputs on them."""
     with MLX_LOCK, mx.stream(mx.cpu):
         inputs = make_inputs(task, case, dtype, seed)
     return inputs, golden(task, inputs, case)
 
 
-def _check_case(task: KernelTask, candidate: KernelCandidate, backend: Backend, case: dict[str, Any], dtype: str,
-                seed: int, order: list[int], timeout: float, mode: str | None = None,
-                prepared: tuple[dict, list[np.ndarray]] | None = None) -> CaseResult:
+def _check_case(
+    task: KernelTask,
+    candidate: KernelCandidate,
+    backend: Backend,
+    case: dict[str, Any],
+    dtype: str,
+    seed: int,
+    order: list[int],
+    timeout: float,
+    mode: str | None = None,
+    prepared: tuple[dict, list[np.ndarray]] | None = None,
+) -> CaseResult:
     """One case and dtype: alone, or (``mode``) with threads reversed, or together with more calls
     on fresh inputs of the same case."""
     suffix, hint = MODES.get(mode, ("", ""))
@@ -223,12 +307,23 @@ def _check_case(task: KernelTask, candidate: KernelCandidate, backend: Backend, 
     if mode == "together":
         runs = backend.run_together(candidate, args, timeout=timeout * TOGETHER)
     else:
-        runs = [backend.run(candidate, args[0], timeout=timeout,
-                            order=mode if mode in ("reversed", "shuffled") else "forward",
-                            poison="finite" if mode == "poisoned" else "nan")]
-    results = [_judge(task, run, refs, order, label, dtype) for run, (_, refs) in zip(runs, sets, strict=True)]
+        runs = [
+            backend.run(
+                candidate,
+                args[0],
+                timeout=timeout,
+                order=mode if mode in ("reversed", "shuffled") else "forward",
+                poison="finite" if mode == "poisoned" else "nan",
+            )
+        ]
+    results = [
+        _judge(task, run, refs, order, label, dtype)
+        for run, (_, refs) in zip(runs, sets, strict=True)
+    ]
     worst = next((r for r in results if r.verdict != "pass"), results[0])
-    if worst.verdict == "fail" and (grid_hint := _grid_in_threadgroups(task, candidate, sets[0][0], case, worst)):
+    if worst.verdict == "fail" and (
+        grid_hint := _grid_in_threadgroups(task, candidate, sets[0][0], case, worst)
+    ):
         worst = worst.model_copy(update={"pattern": f"{worst.pattern}; {grid_hint}"})
     if worst.verdict == "pass" or not hint:
         return worst
@@ -236,8 +331,14 @@ def _check_case(task: KernelTask, candidate: KernelCandidate, backend: Backend, 
     if mode == "together" and k > 0:
         # Blame running together only if the failing inputs pass alone: the other calls' inputs
         # are fresh, and a kernel can simply be wrong on them (the first set passed alone already).
-        alone = _judge(task, backend.run(candidate, args[k], timeout=timeout), sets[k][1], order,
-                       task.case_label(case) + " (fresh inputs)", dtype)
+        alone = _judge(
+            task,
+            backend.run(candidate, args[k], timeout=timeout),
+            sets[k][1],
+            order,
+            task.case_label(case) + " (fresh inputs)",
+            dtype,
+        )
         if alone.verdict != "pass":
             return alone
     if worst.verdict == "error":
@@ -245,8 +346,13 @@ def _check_case(task: KernelTask, candidate: KernelCandidate, backend: Backend, 
     return worst.model_copy(update={"pattern": f"{worst.pattern}; {hint}"})
 
 
-def _grid_in_threadgroups(task: KernelTask, candidate: KernelCandidate, inputs: dict[str, mx.array],
-                          case: dict[str, Any], result: CaseResult) -> str:
+def _grid_in_threadgroups(
+    task: KernelTask,
+    candidate: KernelCandidate,
+    inputs: dict[str, mx.array],
+    case: dict[str, Any],
+    result: CaseResult,
+) -> str:
     """The hint for the commonest launch mistake: a grid counted in threadgroups writes one
     threadgroup's share of the output."""
     from mlxport.tasks import arg_infos
@@ -260,23 +366,46 @@ def _grid_in_threadgroups(task: KernelTask, candidate: KernelCandidate, inputs: 
     per_group = math.prod(launch.threadgroup)
     written = result.total - result.unwritten
     if per_group > 1 and written and abs(written * per_group - result.total) < per_group:
-        return (f"only 1/{per_group} of the output was written: `grid` counts threads, not threadgroups "
-                f"(MLX dispatches grid threads in groups of `threadgroup`), so multiply it by the threadgroup size")
+        return (
+            f"only 1/{per_group} of the output was written: `grid` counts threads, not threadgroups "
+            f"(MLX dispatches grid threads in groups of `threadgroup`), so multiply it by the threadgroup size"
+        )
     return ""
 
 
-def _judge(task: KernelTask, run: RunResult, refs: list[np.ndarray], order: list[int], label: str, dtype: str) -> CaseResult:
+def _judge(
+    task: KernelTask,
+    run: RunResult,
+    refs: list[np.ndarray],
+    order: list[int],
+    label: str,
+    dtype: str,
+) -> CaseResult:
     """One run's outputs against the goldens: the worst output's result."""
     if not run.ok:
-        return CaseResult(case=label, dtype=dtype, verdict="error", error=run.error or "unknown failure")
+        return CaseResult(
+            case=label, dtype=dtype, verdict="error", error=run.error or "unknown failure"
+        )
     worst = None
     for spec, ref, idx in zip(task.outputs, refs, order, strict=True):
         if idx >= len(run.outputs):
-            return CaseResult(case=label, dtype=dtype, verdict="error", error=f"kernel produced {len(run.outputs)} outputs")
+            return CaseResult(
+                case=label,
+                dtype=dtype,
+                verdict="error",
+                error=f"kernel produced {len(run.outputs)} outputs",
+            )
         unwritten = run.unwritten[idx] if idx < len(run.unwritten) else None
         out = np.asarray(run.outputs[idx], dtype=np.float64)
-        res = compare(out, ref, task.tolerance[dtype], case=label, dtype=dtype, unwritten=unwritten,
-                      axes=axis_names(spec.shape))
+        res = compare(
+            out,
+            ref,
+            task.tolerance[dtype],
+            case=label,
+            dtype=dtype,
+            unwritten=unwritten,
+            axes=axis_names(spec.shape),
+        )
         if res.verdict != "pass" and len(order) > 1:
             res = res.model_copy(update={"pattern": f"output {spec.name}: {res.pattern}"})
         if worst is None or (res.verdict != "pass" and worst.verdict == "pass"):

@@ -21,15 +21,47 @@ from mlxport.tasks import MLX_LOCK, TaskError
 from mlxport.verify.references import reference_outputs
 
 # C element types as the executor stores them (bfloat16 as its bits)
-STORAGE = {"float": "float32", "double": "float64", "half": "float16", "__half": "float16", "half2": "float16",
-           "__half2": "float16", "__nv_bfloat16": "bfloat16", "nv_bfloat16": "bfloat16", "__nv_bfloat162": "bfloat16",
-           "int": "int32", "int32_t": "int32", "unsigned": "uint32", "unsigned int": "uint32", "uint32_t": "uint32",
-           "int64_t": "int64", "long": "int64", "long long": "int64", "uint64_t": "uint64", "size_t": "uint64",
-           "unsigned long": "uint64", "unsigned long long": "uint64", "short": "int16", "int16_t": "int16",
-           "unsigned short": "uint16", "uint16_t": "uint16", "char": "int8", "signed char": "int8", "int8_t": "int8",
-           "unsigned char": "uint8", "uint8_t": "uint8", "bool": "uint8", "float2": "float32", "float3": "float32",
-           "float4": "float32", "int2": "int32", "int4": "int32", "uint2": "uint32", "uint4": "uint32",
-           "double2": "float64"}
+STORAGE = {
+    "float": "float32",
+    "double": "float64",
+    "half": "float16",
+    "__half": "float16",
+    "half2": "float16",
+    "__half2": "float16",
+    "__nv_bfloat16": "bfloat16",
+    "nv_bfloat16": "bfloat16",
+    "__nv_bfloat162": "bfloat16",
+    "int": "int32",
+    "int32_t": "int32",
+    "unsigned": "uint32",
+    "unsigned int": "uint32",
+    "uint32_t": "uint32",
+    "int64_t": "int64",
+    "long": "int64",
+    "long long": "int64",
+    "uint64_t": "uint64",
+    "size_t": "uint64",
+    "unsigned long": "uint64",
+    "unsigned long long": "uint64",
+    "short": "int16",
+    "int16_t": "int16",
+    "unsigned short": "uint16",
+    "uint16_t": "uint16",
+    "char": "int8",
+    "signed char": "int8",
+    "int8_t": "int8",
+    "unsigned char": "uint8",
+    "uint8_t": "uint8",
+    "bool": "uint8",
+    "float2": "float32",
+    "float3": "float32",
+    "float4": "float32",
+    "int2": "int32",
+    "int4": "int32",
+    "uint2": "uint32",
+    "uint4": "uint32",
+    "double2": "float64",
+}
 ELEMENT = "float"  # what a kernel templated on its element type is instantiated with for the golden
 
 
@@ -47,31 +79,43 @@ def golden_name(task: KernelTask) -> str:
     return f"the original kernel {task.kernel} run as written on the CPU executor"
 
 
-def run_original(task: KernelTask, inputs: dict[str, mx.array], case: dict[str, Any],
-                 element: str = ELEMENT) -> list[np.ndarray]:
+def run_original(
+    task: KernelTask, inputs: dict[str, mx.array], case: dict[str, Any], element: str = ELEMENT
+) -> list[np.ndarray]:
     """The task's outputs as the original kernel computes them at ``case``."""
     from mlxport.backends.cuda_cpu import Launch
 
     if task.original is None:
-        raise TaskError(f"task {task.name} has no [original] launch: `mlxport tasks new --from` writes one")
+        raise TaskError(
+            f"task {task.name} has no [original] launch: `mlxport tasks new --from` writes one"
+        )
     label = task.case_label(case)
     try:
         launch = task.original.launch(label)
     except KeyError as e:
-        raise TaskError(f"task {task.name} has no launch of its original kernel for case {label}: "
-                        f"add the case with `mlxport tasks new --from`") from e
+        raise TaskError(
+            f"task {task.name} has no launch of its original kernel for case {label}: "
+            f"add the case with `mlxport tasks new --from`"
+        ) from e
     executor = shared_executor()
-    source = executor.source(task.folder / task.source, tuple(task.folder / p for p in task.original.include))
+    source = executor.source(
+        task.folder / task.source, tuple(task.folder / p for p in task.original.include)
+    )
     sig = source.kernels.get(task.kernel)
     if sig is None:
         raise TaskError(f"{task.source} has no __global__ kernel {task.kernel}")
     elements = {p.base for p in sig.params if p.pointer}
     names = [n for n, _ in sig.template_params]
-    template = [element if i < len(names) and names[i] in elements else t for i, t in enumerate(launch.template)]
+    template = [
+        element if i < len(names) and names[i] in elements else t
+        for i, t in enumerate(launch.template)
+    ]
     compiled = executor.compile(source, task.kernel, template)
     with MLX_LOCK:
         arrays = {n: _numpy(a) for n, a in inputs.items()}
-    names = task.bindings(case, task.dtypes[0])  # the case's dimensions and every param, defaults filled
+    names = task.bindings(
+        case, task.dtypes[0]
+    )  # the case's dimensions and every param, defaults filled
     shapes = task.shapes(case, task.dtypes[0])
     bound = {v: k for k, v in task.original.results.items()}
     args = []
@@ -81,7 +125,9 @@ def run_original(task: KernelTask, inputs: dict[str, mx.array], case: dict[str, 
         name = task.original.args.get(p.name)
         if p.pointer:
             if storage is None:
-                raise TaskError(f"the executor cannot pass a buffer of {p.base} ({p.name} of {task.kernel})")
+                raise TaskError(
+                    f"the executor cannot pass a buffer of {p.base} ({p.name} of {task.kernel})"
+                )
             if name is not None:
                 args.append(_as_storage(arrays[name], storage))
             else:
@@ -92,12 +138,16 @@ def run_original(task: KernelTask, inputs: dict[str, mx.array], case: dict[str, 
             args.append(zero_struct(task.original.zeroed[p.name]))
         else:
             if name is None:
-                raise TaskError(f"no value for {p.name}, a scalar parameter of {task.kernel}, in case {label}")
+                raise TaskError(
+                    f"no value for {p.name}, a scalar parameter of {task.kernel}, in case {label}"
+                )
             try:  # a task name, or an expression over them (rope's n_rows = "B * H * T")
                 value = names[name] if name in names else evaluate(name, names)
             except ExprError as e:
-                raise TaskError(f"no value for {p.name}, a scalar parameter of {task.kernel}, in case {label}: "
-                                f"{name} ({e})") from e
+                raise TaskError(
+                    f"no value for {p.name}, a scalar parameter of {task.kernel}, in case {label}: "
+                    f"{name} ({e})"
+                ) from e
             args.append(np.array(value).astype(_np(storage or "float32")))
     result = executor.run(compiled, Launch(launch.grid, launch.block, launch.shared_bytes), args)
     if not result.ok:
@@ -108,7 +158,9 @@ def run_original(task: KernelTask, inputs: dict[str, mx.array], case: dict[str, 
         out = _float64(result.buffers[param], _storage_of(sig, source, param, element))
         written = result.written.get(param)
         if param not in task.original.args and written is not None and _start(task, o.name) is None:
-            out = np.where(written.reshape(out.shape), out, np.nan)  # what the original leaves is unspecified
+            out = np.where(
+                written.reshape(out.shape), out, np.nan
+            )  # what the original leaves is unspecified
         outs.append(out.reshape(shapes[o.name]))
     return outs
 
@@ -122,7 +174,9 @@ def shared_executor():
 
 
 def _plain(t: str) -> str:
-    return " ".join(w for w in t.replace("*", " ").split() if w not in ("const", "volatile", "__restrict__"))
+    return " ".join(
+        w for w in t.replace("*", " ").split() if w not in ("const", "volatile", "__restrict__")
+    )
 
 
 def _np(storage: str) -> np.dtype:

@@ -21,32 +21,46 @@ SECONDS = float(os.environ.get("MLXPORT_REFERENCE_SECONDS", "300"))
 _local = threading.local()
 
 
-def reference_outputs(task: KernelTask, inputs: dict[str, mx.array], case: dict[str, Any]) -> list[np.ndarray]:
+def reference_outputs(
+    task: KernelTask, inputs: dict[str, mx.array], case: dict[str, Any]
+) -> list[np.ndarray]:
     """The task's reference in float32 on ``inputs`` (the golden), in float64."""
     return _run(task, None, inputs, case)
 
 
-def function_outputs(task: KernelTask, ref: str, inputs: dict[str, mx.array],
-                     case: dict[str, Any]) -> list[np.ndarray]:
+def function_outputs(
+    task: KernelTask, ref: str, inputs: dict[str, mx.array], case: dict[str, Any]
+) -> list[np.ndarray]:
     """A baseline or the reference (``module:function``) on ``inputs`` as given, in float64."""
     return _run(task, ref, inputs, case)
 
 
-def _run(task: KernelTask, ref: str | None, inputs: dict[str, mx.array], case: dict[str, Any]) -> list[np.ndarray]:
+def _run(
+    task: KernelTask, ref: str | None, inputs: dict[str, mx.array], case: dict[str, Any]
+) -> list[np.ndarray]:
     worker = getattr(_local, "worker", None)
     if worker is None:
         worker = _local.worker = Worker(f"{__name__}:serve", memory_bytes=0)
     with MLX_LOCK:
-        arrays = [np.array(a.view(mx.uint16) if a.dtype == mx.bfloat16 else a) for a in inputs.values()]
-    header = {"task": task.model_dump(mode="json"), "folder": str(task.folder or ""), "ref": ref, "case": case,
-              "inputs": [[name, dtype_name(a.dtype)] for name, a in inputs.items()]}
+        arrays = [
+            np.array(a.view(mx.uint16) if a.dtype == mx.bfloat16 else a) for a in inputs.values()
+        ]
+    header = {
+        "task": task.model_dump(mode="json"),
+        "folder": str(task.folder or ""),
+        "ref": ref,
+        "case": case,
+        "inputs": [[name, dtype_name(a.dtype)] for name, a in inputs.items()],
+    }
     what = ref or task.reference
     try:
         return worker.call(header, arrays, timeout=SECONDS)[1]
     except WorkerError as e:
         if e.kind == "timeout":
-            raise TaskError(f"{what} of task {task.name} did not return within {SECONDS:g} s: fix its endless loop, "
-                            f"or allow more with MLXPORT_REFERENCE_SECONDS") from None
+            raise TaskError(
+                f"{what} of task {task.name} did not return within {SECONDS:g} s: fix its endless loop, "
+                f"or allow more with MLXPORT_REFERENCE_SECONDS"
+            ) from None
         if e.kind == "error" and str(e).startswith("TaskError: "):
             raise TaskError(str(e).removeprefix("TaskError: ")) from None
         raise TaskError(f"{what} of task {task.name} failed in its worker: {e}") from None
@@ -57,7 +71,9 @@ def _run(task: KernelTask, ref: str | None, inputs: dict[str, mx.array], case: d
 _tasks: dict[str, KernelTask] = {}
 
 
-def serve(header: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, Any], list[np.ndarray]]:
+def serve(
+    header: dict[str, Any], arrays: list[np.ndarray]
+) -> tuple[dict[str, Any], list[np.ndarray]]:
     key = json.dumps([header["task"], header["folder"]], sort_keys=True)
     task = _tasks.get(key)
     if task is None:

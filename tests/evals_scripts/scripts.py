@@ -35,8 +35,12 @@ def compile_turn(candidate: KernelCandidate) -> dict:
 
 def expert_script(task: str) -> list[dict]:
     port = expert_ports(load_task(task))["msl"]
-    return [turn("read_cuda_source"), compile_turn(port), turn("run_correctness", candidate_id=port.id),
-            turn("finish", summary="the expert port")]
+    return [
+        turn("read_cuda_source"),
+        compile_turn(port),
+        turn("run_correctness", candidate_id=port.id),
+        turn("finish", summary="the expert port"),
+    ]
 
 
 def buggy_kernels(task: str) -> tuple[KernelCandidate, KernelCandidate]:
@@ -49,15 +53,25 @@ def buggy_kernels(task: str) -> tuple[KernelCandidate, KernelCandidate]:
 
 def buggy_script(task: str) -> list[dict]:
     broken, wrong = buggy_kernels(task)
-    return [turn("read_cuda_source"), compile_turn(broken), compile_turn(wrong),
-            turn("run_correctness", candidate_id=wrong.id), turn("finish", summary="done")]
+    return [
+        turn("read_cuda_source"),
+        compile_turn(broken),
+        compile_turn(wrong),
+        turn("run_correctness", candidate_id=wrong.id),
+        turn("finish", summary="done"),
+    ]
 
 
 LOOPER = {"messages": [turn("read_cuda_source")], "repeat_last": True}
-CLUMSY = {"messages": [turn("port_the_kernel", kernel="all"),
-                       turn("compile_kernel", grid="not a list"),
-                       {"raw_tool_calls": [{"name": "compile_kernel", "args": '{"name": "x"'}], "usage": USAGE},
-                       turn("run_correctness", candidate_id="deadbeef")], "repeat_last": True}
+CLUMSY = {
+    "messages": [
+        turn("port_the_kernel", kernel="all"),
+        turn("compile_kernel", grid="not a list"),
+        {"raw_tool_calls": [{"name": "compile_kernel", "args": '{"name": "x"'}], "usage": USAGE},
+        turn("run_correctness", candidate_id="deadbeef"),
+    ],
+    "repeat_last": True,
+}
 
 
 def write_scripts(dest: Path, tasks: list[str]) -> dict[str, str]:
@@ -68,5 +82,9 @@ def write_scripts(dest: Path, tasks: list[str]) -> dict[str, str]:
             (dest / name / f"{task}.json").write_text(json.dumps(make(task), indent=1))
     (dest / "looper.json").write_text(json.dumps(LOOPER))
     (dest / "clumsy.json").write_text(json.dumps(CLUMSY))
-    return {"expert": f"scripted:{dest / 'expert'}", "buggy": f"scripted:{dest / 'buggy'}",
-            "looper": f"scripted:{dest / 'looper.json'}", "clumsy": f"scripted:{dest / 'clumsy.json'}"}
+    return {
+        "expert": f"scripted:{dest / 'expert'}",
+        "buggy": f"scripted:{dest / 'buggy'}",
+        "looper": f"scripted:{dest / 'looper.json'}",
+        "clumsy": f"scripted:{dest / 'clumsy.json'}",
+    }

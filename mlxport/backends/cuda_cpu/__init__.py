@@ -21,7 +21,14 @@ from pathlib import Path
 import numpy as np
 
 from mlxport.backends.cuda_cpu.reach import only
-from mlxport.backends.cuda_cpu.source import INCLUDE, STANDARD, DeviceSource, KernelSig, SourceError, device_source
+from mlxport.backends.cuda_cpu.source import (
+    INCLUDE,
+    STANDARD,
+    DeviceSource,
+    KernelSig,
+    SourceError,
+    device_source,
+)
 from mlxport.backends.sim import build as _build
 from mlxport.backends.sim import sim_threads
 from mlxport.backends.worker import Worker, WorkerError
@@ -65,7 +72,9 @@ class ExecResult:
 
     buffers: dict[str, np.ndarray] = field(default_factory=dict)
     written: dict[str, np.ndarray] = field(default_factory=dict)
-    touched: dict[str, int] = field(default_factory=dict)  # elements, from the first to the furthest reached
+    touched: dict[str, int] = field(
+        default_factory=dict
+    )  # elements, from the first to the furthest reached
     races: list[str] = field(default_factory=list)
     error: str | None = None
     seconds: float = 0.0
@@ -87,8 +96,10 @@ class CudaExecutor:
 
     def __init__(self, *, threads: int | None = None, memory_bytes: int | None = None):
         self.threads = threads or sim_threads()
-        self._worker = Worker("mlxport.backends.sim.runner:handle",
-                              **({"memory_bytes": memory_bytes} if memory_bytes else {}))
+        self._worker = Worker(
+            "mlxport.backends.sim.runner:handle",
+            **({"memory_bytes": memory_bytes} if memory_bytes else {}),
+        )
         self._sources: dict[tuple, DeviceSource] = {}
 
     def source(self, path: str | Path, includes: tuple[Path, ...] = ()) -> DeviceSource:
@@ -97,23 +108,33 @@ class CudaExecutor:
         key = (path, path.stat().st_mtime_ns, includes)
         if key not in self._sources:
             cc = _build.find_compiler()
-            self._sources[key] = device_source(path, cc.command, _build.cache_dir() / "cuda-stubs", list(includes))
+            self._sources[key] = device_source(
+                path, cc.command, _build.cache_dir() / "cuda-stubs", list(includes)
+            )
         return self._sources[key]
 
-    def compile(self, source: DeviceSource, kernel: str, template_args: list[str] | None = None) -> Compiled:
+    def compile(
+        self, source: DeviceSource, kernel: str, template_args: list[str] | None = None
+    ) -> Compiled:
         sig = source.kernels.get(kernel)
         if sig is None:
-            raise ExecError(f"{Path(source.path).name} defines no __global__ kernel {kernel!r}; it has "
-                            f"{', '.join(source.kernels) or 'none'}: pass one of them with --kernel")
+            raise ExecError(
+                f"{Path(source.path).name} defines no __global__ kernel {kernel!r}; it has "
+                f"{', '.join(source.kernels) or 'none'}: pass one of them with --kernel"
+            )
         args = list(template_args or [])
         if len(args) != len(sig.template_params):
             names = ", ".join(n for n, _ in sig.template_params)
-            raise ExecError(f"kernel {kernel} takes template arguments <{names}>; {len(args)} given")
+            raise ExecError(
+                f"kernel {kernel} takes template arguments <{names}>; {len(args)} given"
+            )
         std = "".join(f"#include <{h}>\n" for h in source.dropped_includes if h in STANDARD)
         text = std + '#include "cuda_exec.h"\n' + only(source, kernel) + "\n" + launcher(sig, args)
         result = _build.compile_library(text, (INCLUDE, SIM_INCLUDE))
         if not result.ok:
-            raise ExecError(f"{kernel} does not compile for the executor: {first_error(result.log, source.path)}")
+            raise ExecError(
+                f"{kernel} does not compile for the executor: {first_error(result.log, source.path)}"
+            )
         return Compiled(result.library, sig, source)
 
     def constant(self, source: DeviceSource, kernel: str, expr: str) -> int | None:
@@ -121,13 +142,27 @@ class CudaExecutor:
         read off the compiler's diagnostics for an undefined template named by its value: the
         value is found at compile time and nothing is run. None where it is not one."""
         std = "".join(f"#include <{h}>\n" for h in source.dropped_includes if h in STANDARD)
-        text = (std + '#include "cuda_exec.h"\n' + only(source, kernel) +
-                f"\ntemplate <long long V> struct mlxport_value;\nmlxport_value<(long long)({expr})> mlxport_probe;\n")
-        m = re.search(r"mlxport_value<(-?\d+)(?:LL)?>", _build.syntax_log(text, (INCLUDE, SIM_INCLUDE)))
+        text = (
+            std
+            + '#include "cuda_exec.h"\n'
+            + only(source, kernel)
+            + f"\ntemplate <long long V> struct mlxport_value;\nmlxport_value<(long long)({expr})> mlxport_probe;\n"
+        )
+        m = re.search(
+            r"mlxport_value<(-?\d+)(?:LL)?>", _build.syntax_log(text, (INCLUDE, SIM_INCLUDE))
+        )
         return int(m.group(1)) if m else None
 
-    def run(self, compiled: Compiled, launch: Launch, args: list[np.ndarray | np.generic], *, measure: bool = False,
-            reverse: bool = False, timeout: float = 120.0) -> ExecResult:
+    def run(
+        self,
+        compiled: Compiled,
+        launch: Launch,
+        args: list[np.ndarray | np.generic],
+        *,
+        measure: bool = False,
+        reverse: bool = False,
+        timeout: float = 120.0,
+    ) -> ExecResult:
         """Launch once. ``args`` follow the kernel's parameters: an array for each pointer (its
         dtype the element type's storage: bfloat16 as uint16), a numpy scalar of the parameter's
         type for each value. ``measure``: record how far the kernel reaches into each buffer."""
@@ -136,19 +171,38 @@ class CudaExecutor:
         if problem := launch.problem():
             return ExecResult(error=problem, seconds=time.perf_counter() - t0)
         if len(args) != len(sig.params):
-            raise ExecError(f"kernel {sig.name} takes {len(sig.params)} arguments; {len(args)} given")
+            raise ExecError(
+                f"kernel {sig.name} takes {len(sig.params)} arguments; {len(args)} given"
+            )
         slots, arrays = [], []
         for p, a in zip(sig.params, args, strict=True):
             data = np.ascontiguousarray(a).reshape(-1) if p.pointer else np.asarray(a).reshape(1)
-            slots.append({"role": "buffer" if p.pointer else "input", "name": p.name, "space": "generic",
-                          "elem_size": data.dtype.itemsize, "writable": p.pointer and not p.const})
+            slots.append(
+                {
+                    "role": "buffer" if p.pointer else "input",
+                    "name": p.name,
+                    "space": "generic",
+                    "elem_size": data.dtype.itemsize,
+                    "writable": p.pointer and not p.const,
+                }
+            )
             arrays.append(data)
-        header = {"op": "run", "library": str(compiled.library), "slots": slots,
-                  "grid": [g * b for g, b in zip(launch.grid, launch.block, strict=True)],
-                  "threadgroup": list(launch.block), "fibers": compiled.source.needs_fibers, "threads": self.threads,
-                  "stack_bytes": STACK_BYTES, "shared_bytes": launch.shared_bytes,
-                  "tg_memory_limit": SHARED_MEMORY_LIMIT, "races_after": 1, "cuda": 1, "measure": measure,
-                  "reverse": int(reverse)}
+        header = {
+            "op": "run",
+            "library": str(compiled.library),
+            "slots": slots,
+            "grid": [g * b for g, b in zip(launch.grid, launch.block, strict=True)],
+            "threadgroup": list(launch.block),
+            "fibers": compiled.source.needs_fibers,
+            "threads": self.threads,
+            "stack_bytes": STACK_BYTES,
+            "shared_bytes": launch.shared_bytes,
+            "tg_memory_limit": SHARED_MEMORY_LIMIT,
+            "races_after": 1,
+            "cuda": 1,
+            "measure": measure,
+            "reverse": int(reverse),
+        }
         try:
             reply, out = self._worker.call(header, arrays, timeout=timeout)
         except WorkerError as e:
@@ -161,8 +215,8 @@ class CudaExecutor:
 
 def _result(sig: KernelSig, args, reply: dict, out: list[np.ndarray], seconds: float) -> ExecResult:
     pointers = [(p, a) for p, a in zip(sig.params, args, strict=True) if p.pointer]
-    data = iter(out[:len(pointers)])
-    masks = iter(out[len(pointers):])
+    data = iter(out[: len(pointers)])
+    masks = iter(out[len(pointers) :])
     result = ExecResult(error=reply.get("error"), seconds=seconds)
     conflicts = iter(reply.get("conflicts", []))
     for (p, a), touched in zip(pointers, reply.get("touched", [-1] * len(pointers)), strict=True):
@@ -171,8 +225,10 @@ def _result(sig: KernelSig, args, reply: dict, out: list[np.ndarray], seconds: f
             result.written[p.name] = next(masks).astype(bool).reshape(np.shape(a))
             first = next(conflicts)
             if first >= 0:
-                result.races.append(f"{p.name}[{first}] is written by two blocks without atomics (and perhaps more "
-                                    f"elements): blocks run concurrently on a GPU, so the result depends on their order")
+                result.races.append(
+                    f"{p.name}[{first}] is written by two blocks without atomics (and perhaps more "
+                    f"elements): blocks run concurrently on a GPU, so the result depends on their order"
+                )
         if touched >= 0:
             result.touched[p.name] = -(-touched // np.asarray(a).dtype.itemsize)
     return result
@@ -192,11 +248,16 @@ def launcher(sig: KernelSig, template_args: list[str]) -> str:
 
 
 # What a compile error means when it comes from a library or construct the executor has no CPU form of.
-UNSUPPORTED = [(re.compile(r"undeclared identifier 'cub'|namespace 'cub'|'cub::"), "cub (CUDA's template library)"),
-               (re.compile(r"in asm|inline asm|asm statement"), "inline PTX (asm)"),
-               (re.compile(r"nvcuda|wmma"), "wmma (tensor-core fragments)"),
-               (re.compile(r"'cutlass|cute::|namespace 'cute'"), "CUTLASS/CuTe"),
-               (re.compile(r"thrust::|'thrust'"), "thrust")]
+UNSUPPORTED = [
+    (
+        re.compile(r"undeclared identifier 'cub'|namespace 'cub'|'cub::"),
+        "cub (CUDA's template library)",
+    ),
+    (re.compile(r"in asm|inline asm|asm statement"), "inline PTX (asm)"),
+    (re.compile(r"nvcuda|wmma"), "wmma (tensor-core fragments)"),
+    (re.compile(r"'cutlass|cute::|namespace 'cute'"), "CUTLASS/CuTe"),
+    (re.compile(r"thrust::|'thrust'"), "thrust"),
+]
 
 
 def first_error(log: str, path: str) -> str:
@@ -207,7 +268,11 @@ def first_error(log: str, path: str) -> str:
             continue
         where, _, message = line.partition(" error: ")
         parts = where.rstrip(":").split(":")
-        at = f" (line {parts[1]} of {name})" if len(parts) >= 3 and Path(parts[0]).name == name else ""
+        at = (
+            f" (line {parts[1]} of {name})"
+            if len(parts) >= 3 and Path(parts[0]).name == name
+            else ""
+        )
         for pattern, what in UNSUPPORTED:
             if pattern.search(message):
                 return f"it uses {what}, which the CPU executor does not run{at}"

@@ -24,7 +24,10 @@ def only(source: DeviceSource, kernel: str) -> str:
     for key in source.spans:
         if key.startswith("~"):
             index.setdefault(key.rpartition("::")[2].lstrip("~"), []).append(key)
-    todo: list[tuple[str, list[tuple[int, int]]]] = [("", outside), ("", source.spans.get(kernel, []))]
+    todo: list[tuple[str, list[tuple[int, int]]]] = [
+        ("", outside),
+        ("", source.spans.get(kernel, [])),
+    ]
     while todo:
         scope, spans = todo.pop()
         for a, b in spans:
@@ -48,8 +51,11 @@ def _named(word: str, scope: str, index: dict[str, list[str]]) -> list[str]:
     and anonymous ones."""
     if "::" in word:
         last = word.rpartition("::")[2]
-        return [k for k in index.get(last, []) if k[1:] == word or k.endswith("::" + word)] + \
-            _named(word.split("::")[0], scope, index)
+        return [
+            k for k in index.get(last, []) if k[1:] == word or k.endswith("::" + word)
+        ] + _named(word.split("::")[0], scope, index)
     keys = [(key[1:].rpartition("::")[0], key) for key in index.get(word, [])]
-    own = [k for ns, k in keys if ns and (scope == ns or scope.startswith(ns + "::"))]  # innermost first wins
+    own = [
+        k for ns, k in keys if ns and (scope == ns or scope.startswith(ns + "::"))
+    ]  # innermost first wins
     return own or [k for ns, k in keys if ns == "" or ns.endswith("(anon)")]

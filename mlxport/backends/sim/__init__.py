@@ -15,7 +15,15 @@ from typing import Any
 
 import numpy as np
 
-from mlxport.backends.base import ORDERS, POISON_BYTES, Arg, ArgInfo, Availability, BackendUnavailable, RunResult
+from mlxport.backends.base import (
+    ORDERS,
+    POISON_BYTES,
+    Arg,
+    ArgInfo,
+    Availability,
+    BackendUnavailable,
+    RunResult,
+)
 from mlxport.backends.sim import build as _build
 from mlxport.backends.sim.host import (
     STORAGE,
@@ -58,8 +66,10 @@ class SimBackend:
 
     def __init__(self, *, threads: int | None = None, memory_bytes: int | None = None):
         self.threads = threads or sim_threads()
-        self._worker = Worker("mlxport.backends.sim.runner:handle",
-                              **({"memory_bytes": memory_bytes} if memory_bytes else {}))
+        self._worker = Worker(
+            "mlxport.backends.sim.runner:handle",
+            **({"memory_bytes": memory_bytes} if memory_bytes else {}),
+        )
         self._builds: dict[str, _build.BuildResult] = {}
 
     # ------------------------------------------------------------ protocol
@@ -72,12 +82,22 @@ class SimBackend:
         return Availability(True)
 
     def device_info(self, datasheet: Datasheet | None = None) -> dict[str, Any]:
-        info: dict[str, Any] = {"name": "Metal simulator", "backend": "sim", "threads": self.threads,
-                                "simd_width": 32, "max_threads_per_threadgroup": MAX_THREADS_PER_THREADGROUP,
-                                "threadgroup_memory_bytes": 32768, "cache": str(_build.cache_dir())}
+        info: dict[str, Any] = {
+            "name": "Metal simulator",
+            "backend": "sim",
+            "threads": self.threads,
+            "simd_width": 32,
+            "max_threads_per_threadgroup": MAX_THREADS_PER_THREADGROUP,
+            "threadgroup_memory_bytes": 32768,
+            "cache": str(_build.cache_dir()),
+        }
         try:
             cc = _build.find_compiler()
-            info.update(compiler=" ".join(cc.command), compiler_version=cc.version, flags=" ".join(cc.flags()))
+            info.update(
+                compiler=" ".join(cc.command),
+                compiler_version=cc.version,
+                flags=" ".join(cc.flags()),
+            )
         except _build.CompilerMissing as e:
             info["compiler_error"] = str(e)
         return info
@@ -85,35 +105,68 @@ class SimBackend:
     def compile(self, candidate: KernelCandidate, args: dict[str, ArgInfo]) -> CompileResult:
         t0 = time.perf_counter()
         try:
-            args = {k: v if isinstance(v, ArrayInfo | bool | int | float) else from_value(v, True).info
-                    for k, v in args.items()}
+            args = {
+                k: v if isinstance(v, ArrayInfo | bool | int | float) else from_value(v, True).info
+                for k, v in args.items()
+            }
             sig = self._signature(candidate, args)
             result = self._compile(sim_text(sig))
         except (ExprError, SignatureError, _build.CompilerMissing, _build.BuildError) as e:
-            return CompileResult(backend=self.name, ok=False, candidate_id=candidate.id,
-                                 diagnostics=[Diagnostic(message=str(e), where="generated")],
-                                 seconds=time.perf_counter() - t0)
-        return CompileResult(backend=self.name, ok=result.ok, candidate_id=candidate.id,
-                             diagnostics=result.diagnostics, seconds=time.perf_counter() - t0,
-                             cached=result.cached)
+            return CompileResult(
+                backend=self.name,
+                ok=False,
+                candidate_id=candidate.id,
+                diagnostics=[Diagnostic(message=str(e), where="generated")],
+                seconds=time.perf_counter() - t0,
+            )
+        return CompileResult(
+            backend=self.name,
+            ok=result.ok,
+            candidate_id=candidate.id,
+            diagnostics=result.diagnostics,
+            seconds=time.perf_counter() - t0,
+            cached=result.cached,
+        )
 
-    reorders = True  # run(order="reversed" or "shuffled") runs threads and threadgroups in that order
+    reorders = (
+        True  # run(order="reversed" or "shuffled") runs threads and threadgroups in that order
+    )
     overlaps = False  # simulated calls run one after another
 
-    def run_together(self, candidate: KernelCandidate, input_sets: list[dict[str, Arg]], *,
-                     timeout: float = 60.0) -> list[RunResult]:
+    def run_together(
+        self, candidate: KernelCandidate, input_sets: list[dict[str, Arg]], *, timeout: float = 60.0
+    ) -> list[RunResult]:
         return [self.run(candidate, inputs, timeout=timeout) for inputs in input_sets]
 
-    def run(self, candidate: KernelCandidate, inputs: dict[str, Arg], *, timeout: float = 60.0,
-            order: str = "forward", poison: str = "nan") -> RunResult:
+    def run(
+        self,
+        candidate: KernelCandidate,
+        inputs: dict[str, Arg],
+        *,
+        timeout: float = 60.0,
+        order: str = "forward",
+        poison: str = "nan",
+    ) -> RunResult:
         t0 = time.perf_counter()
         try:
-            return self._run(candidate, inputs, timeout, t0, ORDERS.index(order), POISON_BYTES[poison])
+            return self._run(
+                candidate, inputs, timeout, t0, ORDERS.index(order), POISON_BYTES[poison]
+            )
         except (ExprError, SignatureError, _build.CompilerMissing, _build.BuildError) as e:
             return RunResult(error=str(e), seconds=time.perf_counter() - t0)
 
-    def measure(self, task: KernelTask, candidate: KernelCandidate, case: dict[str, Any], dtype: str, *, seed: int,
-                warmup: int, iters: int, baselines: bool = True) -> dict[str, list[float]]:
+    def measure(
+        self,
+        task: KernelTask,
+        candidate: KernelCandidate,
+        case: dict[str, Any],
+        dtype: str,
+        *,
+        seed: int,
+        warmup: int,
+        iters: int,
+        baselines: bool = True,
+    ) -> dict[str, list[float]]:
         raise BackendUnavailable("the simulator checks correctness only; it never times")
 
     def close(self) -> None:
@@ -121,34 +174,52 @@ class SimBackend:
 
     # ------------------------------------------------------------ internals
 
-    def _signature(self, candidate: KernelCandidate, args: dict[str, ArgInfo],
-                   launch: Launch | None = None) -> Signature:
+    def _signature(
+        self, candidate: KernelCandidate, args: dict[str, ArgInfo], launch: Launch | None = None
+    ) -> Signature:
         if candidate.language != self.language:
-            raise SignatureError(f"the simulator runs MSL kernels only; this candidate is {candidate.language}")
+            raise SignatureError(
+                f"the simulator runs MSL kernels only; this candidate is {candidate.language}"
+            )
         return build_signature(candidate, args, launch)
 
     def _compile(self, src: SimSource) -> _build.BuildResult:
         key = src.text
         if key in self._builds:
             old = self._builds[key]
-            return _build.BuildResult(old.ok, old.library, old.diagnostics, cached=True, log=old.log,
-                                      refused=old.refused)
+            return _build.BuildResult(
+                old.ok, old.library, old.diagnostics, cached=True, log=old.log, refused=old.refused
+            )
         result = _build.build(src)
         self._builds[key] = result
         return result
 
-    def _run(self, candidate: KernelCandidate, inputs: dict[str, Arg], timeout: float, t0: float,
-             order: int, poison: int) -> RunResult:
+    def _run(
+        self,
+        candidate: KernelCandidate,
+        inputs: dict[str, Arg],
+        timeout: float,
+        t0: float,
+        order: int,
+        poison: int,
+    ) -> RunResult:
         missing = [n for n in candidate.input_names if n not in inputs]
         if missing:
             raise SignatureError(f"missing input(s) {', '.join(missing)}")
-        from mlxport.tasks import MLX_LOCK  # here, not at import: the worker processes never load MLX
+        from mlxport.tasks import (
+            MLX_LOCK,
+        )  # here, not at import: the worker processes never load MLX
 
         with MLX_LOCK:  # from_value evaluates MLX arrays
-            hosts = {n: from_value(inputs[n], candidate.ensure_row_contiguous) for n in candidate.input_names}
+            hosts = {
+                n: from_value(inputs[n], candidate.ensure_row_contiguous)
+                for n in candidate.input_names
+            }
         # Launch expressions see arrays as ArrayInfo and scalars as their values, as in MLX's call.
-        infos: dict[str, ArgInfo] = {k: v if isinstance(v, bool | int | float) else hosts[k].info if k in hosts else v
-                                     for k, v in inputs.items()}
+        infos: dict[str, ArgInfo] = {
+            k: v if isinstance(v, bool | int | float) else hosts[k].info if k in hosts else v
+            for k, v in inputs.items()
+        }
         launch = candidate.launch(infos)
         if problem := launch_problem(launch):
             return RunResult(error=problem, seconds=time.perf_counter() - t0)
@@ -160,8 +231,10 @@ class SimBackend:
         if not built.ok:
             first = built.diagnostics[0] if built.diagnostics else None
             where = f" ({first.where} line {first.line})" if first and first.line else ""
-            return RunResult(error=f"compile failed{where}: {first.message if first else 'unknown error'}",
-                             seconds=time.perf_counter() - t0)
+            return RunResult(
+                error=f"compile failed{where}: {first.message if first else 'unknown error'}",
+                seconds=time.perf_counter() - t0,
+            )
         header, arrays = self._request(sig, src, built, hosts, launch, candidate.init_value)
         header["reverse"] = order  # the runtime's order: 0 forward, 1 reversed, 2 shuffled
         header["poison"] = poison
@@ -171,35 +244,70 @@ class SimBackend:
             return RunResult(error=str(e), seconds=time.perf_counter() - t0)
         outputs, unwritten = _results(launch, out)
         if candidate.init_value is not None and not math.isnan(candidate.init_value):
-            unwritten = [np.zeros_like(u) for u in unwritten]  # MLX filled them with init_value: defined
+            unwritten = [
+                np.zeros_like(u) for u in unwritten
+            ]  # MLX filled them with init_value: defined
         for name, src in candidate.inout.items():
             k = candidate.output_names.index(name)
             start = hosts[src]
-            values = _as_float(start.data[start.offset:].view(STORAGE[start.dtype])[:outputs[k].size], start.dtype)
+            values = _as_float(
+                start.data[start.offset :].view(STORAGE[start.dtype])[: outputs[k].size],
+                start.dtype,
+            )
             outputs[k] = np.where(unwritten[k], values.reshape(outputs[k].shape), outputs[k])
-            unwritten[k] = np.zeros_like(unwritten[k])  # what the kernel did not write is the input's
-        return RunResult(outputs=outputs, unwritten=unwritten, error=reply.get("error"),
-                         seconds=time.perf_counter() - t0)
+            unwritten[k] = np.zeros_like(
+                unwritten[k]
+            )  # what the kernel did not write is the input's
+        return RunResult(
+            outputs=outputs,
+            unwritten=unwritten,
+            error=reply.get("error"),
+            seconds=time.perf_counter() - t0,
+        )
 
-    def _request(self, sig: Signature, src: SimSource, built: _build.BuildResult, hosts: dict[str, HostArray],
-                 launch: Launch, init_value: float | None) -> tuple[dict[str, Any], list[np.ndarray]]:
+    def _request(
+        self,
+        sig: Signature,
+        src: SimSource,
+        built: _build.BuildResult,
+        hosts: dict[str, HostArray],
+        launch: Launch,
+        init_value: float | None,
+    ) -> tuple[dict[str, Any], list[np.ndarray]]:
         slots, arrays = [], []
         for role, name, dtype in sig.buffer_slots():
             if role == "output":
                 i = [n for n, _ in sig.outputs].index(name)
-                slots.append({"role": role, "name": name, "space": "device", "elem_size": ITEMSIZE[dtype],
-                              "storage": STORAGE[dtype], "shape": list(launch.output_shapes[i]),
-                              "fill": output_fill(dtype, init_value)})
+                slots.append(
+                    {
+                        "role": role,
+                        "name": name,
+                        "space": "device",
+                        "elem_size": ITEMSIZE[dtype],
+                        "storage": STORAGE[dtype],
+                        "shape": list(launch.output_shapes[i]),
+                        "fill": output_fill(dtype, init_value),
+                    }
+                )
                 continue
             owner = name if role == "input" else name[: -len(role) - 1]
             h = hosts[owner]
             data, offset, elem = _slot_bytes(role, h)
             space = "device" if role == "input" and h.info.size >= 8 else "constant"
-            slots.append({"role": role, "name": name, "space": space, "elem_size": elem, "offset": offset})
+            slots.append(
+                {"role": role, "name": name, "space": space, "elem_size": elem, "offset": offset}
+            )
             arrays.append(data)
-        header = {"op": "run", "library": str(built.library), "slots": slots, "grid": list(launch.grid),
-                  "threadgroup": list(launch.threadgroup), "fibers": src.needs_fibers, "threads": self.threads,
-                  "stack_bytes": STACK_BYTES}
+        header = {
+            "op": "run",
+            "library": str(built.library),
+            "slots": slots,
+            "grid": list(launch.grid),
+            "threadgroup": list(launch.threadgroup),
+            "fibers": src.needs_fibers,
+            "threads": self.threads,
+            "stack_bytes": STACK_BYTES,
+        }
         return header, arrays
 
 
@@ -221,17 +329,23 @@ def launch_problem(launch: Launch) -> str | None:
     """Launches MLX itself refuses, in MLX's words."""
     n = launch.threadgroup[0] * launch.threadgroup[1] * launch.threadgroup[2]
     if n > MAX_THREADS_PER_THREADGROUP:
-        return (f"Thread group size ({n}) is greater than  the maximum allowed threads per threadgroup "
-                f"({MAX_THREADS_PER_THREADGROUP}).")
+        return (
+            f"Thread group size ({n}) is greater than  the maximum allowed threads per threadgroup "
+            f"({MAX_THREADS_PER_THREADGROUP})."
+        )
     if any(g >= 2**31 for g in launch.grid):
         return f"grid {launch.grid} exceeds the 2^31-1 threads per dimension MLX can dispatch"
     return None
 
 
-def _results(launch: Launch, out: list[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray | None]]:
+def _results(
+    launch: Launch, out: list[np.ndarray]
+) -> tuple[list[np.ndarray], list[np.ndarray | None]]:
     n = len(launch.output_dtypes)
     outputs, unwritten = [], []
-    for i, (shape, dtype) in enumerate(zip(launch.output_shapes, launch.output_dtypes, strict=True)):
+    for i, (shape, dtype) in enumerate(
+        zip(launch.output_shapes, launch.output_dtypes, strict=True)
+    ):
         data = out[i].reshape(shape)
         outputs.append(bfloat16_to_float32(data) if dtype == "bfloat16" else np.array(data))
         unwritten.append((out[n + i] == 0).reshape(shape))

@@ -77,7 +77,15 @@ class Compiler:
         # its type: a * b + c rounds twice unless the kernel calls fma(). Host compilers fuse it into
         # one FMA wherever the CPU has one (zig's clang targets the native CPU; AVX512-FP16 fuses
         # even half arithmetic), so results would depend on the machine: never contract.
-        flags = ["-std=c++20", OPT_LEVEL, "-fPIC", "-fvisibility=hidden", "-w", "-fsigned-char", "-ffp-contract=off"]
+        flags = [
+            "-std=c++20",
+            OPT_LEVEL,
+            "-fPIC",
+            "-fvisibility=hidden",
+            "-w",
+            "-fsigned-char",
+            "-ffp-contract=off",
+        ]
         # MSL rounds every half operation to half; clang keeps float excess precision otherwise, and
         # so does GCC from 13 under -std=c++NN (GCC 12 has no excess precision for C++ at all).
         if self.is_clang:
@@ -116,28 +124,41 @@ def _find_compiler(cxx: str, path: str) -> Compiler:
         import ziglang  # noqa: F401
     except ImportError as e:
         why = f" ({'; '.join(tried)})" if tried else ""
-        raise CompilerMissing("no C++20 compiler for the simulator" + why + ": install g++ 12+ or clang++ 16+, "
-                              "or pip install 'mlxport[zig]', or set CXX") from e
+        raise CompilerMissing(
+            "no C++20 compiler for the simulator" + why + ": install g++ 12+ or clang++ 16+, "
+            "or pip install 'mlxport[zig]', or set CXX"
+        ) from e
     return _probe((sys.executable, "-m", "ziglang", "c++"), check=False)
 
 
 def _probe(command: tuple[str, ...], *, check: bool) -> Compiler:
     """The compiler's version; with ``check``, also that it compiles the simulator's C++ dialect."""
     try:
-        out = subprocess.run([*command, "--version"], capture_output=True, text=True, timeout=120, env=compiler_env())
+        out = subprocess.run(
+            [*command, "--version"], capture_output=True, text=True, timeout=120, env=compiler_env()
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         raise CompilerMissing(f"the C++ compiler {' '.join(command)} does not run: {e}") from e
     if out.returncode != 0:
-        raise CompilerMissing(f"the C++ compiler {' '.join(command)} failed: {out.stderr.strip()[:300]}")
+        raise CompilerMissing(
+            f"the C++ compiler {' '.join(command)} failed: {out.stderr.strip()[:300]}"
+        )
     cc = Compiler(command, out.stdout.strip().splitlines()[0] if out.stdout.strip() else "unknown")
     if check:
         with tempfile.TemporaryDirectory(prefix="mlxsim-probe-") as tmp:
             cpp = Path(tmp) / "probe.cpp"
             cpp.write_text(_PROBE)
-            done = subprocess.run([*command, *cc.flags(), "-fsyntax-only", str(cpp)], capture_output=True, text=True,
-                                  timeout=120, env=compiler_env())
+            done = subprocess.run(
+                [*command, *cc.flags(), "-fsyntax-only", str(cpp)],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                env=compiler_env(),
+            )
         if done.returncode != 0:
-            raise CompilerMissing(f"{command[0]} ({cc.version}) does not compile C++20 with _Float16")
+            raise CompilerMissing(
+                f"{command[0]} ({cc.version}) does not compile C++20 with _Float16"
+            )
     return cc
 
 
@@ -182,7 +203,9 @@ def compiler_env() -> dict[str, str]:
 
 def _run(cmd: list[str], what: str) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT, env=compiler_env())
+        return subprocess.run(
+            cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT, env=compiler_env()
+        )
     except subprocess.TimeoutExpired as e:
         raise BuildError(f"compiling {what} took over {COMPILE_TIMEOUT:g} s") from e
 
@@ -195,23 +218,40 @@ def runtime_object() -> Path:
     """The compiled runtime for the current compiler and flags (built on first use)."""
     cc = find_compiler()
     flags = [f for f in cc.flags() if f != OPT_LEVEL] + ["-O2"]
-    key = _digest(RUNTIME_SOURCE.read_text(), _headers_digest(), " ".join(flags), cc.version, " ".join(cc.command))
+    key = _digest(
+        RUNTIME_SOURCE.read_text(),
+        _headers_digest(),
+        " ".join(flags),
+        cc.version,
+        " ".join(cc.command),
+    )
     obj = cache_dir() / f"rt-{key}.o"
     if obj.exists():
         return obj
     tmp = obj.with_suffix(f".{os.getpid()}.tmp.o")
     t0 = time.perf_counter()
     zig = any("ziglang" in part for part in cc.command)
-    sys.stderr.write("mlxport: building the simulator runtime, once for this compiler (" +
-                     ("up to a few minutes: zig builds its C++ library first" if zig else "seconds") + ")\n")
-    out = _run([*cc.command, *flags, "-I", str(INCLUDE), "-c", str(RUNTIME_SOURCE), "-o", str(tmp)], "the runtime")
+    sys.stderr.write(
+        "mlxport: building the simulator runtime, once for this compiler ("
+        + ("up to a few minutes: zig builds its C++ library first" if zig else "seconds")
+        + ")\n"
+    )
+    out = _run(
+        [*cc.command, *flags, "-I", str(INCLUDE), "-c", str(RUNTIME_SOURCE), "-o", str(tmp)],
+        "the runtime",
+    )
     if out.returncode != 0:
         raise BuildError(f"the simulator runtime does not compile:\n{out.stderr[-3000:]}")
     if zig:  # zig builds libc++ at a first link: here, inside the announced wait, not at the first kernel's
-        _run([*cc.command, *flags, "-shared", str(tmp), "-o", str(tmp.with_suffix(".so"))], "the runtime")
+        _run(
+            [*cc.command, *flags, "-shared", str(tmp), "-o", str(tmp.with_suffix(".so"))],
+            "the runtime",
+        )
         tmp.with_suffix(".so").unlink(missing_ok=True)
     _publish(tmp, obj)
-    sys.stderr.write(f"mlxport: the simulator runtime is built ({time.perf_counter() - t0:.0f} s)\n")
+    sys.stderr.write(
+        f"mlxport: the simulator runtime is built ({time.perf_counter() - t0:.0f} s)\n"
+    )
     return obj
 
 
@@ -223,13 +263,17 @@ class BuildResult:
     seconds: float = 0.0
     cached: bool = False
     log: str = ""
-    refused: str | None = None  # the one sentence saying why this is not kernel code, when it is not
+    refused: str | None = (
+        None  # the one sentence saying why this is not kernel code, when it is not
+    )
 
 
 # Raised whenever what is checked before a library is published changes (the allowlist is in the
 # key as it is): a library cached by an earlier mlxport was never checked, so it is never reused.
 CHECKS = "kernel-code-1"
-_CHECKS_KEY = hashlib.sha256("\0".join([CHECKS, *sorted(symbols.KERNEL_LIBRARY)]).encode()).hexdigest()
+_CHECKS_KEY = hashlib.sha256(
+    "\0".join([CHECKS, *sorted(symbols.KERNEL_LIBRARY)]).encode()
+).hexdigest()
 
 
 def build(src: SimSource) -> BuildResult:
@@ -243,19 +287,34 @@ def build(src: SimSource) -> BuildResult:
         result.diagnostics = diagnostics(result.log, src)
         if result.refused:
             where = result.diagnostics[0] if result.diagnostics else None
-            result.diagnostics = [Diagnostic(message=result.refused, where=where.where if where else "generated",
-                                             line=where.line if where else None)]
+            result.diagnostics = [
+                Diagnostic(
+                    message=result.refused,
+                    where=where.where if where else "generated",
+                    line=where.line if where else None,
+                )
+            ]
     return result
 
 
 def _refused(problem: tuple[str, str, int | None], t0: float) -> BuildResult:
     sentence, where, line = problem
-    return BuildResult(False, None, [Diagnostic(message=sentence, where=where, line=line)],
-                       seconds=time.perf_counter() - t0, refused=sentence)
+    return BuildResult(
+        False,
+        None,
+        [Diagnostic(message=sentence, where=where, line=line)],
+        seconds=time.perf_counter() - t0,
+        refused=sentence,
+    )
 
 
-def compile_library(text: str, include: tuple[Path, ...], *, language: str = "cuda",
-                    declared: tuple[str, str, int | None] | None = None) -> BuildResult:
+def compile_library(
+    text: str,
+    include: tuple[Path, ...],
+    *,
+    language: str = "cuda",
+    declared: tuple[str, str, int | None] | None = None,
+) -> BuildResult:
     """Compile one translation unit against the headers in ``include`` and link it with the
     runtime into a cached shared library; on failure the result carries the compiler's log.
 
@@ -273,8 +332,16 @@ def compile_library(text: str, include: tuple[Path, ...], *, language: str = "cu
     cc = find_compiler()
     flags = cc.flags()
     # The runtime is linked into every library: a runtime change must rebuild them all.
-    key = _digest(_CHECKS_KEY, language, text, _headers_digest(*include), _runtime_digest(), " ".join(flags),
-                  cc.version, " ".join(cc.command))
+    key = _digest(
+        _CHECKS_KEY,
+        language,
+        text,
+        _headers_digest(*include),
+        _runtime_digest(),
+        " ".join(flags),
+        cc.version,
+        " ".join(cc.command),
+    )
     lib = cache_dir() / f"k-{key}.so"
     if lib.exists():
         return BuildResult(True, lib, seconds=time.perf_counter() - t0, cached=True)
@@ -290,13 +357,26 @@ def compile_library(text: str, include: tuple[Path, ...], *, language: str = "cu
             if out.returncode == 0:
                 # -z defs: a function declared but never defined (a template never specialised for
                 # the types it is built at) fails here, named, instead of when the library is loaded
-                out = _run([*cc.command, *flags, "-shared", "-Wl,-z,defs", str(obj), str(rt), "-o", str(tmp)],
-                           "the kernel")
+                out = _run(
+                    [
+                        *cc.command,
+                        *flags,
+                        "-shared",
+                        "-Wl,-z,defs",
+                        str(obj),
+                        str(rt),
+                        "-o",
+                        str(tmp),
+                    ],
+                    "the kernel",
+                )
             if out.returncode != 0:
                 return BuildResult(False, None, seconds=time.perf_counter() - t0, log=out.stderr)
             if refusal := object_problem(obj, rt, text, language, declared):
                 sentence, log = refusal
-                return BuildResult(False, None, seconds=time.perf_counter() - t0, log=log, refused=sentence)
+                return BuildResult(
+                    False, None, seconds=time.perf_counter() - t0, log=log, refused=sentence
+                )
         _publish(tmp, lib)
     finally:
         tmp.unlink(missing_ok=True)  # never left behind, and a refused library is never published
@@ -307,8 +387,17 @@ def compile_library(text: str, include: tuple[Path, ...], *, language: str = "cu
 
 # C++ machinery behind variables with dynamic initialisation or destructors: in an MSL kernel it
 # means data kept between calls, which is named as such rather than as these calls.
-_STATIC_INIT = frozenset(["__cxa_atexit", "__cxa_guard_acquire", "__cxa_guard_release", "__cxa_guard_abort",
-                          "__cxa_thread_atexit", "__cxa_thread_atexit_impl", "__dso_handle"])
+_STATIC_INIT = frozenset(
+    [
+        "__cxa_atexit",
+        "__cxa_guard_acquire",
+        "__cxa_guard_release",
+        "__cxa_guard_abort",
+        "__cxa_thread_atexit",
+        "__cxa_thread_atexit_impl",
+        "__dso_handle",
+    ]
+)
 
 
 @functools.cache
@@ -332,7 +421,10 @@ def _header_data() -> frozenset[str]:
         cpp = Path(tmpdir) / "probe.cpp"
         cpp.write_text('#include "msl_runtime.h"\n')
         obj = Path(tmpdir) / "probe.o"
-        out = _run([*cc.command, *flags, "-I", str(INCLUDE), "-c", str(cpp), "-o", str(obj)], "the simulator headers")
+        out = _run(
+            [*cc.command, *flags, "-I", str(INCLUDE), "-c", str(cpp), "-o", str(obj)],
+            "the simulator headers",
+        )
         if out.returncode != 0:
             raise BuildError(f"the simulator headers do not compile:\n{out.stderr[-3000:]}")
         try:
@@ -345,8 +437,13 @@ def _header_data() -> frozenset[str]:
     return frozenset(names)
 
 
-def object_problem(obj: Path, rt: Path, text: str, language: str,
-                   declared: tuple[str, str, int | None] | None = None) -> tuple[str, str] | None:
+def object_problem(
+    obj: Path,
+    rt: Path,
+    text: str,
+    language: str,
+    declared: tuple[str, str, int | None] | None = None,
+) -> tuple[str, str] | None:
     """Why the compiled kernel object ``obj`` is not kernel code: (the sentence, a compiler-style
     log line placing it), or None when it is. The object's undefined symbols must be the
     runtime's own or symbols.KERNEL_LIBRARY (weak ones too: a weak reference still binds at load);
@@ -373,7 +470,9 @@ def object_problem(obj: Path, rt: Path, text: str, language: str,
         return sentence, _log_line((where, line or 1, 1), sentence)
     if language == "msl":
         own = _header_data()
-        data = [s for s in table if s.writable and s.name not in own and not s.name.startswith("_ZGV")]
+        data = [
+            s for s in table if s.writable and s.name not in own and not s.name.startswith("_ZGV")
+        ]
         if data:
             name, idents = symbols.readable(data[0].name)
             static_local = data[0].name.startswith("_ZZ")
@@ -401,7 +500,9 @@ def _calls(what: str, names: list[str], text: str, language: str) -> tuple[str, 
     _, shown, place = found[0]
     sentence = f"{what}: calls `{shown}`" + (f" ({_place_words(place)})" if place else "")
     if names[0] in _STATIC_INIT:
-        sentence += ", C++'s support for a static variable initialised at run time or destroyed at exit"
+        sentence += (
+            ", C++'s support for a static variable initialised at run time or destroyed at exit"
+        )
     others = list(dict.fromkeys(f"`{s}`" for _, s, _ in found[1:] if s != shown))
     if others:
         sentence += ", and also " + ", ".join(others[:3]) + (" and more" if len(others) > 3 else "")
@@ -414,8 +515,10 @@ def _inline_assembly(text: str) -> tuple[str, str] | None:
     for ident in ASM_KEYWORDS:
         if ident in text and (hit := _locate(text, [ident], "cuda")):
             where = f" ({_place_words(hit[:3])})"
-            return (f"not device code: inline assembly (`{ident}`{where}), which the CPU executor does not run",
-                    _log_line(hit[:3], f"inline asm (`{ident}`) is not run by the CPU executor"))
+            return (
+                f"not device code: inline assembly (`{ident}`{where}), which the CPU executor does not run",
+                _log_line(hit[:3], f"inline asm (`{ident}`) is not run by the CPU executor"),
+            )
     return None
 
 
@@ -435,17 +538,51 @@ def _log_line(place: tuple[str, int, int] | None, message: str) -> str:
 
 
 _MARKER = re.compile(r'^[ \t]*#[ \t]*(?:line[ \t]+)?(\d+)[ \t]+"((?:\\.|[^"\\\n])*)"', re.MULTILINE)
-_CALL_BEFORE = {"(", ",", "=", ";", "{", "}", ":", "?", "!", "+", "-", "/", "%", "|", "^", "[", "<", ">",
-                "return", "&&", "||", "==", "!=", "<=", ">=", "+=", "-=", "*=", "/=", "::"}
+_CALL_BEFORE = {
+    "(",
+    ",",
+    "=",
+    ";",
+    "{",
+    "}",
+    ":",
+    "?",
+    "!",
+    "+",
+    "-",
+    "/",
+    "%",
+    "|",
+    "^",
+    "[",
+    "<",
+    ">",
+    "return",
+    "&&",
+    "||",
+    "==",
+    "!=",
+    "<=",
+    ">=",
+    "+=",
+    "-=",
+    "*=",
+    "/=",
+    "::",
+}
 
 
-def _locate(text: str, idents: list[str], language: str, call: bool = False) -> tuple[str, int, int, int] | None:
+def _locate(
+    text: str, idents: list[str], language: str, call: bool = False
+) -> tuple[str, int, int, int] | None:
     """Where one of ``idents`` (most specific first) appears in the user's part of ``text``:
     (file as its line marker names it, line, column, offset in ``text``), a call site preferred
     when ``call``. The
     user's part is the candidate's header and source for MSL, the files of the .cu otherwise."""
-    markers = [(m.start(), int(m.group(1)), m.group(2), text.count("\n", 0, m.start()))
-               for m in _MARKER.finditer(text)]
+    markers = [
+        (m.start(), int(m.group(1)), m.group(2), text.count("\n", 0, m.start()))
+        for m in _MARKER.finditer(text)
+    ]
     if not markers:
         return None
     marker_at = [m[0] for m in markers]
@@ -465,8 +602,11 @@ def _locate(text: str, idents: list[str], language: str, call: bool = False) -> 
 
     toks = _tokens(text)
     for ident in idents:
-        hits = [(i, p) for i, t in enumerate(toks) if t.kind == "ident" and t.text == ident
-                and (p := place(t.start)) is not None]
+        hits = [
+            (i, p)
+            for i, t in enumerate(toks)
+            if t.kind == "ident" and t.text == ident and (p := place(t.start)) is not None
+        ]
         if not hits:
             continue
         if call:
@@ -487,8 +627,10 @@ def _tokens(text: str) -> list:
 # (the system's headers are not Metal's), and a macro named as the inline-assembly keywords (which
 # the compile defines away, below). Directives never come out of a macro, so reading them off the
 # text (lines spliced, `%:` read as `#`) finds them all.
-_DIRECTIVE = re.compile(r"^[ \t]*(?:#|%:)[ \t]*(include|include_next|import|embed|define|undef)\b[ \t]*(\S*)",
-                        re.MULTILINE)
+_DIRECTIVE = re.compile(
+    r"^[ \t]*(?:#|%:)[ \t]*(include|include_next|import|embed|define|undef)\b[ \t]*(\S*)",
+    re.MULTILINE,
+)
 ASM_KEYWORDS = ("asm", "__asm", "__asm__")
 # After the simulator's own headers, inline assembly spelled through a macro (``__as##m__``) is a
 # name that does not compile: Metal has no inline assembly, and on the simulator it would be the
@@ -509,18 +651,30 @@ def msl_text_problem(src: SimSource) -> tuple[str, str, int | None] | None:
             if directive in ("define", "undef"):
                 name = re.match(r"\w*", target).group()
                 if name in ASM_KEYWORDS:
-                    return (f"not a Metal kernel: #{directive} {name} (line {line} of the {where}); Metal has no "
-                            "inline assembly", where, line)
+                    return (
+                        f"not a Metal kernel: #{directive} {name} (line {line} of the {where}); Metal has no "
+                        "inline assembly",
+                        where,
+                        line,
+                    )
                 continue
             if directive == "include" and re.fullmatch(r"<metal_\w+>", target):
                 continue
-            return (f"not a Metal kernel: includes {target or 'a file'} (line {line} of the {where}); a Metal "
-                    "kernel includes only the <metal_*> headers", where, line)
+            return (
+                f"not a Metal kernel: includes {target or 'a file'} (line {line} of the {where}); a Metal "
+                "kernel includes only the <metal_*> headers",
+                where,
+                line,
+            )
         for t in tokenize(text):
             if t.kind == "ident" and t.text in ASM_KEYWORDS:
                 line = text.count("\n", 0, t.start) + 1
-                return (f"not a Metal kernel: inline assembly (`{t.text}`, line {line} of the {where}); Metal "
-                        "has none", where, line)
+                return (
+                    f"not a Metal kernel: inline assembly (`{t.text}`, line {line} of the {where}); Metal "
+                    "has none",
+                    where,
+                    line,
+                )
     return None
 
 
@@ -538,14 +692,22 @@ def msl_data_problem(src: SimSource) -> tuple[str, str, int | None] | None:
     from mlxport.cuda_syntax import parse
 
     for where, rewritten in (("header", src.header), ("source", src.body)):
-        code = rewritten.text if where == "header" else "void mlxport_body() {" + rewritten.text + "\n}"
+        code = (
+            rewritten.text
+            if where == "header"
+            else "void mlxport_body() {" + rewritten.text + "\n}"
+        )
         found = _mutable_declaration(parse(code.encode()).root_node, program=where == "header")
         if found:
             name, line, static_local = found
             kind = "a static local variable" if static_local else "a mutable program-scope variable"
             scope = "static and program-scope data" if static_local else "program-scope data"
-            return (f"not a Metal kernel: `{name}` at line {line} of the {where} is {kind}; Metal allows {scope} "
-                    "only in the constant address space", where, line)
+            return (
+                f"not a Metal kernel: `{name}` at line {line} of the {where} is {kind}; Metal allows {scope} "
+                "only in the constant address space",
+                where,
+                line,
+            )
     return None
 
 
@@ -556,28 +718,39 @@ def cuda_state_problem(header: str, body: str) -> str | None:
     from mlxport.cuda_syntax import parse
 
     for where, code in (("header", header), ("source", "void mlxport_body() {" + body + "\n}")):
-        found = _mutable_declaration(parse(code.encode()).root_node, program=where == "header", safe=_CUDA_SAFE)
+        found = _mutable_declaration(
+            parse(code.encode()).root_node, program=where == "header", safe=_CUDA_SAFE
+        )
         if found:
             name, line, static_local = found
             kind = "a static local variable" if static_local else "a mutable __device__ variable"
-            return (f"not a stateless kernel: `{name}` at line {line} of the {where} is {kind}, which keeps state "
-                    "between calls (calls MLX runs at once share it, and a kernel could replay an earlier answer "
-                    "from it); keep per-call scratch in an extra output (init_value zeroes it)")
+            return (
+                f"not a stateless kernel: `{name}` at line {line} of the {where} is {kind}, which keeps state "
+                "between calls (calls MLX runs at once share it, and a kernel could replay an earlier answer "
+                "from it); keep per-call scratch in an extra output (init_value zeroes it)"
+            )
     return None
 
 
-_CUDA_SAFE = frozenset({"const", "constexpr", "__constant__", "__shared__"})  # read-only, or per block
+_CUDA_SAFE = frozenset(
+    {"const", "constexpr", "__constant__", "__shared__"}
+)  # read-only, or per block
 
 
-def _mutable_declaration(node, program: bool, safe: frozenset[str] = _CONST) -> tuple[str, int, bool] | None:
+def _mutable_declaration(
+    node, program: bool, safe: frozenset[str] = _CONST
+) -> tuple[str, int, bool] | None:
     """(name, line, whether a static local) of the first mutable static-storage variable under ``node``."""
     for child in node.named_children:
         kind = child.type
         if kind == "ERROR" or child.has_error:
             continue
         if kind in ("declaration", "field_declaration"):
-            words = {c.text.decode() for c in child.named_children if c.type in ("type_qualifier",
-                                                                                  "storage_class_specifier")}
+            words = {
+                c.text.decode()
+                for c in child.named_children
+                if c.type in ("type_qualifier", "storage_class_specifier")
+            }
             static = bool(words & _STATIC)
             member = kind == "field_declaration"
             keeps = static if (member or not program) else "extern" not in words
@@ -606,8 +779,12 @@ def _is_variable(d) -> bool:
         if d.type == "function_declarator":
             inner = d.child_by_field_name("declarator")
             return inner is not None and inner.type == "parenthesized_declarator"
-        if d.type not in ("pointer_declarator", "reference_declarator", "attributed_declarator",
-                          "parenthesized_declarator"):
+        if d.type not in (
+            "pointer_declarator",
+            "reference_declarator",
+            "attributed_declarator",
+            "parenthesized_declarator",
+        ):
             return False
         d = inner_declarator(d)
     return False
@@ -638,22 +815,31 @@ def syntax_log(text: str, include: tuple[Path, ...]) -> str:
         cpp = Path(tmpdir) / "probe.cpp"
         cpp.write_text(text)
         dirs = [arg for d in include for arg in ("-I", str(d))]
-        return _run([*cc.command, *cc.flags(), "-fsyntax-only", cc.no_error_limit(), *dirs, str(cpp)],
-                    "a constant").stderr
+        return _run(
+            [*cc.command, *cc.flags(), "-fsyntax-only", cc.no_error_limit(), *dirs, str(cpp)],
+            "a constant",
+        ).stderr
 
 
 # ---------------------------------------------------------------- diagnostics
 
-_DIAG = re.compile(r"^(?P<file>[^\s:][^:\n]*):(?P<line>\d+):(?P<col>\d+): (?P<sev>fatal error|error|warning|note): "
-                   r"(?P<msg>.*)$", re.MULTILINE)
+_DIAG = re.compile(
+    r"^(?P<file>[^\s:][^:\n]*):(?P<line>\d+):(?P<col>\d+): (?P<sev>fatal error|error|warning|note): "
+    r"(?P<msg>.*)$",
+    re.MULTILINE,
+)
 _USER_FILES = ("source", "header")
 
 
 def _pretty(msg: str) -> str:
     """Show checked pointers in compiler messages as the MSL types they stand for."""
+
     def sub(m: re.Match[str]) -> str:
         return f"{m.group(1) or ''}{m.group(3).lower()} {m.group(2)}*"
-    msg = re.sub(r"(?:::)?mlxsim::Ptr<(const )?([^,<>]+(?:<[^<>]*>)?), (?:::)?mlxsim::AS_(\w+)>", sub, msg)
+
+    msg = re.sub(
+        r"(?:::)?mlxsim::Ptr<(const )?([^,<>]+(?:<[^<>]*>)?), (?:::)?mlxsim::AS_(\w+)>", sub, msg
+    )
     return msg.replace("mlxsim::", "")
 
 
@@ -670,7 +856,7 @@ def diagnostics(log: str, src: SimSource) -> list[Diagnostic]:
             continue
         place = e
         if Path(e["file"]).name not in _USER_FILES:
-            for n in entries[i + 1:]:
+            for n in entries[i + 1 :]:
                 if n["sev"] != "note":
                     break
                 if n["file"] in _USER_FILES:
@@ -681,7 +867,9 @@ def diagnostics(log: str, src: SimSource) -> list[Diagnostic]:
             break
     if not out:
         tail = [ln for ln in log.strip().splitlines() if ln.strip()][-3:]
-        out.append(Diagnostic(message=_pretty(" ".join(tail))[:800] or "compile failed", where="generated"))
+        out.append(
+            Diagnostic(message=_pretty(" ".join(tail))[:800] or "compile failed", where="generated")
+        )
     return out
 
 

@@ -41,7 +41,12 @@ def storage(n: int) -> str:
 
 
 def generate() -> str:
-    return HEADER + "\n" + "\n".join(storage(n) for n in (2, 3, 4)) + "}  // namespace metal::sim_detail\n"
+    return (
+        HEADER
+        + "\n"
+        + "\n".join(storage(n) for n in (2, 3, 4))
+        + "}  // namespace metal::sim_detail\n"
+    )
 
 
 def main() -> None:

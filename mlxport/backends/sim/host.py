@@ -17,9 +17,19 @@ import numpy as np
 from mlxport.backends.sim.signature import SignatureError, scalar_info
 from mlxport.expr import ITEMSIZE, ArrayInfo, Dtype
 
-NUMPY_NAMES = {"float32": "float32", "float16": "float16", "int32": "int32", "uint32": "uint32", "int64": "int64",
-               "uint64": "uint64", "int8": "int8", "uint8": "uint8", "int16": "int16", "uint16": "uint16",
-               "bool": "bool"}
+NUMPY_NAMES = {
+    "float32": "float32",
+    "float16": "float16",
+    "int32": "int32",
+    "uint32": "uint32",
+    "int64": "int64",
+    "uint64": "uint64",
+    "int8": "int8",
+    "uint8": "uint8",
+    "int16": "int16",
+    "uint16": "uint16",
+    "bool": "bool",
+}
 STORAGE = {**NUMPY_NAMES, "bfloat16": "uint16"}
 
 
@@ -45,8 +55,10 @@ def from_value(value: Any, row_contiguous: bool) -> HostArray:
     arr = np.asarray(value)
     name = arr.dtype.name
     if name not in NUMPY_NAMES:
-        raise SignatureError(f"numpy dtype {name} cannot be passed to a Metal kernel "
-                             f"(use one of {', '.join(NUMPY_NAMES)})")
+        raise SignatureError(
+            f"numpy dtype {name} cannot be passed to a Metal kernel "
+            f"(use one of {', '.join(NUMPY_NAMES)})"
+        )
     return _from_numpy(arr, name, row_contiguous)
 
 
@@ -65,7 +77,9 @@ def _from_numpy(arr: np.ndarray, dtype: str, row_contiguous: bool) -> HostArray:
     itemsize = ITEMSIZE[dtype]
     if row_contiguous or arr.ndim == 0 or arr.size == 0:
         arr = arr if arr.flags.c_contiguous else arr.copy(order="C")
-        return HostArray(dtype, tuple(arr.shape), _row_strides(arr.shape), arr.reshape(-1).view(np.uint8), 0)
+        return HostArray(
+            dtype, tuple(arr.shape), _row_strides(arr.shape), arr.reshape(-1).view(np.uint8), 0
+        )
     lo = sum(min(0, (n - 1) * s) for n, s in zip(arr.shape, arr.strides, strict=True))
     hi = sum(max(0, (n - 1) * s) for n, s in zip(arr.shape, arr.strides, strict=True)) + itemsize
     raw = ctypes.string_at(arr.ctypes.data + lo, hi - lo)

@@ -28,17 +28,27 @@ SPACES = ("device", "constant", "threadgroup", "thread")
 _AS_ENUM = {"device": "AS_DEVICE", "constant": "AS_CONSTANT", "threadgroup": "AS_THREADGROUP"}
 _QUALIFIERS = ("const", "volatile")
 _DECL_STOP = {";", "=", ",", ")", "[", "{", "(", "}"}
-SYNC_FUNCTIONS = {"threadgroup_barrier", "simdgroup_barrier", "simdgroup_load", "simdgroup_store",
-                  "simdgroup_multiply", "simdgroup_multiply_accumulate", "make_filled_simdgroup_matrix"}
+SYNC_FUNCTIONS = {
+    "threadgroup_barrier",
+    "simdgroup_barrier",
+    "simdgroup_load",
+    "simdgroup_store",
+    "simdgroup_multiply",
+    "simdgroup_multiply_accumulate",
+    "make_filled_simdgroup_matrix",
+}
 
-_TOKEN = re.compile(r"""
+_TOKEN = re.compile(
+    r"""
     (?P<ws>\s+)
   | (?P<comment>//[^\n]*|/\*.*?\*/)
   | (?P<string>"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')
   | (?P<number>(?:0[xX][0-9a-fA-F']+|(?:\d[\d']*\.?[\d']*|\.\d[\d']*)(?:[eE][+-]?\d+)?)[a-zA-Z_]*)
   | (?P<ident>[A-Za-z_]\w*)
   | (?P<punct>::|->|&&|\|\||<<=|>>=|[-+*/%&|^!=<>]=|\+\+|--|.)
-""", re.VERBOSE | re.DOTALL)
+""",
+    re.VERBOSE | re.DOTALL,
+)
 _METAL_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*<metal_\w+>[^\n]*", re.MULTILINE)
 
 
@@ -66,7 +76,9 @@ class Rewritten:
 
     original: str
     text: str
-    edits: list[tuple[int, int, str]] = field(default_factory=list)  # (start, end, replacement) in original
+    edits: list[tuple[int, int, str]] = field(
+        default_factory=list
+    )  # (start, end, replacement) in original
     slots: int = 0  # threadgroup declarations numbered so far (slot ids are global to a kernel)
     sync: bool = False  # uses barriers, SIMD-group functions or simdgroup_matrix (needs fibers)
 
@@ -99,7 +111,9 @@ def _line_col(text: str, offset: int) -> tuple[int, int]:
     return i + 1, offset - starts[i] + 1
 
 
-_POINTER = re.compile(r"\b(?:device|constant|threadgroup)\s+(?:const\s+)?[\w:<>, ]+?\s*\*\s*(?:const\s+)?(\w+)")
+_POINTER = re.compile(
+    r"\b(?:device|constant|threadgroup)\s+(?:const\s+)?[\w:<>, ]+?\s*\*\s*(?:const\s+)?(\w+)"
+)
 _TG_ARRAY = re.compile(r"\bthreadgroup\s+(?:const\s+)?[\w:<>, ]+?\s+(\w+)\s*\[[^\]\[]*\]\s*[;=]")
 _OPERAND_END = frozenset({")", "]", "++", "--"})  # a & after these is binary
 _MEMBER = frozenset({".", "->", "[", "("})  # &p[i].x, &p[i][j], &p[i](): not an element's address
@@ -146,7 +160,9 @@ class _Rewriter:
     def _address_of(self, i: int) -> None:
         toks = self.toks
         prev = toks[i - 1] if i else None
-        if prev is not None and (prev.kind in ("ident", "number") and prev.text != "return" or prev.text in _OPERAND_END):
+        if prev is not None and (
+            prev.kind in ("ident", "number") and prev.text != "return" or prev.text in _OPERAND_END
+        ):
             return  # a binary &
         if i + 2 >= len(toks) or toks[i + 1].text not in self.pointers or toks[i + 2].text != "[":
             return
@@ -166,7 +182,7 @@ class _Rewriter:
         toks = self.toks
         if i + 1 >= len(toks) or toks[i + 1].text != "<":
             return False
-        for t in toks[i + 2:i + 12]:
+        for t in toks[i + 2 : i + 12]:
             if t.text == ">":
                 return False
             if t.text in SPACES:
@@ -209,7 +225,7 @@ class _Rewriter:
         if space == "threadgroup":
             return self._threadgroup_decl(start_i, i, type_toks, j)
         if space == "constant":
-            has_const = any(t.text in ("const", "constexpr") for t in toks[max(0, i - 2):j])
+            has_const = any(t.text in ("const", "constexpr") for t in toks[max(0, i - 2) : j])
             self.edit(toks[i].start, toks[i].end, "" if has_const else "const")
         else:
             self.edit(toks[i].start, toks[i].end, "")
@@ -218,8 +234,12 @@ class _Rewriter:
     def _edited(self, offset: int) -> bool:
         return any(s <= offset < e for s, e, _ in self.edits)
 
-    def _pointer(self, start: int, end: int, space: str, cv: list[str], type_toks: list[Token]) -> None:
-        pointee = " ".join(dict.fromkeys(cv)) + (" " if cv else "") + " ".join(t.text for t in type_toks)
+    def _pointer(
+        self, start: int, end: int, space: str, cv: list[str], type_toks: list[Token]
+    ) -> None:
+        pointee = (
+            " ".join(dict.fromkeys(cv)) + (" " if cv else "") + " ".join(t.text for t in type_toks)
+        )
         if space == "thread":
             self.edit(start, end, f"{pointee}*")
         else:
@@ -240,7 +260,7 @@ class _Rewriter:
             dims = []
             while k < len(toks) and toks[k].text == "[":
                 close = _matching(toks, k, "[", "]")
-                dims.append(self.text[toks[k].end:toks[close].start].strip())
+                dims.append(self.text[toks[k].end : toks[close].start].strip())
                 k = close + 1
             decls.append(self._tg_handle(base, name, dims))
             if k + 1 < len(toks) and toks[k].text == "," and toks[k + 1].kind == "ident":

@@ -16,17 +16,34 @@ ERR_LEN = 4096
 
 
 class Buffer(ctypes.Structure):
-    _fields_ = [("name", ctypes.c_char_p), ("base", ctypes.c_void_p), ("bytes", ctypes.c_int64),
-                ("data", ctypes.c_void_p), ("elem_size", ctypes.c_int32), ("space", ctypes.c_int32),
-                ("mask", ctypes.c_void_p), ("touched", ctypes.c_int64)]
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("base", ctypes.c_void_p),
+        ("bytes", ctypes.c_int64),
+        ("data", ctypes.c_void_p),
+        ("elem_size", ctypes.c_int32),
+        ("space", ctypes.c_int32),
+        ("mask", ctypes.c_void_p),
+        ("touched", ctypes.c_int64),
+    ]
 
 
 class LaunchParams(ctypes.Structure):
-    _fields_ = [("buffers", ctypes.POINTER(Buffer)), ("nbuffers", ctypes.c_int32), ("fibers", ctypes.c_int32),
-                ("threads", ctypes.c_int32), ("reverse", ctypes.c_int32), ("grid", ctypes.c_uint32 * 3),
-                ("threadgroup", ctypes.c_uint32 * 3), ("stack_bytes", ctypes.c_int64), ("shared_bytes", ctypes.c_int64),
-                ("tg_memory_limit", ctypes.c_int64), ("races_after", ctypes.c_int32), ("cuda", ctypes.c_int32),
-                ("stats", ctypes.c_int64 * 4)]
+    _fields_ = [
+        ("buffers", ctypes.POINTER(Buffer)),
+        ("nbuffers", ctypes.c_int32),
+        ("fibers", ctypes.c_int32),
+        ("threads", ctypes.c_int32),
+        ("reverse", ctypes.c_int32),
+        ("grid", ctypes.c_uint32 * 3),
+        ("threadgroup", ctypes.c_uint32 * 3),
+        ("stack_bytes", ctypes.c_int64),
+        ("shared_bytes", ctypes.c_int64),
+        ("tg_memory_limit", ctypes.c_int64),
+        ("races_after", ctypes.c_int32),
+        ("cuda", ctypes.c_int32),
+        ("stats", ctypes.c_int64 * 4),
+    ]
 
 
 SPACES = {"device": 1, "constant": 2, "generic": 4}
@@ -54,7 +71,9 @@ def _filled(storage: str, shape: list[int], fill: Any, poison: int = 0xFF) -> np
     return out
 
 
-def handle(header: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, Any], list[np.ndarray]]:
+def handle(
+    header: dict[str, Any], arrays: list[np.ndarray]
+) -> tuple[dict[str, Any], list[np.ndarray]]:
     if header.get("op") == "ping":
         return {"pid": os.getpid()}, []
     if header.get("op") != "run":
@@ -62,7 +81,9 @@ def handle(header: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, 
     return run(header, arrays)
 
 
-def run(header: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, Any], list[np.ndarray]]:
+def run(
+    header: dict[str, Any], arrays: list[np.ndarray]
+) -> tuple[dict[str, Any], list[np.ndarray]]:
     """Bind every buffer slot, launch, and return the data of every output and in-out buffer,
     followed by their written masks.
 
@@ -78,10 +99,16 @@ def run(header: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, Any
     for k, slot in enumerate(slots):
         role = slot["role"]
         if role == "output":
-            data = _filled(slot["storage"], slot["shape"], slot["fill"], int(header.get("poison", 0xFF)))
+            data = _filled(
+                slot["storage"], slot["shape"], slot["fill"], int(header.get("poison", 0xFF))
+            )
         else:
             data = np.array(next(inputs), copy=True)  # writable and aligned, owned by this process
-        mask = np.zeros(data.size, dtype=np.uint32) if role == "output" or slot.get("writable") else None
+        mask = (
+            np.zeros(data.size, dtype=np.uint32)
+            if role == "output" or slot.get("writable")
+            else None
+        )
         if role in ("output", "buffer"):
             results.append(data)
             if mask is not None:
@@ -90,9 +117,16 @@ def run(header: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, Any
         base = data.ctypes.data
         name = slot["name"].encode()
         keep.append(name)
-        buffers[k] = Buffer(name, base, data.nbytes, base + slot.get("offset", 0), slot["elem_size"],
-                            SPACES[slot["space"]], mask.ctypes.data if mask is not None else None,
-                            measure if role == "buffer" else -1)
+        buffers[k] = Buffer(
+            name,
+            base,
+            data.nbytes,
+            base + slot.get("offset", 0),
+            slot["elem_size"],
+            SPACES[slot["space"]],
+            mask.ctypes.data if mask is not None else None,
+            measure if role == "buffer" else -1,
+        )
     params = LaunchParams()
     params.buffers = buffers
     params.nbuffers = len(slots)
@@ -108,8 +142,15 @@ def run(header: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, Any
     params.cuda = int(header.get("cuda", 0))
     err = ctypes.create_string_buffer(ERR_LEN)
     rc = _library(header["library"]).mlxsim_run(ctypes.byref(params), err, ERR_LEN)
-    reply = {"error": err.value.decode(errors="replace") if rc else None, "stats": list(params.stats),
-             "touched": [int(buffers[k].touched) for k, slot in enumerate(slots) if slot["role"] == "buffer"],
-             "conflicts": [int(np.flatnonzero(m == CONFLICT)[0]) if (m == CONFLICT).any() else -1 for m in masks]}
+    reply = {
+        "error": err.value.decode(errors="replace") if rc else None,
+        "stats": list(params.stats),
+        "touched": [
+            int(buffers[k].touched) for k, slot in enumerate(slots) if slot["role"] == "buffer"
+        ],
+        "conflicts": [
+            int(np.flatnonzero(m == CONFLICT)[0]) if (m == CONFLICT).any() else -1 for m in masks
+        ],
+    }
     # The threadgroup tags matter only inside the run (race checks): the caller needs written or not.
     return reply, results + [(m != 0).view(np.uint8) for m in masks]

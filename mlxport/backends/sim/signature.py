@@ -20,9 +20,20 @@ MAX_CONSTANT_ARRAY_SIZE = 8
 
 # Metal type names, as MLX's get_type_string prints them.
 TYPE_STRING = {
-    "float32": "float", "float16": "float16_t", "bfloat16": "bfloat16_t", "float64": "double",
-    "complex64": "complex64_t", "bool": "bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
-    "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
+    "float32": "float",
+    "float16": "float16_t",
+    "bfloat16": "bfloat16_t",
+    "float64": "double",
+    "complex64": "complex64_t",
+    "bool": "bool",
+    "int8": "int8_t",
+    "int16": "int16_t",
+    "int32": "int32_t",
+    "int64": "int64_t",
+    "uint8": "uint8_t",
+    "uint16": "uint16_t",
+    "uint32": "uint32_t",
+    "uint64": "uint64_t",
 }
 
 # The 20 attributes MLX looks for, in MLX's own (alphabetical) order, with their parameter types.
@@ -96,9 +107,15 @@ class Signature:
         for p in self.inputs:
             slots.append(("input", p.name, p.dtype))
             if not p.scalar:
-                slots += [(role, f"{p.name}_{role}", dt) for role, dt, used in
-                          (("shape", "int32", p.shape), ("strides", "int64", p.strides),
-                           ("ndim", "int32", p.ndim_param)) if used]
+                slots += [
+                    (role, f"{p.name}_{role}", dt)
+                    for role, dt, used in (
+                        ("shape", "int32", p.shape),
+                        ("strides", "int64", p.strides),
+                        ("ndim", "int32", p.ndim_param),
+                    )
+                    if used
+                ]
         slots += [("output", n, d) for n, d in self.outputs]
         return slots
 
@@ -114,10 +131,12 @@ def scalar_info(value: int | float | bool) -> ArrayInfo:
     if isinstance(value, bool):
         return ArrayInfo((), Dtype("bool"))
     if isinstance(value, int):
-        return ArrayInfo((), Dtype("int32" if -2**31 <= value < 2**31 else "int64"))
+        return ArrayInfo((), Dtype("int32" if -(2**31) <= value < 2**31 else "int64"))
     if isinstance(value, float):
         return ArrayInfo((), Dtype("float32"))
-    raise SignatureError(f"cannot pass a {type(value).__name__} to a kernel; use an array, int, float or bool")
+    raise SignatureError(
+        f"cannot pass a {type(value).__name__} to a kernel; use an array, int, float or bool"
+    )
 
 
 def as_info(value: ArgInfo) -> ArrayInfo:
@@ -141,30 +160,51 @@ def template_hash(text: str) -> str:
     return text.replace(", ", "_").replace("<", "_").replace(">", "_")[:-1]
 
 
-def kernel_name(name: str, inputs: tuple[InputParam, ...], output_dtypes: list[str],
-                template: tuple[tuple[str, TemplateValue], ...]) -> str:
+def kernel_name(
+    name: str,
+    inputs: tuple[InputParam, ...],
+    output_dtypes: list[str],
+    template: tuple[tuple[str, TemplateValue], ...],
+) -> str:
     out = "custom_kernel_" + name
     if template:
         out += "_" + template_hash(template_text(template))
     for p in inputs:
-        out += "_" + type_string(p.dtype) + ("s" if p.scalar else "c" if p.size < MAX_CONSTANT_ARRAY_SIZE else "")
+        out += (
+            "_"
+            + type_string(p.dtype)
+            + ("s" if p.scalar else "c" if p.size < MAX_CONSTANT_ARRAY_SIZE else "")
+        )
     for d in output_dtypes:
         out += "_" + type_string(d)
     return out
 
 
-def build_signature(candidate: KernelCandidate, args: dict[str, ArgInfo],
-                    launch: Launch | None = None,
-                    template_values: list[tuple[str, TemplateValue]] | None = None) -> Signature:
+def build_signature(
+    candidate: KernelCandidate,
+    args: dict[str, ArgInfo],
+    launch: Launch | None = None,
+    template_values: list[tuple[str, TemplateValue]] | None = None,
+) -> Signature:
     """Resolve the signature for concrete inputs (arrays as ArrayInfo, or Python scalars)."""
     infos = {n: as_info(args[n]) for n in candidate.input_names if n in args}
-    launch = launch or candidate.launch({**infos, **args})  # scalars stay values in launch expressions
+    launch = launch or candidate.launch(
+        {**infos, **args}
+    )  # scalars stay values in launch expressions
     template = tuple(template_values if template_values is not None else launch.template)
     src = candidate.source
     inputs = tuple(
-        InputParam(n, infos[n].dtype.name, infos[n].ndim, infos[n].size,
-                   f"{n}_shape" in src, f"{n}_strides" in src, f"{n}_ndim" in src)
-        for n in candidate.input_names)
+        InputParam(
+            n,
+            infos[n].dtype.name,
+            infos[n].ndim,
+            infos[n].size,
+            f"{n}_shape" in src,
+            f"{n}_strides" in src,
+            f"{n}_ndim" in src,
+        )
+        for n in candidate.input_names
+    )
     for p in inputs:
         type_string(p.dtype)
     return Signature(
@@ -183,8 +223,15 @@ def build_signature(candidate: KernelCandidate, args: dict[str, ArgInfo],
 
 
 def _template_decl(template: tuple[tuple[str, TemplateValue], ...]) -> str:
-    kinds = ["bool" if isinstance(v, bool) else "int" if isinstance(v, int) else "typename" for _, v in template]
-    return "template <" + ", ".join(f"{k} {n}" for k, (n, _) in zip(kinds, template, strict=True)) + ">\n"
+    kinds = [
+        "bool" if isinstance(v, bool) else "int" if isinstance(v, int) else "typename"
+        for _, v in template
+    ]
+    return (
+        "template <"
+        + ", ".join(f"{k} {n}" for k, (n, _) in zip(kinds, template, strict=True))
+        + ">\n"
+    )
 
 
 def _params(sig: Signature, fmt) -> list[str]:
@@ -237,12 +284,17 @@ def mlx_text(sig: Signature) -> str:
     text += sig.source + "\n}\n"
     if sig.template:
         inst = sig.kernel_name + template_text(sig.template)
-        text += f'\ntemplate [[host_name("{sig.kernel_name}")]] [[kernel]] decltype({inst}) {inst};\n'
+        text += (
+            f'\ntemplate [[host_name("{sig.kernel_name}")]] [[kernel]] decltype({inst}) {inst};\n'
+        )
     return text
 
 
-def mlx_source(candidate: KernelCandidate, args: dict[str, ArgInfo],
-               template_values: list[tuple[str, TemplateValue]] | None = None) -> str:
+def mlx_source(
+    candidate: KernelCandidate,
+    args: dict[str, ArgInfo],
+    template_values: list[tuple[str, TemplateValue]] | None = None,
+) -> str:
     """What MLX would compile for ``candidate`` called on ``args`` (minus its utils preamble):
     the text ``verbose=True`` prints."""
     return mlx_text(build_signature(candidate, args, template_values=template_values))
@@ -269,7 +321,9 @@ def _sim_type(sig: Signature, role: str, p) -> str:
     """The C++ parameter type standing in for an MSL buffer or attribute parameter."""
     if role == "input":
         t = type_string(p.dtype)
-        return f"const {t}&" if p.scalar else f"::mlxsim::Ptr<const {t}, ::mlxsim::{_SPACE[p.space]}>"
+        return (
+            f"const {t}&" if p.scalar else f"::mlxsim::Ptr<const {t}, ::mlxsim::{_SPACE[p.space]}>"
+        )
     if role == "shape":
         return "::mlxsim::Ptr<const int, ::mlxsim::AS_CONSTANT>"
     if role == "strides":
@@ -311,9 +365,15 @@ def _launcher(sig: Signature) -> str:
     args = []
     k = 0
     for p in sig.inputs:
-        roles = ["input"] + ([] if p.scalar else
-                             [r for r, used in (("shape", p.shape), ("strides", p.strides),
-                                                ("ndim", p.ndim_param)) if used])
+        roles = ["input"] + (
+            []
+            if p.scalar
+            else [
+                r
+                for r, used in (("shape", p.shape), ("strides", p.strides), ("ndim", p.ndim_param))
+                if used
+            ]
+        )
         for role in roles:
             args.append(_bind(_sim_type(sig, role, p), k))
             k += 1
@@ -341,7 +401,9 @@ def _bind(cpp_type: str, k: int) -> str:
 
 def sim_text(sig: Signature) -> SimSource:
     header = rewrite_msl(sig.header, slot_base=0)
-    buffers = frozenset([p.name for p in sig.inputs if not p.scalar] + [name for name, _ in sig.outputs])
+    buffers = frozenset(
+        [p.name for p in sig.inputs if not p.scalar] + [name for name, _ in sig.outputs]
+    )
     body = rewrite_msl(sig.source, slot_base=header.slots, pointers=buffers)
     parts = ['#include "msl_runtime.h"\n', '#line 1 "header"\n', header.text]
     if sig.header and not sig.header.endswith("\n"):
@@ -361,6 +423,9 @@ def sim_text(sig: Signature) -> SimSource:
     return SimSource("".join(parts), header, body, sig, header.sync or body.sync)
 
 
-def sim_source(candidate: KernelCandidate, args: dict[str, ArgInfo],
-               template_values: list[tuple[str, TemplateValue]] | None = None) -> SimSource:
+def sim_source(
+    candidate: KernelCandidate,
+    args: dict[str, ArgInfo],
+    template_values: list[tuple[str, TemplateValue]] | None = None,
+) -> SimSource:
     return sim_text(build_signature(candidate, args, template_values=template_values))

@@ -32,7 +32,9 @@ class Symbol:
     binding: int  # STB_*
     kind: int  # STT_*
     section: str | None  # None: undefined; "" for absolute and common symbols
-    writable: bool  # data the program may change: a writable allocated section (not RELRO), or common
+    writable: (
+        bool  # data the program may change: a writable allocated section (not RELRO), or common
+    )
     size: int
 
     @property
@@ -73,11 +75,11 @@ def read_symbols(path: str | Path, *, dynamic: bool = False) -> list[Symbol]:
 
 def _symbols(data: bytes, wide: bool, order: str, table: int) -> list[Symbol]:
     if wide:
-        shoff, = struct.unpack_from(order + "Q", data, 0x28)
+        (shoff,) = struct.unpack_from(order + "Q", data, 0x28)
         shentsize, shnum, shstrndx = struct.unpack_from(order + "HHH", data, 0x3A)
         sh_fmt, sym_fmt = order + "IIQQQQIIQQ", order + "IBBHQQ"
     else:
-        shoff, = struct.unpack_from(order + "I", data, 0x20)
+        (shoff,) = struct.unpack_from(order + "I", data, 0x20)
         shentsize, shnum, shstrndx = struct.unpack_from(order + "HHH", data, 0x2E)
         sh_fmt, sym_fmt = order + "IIIIIIIIII", order + "IIIBBH"
     if shoff == 0:
@@ -94,7 +96,9 @@ def _symbols(data: bytes, wide: bool, order: str, table: int) -> list[Symbol]:
     raw = [header(k) for k in range(shnum)]
     # (name, type, flags, addr, offset, size, link, info, addralign, entsize) in both classes
     names_at = raw[shstrndx][4]
-    sections = [_Section(_cstr(data, names_at + h[0]), h[1], h[2], h[4], h[5], h[6], h[9]) for h in raw]
+    sections = [
+        _Section(_cstr(data, names_at + h[0]), h[1], h[2], h[4], h[5], h[6], h[9]) for h in raw
+    ]
     out: list[Symbol] = []
     for index, sec in enumerate(sections):
         if sec.type != table or not sec.entsize:
@@ -104,15 +108,19 @@ def _symbols(data: bytes, wide: bool, order: str, table: int) -> list[Symbol]:
         for k in range(1, sec.size // sec.entsize):  # entry 0 is the null symbol
             at = sec.offset + k * sec.entsize
             if wide:
-                st_name, st_info, _other, st_shndx, _value, st_size = struct.unpack_from(sym_fmt, data, at)
+                st_name, st_info, _other, st_shndx, _value, st_size = struct.unpack_from(
+                    sym_fmt, data, at
+                )
             else:
-                st_name, _value, st_size, st_info, _other, st_shndx = struct.unpack_from(sym_fmt, data, at)
+                st_name, _value, st_size, st_info, _other, st_shndx = struct.unpack_from(
+                    sym_fmt, data, at
+                )
             name = _cstr(data, strtab + st_name)
             kind = st_info & 0xF
             if not name or kind in (STT_SECTION, STT_FILE):
                 continue
             if st_shndx == SHN_XINDEX and xindex is not None:
-                st_shndx, = struct.unpack_from(order + "I", data, xindex.offset + 4 * k)
+                (st_shndx,) = struct.unpack_from(order + "I", data, xindex.offset + 4 * k)
             if st_shndx == SHN_UNDEF:
                 section, writable = None, False
             elif st_shndx == SHN_COMMON or kind == STT_COMMON:
@@ -122,8 +130,11 @@ def _symbols(data: bytes, wide: bool, order: str, table: int) -> list[Symbol]:
             else:
                 s = sections[st_shndx]
                 section = s.name
-                writable = (bool(s.flags & SHF_WRITE) and bool(s.flags & SHF_ALLOC)
-                            and not s.name.startswith(".data.rel.ro"))  # RELRO: read-only once loaded
+                writable = (
+                    bool(s.flags & SHF_WRITE)
+                    and bool(s.flags & SHF_ALLOC)
+                    and not s.name.startswith(".data.rel.ro")
+                )  # RELRO: read-only once loaded
             out.append(Symbol(name, st_info >> 4, kind, section, writable, st_size))
     return out
 
@@ -143,35 +154,150 @@ def defined(path: str | Path) -> set[str]:
 # The C math library (C17 7.12 and the usual extensions): what <cmath> calls under MSL's and
 # CUDA's math functions. Each name stands for its double, float (-f) and long double (-l) forms.
 _LIBM_BASE = (
-    "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "ceil", "copysign", "cos", "cosh",
-    "erf", "erfc", "exp", "exp2", "expm1", "fabs", "fdim", "floor", "fma", "fmax", "fmin", "fmod", "frexp",
-    "hypot", "ilogb", "ldexp", "lgamma", "llrint", "llround", "log", "log10", "log1p", "log2", "logb", "lrint",
-    "lround", "modf", "nan", "nearbyint", "nextafter", "nexttoward", "pow", "remainder", "remquo", "rint",
-    "round", "scalbln", "scalbn", "sin", "sinh", "sqrt", "tan", "tanh", "tgamma", "trunc", "exp10", "sincos",
-    "significand", "gamma", "j0", "j1", "jn", "y0", "y1", "yn", "lgamma_r",
+    "acos",
+    "acosh",
+    "asin",
+    "asinh",
+    "atan",
+    "atan2",
+    "atanh",
+    "cbrt",
+    "ceil",
+    "copysign",
+    "cos",
+    "cosh",
+    "erf",
+    "erfc",
+    "exp",
+    "exp2",
+    "expm1",
+    "fabs",
+    "fdim",
+    "floor",
+    "fma",
+    "fmax",
+    "fmin",
+    "fmod",
+    "frexp",
+    "hypot",
+    "ilogb",
+    "ldexp",
+    "lgamma",
+    "llrint",
+    "llround",
+    "log",
+    "log10",
+    "log1p",
+    "log2",
+    "logb",
+    "lrint",
+    "lround",
+    "modf",
+    "nan",
+    "nearbyint",
+    "nextafter",
+    "nexttoward",
+    "pow",
+    "remainder",
+    "remquo",
+    "rint",
+    "round",
+    "scalbln",
+    "scalbn",
+    "sin",
+    "sinh",
+    "sqrt",
+    "tan",
+    "tanh",
+    "tgamma",
+    "trunc",
+    "exp10",
+    "sincos",
+    "significand",
+    "gamma",
+    "j0",
+    "j1",
+    "jn",
+    "y0",
+    "y1",
+    "yn",
+    "lgamma_r",
 )
 LIBM = frozenset(n + suffix for n in _LIBM_BASE for suffix in ("", "f", "l")) | frozenset(
     # glibc's finite-math entry points and the classification helpers <cmath> may call
-    ["__isnan", "__isnanf", "__isinf", "__isinff", "__finite", "__finitef", "__fpclassify", "__fpclassifyf",
-     "__signbit", "__signbitf", "__exp_finite", "__expf_finite", "__log_finite", "__logf_finite",
-     "__pow_finite", "__powf_finite", "__sincosf", "__sincos"])
+    [
+        "__isnan",
+        "__isnanf",
+        "__isinf",
+        "__isinff",
+        "__finite",
+        "__finitef",
+        "__fpclassify",
+        "__fpclassifyf",
+        "__signbit",
+        "__signbitf",
+        "__exp_finite",
+        "__expf_finite",
+        "__log_finite",
+        "__logf_finite",
+        "__pow_finite",
+        "__powf_finite",
+        "__sincosf",
+        "__sincos",
+    ]
+)
 # Memory and string builtins the compiler emits for copies and fills (aggregate copies, zeroed arrays,
 # std::memcpy in bit casts), and its fortified forms.
-MEMORY = frozenset(["memcpy", "memmove", "memset", "memcmp", "bcmp", "__memcpy_chk", "__memmove_chk",
-                    "__memset_chk", "__bzero", "bzero"])
+MEMORY = frozenset(
+    [
+        "memcpy",
+        "memmove",
+        "memset",
+        "memcmp",
+        "bcmp",
+        "__memcpy_chk",
+        "__memmove_chk",
+        "__memset_chk",
+        "__bzero",
+        "bzero",
+    ]
+)
 # What C++ itself may need of its support library in kernel code (none of it reaches the system):
 # the personality and unwinder of exceptions passing through (C++ compiles with exceptions on),
 # std::terminate for one leaving a noexcept function, the stack protector's failure handler, a
 # pure or deleted virtual called, thread-local storage, and libc++'s handler of a failed
 # precondition in the C++ library headers the simulator's own headers include.
-LANGUAGE = frozenset(["__gxx_personality_v0", "_Unwind_Resume", "__cxa_begin_catch", "__cxa_end_catch",
-                      "_ZSt9terminatev", "__clang_call_terminate", "__stack_chk_fail", "__stack_chk_guard",
-                      "__cxa_pure_virtual", "__cxa_deleted_virtual", "__tls_get_addr",
-                      "_ZNSt3__122__libcpp_verbose_abortEPKcz"])
+LANGUAGE = frozenset(
+    [
+        "__gxx_personality_v0",
+        "_Unwind_Resume",
+        "__cxa_begin_catch",
+        "__cxa_end_catch",
+        "_ZSt9terminatev",
+        "__clang_call_terminate",
+        "__stack_chk_fail",
+        "__stack_chk_guard",
+        "__cxa_pure_virtual",
+        "__cxa_deleted_virtual",
+        "__tls_get_addr",
+        "_ZNSt3__122__libcpp_verbose_abortEPKcz",
+    ]
+)
 # GCC's: the linker-made table PIC code addresses data through (a symbol, not a call), and libgcc's
 # conversions of half and bfloat16 on CPUs without instructions for them.
-GCC = frozenset(["_GLOBAL_OFFSET_TABLE_", "__extendhfsf2", "__extendhfdf2", "__truncsfhf2", "__truncdfhf2",
-                 "__extendbfsf2", "__truncsfbf2", "__truncdfbf2", "__trunchfbf2"])
+GCC = frozenset(
+    [
+        "_GLOBAL_OFFSET_TABLE_",
+        "__extendhfsf2",
+        "__extendhfdf2",
+        "__truncsfhf2",
+        "__truncdfhf2",
+        "__extendbfsf2",
+        "__truncsfbf2",
+        "__truncdfbf2",
+        "__trunchfbf2",
+    ]
+)
 KERNEL_LIBRARY = LIBM | MEMORY | LANGUAGE | GCC
 
 
@@ -184,7 +310,12 @@ def disallowed(needed: set[str], runtime: set[str]) -> list[str]:
 
 # ---------------------------------------------------------------- names for people
 
-_OPERATORS = {"nw": "operator new", "na": "operator new[]", "dl": "operator delete", "da": "operator delete[]"}
+_OPERATORS = {
+    "nw": "operator new",
+    "na": "operator new[]",
+    "dl": "operator delete",
+    "da": "operator delete[]",
+}
 _OPENERS = "INLXJ"  # each of these is closed by an E
 
 
@@ -228,7 +359,7 @@ def readable(symbol: str) -> tuple[str, list[str]]:
     if body.startswith("Z"):  # _ZZ <function encoding> E <entity name>: a function's static local
         m = re.search(r"E(\d+)([A-Za-z_]\w*)$", body)
         if m and len(m.group(2)) >= int(m.group(1)):
-            name = m.group(2)[:int(m.group(1))]
+            name = m.group(2)[: int(m.group(1))]
             return name, [name]
     parts: list[str] = []
     nested = body.startswith("N")
@@ -239,7 +370,7 @@ def readable(symbol: str) -> tuple[str, list[str]]:
         c = body[i]
         if c.isdigit():
             n, j = _length(body, i)
-            parts.append(body[j:j + n])
+            parts.append(body[j : j + n])
             i = j + n
         elif body.startswith("St", i):
             parts.append("std")

@@ -1,9 +1,9 @@
 """Mamba-1 selective scan forward from a state, returning the final state.
 
-    dt[b,l,d]   = softplus(delta[b,l,d]) if delta_softplus else delta[b,l,d]
-    h[b,d,n]    = exp(dt * A[d,n]) * h[b,d,n] + dt * u[b,l,d] * B[b,l,n]      (h starts at h0)
-    y[b,l,d]    = sum_n h[b,d,n] * C[b,l,n] + D_skip[d] * u[b,l,d]
-    h_out       = h after the last step
+dt[b,l,d]   = softplus(delta[b,l,d]) if delta_softplus else delta[b,l,d]
+h[b,d,n]    = exp(dt * A[d,n]) * h[b,d,n] + dt * u[b,l,d] * B[b,l,n]      (h starts at h0)
+y[b,l,d]    = sum_n h[b,d,n] * C[b,l,n] + D_skip[d] * u[b,l,d]
+h_out       = h after the last step
 """
 
 import mlx.core as mx
@@ -38,6 +38,8 @@ def naive(u, delta, A, B, C, D_skip, h0, delta_softplus=True):
         x_t, dt = u[:, t], delta[:, t]
         if delta_softplus:
             dt = _softplus(dt)
-        state = mx.expand_dims(dt * x_t, -1) * mx.expand_dims(B[:, t], 1) + state * mx.exp(mx.expand_dims(dt, -1) * A)
+        state = mx.expand_dims(dt * x_t, -1) * mx.expand_dims(B[:, t], 1) + state * mx.exp(
+            mx.expand_dims(dt, -1) * A
+        )
         ys.append((state @ mx.expand_dims(C[:, t], -1)).squeeze(2) + D_skip.astype(u.dtype) * x_t)
     return mx.stack(ys, axis=1), state.astype(mx.float32)

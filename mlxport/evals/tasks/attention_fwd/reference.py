@@ -20,7 +20,9 @@ def reference(q, k, v, scale=0.125, causal=False):
 
 
 def native(q, k, v, scale=0.125, causal=False):
-    return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask="causal" if causal else None)
+    return mx.fast.scaled_dot_product_attention(
+        q, k, v, scale=scale, mask="causal" if causal else None
+    )
 
 
 def naive(q, k, v, scale=0.125, causal=False):

@@ -3,7 +3,9 @@ import mlx.core as mx
 
 def _angles(T: int, D: int, offset: int, base: float) -> mx.array:
     # theta[t, i] = (offset + t) * base^(-2i/D), i < D/2, in float32.
-    inv_freq = mx.power(mx.array(base, mx.float32), -mx.arange(0, D // 2, dtype=mx.float32) * (2.0 / D))
+    inv_freq = mx.power(
+        mx.array(base, mx.float32), -mx.arange(0, D // 2, dtype=mx.float32) * (2.0 / D)
+    )
     pos = mx.arange(T, dtype=mx.float32) + offset
     return pos[:, None] * inv_freq[None, :]
 

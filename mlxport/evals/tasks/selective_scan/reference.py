@@ -1,8 +1,8 @@
 """Mamba-1 selective scan forward.
 
-    dt[b,l,d]   = softplus(delta[b,l,d]) if delta_softplus else delta[b,l,d]
-    h[b,d,n]    = exp(dt * A[d,n]) * h[b,d,n] + dt * u[b,l,d] * B[b,l,n]      (h starts at 0)
-    y[b,l,d]    = sum_n h[b,d,n] * C[b,l,n] + D_skip[d] * u[b,l,d]
+dt[b,l,d]   = softplus(delta[b,l,d]) if delta_softplus else delta[b,l,d]
+h[b,d,n]    = exp(dt * A[d,n]) * h[b,d,n] + dt * u[b,l,d] * B[b,l,n]      (h starts at 0)
+y[b,l,d]    = sum_n h[b,d,n] * C[b,l,n] + D_skip[d] * u[b,l,d]
 """
 
 import mlx.core as mx
@@ -14,8 +14,8 @@ def _softplus(x: mx.array) -> mx.array:
 
 def _discretise(u, delta, A, B, delta_softplus):
     dt = _softplus(delta) if delta_softplus else delta
-    dA = mx.exp(dt[..., None] * A)                      # [B, L, D, N]
-    dBx = (dt * u)[..., None] * B[:, :, None, :]        # [B, L, D, N]
+    dA = mx.exp(dt[..., None] * A)  # [B, L, D, N]
+    dBx = (dt * u)[..., None] * B[:, :, None, :]  # [B, L, D, N]
     return dA, dBx
 
 
@@ -83,7 +83,7 @@ def native(u, delta, A, B, C, D_skip, delta_softplus=True):
     decay = mx.cumprod(dA, axis=2)
     if nc > 1:
         # State entering chunk c: scan of (decay over chunk, local end state) over chunks.
-        ends = _scan_doubling(decay[:, :, -1], h_local[:, :, -1], axis=1)   # [B, nc, D, N]
+        ends = _scan_doubling(decay[:, :, -1], h_local[:, :, -1], axis=1)  # [B, nc, D, N]
         carry = mx.concatenate([mx.zeros_like(ends[:, :1]), ends[:, :-1]], axis=1)
         h = h_local + decay * carry[:, :, None]
     else:
