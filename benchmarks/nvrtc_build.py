@@ -11,7 +11,7 @@ CUDA toolkit's, or the copies in Triton's wheel under triton/backends/nvidia/bin
     python benchmarks/nvrtc_build.py softmax_rows --rules ["unroll=8 + __restrict__"] [--sass]
 
 ``--rules`` builds the rule-based translation instead of the expert port, or with a label one of
-its tuning variants (``mlxport.translate.variants``).
+its tuning variants (``mlxport.translate.tuning.variants``).
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def main() -> None:
 
 def rules_port(task, label: str):
     from mlxport.translate.translator import translate_task
-    from mlxport.translate.variants import Search
+    from mlxport.translate.tuning.variants import Search
 
     variant = (
         translate_task(task, "cuda")

@@ -2,7 +2,7 @@
 
 What ``mlxport port`` ships by default is the rule-based translation (a non-LLM baseline) at the
 variant it measures fastest. Per suite task this script does the same search: the translation and
-its tuning variants (``mlxport.translate.variants.Search``, each step on top of the fastest so
+its tuning variants (``mlxport.translate.tuning.variants.Search``, each step on top of the fastest so
 far), each checked on the visible cases in the task's primary dtype and timed at the first bench
 case in that dtype; then the fastest gets the
 full check (every case, held-out too, every dtype), the next fastest if it fails, so the rules
@@ -40,7 +40,7 @@ from mlxport.backends import get_backend  # noqa: E402
 from mlxport.errors import UserError  # noqa: E402
 from mlxport.tasks import MEMORY_BOUND, expert_ports, load_task, suite_names  # noqa: E402
 from mlxport.translate.translator import Untranslatable, translate_task  # noqa: E402
-from mlxport.translate.variants import Search  # noqa: E402
+from mlxport.translate.tuning.variants import Search  # noqa: E402
 from mlxport.verify.benchmark import benchmark, primary_dtype  # noqa: E402
 from mlxport.verify.correctness import check_case, run_correctness  # noqa: E402
 

@@ -1,7 +1,7 @@
 """The ``[original]`` table of every suite task, from the host launcher in its kernel.cu.
 
 At each case the task lists (visible, held-out, bench) the launch of the task's kernel is
-mlxport.translate.host_eval.evaluate_launch's, with the launcher's names bound from the task's by
+mlxport.translate.host.evaluate.evaluate_launch's, with the launcher's names bound from the task's by
 HOST below. A pointer argument is the task tensor of its name; a scalar is the task name (or
 product of dimensions) that equals what the host passes at every case.
 
@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mlxport.expr import ExprError, evaluate  # noqa: E402
 from mlxport.tasks import load_task, suite_names  # noqa: E402
-from mlxport.translate.host_eval import evaluate_launch  # noqa: E402
+from mlxport.translate.host.evaluate import evaluate_launch  # noqa: E402
 from mlxport.verify.golden import STORAGE, shared_executor  # noqa: E402
 
 # task -> the host launcher's parameters (and template parameters) as task names, read off kernel.cu

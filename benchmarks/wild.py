@@ -84,8 +84,8 @@ def with_defines(src: Path, defines: list[str], work: Path) -> Path:
 
 
 def stage_read(path: Path, entry: dict, root: Path) -> dict:
-    from mlxport.translate.includes import amalgamate
-    from mlxport.translate.reader import read_cuda
+    from mlxport.translate.reading.includes import amalgamate
+    from mlxport.translate.reading.reader import read_cuda
 
     text, _, _ = amalgamate(path, [root / i for i in entry.get("includes", [])])
     cf = read_cuda(text, name=path.name)

@@ -175,7 +175,7 @@ def _bare_cu(path: Path) -> bool:
 def _read_file(path: Path, args: dict[str, Any]) -> str:
     """read_cuda_source of a .cu file outside any task: its summary and pages of its source."""
     from mlxport.errors import read_text
-    from mlxport.translate.reader import CudaReadError, read_cuda, summary
+    from mlxport.translate.reading.reader import CudaReadError, read_cuda, summary
 
     text = read_text(path, "CUDA source")
     try:

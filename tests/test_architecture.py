@@ -24,6 +24,9 @@ ROOMS = [
     ("cli",),
 ]
 LEVEL = {room: level for level, rooms in enumerate(ROOMS) for room in rooms}
+# translate/'s own rooms, lowest first: reading CUDA, evaluating host code, the kernel bound to a
+# task, rendering, the translator, its tuning variants.
+TRANSLATE = ["reading", "host", "bind", "render", "translator", "tuning"]
 
 
 def room(module: str) -> str:
@@ -64,6 +67,24 @@ def test_no_import_points_up():
         if name != "mlxport"
         for target in imported(tree)
         if LEVEL[room(target)] > LEVEL[room(name)]
+    ]
+    assert not upward, "\n".join(upward)
+
+
+def test_translate_rooms_point_one_way():
+    def inner(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[2] if len(parts) > 2 and parts[1] == "translate" else None
+
+    found = {inner(name) for name, _ in modules()} - {None}
+    assert found <= set(TRANSLATE) | {"cuda_task", "task_folder"}, found
+    upward = [
+        f"{name} imports {target}"
+        for name, tree in modules()
+        if inner(name) in TRANSLATE
+        for target in imported(tree)
+        if inner(target) in TRANSLATE
+        and TRANSLATE.index(inner(target)) > TRANSLATE.index(inner(name))
     ]
     assert not upward, "\n".join(upward)
 

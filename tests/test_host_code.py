@@ -3,8 +3,8 @@ the case takes, type aliases of dispatch macros, casts to a launcher's template 
 
 import pytest
 
-from mlxport.translate.host_eval import evaluate_launch
-from mlxport.translate.host_values import HostEvalError
+from mlxport.translate.host.evaluate import evaluate_launch
+from mlxport.translate.host.values import HostEvalError
 
 KERNEL = "__global__ void k(const float* x, float* y, float eps, int n) {}\n"
 

@@ -1,4 +1,4 @@
-"""The ``selects=1`` knob (mlxport/translate/ifconvert.py): which branches become selects, and that
+"""The ``selects=1`` knob (mlxport/translate/tuning/ifconvert.py): which branches become selects, and that
 the converted kernel computes what the translation does, bit for bit, on the CPU executor."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from test_variant_knobs import run_on_executor
 from test_vectorize import bf16_as_float, executor  # noqa: F401  (a fixture)
 
 from mlxport.tasks import load_task
-from mlxport.translate.ifconvert import if_converted
-from mlxport.translate.reader import read_cuda
+from mlxport.translate.reading.reader import read_cuda
 from mlxport.translate.translator import translate_task
-from mlxport.translate.variants import Search
+from mlxport.translate.tuning.ifconvert import if_converted
+from mlxport.translate.tuning.variants import Search
 
 HEADER = """
 #define EPS 1e-6f

@@ -9,7 +9,7 @@ import pytest
 
 from mlxport.backends.cuda_source import nvrtc_compile, nvrtc_root, nvrtc_source
 from mlxport.tasks import MEMORY_BOUND, case_infos, expert_ports, load_task, suite_names
-from mlxport.translate.variants import tuning_variants
+from mlxport.translate.tuning.variants import tuning_variants
 from mlxport.verify.benchmark import primary_dtype
 
 pytestmark = pytest.mark.skipif(
@@ -114,7 +114,7 @@ def test_the_combined_variants_the_h200_search_chose_compile(name, label):
     """Knobs stacked by the search (benchmarks/results/h200_s8_rules_vs_expert.json and
     h200_s9_rules_vs_expert_3.json) edit the source together: the variant each task shipped there
     builds here."""
-    from mlxport.translate.variants import Search
+    from mlxport.translate.tuning.variants import Search
 
     task = load_task(name)
     variant = Search(task, "cuda").variant(label)

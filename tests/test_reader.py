@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mlxport.translate.reader import CudaFile, CudaReadError, assess, read_cuda, summary
+from mlxport.translate.reading.reader import CudaFile, CudaReadError, assess, read_cuda, summary
 
 CUDA = Path(__file__).parent / "cuda"
 FILES = sorted(CUDA.glob("*.cu"))

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mlxport.translate.reader import CudaFile, CudaReadError, assess, read_cuda, summary
+from mlxport.translate.reading.reader import CudaFile, CudaReadError, assess, read_cuda, summary
 
 LONG = os.environ.get("MLXPORT_FUZZ_LONG") == "1"
 CORPUS = [p.read_text() for p in sorted((Path(__file__).parent / "cuda").glob("*.cu"))]
@@ -164,7 +164,7 @@ def test_deep_nesting_and_macros(depth: int, recursive: bool, opener: str) -> No
 
 
 def test_parse_and_read_deadlines(monkeypatch) -> None:
-    from mlxport.translate import reader
+    from mlxport.translate.reading import reader
 
     monkeypatch.setattr(reader, "PARSE_SECONDS", 0.05)
     with pytest.raises(CudaReadError, match="longer than|does not parse|not closed"):

@@ -7,7 +7,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from mlxport.agent.rules import decide
 from mlxport.spec import KernelCandidate
 from mlxport.tasks import load_task
-from mlxport.translate.variants import MAX_VARIANTS, tuning_variants
+from mlxport.translate.tuning.variants import MAX_VARIANTS, tuning_variants
 
 
 def test_restrict_then_vectors_then_unroll_then_the_defines_block_first_never_the_warp_size():
@@ -164,7 +164,7 @@ def test_the_search_builds_on_the_fastest_variant_so_far():
 
 
 def test_capacities_are_names_only_ever_an_arrays_size():
-    from mlxport.translate.variants import _capacities
+    from mlxport.translate.tuning.variants import _capacities
 
     src = b"""#define CAP 256
 #define ROWS 4
@@ -183,7 +183,7 @@ __global__ void k(float* o) {
 
 
 def test_a_variant_slower_than_the_translation_is_not_built_on():
-    from mlxport.translate.variants import Search
+    from mlxport.translate.tuning.variants import Search
 
     search = Search(load_task("cumsum"), "msl")
     times = {"unroll=4": 30.0, "unroll=8": 20.0}
@@ -192,7 +192,7 @@ def test_a_variant_slower_than_the_translation_is_not_built_on():
 
 
 def test_dim3_block_literals_one_knob_per_dimension_with_a_single_value():
-    from mlxport.translate.variants import _dim3_literals
+    from mlxport.translate.tuning.variants import _dim3_literals
 
     def knobs(src: bytes):
         return [(name, value) for name, value, _, _ in _dim3_literals(src, "block")]

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from mlxport.errors import UserError
 from mlxport.tasks import load_task, suite_names
-from mlxport.translate.reader import CudaReadError
+from mlxport.translate.reading.reader import CudaReadError
 from mlxport.translate.translator import Translation, Untranslatable, translate, translate_task
 
 

@@ -1,4 +1,4 @@
-"""The tuning search's knobs that keep meaning (mlxport/translate/variants.py): ``#pragma unroll U``
+"""The tuning search's knobs that keep meaning (mlxport/translate/tuning/variants.py): ``#pragma unroll U``
 on block- and grid-stride loops, and the buffers as ``__restrict__`` kernel parameters. CUDA
 variants run on the CPU executor wrapped as MLX's cuda_kernel wraps them and match the translation
 bit for bit; MSL ones pass the simulator."""
@@ -16,10 +16,10 @@ import pytest
 
 from mlxport.backends.cuda_source import mlx_cuda_source
 from mlxport.tasks import case_infos, load_task, make_inputs
-from mlxport.translate.cuda_kernel import restrict_buffers
-from mlxport.translate.reader import read_cuda
+from mlxport.translate.reading.reader import read_cuda
+from mlxport.translate.render.cuda_kernel import restrict_buffers
 from mlxport.translate.translator import translate, translate_task
-from mlxport.translate.variants import stride_loops, tuning_variants, unrolled
+from mlxport.translate.tuning.variants import stride_loops, tuning_variants, unrolled
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""The ``vector=V`` knob (mlxport/translate/vectorize.py): which stride loops take chunk loads and
+"""The ``vector=V`` knob (mlxport/translate/tuning/vectorize.py): which stride loops take chunk loads and
 stores, and what the rewritten loops compute, run as MLX's cuda_kernel runs them on the CPU
 executor."""
 
@@ -9,10 +9,10 @@ import pytest
 from test_variant_knobs import run_on_executor
 
 from mlxport.tasks import load_task
-from mlxport.translate.reader import read_cuda
+from mlxport.translate.reading.reader import read_cuda
 from mlxport.translate.translator import translate, translate_task
-from mlxport.translate.variants import Search
-from mlxport.translate.vectorize import vector_plan
+from mlxport.translate.tuning.variants import Search
+from mlxport.translate.tuning.vectorize import vector_plan
 
 HEADER = """
 #define BLOCK 128

@@ -188,7 +188,7 @@ def _compiled_id(step: Step, language: str) -> str:
 @cache
 def _search(task_dir: str, language: str, source: str):
     from mlxport.tools.session import cached_task
-    from mlxport.translate.variants import Search
+    from mlxport.translate.tuning.variants import Search
 
     return Search(cached_task(task_dir), language)
 

@@ -164,7 +164,7 @@ def _resolve_task(kernel, task, reference, inputs, outputs, heldout, flags, out_
 
 
 def _check_cuda_file(path: Path) -> None:
-    from mlxport.translate.reader import read_cuda
+    from mlxport.translate.reading.reader import read_cuda
 
     cf = read_cuda(read_text(path, "CUDA source"), name=path.name)
     if not any(k.kind == "global" for k in cf.kernels):

@@ -21,7 +21,7 @@ def read(
     path: Annotated[Path, typer.Argument(help="A .cu file.")], as_json: o.Json = False
 ) -> None:
     """Read a CUDA file: kernels, parameters, shared memory, intrinsics, launches, Metal mapping."""
-    from mlxport.translate.reader import read_cuda, summary
+    from mlxport.translate.reading.reader import read_cuda, summary
 
     cf = read_cuda(read_text(path, "CUDA source"), name=path.name)
     if as_json:

@@ -156,7 +156,7 @@ def task_from_flags(
         (folder / "reference.py").write_text(f"from {ref_mod} import {ref_fn}  # noqa: F401\n")
         ref_mod = "reference"
     if kernel is None:
-        from mlxport.translate.reader import read_cuda
+        from mlxport.translate.reading.reader import read_cuda
 
         kernels = read_cuda(cu.read_text(), name=cu.name).kernels
         kernel = next((k.name for k in kernels if k.kind == "global"), None)

@@ -44,7 +44,7 @@ def run_tool(session: Session, name: str, args: dict[str, Any]) -> Output:
 
 
 def read_cuda_source(session: Session, args: schemas.read_cuda_source) -> Output:
-    from mlxport.translate.reader import read_cuda, summary
+    from mlxport.translate.reading.reader import read_cuda, summary
 
     task = session.task
     text = task.source_text()

@@ -25,9 +25,8 @@ from mlxport.backends.cuda_cpu import CudaExecutor, Launch
 from mlxport.errors import UserError, read_text
 from mlxport.expr import evaluate
 from mlxport.spec import KernelTask
-from mlxport.translate.cudafile import KernelInfo, Param
-from mlxport.translate.host_eval import evaluate_launch, file_constants
-from mlxport.translate.host_values import (
+from mlxport.translate.host.evaluate import evaluate_launch, file_constants
+from mlxport.translate.host.values import (
     Buffer,
     HostArg,
     HostEvalError,
@@ -36,8 +35,9 @@ from mlxport.translate.host_values import (
     Unknown,
     number,
 )
-from mlxport.translate.includes import amalgamate
-from mlxport.translate.reader import read_cuda
+from mlxport.translate.reading.cudafile import KernelInfo, Param
+from mlxport.translate.reading.includes import amalgamate
+from mlxport.translate.reading.reader import read_cuda
 from mlxport.verify.golden import STORAGE, zero_struct
 
 MEASURE_ELEMENTS = 1 << 22  # the room a buffer of unknown extent gets in the measuring run

@@ -13,28 +13,28 @@ from mlxport.cuda_syntax import parse
 from mlxport.errors import UserError
 from mlxport.expr import names_used
 from mlxport.spec import KernelCandidate, KernelTask
-from mlxport.translate import launch_config
-from mlxport.translate.binding import Binder
-from mlxport.translate.cexpr import CExprError
-from mlxport.translate.cuda_kernel import STAGE, STAGE_SLOTS, render_cuda
-from mlxport.translate.cudafile import CudaFile, CudaReadError
-from mlxport.translate.job import KernelJob, Target
-from mlxport.translate.kernel_facts import kernel_facts, port_facts
-from mlxport.translate.kernel_scope import (
+from mlxport.translate.bind import launch_config
+from mlxport.translate.bind.job import KernelJob, Target
+from mlxport.translate.bind.kernel_facts import kernel_facts, port_facts
+from mlxport.translate.bind.kernel_scope import (
     check_features,
     check_grid_sync,
     kernel_node,
     pick_kernel,
     reachable,
 )
-from mlxport.translate.launch import file_constants
-from mlxport.translate.macros import normalize
-from mlxport.translate.msl_kernel import dry_render, render_msl
-from mlxport.translate.ports import Ports, bind_pointers, output_dtype, output_shape
-from mlxport.translate.reader import read_cuda
-from mlxport.translate.render_base import RenderError
-from mlxport.translate.result import Translation, Untranslatable
-from mlxport.translate.scalars import Scalars, bind_scalars
+from mlxport.translate.bind.ports import Ports, bind_pointers, output_dtype, output_shape
+from mlxport.translate.bind.result import Translation, Untranslatable
+from mlxport.translate.bind.scalars import Scalars, bind_scalars
+from mlxport.translate.host.binding import Binder
+from mlxport.translate.host.cexpr import CExprError
+from mlxport.translate.host.launch import file_constants
+from mlxport.translate.reading.cudafile import CudaFile, CudaReadError
+from mlxport.translate.reading.macros import normalize
+from mlxport.translate.reading.reader import read_cuda
+from mlxport.translate.render.base import RenderError
+from mlxport.translate.render.cuda_kernel import STAGE, STAGE_SLOTS, render_cuda
+from mlxport.translate.render.msl_kernel import dry_render, render_msl
 
 __all__ = ["CudaReadError", "Translation", "Untranslatable", "translate", "translate_task"]
 

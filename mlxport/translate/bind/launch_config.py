@@ -1,0 +1,271 @@
+"""The candidate's launch from the host launch: template values, the threadgroup (block) size,
+the grid in threads, and the size of dynamic shared memory, as expressions over the inputs."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from mlxport.translate.bind.job import KernelJob
+from mlxport.translate.bind.kernel_facts import KernelFacts
+from mlxport.translate.bind.launch_fit import fitted_plan
+from mlxport.translate.bind.result import Untranslatable
+from mlxport.translate.host.binding import atom
+from mlxport.translate.host.cexpr import TYPE_SIZES, CExprError, lower, simplify, to_expr
+from mlxport.translate.host.launch import LaunchPlan, find_unknown, plan_launch
+from mlxport.translate.reading.cudafile import SharedDecl
+
+Template = dict[str, str | int | bool]
+_ERR = "the launch math cannot be expressed over the task's inputs and params"
+
+
+class TypeSizes:
+    """sizeof for the kernel's template typenames: the itemsize of the tensor bound to a pointer
+    of that type; a host typename is the kernel typename the launches pass it as."""
+
+    def __init__(self, job: KernelJob):
+        self.job = job
+        self.host_typenames: dict[str, str] = {}
+        for s in job.cf.launches:
+            if s.kernel == job.info.name:
+                for tp, arg in zip(job.info.template_params, s.template_args, strict=False):
+                    if tp.kind == "typename":
+                        self.host_typenames[arg.strip()] = tp.name
+
+    def __call__(self, name: str) -> ast.expr | None:
+        for tp in self.job.info.template_params:
+            if tp.kind == "typename" and tp.name == name:
+                t = typename_tensor(self.job, name)
+                return atom(f"{t}.itemsize") if t else None
+        host_t = self.host_typenames.get(name)
+        if host_t:
+            return self(host_t)
+        return None
+
+
+def typename_dtype(job: KernelJob, tname: str) -> str | None:
+    """The fixed dtype of the tensor a pointer of type `tname` is bound to (an output of float32, say)."""
+    for p in job.info.params:
+        base = re.sub(r"\b(const|volatile|__restrict__|__restrict)\b", "", p.base_type).strip()
+        if base == tname and p.is_pointer and job.task is not None:
+            for name in re.findall(r"\w+", job.bindings.get(p.name, "")):
+                spec = job.binder.spec(name)
+                if spec is not None and spec.dtype != "T":
+                    return spec.dtype
+    return None
+
+
+def typename_tensor(job: KernelJob, tname: str) -> str | None:
+    """An input whose dtype the template typename `tname` is (bound to a pointer of that type)."""
+    for p in job.info.params:
+        base = re.sub(r"\b(const|volatile|__restrict__|__restrict)\b", "", p.base_type).strip()
+        if base == tname and (p.is_pointer or p.is_reference):
+            t = job.bindings.get(p.name, "").split(" ")[0]
+            src = job.binder.dtype_source(t) if job.task else t
+            if src:
+                return src
+    return None
+
+
+def plan(job: KernelJob, sizes: TypeSizes) -> LaunchPlan:
+    """The launch from the host code; where that cannot be followed and the task records the
+    original's launches, the launch they fit (launch_fit)."""
+    try:
+        got = plan_launch(job.cf, job.root, job.info, job.binder, sizes)
+    except CExprError as e:
+        got, problem = None, Untranslatable(e.what, e.line, _ERR)
+    except Untranslatable as e:
+        got, problem = None, e
+    else:
+        problem = None if got is None else _unknown(got)
+    if got is None and problem is None:
+        problem = Untranslatable(
+            f"kernel {job.info.name}",
+            job.info.line,
+            "the file has no launch of it, so the grid and block sizes are unknown",
+        )
+    if problem is not None:
+        fitted = fitted_plan(job)
+        if fitted is None:
+            raise problem
+        got = fitted
+    job.notes.extend(got.notes)
+    return got
+
+
+def _unknown(got: LaunchPlan) -> Untranslatable | None:
+    """The first launch value the host code leaves unknown, as the error it would raise."""
+    for what, e in [
+        *(("grid size " + a, b) for a, b in zip("xyz", got.blocks, strict=True)),
+        *(("block size " + a, t) for a, t in zip("xyz", got.threads, strict=True)),
+        ("the dynamic shared-memory size", got.smem),
+        *got.targs.items(),
+    ]:
+        if e is None:
+            continue
+        try:
+            launch_expr(e, what, got.line)
+        except Untranslatable as err:
+            return err
+    return None
+
+
+def launch_expr(
+    e: ast.expr | None, what: str, ln: int, want_bool: bool = False
+) -> str | int | bool:
+    bad = find_unknown(e)
+    if bad is not None:
+        raise Untranslatable(
+            bad.what,
+            bad.line or ln,
+            f"needed for {what}, and it cannot be expressed over the task's inputs and params",
+        )
+    try:
+        return to_expr(lower(e, want_bool=want_bool))
+    except CExprError as err:
+        raise Untranslatable(err.what, ln, f"needed for {what}") from None
+
+
+def templates(job: KernelJob, plan: LaunchPlan) -> tuple[Template, list[str | int]]:
+    """The template values, and the block size (an int, or the template name holding it) per axis."""
+    template: Template = {}
+    for tp in job.info.template_params:
+        if tp.kind == "typename":
+            t = typename_tensor(job, tp.name)
+            fixed = None if t is not None else typename_dtype(job, tp.name)
+            if t is None and fixed is None:
+                raise Untranslatable(
+                    f"template parameter {tp.name}",
+                    job.info.line,
+                    "no kernel pointer of this type is bound to a task input",
+                )
+            template[tp.name] = f"{t}.dtype" if t is not None else fixed
+        elif tp.kind == "template":
+            raise Untranslatable(
+                f"template template parameter {tp.name}", job.info.line, "not supported"
+            )
+        elif not _value_template(job, plan, tp.name, tp.kind, tp.default, template):
+            continue
+        job.bindings[f"template {tp.name}"] = str(template[tp.name])
+    return template, _block(job, plan, template)
+
+
+def _value_template(
+    job: KernelJob, plan: LaunchPlan, name: str, kind: str, default: str | None, template: Template
+) -> bool:
+    """Set a non-type template parameter from the launch; False when it became a body constant."""
+    value = plan.targs.get(name)
+    if value is None and default:
+        value = ast.parse(default, mode="eval").body if default.isdigit() else None
+    if value is None:
+        raise Untranslatable(
+            f"template parameter {name}", job.info.line, "the launch does not set it"
+        )
+    got = launch_expr(value, f"template parameter {name}", plan.line, kind == "bool")
+    if kind == "bool" and isinstance(got, str) and got in job.binder.params:
+        # backends see params as 0-d arrays, so a template cannot read one: a body constant can
+        job.param_consts.append((name, got))
+        job.bindings[f"template {name}"] = got
+        job.notes.append(
+            f"template bool {name} follows param {got}: it became a body constant "
+            f"`const bool {name} = {got};`"
+        )
+        return False
+    template[name] = got
+    return True
+
+
+def _block(job: KernelJob, plan: LaunchPlan, template: Template) -> list[str | int]:
+    block: list[str | int] = []
+    for axis, e in zip("XYZ", plan.threads, strict=True):
+        v = launch_expr(e, f"block size {axis.lower()}", plan.line)
+        if isinstance(v, int):
+            block.append(v)
+            continue
+        same = [k for k, tv in template.items() if tv == v]
+        name = same[0] if same else job.fresh_name(f"BLOCK_DIM_{axis}", set(template))
+        template[name] = v
+        block.append(name)
+        job.notes.append(
+            f"blockDim.{axis.lower()} fixed at the launch's block size as template {name} = {v}"
+        )
+    for axis, v in zip("xyz", block, strict=True):
+        if isinstance(v, int) and v != 1 and job.target == "msl":
+            job.notes.append(f"blockDim.{axis} fixed to {v} (the launch's block size)")
+    return block
+
+
+def grid(job: KernelJob, plan: LaunchPlan, block: list[str | int]) -> tuple[list, list]:
+    """The grid in threads and the threadgroup size."""
+    grid, tg = [], []
+    for axis, (b, t) in enumerate(zip(plan.blocks, block, strict=True)):
+        nb = launch_expr(b, f"grid size {'xyz'[axis]}", plan.line)
+        nb_ast = ast.parse(str(nb), mode="eval").body
+        t_ast = ast.Constant(t) if isinstance(t, int) else ast.Name(t)
+        grid.append(to_expr(simplify(ast.BinOp(nb_ast, ast.Mult(), t_ast))))
+        tg.append(t)
+    job.notes.append(
+        "grid = blocks x block size in threads (MLX counts threads), so every threadgroup is "
+        "full and gridDim = threadgroups_per_grid"
+    )
+    return grid, tg
+
+
+def dynamic_shared(
+    job: KernelJob, plan: LaunchPlan, template: Template, facts: KernelFacts, sizes: TypeSizes
+) -> tuple[str, str | int]:
+    """A note on how `extern __shared__` is sized, and the bytes the launch passes (0 without one).
+
+    MSL: the array becomes fixed-size (`facts.dynamic`), from a template when the size varies."""
+    decls = [s for s in job.info.shared if s.dynamic]
+    for d in job.cf.device_functions:
+        if d.name in job.helpers:
+            decls += [s for s in d.shared if s.dynamic]
+    if not decls:
+        return "", 0
+    if plan.smem is None:
+        raise Untranslatable(
+            f"extern __shared__ {decls[0].name}[]",
+            decls[0].line,
+            "the launch passes no dynamic shared-memory size",
+        )
+    smem = launch_expr(plan.smem, "the dynamic shared-memory size", plan.line)
+    if len({d.name for d in decls}) > 1:
+        raise Untranslatable(
+            f"extern __shared__ {decls[1].name}[]",
+            decls[1].line,
+            "several dynamic shared arrays alias one buffer",
+        )
+    d = decls[0]
+    count = launch_expr(
+        ast.BinOp(plan.smem, ast.FloorDiv(), _element_size(d, sizes)),
+        "the dynamic shared-memory size",
+        plan.line,
+    )
+    if job.target == "cuda":
+        return (
+            f"extern __shared__ {d.name}[]: shared_memory = {smem} bytes, as the launch passes",
+            smem,
+        )
+    if isinstance(count, int):
+        facts.dynamic[d.name] = str(count)
+        return f"extern __shared__ {d.name}[] sized from the launch: {count} elements", smem
+    name = job.fresh_name(f"SMEM_{d.name.upper()}", set(template))
+    template[name] = count
+    facts.dynamic[d.name] = name
+    return (
+        f"extern __shared__ {d.name}[] sized from the launch's {smem} bytes: template {name} = {count}",
+        smem,
+    )
+
+
+def _element_size(d: SharedDecl, sizes: TypeSizes) -> ast.expr:
+    size = TYPE_SIZES.get(d.type)
+    if size is not None:
+        return ast.Constant(size)
+    tsz = sizes(d.type)
+    if tsz is None:
+        raise Untranslatable(
+            f"extern __shared__ {d.type} {d.name}[]", d.line, "unknown element size"
+        )
+    return atom(ast.unparse(tsz))

@@ -1,0 +1,544 @@
+"""CUDA feature catalogue and the CUDA -> Metal porting assessment.
+
+Facts come from shared/reference/apple-gpu-facts.md §3-4 and mlx-custom-kernels.md. The reader
+uses the name tables here to detect features; `assess` turns detected features into a table
+the model sees: each feature's Metal mapping, or "needs rewrite" with the reason.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, NamedTuple
+
+from pydantic import BaseModel
+
+from mlxport.translate.reading.names import ATOMICS as TRANSLATED_ATOMICS
+from mlxport.translate.reading.names import MATH
+
+if TYPE_CHECKING:
+    from mlxport.translate.reading.cudafile import KernelInfo
+
+
+class Assessment(BaseModel):
+    feature: str
+    line: int
+    metal: str | None
+    needs_rewrite: bool
+    reason: str = ""
+
+
+class Rule(NamedTuple):
+    category: str
+    metal: str | None
+    needs_rewrite: bool = False
+    reason: str = ""
+
+
+_SIMD = "SIMD width is 32 on Apple GPUs, as a warp"
+_MASK = "Metal SIMD functions take no mask; they act on the active lanes"
+
+# Built-in index variables (identifiers).
+BUILTINS: dict[str, Rule] = {
+    "threadIdx": Rule("builtin", "thread_position_in_threadgroup"),
+    "blockIdx": Rule("builtin", "threadgroup_position_in_grid"),
+    "blockDim": Rule(
+        "builtin", "threads_per_threadgroup", reason="edge threadgroups can be smaller"
+    ),
+    "gridDim": Rule(
+        "builtin", "threadgroups_per_grid", reason="MLX grid= counts threads, not blocks"
+    ),
+    "warpSize": Rule("builtin", "threads_per_simdgroup (32)", reason=_SIMD),
+}
+
+# Math intrinsics the translator has no rule for (msl_rules.MATH maps the others): hints only.
+_MATH_HINTS = {
+    "expm1f": "metal::exp(x) - 1",
+    "sincosf": "metal::sincos",
+    "erff": "metal::erf (MLX utils)",
+    "erfinvf": "erfinv (MLX utils)",
+    "__frcp_rn": "1.0f / x",
+    "__fadd_rn": "+",
+    "__fmul_rn": "*",
+}
+_BITS = {
+    "__popc": "metal::popcount",
+    "__popcll": "metal::popcount (64-bit)",
+    "__clz": "metal::clz",
+    "__clzll": "metal::clz (64-bit)",
+    "__ffs": "ctz(x) + 1 (0 when x == 0)",
+    "__brev": "metal::reverse_bits",
+    "__mul24": "*",
+    "__umul24": "*",
+    "__umulhi": "metal::mulhi",
+    "__mulhi": "metal::mulhi",
+    "__float_as_int": "as_type<int>",
+    "__int_as_float": "as_type<float>",
+    "__float_as_uint": "as_type<uint>",
+    "__uint_as_float": "as_type<float>",
+    "__byte_perm": "bit manipulation by hand",
+}
+_HALF = {
+    "__float2half": "half(x)",
+    "__half2float": "float(x)",
+    "__float2half_rn": "half(x)",
+    "__float2bfloat16": "bfloat(x)",
+    "__bfloat162float": "float(x)",
+    "__hadd": "+",
+    "__hsub": "-",
+    "__hmul": "*",
+    "__hdiv": "/",
+    "__hfma": "metal::fma",
+    "__hadd2": "+ on half2",
+    "__hmul2": "* on half2",
+    "__hsub2": "- on half2",
+    "__hfma2": "metal::fma on half2",
+    "__h2div": "/ on half2",
+    "hexp": "metal::exp",
+    "h2exp": "metal::exp on half2",
+    "hsqrt": "metal::sqrt",
+    "hrsqrt": "metal::rsqrt",
+    "__hmax": "metal::max",
+    "__hmin": "metal::min",
+    "__float22half2_rn": "half2(x)",
+    "__half22float2": "float2(x)",
+    "__floats2half2_rn": "half2(a, b)",
+    "__float2half2_rn": "half2(x)",
+    "__low2float": "float(x.x)",
+    "__high2float": "float(x.y)",
+    "__low2half": "x.x",
+    "__high2half": "x.y",
+    "__halves2half2": "half2(a, b)",
+    "__hneg": "-x",
+    "__habs": "metal::abs",
+}
+
+CALLS: dict[str, Rule] = {
+    "__syncthreads": Rule(
+        "barrier",
+        "threadgroup_barrier(mem_flags::mem_threadgroup)",
+        reason="add mem_device when threads exchange data through global memory; "
+        "never in divergent code",
+    ),
+    "__syncthreads_or": Rule(
+        "barrier",
+        "threadgroup_barrier + a threadgroup flag",
+        True,
+        "no barrier-with-predicate in Metal: reduce the predicate through threadgroup memory",
+    ),
+    "__syncthreads_and": Rule(
+        "barrier",
+        "threadgroup_barrier + a threadgroup flag",
+        True,
+        "no barrier-with-predicate in Metal: reduce the predicate through threadgroup memory",
+    ),
+    "__syncthreads_count": Rule(
+        "barrier",
+        "threadgroup_barrier + a threadgroup counter",
+        True,
+        "no barrier-with-count in Metal: count through threadgroup memory",
+    ),
+    "__syncwarp": Rule("barrier", "simdgroup_barrier(mem_flags::mem_threadgroup)"),
+    "__threadfence": Rule(
+        "barrier",
+        "atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst)",
+        reason="only relaxed atomics before MSL 4.1: fence-based hand-off is unreliable",
+    ),
+    "__threadfence_block": Rule("barrier", "threadgroup_barrier(mem_flags::mem_threadgroup)"),
+    "__shfl_sync": Rule("warp", "simd_shuffle(v, lane)", reason=_MASK),
+    "__shfl_up_sync": Rule("warp", "simd_shuffle_up(v, d)", reason=_MASK),
+    "__shfl_down_sync": Rule("warp", "simd_shuffle_down(v, d)", reason=_MASK),
+    "__shfl_xor_sync": Rule("warp", "simd_shuffle_xor(v, m)", reason=_MASK),
+    "__shfl": Rule("warp", "simd_shuffle(v, lane)", reason="pre-CUDA 9 form without mask"),
+    "__shfl_up": Rule("warp", "simd_shuffle_up(v, d)", reason="pre-CUDA 9 form without mask"),
+    "__shfl_down": Rule("warp", "simd_shuffle_down(v, d)", reason="pre-CUDA 9 form without mask"),
+    "__shfl_xor": Rule("warp", "simd_shuffle_xor(v, m)", reason="pre-CUDA 9 form without mask"),
+    "__ballot_sync": Rule(
+        "warp", "simd_ballot(p)", reason="returns a 64-bit simd_vote; use the low 32 bits"
+    ),
+    "__ballot": Rule(
+        "warp", "simd_ballot(p)", reason="returns a 64-bit simd_vote; use the low 32 bits"
+    ),
+    "__any_sync": Rule("warp", "simd_any(p)", reason=_MASK),
+    "__all_sync": Rule("warp", "simd_all(p)", reason=_MASK),
+    "__any": Rule("warp", "simd_any(p)"),
+    "__all": Rule("warp", "simd_all(p)"),
+    "__activemask": Rule(
+        "warp", "simd_active_threads_mask()", reason="64-bit vote; use the low 32 bits"
+    ),
+    "__match_any_sync": Rule(
+        "warp", None, True, "no match in Metal: loop over simd_broadcast or sort keys"
+    ),
+    "__match_all_sync": Rule(
+        "warp", None, True, "no match in Metal: compare with simd_broadcast_first"
+    ),
+    "__reduce_add_sync": Rule("warp", "simd_sum(v)"),
+    "__reduce_min_sync": Rule("warp", "simd_min(v)"),
+    "__reduce_max_sync": Rule("warp", "simd_max(v)"),
+    "__ldg": Rule(
+        "memory",
+        "plain load from a const device pointer",
+        reason="Metal has no read-only texture path",
+    ),
+    "__ldcg": Rule("memory", "plain load"),
+    "__ldcs": Rule("memory", "plain load"),
+    "__ldlu": Rule("memory", "plain load"),
+    "__ldca": Rule("memory", "plain load"),
+    "__stcs": Rule("memory", "plain store"),
+    "__stcg": Rule("memory", "plain store"),
+    "__stwt": Rule("memory", "plain store"),
+    "printf": Rule("debug", None, True, "drop it (os_log needs MSL 3.2 and MLX debug builds)"),
+    "assert": Rule("debug", None, True, "drop it: Metal kernels have no assert"),
+    "malloc": Rule(
+        "memory", None, True, "no device-side heap in Metal: preallocate an output buffer"
+    ),
+    "free": Rule("memory", None, True, "no device-side heap in Metal"),
+    "clock": Rule("debug", None, True, "no cycle counter in Metal: drop it"),
+    "clock64": Rule("debug", None, True, "no cycle counter in Metal: drop it"),
+    "__nanosleep": Rule("debug", None, True, "no sleep in Metal: drop it"),
+    "__trap": Rule("debug", None, True, "no trap in Metal: drop it"),
+    "__prof_trigger": Rule("debug", None, True, "drop it"),
+    "cudaGetLastError": Rule(
+        "dynamic_parallelism", None, True, "device-side CUDA runtime calls do not exist"
+    ),
+    "tex1Dfetch": Rule("texture", None, True, "texture fetches: pass the data as a device buffer"),
+    "tex1D": Rule("texture", None, True, "texture fetches: pass the data as a device buffer"),
+    "tex2D": Rule("texture", None, True, "texture fetches: pass the data as a device buffer"),
+    "tex3D": Rule("texture", None, True, "texture fetches: pass the data as a device buffer"),
+    "surf2Dwrite": Rule("texture", None, True, "surface writes: write a device buffer instead"),
+    "__pipeline_memcpy_async": Rule(
+        "async_copy", None, True, "no cp.async in Metal: load through registers"
+    ),
+    "__pipeline_commit": Rule("async_copy", None, True, "no cp.async in Metal"),
+    "__pipeline_wait_prior": Rule("async_copy", None, True, "no cp.async in Metal"),
+}
+# One table for the report and the translator: what the reader shows for MATH is what translation
+# emits; the _MATH_HINTS entries are shown as hints only (translation refuses erff, erfinvf).
+for _n, _m in {**_MATH_HINTS, **MATH}.items():
+    _fast = _n.startswith("__") and "fast::" in _m
+    CALLS[_n] = Rule(
+        "math",
+        _m,
+        reason="fast variant; MLX compiles with math_mode='safe' by default" if _fast else "",
+    )
+for _n, _m in _BITS.items():
+    CALLS[_n] = Rule("bits", _m)
+for _n, _m in _HALF.items():
+    CALLS[_n] = Rule("half", _m)
+
+# The translator's atomics, plus those it does not translate (a hint, or a rewrite).
+ATOMICS = {
+    **TRANSLATED_ATOMICS,
+    "atomicCAS": "atomic_compare_exchange_weak_explicit",
+    "atomicInc": None,
+    "atomicDec": None,
+}
+for _n in ATOMICS:
+    CALLS[_n] = Rule("atomic", ATOMICS[_n])
+    CALLS[_n + "_block"] = Rule("atomic", ATOMICS[_n])
+    CALLS[_n + "_system"] = Rule("atomic", ATOMICS[_n])
+
+TYPES: dict[str, Rule] = {
+    "__half": Rule("type", "half"),
+    "half": Rule("type", "half"),
+    "__half2": Rule("type", "half2"),
+    "half2": Rule("type", "half2"),
+    "__nv_bfloat16": Rule("type", "bfloat", reason="MSL 3.1+; emulated (slow) on M1/M2"),
+    "nv_bfloat16": Rule("type", "bfloat", reason="MSL 3.1+; emulated (slow) on M1/M2"),
+    "__nv_bfloat162": Rule("type", "bfloat2", reason="MSL 3.1+; emulated (slow) on M1/M2"),
+    "nv_bfloat162": Rule("type", "bfloat2", reason="MSL 3.1+; emulated (slow) on M1/M2"),
+    "double": Rule("type", None, True, "Metal has no double: use float (check the tolerance)"),
+    "double2": Rule("type", None, True, "Metal has no double: use float2"),
+    "double4": Rule("type", None, True, "Metal has no double: use float4"),
+    "cudaTextureObject_t": Rule(
+        "texture", None, True, "texture objects: pass a device buffer instead"
+    ),
+    "cudaSurfaceObject_t": Rule(
+        "texture", None, True, "surface objects: pass a device buffer instead"
+    ),
+    "texture": Rule("texture", None, True, "texture references: pass a device buffer instead"),
+}
+for _v in ("float", "int", "uint", "short", "ushort", "char", "uchar"):
+    for _k in (2, 3, 4):
+        TYPES[f"{_v}{_k}"] = Rule(
+            "vector",
+            f"{_v}{_k}" if _v != "uchar" else f"uchar{_k}",
+            reason="Metal float3 is 16 bytes (CUDA's is 12)" if _k == 3 else "",
+        )
+for _k in (2, 3, 4):
+    TYPES[f"make_float{_k}"] = Rule("vector", f"float{_k}(...)")
+    TYPES[f"make_int{_k}"] = Rule("vector", f"int{_k}(...)")
+    TYPES[f"make_uint{_k}"] = Rule("vector", f"uint{_k}(...)")
+for _n in ("longlong2", "longlong4", "ulonglong2", "long2", "long4", "ulong2"):
+    TYPES[_n] = Rule("vector", _n.replace("longlong", "long"))
+
+# Cooperative-groups members (qualified by cooperative_groups:: or an alias of it).
+COOP: dict[str, Rule] = {
+    "this_thread_block": Rule("coop_groups", "the threadgroup; thread_index_in_threadgroup"),
+    "thread_block": Rule("coop_groups", "the threadgroup"),
+    "tiled_partition": Rule(
+        "coop_groups",
+        "SIMD-group (tile of 32) or quad (tile of 4)",
+        reason="other tile sizes: compute sub-group lane ids yourself",
+    ),
+    "thread_block_tile": Rule(
+        "coop_groups",
+        "SIMD-group (tile of 32) or quad (tile of 4)",
+        reason="other tile sizes: compute sub-group lane ids yourself",
+    ),
+    "coalesced_threads": Rule(
+        "coop_groups",
+        "simd_active_threads_mask()",
+        reason="lane ranks within the active set need simd_prefix_exclusive_sum",
+    ),
+    "reduce": Rule("coop_groups", "simd_sum / simd_max / simd_min", reason="for tiles of 32 lanes"),
+    "inclusive_scan": Rule("coop_groups", "simd_prefix_inclusive_sum"),
+    "exclusive_scan": Rule("coop_groups", "simd_prefix_exclusive_sum"),
+    "this_grid": Rule("coop_groups", "thread_position_in_grid (no grid-wide sync)"),
+    "grid_group": Rule("coop_groups", "thread_position_in_grid (no grid-wide sync)"),
+    "grid.sync": Rule(
+        "grid_sync",
+        None,
+        True,
+        "no grid-wide barrier in Metal: split the kernel into several dispatches",
+    ),
+    "memcpy_async": Rule(
+        "async_copy", None, True, "no async copy in Metal: load through registers"
+    ),
+    "this_multi_grid": Rule("grid_sync", None, True, "no multi-device groups in Metal"),
+    "cluster_group": Rule("cluster", None, True, "no thread-block clusters or DSMEM in Metal"),
+    "this_cluster": Rule("cluster", None, True, "no thread-block clusters or DSMEM in Metal"),
+}
+
+WMMA = Rule(
+    "tensor_core",
+    "simdgroup_matrix 8x8 (simdgroup_load / simdgroup_multiply_accumulate)",
+    True,
+    "wmma fragments are 16x16x16; re-tile for 8x8 simdgroup_matrix (or MSL 4 matmul2d on M5)",
+)
+CUB_WARP = Rule(
+    "cub",
+    "simd_sum / simd_prefix_*_sum",
+    True,
+    "cub is not available in Metal: write the reduction with simd_* and threadgroup memory",
+)
+CUB = Rule(
+    "cub",
+    None,
+    True,
+    "cub is not available in Metal: write it with simd_* functions and threadgroup memory",
+)
+THRUST = Rule(
+    "thrust", None, True, "thrust is host-side/device library code: use MLX ops or a kernel"
+)
+
+# Features detected from syntax rather than names.
+SYNTAX: dict[str, Rule] = {
+    "inline_ptx": Rule("ptx", None, True, "inline PTX has no Metal form: rewrite it in MSL"),
+    "mma_ptx": Rule(
+        "tensor_core", "simdgroup_matrix 8x8", True, "mma.sync PTX: re-tile for simdgroup_matrix"
+    ),
+    "dynamic_parallelism": Rule(
+        "dynamic_parallelism",
+        None,
+        True,
+        "kernels cannot launch kernels in Metal: launch from the host",
+    ),
+    "grid_stride_loop": Rule(
+        "pattern",
+        "loop with stride threads_per_grid (or one thread per element)",
+        reason="MLX grid= counts threads; a grid-stride loop still works",
+    ),
+    "static_shared": Rule(
+        "shared", "threadgroup T a[N]; in the body", reason="32 KB per threadgroup at most"
+    ),
+    "dynamic_shared": Rule(
+        "shared",
+        "fixed-size threadgroup array",
+        True,
+        "mx.fast.metal_kernel has no dynamic threadgroup memory: size it at compile "
+        "time, e.g. template=[('N', n)]",
+    ),
+    "volatile_shared": Rule(
+        "shared",
+        "threadgroup array + simdgroup_barrier",
+        True,
+        "warp-synchronous code on volatile shared memory: use simd_* reductions",
+    ),
+    "launch_bounds": Rule(
+        "attribute",
+        "[[max_total_threads_per_threadgroup(N)]]",
+        reason="MLX generates the signature: usually just drop it",
+    ),
+    "constant_memory": Rule(
+        "memory",
+        "pass as an input (constant address space if < 8 elements)",
+        reason="__constant__ globals do not exist in metal_kernel bodies",
+    ),
+    "device_global": Rule(
+        "memory",
+        None,
+        True,
+        "__device__ globals do not exist in metal_kernel bodies: pass a buffer",
+    ),
+    "restrict": Rule(
+        "memory", "const device T*", reason="whether Metal honours __restrict is uncertain"
+    ),
+}
+
+
+def rule_for(name: str) -> Rule | None:
+    for table in (SYNTAX, BUILTINS, CALLS, TYPES, COOP):
+        if name in table:
+            return table[name]
+    if name.startswith("wmma::") or name.startswith("mma::"):
+        return WMMA
+    if name.startswith("cub::"):
+        return CUB_WARP if name.split("::")[1].startswith("Warp") else CUB
+    if name.startswith("thrust::"):
+        return THRUST
+    if name.startswith("cg::"):
+        return COOP.get(name[4:])
+    return None
+
+
+_SIXTY_FOUR = re.compile(
+    r"\b(unsigned\s+long\s+long|long\s+long|u?int64_t|size_t|double|ulonglong)\b"
+)
+_NARROW = re.compile(r"\b(__half2?|half2?|__nv_bfloat162?|nv_bfloat162?|bfloat16|short|char)\b")
+
+
+def _atomic(name: str, detail: str) -> tuple[str | None, bool, str]:
+    base = name.split("_")[0]
+    op = ATOMICS.get(base)
+    scope = " (scoped variant: Metal atomics are device-scope)" if name != base else ""
+    if "double" in detail:
+        return None, True, f"{base} on double: Metal has no double"
+    if _SIXTY_FOUR.search(detail):
+        if base in ("atomicCAS", "atomicExch"):
+            return (
+                None,
+                True,
+                f"64-bit {base}: Apple9+ only and reported not to compile; restructure",
+            )
+        return (
+            f"{op} on atomic_ulong",
+            True,
+            "64-bit atomics need Apple9+ (M3 or later); M1 has none",
+        )
+    if _NARROW.search(detail):
+        return (
+            "CAS loop on a 32-bit word (MLX mlx_atomic pattern)",
+            True,
+            f"{base} on a 16/8-bit type",
+        )
+    if base in ("atomicInc", "atomicDec"):
+        return "atomic_compare_exchange_weak_explicit loop", True, f"{base} has no Metal equivalent"
+    if not re.search(r"\b(float|int|unsigned|uint|uint32_t|int32_t)\b", detail):
+        return (
+            f"{op} on device atomic_int/atomic_uint/atomic<float>",
+            False,
+            f"element type {detail or 'unknown'}: int/uint map directly, float needs MSL 3.0+ "
+            "(device memory only), half/bf16/64-bit need rewrites" + scope,
+        )
+    if "float" in detail and base in ("atomicMax", "atomicMin"):
+        return "CAS loop on as_type<uint> bits", True, "no float atomic max/min in Metal"
+    if "float" in detail:
+        return (
+            f"{op} on device atomic<float>",
+            False,
+            "device memory only; slow: reduce with simd_sum first, one atomic per SIMD-group"
+            + scope,
+        )
+    target = "device atomic_int/atomic_uint"
+    return f"{op}(p, v, memory_order_relaxed) on {target}", False, "relaxed order only" + scope
+
+
+def _shuffle(name: str, detail: str, rule: Rule) -> tuple[str | None, bool, str]:
+    reasons = [rule.reason] if rule.reason else []
+    rewrite = False
+    width = re.search(r"width=(\S+)", detail)
+    if width and width.group(1) not in ("32", "warpSize", "WARP_SIZE"):
+        reasons.append(
+            f"width {width.group(1)} < 32 has no direct form: use quad_* for 4 or compute "
+            "lane ids within the sub-group"
+        )
+        rewrite = "xor" not in name
+    mask = re.search(r"mask=(\S+)", detail)
+    if mask and mask.group(1).lower() not in (
+        "0xffffffff",
+        "0xffffffffu",
+        "full_mask",
+        "~0",
+        "~0u",
+        "-1",
+        "__activemask()",
+        "final_mask",
+        "0xfffffffful",
+    ):
+        reasons.append(f"partial mask {mask.group(1)}: check which lanes are active")
+    return rule.metal, rewrite, "; ".join(reasons)
+
+
+def assess_feature(name: str, detail: str = "") -> tuple[str | None, bool, str]:
+    """Metal mapping, needs-rewrite flag and reason for one detected feature."""
+    base = name.split("_block")[0].split("_system")[0]
+    if base in ATOMICS:
+        return _atomic(name, detail)
+    rule = rule_for(name)
+    if rule is None:
+        return None, False, "unknown feature"
+    if name.startswith("__shfl"):
+        return _shuffle(name, detail, rule)
+    if name in ("tiled_partition", "thread_block_tile"):
+        size = re.search(r"size=(\d+)", detail)
+        if size and size.group(1) not in ("32", "4"):
+            return (
+                rule.metal,
+                True,
+                f"tile of {size.group(1)} lanes: compute sub-group lane ids yourself",
+            )
+    if name == "static_shared":
+        size = re.search(r"bytes=(\d+)", detail)
+        if size and int(size.group(1)) > 32768:
+            return (
+                rule.metal,
+                True,
+                f"{size.group(1)} bytes exceeds the 32 KB threadgroup-memory limit",
+            )
+    return rule.metal, rule.needs_rewrite, rule.reason
+
+
+def assess(kernel: KernelInfo) -> list[Assessment]:
+    """One row per distinct feature (and detail) of the kernel, at its first line."""
+    rows: dict[tuple[str, str], Assessment] = {}
+    for feat in sorted(kernel.features, key=lambda f: f.line):
+        group = feat.name.split("::")[0] if "::" in feat.name else ""
+        key = (group, "") if group else (feat.name, _detail_key(feat.name, feat.detail))
+        if key in rows:
+            if group and feat.name not in rows[key].feature.split(", "):
+                rows[key].feature += f", {feat.name}"
+            continue
+        metal, rewrite, reason = assess_feature(feat.name, feat.detail)
+        rows[key] = Assessment(
+            feature=_label(feat.name, feat.detail),
+            line=feat.line,
+            metal=metal,
+            needs_rewrite=rewrite,
+            reason=reason,
+        )
+    return list(rows.values())
+
+
+def _detail_key(name: str, detail: str) -> str:
+    if (
+        name.split("_")[0] in ATOMICS
+        or name.startswith("__shfl")
+        or name in ("tiled_partition", "static_shared")
+    ):
+        return re.sub(r"via macro \w+", "", detail).strip()
+    return ""
+
+
+def _label(name: str, detail: str) -> str:
+    key = _detail_key(name, detail)
+    return f"{name}({key})" if key else name

@@ -1,0 +1,205 @@
+"""Device functions called from a kernel, rendered as MSL helpers: one overload per combination
+of address spaces its call sites pass, the CUDA built-ins it uses passed as `uint3` parameters,
+and its __shared__ arrays hoisted into the kernel (threadgroup memory is declared in kernel scope)
+and passed in."""
+
+from __future__ import annotations
+
+from itertools import product
+from typing import TYPE_CHECKING
+
+from tree_sitter import Node
+
+from mlxport.cuda_syntax import callee, function_name, line, text, walk
+from mlxport.translate.reading.names import BUILTINS
+from mlxport.translate.render.base import FnCtx, RenderError, short
+from mlxport.translate.render.msl_declarators import (
+    array_size_nodes,
+    declarator_kind,
+    declared_name,
+    function_node,
+    param_nodes,
+)
+from mlxport.translate.render.msl_spaces import spaces_of
+
+if TYPE_CHECKING:
+    from mlxport.translate.render.msl_render import MslRender
+
+_INDIRECT = ("pointer", "reference", "array")
+# (the helper that declares it, its name, its declaration)
+SharedVar = tuple[str, str, Node]
+
+
+class HelperSet:
+    """The helpers (name -> definition nodes, a function_definition maybe in a template_declaration),
+    what each needs passed, and the address-space variants the rendered calls ask for."""
+
+    def __init__(self, nodes: dict[str, list[Node]]):
+        self.nodes = nodes
+        self.variants: dict[str, set[tuple]] = {}
+        self.hoisted_calls: dict[str, Node] = {}  # owner -> first call node in the kernel
+        self.builtins: dict[str, list[str]] = {}
+        self.shared: dict[str, list[SharedVar]] = {}  # name -> [(owner, var, decl)]
+        self._close_over_calls()
+
+    def _close_over_calls(self) -> None:
+        # what a helper uses, it also needs passed for the helpers it calls
+        direct = {name: _direct_uses(name, defs, self.nodes) for name, defs in self.nodes.items()}
+        for name in self.nodes:
+            seen, stack, b, s = set(), [name], set(), []
+            while stack:
+                cur = stack.pop()
+                if cur in seen:
+                    continue
+                seen.add(cur)
+                used, called, own = direct.get(cur, (set(), set(), []))
+                b |= used
+                s.extend(x for x in own if x not in s)
+                stack.extend(called)
+            self.builtins[name] = [x for x in BUILTINS if x in b]
+            self.shared[name] = s
+
+    def pointer_positions(self, name: str, arity: int) -> dict[int, str]:
+        out: dict[int, str] = {}
+        for d in self.nodes.get(name, []):
+            params = param_nodes(d)
+            if len(params) != arity:
+                continue
+            for i, p in enumerate(params):
+                k = declarator_kind(p.child_by_field_name("declarator"))
+                if k in _INDIRECT:
+                    out[i] = k
+        return out
+
+
+def _direct_uses(
+    name: str, defs: list[Node], helpers: dict[str, list[Node]]
+) -> tuple[set[str], set[str], list[SharedVar]]:
+    """The built-ins, other helpers and own __shared__ arrays the definitions of `name` use."""
+    used, called, own = set(), set(), []
+    for d in defs:
+        fn = function_node(d)
+        body = fn.child_by_field_name("body") if fn is not None else None
+        if body is None:
+            continue
+        for n in walk(body):
+            if n.type == "identifier" and text(n) in BUILTINS:
+                used.add(text(n))
+            elif n.type == "call_expression" and callee(n) in helpers:
+                called.add(callee(n))
+            elif n.type == "declaration" and any(
+                text(c) == "__shared__" for c in n.children if c.type == "type_qualifier"
+            ):
+                for dd in n.children_by_field_name("declarator"):
+                    if not any(o[1] == declared_name(dd) for o in own):
+                        own.append((name, declared_name(dd), n))
+    return used, called - {name}, own
+
+
+def variant_for(d: Node, variant: tuple | None) -> tuple | None:
+    """The part of a call-site variant that matters to this definition's own pointer params."""
+    params = param_nodes(d)
+    if variant is None or len(variant) != len(params):
+        return None
+    kinds = [declarator_kind(p.child_by_field_name("declarator")) for p in params]
+    out = tuple(v if k in _INDIRECT else None for v, k in zip(variant, kinds, strict=True))
+    return out if any(out) else None
+
+
+def helper_call(r: MslRender, node: Node, name: str, args: list[Node], ctx: FnCtx) -> str:
+    """The call, recording the address-space variants it needs and passing built-ins and shared arrays."""
+    helpers = r.helpers
+    positions = helpers.pointer_positions(name, len(args))
+    choices = []
+    for i, a in enumerate(args):
+        if i in positions:
+            sp = spaces_of(a, ctx)
+            if sp is None:
+                sp = frozenset({"thread"}) if positions[i] == "reference" else None
+            if sp is None:
+                raise RenderError(
+                    f"argument `{short(text(a))}` of {name}()",
+                    line(a),
+                    "its address space cannot be inferred",
+                )
+            choices.append(sorted(sp))
+        else:
+            choices.append([None])
+    for combo in product(*choices):
+        helpers.variants.setdefault(name, set()).add(tuple(combo))
+    rendered = r.copy(node, ctx)
+    extra = list(helpers.builtins.get(name, []))
+    r.used_builtins.update(extra)
+    for owner, var, _decl in helpers.shared.get(name, []):
+        extra.append(var if (ctx.kind == "helper" and ctx.name == owner) else f"{owner}_{var}")
+        if ctx.kind == "kernel":
+            helpers.hoisted_calls.setdefault(owner, node)
+    if not extra:
+        return rendered
+    close = rendered.rstrip().rfind(")")
+    inner = rendered[:close].rstrip()
+    sep = "" if inner.endswith("(") else ", "
+    return f"{inner}{sep}{', '.join(extra)}{rendered[close:]}"
+
+
+def render_helper(r: MslRender, d: Node, variant: tuple | None) -> str:
+    """One helper definition (or template declaration) with address spaces from `variant`."""
+    fn = function_node(d)
+    name, decl = function_name(fn)
+    ctx = FnCtx("helper", name=name)
+    spaces: dict[int, str] = {}
+    for i, p in enumerate(param_nodes(d)):
+        k = declarator_kind(p.child_by_field_name("declarator"))
+        if k in _INDIRECT:
+            space = (
+                variant[i] if variant is not None and i < len(variant) and variant[i] else "thread"
+            )
+            spaces[p.id] = space
+            ctx.spaces[declared_name(p.child_by_field_name("declarator"))] = frozenset({space})
+    for owner, var, _decl in r.helpers.shared.get(name, []):
+        ctx.spaces[var if owner == name else f"{owner}_{var}"] = frozenset({"threadgroup"})
+    plist = decl.child_by_field_name("parameters") if decl is not None else None
+    if plist is None:
+        return r.render(d, ctx)
+    r.override[plist.id] = lambda n: _param_list(r, n, name, ctx, spaces)
+    try:
+        return r.render(d, ctx)
+    finally:
+        r.override.pop(plist.id, None)
+
+
+def _param_list(r: MslRender, plist: Node, name: str, ctx: FnCtx, spaces: dict[int, str]) -> str:
+    body = r.copy(
+        plist, ctx, lambda c: f"{spaces[c.id]} {r.copy(c, ctx)}" if c.id in spaces else None
+    )
+    extra = [f"uint3 {b}" for b in r.helpers.builtins.get(name, [])]
+    for owner, var, decl_node in r.helpers.shared.get(name, []):
+        pname = var if owner == name else f"{owner}_{var}"
+        extra.append(_shared_param(r, decl_node, var, pname, owner == name, ctx))
+    if not extra:
+        return body
+    inner = body.rstrip()[:-1].rstrip()
+    if inner.endswith("(void"):
+        inner = inner[:-4]
+    sep = "" if inner.endswith("(") else ", "
+    return f"{inner}{sep}{', '.join(extra)})"
+
+
+def _shared_param(
+    r: MslRender, decl_node: Node, var: str, pname: str, own: bool, ctx: FnCtx
+) -> str:
+    ty = r.render(decl_node.child_by_field_name("type"), ctx)
+    d = next(x for x in decl_node.children_by_field_name("declarator") if declared_name(x) == var)
+    dims = array_size_nodes(d)
+    if not dims:
+        return f"threadgroup {ty}& {pname}"
+    if len(dims) == 1:
+        return f"threadgroup {ty}* {pname}"
+    if not own:
+        raise RenderError(
+            f"__shared__ {var}",
+            line(decl_node),
+            "a multi-dimensional shared array passed through several helper functions",
+        )
+    rest = "".join(f"[{r.render(x, ctx)}]" for x in dims)
+    return f"threadgroup {ty} (&{pname}){rest}"

@@ -1,0 +1,568 @@
+"""CUDA -> MSL rewriting of kernel and helper code (types, built-ins, intrinsics, warp functions,
+atomics, casts, declarations): pointers get Metal address spaces from where they point (an input
+may be `device` or, under 8 elements, `constant`; locals of uncertain space become `auto`), and
+CUDA built-ins stay as names, which the kernel defines once from Metal attributes."""
+
+from __future__ import annotations
+
+import re
+
+from tree_sitter import Node
+
+from mlxport.cuda_syntax import callee, line, text
+from mlxport.translate.bind.kernel_facts import KernelFacts
+from mlxport.translate.host.cexpr import Macros
+from mlxport.translate.reading.names import (
+    ATOMICS,
+    BINARY,
+    BUILTINS,
+    CASTS,
+    CONSTRUCT_ERRORS,
+    MATH,
+    OLD_SHUFFLES,
+    RESERVED,
+    SHUFFLES,
+    STORES,
+    TYPE_MAP,
+    UNARY,
+    VOTES,
+)
+from mlxport.translate.render.base import (
+    FnCtx,
+    RenderError,
+    TreeRender,
+    assigned,
+    call_args,
+    dereferences,
+    root_name,
+    short,
+)
+from mlxport.translate.render.msl_declarators import declarator_kind, declared_name, is_pointer_type
+from mlxport.translate.render.msl_groups import group_call, group_declaration
+from mlxport.translate.render.msl_helpers import HelperSet, helper_call
+from mlxport.translate.render.msl_spaces import spaces_of
+from mlxport.translate.render.msl_warp import check_mask, check_width, warp_reduction
+
+_DROPPED = (
+    "__device__",
+    "__host__",
+    "__global__",
+    "__noinline__",
+    "__restrict__",
+    "__restrict",
+    "__launch_bounds__",
+)
+_LIBRARIES = ("cub::", "wmma::", "nvcuda::", "thrust::")
+_MSL_TYPE = re.compile(
+    r"(packed_)?(half|float|int|uint|short|ushort|char|uchar|bool|long|ulong|bfloat)"
+    r"([234](x[234])?)?|vec|array|atomic|simd_vote"
+)
+
+
+class MslRender(TreeRender):
+    def __init__(
+        self,
+        src: bytes,
+        macros: Macros,
+        helpers: dict[str, list[Node]],
+        facts: KernelFacts,
+        notes: list[str],
+    ):
+        super().__init__(src, facts, notes)
+        self.macros = macros
+        self.helpers = HelperSet(helpers)
+        self.used_builtins: set[str] = set()
+        self.ptr_casts = False
+        self.renames = _user_type_renames(src)
+        self.atomic_ptrs: set[str] = set()  # pointers into atomic outputs: device atomic<T>* too
+
+    def atomic_root(self, name: str) -> bool:
+        """An output MLX made atomic (every output is, once one is), or a pointer into one."""
+        return self.facts.atomic and (name in self.facts.outputs or name in self.atomic_ptrs)
+
+    def leaf(self, node: Node) -> str:
+        t = text(node)
+        if node.type in _DROPPED:
+            return ""
+        if node.type == "__forceinline__":
+            return "inline"
+        if node.type == "__shared__":
+            return "threadgroup"
+        if node.type in ("field_identifier", "namespace_identifier"):
+            return leaf_name(
+                t
+            )  # a member named like an MSL keyword: `static Packed128 constant(...)`
+        if node.type == "identifier":
+            if t == "warpSize":
+                return "32"
+            if t in BUILTINS:
+                self.used_builtins.add(t)
+            return leaf_name(t)
+        if node.type in ("type_identifier", "primitive_type"):
+            if t in self.renames:
+                return self.renames[t]
+            return self.type_name(t, node)
+        if node.type == "number_literal":
+            return re.sub(r"(?i)ull$", "ul", re.sub(r"(?i)(?<!u)ll$", "l", t))
+        return t
+
+    def type_name(self, t: str, node: Node) -> str:
+        if t in ("double", "double2", "double4"):
+            note = "double computed in float: Metal has no double precision (verification shows the difference)"
+            if note not in self.notes:
+                self.notes.append(note)
+            t = t.replace("double", "float")
+        g = self.facts.generic_float
+        if g is not None:
+            if t == "float":
+                return g
+            m = re.fullmatch(r"float([234])", t)
+            if m:
+                return f"vec<{g}, {m.group(1)}>"
+        if t in ("cudaTextureObject_t", "cudaSurfaceObject_t"):
+            raise RenderError(t, line(node), "textures: pass the data as a device buffer")
+        return TYPE_MAP.get(t, t)
+
+    def rule(self, node: Node, ctx: FnCtx) -> str | None:
+        t = node.type
+        if t == "sized_type_specifier":
+            key = re.sub(r"\s+", " ", text(node)).strip()
+            return TYPE_MAP.get(key, key)
+        if t == "call_expression":
+            return self.call(node, ctx)
+        if t == "cast_expression":
+            return self.cast(node, ctx)
+        if t == "declaration":
+            return self.declaration(node, ctx)
+        if t == "namespace_alias_definition" and "cooperative_groups" in text(node):
+            return ""  # group objects vanish in Metal (msl_groups)
+        if t == "for_statement":
+            return self.warp_reduction(node)
+        if t == "expression_statement":
+            return self.statement(node, ctx)
+        if t == "assignment_expression" or t == "update_expression":
+            return self.assignment(node, ctx)
+        if t == "subscript_expression" and (got := self.read_back(node, ctx)) is not None:
+            return got
+        if (
+            t in ("subscript_expression", "pointer_expression")
+            and (got := self.atomic_load(node, ctx)) is not None
+        ):
+            return got
+        if t == "pointer_expression" and (got := self.row_address(node, ctx)) is not None:
+            return got
+        if t in ("gnu_asm_expression", "asm_statement"):
+            raise RenderError("inline PTX asm", line(node), "inline PTX has no Metal form")
+        if t in ("new_expression", "delete_expression", "throw_statement", "try_statement"):
+            raise RenderError(t.replace("_", " "), line(node), "not available in Metal kernels")
+        if t == "identifier" and ctx.kind == "kernel" and self.atomic_root(text(node)):
+            raise RenderError(
+                f"non-atomic use of output `{text(node)}`",
+                line(node),
+                "MLX makes every output atomic when one is, so it can only be used by atomics "
+                "and plain stores",
+            )
+        if t == "qualified_identifier" and text(node).startswith(_LIBRARIES):
+            raise RenderError(
+                text(node).split("<")[0], line(node), "library code has no Metal form"
+            )
+        return None
+
+    def call(self, node: Node, ctx: FnCtx) -> str | None:
+        name = callee(node)
+        args = call_args(node)
+        ln = line(node)
+        if name in CONSTRUCT_ERRORS:
+            raise RenderError(name, ln, CONSTRUCT_ERRORS[name])
+        grouped = group_call(self, node, name, args, ctx)
+        if grouped is not None:
+            return grouped
+        if name.startswith((*_LIBRARIES, "cooperative_groups::", "cg::")):
+            raise RenderError(name.split("<")[0], ln, "library code has no Metal form")
+        if name in ("__syncthreads", "__barrier_sync"):
+            return f"threadgroup_barrier({self.facts.barrier_flags})"
+        if name == "__syncwarp":
+            if args:
+                check_mask(args[0], name, self.macros)
+            return "simdgroup_barrier(mem_flags::mem_threadgroup)"
+        if name == "__threadfence_block":
+            raise RenderError(name, ln, "a fence without a barrier has no Metal form")
+        warp = (
+            name in SHUFFLES
+            or name == "__activemask"
+            or (name in OLD_SHUFFLES or name in VOTES)
+            and len(args) >= 2
+        )
+        if warp:
+            return self.warp_call(name, args, ctx)
+        if name in ATOMICS:
+            return self.atomic(node, name, args, ctx)
+        if name == "sincosf" or name == "sincos":
+            raise RenderError(
+                name, ln, "sincos is translated only as a statement `sincosf(x, &s, &c);`"
+            )
+        got = self.intrinsic(node, name, args, ctx)
+        if got is not None:
+            return got
+        if name in ("reinterpret_cast", "static_cast", "const_cast") and len(args) == 1:
+            fn = node.child_by_field_name("function")
+            targs = fn.child_by_field_name("arguments") if fn.type == "template_function" else None
+            if (
+                targs is not None
+                and targs.named_children
+                and is_pointer_type(targs.named_children[0])
+            ):
+                return self.pointer_cast(targs.named_children[0], args[0], ctx)
+            return None
+        if name in self.helpers.nodes:
+            return helper_call(self, node, name, args, ctx)
+        return None
+
+    def warp_call(self, name: str, args: list[Node], ctx: FnCtx) -> str | None:
+        """Shuffles and votes as simd_* functions."""
+        if name in SHUFFLES:
+            if len(args) < 3:
+                return None
+            check_mask(args[0], name, self.macros)
+            if len(args) > 3:
+                check_width(args[3], name, self.macros)
+            lane = self.render(args[2], ctx)
+            if name == "__shfl_sync":
+                lane = f"ushort(({lane}) & 31)"
+            return f"{SHUFFLES[name]}({self.render(args[1], ctx)}, {lane})"
+        if name in OLD_SHUFFLES:
+            if len(args) > 2:
+                check_width(args[2], name, self.macros)
+            return f"{OLD_SHUFFLES[name]}({self.render(args[0], ctx)}, {self.render(args[1], ctx)})"
+        if name in VOTES:
+            check_mask(args[0], name, self.macros)
+            return VOTES[name].format(None, self.render(args[1], ctx))
+        return "((uint)(simd_vote::vote_t)simd_active_threads_mask())"
+
+    def intrinsic(self, node: Node, name: str, args: list[Node], ctx: FnCtx) -> str | None:
+        """Math, conversion and half-arithmetic intrinsics and make_<vector> constructors."""
+        if name in MATH:
+            return f"{MATH[name]}({self.joined(args, ctx)})"
+        if name in CASTS:
+            return f"{CASTS[name]}({self.joined(args, ctx)})"
+        if name in BINARY and len(args) == 2:
+            return f"(({self.render(args[0], ctx)}) {BINARY[name]} ({self.render(args[1], ctx)}))"
+        if name in UNARY and len(args) == 1:
+            return UNARY[name].format(self.render(args[0], ctx))
+        if name in STORES and len(args) == 2:
+            return STORES[name].format(*(self.render(a, ctx) for a in args))
+        m = re.fullmatch(
+            r"make_(float|int|uint|short|ushort|char|uchar|half|long|ulong)([234])", name
+        )
+        if m:
+            base = self.type_name(m.group(1), node) if m.group(1) == "float" else m.group(1)
+            ty = base + m.group(2) if not base.startswith("vec<") else base[:-2] + m.group(2) + ">"
+            if base != m.group(1) and not base.startswith("vec<"):
+                ty = f"vec<{base}, {m.group(2)}>"
+            return f"{ty}({self.joined(args, ctx)})"
+        return None
+
+    def joined(self, args: list[Node], ctx: FnCtx) -> str:
+        return ", ".join(self.render(a, ctx) for a in args)
+
+    def atomic(self, node: Node, name: str, args: list[Node], ctx: FnCtx) -> str:
+        ln = line(node)
+        if len(args) != 2:
+            raise RenderError(name, ln, "unexpected argument count")
+        spaces = spaces_of(args[0], ctx)
+        root = root_name(args[0])
+        if (
+            spaces != frozenset({"device"})
+            or ctx.kind != "kernel"
+            or not self.atomic_root(root)
+            and root not in self.facts.outputs
+        ):
+            where = "threadgroup memory" if spaces == frozenset({"threadgroup"}) else "this pointer"
+            raise RenderError(
+                f"{name} on {where}", ln, "only atomics on kernel outputs map to MLX atomic outputs"
+            )
+        return f"{ATOMICS[name]}({self.raw(args[0], ctx)}, {self.render(args[1], ctx)}, memory_order_relaxed)"
+
+    def warp_reduction(self, node: Node) -> str | None:
+        """`for (o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(full, v, o);` -> `v = simd_sum(v);`."""
+        got = warp_reduction(node, self.macros)
+        if got is None:
+            return None
+        v, fn, call = got
+        check_mask(call_args(call)[0], callee(call), self.macros)
+        self.notes.append(f"warp reduction loop at line {line(node)} -> {fn}")
+        return f"{leaf_name(v)} = {fn}({leaf_name(v)});"
+
+    def pointer_cast(self, type_desc: Node, arg: Node, ctx: FnCtx) -> str:
+        pointee = self.pointee(type_desc, ctx)
+        if spaces_of(arg, ctx) is None:
+            raise RenderError(
+                f"pointer cast `{short(text(type_desc))}`",
+                line(type_desc),
+                "the address space of its operand cannot be inferred",
+            )
+        self.ptr_casts = True
+        return f"mlxport_ptr_cast<{pointee}>({self.render(arg, ctx)})"
+
+    def pointee(self, type_desc: Node, ctx: FnCtx) -> str:
+        parts = []
+        for c in type_desc.children:
+            if c.type == "abstract_pointer_declarator":
+                if any(x.type == "abstract_pointer_declarator" for x in c.children):
+                    raise RenderError(
+                        "pointer to pointer", line(c), "Metal buffers cannot hold pointers"
+                    )
+                continue
+            if c.type == "type_qualifier" and text(c) == "const":
+                continue
+            parts.append(self.render(c, ctx))
+        return " ".join(p for p in parts if p).strip()
+
+    def cast(self, node: Node, ctx: FnCtx) -> str | None:
+        td = node.child_by_field_name("type")
+        if td is not None and is_pointer_type(td):
+            return self.pointer_cast(td, node.child_by_field_name("value"), ctx)
+        return None
+
+    def declaration(self, node: Node, ctx: FnCtx) -> str | None:
+        quals = {text(c) for c in node.children if c.type == "type_qualifier"}
+        storage = {text(c) for c in node.children if c.type == "storage_class_specifier"}
+        declarators = node.children_by_field_name("declarator")
+        if "__shared__" in quals:
+            return self.shared(node, ctx, "extern" in storage, declarators)
+        grouped = group_declaration(node, ctx)
+        if grouped is not None:
+            return grouped
+        for d in declarators:
+            self.register(d, ctx)
+        if not any(declarator_kind(d) in ("pointer", "reference") for d in declarators):
+            return None
+        return " ".join(self.one_declaration(node, d, ctx) for d in declarators)
+
+    def one_declaration(self, node: Node, d: Node, ctx: FnCtx) -> str:
+        """`[quals] type declarator;` for one declarator, with an address space for pointers."""
+        kind = declarator_kind(d)
+        prefix = []
+        for c in node.children:
+            if c == node.child_by_field_name("type") or c.type in (
+                "type_qualifier",
+                "storage_class_specifier",
+            ):
+                prefix.append(self.render(c, ctx))
+        type_text = " ".join(p for p in prefix if p)
+        if kind not in ("pointer", "reference"):
+            return f"{type_text} {self.render(d, ctx)};"
+        name = declared_name(d)
+        value = d.child_by_field_name("value") if d.type == "init_declarator" else None
+        spaces = ctx.spaces.get(name)
+        if spaces is None:
+            raise RenderError(
+                f"pointer `{name}`",
+                line(d),
+                "its address space cannot be inferred "
+                "(declare it with an initializer that points into a buffer or array)",
+            )
+        if len(spaces) > 1:
+            if value is None:
+                raise RenderError(f"pointer `{name}`", line(d), "declared without an initializer")
+            amp = "&" if kind == "reference" else ""
+            return f"auto{amp} {name} = {self.render(value, ctx)};"
+        space = next(iter(spaces))
+        root = root_name(value) if value is not None else None
+        if (
+            ctx.kind == "kernel"
+            and kind == "pointer"
+            and root in self.facts.rw
+            and name not in self.facts.rw
+        ):
+            # float* d_bt = d + b * C into a read-write d: a pointer into its input and one into its output
+            out = f"{name}_out"
+            element = re.sub(r"\bconst\b", "", type_text).strip()
+            self.facts.rw[name] = out
+            if root in self.facts.read_through:
+                self.facts.read_through.add(name)
+            return (
+                f"{space} const {element}* {name} = {self.render(value, ctx)}; "
+                f"{space} {element}* {out} = {self.rename_root(value, root, self.facts.rw[root], ctx)};"
+            )
+        if (
+            ctx.kind == "kernel"
+            and value is not None
+            and kind == "pointer"
+            and self.atomic_root(root_name(value))
+        ):
+            self.atomic_ptrs.add(name)  # float* dw = dwte + ix * C: points at atomics
+            element = re.sub(r"\bconst\b", "", type_text).strip()
+            return f"{space} atomic<{element}>* {name} = {self.raw(value, ctx)};"
+        return f"{space} {type_text} {self.render(d, ctx)};"
+
+    def register(self, d: Node, ctx: FnCtx) -> None:
+        """Record the address spaces a declared name points into."""
+        kind = declarator_kind(d)
+        name = declared_name(d)
+        if not name:
+            return
+        if kind == "array" or kind == "value":
+            ctx.spaces[name] = frozenset({"thread"})
+            return
+        value = d.child_by_field_name("value") if d.type == "init_declarator" else None
+        got = spaces_of(value, ctx) if value is not None else None
+        if got is not None:
+            ctx.spaces[name] = got
+        elif name in ctx.spaces:
+            del ctx.spaces[name]
+
+    def shared(self, node: Node, ctx: FnCtx, extern: bool, declarators: list[Node]) -> str:
+        out = []
+        ty = self.render(node.child_by_field_name("type"), ctx)
+        if any(text(c) == "volatile" for c in node.children if c.type == "type_qualifier"):
+            raise RenderError(
+                "volatile __shared__",
+                line(node),
+                "warp-synchronous code on volatile shared "
+                "memory has no safe Metal form: use simd_* reductions and barriers",
+            )
+        for d in declarators:
+            name = declared_name(d)
+            ctx.spaces[name] = frozenset({"threadgroup"})
+            if ctx.kind == "helper":
+                continue  # hoisted into the kernel, passed as a parameter
+            if extern:
+                size = self.facts.dynamic.get(name)
+                if size is None:
+                    raise RenderError(
+                        f"extern __shared__ {name}[]",
+                        line(node),
+                        "dynamic shared memory needs a size from the launch's shared-memory argument",
+                    )
+                out.append(f"threadgroup {ty} {name}[{size}];")
+            else:
+                out.append(f"threadgroup {ty} {self.render(d, ctx)};")
+        return " ".join(out)
+
+    def statement(self, node: Node, ctx: FnCtx) -> str | None:
+        grouped = group_declaration(node, ctx)
+        if grouped is not None:
+            return grouped
+        e = node.named_children[0] if node.named_children else None
+        if (
+            e is not None
+            and e.type == "call_expression"
+            and callee(e) in ("sincosf", "sincos", "__sincosf")
+        ):
+            args = call_args(e)
+            if len(args) == 3 and all(
+                a.type == "pointer_expression" and text(a).startswith("&") for a in args[1:]
+            ):
+                s = self.render(args[1].child_by_field_name("argument"), ctx)
+                c = self.render(args[2].child_by_field_name("argument"), ctx)
+                fn = "metal::fast::sincos" if callee(e) == "__sincosf" else "metal::sincos"
+                return f"{s} = {fn}({self.render(args[0], ctx)}, {c});"
+        if (
+            e is not None
+            and e.type == "call_expression"
+            and callee(e) in ("assert", "__assert_fail")
+        ):
+            self.notes.append(f"assert at line {line(e)} dropped: Metal kernels have no assert")
+            return ";"
+        return None
+
+    def assignment(self, node: Node, ctx: FnCtx) -> str | None:
+        """Read-write pointers split (see TreeRender); a plain store to an atomic output is atomic."""
+        got = super().assignment(node, ctx)
+        if got is not None or ctx.kind != "kernel":
+            return got
+        left = assigned(node)
+        if not (self.atomic_root(root_name(left)) and dereferences(left)):
+            return None
+        address = self.address(left, ctx)
+        if node.type == "update_expression":  # out[i]++: as unsynchronised as the original's
+            op, value = ("+" if "++" in text(node) else "-"), "1"
+        else:
+            op, value = (
+                text(node.child_by_field_name("operator"))[:-1],
+                self.render(node.child_by_field_name("right"), ctx),
+            )
+        if op:  # out[i] += v, not an atomic add: a relaxed load and store, as racy as the original
+            value = f"atomic_load_explicit({address}, memory_order_relaxed) {op} ({value})"
+        return f"atomic_store_explicit({address}, {value}, memory_order_relaxed)"
+
+    def row_address(self, node: Node, ctx: FnCtx) -> str | None:
+        """``&tile[y][x]`` as ``(tile[y] + x)``: the same address, typed as a pointer into the array's
+        address space, so overloads on threadgroup and device pointers tell it apart."""
+        inner = node.child_by_field_name("argument")
+        if (
+            text(node.child_by_field_name("operator")) != "&"
+            or inner is None
+            or inner.type != "subscript_expression"
+            or inner.child_by_field_name("argument") is None
+            or inner.child_by_field_name("argument").type != "subscript_expression"
+        ):
+            return None
+        index = inner.child_by_field_name("indices") or inner.named_children[-1]
+        if index.type == "subscript_argument_list":
+            if len(index.named_children) != 1:
+                return None
+            index = index.named_children[0]
+        return f"({self.render(inner.child_by_field_name('argument'), ctx)} + ({self.render(index, ctx)}))"
+
+    def atomic_load(self, node: Node, ctx: FnCtx) -> str | None:
+        """A read of an atomic output's element (``out[i]``, ``*p``): a relaxed atomic load."""
+        if (
+            ctx.kind != "kernel"
+            or not self.atomic_root(root_name(node))
+            or node.type == "pointer_expression"
+            and text(node.child_by_field_name("operator")) != "*"
+        ):
+            return None
+        parent = node.parent
+        if parent is not None and (
+            parent.type == "update_expression"
+            or parent.type == "assignment_expression"
+            and parent.child_by_field_name("left") == node
+            or parent.type == "pointer_expression"
+            and text(parent.child_by_field_name("operator")) == "&"
+        ):
+            return None
+        return f"atomic_load_explicit({self.address(node, ctx)}, memory_order_relaxed)"
+
+    def address(self, lvalue: Node, ctx: FnCtx) -> str:
+        """`&x[i]` for an element lvalue, without touching the atomic-output guard."""
+        if (
+            lvalue.type == "pointer_expression"
+            and text(lvalue.child_by_field_name("operator")) == "*"
+        ):
+            return self.raw(lvalue.child_by_field_name("argument"), ctx)
+        return f"&{self.raw(lvalue, ctx)}"
+
+    def raw(self, node: Node, ctx: FnCtx) -> str:
+        """Render allowing the atomic outputs' names."""
+        saved = self.facts.atomic
+        self.facts.atomic = False
+        try:
+            return self.render(node, ctx)
+        finally:
+            self.facts.atomic = saved
+
+
+def leaf_name(v: str) -> str:
+    """A CUDA name that MSL reserves gets a trailing `_`."""
+    return v + "_" if v in RESERVED else v
+
+
+def _user_type_renames(src: bytes) -> dict[str, str]:
+    """User structs/typedefs named like MSL built-in types (a `struct half4`) get a trailing `_`."""
+    out = {}
+    for m in re.finditer(
+        rb"\b(?:struct|class|union)\s+(?:alignas\s*\(\s*\w+\s*\)\s*)?(\w+)\s*\{", src
+    ):
+        name = m.group(1).decode()
+        if _MSL_TYPE.fullmatch(name):
+            out[name] = name + "_"
+    for m in re.finditer(rb"\btypedef\b[^;{}]*?\b(\w+)\s*;", src):
+        name = m.group(1).decode()
+        if _MSL_TYPE.fullmatch(name) and not re.search(
+            rb"\b" + m.group(1) + rb"\b", m.group(0)[: -len(m.group(1)) - 1]
+        ):
+            out[name] = name + "_"
+    return out
