@@ -98,23 +98,21 @@ def stage_read(path: Path, entry: dict, root: Path) -> dict:
 
 
 def stage_task(path: Path, entry: dict, root: Path, folder: Path):
-    from mlxport.translate.cuda_task import cuda_task, write_task
-    from mlxport.translate.task_folder import parse_case, parse_pair
+    from mlxport.tasks.make import TaskRequest, from_cuda, write_task
 
-    built = cuda_task(
-        path,
+    request = TaskRequest.of(
+        source=path,
         kernel=entry["kernel"],
-        cases=[parse_case(entry["case"])],
+        cases=[entry["case"]],
         dtypes=entry.get("dtypes"),
-        shapes=dict(parse_pair(s, "--shape") for s in entry.get("shapes", [])),
+        shapes=entry.get("shapes", []),
         grid=entry.get("grid"),
         block=entry.get("block"),
         shared_bytes=entry.get("shared_bytes"),
         template=entry.get("template"),
         includes=[root / i for i in entry.get("includes", [])],
-        heldout=2,
     )
-    return write_task(built, folder, path)
+    return write_task(from_cuda(request, heldout=2), folder, path)
 
 
 def stage_port(folder: Path, out: Path) -> dict:

@@ -41,16 +41,13 @@ CONFIG_FIELDS = (
     "base_url",
     "search",
 )
+# A [[port]] entry's keys for a .cu file: TaskRequest's fields, the file as `kernel` and the
+# kernel's name as `kernel_name` (as in `mlxport port FILE.cu --kernel NAME`).
 KERNEL_KEYS = {
-    "kernel",
-    "reference",
-    "inputs",
-    "outputs",
-    "cases",
-    "heldout",
-    "kernel_name",
-    "dtypes",
-}
+    "kernel", "kernel_name", "cases", "heldout", "dtypes", "shapes", "grid", "block",
+    "shared_bytes", "template", "includes", "reference", "inputs", "outputs",
+}  # fmt: skip
+REQUEST_KEYS = {"kernel": "source", "kernel_name": "kernel"}
 Event = dict[str, Any]
 
 
@@ -130,8 +127,8 @@ def _manifest_jobs(path: Path, model: str, base: dict[str, Any], out: Path) -> l
         unknown = set(entry) - {"task", "name", "model", "budget"} - KERNEL_KEYS
         if unknown:
             raise UserError(
-                f"{where} has unknown keys {sorted(unknown)}: use task or kernel (+ reference, inputs, "
-                f"outputs, cases), name, model, budget"
+                f"{where} has unknown keys {sorted(unknown)}: use task, or kernel with cases (and "
+                f"{', '.join(sorted(KERNEL_KEYS - {'kernel', 'cases'}))}), name, model, budget"
             )
         if "task" in entry:
             rel = path.parent / entry["task"]
@@ -160,30 +157,24 @@ def _manifest_jobs(path: Path, model: str, base: dict[str, Any], out: Path) -> l
 def _kernel_job(
     entry: dict[str, Any], root: Path, out: Path, where: str, model: str, config: dict
 ) -> Job:
-    from mlxport.evals.scaffold import task_from_flags, task_name_for
+    """A ``[[port]]`` entry naming a .cu file: its task made as ``mlxport port FILE.cu`` makes it
+    (the original kernel as the golden, or ``reference`` with ``inputs`` and ``outputs``); paths
+    are relative to the manifest."""
+    from mlxport.tasks.make import TaskRequest, make_task
 
-    missing = [k for k in ("reference", "inputs", "outputs", "cases") if k not in entry]
-    if missing:
-        raise UserError(
-            f"{where} ports a .cu file and needs {', '.join(missing)} (as for `mlxport port --reference`)"
-        )
-    cu = root / entry["kernel"]
-    reference = entry["reference"]
-    module, _, fn = reference.rpartition(":")
+    if "cases" not in entry:
+        raise UserError(f"{where} ports a .cu file and needs cases, e.g. cases = ['N=4096']")
+    fields = {REQUEST_KEYS.get(k, k): v for k, v in entry.items() if k in KERNEL_KEYS}
+    fields["source"] = root / entry["kernel"]
+    fields["includes"] = [root / p for p in entry.get("includes", [])]
+    module, _, fn = entry.get("reference", "").rpartition(":")
     if module.endswith(".py"):
-        reference = f"{root / module}:{fn}"
-    name = entry.get("name") or task_name_for(cu)
-    folder = task_from_flags(
-        cu,
-        out.resolve() / "_tasks" / name,
-        reference=reference,
-        inputs=entry["inputs"],
-        outputs=entry["outputs"],
-        cases=list(entry["cases"]),
-        heldout=list(entry.get("heldout", [])),
-        kernel=entry.get("kernel_name"),
-        dtypes=list(entry.get("dtypes", ["float32"])),
-    )
+        fields["reference"] = f"{root / module}:{fn}"
+    request = TaskRequest.of(name=entry.get("name"), **fields)
+    try:
+        folder = make_task(request, out.resolve() / "_tasks")
+    except UserError as e:
+        raise UserError(f"{where}: {e}") from e
     return _task_job(folder, model, config)
 
 

@@ -328,6 +328,12 @@ def create_task(
         str | None, Field(description="Blocks per grid, where the host code gives none.")
     ] = None,
     block: Annotated[str | None, Field(description="Threads per block, likewise.")] = None,
+    shared_bytes: Annotated[
+        str | None, Field(description="Dynamic shared memory of the launch, likewise.")
+    ] = None,
+    template: Annotated[
+        str | None, Field(description="Template arguments the launch does not give, 'T=float'.")
+    ] = None,
     includes: Annotated[
         list[str] | None, Field(description="Folders of the file's local headers.")
     ] = None,
@@ -337,30 +343,24 @@ def create_task(
     """Make a task from a CUDA file: the original kernel, run on the CPU executor, is the golden every
     candidate is checked against, at the cases given. Returns the task folder to pass as `task`."""
     from mlxport.tasks import load_task
+    from mlxport.tasks.make import TaskRequest, make_task
     from mlxport.tools.handlers import contract
-    from mlxport.translate.task_folder import cuda_task_folder
 
     notes: list[str] = []
-
-    class Notes:
-        @staticmethod
-        def print(text: str, **_: Any) -> None:
-            notes.append(text)
-
-    made = cuda_task_folder(
-        Path(path),
-        Path(folder),
-        kernel_name=kernel,
+    request = TaskRequest.of(
+        source=Path(path),
+        kernel=kernel,
         cases=cases,
         dtypes=dtypes,
-        shapes=shapes or [],
+        shapes=shapes,
         grid=grid,
         block=block,
-        shared_bytes=None,
+        shared_bytes=shared_bytes,
+        template=template,
         includes=[Path(p) for p in includes or []],
         name=name,
-        console=Notes,
     )
+    made = make_task(request, Path(folder), on_note=lambda n: notes.append(f"note: {n}"))
     task = load_task(made)
     return "\n".join(
         [

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from mlxport.agent.config import parse_budget
 from mlxport.errors import UserError
 from mlxport.tasks import SUITE_DIR, arg_infos, load_candidate, load_task, make_inputs
-from mlxport.translate.task_folder import parse_case
+from mlxport.tasks.request import parse_case
 
 VECTOR_ADD = SUITE_DIR / "vector_add"
 TOML = (VECTOR_ADD / "task.toml").read_text()

@@ -71,7 +71,7 @@ def test_manifest_kernel_entry_builds_a_task(tmp_path):
         ('[[port]]\ntask = "vector_add"\n[[port]]\ntask = "vector_add"\n', "appears twice"),
         ('[[port]]\ntask = "vector_add"\nbudget = {speed = 3}\n', "unknown keys ['speed']"),
         ("[[port]]\nfoo = 1\n", "unknown keys ['foo']"),
-        ('[[port]]\nkernel = "x.cu"\n', "needs reference, inputs, outputs, cases"),
+        ('[[port]]\nkernel = "x.cu"\n', "ports a .cu file and needs cases"),
         ("model = 'rules'\n", "no [[port]] entries"),
         ("[[port]\n", "not valid TOML"),
         ('[[port]]\ntask = "no_such_task"\n', "no task named"),

@@ -1,12 +1,21 @@
+import inspect
 import json
+import math
 import shutil
+import tomllib
+from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from mlxport.errors import UserError
 from mlxport.evals.check import check_task
-from mlxport.evals.scaffold import scaffold
 from mlxport.spec import KernelCandidate
+from mlxport.spec.toml import dumps
 from mlxport.tasks import SUITE_DIR, arg_infos, expert_ports, load_task, make_inputs, suite_names
+from mlxport.tasks.request import TaskRequest
+from mlxport.tasks.scaffold import scaffold
 
 CORE = [
     "vector_add",
@@ -190,3 +199,104 @@ def test_scaffold_refuses_bad_names(tmp_path):
 
     with pytest.raises(TaskError, match="valid identifier"):
         scaffold("my-op", tmp_path)
+
+
+# ---------------------------------------------------------------- the one TOML writer
+
+_key = st.text(min_size=1, max_size=8)
+_scalar = (
+    st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=True)
+    | st.booleans()
+    | st.text(max_size=20)
+    | st.text(alphabet='ab"\\\n\t\r\x7f\x01', max_size=12)
+)
+_value = st.recursive(
+    _scalar,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_key, inner, max_size=3),
+    max_leaves=12,
+)
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return (math.isnan(a) and math.isnan(b)) or a == b
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(map(_same, a, b))
+    return type(a) is type(b) and a == b
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(_key, _value, max_size=5))
+def test_the_toml_writer_round_trips_what_tomllib_reads(data):
+    assert _same(tomllib.loads(dumps(data)), data), dumps(data)
+
+
+def test_a_candidate_file_reads_as_settings_then_code():
+    port = expert_ports(load_task("softmax_rows"))["msl"]
+    text = port.to_toml()
+    assert text.rstrip().endswith('"""') and text.index("grid") < text.index("source")
+    assert KernelCandidate.model_validate(tomllib.loads(text)) == port
+
+
+# ---------------------------------------------------------------- one request, every entry point
+
+
+def _cli_options(module: str, command: str) -> set[str]:
+    import importlib
+
+    from typer.main import get_command
+
+    cmd = get_command(importlib.import_module(f"mlxport.cli.{module}").app)
+    cmd = cmd.commands.get(command, cmd) if hasattr(cmd, "commands") else cmd
+    return {p.name for p in cmd.params}
+
+
+REFERENCE_ONLY = {"reference", "inputs", "outputs", "heldout"}
+CUDA_FIELDS = set(TaskRequest.model_fields) - {"source"} - REFERENCE_ONLY
+
+
+def test_every_entry_point_takes_every_field_of_the_request():
+    """`port FILE.cu`, `tasks new --from`, a manifest's [[port]] and MCP's create_task all make the
+    same request, so none drops a field (as create_task once dropped shared_bytes)."""
+    from mlxport.batch import KERNEL_KEYS, REQUEST_KEYS
+    from mlxport.mcp_server import create_task
+
+    cli_name = {"kernel": "kernel_name", "cases": "case", "shapes": "shape", "includes": "include"}
+    port = {f for f in TaskRequest.model_fields if f not in ("source", "name")}
+    assert {cli_name.get(f, f) for f in port} <= _cli_options("port", "port")
+    new = {cli_name.get(f, f) for f in CUDA_FIELDS - {"name", "kernel"}} | {"kernel"}
+    assert new <= _cli_options("tasks", "new")
+    manifest = {REQUEST_KEYS.get(k, k) for k in KERNEL_KEYS} | {"name"}
+    assert set(TaskRequest.model_fields) == manifest
+    assert set(inspect.signature(create_task).parameters) >= CUDA_FIELDS
+
+
+def test_a_manifest_ports_a_bare_cu_file_as_the_cli_does(tmp_path):
+    """No reference: the original kernel is the golden, as for `mlxport port FILE.cu --case`."""
+    from mlxport.batch import load_jobs
+
+    shutil.copy(SUITE_DIR / "vector_add" / "kernel.cu", tmp_path / "add.cu")
+    m = tmp_path / "batch.toml"
+    m.write_text('[[port]]\nkernel = "add.cu"\ncases = ["n=1000"]\n')
+    (job,) = load_jobs(m, out=tmp_path / "out")
+    task = load_task(job.task_dir)
+    assert task.reference is None and task.original is not None and task.cases.heldout
+
+
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        ({"cases": []}, "needs the sizes of one case"),
+        ({"cases": ["N=x"]}, "'x' is not a number"),
+        ({"cases": ["N"]}, "is not NAME=VALUE"),
+        ({"cases": ["N=4"], "shapes": ["K"]}, "--shape 'K' is not NAME=VALUE"),
+        ({"cases": ["N=4"], "block": 3}, "block: Input should be a valid string"),
+    ],
+)
+def test_a_bad_request_is_one_sentence(flags, words):
+    with pytest.raises(UserError, match=None) as e:
+        TaskRequest.of(source=Path("k.cu"), **flags)
+    assert words in str(e.value) and "\n" not in str(e.value)

@@ -10,11 +10,15 @@ import pytest
 
 from mlxport.backends import get_backend
 from mlxport.tasks import load_task
-from mlxport.translate.cuda_task import cuda_task, write_task
+from mlxport.tasks.make import TaskRequest, from_cuda, write_task
 from mlxport.translate.translator import translate_task
 from mlxport.verify.correctness import run_correctness
 
 EXAMPLES = Path(__file__).parent / "cuda_exec"
+
+
+def built_task(path, *, heldout=3, **fields):
+    return from_cuda(TaskRequest(source=path, **fields), heldout=heldout)
 
 
 def _port(cli, tmp_path, name, *args):
@@ -70,7 +74,7 @@ def test_the_samples_shared_memory_struct_file_constants_and_host_headers_port(t
 
 
 def test_an_output_read_back_after_its_writes_is_an_output_sized_by_the_params(tmp_path):
-    built = cuda_task(
+    built = built_task(
         EXAMPLES / "softmax_readback.cu", kernel=None, cases=[{"N": 100, "C": 33}], heldout=2
     )
     assert [o["name"] for o in built.task["outputs"]] == [
@@ -96,13 +100,13 @@ def test_a_buffer_the_kernel_never_reads_is_not_sized_by_a_float_param_equal_to_
         "void launch(float* out, const float* x, const float* unused, float s, int N) {\n"
         "  scaled<<<(N + 63) / 64, 64>>>(out, x, unused, s, N);\n}\n"
     )
-    built = cuda_task(src, kernel=None, cases=[{"N": 100, "s": 1.0}], heldout=0)
+    built = built_task(src, kernel=None, cases=[{"N": 100, "s": 1.0}], heldout=0)
     unused = next(t for t in built.task["inputs"] if t["name"] == "unused")
     assert unused["shape"] != ["s"], unused
 
 
 def test_an_output_written_only_in_part_is_nan_where_the_original_leaves_it(tmp_path):
-    built = cuda_task(EXAMPLES / "causal_scale.cu", kernel=None, cases=[{"T": 48}], heldout=1)
+    built = built_task(EXAMPLES / "causal_scale.cu", kernel=None, cases=[{"T": 48}], heldout=1)
     assert built.task["outputs"][0]["init"]["kind"] == "full"
     assert any("writes 1176 of the 2304 elements of out" in n for n in built.notes)
     task = load_task(write_task(built, tmp_path / "causal", EXAMPLES / "causal_scale.cu"))
@@ -120,7 +124,7 @@ def test_an_output_written_only_in_part_is_nan_where_the_original_leaves_it(tmp_
 
 
 def test_a_launch_through_a_function_pointer_is_read_off_the_recorded_launches(tmp_path):
-    built = cuda_task(
+    built = built_task(
         EXAMPLES / "scale_pointer.cu",
         kernel="scale_rows",
         cases=[{"rows": 64, "cols": 100}],

@@ -42,6 +42,11 @@ Search = Annotated[
 Task = Annotated[str, typer.Option(help="Task name or folder.")]
 
 
+def note(text: str) -> None:
+    """A note on what making a task found, on stderr (stdout may be JSON)."""
+    err.print(f"note: {text}", highlight=False, markup=False)
+
+
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 

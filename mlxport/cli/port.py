@@ -60,6 +60,10 @@ def port(
     shared_bytes: Annotated[
         str | None, typer.Option(help="Dynamic shared memory of the launch, likewise.")
     ] = None,
+    template: Annotated[
+        str | None,
+        typer.Option(help="Template arguments the launch does not give, e.g. 'T=float,BLOCK=256'."),
+    ] = None,
     include: Annotated[
         list[Path] | None,
         typer.Option(
@@ -105,17 +109,22 @@ def port(
         config = o.run_config(
             model=model, base_url=base_url, backend=backend, budget=budget, seed=seed, search=search
         )
-        flags = dict(
-            kernel_name=kernel_name,
-            cases=case or [],
+        request = dict(
+            kernel=kernel_name,
+            cases=case,
             dtypes=dtypes,
-            shapes=shape or [],
+            shapes=shape,
             grid=grid,
             block=block,
             shared_bytes=shared_bytes,
-            includes=include or [],
+            template=template,
+            includes=include,
+            reference=reference,
+            inputs=inputs,
+            outputs=outputs,
+            heldout=heldout,
         )
-        the_task = _resolve_task(kernel, task, reference, inputs, outputs, heldout, flags, out_dir)
+        the_task = _resolve_task(kernel, task, request, out_dir)
         from mlxport.agent.port import run_port
 
         run = run_port(the_task, config, out_dir, on_update=show)
@@ -127,10 +136,9 @@ def port(
         raise typer.Exit(1)
 
 
-def _resolve_task(kernel, task, reference, inputs, outputs, heldout, flags, out_dir):
-    from mlxport.evals.scaffold import task_from_flags, task_name_for
+def _resolve_task(kernel: Path | None, task: str | None, request: dict, out_dir: Path):
     from mlxport.tasks import load_task
-    from mlxport.translate.task_folder import cuda_task_folder, parse_dtypes
+    from mlxport.tasks.make import TaskRequest, make_task
 
     if task:
         return load_task(task)
@@ -141,26 +149,14 @@ def _resolve_task(kernel, task, reference, inputs, outputs, heldout, flags, out_
     if not kernel.is_file():
         raise UserError(f"no such file {kernel}: pass the path of a .cu file")
     _check_cuda_file(kernel)
-    if (kernel.parent / "task.toml").is_file() and not reference and not flags["cases"]:
+    if (
+        (kernel.parent / "task.toml").is_file()
+        and not request["reference"]
+        and not request["cases"]
+    ):
         return load_task(kernel.parent)
-    if reference:
-        if not (inputs and outputs):
-            raise UserError(
-                "--reference needs --inputs and --outputs to describe the kernel's arrays"
-            )
-        folder = task_from_flags(
-            kernel,
-            out_dir / "_tasks" / task_name_for(kernel),
-            reference=reference,
-            inputs=inputs,
-            outputs=outputs,
-            cases=flags["cases"],
-            heldout=heldout or [],
-            kernel=flags["kernel_name"],
-            dtypes=parse_dtypes(flags["dtypes"]) or ["float32"],
-        )
-        return load_task(folder)
-    return load_task(cuda_task_folder(kernel, out_dir / "_tasks", **flags, console=o.err))
+    made = TaskRequest.of(source=kernel, **request)
+    return load_task(make_task(made, out_dir / "_tasks", on_note=o.note))
 
 
 def _check_cuda_file(path: Path) -> None:

@@ -179,6 +179,9 @@ def new(
     shared_bytes: Annotated[
         str | None, typer.Option(help="With --from: dynamic shared memory, likewise.")
     ] = None,
+    template: Annotated[
+        str | None, typer.Option(help="With --from: template arguments, e.g. 'T=float'.")
+    ] = None,
     include: Annotated[
         list[Path] | None,
         typer.Option("-I", "--include", help="With --from: a folder of the file's local headers."),
@@ -186,28 +189,28 @@ def new(
 ) -> None:
     """Make a task folder: from a .cu file (--from) with its kernel as the golden, or a scaffold to edit."""
     if source is not None:
-        from mlxport.translate.task_folder import cuda_task_folder
+        from mlxport.tasks.make import TaskRequest, make_task
 
-        folder = cuda_task_folder(
-            source,
-            directory,
-            kernel_name=kernel,
-            cases=case or [],
+        request = TaskRequest.of(
+            source=source,
+            kernel=kernel,
+            cases=case,
             dtypes=dtypes,
-            shapes=shape or [],
+            shapes=shape,
             grid=grid,
             block=block,
             shared_bytes=shared_bytes,
-            includes=include or [],
+            template=template,
+            includes=include,
             name=name,
-            console=o.err,
         )
+        folder = make_task(request, directory, on_note=o.note)
         o.out.print(
             f"created {folder}: port it with `mlxport port --task {folder}`; check it with "
             f"`mlxport tasks check {folder}`"
         )
         return
-    from mlxport.evals.scaffold import scaffold
+    from mlxport.tasks.scaffold import scaffold
 
     directory.mkdir(parents=True, exist_ok=True)
     folder = scaffold(name, directory)

@@ -1,0 +1,176 @@
+"""What compiling, checking and timing a candidate return. Every result names the backend that
+produced it; simulator results never carry timings."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field
+
+from mlxport.spec.base import Strict
+
+
+class Diagnostic(Strict):
+    severity: Literal["error", "warning", "note"] = "error"
+    message: str
+    where: Literal["source", "header", "generated"] = "source"
+    line: int | None = None  # 1-based line in the candidate's source or header
+    column: int | None = None
+
+
+class CompileResult(Strict):
+    backend: str
+    ok: bool
+    candidate_id: str
+    diagnostics: list[Diagnostic] = Field(default_factory=list)
+    seconds: float = 0.0
+    cached: bool = False
+
+    def summary(self) -> str:
+        if self.ok:
+            return f"compiled on {self.backend}" + (" (cached)" if self.cached else "")
+        lines = [f"compile failed on {self.backend}:"]
+        for d in self.diagnostics[:8]:
+            loc = (
+                f"{d.where} line {d.line}" + (f":{d.column}" if d.column else "")
+                if d.line
+                else d.where
+            )
+            lines.append(f"  {loc}: {d.message}")
+        return "\n".join(lines)
+
+
+Verdict = Literal["pass", "fail", "error"]
+
+
+class CaseResult(Strict):
+    case: str
+    dtype: str
+    verdict: Verdict
+    max_abs: float | None = None
+    max_rel: float | None = None
+    err_norm: float | None = None
+    mismatches: int = 0
+    total: int = 0
+    first_mismatch: list[int] | None = None
+    got: float | None = None  # output and golden at the first mismatch
+    expected: float | None = None
+    nan: int = 0
+    inf: int = 0
+    unwritten: int = 0
+    pattern: str = ""
+    error: str = ""
+    seed: int | None = None  # of the inputs
+
+
+class CorrectnessReport(Strict):
+    backend: str
+    candidate_id: str
+    task: str
+    seeds: list[int]
+    heldout: bool = False
+    cases: list[CaseResult]
+    golden: str = ""  # what the outputs were compared with (verify/golden.py)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.cases) and all(c.verdict == "pass" for c in self.cases)
+
+    def summary(self, limit: int = 12) -> str:
+        """Compact text for the model: a verdict line, then one line per failing case."""
+        bad = [c for c in self.cases if c.verdict != "pass"]
+        head = (
+            f"{'PASS' if self.ok else 'FAIL'}: {len(self.cases) - len(bad)}/{len(self.cases)} "
+            f"cases passed "
+            f"on {self.backend} (seed {self.seeds[0]})"
+        )
+        lines = [head]
+        # One line per distinct error, with where else it came; which thread faults first varies
+        # from run to run where threadgroups run side by side, so positions do not tell errors
+        # apart.
+        same: dict[str, list[CaseResult]] = {}
+        for c in bad:
+            if c.verdict == "error":
+                same.setdefault(_error_kind(c.error), []).append(c)
+        bad = [c for c in bad if c.verdict != "error" or same[_error_kind(c.error)][0] is c]
+        for c in bad[:limit]:
+            if c.verdict == "error":
+                also = same[_error_kind(c.error)][1:]
+                more = (
+                    ""
+                    if not also
+                    else (
+                        f" (the same in {len(also)} more case{'s' if len(also) > 1 else ''}: "
+                        + ", ".join(f"{o.case} {o.dtype}" for o in also[:4])
+                        + (", ..." if len(also) > 4 else "")
+                        + ")"
+                    )
+                )
+                lines.append(f"  {c.case} {c.dtype}: ERROR {c.error}{more}")
+                continue
+            where = (
+                f" first at {c.first_mismatch}: got {c.got:.6g}, expected {c.expected:.6g};"
+                if c.first_mismatch is not None and c.got is not None
+                else ""
+            )
+            extra = "".join(
+                f" {k}={v};"
+                for k, v in (("nan", c.nan), ("inf", c.inf), ("unwritten", c.unwritten))
+                if v
+            )
+            sizes = (
+                f" max_abs={c.max_abs:.3g} err_norm={c.err_norm:.3g};"
+                if c.max_abs is not None
+                else ""
+            )
+            lines.append(f"  {c.case} {c.dtype}: {c.pattern};{where}{sizes}{extra}".rstrip(";"))
+        if len(bad) > limit:
+            lines.append(f"  ... and {len(bad) - limit} more failing cases")
+        if self.ok:
+            worst = max(self.cases, key=lambda c: c.err_norm or 0.0)
+            lines.append(
+                f"  worst: {worst.case} {worst.dtype} max_abs={worst.max_abs:.3g} "
+                f"err_norm={worst.err_norm:.3g}"
+            )
+        return "\n".join(lines)
+
+
+class Datasheet(Strict):
+    """A device's published figures: the ceilings a roofline is drawn against."""
+
+    name: str
+    memory_bandwidth_gbs: float
+    fp32_tflops: float
+
+
+class Timing(Strict):
+    name: str
+    median_us: float
+    spread: float  # (p90 - p10) / median
+    samples: int
+    gbs: float | None = None
+    gflops: float | None = None
+    roofline_fraction: float | None = None
+
+
+class BenchmarkReport(Strict):
+    backend: str
+    device: str
+    candidate_id: str
+    task: str
+    case: str
+    dtype: str
+    candidate: Timing | None = None  # None on the simulator: it never times
+    baselines: list[Timing] = Field(default_factory=list)
+    speedups: dict[str, float] = Field(default_factory=dict)
+    stable: bool = True
+    flags: list[str] = Field(default_factory=list)
+    estimate: str = ""  # simulator: a labelled roofline floor estimate for a named chip
+    bandwidth_basis: str = ""  # what roofline_fraction is a fraction of
+    timing_basis: str = ""  # how the times were read (backends/timer.py)
+
+
+def _error_kind(error: str | None) -> str:
+    """An error without the thread and threadgroup positions it names."""
+    return re.sub(r"\(\d+, ?\d+, ?\d+\)", "(.)", error or "")

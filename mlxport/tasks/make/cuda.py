@@ -1,0 +1,145 @@
+"""A task from a bare .cu file: the user's kernel, its cases, and the kernel itself as the golden.
+
+The stages, each returning what the next takes: the file read and the kernel picked
+(`kernel.read_kernel`), its parameters classified (`kernel.classify`), the original run at each
+case (`cases.CaseRunner`: the host code evaluated to the launch, buffer extents from the host
+code, ``--shape`` or a measuring run), the arrays named (`tensors.arrays`), and task.toml's
+content assembled here. Held-out cases are odd sizes the original itself runs at; where it does
+not, a note says so.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mlxport.backends.cuda_cpu import CudaExecutor
+from mlxport.spec import KernelTask
+from mlxport.tasks.make.cases import CaseRunner, label
+from mlxport.tasks.make.kernel import CudaTaskError, KernelFile, Signature, classify, read_kernel
+from mlxport.tasks.make.tensors import Arrays, arrays, launches, name_measured
+from mlxport.tasks.request import TaskRequest
+from mlxport.translate.host.values import HostEvalError
+
+TOLERANCE = {
+    "float32": {"atol": 1e-4, "rtol": 1e-4, "norm": 1e-4},
+    "float16": {"atol": 2e-3, "rtol": 1e-2, "norm": 5e-3},
+    "bfloat16": {"atol": 1e-2, "rtol": 5e-2, "norm": 2e-2},
+}
+INCLUDE = "include"  # the task folder's copy of the headers its kernel reads from -I folders
+
+
+@dataclass
+class Built:
+    task: dict[str, Any]  # task.toml's content
+    notes: list[str] = field(default_factory=list)
+    source: str = ""  # kernel.cu: the file with its local headers inlined
+    # headers the kernel reads from -I folders: their path under the task's include/ -> the file
+    headers: dict[str, Path] = field(default_factory=dict)
+
+
+def from_cuda(
+    request: TaskRequest, *, executor: CudaExecutor | None = None, heldout: int = 3
+) -> Built:
+    """The content of task.toml for the request's kernel, run at its cases."""
+    if not request.cases:
+        raise CudaTaskError(
+            "no case to run the kernel at: pass --case with the sizes, e.g. --case 'N=4096'"
+        )
+    executor = executor or CudaExecutor()
+    kf = read_kernel(request, executor)
+    sig = classify(kf, request, executor)
+    runner = CaseRunner(kf, sig, request, executor)
+    notes = _reading_notes(kf, sig)
+    visible = [runner.case(c) for c in request.cases]
+    held = _heldout(runner, request.cases[0], heldout, notes)
+    name_measured(kf.info, runner.buffer_shapes, runner.roles, [c for c, _ in visible + held])
+    notes += runner.partial.values()
+    found = arrays(runner, visible[0][0], sig.dtypes)
+    task = _task(request, kf, sig, found, runner, visible, held)
+    KernelTask.model_validate({k: v for k, v in task.items() if v is not None})
+    return Built(task, notes, kf.text, kf.headers)
+
+
+def _heldout(runner: CaseRunner, bound: dict, count: int, notes: list[str]) -> list[tuple]:
+    held = []
+    for candidate, why in runner.heldout_candidates(bound, count):
+        try:
+            held.append(runner.case(candidate, heldout=True))
+        except (CudaTaskError, HostEvalError) as e:
+            notes.append(
+                f"no held-out case with {why}: the original kernel does not support it ({e})"
+            )
+    return held
+
+
+def _reading_notes(kf: KernelFile, sig: Signature) -> list[str]:
+    name = kf.path.name
+    notes = [
+        f"dropped #include <{h}>: nothing of it runs in device code"
+        for h in kf.source.dropped_includes
+    ]
+    notes += [
+        f"{p.name} ({p.type}, {sig.zeroed[p.name]} bytes) is a struct passed by value, which the "
+        f"host fills at run time: the original runs with it all zero bytes"
+        for p in kf.info.params
+        if p.name in sig.zeroed
+    ]
+    notes += [f"kernel.cu holds {name} with its local header {h} inlined" for h in kf.inlined]
+    notes += [
+        f'#include "{h}" is not found next to {name} or in an -I folder: left out'
+        for h in kf.missing
+    ]
+    return notes
+
+
+def _task(
+    request: TaskRequest,
+    kf: KernelFile,
+    sig: Signature,
+    found: Arrays,
+    runner: CaseRunner,
+    visible: list[tuple],
+    held: list[tuple],
+) -> dict[str, Any]:
+    info = kf.info
+    extents = " + ".join(
+        "*".join(f"({d})" for d in runner.buffer_shapes[p.name])
+        for p in info.params
+        if p.is_pointer
+    )
+    return {
+        "name": request.name or _identifier(info.name),
+        "kernel": info.name,
+        "source": "kernel.cu",
+        "reference": None,
+        "description": (
+            f"{info.name} from {kf.path.name}, checked against the original kernel on the CPU "
+            f"executor"
+        ),
+        "dtypes": sig.dtypes,
+        "inputs": found.inputs,
+        "outputs": found.outputs,
+        "params": found.params,
+        "tolerance": {d: TOLERANCE.get(d, TOLERANCE["float32"]) for d in sig.dtypes},
+        "cases": {"visible": [c for c, _ in visible], "heldout": [c for c, _ in held]},
+        "cost": {"bytes": f"({extents}) * itemsize"},
+        "tags": ["user-kernel"],
+        "original": {
+            "args": found.args,
+            "results": found.results,
+            "launches": launches(runner, visible + held),
+            "include": [INCLUDE] if kf.headers else [],
+            "zeroed": sig.zeroed,
+        },
+    }
+
+
+def _identifier(name: str) -> str:
+    s = re.sub(r"\W", "_", name)
+    return s if s and not s[0].isdigit() else f"k_{s}"
+
+
+__all__ = ["Built", "CudaTaskError", "from_cuda", "label"]

@@ -1,0 +1,135 @@
+"""The task's arrays from what the runs found: each buffer an input, an output or both (an input
+``x`` and an output ``x_out``, as MLX's outputs are new arrays), each scalar a param, and
+extents only a measurement gave named by what equals them at every case."""
+
+from __future__ import annotations
+
+import keyword
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from mlxport.errors import UserError
+from mlxport.expr import evaluate
+from mlxport.tasks.make.cases import CaseRunner, label
+from mlxport.tasks.make.kernel import CudaTaskError, dtype, integral, param_type
+from mlxport.translate.host.values import HostLaunch
+from mlxport.translate.reading.cudafile import KernelInfo
+
+
+@dataclass
+class Arrays:
+    """task.toml's inputs, outputs and params, and how the original's parameters bind to them."""
+
+    inputs: list[dict] = field(default_factory=list)
+    outputs: list[dict] = field(default_factory=list)
+    params: list[dict] = field(default_factory=list)
+    args: dict[str, str] = field(default_factory=dict)  # kernel parameter -> input or param
+    results: dict[str, str] = field(default_factory=dict)  # output -> kernel parameter
+
+
+def arrays(runner: CaseRunner, first: dict[str, Any], dtypes: list[str]) -> Arrays:
+    info, sig = runner.info, runner.sig
+    out = Arrays()
+    for p in info.params:
+        if p.name in sig.zeroed:
+            continue
+        if not p.is_pointer:
+            kind = param_type(p, sig.types)
+            out.params.append({"name": p.name, "type": kind, "default": first[p.name]})
+            out.args[p.name] = p.name
+            continue
+        tensor = f"{p.name}_" if keyword.iskeyword(p.name) else p.name  # `in`: a Python name
+        spec = {
+            "name": tensor,
+            "dtype": dtype(p, sig.typenames),
+            "shape": runner.buffer_shapes[p.name],
+        }
+        role = runner.roles[p.name]
+        if role in ("input", "inout"):
+            fill = runner.fills.get(p.name)
+            if fill is None and integral(p, sig.typenames):
+                fill = 0  # indices and counts: zero, as when the task was measured, stays in bounds
+            init = {"init": {"kind": "full", "value": fill}} if fill is not None else {}
+            out.inputs.append({**spec, **init})
+            out.args[p.name] = tensor
+        if role in ("output", "inout"):
+            name = tensor if role == "output" else f"{tensor}_out"
+            start = 0.0 if runner.atomic else math.nan  # atomics accumulate into zeros
+            init = {"init": {"kind": "full", "value": start}} if p.name in runner.partial else {}
+            out.outputs.append({**spec, "name": name, **init})
+            out.results[name] = p.name
+    if not out.outputs:
+        raise CudaTaskError(f"{info.name} writes none of its pointer arguments: nothing to port")
+    _output_dtypes(info.name, out, dtypes)
+    return out
+
+
+def _output_dtypes(kernel: str, out: Arrays, dtypes: list[str]) -> None:
+    """A kernel templated on its outputs' type only runs one dtype at a time: they take it."""
+    if any(t["dtype"] == "T" for t in out.inputs):
+        return
+    if len(dtypes) > 1 and any(t["dtype"] == "T" for t in out.outputs):
+        raise CudaTaskError(
+            f"{kernel}'s element type is its outputs' alone, so a port cannot tell it from its "
+            f"inputs: pass one dtype with --dtypes"
+        )
+    for t in out.outputs:
+        t["dtype"] = dtypes[0] if t["dtype"] == "T" else t["dtype"]
+
+
+def launches(runner: CaseRunner, runs: list[tuple[dict, HostLaunch]]) -> list[dict]:
+    return [
+        {
+            "case": label(c),
+            "grid": list(h.grid),
+            "block": list(h.block),
+            "shared_bytes": h.shared_bytes,
+            "template": runner.template(h),
+        }
+        for c, h in runs
+    ]
+
+
+def name_measured(
+    info: KernelInfo,
+    shapes: dict[str, list[str]],
+    roles: dict[str, str],
+    cases: list[dict[str, Any]],
+) -> None:
+    """A buffer whose extent only a measurement gives (``n_out``) named by what equals it at every
+    case (a param, a product of two params, for an output also an input's extent), so a port can
+    size it from its arguments; the measured name then leaves the cases."""
+    params = [p.name for p in info.params if not p.is_pointer]
+    products = [*params, *(f"{a} * {b}" for i, a in enumerate(params) for b in params[i:])]
+    buffers = sorted(
+        (p for p in info.params if p.is_pointer), key=lambda p: roles[p.name] == "output"
+    )
+    for p in buffers:
+        measured = f"n_{p.name}"
+        if shapes[p.name] != [measured]:
+            continue
+        inputs = []
+        if roles[p.name] == "output":
+            inputs = [
+                shapes[q.name][0]
+                for q in buffers
+                if roles[q.name] != "output" and q is not p and len(shapes[q.name]) == 1
+            ]
+        expr = next((e for e in [*products, *inputs] if _equals_at(e, measured, cases)), None)
+        if expr is None:
+            continue
+        shapes[p.name] = [expr]
+        if not any(re.search(rf"\b{measured}\b", str(d)) for sh in shapes.values() for d in sh):
+            for c in cases:
+                c.pop(measured, None)
+
+
+def _equals_at(expr: str, measured: str, cases: list[dict[str, Any]]) -> bool:
+    try:
+        values = [evaluate(expr, c) for c in cases]
+    except (UserError, KeyError):
+        return False
+    # Only integer params size a buffer: a float scale that happens to equal the extent is no size.
+    return all(type(v) is int and v == c[measured] for v, c in zip(values, cases, strict=True))
