@@ -286,7 +286,7 @@ if (t + 1 == threads_per_threadgroup.x || i + 1 == a_shape[0]) out[i] = buf[t];
 def test_a_kernel_wrong_in_thread_order_is_not_blamed_on_thread_order():
     report = verdict(GELU, gelu("out[i] = 0;"), heldout=True)
     assert not report.ok
-    assert not any("threads reversed" in c.case for c in report.cases)
+    assert not any("threads reversed" in c.label for c in report.cases)
     assert "unsynchronised" not in report.summary()
 
 
@@ -303,10 +303,10 @@ def test_final_verification_runs_visible_cases_together_where_calls_may_overlap(
         task, expert_ports(task)["msl"], OverlappingSim(), seed=5, heldout=True
     )
     assert report.ok, report.summary()
-    together = [c for c in report.cases if "calls at once" in c.case]
+    together = [c for c in report.cases if "calls at once" in c.label]
     assert len(together) == len(task.cases.visible) * len(task.dtypes)
     assert not any(
-        "calls at once" in c.case
+        "calls at once" in c.label
         for c in run_correctness(task, expert_ports(task)["msl"], SIM, seed=5, heldout=True).cases
     )
 
@@ -326,7 +326,7 @@ def test_calls_that_mix_when_run_together_fail_with_the_shared_state_hint():
     task = load_task("vector_add")
     report = run_correctness(task, expert_ports(task)["msl"], MixingSim(), seed=5, heldout=True)
     failed = [c for c in report.cases if c.verdict != "pass"]
-    assert failed and all("calls at once" in c.case for c in failed)
+    assert failed and all("calls at once" in c.label for c in failed)
     assert "module-scope __device__" in report.summary()
 
 
@@ -345,7 +345,7 @@ out[i] = (i == 0 && float(a[0]) > 1.9f) ? a[i] : a[i] + b[i];
     )
     report = run_correctness(task, picky, OverlappingSim(), seed=2, heldout=True)
     failed = [c for c in report.cases if c.verdict != "pass"]
-    assert failed and all("fresh inputs" in c.case for c in failed), report.summary()
+    assert failed and all("fresh inputs" in c.label for c in failed), report.summary()
     assert "module-scope" not in report.summary()
 
 
@@ -740,7 +740,7 @@ def test_a_scan_missing_its_end_of_tile_barrier_fails_on_a_case_of_several_tiles
     final = run_correctness(task, racy, SIM, seed=5, heldout=True)
     failed = [c for c in final.cases if c.verdict != "pass"]
     assert failed and all(
-        "threads reversed" in c.case or "threads shuffled" in c.case for c in failed
+        "threads reversed" in c.label or "threads shuffled" in c.label for c in failed
     ), final.summary()
     assert all(c.case.startswith("R=7,C=4097") for c in failed)
     assert "order of unsynchronised threads" in final.summary()
@@ -761,7 +761,7 @@ def test_a_case_with_several_threadgroups_is_generated_where_the_task_has_none()
     case = _generated_case(one, port)
     assert case == {"N": 400} and _groups(one, port, case)[0] == 2
     report = run_correctness(one, port, SIM, seed=1, heldout=True)
-    assert report.ok and any(c.case == "N=400 (threads shuffled)" for c in report.cases), (
+    assert report.ok and any(c.label == "N=400 (threads shuffled)" for c in report.cases), (
         report.cases
     )
 
@@ -798,7 +798,7 @@ def test_a_kernel_reading_its_output_before_writing_it_fails_under_a_second_pois
     assert verdict(GELU, hack).ok  # NaN poison: right by luck
     report = verdict(GELU, hack, heldout=True)
     failed = [c for c in report.cases if c.verdict != "pass"]
-    assert failed and all("second poison" in c.case for c in failed), report.summary()
+    assert failed and all("second poison" in c.label for c in failed), report.summary()
     assert "reads an output before writing it" in report.summary()
 
 

@@ -16,6 +16,7 @@ from mlxport.agent.report_html import render_port_html
 from mlxport.agent.state import State
 from mlxport.redaction import write_text
 from mlxport.spec import BenchmarkReport, CorrectnessReport, KernelCandidate, KernelTask
+from mlxport.spec.results import MODE_LABELS
 from mlxport.tools.session import Record
 from mlxport.verify.correctness import output_order
 from mlxport.verify.reverify import verdict_label
@@ -494,13 +495,13 @@ def why_not(state: State, records: dict[str, Record]) -> str:
         report = CorrectnessReport.model_validate(r["report"])
         bad = next(c for c in report.cases if c.verdict != "pass")
         return (
-            f"candidate {r['candidate_id']} failed final verification at {bad.case} {bad.dtype}: "
+            f"candidate {r['candidate_id']} failed final verification at {bad.label} {bad.dtype}: "
             + (bad.error or _mismatch(bad))
         )
     for rec in sorted(records.values(), key=lambda x: -x.iteration):
         if rec.correctness is not None and not rec.correctness.ok:
             bad = next(c for c in rec.correctness.cases if c.verdict != "pass")
-            return f"candidate {rec.candidate.id} is wrong at {bad.case} {bad.dtype}: " + (
+            return f"candidate {rec.candidate.id} is wrong at {bad.label} {bad.dtype}: " + (
                 bad.error or _mismatch(bad)
             )
         if rec.compile is not None and not rec.compile.ok:
@@ -547,7 +548,6 @@ def report_md(task: KernelTask, run: dict[str, Any], best: Record | None, final:
         "## Correctness",
         "",
     ]
-    visible = {task.case_label(c) for c in task.cases.visible}
     for seed in dict.fromkeys(c.seed for c in report.cases):
         lines += [
             f"Seed {seed}:" if seed is not None else "All seeds:",
@@ -556,13 +556,11 @@ def report_md(task: KernelTask, run: dict[str, Any], best: Record | None, final:
             "|---|---|---|---|---|---|",
         ]
         for c in (c for c in report.cases if c.seed == seed):
-            base, _, mode = c.case.partition(" (")
-            kind = ("visible" if base in visible else "held-out") + (
-                f", {mode.rstrip(')')}" if mode else ""
-            )
+            how = MODE_LABELS[c.mode]
+            kind = ("held-out" if c.heldout else "visible") + (f", {how}" if how else "")
             verdict = c.verdict if c.verdict == "pass" else f"{c.verdict}: {c.error or c.pattern}"
             err = f"{c.max_abs:.3g} | {c.err_norm:.3g}" if c.max_abs is not None else "- | -"
-            lines.append(f"| {base} | {kind} | {c.dtype} | {verdict} | {err} |")
+            lines.append(f"| {c.case} | {kind} | {c.dtype} | {verdict} | {err} |")
         lines.append("")
     lines += ["", "## Speed", ""]
     bench = BenchmarkReport.model_validate(final["benchmark"])

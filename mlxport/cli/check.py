@@ -53,7 +53,7 @@ def check(
                 else c.pattern
             )
             table.add_row(
-                c.case,
+                c.label,
                 c.dtype,
                 f"[{color}]{c.verdict}[/{color}]",
                 _num(c.max_abs),

@@ -42,12 +42,31 @@ class CompileResult(Strict):
 
 
 Verdict = Literal["pass", "fail", "error"]
+TOGETHER = 8  # calls submitted at once in the final verification's overlap check
+# How a case was run: in order; with threads reversed or shuffled; at a size mlxport generated
+# (several threadgroups); on outputs poisoned with finite garbage; with TOGETHER calls at once
+# (and once more alone on the failing call's fresh inputs); through the written kernel.py.
+Mode = Literal[
+    "forward", "reversed", "shuffled", "generated", "poisoned", "together", "fresh", "op"
+]
+MODE_LABELS = {
+    "forward": "",
+    "reversed": "threads reversed",
+    "shuffled": "threads shuffled",
+    "generated": "generated: several threadgroups",
+    "poisoned": "second poison",
+    "together": f"{TOGETHER} calls at once",
+    "fresh": "fresh inputs",
+    "op": "kernel.py",
+}
 
 
 class CaseResult(Strict):
-    case: str
+    case: str  # the case's label, N=4096,C=768
     dtype: str
     verdict: Verdict
+    mode: Mode = "forward"
+    heldout: bool = False  # a held-out case (never shown to the model)
     max_abs: float | None = None
     max_rel: float | None = None
     err_norm: float | None = None
@@ -62,6 +81,12 @@ class CaseResult(Strict):
     pattern: str = ""
     error: str = ""
     seed: int | None = None  # of the inputs
+
+    @property
+    def label(self) -> str:
+        """The case as reports name it: ``N=400 (threads shuffled)``."""
+        how = MODE_LABELS[self.mode]
+        return f"{self.case} ({how})" if how else self.case
 
 
 class CorrectnessReport(Strict):
@@ -102,12 +127,12 @@ class CorrectnessReport(Strict):
                     if not also
                     else (
                         f" (the same in {len(also)} more case{'s' if len(also) > 1 else ''}: "
-                        + ", ".join(f"{o.case} {o.dtype}" for o in also[:4])
+                        + ", ".join(f"{o.label} {o.dtype}" for o in also[:4])
                         + (", ..." if len(also) > 4 else "")
                         + ")"
                     )
                 )
-                lines.append(f"  {c.case} {c.dtype}: ERROR {c.error}{more}")
+                lines.append(f"  {c.label} {c.dtype}: ERROR {c.error}{more}")
                 continue
             where = (
                 f" first at {c.first_mismatch}: got {c.got:.6g}, expected {c.expected:.6g};"
@@ -124,13 +149,13 @@ class CorrectnessReport(Strict):
                 if c.max_abs is not None
                 else ""
             )
-            lines.append(f"  {c.case} {c.dtype}: {c.pattern};{where}{sizes}{extra}".rstrip(";"))
+            lines.append(f"  {c.label} {c.dtype}: {c.pattern};{where}{sizes}{extra}".rstrip(";"))
         if len(bad) > limit:
             lines.append(f"  ... and {len(bad) - limit} more failing cases")
         if self.ok:
             worst = max(self.cases, key=lambda c: c.err_norm or 0.0)
             lines.append(
-                f"  worst: {worst.case} {worst.dtype} max_abs={worst.max_abs:.3g} "
+                f"  worst: {worst.label} {worst.dtype} max_abs={worst.max_abs:.3g} "
                 f"err_norm={worst.err_norm:.3g}"
             )
         return "\n".join(lines)

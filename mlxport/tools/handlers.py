@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from mlxport.errors import UserError
-from mlxport.spec import CompileResult, Diagnostic, KernelCandidate, KernelTask
+from mlxport.spec import CompileResult, CorrectnessReport, Diagnostic, KernelCandidate, KernelTask
 from mlxport.tools import schemas
 from mlxport.tools.hints import compile_hints
 from mlxport.tools.session import Output, Record, Session, ToolError
@@ -325,45 +325,38 @@ def verify(session: Session, args: schemas.verify) -> Output:
     )
 
 
-def verdicts(task: KernelTask, report) -> str:
+def verdicts(task: KernelTask, report: CorrectnessReport) -> str:
     """The verification's verdicts by kind of check, without the held-out shapes or where outputs
     differ (the model would tune to them)."""
-    from mlxport.verify.correctness import MODES
+    from mlxport.spec.results import MODE_LABELS
+    from mlxport.verify.correctness import HINTS
 
-    visible = {task.case_label(c) for c in task.cases.visible}
     kinds: dict[str, list] = {}
     heldout: list[str] = []
     for c in report.cases:
-        base, _, rest = c.case.partition(" (")
-        mode = next((m for m, (suffix, _) in MODES.items() if rest and suffix == f" ({rest}"), None)
-        if mode is None and base not in visible:
-            if base not in heldout:
-                heldout.append(base)
-            kind = "held-out cases"
+        if c.heldout and c.case not in heldout:
+            heldout.append(c.case)
+        if c.mode != "forward":
+            kind = MODE_LABELS[c.mode]
         else:
-            kind = {None: "visible cases on new inputs"}.get(
-                mode, MODES.get(mode, ("", ""))[0].strip(" ()")
-            )
-        where = f"held-out case {heldout.index(base) + 1}" if kind == "held-out cases" else base
-        kinds.setdefault(kind, []).append((c, mode, where))
-    lines = [
-        f"{'PASS' if report.ok else 'FAIL'} on verification (verdicts only: held-out shapes stay hidden)"
-    ]
+            kind = "held-out cases" if c.heldout else "visible cases on new inputs"
+        where = f"held-out case {heldout.index(c.case) + 1}" if c.heldout else c.case
+        kinds.setdefault(kind, []).append((c, where))
+    head = "PASS" if report.ok else "FAIL"
+    lines = [f"{head} on verification (verdicts only: held-out shapes stay hidden)"]
     for kind, results in kinds.items():
-        bad = [(c, mode, k) for c, mode, k in results if c.verdict != "pass"]
+        bad = [(c, where) for c, where in results if c.verdict != "pass"]
         line = f"  {kind}: {len(results) - len(bad)}/{len(results)} pass"
         if bad:
-            c, mode, k = bad[0]
-            what = f"{k} {c.dtype}"
-            how = (
-                "the kernel failed to run"
-                if c.verdict == "error"
-                else f"{c.mismatches / max(c.total, 1):.1%} of elements wrong"
-                if c.mismatches
-                else "wrong"
-            )
-            hint = MODES.get(mode, ("", ""))[1]
-            line += f"; first failure {what}: {how}" + (f"; {hint}" if hint else "")
+            c, where = bad[0]
+            if c.verdict == "error":
+                how = "the kernel failed to run"
+            elif c.mismatches:
+                how = f"{c.mismatches / max(c.total, 1):.1%} of elements wrong"
+            else:
+                how = "wrong"
+            hint = HINTS.get(c.mode, "")
+            line += f"; first failure {where} {c.dtype}: {how}" + (f"; {hint}" if hint else "")
         lines.append(line)
     return "\n".join(lines)
 

@@ -16,6 +16,7 @@ import numpy as np
 from mlxport.backends.base import Backend, RunResult
 from mlxport.errors import UserError
 from mlxport.spec import CaseResult, CorrectnessReport, KernelCandidate, KernelTask
+from mlxport.spec.results import TOGETHER
 from mlxport.tasks import MLX_LOCK, TaskError, make_inputs
 from mlxport.verify.compare import axis_names, compare
 from mlxport.verify.golden import golden, golden_name
@@ -132,7 +133,13 @@ def run_correctness(
             )
             if mode == "generated" and result.verdict != "pass":
                 continue  # a size of mlxport's choosing, not the task's: it only serves the reordered runs
-            result = result.model_copy(update={"seed": s})
+            result = result.model_copy(
+                update={
+                    "seed": s,
+                    "mode": mode if result.mode == "forward" and mode else result.mode,
+                    "heldout": ci >= len(task.cases.visible) and mode != "generated",
+                }
+            )
             results.append(result)
             if result.verdict == "pass" and mode in (None, "generated"):
                 passed[(s, ci, dtype)] = prepared
@@ -253,19 +260,18 @@ POISON_HINT = (
     "right on outputs that start as NaN but not on outputs that start as other garbage, so the kernel "
     "reads an output before writing it: write each element before reading it, or set init_value"
 )
-TOGETHER = 8  # calls submitted at once in the final verification's overlap check
 TOGETHER_HINT = (
     f"right alone but not when {TOGETHER} calls on different inputs run in one evaluation, which MLX "
     "may run at once on the GPU: the calls share state outside their own buffers (module-scope "
     "__device__ variables used as scratch or counters); keep per-call scratch in an extra output "
     "(init_value zeroes it)"
 )
-MODES = {
-    "reversed": (" (threads reversed)", REVERSED_HINT.format(order="in reverse order")),
-    "shuffled": (" (threads shuffled)", REVERSED_HINT.format(order="in a shuffled order")),
-    "generated": (" (generated: several threadgroups)", ""),
-    "poisoned": (" (second poison)", POISON_HINT),
-    "together": (f" ({TOGETHER} calls at once)", TOGETHER_HINT),
+# What a failure in each mode says about the kernel.
+HINTS = {
+    "reversed": REVERSED_HINT.format(order="in reverse order"),
+    "shuffled": REVERSED_HINT.format(order="in a shuffled order"),
+    "poisoned": POISON_HINT,
+    "together": TOGETHER_HINT,
 }
 
 
@@ -292,8 +298,8 @@ def _check_case(
 ) -> CaseResult:
     """One case and dtype: alone, or (``mode``) with threads reversed, or together with more calls
     on fresh inputs of the same case."""
-    suffix, hint = MODES.get(mode, ("", ""))
-    label = task.case_label(case) + suffix
+    hint = HINTS.get(mode or "", "")
+    label = task.case_label(case)
     sets = [prepared or _prepared(task, case, dtype, seed)]
     if mode == "together":
         sets += [_prepared(task, case, dtype, seed + 7907 * j) for j in range(1, TOGETHER)]
@@ -332,15 +338,10 @@ def _check_case(
         # Blame running together only if the failing inputs pass alone: the other calls' inputs
         # are fresh, and a kernel can simply be wrong on them (the first set passed alone already).
         alone = _judge(
-            task,
-            backend.run(candidate, args[k], timeout=timeout),
-            sets[k][1],
-            order,
-            task.case_label(case) + " (fresh inputs)",
-            dtype,
+            task, backend.run(candidate, args[k], timeout=timeout), sets[k][1], order, label, dtype
         )
         if alone.verdict != "pass":
-            return alone
+            return alone.model_copy(update={"mode": "fresh"})
     if worst.verdict == "error":
         return worst.model_copy(update={"error": f"{worst.error}; {hint}"})
     return worst.model_copy(update={"pattern": f"{worst.pattern}; {hint}"})
