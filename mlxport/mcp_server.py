@@ -142,7 +142,7 @@ def _state(served: Served, final: dict[str, Any]):
     return State(
         task_dir=str(s.task.folder),
         messages=messages,
-        records={k: r.to_state() for k, r in s.records.items()},
+        records={k: r.model_dump(mode="json") for k, r in s.records.items()},
         plan=s.plan.model_dump(),
         best_id=best.candidate.id if best else None,
         iterations=len(served.calls),

@@ -401,7 +401,7 @@ out[i] = a_shape[0] > 2000000 ? a[i] : a[i] + b[i];
         }
     )
     session = Session(task=task, backend=SyntheticTiming(candidate_seconds=1e-7), seed=1)
-    record = Record(special, correctness=run_correctness(task, special, SIM, seed=1))
+    record = Record(candidate=special, correctness=run_correctness(task, special, SIM, seed=1))
     assert record.correct
     session.records[special.id] = record
     out = run_tool(session, "benchmark", {"candidate_id": special.id})
@@ -410,10 +410,13 @@ out[i] = a_shape[0] > 2000000 ? a[i] : a[i] + b[i];
         and "wrong at the timed size" in out.text
         and "no longer counts as correct" in out.text
     )
+    assert record.correct, "a tool returns new records and never changes the session's"
+    session.apply(out)
     assert not out.records[special.id].correct and session.best() is None
     again = run_tool(session, "benchmark", {"candidate_id": special.id})
     assert again.error and "found wrong by an earlier benchmark" in again.text
-    assert Record.from_state(record.to_state()).refuted == record.refuted
+    refuted = session.records[special.id]
+    assert Record.model_validate(refuted.model_dump(mode="json")) == refuted
 
 
 # ---------------------------------------------------------------- only kernel code compiles

@@ -147,10 +147,9 @@ def test_patience_stops_after_candidates_without_improvement(tmp_path):
 
 def test_target_speedup_stops_the_run():
     """The target rule needs a timed benchmark, which only a GPU gives; assess is pure logic."""
-    record = Record(PORT, correctness=None)
     from mlxport.spec import CaseResult, CorrectnessReport
 
-    record.correctness = CorrectnessReport(
+    correctness = CorrectnessReport(
         backend="metal",
         candidate_id=PORT.id,
         task="vector_add",
@@ -158,7 +157,7 @@ def test_target_speedup_stops_the_run():
         cases=[CaseResult(case="N=1", dtype="float32", verdict="pass")],
     )
     timing = Timing(name="candidate", median_us=10.0, spread=0.01, samples=30)
-    record.benchmark = BenchmarkReport(
+    benchmark = BenchmarkReport(
         backend="metal",
         device="M3 Max",
         candidate_id=PORT.id,
@@ -169,7 +168,9 @@ def test_target_speedup_stops_the_run():
         baselines=[timing.model_copy(update={"name": "native", "median_us": 13.0})],
         speedups={"native": 1.3},
     )
-    state = State(task_dir=str(TASK.folder), records={PORT.id: record.to_state()}, iterations=4)
+    record = Record(candidate=PORT, correctness=correctness, benchmark=benchmark)
+    records = {PORT.id: record.model_dump(mode="json")}
+    state = State(task_dir=str(TASK.folder), records=records, iterations=4)
     update = assess(state, Runtime(context=RunConfig(target_speedup=1.2)))
     assert update["stop_reason"] == "target_speedup" and update["best_id"] == PORT.id
 

@@ -177,7 +177,7 @@ class View:
         if best_id not in records:
             self.plain(f"no correct candidate yet ({len(records)} tried)", "yellow")
             return
-        r = Record.from_state(records[best_id])
+        r = Record.model_validate(records[best_id])
         node = f", plan idea {r.plan_node}" if r.plan_node else ""
         self.plain(f"best: {best_id} (iteration {r.iteration}{node})", "bold")
         if r.correctness is not None:
@@ -333,4 +333,4 @@ def find_record(state: State, key: str) -> Record:
         known = ", ".join(list(records)[-8:]) or "none yet"
         what = "is ambiguous" if matches else "matches no candidate"
         raise UserError(f"{key!r} {what}: use a candidate id (known: {known})")
-    return Record.from_state(records[matches[0]])
+    return Record.model_validate(records[matches[0]])

@@ -61,7 +61,7 @@ def _ctx(runtime: Runtime[RunConfig] | None) -> RunConfig:
 
 
 def session_of(state: State, ctx: RunConfig) -> Session:
-    records = {k: Record.from_state(v) for k, v in state.records.items()}
+    records = {k: Record.model_validate(v) for k, v in state.records.items()}
     return open_session(
         state.task_dir,
         ctx.backend,
@@ -154,7 +154,9 @@ def _reason(model: BaseChatModel | None):
 def status_message(state: State, ctx: RunConfig) -> HumanMessage:
     """Rendered into every prompt (never stored): plan, best candidate, budget left."""
     best = (
-        Record.from_state(state.records[state.best_id]) if state.best_id in state.records else None
+        Record.model_validate(state.records[state.best_id])
+        if state.best_id in state.records
+        else None
     )
     if best is None:
         best_text = "none correct yet"
@@ -262,7 +264,9 @@ def tools(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
         )
         for cid, out in ((c["id"], results[c["id"]]) for c in [*calls, *last.invalid_tool_calls])
     ]
-    changed = {k: r.to_state() for out in results.values() for k, r in out.records.items()}
+    changed = {
+        k: r.model_dump(mode="json") for out in results.values() for k, r in out.records.items()
+    }
     errors = sum(out.error for out in results.values())
     update: dict[str, Any] = {
         "messages": messages,
@@ -292,7 +296,7 @@ def _questions(calls: list[dict[str, Any]]) -> list[str]:
 
 def assess(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
     ctx = _ctx(runtime)
-    records = [Record.from_state(r) for r in state.records.values()]
+    records = [Record.model_validate(r) for r in state.records.values()]
     evaluated = sum(r.correctness is not None for r in records)
     newly = evaluated - state.evaluated
     ranked = rank(records)
@@ -360,7 +364,7 @@ def _better(best: Record, state: State) -> bool:
     prev = state.records.get(state.best_id or "")
     if prev is None:
         return True
-    return (best.speedup or 0.0) > (Record.from_state(prev).speedup or 0.0) * 1.01
+    return (best.speedup or 0.0) > (Record.model_validate(prev).speedup or 0.0) * 1.01
 
 
 def after_assess(state: State) -> str:

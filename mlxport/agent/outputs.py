@@ -269,7 +269,7 @@ def write_outputs(
     out: Path, task: KernelTask, state: State, config: dict[str, Any], session_id: str
 ) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
-    records = {k: Record.from_state(v) for k, v in state.records.items()}
+    records = {k: Record.model_validate(v) for k, v in state.records.items()}
     final = state.final or {}
     cand_dir = out / "candidates"
     cand_dir.mkdir(exist_ok=True)

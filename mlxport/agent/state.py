@@ -35,7 +35,7 @@ class State:
     messages: Annotated[list[AnyMessage], add_messages] = field(default_factory=list)
     records: Annotated[dict[str, dict[str, Any]], merge] = field(
         default_factory=dict
-    )  # id -> Record.to_state()
+    )  # id -> Record.model_dump(mode="json")
     plan: dict[str, Any] = field(default_factory=dict)
     best_id: str | None = None
     best_history: list[dict[str, Any]] = field(

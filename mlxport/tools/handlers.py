@@ -36,7 +36,6 @@ def run_tool(session: Session, name: str, args: dict[str, Any]) -> Output:
             f"{'.'.join(map(str, er['loc'])) or 'args'}: {er['msg']}" for er in e.errors()[:5]
         )
         return Output(f"error: invalid arguments for {name}: {problems}", error=True)
-    session.calls += 1
     try:
         return HANDLERS[name](session, parsed)
     except UserError as e:
@@ -136,12 +135,12 @@ def compile_kernel(session: Session, args: schemas.compile_kernel) -> Output:
             f"not {candidate.language}"
         )
     result = _compile(session, candidate)
-    record = session.records.get(candidate.id) or Record(
-        candidate,
+    known = session.records.get(candidate.id) or Record(
+        candidate=candidate,
         iteration=session.iteration,
         plan_node=session.plan.active.id if session.plan.active else None,
     )
-    record.compile = result
+    record = known.model_copy(update={"compile": result})
     head = f"candidate {candidate.id}: {result.summary()}"
     if not result.ok:
         head += "".join(f"\nhint: {h}" for h in compile_hints(candidate, result))
@@ -202,19 +201,18 @@ def run_correctness(session: Session, args: schemas.run_correctness) -> Output:
             f"candidate {args.candidate_id} did not compile, so it cannot run; fix it and compile "
             f"again. {record.compile.summary()}"
         )
-    session.seed += 1
+    seed = session.seed + 1
     with session.device_lock:
-        report = check(session.task, record.candidate, session.backend, seed=session.seed)
-    record.correctness = report
-    session.plan.attach(
-        args.candidate_id, f"{args.candidate_id} {'correct' if report.ok else 'incorrect'}"
-    )
+        report = check(session.task, record.candidate, session.backend, seed=seed)
+    record = record.model_copy(update={"correctness": report})
+    verdict = "correct" if report.ok else "incorrect"
     hint = "\nnext: benchmark(candidate_id=...)" if report.ok else ""
     return Output(
         f"candidate {args.candidate_id}: {report.summary()}{hint}",
         data={"candidate_id": args.candidate_id, "correct": report.ok},
         records={args.candidate_id: record},
-        plan=session.plan,
+        plan=session.plan.attached(args.candidate_id, f"{args.candidate_id} {verdict}"),
+        seed=seed,
     )
 
 
@@ -245,7 +243,7 @@ def benchmark(session: Session, args: schemas.benchmark) -> Output:
             )
     except (WrongAtBenchSize, FailedReverification) as e:
         # Wrong where run_correctness did not look: it no longer counts as correct.
-        record.refuted = str(e)
+        record = record.model_copy(update={"refuted": str(e)})
         return Output(
             f"error: {e}\ncandidate {args.candidate_id} no longer counts as correct; fix it and "
             f"run_correctness again",
@@ -253,12 +251,12 @@ def benchmark(session: Session, args: schemas.benchmark) -> Output:
             error=True,
             records={args.candidate_id: record},
         )
-    record.benchmark = report
+    record = record.model_copy(update={"benchmark": report})
     timed = report.candidate is not None
+    plan = session.plan
     if timed:
-        session.plan.attach(
-            args.candidate_id, f"{args.candidate_id} {report.speedups.get('native', 0):.2f}x native"
-        )
+        speedup = report.speedups.get("native", 0)
+        plan = plan.attached(args.candidate_id, f"{args.candidate_id} {speedup:.2f}x native")
     from mlxport.knowledge import hardware_profile
     from mlxport.tools.profile import launch_facts
     from mlxport.verify.benchmark import primary_dtype
@@ -282,7 +280,7 @@ def benchmark(session: Session, args: schemas.benchmark) -> Output:
             "us": report.candidate.median_us if timed else None,
         },
         records={args.candidate_id: record},
-        plan=session.plan,
+        plan=plan,
     )
 
 
@@ -316,7 +314,7 @@ def verify(session: Session, args: schemas.verify) -> Output:
             seed=session.seed + 90_000 + used,
             heldout=True,
         )
-    record.verified = verdicts(session.task, report)
+    record = record.model_copy(update={"verified": verdicts(session.task, report)})
     left = session.verifications - used - 1
     return Output(
         f"candidate {args.candidate_id}: {record.verified}\n({left} verification{'s' * (left != 1)} left)",
@@ -437,7 +435,7 @@ def show_candidate(session: Session, args: schemas.show_candidate) -> Output:
 
 
 def update_plan(session: Session, args: schemas.update_plan) -> Output:
-    p = session.plan
+    p = session.plan.model_copy(deep=True)
     try:
         if args.action == "add":
             if not args.idea:

@@ -125,14 +125,15 @@ class Plan(BaseModel):
                 n.confidence = min(1.0, n.confidence * (1.2 if improved else 0.5))
         return node
 
-    def attach(self, candidate_id: str, outcome: str) -> None:
-        """Record a measured outcome on the active idea (if any)."""
-        node = self.active
-        if node is None:
-            return
-        if candidate_id not in node.candidates:
-            node.candidates.append(candidate_id)
-        node.outcome = outcome
+    def attached(self, candidate_id: str, outcome: str) -> Plan:
+        """A copy with a measured outcome on the active idea (if any)."""
+        plan = self.model_copy(deep=True)
+        node = plan.active
+        if node is not None:
+            if candidate_id not in node.candidates:
+                node.candidates.append(candidate_id)
+            node.outcome = outcome
+        return plan
 
     def render(self) -> str:
         if not self.nodes:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from mlxport.backends import get_backend
 from mlxport.backends.base import Backend
@@ -33,9 +33,12 @@ class ToolError(UserError):
     """A tool call the model should fix; goes back to it as a message."""
 
 
-@dataclass
-class Record:
-    """A candidate and everything measured about it in this session."""
+class Record(BaseModel):
+    """A candidate and everything measured about it in this session. Frozen: a tool returns a new
+    record (``model_copy(update=...)``) and ``Session.apply`` takes it in; the graph's state holds
+    ``model_dump(mode="json")`` of each."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     candidate: KernelCandidate
     iteration: int = 0
@@ -62,51 +65,18 @@ class Record:
             return None
         return self.benchmark.speedups.get("native")
 
-    def to_state(self) -> dict[str, Any]:
-        return {
-            "candidate": self.candidate.model_dump(mode="json"),
-            "iteration": self.iteration,
-            "compile": _dump(self.compile),
-            "correctness": _dump(self.correctness),
-            "benchmark": _dump(self.benchmark),
-            "plan_node": self.plan_node,
-            "rejected": self.rejected,
-            "refuted": self.refuted,
-            "verified": self.verified,
-        }
-
-    @classmethod
-    def from_state(cls, d: dict[str, Any]) -> Record:
-        return cls(
-            candidate=KernelCandidate.model_validate(d["candidate"]),
-            iteration=d.get("iteration", 0),
-            compile=_load(CompileResult, d.get("compile")),
-            correctness=_load(CorrectnessReport, d.get("correctness")),
-            benchmark=_load(BenchmarkReport, d.get("benchmark")),
-            plan_node=d.get("plan_node"),
-            rejected=d.get("rejected", False),
-            refuted=d.get("refuted"),
-            verified=d.get("verified"),
-        )
-
-
-def _dump(m: BaseModel | None) -> dict | None:
-    return m.model_dump(mode="json") if m is not None else None
-
-
-def _load(cls, d):
-    return cls.model_validate(d) if d is not None else None
-
 
 @dataclass
 class Output:
     """What a tool returns: text for the model, ``data`` (the outcome as plain values, for policies
-    and clients that must not parse text), and the records, plan or finish request it changed."""
+    and clients that must not parse text), and what it changed: new records, a new plan, the seed
+    it drew inputs from, a finish request. Handlers never change the session themselves."""
 
     text: str
     data: dict[str, Any] = field(default_factory=dict)
     records: dict[str, Record] = field(default_factory=dict)
     plan: Plan | None = None
+    seed: int | None = None
     finish: dict[str, Any] | None = None
     error: bool = False
 
@@ -122,7 +92,6 @@ class Session:
     chip: Datasheet | None = None  # the Apple chip simulator estimates are for
     datasheet: Datasheet | None = None  # this machine's GPU figures, for roofline fractions
     finish: dict[str, Any] | None = None
-    calls: int = 0
     verifications: int = 3  # candidates the verify tool may check in this session
     answers: dict[str, str] | None = (
         None  # a person's answers to ask_user by question; None: no one is here
@@ -143,6 +112,8 @@ class Session:
         self.records.update(out.records)
         if out.plan is not None:
             self.plan = out.plan
+        if out.seed is not None:
+            self.seed = out.seed
         if out.finish is not None:
             self.finish = out.finish
 
