@@ -28,7 +28,7 @@ from pydantic import Field
 from mlxport.errors import UserError
 from mlxport.redaction import redact
 from mlxport.tools import schemas
-from mlxport.tools.handlers import numbered_page, run_tool
+from mlxport.tools.handlers import TOOLS, numbered_page, run_tool
 from mlxport.tools.session import Session, open_session
 
 NOTES = """
@@ -76,7 +76,7 @@ class Server:
 
     def call(self, name: str, task: str | None, backend: str | None, args: dict[str, Any]) -> str:
         extra = {k: args.pop(k) for k in EXTRA.get(name, {}) if k in args}
-        if name in NO_TASK:
+        if not TOOLS[name].needs_task:
             return _text(run_tool(_KB, name, args))
         if name == "read_cuda_source" and task and _bare_cu(Path(task)):
             return _read_file(Path(task), args)
@@ -204,7 +204,6 @@ _KB = Session(task=None, backend=_NoTask())  # type: ignore[arg-type]
 # ---------------------------------------------------------------- the graph's tools
 
 
-NO_TASK = {"query_hardware_kb", "ask_user"}
 EXTRA = {
     "finish": {
         "out": (
@@ -222,7 +221,7 @@ def graph_tool(server: Server, schema: type[schemas.ToolArgs]):
     name, kw = schema.__name__, inspect.Parameter.KEYWORD_ONLY
     params = (
         []
-        if name in NO_TASK
+        if not TOOLS[name].needs_task
         else [
             inspect.Parameter("task", kw, annotation=Annotated[str, TASK_FIELD]),
             inspect.Parameter(
@@ -477,7 +476,7 @@ def build_server(backend: str = "auto"):
         + NOTES.format(backend=SERVER.backend)
     )
     server = MCPServer("mlxport", instructions=instructions, log_level="WARNING")
-    for schema in schemas.TOOLS:
+    for schema in (t.schema for t in TOOLS.values()):
         fn = ask_user_tool() if schema is schemas.ask_user else graph_tool(SERVER, schema)
         server.add_tool(
             _as_tool_errors(fn, ToolError),

@@ -15,6 +15,7 @@ import pytest
 
 from mlxport.tasks import SUITE_DIR
 from mlxport.tools import schemas
+from mlxport.tools.handlers import TOOLS
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "mcp.md"
@@ -153,7 +154,7 @@ def got(tmp_path_factory):
 
 def test_the_client_sees_the_graphs_tools_typed_and_described_and_its_system_prompt(got):
     tools = got["tools"]
-    assert set(tools) == set(schemas.TOOL_NAMES) | {"list_tasks", "create_task", "port"}
+    assert set(tools) == set(TOOLS) | {"list_tasks", "create_task", "port"}
     for name, tool in tools.items():
         for prop, schema in tool.input_schema.get("properties", {}).items():
             assert schema.get("description"), f"{name}.{prop} has no description"

@@ -157,3 +157,14 @@ def test_the_benchmark_result_carries_the_launch_and_its_threadgroup_memory():
     out = call(s, "benchmark", candidate_id=port.id).text
     assert "launch at M=4096,N=4096,K=4096 bfloat16: 4096 threadgroups of 128 threads" in out
     assert "17408 B of threadgroup memory each (53% of the 32 KB" in out  # 64 x 68 floats
+
+
+def test_every_schema_is_a_registered_tool():
+    """A tool is registered in one place: its schema in tools/schemas.py and ``@tool`` on the
+    handler named as it; the graph, the rules policy and the MCP server read TOOLS."""
+    from mlxport.tools import schemas
+    from mlxport.tools.handlers import TOOLS
+
+    assert {c.__name__ for c in schemas.ToolArgs.__subclasses__()} == set(TOOLS)
+    assert all(t.schema.__doc__ for t in TOOLS.values())
+    assert {n for n, t in TOOLS.items() if not t.needs_task} == {"query_hardware_kb", "ask_user"}

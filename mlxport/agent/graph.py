@@ -26,9 +26,8 @@ from mlxport.agent.models import load_model
 from mlxport.agent.providers import cost, window
 from mlxport.agent.state import RunConfig, State
 from mlxport.prompts.render import render, system_prompt, task_prompt
-from mlxport.tools import schemas
 from mlxport.tools.final import verify_final
-from mlxport.tools.handlers import DEVICE_TOOLS, parallel_compiles, run_tool
+from mlxport.tools.handlers import TOOLS, parallel_compiles, run_tool
 from mlxport.tools.plan import Plan
 from mlxport.tools.session import Output, Record, Session, open_session, rank
 
@@ -115,7 +114,7 @@ def _reason(model: BaseChatModel | None):
         if stop:
             return {"stop_reason": stop}
         llm = model or _loaded_model(ctx.model, ctx.base_url, ctx.request_timeout)
-        llm = llm.bind_tools(schemas.TOOLS)
+        llm = llm.bind_tools([t.schema for t in TOOLS.values()])
         prompt = trim(list(state.messages), ctx.context_window or window(ctx.model)) + [
             status_message(state, ctx)
         ]
@@ -231,7 +230,7 @@ def tools(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
         futures = {
             c["id"]: pool.submit(run_tool, session, c["name"], c["args"])
             for c in calls
-            if c["name"] not in DEVICE_TOOLS
+            if not _sequential(c["name"])
         }
         compiles = {
             c["id"]: pool.submit(run_tool, session, c["name"], c["args"])
@@ -241,7 +240,7 @@ def tools(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
             results[cid] = f.result()
             session.apply(results[cid])
         for c in calls:
-            if c["name"] in DEVICE_TOOLS and c["id"] not in results:
+            if _sequential(c["name"]) and c["id"] not in results:
                 results[c["id"]] = run_tool(session, c["name"], c["args"])
                 session.apply(results[c["id"]])
         for cid, f in futures.items():
@@ -280,6 +279,11 @@ def tools(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
     if session.finish is not None:
         update["finish"] = session.finish
     return update
+
+
+def _sequential(name: str) -> bool:
+    """An unknown tool's call runs in order too: its error message is all it returns."""
+    return name not in TOOLS or TOOLS[name].sequential
 
 
 def _questions(calls: list[dict[str, Any]]) -> list[str]:

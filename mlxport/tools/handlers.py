@@ -1,6 +1,7 @@
-"""The tools: one function per tool the model calls, named as the tool. Each validates, calls the
-verification code or a backend, and returns an ``Output``: compact text for the model plus the
-outcome as data. ``run_tool`` dispatches a call by name.
+"""The tools: one function per tool the model calls, named as the tool and registered by ``@tool``
+with its argument schema (the annotation of ``args``, whose docstring the model reads). Each
+validates, calls the verification code or a backend, and returns an ``Output``: compact text for
+the model plus the outcome as data. ``run_tool`` dispatches a call by name.
 
 Plain functions over a ``Session``, so they run without LangGraph: from the agent's tools node,
 the MCP server, or a test.
@@ -9,7 +10,9 @@ the MCP server, or a test.
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, get_type_hints
 
 from pydantic import ValidationError
 
@@ -20,15 +23,42 @@ from mlxport.tools.hints import compile_hints
 from mlxport.tools.session import Output, Record, Session, ToolError
 
 SOURCE_LINES = 400  # numbered source lines per page of read_cuda_source
+Handler = Callable[[Session, Any], Output]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool as every caller sees it: the graph binds ``schema`` to the model, runs the turn's
+    ``sequential`` tools one at a time in order (those touching the device, the plan or the
+    candidates the calls before them made) and the rest side by side; the MCP server asks for a
+    task where ``needs_task``."""
+
+    schema: type[schemas.ToolArgs]
+    handler: Handler
+    sequential: bool
+    needs_task: bool
+
+
+TOOLS: dict[str, Tool] = {}
+
+
+def tool(*, sequential: bool = True, needs_task: bool = True) -> Callable[[Handler], Handler]:
+    """Register a handler as the tool of its name, with the schema its ``args`` is annotated with."""
+
+    def register(fn: Handler) -> Handler:
+        schema = getattr(schemas, fn.__name__)
+        assert get_type_hints(fn)["args"] is schema, f"{fn.__name__}'s args must be {schema}"
+        TOOLS[fn.__name__] = Tool(schema, fn, sequential, needs_task)
+        return fn
+
+    return register
 
 
 def run_tool(session: Session, name: str, args: dict[str, Any]) -> Output:
     """Validate and run one tool call. Errors become an Output with ``error=True``."""
-    schema = schemas.TOOL_NAMES.get(name)
-    if schema is None:
-        return Output(
-            f"error: unknown tool {name!r}; available: {', '.join(schemas.TOOL_NAMES)}", error=True
-        )
+    if name not in TOOLS:
+        return Output(f"error: unknown tool {name!r}; available: {', '.join(TOOLS)}", error=True)
+    schema = TOOLS[name].schema
     try:
         parsed = schema.model_validate(args)
     except ValidationError as e:
@@ -37,11 +67,12 @@ def run_tool(session: Session, name: str, args: dict[str, Any]) -> Output:
         )
         return Output(f"error: invalid arguments for {name}: {problems}", error=True)
     try:
-        return HANDLERS[name](session, parsed)
+        return TOOLS[name].handler(session, parsed)
     except UserError as e:
         return Output(f"error: {e}", error=True)
 
 
+@tool(sequential=False)
 def read_cuda_source(session: Session, args: schemas.read_cuda_source) -> Output:
     from mlxport.translate.reading.reader import read_cuda, summary
 
@@ -101,6 +132,7 @@ def contract(task: KernelTask) -> str:
     )
 
 
+@tool(sequential=False, needs_task=False)
 def query_hardware_kb(session: Session, args: schemas.query_hardware_kb) -> Output:
     from mlxport.knowledge import format_hits, search
 
@@ -114,6 +146,34 @@ def query_hardware_kb(session: Session, args: schemas.query_hardware_kb) -> Outp
     )
 
 
+@tool(sequential=False)
+def read_reference(session: Session, args: schemas.read_reference) -> Output:
+    from mlxport.errors import read_text
+    from mlxport.verify.golden import golden_name
+
+    task = session.task
+    parts = [f"Candidates are compared with {golden_name(task)}."]
+    if task.reference is not None and task.folder is not None:
+        module = task.reference.partition(":")[0]
+        path = task.folder / f"{module.replace('.', '/')}.py"
+        parts.append(numbered_page(read_text(path, "reference"), path.name, 1, "read_reference"))
+    else:
+        parts.append(
+            "The task has no reference.py: read_cuda_source shows the kernel that is the golden."
+        )
+    if task.baselines:
+        parts.append(
+            f"Timed against: native {task.baselines.native}, naive {task.baselines.naive}."
+        )
+    tol = "; ".join(
+        f"{d}: atol {t.atol:g}, rtol {t.rtol:g}, error norm {t.norm:g}"
+        for d, t in task.tolerance.items()
+    )
+    parts.append(f"Tolerances: {tol}.")
+    return Output("\n\n".join(parts), data={"golden": golden_name(task)})
+
+
+@tool()
 def compile_kernel(session: Session, args: schemas.compile_kernel) -> Output:
     fields = {k: v for k, v in args.model_dump(exclude={"based_on"}).items() if v is not None}
     if args.based_on:
@@ -192,6 +252,7 @@ def _compile(session: Session, candidate: KernelCandidate) -> CompileResult:
     return result
 
 
+@tool()
 def run_correctness(session: Session, args: schemas.run_correctness) -> Output:
     from mlxport.verify.correctness import run_correctness as check
 
@@ -216,6 +277,7 @@ def run_correctness(session: Session, args: schemas.run_correctness) -> Output:
     )
 
 
+@tool()
 def benchmark(session: Session, args: schemas.benchmark) -> Output:
     from mlxport.verify.benchmark import benchmark as time_candidate
     from mlxport.verify.benchmark import summary
@@ -284,6 +346,7 @@ def benchmark(session: Session, args: schemas.benchmark) -> Output:
     )
 
 
+@tool()
 def verify(session: Session, args: schemas.verify) -> Output:
     from mlxport.verify.correctness import run_correctness as check
 
@@ -359,6 +422,25 @@ def verdicts(task: KernelTask, report: CorrectnessReport) -> str:
     return "\n".join(lines)
 
 
+@tool()
+def show_candidate(session: Session, args: schemas.show_candidate) -> Output:
+    r = session.record(args.candidate_id)
+    status = [f"compile: {r.compile.summary() if r.compile else 'not compiled'}"]
+    if r.correctness:
+        status.append(f"correctness: {'PASS' if r.correctness.ok else 'FAIL'}")
+    if r.refuted:
+        status.append(f"refuted by the benchmark: {r.refuted}")
+    if r.speedup is not None:
+        status.append(f"speedup over native: {r.speedup:.2f}x")
+    if r.verified:
+        status.append(f"verification: {r.verified.partition(' ')[0]}")
+    return Output(
+        f"candidate {args.candidate_id} ({'; '.join(status)}):\n{r.candidate.to_toml()}",
+        data={"candidate_id": args.candidate_id},
+    )
+
+
+@tool()
 def diff_candidates(session: Session, args: schemas.diff_candidates) -> Output:
     old, new = session.record(args.old).candidate, session.record(args.new).candidate
     lines = candidate_diff(old, new)
@@ -379,61 +461,7 @@ def candidate_diff(old: KernelCandidate, new: KernelCandidate) -> list[str]:
     )
 
 
-def read_reference(session: Session, args: schemas.read_reference) -> Output:
-    from mlxport.errors import read_text
-    from mlxport.verify.golden import golden_name
-
-    task = session.task
-    parts = [f"Candidates are compared with {golden_name(task)}."]
-    if task.reference is not None and task.folder is not None:
-        module = task.reference.partition(":")[0]
-        path = task.folder / f"{module.replace('.', '/')}.py"
-        parts.append(numbered_page(read_text(path, "reference"), path.name, 1, "read_reference"))
-    else:
-        parts.append(
-            "The task has no reference.py: read_cuda_source shows the kernel that is the golden."
-        )
-    if task.baselines:
-        parts.append(
-            f"Timed against: native {task.baselines.native}, naive {task.baselines.naive}."
-        )
-    tol = "; ".join(
-        f"{d}: atol {t.atol:g}, rtol {t.rtol:g}, error norm {t.norm:g}"
-        for d, t in task.tolerance.items()
-    )
-    parts.append(f"Tolerances: {tol}.")
-    return Output("\n\n".join(parts), data={"golden": golden_name(task)})
-
-
-def ask_user(session: Session, args: schemas.ask_user) -> Output:
-    if session.answers is None:
-        return Output(
-            "no one is here to answer: decide yourself and go on", data={"answered": False}
-        )
-    answer = session.answers.get(args.question, "").strip()
-    return Output(
-        f"the person answers: {answer}" if answer else "the person gave no answer: decide yourself",
-        data={"answered": bool(answer)},
-    )
-
-
-def show_candidate(session: Session, args: schemas.show_candidate) -> Output:
-    r = session.record(args.candidate_id)
-    status = [f"compile: {r.compile.summary() if r.compile else 'not compiled'}"]
-    if r.correctness:
-        status.append(f"correctness: {'PASS' if r.correctness.ok else 'FAIL'}")
-    if r.refuted:
-        status.append(f"refuted by the benchmark: {r.refuted}")
-    if r.speedup is not None:
-        status.append(f"speedup over native: {r.speedup:.2f}x")
-    if r.verified:
-        status.append(f"verification: {r.verified.partition(' ')[0]}")
-    return Output(
-        f"candidate {args.candidate_id} ({'; '.join(status)}):\n{r.candidate.to_toml()}",
-        data={"candidate_id": args.candidate_id},
-    )
-
-
+@tool()
 def update_plan(session: Session, args: schemas.update_plan) -> Output:
     p = session.plan.model_copy(deep=True)
     try:
@@ -470,6 +498,20 @@ def _need(node_id: str | None) -> str:
     return node_id
 
 
+@tool(sequential=False, needs_task=False)
+def ask_user(session: Session, args: schemas.ask_user) -> Output:
+    if session.answers is None:
+        return Output(
+            "no one is here to answer: decide yourself and go on", data={"answered": False}
+        )
+    answer = session.answers.get(args.question, "").strip()
+    return Output(
+        f"the person answers: {answer}" if answer else "the person gave no answer: decide yourself",
+        data={"answered": bool(answer)},
+    )
+
+
+@tool(sequential=False)
 def finish(session: Session, args: schemas.finish) -> Output:
     if args.candidate_id:
         session.record(args.candidate_id)
@@ -481,26 +523,6 @@ def finish(session: Session, args: schemas.finish) -> Output:
         data={"candidate_id": chosen},
         finish={"candidate_id": chosen, "summary": args.summary},
     )
-
-
-HANDLERS = {
-    fn.__name__: fn
-    for fn in (
-        read_cuda_source,
-        query_hardware_kb,
-        read_reference,
-        compile_kernel,
-        run_correctness,
-        benchmark,
-        verify,
-        show_candidate,
-        diff_candidates,
-        update_plan,
-        ask_user,
-        finish,
-    )
-}
-assert set(HANDLERS) == set(schemas.TOOL_NAMES)
 
 
 def parallel_compiles(session: Session, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -516,16 +538,3 @@ def parallel_compiles(session: Session, calls: list[dict[str, Any]]) -> list[dic
         and (not c["args"].get("based_on") or c["args"]["based_on"] in session.records)
     ]
     return free if len(free) > 1 else []
-
-
-# Run in order, one at a time: tools that touch the device, update_plan, whose ideas the device
-# tools attach outcomes to, and the tools that read candidates the ones before them made.
-DEVICE_TOOLS = {
-    "compile_kernel",
-    "run_correctness",
-    "benchmark",
-    "verify",
-    "update_plan",
-    "show_candidate",
-    "diff_candidates",
-}

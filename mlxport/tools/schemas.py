@@ -188,20 +188,3 @@ class finish(ToolArgs):
         None, description="Candidate to submit; default: the best so far."
     )
     summary: str = Field("", description="What you did and why it is the result.", max_length=2000)
-
-
-TOOLS: list[type[ToolArgs]] = [
-    read_cuda_source,
-    query_hardware_kb,
-    read_reference,
-    compile_kernel,
-    run_correctness,
-    benchmark,
-    verify,
-    show_candidate,
-    diff_candidates,
-    update_plan,
-    ask_user,
-    finish,
-]
-TOOL_NAMES = {t.__name__: t for t in TOOLS}
