@@ -66,12 +66,12 @@ def test_verify_gives_verdicts_without_shapes_and_spends_its_budget(session):
             "out[i] = (V == 1048576 || V == 4096) ? a[i] + b[i] : a[i];\n"
         ),
     }
-    cid = call(session, "compile_kernel", **hack).data["candidate_id"]
+    cid = call(session, "compile_kernel", **hack).data.candidate_id
     early = call(session, "verify", candidate_id=cid)
     assert early.error and "has not passed run_correctness" in early.text
     assert "PASS" in call(session, "run_correctness", candidate_id=cid).text
     out = call(session, "verify", candidate_id=cid)
-    assert not out.error and out.data["verified"] is False
+    assert not out.error and out.data.verified is False
     assert "held-out cases: 0/" in out.text and "first failure held-out case 1" in out.text
     assert (
         "N=" not in out.text.split("visible cases")[0]
@@ -81,17 +81,16 @@ def test_verify_gives_verdicts_without_shapes_and_spends_its_budget(session):
     again = call(session, "verify", candidate_id=cid)
     assert "verified before (not counted again)" in again.text
     session.verifications = 1
-    good = call(session, "compile_kernel", based_on=cid, template={}, source=FIELDS["source"]).data[
-        "candidate_id"
-    ]
+    src = FIELDS["source"]
+    good = call(session, "compile_kernel", based_on=cid, template={}, source=src).data.candidate_id
     call(session, "run_correctness", candidate_id=good)
     spent = call(session, "verify", candidate_id=good)
     assert spent.error and "verifications are spent" in spent.text
 
 
 def test_diff_reference_and_a_question_with_no_one_there(session):
-    a = call(session, "compile_kernel", **FIELDS).data["candidate_id"]
-    b = call(session, "compile_kernel", based_on=a, threadgroup=[64, 1, 1]).data["candidate_id"]
+    a = call(session, "compile_kernel", **FIELDS).data.candidate_id
+    b = call(session, "compile_kernel", based_on=a, threadgroup=[64, 1, 1]).data.candidate_id
     diff = call(session, "diff_candidates", old=a, new=b).text
     assert "-threadgroup = [256, 1, 1]" in diff and "+threadgroup = [64, 1, 1]" in diff
     assert "identical" in call(session, "diff_candidates", old=a, new=a).text
@@ -125,7 +124,7 @@ def test_auto_pointers_into_buffers_compile_and_run_as_on_metal(session):
         "auto *po = &out[i];\n"
         "*po = *pa + b[i];\n"
     )
-    cid = call(session, "compile_kernel", **{**FIELDS, "source": body}).data["candidate_id"]
+    cid = call(session, "compile_kernel", **{**FIELDS, "source": body}).data.candidate_id
     assert "PASS" in call(session, "run_correctness", candidate_id=cid).text
 
 

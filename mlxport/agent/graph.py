@@ -457,4 +457,5 @@ def finalize(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
 
 def _artifact(out) -> dict:
     """A tool's outcome as data for policies: its data, whether it failed, and why in its words."""
-    return {**out.data, "error": out.error, **({"why": out.text} if out.error else {})}
+    data = out.data.model_dump(mode="json")
+    return {**data, "error": out.error, **({"why": out.text} if out.error else {})}

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from mlxport.errors import UserError
 from mlxport.spec import CompileResult, CorrectnessReport, Diagnostic, KernelCandidate, KernelTask
+from mlxport.tools import outcomes as o
 from mlxport.tools import schemas
 from mlxport.tools.hints import compile_hints
 from mlxport.tools.session import Output, Record, Session, ToolError
@@ -95,13 +96,13 @@ def read_cuda_source(session: Session, args: schemas.read_cuda_source) -> Output
         parts.append(numbered_page(text, task.source, args.start_line, "read_cuda_source"))
     return Output(
         "\n\n".join(parts),
-        data={
-            "task": task.name,
-            "task_dir": str(task.folder),
-            "kernel": focus,
-            "backend": session.backend.name,
-            "language": session.language,
-        },
+        data=o.Source(
+            task=task.name,
+            task_dir=str(task.folder),
+            kernel=focus,
+            backend=session.backend.name,
+            language=session.language,
+        ),
     )
 
 
@@ -142,7 +143,7 @@ def query_hardware_kb(session: Session, args: schemas.query_hardware_kb) -> Outp
         raise ToolError(str(e)) from e
     return Output(
         format_hits(hits) if hits else "no matching section; rephrase the query",
-        data={"sections": [h.id for h in hits]},
+        data=o.Sections(sections=[h.id for h in hits]),
     )
 
 
@@ -170,7 +171,7 @@ def read_reference(session: Session, args: schemas.read_reference) -> Output:
         for d, t in task.tolerance.items()
     )
     parts.append(f"Tolerances: {tol}.")
-    return Output("\n\n".join(parts), data={"golden": golden_name(task)})
+    return Output("\n\n".join(parts), data=o.Golden(golden=golden_name(task)))
 
 
 @tool()
@@ -206,11 +207,12 @@ def compile_kernel(session: Session, args: schemas.compile_kernel) -> Output:
         head += "".join(f"\nhint: {h}" for h in compile_hints(candidate, result))
     if result.ok:
         head += "\nnext: run_correctness(candidate_id=...)"
-    data = {
-        "candidate_id": candidate.id,
-        "compiled": result.ok,
-        **({} if result.ok else {"why": result.summary()}),
-    }
+    data = o.Compiled(
+        candidate_id=candidate.id,
+        compiled=result.ok,
+        diagnostics=result.diagnostics,
+        why=None if result.ok else result.summary(),
+    )
     return Output(head, data=data, records={candidate.id: record})
 
 
@@ -270,7 +272,11 @@ def run_correctness(session: Session, args: schemas.run_correctness) -> Output:
     hint = "\nnext: benchmark(candidate_id=...)" if report.ok else ""
     return Output(
         f"candidate {args.candidate_id}: {report.summary()}{hint}",
-        data={"candidate_id": args.candidate_id, "correct": report.ok},
+        data=o.Checked(
+            candidate_id=args.candidate_id,
+            correct=report.ok,
+            cases=o.CaseVerdict.visible(report),
+        ),
         records={args.candidate_id: record},
         plan=session.plan.attached(args.candidate_id, f"{args.candidate_id} {verdict}"),
         seed=seed,
@@ -309,7 +315,7 @@ def benchmark(session: Session, args: schemas.benchmark) -> Output:
         return Output(
             f"error: {e}\ncandidate {args.candidate_id} no longer counts as correct; fix it and "
             f"run_correctness again",
-            data={"candidate_id": args.candidate_id, "refuted": True},
+            data=o.Timed(candidate_id=args.candidate_id, refuted=True),
             error=True,
             records={args.candidate_id: record},
         )
@@ -335,12 +341,13 @@ def benchmark(session: Session, args: schemas.benchmark) -> Output:
     )
     return Output(
         f"candidate {args.candidate_id}: {summary(report)}" + (f"\n  {facts}" if facts else ""),
-        data={
-            "candidate_id": args.candidate_id,
-            "timed": timed,
-            "speedups": dict(report.speedups),
-            "us": report.candidate.median_us if timed else None,
-        },
+        data=o.Timed(
+            candidate_id=args.candidate_id,
+            timed=timed,
+            speedups=dict(report.speedups),
+            us=report.candidate.median_us if timed else None,
+            estimate=report.estimate,
+        ),
         records={args.candidate_id: record},
         plan=plan,
     )
@@ -354,16 +361,17 @@ def verify(session: Session, args: schemas.verify) -> Output:
     if record.verified:
         return Output(
             f"candidate {args.candidate_id} was verified before (not counted again): {record.verified}",
-            data={
-                "candidate_id": args.candidate_id,
-                "verified": record.verified.startswith("PASS"),
-            },
+            data=o.Verified(
+                candidate_id=args.candidate_id,
+                verified=record.verified.startswith("PASS"),
+                verifications_left=session.verifications - _verified(session),
+            ),
         )
     if not record.correct:
         raise ToolError(
             f"candidate {args.candidate_id} has not passed run_correctness; verify it once it does"
         )
-    used = sum(r.verified is not None for r in session.records.values())
+    used = _verified(session)
     if used >= session.verifications:
         raise ToolError(
             f"this session's {session.verifications} verifications are spent; finish verifies the best "
@@ -381,9 +389,15 @@ def verify(session: Session, args: schemas.verify) -> Output:
     left = session.verifications - used - 1
     return Output(
         f"candidate {args.candidate_id}: {record.verified}\n({left} verification{'s' * (left != 1)} left)",
-        data={"candidate_id": args.candidate_id, "verified": report.ok},
+        data=o.Verified(
+            candidate_id=args.candidate_id, verified=report.ok, verifications_left=left
+        ),
         records={args.candidate_id: record},
     )
+
+
+def _verified(session: Session) -> int:
+    return sum(r.verified is not None for r in session.records.values())
 
 
 def verdicts(task: KernelTask, report: CorrectnessReport) -> str:
@@ -436,7 +450,7 @@ def show_candidate(session: Session, args: schemas.show_candidate) -> Output:
         status.append(f"verification: {r.verified.partition(' ')[0]}")
     return Output(
         f"candidate {args.candidate_id} ({'; '.join(status)}):\n{r.candidate.to_toml()}",
-        data={"candidate_id": args.candidate_id},
+        data=o.Shown(candidate_id=args.candidate_id),
     )
 
 
@@ -446,7 +460,7 @@ def diff_candidates(session: Session, args: schemas.diff_candidates) -> Output:
     lines = candidate_diff(old, new)
     return Output(
         "\n".join(lines) or f"{old.id} and {new.id} are identical",
-        data={"old": old.id, "new": new.id, "changed": bool(lines)},
+        data=o.Diffed(old=old.id, new=new.id, changed=bool(lines)),
     )
 
 
@@ -488,7 +502,7 @@ def update_plan(session: Session, args: schemas.update_plan) -> Output:
     except ValueError as e:
         raise ToolError(str(e)) from e
     return Output(
-        f"{text}\nplan:\n{p.render()}", data={"action": args.action, "node_id": node.id}, plan=p
+        f"{text}\nplan:\n{p.render()}", data=o.Planned(action=args.action, node_id=node.id), plan=p
     )
 
 
@@ -502,12 +516,12 @@ def _need(node_id: str | None) -> str:
 def ask_user(session: Session, args: schemas.ask_user) -> Output:
     if session.answers is None:
         return Output(
-            "no one is here to answer: decide yourself and go on", data={"answered": False}
+            "no one is here to answer: decide yourself and go on", data=o.Answered(answered=False)
         )
     answer = session.answers.get(args.question, "").strip()
     return Output(
         f"the person answers: {answer}" if answer else "the person gave no answer: decide yourself",
-        data={"answered": bool(answer)},
+        data=o.Answered(answered=bool(answer)),
     )
 
 
@@ -520,7 +534,7 @@ def finish(session: Session, args: schemas.finish) -> Output:
     text = f"finishing with {chosen}" if chosen else "finishing without a correct candidate"
     return Output(
         text,
-        data={"candidate_id": chosen},
+        data=o.Finishing(candidate_id=chosen),
         finish={"candidate_id": chosen, "summary": args.summary},
     )
 

@@ -26,6 +26,7 @@ from mlxport.spec import (
     KernelTask,
 )
 from mlxport.tasks import find_task, load_task
+from mlxport.tools.outcomes import Outcome
 from mlxport.tools.plan import Plan
 
 
@@ -73,7 +74,7 @@ class Output:
     it drew inputs from, a finish request. Handlers never change the session themselves."""
 
     text: str
-    data: dict[str, Any] = field(default_factory=dict)
+    data: Outcome = field(default_factory=Outcome)
     records: dict[str, Record] = field(default_factory=dict)
     plan: Plan | None = None
     seed: int | None = None
