@@ -317,7 +317,7 @@ class WrongWhileTimed(UserError):
 
 def _state_problem(candidate: KernelCandidate) -> str | None:
     if candidate.language != "cuda":
-        return None  # an MSL candidate's program-scope data is refused by Metal's own rule (sim/build.py)
+        return None  # an MSL candidate's program-scope data is refused by Metal's own rule (sim/source_checks.py)
     return _cuda_state_problem(candidate.header, candidate.source)
 
 
@@ -325,7 +325,7 @@ def _state_problem(candidate: KernelCandidate) -> str | None:
 def _cuda_state_problem(
     header: str, source: str
 ) -> str | None:  # parsed once per candidate, not per run
-    from mlxport.backends.sim.build import cuda_state_problem
+    from mlxport.backends.sim.source_checks import cuda_state_problem
 
     return cuda_state_problem(header, source)
 

@@ -29,12 +29,14 @@ from mlxport.backends.cuda_cpu.source import (
     SourceError,
     device_source,
 )
-from mlxport.backends.sim import build as _build
 from mlxport.backends.sim import sim_threads
+from mlxport.backends.sim.build import compile_library
+from mlxport.backends.sim.cache import cache_dir
+from mlxport.backends.sim.compiler import INCLUDE as SIM_INCLUDE
+from mlxport.backends.sim.compiler import find_compiler, syntax_log
 from mlxport.backends.worker import Worker, WorkerError
 from mlxport.errors import UserError
 
-SIM_INCLUDE = _build.INCLUDE
 SHARED_MEMORY_LIMIT = 227 * 1024  # what a block of an sm_90 GPU may opt in to
 MAX_THREADS_PER_BLOCK = 1024
 STACK_BYTES = int(os.environ.get("MLXPORT_SIM_STACK", str(64 << 10)))
@@ -107,9 +109,9 @@ class CudaExecutor:
         path = Path(path).resolve()
         key = (path, path.stat().st_mtime_ns, includes)
         if key not in self._sources:
-            cc = _build.find_compiler()
+            cc = find_compiler()
             self._sources[key] = device_source(
-                path, cc.command, _build.cache_dir() / "cuda-stubs", list(includes)
+                path, cc.command, cache_dir() / "cuda-stubs", list(includes)
             )
         return self._sources[key]
 
@@ -130,7 +132,7 @@ class CudaExecutor:
             )
         std = "".join(f"#include <{h}>\n" for h in source.dropped_includes if h in STANDARD)
         text = std + '#include "cuda_exec.h"\n' + only(source, kernel) + "\n" + launcher(sig, args)
-        result = _build.compile_library(text, (INCLUDE, SIM_INCLUDE))
+        result = compile_library(text, (INCLUDE, SIM_INCLUDE))
         if not result.ok:
             raise ExecError(
                 f"{kernel} does not compile for the executor: {first_error(result.log, source.path)}"
@@ -149,7 +151,7 @@ class CudaExecutor:
             + f"\ntemplate <long long V> struct mlxport_value;\nmlxport_value<(long long)({expr})> mlxport_probe;\n"
         )
         m = re.search(
-            r"mlxport_value<(-?\d+)(?:LL)?>", _build.syntax_log(text, (INCLUDE, SIM_INCLUDE))
+            r"mlxport_value<(-?\d+)(?:LL)?>", syntax_log(text, (INCLUDE, SIM_INCLUDE))
         )
         return int(m.group(1)) if m else None
 

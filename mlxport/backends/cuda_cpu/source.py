@@ -25,7 +25,7 @@ from pathlib import Path
 
 from tree_sitter import Node
 
-from mlxport.backends.sim.build import compiler_env
+from mlxport.backends.sim.compiler import compiler_env
 from mlxport.cuda_syntax import inner_declarator, parse
 from mlxport.errors import UserError
 
