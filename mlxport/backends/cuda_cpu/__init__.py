@@ -20,15 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
+from mlxport.backends.cuda_cpu.preprocess import STANDARD
 from mlxport.backends.cuda_cpu.reach import only
-from mlxport.backends.cuda_cpu.source import (
-    INCLUDE,
-    STANDARD,
-    DeviceSource,
-    KernelSig,
-    SourceError,
-    device_source,
-)
+from mlxport.backends.cuda_cpu.rewrite import device_source
+from mlxport.backends.cuda_cpu.source import DeviceSource, KernelSig, SourceError
 from mlxport.backends.sim import sim_threads
 from mlxport.backends.sim.build import compile_library
 from mlxport.backends.sim.cache import cache_dir
@@ -37,6 +32,7 @@ from mlxport.backends.sim.compiler import find_compiler, syntax_log
 from mlxport.backends.worker import Worker, WorkerError
 from mlxport.errors import UserError
 
+INCLUDE = Path(__file__).resolve().parent / "include"
 SHARED_MEMORY_LIMIT = 227 * 1024  # what a block of an sm_90 GPU may opt in to
 MAX_THREADS_PER_BLOCK = 1024
 STACK_BYTES = int(os.environ.get("MLXPORT_SIM_STACK", str(64 << 10)))
