@@ -9,7 +9,8 @@ from functools import cache
 
 from mlxport.backends.base import Availability, Backend, BackendUnavailable
 
-# name -> class, imported on first use (the GPU backends need MLX's GPU stack, the simulator a compiler)
+# name -> class, imported on first use (the GPU backends need MLX's GPU stack, the simulator a
+# compiler)
 REGISTRY = {
     "metal": "mlxport.backends.gpu:MetalBackend",
     "cuda": "mlxport.backends.gpu:CudaBackend",

@@ -65,7 +65,8 @@ def has_qualifier(node: Node, word: str) -> bool:
 
 
 def keeps_global(node: Node) -> bool:
-    """File-scope declarations device code may use: device variables, constants, prototypes, types."""
+    """File-scope declarations device code may use: device variables, constants, prototypes,
+    types."""
     words = {
         c.text.decode()
         for c in node.children
@@ -105,7 +106,8 @@ def pointer_depth(d: Node) -> int:
 
 
 def unwrap(d: Node | None) -> tuple[int, bool, Node | None]:
-    """(pointer levels, whether the outermost pointer itself is const, the declarator under them)."""
+    """(pointer levels, whether the outermost pointer itself is const, the declarator under
+    them)."""
     depth, const_ptr = 0, False
     while d is not None and d.type in ("pointer_declarator", "abstract_pointer_declarator"):
         depth += 1
@@ -124,4 +126,3 @@ def ptr_type(base: str, depth: int) -> str:
     for _ in range(depth):
         t = f"::cusim::ptr<{t}>"
     return t
-

@@ -109,9 +109,10 @@ DEFINES = {
     "__CUDACC_VER_MAJOR__": "12",
     "__CUDACC_VER_MINOR__": "4",
 }
+# clang's, GCC's
 _MISSING = re.compile(
     r"fatal error: (?:'([^']+)' file not found|([^\s:]+): No such file or directory)"
-)  # clang's, GCC's
+)
 
 
 def preprocess(
@@ -148,9 +149,8 @@ def preprocess(
             missing = _MISSING.search(done.stderr)
             if not missing:
                 raise SourceError(f"{path.name} does not preprocess: {_first_error(done.stderr)}")
-            name = missing.group(1) or missing.group(
-                2
-            )  # a system header, or a local one of a library not here (ATen/ATen.h)
+            # a system header, or a local one of a library not here (ATen/ATen.h)
+            name = missing.group(1) or missing.group(2)
             stub = Path(tmp) / name
             stub.parent.mkdir(parents=True, exist_ok=True)
             stub.write_text("")

@@ -67,9 +67,8 @@ def device_source(
     )
 
 
-_MARK = re.compile(
-    r"\x00(~?[\w:()]*)\x00"
-)  # a kernel's name, or ~ and a device function's or type's
+# a kernel's name, or ~ and a device function's or type's
+_MARK = re.compile(r"\x00(~?[\w:()]*)\x00")
 
 
 def _typedefs(root: Node) -> dict[str, str]:
@@ -203,9 +202,8 @@ class Rewriter:
         defaulted = any(
             c.type in ("default_method_clause", "delete_method_clause") for c in node.children
         )
-        if (
-            not is_device(node) and not is_constexpr(node) and not defaulted
-        ):  # `= default` is host and device
+        # `= default` is host and device
+        if not is_device(node) and not is_constexpr(node) and not defaulted:
             return self.blank(node)
         templated = node.parent is not None and node.parent.type == "template_declaration"
         if any(c.type == "__global__" for c in node.children):
@@ -267,9 +265,8 @@ class Rewriter:
         return self._declaration_with_pointers(node)
 
     def _field_declaration(self, node: Node) -> str:
-        return self.children(
-            node
-        )  # struct members keep plain pointers: structs are copied as bytes
+        # struct members keep plain pointers: structs are copied as bytes
+        return self.children(node)
 
     def _parameter_declaration(self, node: Node) -> str:
         return self._declaration_with_pointers(node)
@@ -400,8 +397,9 @@ class Rewriter:
             if extern:
                 out.append(f"::cusim::ptr<{base}> {name} = ::cusim::dynamic_shared<{base}>()")
             elif dims:
+                shape = ", ".join(dims)
                 out.append(
-                    f'auto {name} = ::cusim::shared_array<{base}, {", ".join(dims)}>({self.slot}, "{name}")'
+                    f'auto {name} = ::cusim::shared_array<{base}, {shape}>({self.slot}, "{name}")'
                 )
                 self.slot += 1
             else:

@@ -25,9 +25,7 @@ class KernelParam:
 @dataclass(frozen=True)
 class KernelSig:
     name: str  # as called from the launcher, namespace included
-    template_params: tuple[
-        tuple[str, str], ...
-    ]  # (name, kind): kind "typename" or a type such as "int"
+    template_params: tuple[tuple[str, str], ...]  # (name, kind): kind "typename" or a type
     params: tuple[KernelParam, ...]
     line: int
 
@@ -41,13 +39,9 @@ class DeviceSource:
     kernels: dict[str, KernelSig]
     needs_fibers: bool
     dropped_includes: list[str] = field(default_factory=list)
-    spans: dict[str, list[tuple[int, int]]] = field(
-        default_factory=dict
-    )  # kernel -> its definitions in text
+    spans: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # kernel -> in text
     preprocessed: str = ""  # the whole file after the preprocessor, host code included
-    typedefs: dict[str, str] = field(
-        default_factory=dict
-    )  # typedef/using name -> the type it names
+    typedefs: dict[str, str] = field(default_factory=dict)  # typedef/using name -> its type
 
     def resolve(self, type_name: str) -> str:
         """A type name with typedefs followed (floatX -> __nv_bfloat16; an enum -> int)."""

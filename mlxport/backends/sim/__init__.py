@@ -130,9 +130,8 @@ class SimBackend:
             cached=result.cached,
         )
 
-    reorders = (
-        True  # run(order="reversed" or "shuffled") runs threads and threadgroups in that order
-    )
+    # run(order="reversed" or "shuffled") runs threads and threadgroups in that order
+    reorders = True
     overlaps = False  # simulated calls run one after another
 
     def run_together(
@@ -208,9 +207,8 @@ class SimBackend:
         missing = [n for n in candidate.input_names if n not in inputs]
         if missing:
             raise SignatureError(f"missing input(s) {', '.join(missing)}")
-        from mlxport.tasks import (
-            MLX_LOCK,
-        )  # here, not at import: the worker processes never load MLX
+        # here, not at import: the worker processes never load MLX
+        from mlxport.tasks import MLX_LOCK
 
         with MLX_LOCK:  # from_value evaluates MLX arrays
             hosts = {
@@ -246,9 +244,8 @@ class SimBackend:
             return RunResult(error=str(e), seconds=time.perf_counter() - t0)
         outputs, unwritten = _results(launch, out)
         if candidate.init_value is not None and not math.isnan(candidate.init_value):
-            unwritten = [
-                np.zeros_like(u) for u in unwritten
-            ]  # MLX filled them with init_value: defined
+            # MLX filled them with init_value: defined
+            unwritten = [np.zeros_like(u) for u in unwritten]
         for name, src in candidate.inout.items():
             k = candidate.output_names.index(name)
             start = hosts[src]
@@ -257,9 +254,8 @@ class SimBackend:
                 start.dtype,
             )
             outputs[k] = np.where(unwritten[k], values.reshape(outputs[k].shape), outputs[k])
-            unwritten[k] = np.zeros_like(
-                unwritten[k]
-            )  # what the kernel did not write is the input's
+            # what the kernel did not write is the input's
+            unwritten[k] = np.zeros_like(unwritten[k])
         return RunResult(
             outputs=outputs,
             unwritten=unwritten,

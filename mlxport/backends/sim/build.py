@@ -60,9 +60,8 @@ class BuildResult:
     seconds: float = 0.0
     cached: bool = False
     log: str = ""
-    refused: str | None = (
-        None  # the one sentence saying why this is not kernel code, when it is not
-    )
+    # the one sentence saying why this is not kernel code, when it is not
+    refused: str | None = None
 
 
 # Raised whenever what is checked before a library is published changes (the allowlist is in the
@@ -120,7 +119,8 @@ def compile_library(
     keep no data it can change between calls (Metal allows program-scope data only in the
     constant address space). Otherwise the result is refused, with one sentence (``refused``)
     and a compiler-style line in ``log`` placing the name in the candidate's text. ``declared``:
-    such data found in the source text (sentence, file, line), refused after what the object calls."""
+    such data found in the source text (sentence, file, line), refused after what the object
+    calls."""
     t0 = time.perf_counter()
     if language != "msl" and (asm := inline_assembly(text)):
         # The CUDA text is preprocessed already: every asm statement of the file is a token here.
@@ -208,7 +208,9 @@ def runtime_object() -> Path:
     )
     if out.returncode != 0:
         raise BuildError(f"the simulator runtime does not compile:\n{out.stderr[-3000:]}")
-    if zig:  # zig builds libc++ at a first link: here, inside the announced wait, not at the first kernel's
+    if zig:
+        # zig builds libc++ at a first link: here, inside the announced wait, not at the first
+        # kernel's
         run(
             [*cc.command, *flags, "-shared", str(tmp), "-o", str(tmp.with_suffix(".so"))],
             "the runtime",

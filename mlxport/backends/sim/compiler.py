@@ -52,9 +52,9 @@ class Compiler:
         # MSL char is signed; plain char is unsigned on aarch64 (Linux), so say it everywhere.
         # MLX compiles metal_kernel sources with fast math off (setFastMathEnabled(false) up to
         # v0.31; math_mode "safe" by default from v0.32.0), where each MSL operation is rounded to
-        # its type: a * b + c rounds twice unless the kernel calls fma(). Host compilers fuse it into
-        # one FMA wherever the CPU has one (zig's clang targets the native CPU; AVX512-FP16 fuses
-        # even half arithmetic), so results would depend on the machine: never contract.
+        # its type: a * b + c rounds twice unless the kernel calls fma(). Host compilers fuse it
+        # into one FMA wherever the CPU has one (zig's clang targets the native CPU; AVX512-FP16
+        # fuses even half arithmetic), so results would depend on the machine: never contract.
         flags = [
             "-std=c++20",
             OPT_LEVEL,
@@ -77,7 +77,10 @@ class Compiler:
 
 
 SYSTEM_COMPILERS = ("c++", "g++", "clang++")
-_PROBE = "using half = _Float16;\nstatic_assert(sizeof(half) == 2);\n#include <source_location>\nint main() {}\n"
+_PROBE = (
+    "using half = _Float16;\nstatic_assert(sizeof(half) == 2);\n"
+    "#include <source_location>\nint main() {}\n"
+)
 
 
 def find_compiler() -> Compiler:

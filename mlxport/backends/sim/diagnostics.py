@@ -17,9 +17,10 @@ from mlxport.backends.sim.signature import SimSource
 from mlxport.spec import Diagnostic
 
 USER_FILES = ("source", "header")
+
 _DIAG = re.compile(
-    r"^(?P<file>[^\s:][^:\n]*):(?P<line>\d+):(?P<col>\d+): (?P<sev>fatal error|error|warning|note): "
-    r"(?P<msg>.*)$",
+    r"^(?P<file>[^\s:][^:\n]*):(?P<line>\d+):(?P<col>\d+): "
+    r"(?P<sev>fatal error|error|warning|note): (?P<msg>.*)$",
     re.MULTILINE,
 )
 

@@ -114,7 +114,10 @@ def object_problem(
             at = f" at {place_words(place)}" if place else ""
             kind = "a static local variable" if static_local else "a mutable program-scope variable"
             scope = "static and program-scope data" if static_local else "program-scope data"
-            sentence = f"{what}: `{name}`{at} is {kind}; Metal allows {scope} only in the constant address space"
+            sentence = (
+                f"{what}: `{name}`{at} is {kind}; Metal allows {scope} only in the constant "
+                "address space"
+            )
             return sentence, log_line(place, sentence)
     if bad:
         return _calls(what, bad, text, language)

@@ -35,37 +35,47 @@ def msl_text_problem(src: SimSource) -> tuple[str, str, int | None] | None:
     line) or None."""
     for where, rewritten in (("header", src.header), ("source", src.body)):
         text = rewritten.original
-        spliced = text.replace("\\\r\n", "").replace("\\\n", "")
-        for m in _DIRECTIVE.finditer(spliced):
-            directive, target = m.group(1), m.group(2)
-            line = _spliced_line(text, m.start())
-            if directive in ("define", "undef"):
-                name = re.match(r"\w*", target).group()
-                if name in ASM_KEYWORDS:
-                    return (
-                        f"not a Metal kernel: #{directive} {name} (line {line} of the {where}); Metal has no "
-                        "inline assembly",
-                        where,
-                        line,
-                    )
-                continue
-            if directive == "include" and re.fullmatch(r"<metal_\w+>", target):
-                continue
-            return (
-                f"not a Metal kernel: includes {target or 'a file'} (line {line} of the {where}); a Metal "
-                "kernel includes only the <metal_*> headers",
-                where,
-                line,
-            )
-        for t in tokenize(text):
-            if t.kind == "ident" and t.text in ASM_KEYWORDS:
-                line = text.count("\n", 0, t.start) + 1
+        if problem := _directive_problem(text, where) or _asm_problem(text, where):
+            return problem
+    return None
+
+
+def _directive_problem(text: str, where: str) -> tuple[str, str, int] | None:
+    spliced = text.replace("\\\r\n", "").replace("\\\n", "")
+    for m in _DIRECTIVE.finditer(spliced):
+        directive, target = m.group(1), m.group(2)
+        line = _spliced_line(text, m.start())
+        if directive in ("define", "undef"):
+            name = re.match(r"\w*", target).group()
+            if name in ASM_KEYWORDS:
                 return (
-                    f"not a Metal kernel: inline assembly (`{t.text}`, line {line} of the {where}); Metal "
-                    "has none",
+                    f"not a Metal kernel: #{directive} {name} (line {line} of the {where}); Metal "
+                    "has no inline assembly",
                     where,
                     line,
                 )
+            continue
+        if directive == "include" and re.fullmatch(r"<metal_\w+>", target):
+            continue
+        return (
+            f"not a Metal kernel: includes {target or 'a file'} (line {line} of the {where}); a "
+            "Metal kernel includes only the <metal_*> headers",
+            where,
+            line,
+        )
+    return None
+
+
+def _asm_problem(text: str, where: str) -> tuple[str, str, int] | None:
+    for t in tokenize(text):
+        if t.kind == "ident" and t.text in ASM_KEYWORDS:
+            line = text.count("\n", 0, t.start) + 1
+            return (
+                f"not a Metal kernel: inline assembly (`{t.text}`, line {line} of the {where}); "
+                "Metal has none",
+                where,
+                line,
+            )
     return None
 
 
@@ -83,19 +93,16 @@ def msl_data_problem(src: SimSource) -> tuple[str, str, int | None] | None:
     from mlxport.cuda_syntax import parse
 
     for where, rewritten in (("header", src.header), ("source", src.body)):
-        code = (
-            rewritten.text
-            if where == "header"
-            else "void mlxport_body() {" + rewritten.text + "\n}"
-        )
+        text = rewritten.text
+        code = text if where == "header" else "void mlxport_body() {" + text + "\n}"
         found = _mutable_declaration(parse(code.encode()).root_node, program=where == "header")
         if found:
             name, line, static_local = found
             kind = "a static local variable" if static_local else "a mutable program-scope variable"
             scope = "static and program-scope data" if static_local else "program-scope data"
             return (
-                f"not a Metal kernel: `{name}` at line {line} of the {where} is {kind}; Metal allows {scope} "
-                "only in the constant address space",
+                f"not a Metal kernel: `{name}` at line {line} of the {where} is {kind}; Metal "
+                f"allows {scope} only in the constant address space",
                 where,
                 line,
             )
@@ -116,22 +123,23 @@ def cuda_state_problem(header: str, body: str) -> str | None:
             name, line, static_local = found
             kind = "a static local variable" if static_local else "a mutable __device__ variable"
             return (
-                f"not a stateless kernel: `{name}` at line {line} of the {where} is {kind}, which keeps state "
-                "between calls (calls MLX runs at once share it, and a kernel could replay an earlier answer "
-                "from it); keep per-call scratch in an extra output (init_value zeroes it)"
+                f"not a stateless kernel: `{name}` at line {line} of the {where} is {kind}, which "
+                "keeps state between calls (calls MLX runs at once share it, and a kernel could "
+                "replay an earlier answer from it); keep per-call scratch in an extra output "
+                "(init_value zeroes it)"
             )
     return None
 
 
-_CUDA_SAFE = frozenset(
-    {"const", "constexpr", "__constant__", "__shared__"}
-)  # read-only, or per block
+# read-only, or per block
+_CUDA_SAFE = frozenset({"const", "constexpr", "__constant__", "__shared__"})
 
 
 def _mutable_declaration(
     node, program: bool, safe: frozenset[str] = _CONST
 ) -> tuple[str, int, bool] | None:
-    """(name, line, whether a static local) of the first mutable static-storage variable under ``node``."""
+    """(name, line, whether a static local) of the first mutable static-storage variable under
+    ``node``."""
     for child in node.named_children:
         kind = child.type
         if kind == "ERROR" or child.has_error:
@@ -204,7 +212,8 @@ def inline_assembly(text: str) -> tuple[str, str] | None:
         if ident in text and (hit := locate(text, [ident], "cuda")):
             where = f" ({place_words(hit[:3])})"
             return (
-                f"not device code: inline assembly (`{ident}`{where}), which the CPU executor does not run",
+                f"not device code: inline assembly (`{ident}`{where}), which the CPU executor does "
+                "not run",
                 log_line(hit[:3], f"inline asm (`{ident}`) is not run by the CPU executor"),
             )
     return None
