@@ -26,6 +26,7 @@ import mlx.core as mx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from mlxport.backends import GPUS, resolve  # noqa: E402
 from mlxport.integrations.mlx_lm import mamba_module, patch_mamba, scan_op  # noqa: E402
 
 CONFIGS = {  # the published Mamba-1 (state-spaces/mamba-*) shapes
@@ -132,10 +133,11 @@ def main() -> None:
     ap.add_argument("--dtypes", default="bfloat16,float32")
     ap.add_argument("--out", type=Path, default=Path("mlx_lm_e2e.json"))
     args = ap.parse_args()
-    timed = mx.metal.is_available() or (hasattr(mx, "cuda") and mx.cuda.is_available())
-    op = scan_op()
+    backend = resolve("auto")
+    timed = backend in GPUS
+    op = scan_op(backend)
     device = mx.default_device()
-    verification = verify("metal" if mx.metal.is_available() else "cuda") if timed else None
+    verification = verify(backend) if timed else None
     rows = []
     for name in args.configs.split(","):
         for T in map(int, args.lengths.split(",")):

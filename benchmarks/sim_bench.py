@@ -19,7 +19,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mlxport.backends.sim import SimBackend, build  # noqa: E402
+from mlxport.backends.sim import SimBackend  # noqa: E402
+from mlxport.backends.sim.build import runtime_object  # noqa: E402
+from mlxport.backends.sim.compiler import OPT_LEVEL  # noqa: E402
 from mlxport.spec import KernelCandidate  # noqa: E402
 
 MSL = Path(__file__).resolve().parents[1] / "tests" / "msl"
@@ -78,7 +80,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["MLXPORT_CACHE"] = tmp
         t0 = time.perf_counter()
-        build.runtime_object()
+        runtime_object()
         rows.append(
             (
                 "runtime object, cold compile (once per compiler)",
@@ -100,7 +102,7 @@ def main() -> None:
         sim.close()
         fresh.close()
     print(
-        f"Metal simulator, {build.OPT_LEVEL}, {info['threads']} threads, {info.get('compiler_version')}"
+        f"Metal simulator, {OPT_LEVEL}, {info['threads']} threads, {info.get('compiler_version')}"
     )
     print(f"| {'measure':<70} | {'time':>9} |\n|{'-' * 72}|{'-' * 11}|")
     for label, value in rows:

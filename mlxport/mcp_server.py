@@ -56,18 +56,18 @@ class Server:
     """The sessions of one server process, keyed by resolved task folder and backend."""
 
     def __init__(self, backend: str = "auto"):
-        from mlxport.backends import get_backend
+        from mlxport.backends import resolve
 
-        self.backend = get_backend(backend).name
+        self.backend = resolve(backend)
         self.sessions: dict[tuple[Path, str], Served] = {}
         self.names: dict[str, Path] = {}  # task names seen, for resource URIs
         self.lock = threading.Lock()
 
     def served(self, task: str, backend: str | None) -> Served:
-        from mlxport.backends import get_backend
+        from mlxport.backends import resolve
         from mlxport.tasks import find_task
 
-        folder, name = find_task(task).resolve(), get_backend(backend or self.backend).name
+        folder, name = find_task(task).resolve(), resolve(backend or self.backend)
         with self.lock:
             if (folder, name) not in self.sessions:
                 self.sessions[(folder, name)] = Served(open_session(folder, name))

@@ -357,7 +357,7 @@ def test_state_kept_in_module_globals_across_calls_is_refused():
     between calls, as Metal's rule has it for MSL; the port now uses a per-call scratch output."""
     from pathlib import Path
 
-    from mlxport.backends.sim.build import cuda_state_problem
+    from mlxport.backends.sim.source_checks import cuda_state_problem
     from mlxport.spec import KernelCandidate
 
     task = load_task("reduce_sum_atomic")
@@ -434,8 +434,8 @@ def refused(candidate, sentence: str, *, check: bool = False):
     from mlxport.backends.sim import build
 
     published = []
-    publish = build._publish
-    build._publish = lambda tmp, final: (published.append(final), publish(tmp, final))
+    publish = build.publish
+    build.publish = lambda tmp, final: (published.append(final), publish(tmp, final))
     try:
         inputs = gelu_inputs()
         compiled = SIM.compile(candidate, inputs)
@@ -446,7 +446,7 @@ def refused(candidate, sentence: str, *, check: bool = False):
             report = verdict(GELU, candidate)
             assert not report.ok and sentence in report.summary()
     finally:
-        build._publish = publish
+        build.publish = publish
     assert not [
         p for p in published if p.name.startswith("k-")
     ]  # a refused library is never published

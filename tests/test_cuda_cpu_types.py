@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mlxport.backends.sim.build import compiler_env, find_compiler
+from mlxport.backends.sim.compiler import compiler_env, find_compiler
 
 INCLUDE = Path(__file__).parents[1] / "mlxport" / "backends" / "cuda_cpu" / "include"
 FREESTANDING = {"cstdint", "cstddef", "type_traits", "limits", "new", "bit", "concepts"}

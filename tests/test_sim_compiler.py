@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from mlxport.backends.sim.build import CompilerMissing, find_compiler
+from mlxport.backends.sim.compiler import CompilerMissing, find_compiler
 
 SYSTEM = next((shutil.which(n) for n in ("g++", "clang++") if shutil.which(n)), None)
 needs_system = pytest.mark.skipif(

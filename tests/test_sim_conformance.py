@@ -843,7 +843,7 @@ def test_half_rounds_after_every_operation_and_char_is_signed(sim):
     assert list(r.outputs[0]) == [1.0, 1.0, 1.0, 1.0]
     if sim.name != "sim":
         return
-    from mlxport.backends.sim.build import find_compiler
+    from mlxport.backends.sim.compiler import find_compiler
 
     cc = find_compiler()
     if cc.is_clang:

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mlxport.backends.sim.build import find_compiler
+from mlxport.backends.sim.compiler import find_compiler
 
 INCLUDE = Path(__file__).parents[1] / "mlxport" / "backends" / "sim" / "include"
 

@@ -9,7 +9,8 @@ from functools import cache
 
 from mlxport.backends.base import Availability, Backend, BackendUnavailable
 
-# name -> class, imported on first use (the GPU backends need MLX's GPU stack, the simulator a compiler)
+# name -> class, imported on first use (the GPU backends need MLX's GPU stack, the simulator a
+# compiler)
 REGISTRY = {
     "metal": "mlxport.backends.gpu:MetalBackend",
     "cuda": "mlxport.backends.gpu:CudaBackend",
@@ -25,14 +26,25 @@ def get_backend(name: str) -> Backend:
     """One backend object per process (each owns its worker process), also when ports on several
     threads ask at once."""
     with _LOCK:
-        return _get_backend(name)
+        return _get_backend(resolve(name))
+
+
+def resolve(name: str) -> str:
+    """The backend ``name`` stands for: ``auto`` is the first of GPUS that runs here (Metal on
+    Apple silicon, MLX's CUDA backend on NVIDIA), else the simulator; any other name is checked
+    and kept. Every caller that lets a user say ``auto`` resolves it here."""
+    check_name(name)
+    return _auto() if name == "auto" else name
+
+
+@cache
+def _auto() -> str:
+    # once per process: get_backend keeps one backend per name, so the choice never moves
+    return next((name for name in GPUS if _status(name).ok), "sim")
 
 
 @cache
 def _get_backend(name: str) -> Backend:
-    if name == "auto":
-        return _get_backend(select_auto())
-    check_name(name)
     backend = backend_class(name)()
     status = backend.available()
     if not status.ok:
@@ -53,15 +65,11 @@ def backend_class(name: str) -> type:
 
 def availability() -> dict[str, Availability]:
     """Each backend and whether it can run here (for ``mlxport doctor``)."""
-    out = {}
-    for name in NAMES:
-        try:
-            out[name] = backend_class(name)().available()
-        except Exception as e:  # a backend that cannot even be constructed is unavailable
-            out[name] = Availability(False, f"{type(e).__name__}: {e}")
-    return out
+    return {name: _status(name) for name in NAMES}
 
 
-def select_auto() -> str:
-    status = availability()
-    return next((name for name in GPUS if status[name].ok), "sim")
+def _status(name: str) -> Availability:
+    try:
+        return backend_class(name)().available()
+    except Exception as e:  # a backend that cannot even be constructed is unavailable
+        return Availability(False, f"{type(e).__name__}: {e}")

@@ -101,8 +101,8 @@ class Backend(Protocol):
         base above this layer) is what an uncalibrated GPU's roofline fractions are of."""
 
     def compile(self, candidate: KernelCandidate, args: dict[str, ArgInfo]) -> CompileResult:
-        """Compile for the input signature described by ``args`` (dtypes, sizes, scalars; extra names
-        are in scope for template expressions)."""
+        """Compile for the input signature described by ``args`` (dtypes, sizes, scalars; extra
+        names are in scope for template expressions)."""
 
     def run(
         self,
@@ -113,8 +113,9 @@ class Backend(Protocol):
         order: str = "forward",
         poison: str = "nan",
     ) -> RunResult:
-        """Launch once, isolated from the caller. ``inputs`` holds at least ``candidate.input_names``;
-        any other names (the task's params) are in scope for the launch expressions only.
+        """Launch once, isolated from the caller. ``inputs`` holds at least
+        ``candidate.input_names``; any other names (the task's params) are in scope for the launch
+        expressions only.
         ``order`` (where ``reorders``): ``reversed`` or ``shuffled`` runs the threads of each
         threadgroup, and the threadgroups, in that order (one of ORDERS), so a result that depends
         on the order of unsynchronised threads changes. ``poison``: what outputs without an
@@ -141,4 +142,5 @@ class Backend(Protocol):
         baselines: bool = True,
     ) -> dict[str, list[float]]:
         """Seconds per call of the candidate and, with ``baselines``, of every baseline of the task
-        ("native", "naive"), timed side by side on the same inputs; only where ``timing`` is true."""
+        ("native", "naive"), timed side by side on the same inputs; only where ``timing`` is
+        true."""

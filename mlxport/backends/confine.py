@@ -54,9 +54,8 @@ _PREFIXES = (
     "MKL_",
     "ZIG_",
 )
-CPU_SECONDS = int(
-    os.environ.get("MLXPORT_WORKER_CPU_SECONDS", "3600")
-)  # per worker process, all requests
+# per worker process, all requests
+CPU_SECONDS = int(os.environ.get("MLXPORT_WORKER_CPU_SECONDS", "3600"))
 OPEN_FILES = 256
 WATCH_SECONDS = 0.25
 
@@ -190,7 +189,8 @@ def lock_down(parent: int) -> list[str]:
 
 
 def probe() -> list[str]:
-    """What a worker here is confined by: run in a throwaway child so this process stays as it is."""
+    """What a worker here is confined by: run in a throwaway child, so this process stays as it
+    is."""
     import subprocess
 
     code = (

@@ -13,7 +13,10 @@ from pathlib import Path
 from mlxport.spec import KernelCandidate
 
 # What MLX's preamble (mlx/backend/cuda/device/utils.cuh) gives a body, for NVRTC.
-NVRTC_PREAMBLE = "typedef unsigned int uint32_t;\ntypedef unsigned long long uint64_t;\n#include <cooperative_groups.h>\n"
+NVRTC_PREAMBLE = (
+    "typedef unsigned int uint32_t;\ntypedef unsigned long long uint64_t;\n"
+    "#include <cooperative_groups.h>\n"
+)
 
 CUDA_TYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "int32": "int"}
 
@@ -40,7 +43,8 @@ def mlx_cuda_source(
     return (
         "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
         + cand.header
-        + f"namespace mlx::core::cu {{\n\nnamespace cg = cooperative_groups;\n\n__global__ void {name}(\n"
+        + "namespace mlx::core::cu {\n\nnamespace cg = cooperative_groups;\n\n"
+        + f"__global__ void {name}(\n"
         + "\n".join(params).rstrip(",")
         + ") {\n"
         + consts
@@ -51,8 +55,8 @@ def mlx_cuda_source(
 
 
 def nvrtc_source(cand: KernelCandidate, infos: dict) -> str:
-    """What NVRTC compiles for ``cand`` at a case's ``infos`` (``tasks.case_infos``): MLX's file with
-    the preamble; scalar inputs become float arrays, as kernel.py passes them."""
+    """What NVRTC compiles for ``cand`` at a case's ``infos`` (``tasks.case_infos``): MLX's file
+    with the preamble; scalar inputs become float arrays, as kernel.py passes them."""
     from mlxport.expr import ArrayInfo
 
     dtypes = {

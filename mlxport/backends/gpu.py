@@ -31,9 +31,8 @@ class GpuBackend:
     def __init__(self) -> None:
         self._worker = None
         self._timer = None
-        self._timer_compiled: set[tuple[str, str]] = (
-            set()
-        )  # (candidate, arguments) the timing worker compiled
+        # (candidate, arguments) the timing worker compiled
+        self._timer_compiled: set[tuple[str, str]] = set()
         self._info: dict[str, dict[str, Any]] = {}  # per datasheet sent
 
     # -- the workers: processes per backend object, restarted after a crash or timeout. No memory
@@ -42,7 +41,8 @@ class GpuBackend:
     # independent calls of a timed batch would overlap on the device (selective_scan's port at
     # B=1 measured 65-170 us per call grouped in graphs, 162 us one after another); in a model,
     # ops mostly depend on each other. Without graphs, calls run in order on one stream, so the
-    # profiler's kernel durations (backends/timer.py) are each call's own. Metal ignores the variable.
+    # profiler's kernel durations (backends/timer.py) are each call's own. Metal ignores the
+    # variable.
     TIMING_ENV = {"MLX_USE_CUDA_GRAPHS": "0"}
 
     def _call(
@@ -82,16 +82,14 @@ class GpuBackend:
     def compile(self, candidate: KernelCandidate, args: dict[str, ArgInfo]) -> CompileResult:
         t0 = time.monotonic()
         if candidate.language != self.language:
+            wrong = (
+                f"the {self.name} backend runs {self.language} candidates, not {candidate.language}"
+            )
             return CompileResult(
                 backend=self.name,
                 ok=False,
                 candidate_id=candidate.id,
-                diagnostics=[
-                    {
-                        "message": f"the {self.name} backend runs {self.language} candidates, not {candidate.language}",
-                        "where": "generated",
-                    }
-                ],
+                diagnostics=[{"message": wrong, "where": "generated"}],
             )
         if problem := _state_problem(candidate):
             return CompileResult(
@@ -289,7 +287,10 @@ def _probe(name: str) -> Availability:
             f"mlx-cuda-13=={_installed('mlx-cuda-13')}"
         )
     else:
-        why = "MLX's CUDA backend is not installed or sees no NVIDIA GPU (pip install 'mlxport[cuda]')"
+        why = (
+            "MLX's CUDA backend is not installed or sees no NVIDIA GPU "
+            "(pip install 'mlxport[cuda]')"
+        )
     return Availability(
         False, why if r.returncode == 3 else f"{why}; probe said: {r.stderr.strip()[-200:]}"
     )
@@ -317,15 +318,14 @@ class WrongWhileTimed(UserError):
 
 def _state_problem(candidate: KernelCandidate) -> str | None:
     if candidate.language != "cuda":
-        return None  # an MSL candidate's program-scope data is refused by Metal's own rule (sim/build.py)
+        # an MSL candidate's program-scope data is refused by Metal's own rule (sim/source_checks)
+        return None
     return _cuda_state_problem(candidate.header, candidate.source)
 
 
-@functools.lru_cache(maxsize=256)
-def _cuda_state_problem(
-    header: str, source: str
-) -> str | None:  # parsed once per candidate, not per run
-    from mlxport.backends.sim.build import cuda_state_problem
+@functools.lru_cache(maxsize=256)  # parsed once per candidate, not per run
+def _cuda_state_problem(header: str, source: str) -> str | None:
+    from mlxport.backends.sim.source_checks import cuda_state_problem
 
     return cuda_state_problem(header, source)
 

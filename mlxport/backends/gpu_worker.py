@@ -27,9 +27,8 @@ def device_info(payload: dict[str, Any], arrays=None) -> tuple[dict[str, Any], l
     info = {k: (v if isinstance(v, str | int | float | bool) else str(v)) for k, v in info.items()}
     info["device_name"] = device_name(payload["backend"])
     info["mlx_version"] = mx.__version__
-    info["timing_basis"] = timer.basis(
-        calls_in_order=True
-    )  # as the timing worker runs (gpu.TIMING_ENV)
+    # as the timing worker runs (gpu.TIMING_ENV)
+    info["timing_basis"] = timer.basis(calls_in_order=True)
     datasheet = payload.get("datasheet")
     info.update(
         _bandwidth(info["device_name"], Datasheet.model_validate(datasheet) if datasheet else None)
@@ -46,13 +45,18 @@ def _bandwidth(device_name: str, datasheet: Datasheet | None) -> dict[str, Any]:
     if cal:
         return {
             "bandwidth_gbs": cal["copy_gbs"],
-            "bandwidth_basis": f"copy bandwidth measured by `mlxport doctor --calibrate` ({cal.get('date')})",
+            "bandwidth_basis": (
+                f"copy bandwidth measured by `mlxport doctor --calibrate` ({cal.get('date')})"
+            ),
         }
     if datasheet is None:
         return {}
     return {
         "bandwidth_gbs": datasheet.memory_bandwidth_gbs,
-        "bandwidth_basis": f"{datasheet.name} datasheet bandwidth (knowledge base; run `mlxport doctor --calibrate`)",
+        "bandwidth_basis": (
+            f"{datasheet.name} datasheet bandwidth "
+            "(knowledge base; run `mlxport doctor --calibrate`)"
+        ),
     }
 
 
@@ -95,7 +99,8 @@ def run(
     payload: dict[str, Any], arrays: list[np.ndarray]
 ) -> tuple[dict[str, Any], list[np.ndarray]]:
     """One launch per input set, all in one evaluation. Several sets make independent calls, which
-    MLX may run at once on the device: its CUDA graphs order kernels only by the buffers they share."""
+    MLX may run at once on the device: its CUDA graphs order kernels only by the buffers they
+    share."""
     candidate = KernelCandidate.model_validate(payload["candidate"])
     try:
         poison = payload.get("poison", "nan")
@@ -106,13 +111,15 @@ def run(
         return {"error": f"{type(e).__name__}: {str(e)[:800]}"}, []
     if written := _written_inputs(payload["input_sets"], arrays, given):
         return {
-            "error": f"the kernel wrote into its input {written} (a const pointer cast away, say); a kernel may "
-            "only write its outputs: the caller's arrays must be left as they were"
+            "error": f"the kernel wrote into its input {written} (a const pointer cast away, "
+            "say); a kernel may only write its outputs: the caller's arrays must be left as they "
+            "were"
         }, []
     sets, data = [], []
     for outs in launches:
         dtypes = [mlx_kernel.DTYPE_NAMES[o.dtype] for o in outs]
-        # launch_kwargs poisons with NaN only when there is no init_value and every output is a float
+        # launch_kwargs poisons with NaN only when there is no init_value and every output is a
+        # float
         poisoned = (
             poison == "nan"
             and candidate.init_value is None
@@ -245,8 +252,8 @@ def timed_outputs(
             share = mx.mean(bad.astype(mx.float32)).item()
             if share > 0.01:
                 return (
-                    f"{share:.1%} of {spec.name} is wrong in the calls made as they are timed (input set "
-                    f"{k % len(sets)}, output memory reused, nothing poisoned)"
+                    f"{share:.1%} of {spec.name} is wrong in the calls made as they are timed "
+                    f"(input set {k % len(sets)}, output memory reused, nothing poisoned)"
                 )
     return None
 

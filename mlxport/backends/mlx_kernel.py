@@ -60,7 +60,8 @@ def launch_kwargs(
     candidate: KernelCandidate, inputs: dict[str, Any], *, poison: str | None = None
 ) -> dict[str, Any]:
     """The keyword arguments of the kernel call for inputs of these shapes and dtypes; ``poison``
-    (``nan`` or ``finite``) fills float outputs so unwritten elements, or reads before writes, show."""
+    (``nan`` or ``finite``) fills float outputs so unwritten elements, or reads before writes,
+    show."""
     spec = candidate.launch({n: arg_info(v) for n, v in inputs.items()})
     init = candidate.init_value
     if (
@@ -131,7 +132,8 @@ def started_as(
 def caller(candidate: KernelCandidate, example: dict[str, Any]):
     """A function of an input dict that launches the kernel, with the launch arguments resolved
     once from ``example`` (they depend only on shapes, dtypes and params), as a user's op calls it.
-    Scalar params of ``example`` become kernel inputs once (arrays in an input dict take precedence)."""
+    Scalar params of ``example`` become kernel inputs once (arrays in an input dict take
+    precedence)."""
     kwargs = launch_kwargs(candidate, example)
     kernel = bound_kernel(candidate, kwargs.pop("shared_memory"))
     scalars = {
@@ -241,9 +243,9 @@ def group_size(
     group_bytes: int = 2 << 30,
 ) -> int:
     """How many calls of ``fn`` to submit per evaluation (by the wall clock) or per profiled round
-    (by device time): up to GROUP while a group stays under ``min_batch_seconds`` and ``group_bytes``
-    of outputs. Slow calls (a naive Python loop) get one; grouping only matters where the
-    per-evaluation overhead is visible."""
+    (by device time): up to GROUP while a group stays under ``min_batch_seconds`` and
+    ``group_bytes`` of outputs. Slow calls (a naive Python loop) get one; grouping only matters
+    where the per-evaluation overhead is visible."""
     first = as_list(fn(input_sets[0]))
     mx.eval(*first)
     out_bytes = sum(o.nbytes for o in first)
@@ -267,12 +269,13 @@ def time_calls(
 ) -> list[float]:
     """Seconds per call by the wall clock (``backends/timer.py`` picks it where the profiler's
     device time is not available). Each sample runs a batch of calls (rotating over input sets, so
-    no cache or reused result helps) and synchronises once. Calls are submitted ``group`` at a time in one
-    evaluation (default: ``group_size``), as a model's forward pass submits many ops together: one
-    evaluation per call would time MLX's per-evaluation overhead (about 20 us on CUDA), not the
-    kernel. Calls in a group are independent, so a device that runs them from a CUDA graph may
-    overlap them (throughput, not latency, for kernels that do not fill the GPU): the CUDA timing
-    worker turns graphs off, so calls run in order. Compare functions at one group size."""
+    no cache or reused result helps) and synchronises once. Calls are submitted ``group`` at a time
+    in one evaluation (default: ``group_size``), as a model's forward pass submits many ops
+    together: one evaluation per call would time MLX's per-evaluation overhead (about 20 us on
+    CUDA), not the kernel. Calls in a group are independent, so a device that runs them from a
+    CUDA graph may overlap them (throughput, not latency, for kernels that do not fill the GPU):
+    the CUDA timing worker turns graphs off, so calls run in order. Compare functions at one group
+    size."""
     if group is None:
         group = group_size(fn, input_sets, min_batch_seconds=min_batch_seconds)
 

@@ -7,8 +7,9 @@ overlap; a one-thread marker kernel separates functions and rounds, and a call's
 its kernels' durations (a port with ``init_value`` also pays MLX's fill kernels). That is what
 the call costs inside a CUDA graph, where MLX puts a model's ops. The wall clock around calls in
 order also counts launching them from the CPU, which a busy host makes slow: on the lent H200,
-softmax_rows bf16 4096x4096 took 33.1 us a call by the wall clock and 18.4 us of device time, against
-35.2 and 31.9 us for mx.softmax, so 1.06x by one and 1.73x by the other (BENCHMARKS.md, session 4).
+softmax_rows bf16 4096x4096 took 33.1 us a call by the wall clock and 18.4 us of device time,
+against 35.2 and 31.9 us for mx.softmax, so 1.06x by one and 1.73x by the other (BENCHMARKS.md,
+session 4).
 
 Without torch, with CUDA graphs on, and on Metal, the wall clock is the timer: batches of calls
 that synchronise once. Every report names its basis.

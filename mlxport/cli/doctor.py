@@ -23,13 +23,13 @@ def doctor(
     """Which backends can run here, and why not."""
     import platform
 
-    from mlxport.backends import GPUS, availability, confine, get_backend, select_auto
+    from mlxport.backends import GPUS, availability, confine, get_backend, resolve
 
     status = availability()
     data = {
         "platform": platform.platform(),
         "python": platform.python_version(),
-        "auto": select_auto(),
+        "auto": resolve("auto"),
         "backends": {k: {"available": v.ok, "reason": v.reason} for k, v in status.items()},
         "confinement": confine.probe(),
     }

@@ -118,7 +118,7 @@ def base_config(overrides: dict[str, Any]) -> dict[str, Any]:
     """The run configuration shared by every run, as a dict, with ``backend=auto`` resolved to the
     backend of this machine (an eval's rows must share one device)."""
     from mlxport.agent.state import RunConfig
-    from mlxport.backends import BackendUnavailable, get_backend
+    from mlxport.backends import BackendUnavailable, get_backend, resolve
 
     bad = sorted(set(overrides) - ({f.name for f in fields(RunConfig)} - set(PER_RUN)))
     if bad:
@@ -128,7 +128,8 @@ def base_config(overrides: dict[str, Any]) -> dict[str, Any]:
         )
     config = RunConfig(**overrides).validate()
     try:
-        config.backend = get_backend(config.backend).name
+        config.backend = resolve(config.backend)
+        get_backend(config.backend)  # an unavailable backend is said before any run starts
     except BackendUnavailable as e:
         raise UserError(str(e)) from e
     data = asdict(config)

@@ -45,9 +45,10 @@ def mamba_module():
 
 def scan_op(backend: str | None = None) -> ScanOp:
     """The port as ``op(u, delta, A, B, C, D_skip, h0, delta_softplus=True) -> (y, h_out)``."""
+    from mlxport.backends import resolve
     from mlxport.spec import KernelCandidate
 
-    backend = backend or ("metal" if mx.metal.is_available() else "cuda" if _cuda() else "sim")
+    backend = resolve(backend or "auto")
     language = "cuda" if backend == "cuda" else "msl"
     candidate = KernelCandidate.from_toml(TASK_DIR / "ports" / f"{language}.toml")
     if backend == "sim":
@@ -75,10 +76,6 @@ def scan_op(backend: str | None = None) -> ScanOp:
         return y, h
 
     return op
-
-
-def _cuda() -> bool:
-    return hasattr(mx, "cuda") and mx.cuda.is_available()
 
 
 def _simulated(candidate) -> ScanOp:

@@ -20,21 +20,19 @@ from pathlib import Path
 
 import numpy as np
 
+from mlxport.backends.cuda_cpu.preprocess import STANDARD
 from mlxport.backends.cuda_cpu.reach import only
-from mlxport.backends.cuda_cpu.source import (
-    INCLUDE,
-    STANDARD,
-    DeviceSource,
-    KernelSig,
-    SourceError,
-    device_source,
-)
-from mlxport.backends.sim import build as _build
+from mlxport.backends.cuda_cpu.rewrite import device_source
+from mlxport.backends.cuda_cpu.source import DeviceSource, KernelSig, SourceError
 from mlxport.backends.sim import sim_threads
+from mlxport.backends.sim.build import compile_library
+from mlxport.backends.sim.cache import cache_dir
+from mlxport.backends.sim.compiler import INCLUDE as SIM_INCLUDE
+from mlxport.backends.sim.compiler import find_compiler, syntax_log
 from mlxport.backends.worker import Worker, WorkerError
 from mlxport.errors import UserError
 
-SIM_INCLUDE = _build.INCLUDE
+INCLUDE = Path(__file__).resolve().parent / "include"
 SHARED_MEMORY_LIMIT = 227 * 1024  # what a block of an sm_90 GPU may opt in to
 MAX_THREADS_PER_BLOCK = 1024
 STACK_BYTES = int(os.environ.get("MLXPORT_SIM_STACK", str(64 << 10)))
@@ -59,9 +57,15 @@ class Launch:
         if threads > MAX_THREADS_PER_BLOCK:
             return f"a block of {threads} threads is over the {MAX_THREADS_PER_BLOCK} CUDA allows"
         if any(g * b >= 2**32 for g, b in zip(self.grid, self.block, strict=True)):
-            return f"grid {self.grid} of blocks {self.block} is too large for the executor (2^32 threads a dimension)"
+            return (
+                f"grid {self.grid} of blocks {self.block} is too large for the executor "
+                "(2^32 threads a dimension)"
+            )
         if self.shared_bytes > SHARED_MEMORY_LIMIT:
-            return f"{self.shared_bytes} bytes of dynamic shared memory is over the {SHARED_MEMORY_LIMIT} a block may have"
+            return (
+                f"{self.shared_bytes} bytes of dynamic shared memory is over the "
+                f"{SHARED_MEMORY_LIMIT} a block may have"
+            )
         return None
 
 
@@ -72,9 +76,8 @@ class ExecResult:
 
     buffers: dict[str, np.ndarray] = field(default_factory=dict)
     written: dict[str, np.ndarray] = field(default_factory=dict)
-    touched: dict[str, int] = field(
-        default_factory=dict
-    )  # elements, from the first to the furthest reached
+    # elements, from the first to the furthest reached
+    touched: dict[str, int] = field(default_factory=dict)
     races: list[str] = field(default_factory=list)
     error: str | None = None
     seconds: float = 0.0
@@ -103,13 +106,14 @@ class CudaExecutor:
         self._sources: dict[tuple, DeviceSource] = {}
 
     def source(self, path: str | Path, includes: tuple[Path, ...] = ()) -> DeviceSource:
-        """The device code of ``path`` prepared for the executor (kept while the file is unchanged)."""
+        """The device code of ``path`` prepared for the executor (kept while the file is
+        unchanged)."""
         path = Path(path).resolve()
         key = (path, path.stat().st_mtime_ns, includes)
         if key not in self._sources:
-            cc = _build.find_compiler()
+            cc = find_compiler()
             self._sources[key] = device_source(
-                path, cc.command, _build.cache_dir() / "cuda-stubs", list(includes)
+                path, cc.command, cache_dir() / "cuda-stubs", list(includes)
             )
         return self._sources[key]
 
@@ -130,11 +134,10 @@ class CudaExecutor:
             )
         std = "".join(f"#include <{h}>\n" for h in source.dropped_includes if h in STANDARD)
         text = std + '#include "cuda_exec.h"\n' + only(source, kernel) + "\n" + launcher(sig, args)
-        result = _build.compile_library(text, (INCLUDE, SIM_INCLUDE))
+        result = compile_library(text, (INCLUDE, SIM_INCLUDE))
         if not result.ok:
-            raise ExecError(
-                f"{kernel} does not compile for the executor: {first_error(result.log, source.path)}"
-            )
+            why = first_error(result.log, source.path)
+            raise ExecError(f"{kernel} does not compile for the executor: {why}")
         return Compiled(result.library, sig, source)
 
     def constant(self, source: DeviceSource, kernel: str, expr: str) -> int | None:
@@ -146,11 +149,10 @@ class CudaExecutor:
             std
             + '#include "cuda_exec.h"\n'
             + only(source, kernel)
-            + f"\ntemplate <long long V> struct mlxport_value;\nmlxport_value<(long long)({expr})> mlxport_probe;\n"
+            + "\ntemplate <long long V> struct mlxport_value;\n"
+            + f"mlxport_value<(long long)({expr})> mlxport_probe;\n"
         )
-        m = re.search(
-            r"mlxport_value<(-?\d+)(?:LL)?>", _build.syntax_log(text, (INCLUDE, SIM_INCLUDE))
-        )
+        m = re.search(r"mlxport_value<(-?\d+)(?:LL)?>", syntax_log(text, (INCLUDE, SIM_INCLUDE)))
         return int(m.group(1)) if m else None
 
     def run(
@@ -227,7 +229,8 @@ def _result(sig: KernelSig, args, reply: dict, out: list[np.ndarray], seconds: f
             if first >= 0:
                 result.races.append(
                     f"{p.name}[{first}] is written by two blocks without atomics (and perhaps more "
-                    f"elements): blocks run concurrently on a GPU, so the result depends on their order"
+                    "elements): blocks run concurrently on a GPU, so the result depends on their "
+                    "order"
                 )
         if touched >= 0:
             result.touched[p.name] = -(-touched // np.asarray(a).dtype.itemsize)
@@ -235,19 +238,21 @@ def _result(sig: KernelSig, args, reply: dict, out: list[np.ndarray], seconds: f
 
 
 def launcher(sig: KernelSig, template_args: list[str]) -> str:
-    """The C entry the runtime calls for every thread: the kernel, its arguments bound to buffers."""
+    """The C entry the runtime calls for every thread: the kernel, its arguments bound to
+    buffers."""
     targs = f"<{', '.join(template_args)}>" if template_args else ""
     binds = ", ".join(f"::cusim::Arg{{&b[{k}]}}" for k in range(len(sig.params)))
+    export = 'extern "C" __attribute__((visibility("default")))'
     return (
-        'extern "C" __attribute__((visibility("default"))) void mlxsim_lane(const ::mlxsim::Buffer* b, '
-        "const ::mlxsim::ThreadAttrs*) {\n"
+        f"{export} void mlxsim_lane(const ::mlxsim::Buffer* b, const ::mlxsim::ThreadAttrs*) {{\n"
         f"  (void)b;\n  {sig.name}{targs}({binds});\n}}\n"
-        'extern "C" __attribute__((visibility("default"))) int mlxsim_run(const ::mlxsim::LaunchParams* p, '
-        "char* err, int errlen) {\n  return ::mlxsim::launch(p, &mlxsim_lane, err, errlen);\n}\n"
+        f"{export} int mlxsim_run(const ::mlxsim::LaunchParams* p, char* err, int errlen) {{\n"
+        "  return ::mlxsim::launch(p, &mlxsim_lane, err, errlen);\n}\n"
     )
 
 
-# What a compile error means when it comes from a library or construct the executor has no CPU form of.
+# What a compile error means when it comes from a library or construct the executor has no CPU
+# form of.
 UNSUPPORTED = [
     (
         re.compile(r"undeclared identifier 'cub'|namespace 'cub'|'cub::"),

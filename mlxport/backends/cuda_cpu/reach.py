@@ -55,7 +55,6 @@ def _named(word: str, scope: str, index: dict[str, list[str]]) -> list[str]:
             k for k in index.get(last, []) if k[1:] == word or k.endswith("::" + word)
         ] + _named(word.split("::")[0], scope, index)
     keys = [(key[1:].rpartition("::")[0], key) for key in index.get(word, [])]
-    own = [
-        k for ns, k in keys if ns and (scope == ns or scope.startswith(ns + "::"))
-    ]  # innermost first wins
+    # innermost first wins
+    own = [k for ns, k in keys if ns and (scope == ns or scope.startswith(ns + "::"))]
     return own or [k for ns, k in keys if ns == "" or ns.endswith("(anon)")]

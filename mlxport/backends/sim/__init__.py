@@ -24,7 +24,9 @@ from mlxport.backends.base import (
     BackendUnavailable,
     RunResult,
 )
-from mlxport.backends.sim import build as _build
+from mlxport.backends.sim.build import BuildResult, build_kernel
+from mlxport.backends.sim.cache import cache_dir
+from mlxport.backends.sim.compiler import BuildError, CompilerMissing, find_compiler
 from mlxport.backends.sim.host import (
     STORAGE,
     HostArray,
@@ -70,14 +72,14 @@ class SimBackend:
             "mlxport.backends.sim.runner:handle",
             **({"memory_bytes": memory_bytes} if memory_bytes else {}),
         )
-        self._builds: dict[str, _build.BuildResult] = {}
+        self._builds: dict[str, BuildResult] = {}
 
     # ------------------------------------------------------------ protocol
 
     def available(self) -> Availability:
         try:
-            _build.find_compiler()
-        except _build.CompilerMissing as e:
+            find_compiler()
+        except CompilerMissing as e:
             return Availability(False, str(e))
         return Availability(True)
 
@@ -89,16 +91,16 @@ class SimBackend:
             "simd_width": 32,
             "max_threads_per_threadgroup": MAX_THREADS_PER_THREADGROUP,
             "threadgroup_memory_bytes": 32768,
-            "cache": str(_build.cache_dir()),
+            "cache": str(cache_dir()),
         }
         try:
-            cc = _build.find_compiler()
+            cc = find_compiler()
             info.update(
                 compiler=" ".join(cc.command),
                 compiler_version=cc.version,
                 flags=" ".join(cc.flags()),
             )
-        except _build.CompilerMissing as e:
+        except CompilerMissing as e:
             info["compiler_error"] = str(e)
         return info
 
@@ -111,7 +113,7 @@ class SimBackend:
             }
             sig = self._signature(candidate, args)
             result = self._compile(sim_text(sig))
-        except (ExprError, SignatureError, _build.CompilerMissing, _build.BuildError) as e:
+        except (ExprError, SignatureError, CompilerMissing, BuildError) as e:
             return CompileResult(
                 backend=self.name,
                 ok=False,
@@ -128,9 +130,8 @@ class SimBackend:
             cached=result.cached,
         )
 
-    reorders = (
-        True  # run(order="reversed" or "shuffled") runs threads and threadgroups in that order
-    )
+    # run(order="reversed" or "shuffled") runs threads and threadgroups in that order
+    reorders = True
     overlaps = False  # simulated calls run one after another
 
     def run_together(
@@ -152,7 +153,7 @@ class SimBackend:
             return self._run(
                 candidate, inputs, timeout, t0, ORDERS.index(order), POISON_BYTES[poison]
             )
-        except (ExprError, SignatureError, _build.CompilerMissing, _build.BuildError) as e:
+        except (ExprError, SignatureError, CompilerMissing, BuildError) as e:
             return RunResult(error=str(e), seconds=time.perf_counter() - t0)
 
     def measure(
@@ -183,14 +184,14 @@ class SimBackend:
             )
         return build_signature(candidate, args, launch)
 
-    def _compile(self, src: SimSource) -> _build.BuildResult:
+    def _compile(self, src: SimSource) -> BuildResult:
         key = src.text
         if key in self._builds:
             old = self._builds[key]
-            return _build.BuildResult(
+            return BuildResult(
                 old.ok, old.library, old.diagnostics, cached=True, log=old.log, refused=old.refused
             )
-        result = _build.build(src)
+        result = build_kernel(src)
         self._builds[key] = result
         return result
 
@@ -206,9 +207,8 @@ class SimBackend:
         missing = [n for n in candidate.input_names if n not in inputs]
         if missing:
             raise SignatureError(f"missing input(s) {', '.join(missing)}")
-        from mlxport.tasks import (
-            MLX_LOCK,
-        )  # here, not at import: the worker processes never load MLX
+        # here, not at import: the worker processes never load MLX
+        from mlxport.tasks import MLX_LOCK
 
         with MLX_LOCK:  # from_value evaluates MLX arrays
             hosts = {
@@ -244,9 +244,8 @@ class SimBackend:
             return RunResult(error=str(e), seconds=time.perf_counter() - t0)
         outputs, unwritten = _results(launch, out)
         if candidate.init_value is not None and not math.isnan(candidate.init_value):
-            unwritten = [
-                np.zeros_like(u) for u in unwritten
-            ]  # MLX filled them with init_value: defined
+            # MLX filled them with init_value: defined
+            unwritten = [np.zeros_like(u) for u in unwritten]
         for name, src in candidate.inout.items():
             k = candidate.output_names.index(name)
             start = hosts[src]
@@ -255,9 +254,8 @@ class SimBackend:
                 start.dtype,
             )
             outputs[k] = np.where(unwritten[k], values.reshape(outputs[k].shape), outputs[k])
-            unwritten[k] = np.zeros_like(
-                unwritten[k]
-            )  # what the kernel did not write is the input's
+            # what the kernel did not write is the input's
+            unwritten[k] = np.zeros_like(unwritten[k])
         return RunResult(
             outputs=outputs,
             unwritten=unwritten,
@@ -269,7 +267,7 @@ class SimBackend:
         self,
         sig: Signature,
         src: SimSource,
-        built: _build.BuildResult,
+        built: BuildResult,
         hosts: dict[str, HostArray],
         launch: Launch,
         init_value: float | None,

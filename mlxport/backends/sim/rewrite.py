@@ -76,9 +76,7 @@ class Rewritten:
 
     original: str
     text: str
-    edits: list[tuple[int, int, str]] = field(
-        default_factory=list
-    )  # (start, end, replacement) in original
+    edits: list[tuple[int, int, str]] = field(default_factory=list)  # (start, end, replacement)
     slots: int = 0  # threadgroup declarations numbered so far (slot ids are global to a kernel)
     sync: bool = False  # uses barriers, SIMD-group functions or simdgroup_matrix (needs fibers)
 
@@ -123,7 +121,8 @@ class _Rewriter:
     def __init__(self, text: str, slot_base: int, pointers: frozenset[str] = frozenset()):
         self.text = text
         self.toks = tokenize(text)
-        # names whose elements live in checked memory: buffers, pointers and 1-D arrays in an address space
+        # names whose elements live in checked memory: buffers, pointers and 1-D arrays in an
+        # address space
         self.pointers = pointers | set(_POINTER.findall(text)) | set(_TG_ARRAY.findall(text))
         self.edits: list[tuple[int, int, str]] = []
         self.slot = slot_base
@@ -190,7 +189,8 @@ class _Rewriter:
         return False
 
     def _space(self, i: int) -> int:
-        """Rewrite the declaration around address-space keyword ``toks[i]``; return the next index."""
+        """Rewrite the declaration around address-space keyword ``toks[i]``; return the next
+        index."""
         toks, space = self.toks, self.toks[i].text
         start_i = i
         cv = []
@@ -246,7 +246,8 @@ class _Rewriter:
             self.edit(start, end, f"::mlxsim::Ptr<{pointee}, ::mlxsim::{_AS_ENUM[space]}>")
 
     def _threadgroup_decl(self, start_i: int, i: int, type_toks: list[Token], j: int) -> int:
-        """``threadgroup T a[N], b;`` -> handles to per-threadgroup storage; returns the index after ``;``."""
+        """``threadgroup T a[N], b;`` -> handles to per-threadgroup storage; returns the index
+        after ``;``."""
         toks = self.toks
         if not type_toks or type_toks[-1].kind != "ident":
             self.edit(toks[i].start, toks[i].end, "")

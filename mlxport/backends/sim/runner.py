@@ -152,5 +152,6 @@ def run(
             int(np.flatnonzero(m == CONFLICT)[0]) if (m == CONFLICT).any() else -1 for m in masks
         ],
     }
-    # The threadgroup tags matter only inside the run (race checks): the caller needs written or not.
+    # The threadgroup tags matter only inside the run (race checks): the caller needs written or
+    # not.
     return reply, results + [(m != 0).view(np.uint8) for m in masks]

@@ -127,7 +127,8 @@ def type_string(dtype: str) -> str:
 
 
 def scalar_info(value: int | float | bool) -> ArrayInfo:
-    """MLX's rule for Python scalars: bool -> bool, int -> int32 (int64 if too big), float -> float32."""
+    """MLX's rule for Python scalars: bool -> bool, int -> int32 (int64 if too big), float ->
+    float32."""
     if isinstance(value, bool):
         return ArrayInfo((), Dtype("bool"))
     if isinstance(value, int):
@@ -188,9 +189,8 @@ def build_signature(
 ) -> Signature:
     """Resolve the signature for concrete inputs (arrays as ArrayInfo, or Python scalars)."""
     infos = {n: as_info(args[n]) for n in candidate.input_names if n in args}
-    launch = launch or candidate.launch(
-        {**infos, **args}
-    )  # scalars stay values in launch expressions
+    # scalars stay values in launch expressions
+    launch = launch or candidate.launch({**infos, **args})
     template = tuple(template_values if template_values is not None else launch.template)
     src = candidate.source
     inputs = tuple(

@@ -32,9 +32,8 @@ class Symbol:
     binding: int  # STB_*
     kind: int  # STT_*
     section: str | None  # None: undefined; "" for absolute and common symbols
-    writable: (
-        bool  # data the program may change: a writable allocated section (not RELRO), or common
-    )
+    # data the program may change: a writable allocated section (not RELRO), or common
+    writable: bool
     size: int
 
     @property
@@ -130,11 +129,12 @@ def _symbols(data: bytes, wide: bool, order: str, table: int) -> list[Symbol]:
             else:
                 s = sections[st_shndx]
                 section = s.name
+                # RELRO (.data.rel.ro) is read-only once loaded
                 writable = (
                     bool(s.flags & SHF_WRITE)
                     and bool(s.flags & SHF_ALLOC)
                     and not s.name.startswith(".data.rel.ro")
-                )  # RELRO: read-only once loaded
+                )
             out.append(Symbol(name, st_info >> 4, kind, section, writable, st_size))
     return out
 
@@ -246,8 +246,8 @@ LIBM = frozenset(n + suffix for n in _LIBM_BASE for suffix in ("", "f", "l")) | 
         "__sincos",
     ]
 )
-# Memory and string builtins the compiler emits for copies and fills (aggregate copies, zeroed arrays,
-# std::memcpy in bit casts), and its fortified forms.
+# Memory and string builtins the compiler emits for copies and fills (aggregate copies, zeroed
+# arrays, std::memcpy in bit casts), and its fortified forms.
 MEMORY = frozenset(
     [
         "memcpy",

@@ -3,7 +3,7 @@
 // simulator's runtime (a block is a threadgroup whose threads run as fibers; a warp is a 32-lane
 // SIMD group). The value half (vector types, half, bfloat16, math) is cuda_values.h.
 //
-// Kernel text reaches this header through mlxport/backends/cuda_cpu/source.py, which keeps the
+// Kernel text reaches this header through mlxport/backends/cuda_cpu/rewrite.py, which keeps the
 // device code of a .cu file, turns every pointer type into ::cusim::ptr<T> (checked against the
 // buffer it points into, like the simulator's MSL pointers) and every __shared__ declaration into
 // a handle on the block's storage. Every barrier and collective takes the caller's source
@@ -202,7 +202,7 @@ T warp_reduce(unsigned mask, T v, Op op, const SrcLoc& loc) {
   });
 }
 
-// Slot 0 of a block's storage is the executor's own; source.py numbers __shared__ declarations from 1.
+// Slot 0 of a block's storage is the executor's own; rewrite.py numbers __shared__ declarations from 1.
 constexpr int kInternalSlot = 0;
 
 }  // namespace cusim

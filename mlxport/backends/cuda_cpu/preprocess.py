@@ -1,0 +1,192 @@
+"""The preprocessor pass over a .cu file for the CPU executor: its own macros, conditionals and
+local headers expanded as nvcc would for device code; CUDA's and the C++ library's headers left for
+compile time, and unknown system headers dropped."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+from mlxport.backends.cuda_cpu.source import SourceError
+from mlxport.backends.sim.compiler import compiler_env
+
+# Headers the executor provides (or that are safe to take from the compiler at compile time):
+# during preprocessing they expand to nothing, so the user's text is all that is rewritten.
+PROVIDED = (
+    "cuda_runtime.h",
+    "cuda_runtime_api.h",
+    "cuda.h",
+    "device_launch_parameters.h",
+    "device_functions.h",
+    "cuda_fp16.h",
+    "cuda_bf16.h",
+    "cuda_fp16.hpp",
+    "cuda_bf16.hpp",
+    "vector_types.h",
+    "vector_functions.h",
+    "math_constants.h",
+    "cooperative_groups.h",
+    "cooperative_groups/reduce.h",
+    "cooperative_groups/scan.h",
+    "cuda/std/cstdint",
+    "stdint.h",
+    "cstdint",
+    "stddef.h",
+    "cstddef",
+    "stdio.h",
+    "cstdio",
+    "assert.h",
+    "cassert",
+    "math.h",
+    "cmath",
+    "float.h",
+    "cfloat",
+    "limits.h",
+    "climits",
+    "type_traits",
+    "limits",
+    "stdlib.h",
+    "cstdlib",
+    "string.h",
+    "cstring",
+    "utility",
+    "algorithm",
+)
+# The C++ library headers device code may name types from (std::array in a struct, say): left out
+# while the file is rewritten, included as themselves when it is compiled.
+STANDARD = frozenset(
+    {
+        "array",
+        "atomic",
+        "bitset",
+        "chrono",
+        "complex",
+        "deque",
+        "functional",
+        "initializer_list",
+        "iomanip",
+        "iostream",
+        "iterator",
+        "list",
+        "map",
+        "memory",
+        "mutex",
+        "new",
+        "numeric",
+        "optional",
+        "random",
+        "set",
+        "sstream",
+        "string",
+        "string_view",
+        "thread",
+        "tuple",
+        "unordered_map",
+        "unordered_set",
+        "variant",
+        "vector",
+        "fstream",
+        "cinttypes",
+        "cstdarg",
+        "climits",
+        "cfloat",
+        "cstring",
+        "ctime",
+        "bit",
+        "span",
+        "queue",
+        "stack",
+    }
+)
+# What nvcc defines for device code; the executor runs as an Ampere-class device.
+DEFINES = {
+    "__CUDACC__": "1",
+    "__NVCC__": "1",
+    "__CUDA_ARCH__": "800",
+    "CUDART_VERSION": "12040",
+    "__CUDACC_VER_MAJOR__": "12",
+    "__CUDACC_VER_MINOR__": "4",
+}
+# clang's, GCC's
+_MISSING = re.compile(
+    r"fatal error: (?:'([^']+)' file not found|([^\s:]+): No such file or directory)"
+)
+
+
+def preprocess(
+    path: Path, compiler: tuple[str, ...], stubs: Path, includes: list[Path] = ()
+) -> tuple[str, list[str]]:
+    """The file after the preprocessor, and the system headers dropped because nothing provides them
+    (each stands in as an empty file of a folder of this call's own)."""
+    dropped: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="mlxport-dropped-") as tmp:
+        cmd = [
+            *compiler,
+            "-E",
+            "-x",
+            "c++",
+            "-std=c++20",
+            "-nostdinc",
+            "-nostdinc++",
+            "-I",
+            str(stubs),
+            "-I",
+            str(path.parent),
+            *[f"-I{p}" for p in includes],
+            "-I",
+            tmp,
+            *[f"-D{k}={v}" for k, v in DEFINES.items()],
+            str(path),
+        ]
+        for _ in range(64):
+            done = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=120, env=compiler_env()
+            )
+            if done.returncode == 0:
+                return _without_system_headers(done.stdout), dropped
+            missing = _MISSING.search(done.stderr)
+            if not missing:
+                raise SourceError(f"{path.name} does not preprocess: {_first_error(done.stderr)}")
+            # a system header, or a local one of a library not here (ATen/ATen.h)
+            name = missing.group(1) or missing.group(2)
+            stub = Path(tmp) / name
+            stub.parent.mkdir(parents=True, exist_ok=True)
+            stub.write_text("")
+            dropped.append(name)
+    raise SourceError(f"{path.name} includes too many headers the executor does not know")
+
+
+_LINE_MARK = re.compile(r'^# \d+ "[^"]*"((?: \d)*)$')
+
+
+def _without_system_headers(text: str) -> str:
+    """The preprocessed text with what system headers (flag 3) expanded to left blank, markers kept:
+    the compiler's C library is the executor's own at compile time (some compilers search
+    /usr/include even with -nostdinc, and its typedefs would then be defined twice)."""
+    out, system = [], False
+    for ln in text.split("\n"):
+        m = _LINE_MARK.match(ln)
+        if m:
+            system = " 3" in m.group(1)
+            out.append(ln)
+        else:
+            out.append("" if system else ln)
+    return "\n".join(out)
+
+
+def _first_error(stderr: str) -> str:
+    line = next((ln for ln in stderr.splitlines() if "error:" in ln), stderr.strip()[:300])
+    return line.strip()[:400]
+
+
+def stub_dir(root: Path) -> Path:
+    """Empty stand-ins for the provided headers, for the preprocessing pass only."""
+    root.mkdir(parents=True, exist_ok=True)
+    for name in PROVIDED:
+        f = root / name
+        if not f.exists():
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_text("")
+    return root
