@@ -46,8 +46,8 @@ class ToolCall:
 
 @dataclass
 class Reply:
-    """A successful completion. ``tool_calls`` items may be ToolCall or (name, arguments[, id])
-    tuples."""
+    """A successful completion. ``tool_calls`` items may be ToolCall or
+    (name, arguments[, id]) tuples."""
 
     content: str = ""
     tool_calls: list[ToolCall | tuple] = field(default_factory=list)
@@ -360,8 +360,8 @@ def _stream_events(turn: Reply, body: dict[str, Any], model: str) -> Iterator[di
 
 @pytest.fixture(name="openai_server")
 def openai_server_fixture() -> Iterator[Callable[..., OpenAIServer]]:
-    """Factory fixture: ``openai_server(script)`` returns a started server, stopped after the
-    test."""
+    """Factory fixture: ``openai_server(script)`` returns a started server,
+    stopped after the test."""
     servers: list[OpenAIServer] = []
 
     def start(script: list[Turn], **kwargs: Any) -> OpenAIServer:

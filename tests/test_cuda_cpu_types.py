@@ -1238,8 +1238,8 @@ def test_float_to_integer_conversions(results: dict[str, list[int]]) -> None:
 
 
 def sqrt_ref(x: float, fmt: str, mode: str) -> float:
-    """The square root of x rounded as named: the candidates around the float one, decided
-    exactly."""
+    """The square root of x rounded as named: the candidates around the float one,
+    decided exactly."""
     if x == 0 or not math.isfinite(x):
         return math.sqrt(x)
     dtype = np.float32 if fmt == "f32" else np.float64
@@ -1569,8 +1569,8 @@ def test_type_punning_and_integer_intrinsics(results: dict[str, list[int]]) -> N
 
 def test_what_cuda_rejects_does_not_compile(tmp_path: Path) -> None:
     """No arithmetic on float4, no mixed __half/float arithmetic: each a compile error, as with
-    nvcc, and nothing else fails (cuda_fp16.h stands alone; the library headers may come either
-    side)."""
+    nvcc, and nothing else fails (cuda_fp16.h stands alone; the library headers may come
+    either side)."""
     done = compile_cpp(FAILING, tmp_path, "bad", [*flags(), "-c", "-o", str(tmp_path / "bad.o")])
     assert done.returncode != 0
     errors = {

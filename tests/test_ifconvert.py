@@ -1,6 +1,6 @@
 """The ``selects=1`` knob (mlxport/translate/tuning/ifconvert.py): which branches become selects,
-and that the converted kernel computes what the translation does, bit for bit, on the CPU
-executor."""
+and that the converted kernel computes what the translation does, bit for bit, on
+the CPU executor."""
 
 from __future__ import annotations
 

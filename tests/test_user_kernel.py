@@ -275,8 +275,8 @@ def test_a_torch_extension_with_a_struct_by_value_and_default_arguments_runs_as_
 ):
     """torch_rows.cu: c10::Half, at::acc_type and WARP_SHFL_XOR in device code, a volatile shared
     array, a struct the host fills at run time (passed as zero bytes, and said so), a default
-    argument the launch leaves out, a NULL default pointer in a helper, a block from a helper's
-    loop."""
+    argument the launch leaves out, a NULL default pointer in a helper, a block from a
+    helper's loop."""
     made = cli(
         "tasks",
         "new",
@@ -306,8 +306,8 @@ def test_a_torch_extension_with_a_struct_by_value_and_default_arguments_runs_as_
 
 
 def test_integer_counters_updated_in_place_port(tmp_path, cli):
-    """scale_tracker.cu: int in-out buffers, which the port's outputs start as NaN's integer
-    form."""
+    """scale_tracker.cu: int in-out buffers, which the port's outputs start as
+    NaN's integer form."""
     result = _port(
         cli,
         tmp_path,
@@ -331,8 +331,8 @@ def test_integer_counters_updated_in_place_port(tmp_path, cli):
 
 def test_an_atomic_kernels_plain_uses_of_its_outputs_become_atomic_loads_and_stores(tmp_path, cli):
     """embed_backward.cu: atomicAdd through a pointer into an output, an output stored then scaled
-    in place (MLX makes every output atomic once one is), rows the atomics never touch left at
-    zero."""
+    in place (MLX makes every output atomic once one is), rows the atomics never touch
+    left at zero."""
     result = _port(
         cli,
         tmp_path,

@@ -51,8 +51,8 @@ void launch(const float* x, float* out, int n) { k<<<(n + BLOCK - 1) / BLOCK, BL
 
 def test_only_stride_loops_with_runtime_bounds_and_no_pragma_get_one():
     """The helper's block-stride loop and the kernel's grid-stride loop; not a constant bound, a
-    loop with a pragma of its own, a unit step, a loop that shares its line, or an uncalled
-    helper."""
+    loop with a pragma of its own, a unit step, a loop that shares its line, or an
+    uncalled helper."""
     loops = stride_loops(LOOPS, read_cuda(LOOPS), "k")
     got = unrolled(LOOPS, loops, 4).splitlines()
     marked = [got[i + 1].strip() for i, s in enumerate(got) if s.strip() == "#pragma unroll 4"]
@@ -174,8 +174,8 @@ def test_unroll_variants_pass_on_the_simulator():
 
 
 def test_the_benchmark_script_loads_without_the_agent_stack():
-    """benchmarks/rules_vs_expert.py runs on a bare GPU machine (numpy, mlx, pydantic,
-    tree-sitter)."""
+    """benchmarks/rules_vs_expert.py runs on a bare GPU machine (numpy, mlx,
+    pydantic, tree-sitter)."""
     code = textwrap.dedent("""
         import sys
         sys.path.insert(0, "benchmarks")
