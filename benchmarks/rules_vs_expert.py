@@ -263,9 +263,8 @@ def main() -> None:
             for done in as_completed(futures):
                 try:
                     record(done.result())
-                except (
-                    Exception
-                ) as e:  # a job process that died (a crash in MLX) takes the pool with it
+                except Exception as e:
+                    # a job process that died (a crash in MLX) takes the pool with it
                     record(
                         {
                             "task": futures[done],

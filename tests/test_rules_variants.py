@@ -13,13 +13,14 @@ from mlxport.translate.tuning.variants import MAX_VARIANTS, tuning_variants
 def test_restrict_then_vectors_then_unroll_then_the_defines_block_first_never_the_warp_size():
     variants = tuning_variants(load_task("cumsum"), "cuda")
     labels = [label for label, _ in variants]
+    # vectors: each thread's run of items
     assert labels[:5] == [
         "__restrict__",
         "vector=8 + __restrict__",
         "vector=4 + __restrict__",
         "unroll=4 + __restrict__",
         "unroll=8 + __restrict__",
-    ]  # vectors: each thread's run of items
+    ]
     assert labels[5].startswith("SCAN_BLOCK=") and "SCAN_ITEMS=8 + __restrict__" in labels
     assert all(label.endswith("__restrict__") for label in labels)  # every CUDA variant carries it
     assert not any(label.startswith("WARP") for label in labels) and len(labels) <= MAX_VARIANTS
