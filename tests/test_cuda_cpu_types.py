@@ -57,12 +57,12 @@ LAYOUT = {
     **{f"{t}1": (s, s) for t, s in [
         ("char", 1), ("uchar", 1), ("short", 2), ("ushort", 2), ("int", 4), ("uint", 4),
         ("float", 4), ("long", 8), ("ulong", 8), ("longlong", 8), ("ulonglong", 8), ("double", 8)]},
-    "char2": (2, 2), "uchar2": (2, 2), "char3": (3, 1), "uchar3": (3, 1), "char4": (4, 4),
-    "uchar4": (4, 4),
-    "short2": (4, 4), "ushort2": (4, 4), "short3": (6, 2), "ushort3": (6, 2), "short4": (8, 8),
-    "ushort4": (8, 8),
-    "int2": (8, 8), "uint2": (8, 8), "int3": (12, 4), "uint3": (12, 4), "int4": (16, 16),
-    "uint4": (16, 16),
+    "char2": (2, 2), "uchar2": (2, 2), "char3": (3, 1), "uchar3": (3, 1),
+    "char4": (4, 4), "uchar4": (4, 4),
+    "short2": (4, 4), "ushort2": (4, 4), "short3": (6, 2), "ushort3": (6, 2),
+    "short4": (8, 8), "ushort4": (8, 8),
+    "int2": (8, 8), "uint2": (8, 8), "int3": (12, 4), "uint3": (12, 4),
+    "int4": (16, 16), "uint4": (16, 16),
     "float2": (8, 8), "float3": (12, 4), "float4": (16, 16),
     "long2": (16, 16), "ulong2": (16, 16), "long3": (24, 8), "ulong3": (24, 8), "long4": (32, 16),
     "ulong4": (32, 16), "longlong2": (16, 16), "ulonglong2": (16, 16), "longlong3": (24, 8),
@@ -70,8 +70,8 @@ LAYOUT = {
     "double2": (16, 16), "double3": (24, 8), "double4": (32, 16),
     **{f"{t}4_{a}a": (32, a)
        for t in ("long", "ulong", "longlong", "ulonglong", "double") for a in (16, 32)},
-    "dim3": (12, 4), "__half": (2, 2), "__half2": (4, 4), "__half_raw": (2, 2),
-    "__half2_raw": (4, 4),
+    "dim3": (12, 4), "__half": (2, 2), "__half2": (4, 4),
+    "__half_raw": (2, 2), "__half2_raw": (4, 4),
     "__nv_bfloat16": (2, 2), "__nv_bfloat162": (4, 4), "half": (2, 2), "nv_bfloat162": (4, 4),
 }  # fmt: skip
 
@@ -90,8 +90,8 @@ F64 = np.concatenate([
     RNG.normal(0, 1, 40) * 10.0 ** RNG.uniform(-45, 40, 40),
 ])  # fmt: skip
 I64 = [0, 1, -1, 2047, 2049, 65504, 65519, 65520, -65521, 2**24 + 1, 2**31 - 1, -(2**31), 2**53 + 1,
-       2**62 + 2**38 + 1, 2**62 + 2**38, 2**62 + 2**54 + 1, -(2**62 + 2**54 + 1), 2**63 - 1,
-       -(2**63),
+       2**62 + 2**38 + 1, 2**62 + 2**38, 2**62 + 2**54 + 1, -(2**62 + 2**54 + 1),
+       2**63 - 1, -(2**63),
        *[int(v) for v in RNG.integers(-(2**63), 2**63 - 1, 20, dtype=np.int64)]]  # fmt: skip
 U64 = [
     0,
