@@ -45,7 +45,8 @@ __global__ void softmax(const float* x, float* y, int cols) {
   __syncthreads();
   s = 0;
   for (int w = 0; w < blockDim.x / 32; ++w) s += red[w];
-  for (int c = threadIdx.x; c < cols; c += blockDim.x) y[blockIdx.x * cols + c] = __expf(row[c] - m) / s;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x)
+    y[blockIdx.x * cols + c] = __expf(row[c] - m) / s;
 }
 """
 

@@ -52,7 +52,8 @@ def main() -> None:
             run = e.get("run") or {}
             print(
                 f"{time.monotonic() - t0:7.1f} s  [{e['done']:2d}/{e['total']}] {e['status']:7s} "
-                f"{e['model'].rsplit('/', 1)[-1]:8s} {e['task']:18s} {run.get('stop_reason') or e.get('error')} "
+                f"{e['model'].rsplit('/', 1)[-1]:8s} {e['task']:18s} "
+                f"{run.get('stop_reason') or e.get('error')} "
                 f"verified={(run.get('result') or {}).get('verified')}",
                 flush=True,
             )
@@ -70,8 +71,9 @@ def main() -> None:
     md, html = build_reports(out)
     total = time.monotonic() - t0
     print(
-        f"\neval of rules + 2 scripted models x {len(tasks)} tasks on the simulator, jobs={args.jobs}, "
-        f"{os.cpu_count()} CPUs, {'warm' if args.warm else 'cold'} compile cache: runs {ran:.1f} s, "
+        f"\neval of rules + 2 scripted models x {len(tasks)} tasks on the simulator, "
+        f"jobs={args.jobs}, {os.cpu_count()} CPUs, "
+        f"{'warm' if args.warm else 'cold'} compile cache: runs {ran:.1f} s, "
         f"with reports {total:.1f} s ({total / 60:.1f} min)"
     )
     print(f"reports: {md}  {html}")

@@ -148,19 +148,22 @@ def markdown(result: dict) -> str:
     lines = [
         f"Device: {result['device'].get('device_name')} ({result['backend']}), MLX "
         f"{result['device'].get('mlx_version')}, {result['date']}; calibrated copy bandwidth "
-        f"{cal.get('copy_gbs', 0):.0f} GB/s (vector copy kernel {cal.get('copy_kernel_gbs', 0):.0f}, "
-        f"MLX x + 0 {cal.get('mlx_copy_gbs', 0):.0f}, over {cal.get('copy_bytes', 0) / 2**30:.0f} GiB), "
+        f"{cal.get('copy_gbs', 0):.0f} GB/s "
+        f"(vector copy kernel {cal.get('copy_kernel_gbs', 0):.0f}, "
+        f"MLX x + 0 {cal.get('mlx_copy_gbs', 0):.0f}, "
+        f"over {cal.get('copy_bytes', 0) / 2**30:.0f} GiB), "
         f"bf16 matmul {cal.get('bf16_matmul_tflops', 0):.0f} TFLOP/s; times are "
         f"{result['device'].get('timing_basis') or 'wall clock'}.",
         "",
-        "| task | case | dtype | port (us) | native (us) | naive (us) | vs native | vs naive | GB/s "
-        "| of copy BW | of same-size copy |",
+        "| task | case | dtype | port (us) | native (us) | naive (us) | vs native | vs naive "
+        "| GB/s | of copy BW | of same-size copy |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["bench"]:
         if "error" in r:
             lines.append(
-                f"| {r['task']} | {r['case']} | {r['dtype']} | error: {r['error'][:60]} | | | | | | | |"
+                f"| {r['task']} | {r['case']} | {r['dtype']} "
+                f"| error: {r['error'][:60]} | | | | | | | |"
             )
             continue
         base = {b["name"]: b for b in r["baselines"]}
@@ -175,8 +178,8 @@ def markdown(result: dict) -> str:
         lines.append(
             f"| {r['task']} | {r['case']} | {r['dtype']} | {c['median_us']:.1f}{unstable} | "
             f"{base['native']['median_us']:.1f} | {base['naive']['median_us']:.1f} | "
-            f"{r['speedups']['native']:.2f}x | {r['speedups']['naive']:.2f}x | {c['gbs'] or 0:.0f} | {frac} "
-            f"| {same} |"
+            f"{r['speedups']['native']:.2f}x | {r['speedups']['naive']:.2f}x | "
+            f"{c['gbs'] or 0:.0f} | {frac} | {same} |"
         )
     lines += [
         "",

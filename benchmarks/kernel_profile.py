@@ -41,12 +41,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import mlx.core as mx  # noqa: E402
 
-from benchmarks.port_variants import (
+from benchmarks.port_variants import (  # noqa: E402
     attention_variants,
     reduce_sum_variants,
     rmsnorm_variants,
     rope_variants,
-)  # noqa: E402
+)
 from mlxport.backends import mlx_kernel, timer  # noqa: E402
 from mlxport.backends.calibration import copy_candidate, device_name  # noqa: E402
 from mlxport.spec import KernelCandidate  # noqa: E402
@@ -58,7 +58,10 @@ from mlxport.tasks import (  # noqa: E402
 )
 
 HERE = Path(__file__).parent
-TASKS = "rmsnorm,softmax_rows,layernorm,cumsum,reduce_sum_atomic,rope,gelu_tanh,vector_add,transpose_tiled"
+TASKS = (
+    "rmsnorm,softmax_rows,layernorm,cumsum,reduce_sum_atomic,rope,gelu_tanh,vector_add,"
+    "transpose_tiled"
+)
 ROUNDS = 3
 
 
@@ -84,7 +87,8 @@ def profile(fns: dict, calls: int) -> dict[str, dict]:
 def _matches(
     task, dtype: str, cand: KernelCandidate, port: KernelCandidate, sets: list[dict], params: dict
 ) -> bool:
-    """A variant is profiled only if it reproduces the port's outputs within the task's tolerance."""
+    """A variant is profiled only if it reproduces the port's outputs within the
+    task's tolerance."""
     tol = task.tolerance[dtype]
     names = [o.name for o in task.outputs]
     a = dict(
@@ -119,7 +123,8 @@ def task_rows(name: str, calls: int, variants: str) -> list[dict]:
     extra = VARIANTS[name](port) if variants and name in VARIANTS else {}
     if variants not in ("", "all") and (unknown := set(variants.split(",")) - set(extra)):
         sys.exit(
-            f"{name} has no variants {sorted(unknown)}: its variants are {', '.join(extra) or 'none'}"
+            f"{name} has no variants {sorted(unknown)}: "
+            f"its variants are {', '.join(extra) or 'none'}"
         )
     extra = {
         label: c

@@ -158,15 +158,16 @@ def main() -> None:
                     )
                 )
     print(
-        "\n| config | T | dtype | stock tok/s | port tok/s | speedup | logit diff (rel) | 32 tokens identical |"
+        "\n| config | T | dtype | stock tok/s | port tok/s | speedup | logit diff (rel) "
+        "| 32 tokens identical |"
     )
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         port = f"{r['port_tok_s']:,.0f}" if r["port_tok_s"] else "not timed (simulator)"
         speed = f"{r['speedup']:.0f}x" if r["speedup"] else "-"
         print(
-            f"| {r['config']} | {r['T']} | {r['dtype']} | {r['stock_tok_s']:,.0f} | {port} | {speed} | "
-            f"{r['logit_rel_diff']:.1e} | {r['generated_identical']} |"
+            f"| {r['config']} | {r['T']} | {r['dtype']} | {r['stock_tok_s']:,.0f} | {port} "
+            f"| {speed} | {r['logit_rel_diff']:.1e} | {r['generated_identical']} |"
         )
 
 

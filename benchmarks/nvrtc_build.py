@@ -7,7 +7,8 @@ CUDA headers from ``nvidia-cuda-runtime``; --sass needs ``cuobjdump`` and ``nvdi
 CUDA toolkit's, or the copies in Triton's wheel under triton/backends/nvidia/bin):
 
     pip install nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-cuda-cccl
-    python benchmarks/nvrtc_build.py attention_fwd --case 0 --dtype bfloat16 --arch sm_90a [--set WG=0] [--sass]
+    python benchmarks/nvrtc_build.py attention_fwd --case 0 --dtype bfloat16 --arch sm_90a
+        [--set WG=0] [--sass]
     python benchmarks/nvrtc_build.py softmax_rows --rules ["unroll=8 + __restrict__"] [--sass]
 
 ``--rules`` builds the rule-based translation instead of the expert port, or with a label one of
@@ -67,7 +68,8 @@ def main() -> None:
         )
     ok, log, cubin = nvrtc_compile(nvrtc_source(port, infos), args.arch)
     print(
-        f"{args.task} {task.case_label(case)} {args.dtype} {args.arch} template {dict(launch.template)}"
+        f"{args.task} {task.case_label(case)} {args.dtype} {args.arch} "
+        f"template {dict(launch.template)}"
     )
     print(log.strip() or "(no log)")
     if not ok:
@@ -94,8 +96,8 @@ def rules_port(task, label: str):
     )
     if variant is None:
         sys.exit(
-            f"{task.name}'s translation has no variant {label!r}: labels are as in rules_vs_expert.json, "
-            f"e.g. 'unroll=8 + __restrict__'"
+            f"{task.name}'s translation has no variant {label!r}: "
+            "labels are as in rules_vs_expert.json, e.g. 'unroll=8 + __restrict__'"
         )
     return variant.candidate
 

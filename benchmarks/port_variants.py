@@ -122,13 +122,22 @@ def rmsnorm_variants(port: KernelCandidate) -> dict[str, KernelCandidate]:
     # fetched after the barrier; streaming hints for the row and the output, which are touched once.
     weight_early = {
         "uint4 q[VEC ? NPT : 1];": "uint4 q[VEC ? NPT : 1], wq[VEC ? NPT : 1];",
-        "__ldg(reinterpret_cast<const uint4*>(xr) + ch) : make_uint4(0u, 0u, 0u, 0u);": "__ldg(reinterpret_cast<const uint4*>(xr) + ch) : make_uint4(0u, 0u, 0u, 0u);\n"
-        "            wq[k] = ch < NCH ? __ldg(reinterpret_cast<const uint4*>(weight) + ch) : make_uint4(0u, 0u, 0u, 0u);",
-        "MlxpVec<T>::unpack(__ldg(reinterpret_cast<const uint4*>(weight) + ch), g);": "MlxpVec<T>::unpack(wq[k], g);",
+        "__ldg(reinterpret_cast<const uint4*>(xr) + ch) : make_uint4(0u, 0u, 0u, 0u);": (
+            "__ldg(reinterpret_cast<const uint4*>(xr) + ch) : make_uint4(0u, 0u, 0u, 0u);\n"
+            "            wq[k] = ch < NCH ? __ldg(reinterpret_cast<const uint4*>(weight) + ch)"
+            " : make_uint4(0u, 0u, 0u, 0u);"
+        ),
+        "MlxpVec<T>::unpack(__ldg(reinterpret_cast<const uint4*>(weight) + ch), g);": (
+            "MlxpVec<T>::unpack(wq[k], g);"
+        ),
     }
     stream = {
-        "__ldg(reinterpret_cast<const uint4*>(xr) + ch)": "__ldcs(reinterpret_cast<const uint4*>(xr) + ch)",
-        "reinterpret_cast<uint4*>(outr)[ch] = MlxpVec<T>::pack(f);": "__stcs(reinterpret_cast<uint4*>(outr) + ch, MlxpVec<T>::pack(f));",
+        "__ldg(reinterpret_cast<const uint4*>(xr) + ch)": (
+            "__ldcs(reinterpret_cast<const uint4*>(xr) + ch)"
+        ),
+        "reinterpret_cast<uint4*>(outr)[ch] = MlxpVec<T>::pack(f);": (
+            "__stcs(reinterpret_cast<uint4*>(outr) + ch, MlxpVec<T>::pack(f));"
+        ),
     }
     for label, edits in (
         ("weight_early", weight_early),
@@ -196,7 +205,8 @@ def reduce_sum_variants(port: KernelCandidate) -> dict[str, KernelCandidate]:
 
 
 def reduce_sum(res: Results, backend) -> None:
-    """Each variant's correctness on every case (with the GPU's 8-calls-at-once check), then timed."""
+    """Each variant's correctness on every case (with the GPU's 8-calls-at-once check),
+    then timed."""
     task = load_task("reduce_sum_atomic")
     for label, variant in reduce_sum_variants(expert_ports(task)["cuda"]).items():
         rep = run_correctness(task, variant, backend, seed=2026, heldout=True, extra_seeds=1)
@@ -235,7 +245,11 @@ def attention_variants(port: KernelCandidate) -> dict[str, KernelCandidate]:
         data["shared_memory"] = f"{pre} * {h16} * ({rows} * q.shape[3] * 2 + 1024)"
         label = f"{'wgmma' if wg else 'mma'}_mt{mt}"
         out[label] = KernelCandidate.model_validate({**data, "name": f"attention_fwd_{label}"})
-    order = "    const int i = blockIdx.y + gridDim.y * blockIdx.z;\n    bh = i % gridDim.z;\n    return gridDim.y - 1 - i / gridDim.z;"
+    order = (
+        "    const int i = blockIdx.y + gridDim.y * blockIdx.z;\n"
+        "    bh = i % gridDim.z;\n"
+        "    return gridDim.y - 1 - i / gridDim.z;"
+    )
     assert order in port.header
     per_head = port.header.replace(
         order, "    bh = blockIdx.z;\n    return gridDim.y - 1 - blockIdx.y;"

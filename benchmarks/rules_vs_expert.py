@@ -2,15 +2,14 @@
 
 What ``mlxport port`` ships by default is the rule-based translation (a non-LLM baseline) at the
 variant it measures fastest. Per suite task this script does the same search: the translation and
-its tuning variants (``mlxport.translate.tuning.variants.Search``, each step on top of the fastest so
-far), each checked on the visible cases in the task's primary dtype and timed at the first bench
-case in that dtype; then the fastest gets the
-full check (every case, held-out too, every dtype), the next fastest if it fails, so the rules
-result passed every check. Compiles are what a check costs (one per dtype and launch shape), so
-only that one variant pays for all of them. The expert port is timed at the same case, and the
-table gives the rules result against the native op, the naive composition and the expert port,
-with geomeans over all tasks and over the memory-bound ones. Each variant's entry in the JSON has
-its seconds and, for the ones fully checked, the outcome.
+its tuning variants (``mlxport.translate.tuning.variants.Search``, each step on top of the fastest
+so far), each checked on the visible cases in the task's primary dtype and timed at the first bench
+case in that dtype; then the fastest gets the full check (every case, held-out too, every dtype),
+the next fastest if it fails, so the rules result passed every check. Compiles are what a check
+costs (one per dtype and launch shape), so only that one variant pays for all of them. The expert
+port is timed at the same case, and the table gives the rules result against the native op, the
+naive composition and the expert port, with geomeans over all tasks and over the memory-bound ones.
+Each variant's entry in the JSON has its seconds and, for the ones fully checked, the outcome.
 
     python benchmarks/rules_vs_expert.py --backend cuda --out OUT_DIR [--tasks a,b | --tasks memory]
         [--iters 20] [--max-variants N] [--seconds S] [--jobs N]
@@ -44,9 +43,8 @@ from mlxport.translate.tuning.variants import Search  # noqa: E402
 from mlxport.verify.benchmark import benchmark, primary_dtype  # noqa: E402
 from mlxport.verify.correctness import check_case, run_correctness  # noqa: E402
 
-VARIANT_SHARE = (
-    0.6  # of a task's time for timing variants; the rest is the full check and the expert port
-)
+# share of a task's time for timing variants; the rest is the full check and the expert port
+VARIANT_SHARE = 0.6
 
 
 def task_row(
@@ -152,27 +150,29 @@ def markdown(result: dict) -> str:
     rows = result["rows"]
     lines = [
         f"Device: {result['device']} ({result['backend']}), {result['date']}; times are "
-        f"{next((r['timing_basis'] for r in rows if r.get('timing_basis')), 'wall clock')}. Rules: the "
-        "rule-based translation (non-LLM baseline) at its fastest correct variant; speedups >1 mean "
-        "the rules result is faster.",
+        f"{next((r['timing_basis'] for r in rows if r.get('timing_basis')), 'wall clock')}. "
+        "Rules: the rule-based translation (non-LLM baseline) at its fastest correct variant; "
+        "speedups >1 mean the rules result is faster.",
         "",
-        "| task | case | dtype | rules variant | rules (us) | expert (us) | native (us) | naive (us) "
-        "| vs native | vs naive | vs expert |",
+        "| task | case | dtype | rules variant | rules (us) | expert (us) | native (us) "
+        "| naive (us) | vs native | vs naive | vs expert |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         if "rules_us" not in r:
             why = r.get("untranslatable") or r.get("incorrect") or r.get("error", "")[:120]
             lines.append(
-                f"| {r['task']} | {r.get('case', '')} | {r.get('dtype', '')} | not ported: {why} | | | | | | | |"
+                f"| {r['task']} | {r.get('case', '')} | {r.get('dtype', '')} "
+                f"| not ported: {why} | | | | | | | |"
             )
             continue
         f = {
             k: (f"{r[k]:.2f}x" if r.get(k) else "") for k in ("vs_native", "vs_naive", "vs_expert")
         }
         lines.append(
-            f"| {r['task']} | {r['case']} | {r['dtype']} | {r['rules_variant']} | {r['rules_us']:.1f} | "
-            f"{r['expert_us']:.1f} | {r.get('native_us') or 0:.1f} | {r.get('naive_us') or 0:.1f} | "
+            f"| {r['task']} | {r['case']} | {r['dtype']} | {r['rules_variant']} | "
+            f"{r['rules_us']:.1f} | {r['expert_us']:.1f} | "
+            f"{r.get('native_us') or 0:.1f} | {r.get('naive_us') or 0:.1f} | "
             f"{f['vs_native']} | {f['vs_naive']} | {f['vs_expert']} |"
         )
     ported = [r for r in rows if "rules_us" in r]
@@ -219,7 +219,8 @@ def main() -> None:
     backend = get_backend(args.backend)
     if not backend.timing:
         sys.exit(
-            f"the {args.backend} backend does not time kernels: run this on a GPU backend (cuda or metal)"
+            f"the {args.backend} backend does not time kernels: "
+            "run this on a GPU backend (cuda or metal)"
         )
     language = "cuda" if args.backend == "cuda" else "msl"
     result = {
@@ -262,9 +263,8 @@ def main() -> None:
             for done in as_completed(futures):
                 try:
                     record(done.result())
-                except (
-                    Exception
-                ) as e:  # a job process that died (a crash in MLX) takes the pool with it
+                except Exception as e:
+                    # a job process that died (a crash in MLX) takes the pool with it
                     record(
                         {
                             "task": futures[done],

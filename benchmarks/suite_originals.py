@@ -1,14 +1,18 @@
 """The ``[original]`` table of every suite task, from the host launcher in its kernel.cu.
 
 At each case the task lists (visible, held-out, bench) the launch of the task's kernel is
-mlxport.translate.host.evaluate.evaluate_launch's, with the launcher's names bound from the task's by
-HOST below. A pointer argument is the task tensor of its name; a scalar is the task name (or
+mlxport.translate.host.evaluate.evaluate_launch's, with the launcher's names bound from the task's
+by HOST below. A pointer argument is the task tensor of its name; a scalar is the task name (or
 product of dimensions) that equals what the host passes at every case.
 
-    python benchmarks/suite_originals.py [TASK ...]            # print the tables
-    python benchmarks/suite_originals.py --write [TASK ...]    # append (or replace) them in task.toml
-    python benchmarks/suite_originals.py --verify [TASK ...]   # exit 1 where a task.toml's table differs
-    python benchmarks/suite_originals.py --check [--visible] [TASK ...]  # mlxport.evals.check.check_task
+    # print the tables
+    python benchmarks/suite_originals.py [TASK ...]
+    # append (or replace) them in task.toml
+    python benchmarks/suite_originals.py --write [TASK ...]
+    # exit 1 where a task.toml's table differs
+    python benchmarks/suite_originals.py --verify [TASK ...]
+    # mlxport.evals.check.check_task
+    python benchmarks/suite_originals.py --check [--visible] [TASK ...]
 """
 
 from __future__ import annotations
@@ -42,18 +46,12 @@ HOST: dict[str, dict[str, str]] = {
     },
     "cumsum": {"rows": "R", "cols": "C"},  # cumsum_rows<T>(x, out, rows, cols, stream)
     "gelu_tanh": {"n": "N"},  # gelu_tanh<T>(x, out, n, stream)
-    "layernorm": {
-        "rows": "R",
-        "dim": "D",
-        "eps": "eps",
-    },  # layernorm<T>(x, weight, bias, out, rows, dim, eps, stream)
+    # layernorm<T>(x, weight, bias, out, rows, dim, eps, stream)
+    "layernorm": {"rows": "R", "dim": "D", "eps": "eps"},
     "matmul_tiled": {"M": "M", "N": "N", "K": "K"},  # matmul_tiled<T>(A, B, C, M, N, K, stream)
     "reduce_sum_atomic": {"n": "N"},  # reduce_sum_atomic<T>(x, out, n, stream)
-    "rmsnorm": {
-        "rows": "R",
-        "dim": "D",
-        "eps": "eps",
-    },  # rmsnorm<T>(x, weight, out, rows, dim, eps, stream)
+    # rmsnorm<T>(x, weight, out, rows, dim, eps, stream)
+    "rmsnorm": {"rows": "R", "dim": "D", "eps": "eps"},
     # rope<T>(x, out, batch, heads, seq_len, head_dim, offset, base, stream)
     "rope": {
         "batch": "B",
@@ -63,7 +61,8 @@ HOST: dict[str, dict[str, str]] = {
         "offset": "offset",
         "base": "base",
     },
-    # selective_scan_fwd<input_t, kNState>(u, delta, A, B, C, D_skip, y, batch, seqlen, dim, delta_softplus, stream)
+    # selective_scan_fwd<input_t, kNState>(u, delta, A, B, C, D_skip, y, batch, seqlen, dim,
+    # delta_softplus, stream)
     "selective_scan": {
         "batch": "B",
         "seqlen": "L",
@@ -78,14 +77,14 @@ HOST: dict[str, dict[str, str]] = {
 
 # what a table says beyond where it came from, found by reading kernel.cu
 NOTES = {
-    "attention_fwd": "kernel.cu instantiates flash_attention_fwd only at <__half, 64>, <__half, 128>, "
-    "<__nv_bfloat16, 128> and <float, 64>; the held-out D = 32 and float32 at D = 128 or "
-    "bfloat16 at D = 64 are not instantiated there, but the kernel template supports them "
-    "(HEAD_DIM % 16 == 0) and runs at them here.",
-    "rmsnorm": "kernel.cu's specialization rmsnorm<float> launches another kernel, rmsnorm_kernel_f4, for "
-    "float32 at D % 4 == 0 and D <= 4096; the task runs rmsnorm_kernel as the generic rmsnorm<T> "
-    "launches it, for every dtype (evaluate_launch takes the first launch site whose `if` holds, "
-    "which is rmsnorm<T>'s).",
+    "attention_fwd": "kernel.cu instantiates flash_attention_fwd only at <__half, 64>, "
+    "<__half, 128>, <__nv_bfloat16, 128> and <float, 64>; the held-out D = 32 and float32 at "
+    "D = 128 or bfloat16 at D = 64 are not instantiated there, but the kernel template supports "
+    "them (HEAD_DIM % 16 == 0) and runs at them here.",
+    "rmsnorm": "kernel.cu's specialization rmsnorm<float> launches another kernel, "
+    "rmsnorm_kernel_f4, for float32 at D % 4 == 0 and D <= 4096; the task runs rmsnorm_kernel as "
+    "the generic rmsnorm<T> launches it, for every dtype (evaluate_launch takes the first launch "
+    "site whose `if` holds, which is rmsnorm<T>'s).",
 }
 
 MARKER = "# [original]: written by benchmarks/suite_originals.py"
@@ -112,9 +111,8 @@ def table(name: str) -> dict[str, Any]:
         )
         template = []
         for (param, _), arg in zip(sig.template_params, got.template_args, strict=True):
-            if (
-                param in element and arg in STORAGE
-            ):  # a launcher specialized for one type, not the task's
+            # a launcher specialized for one type, not the task's
+            if param in element and arg in STORAGE:
                 raise RuntimeError(
                     f"{name} at {task.case_label(case)}: the launch at kernel.cu:{got.line} "
                     f"fixes {param} = {arg}"
@@ -156,9 +154,9 @@ def table(name: str) -> dict[str, Any]:
 
 
 def _scalar(task, param: str, arg: str, values: list[Any], cases: list[dict[str, Any]]) -> str:
-    """The task name equal to ``values``, what the host passes as ``param`` (written ``arg``), at every
-    case: ``param`` itself, the task name HOST binds ``arg`` to, a param, a dimension, or a product of
-    two or three dimensions."""
+    """The task name equal to ``values``, what the host passes as ``param`` (written ``arg``), at
+    every case: ``param`` itself, the task name HOST binds ``arg`` to, a param, a dimension, or a
+    product of two or three dimensions."""
     dims = sorted(task.dims())
     names = [param, HOST[task.name].get(arg.strip(), ""), *(p.name for p in task.params), *dims]
     for expr in names + [" * ".join(c) for n in (2, 3) for c in itertools.combinations(dims, n)]:
@@ -179,8 +177,8 @@ def _scalar(task, param: str, arg: str, values: list[Any], cases: list[dict[str,
 def toml(t: dict[str, Any]) -> str:
     bound = ", ".join(k if k == v else f"{k} = {v}" for k, v in HOST[t["task"]].items())
     head = (
-        f"{MARKER} from kernel.cu's host launcher, evaluated at each case (host_eval.evaluate_launch) with "
-        f"its names bound as {bound}."
+        f"{MARKER} from kernel.cu's host launcher, evaluated at each case "
+        f"(host_eval.evaluate_launch) with its names bound as {bound}."
     )
     lines = [line for p in (head, NOTES.get(t["task"])) if p for line in _wrap(p)]
     lines += [

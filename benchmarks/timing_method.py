@@ -16,7 +16,8 @@ run (``--stages`` picks):
 
 These stages run in this process with MLX's defaults (CUDA graphs on), except where they say.
 
-    python benchmarks/timing_method.py --out OUT_DIR [--stages floor,overlap,scalars,concurrency,serial,copy]
+    python benchmarks/timing_method.py --out OUT_DIR
+        [--stages floor,overlap,scalars,concurrency,serial,copy]
 """
 
 from __future__ import annotations
@@ -153,7 +154,8 @@ def copies() -> list[dict]:
         sets = [{"x": mx.random.normal((n,))} for _ in range(2)]
         mx.eval([s["x"] for s in sets])
         # mx.abs: a built-in unary op (no scalar broadcast) whose output MLX allocates itself; if it
-        # outruns the copy kernel, the gap is in how custom-kernel outputs are placed, not in the kernel.
+        # outruns the copy kernel, the gap is in how custom-kernel outputs are placed, not in
+        # the kernel.
         row = {
             "traffic_mib": mib,
             "kernel_gbs": nbytes / med_us(kernel_fn(cand, sets), sets) * 1e6 / 1e9,
@@ -231,7 +233,8 @@ def scalars() -> list[dict]:
                 cf = kernel_fn(const, sets, params)
                 fns = {
                     "port_0d": lambda s, pf=pf, z=zero_d: pf({**s, **z}),
-                    "port_device_array": pf,  # caller passes scalars as mlx_kernel.scalar_input makes them
+                    # caller passes scalars as mlx_kernel.scalar_input makes them
+                    "port_device_array": pf,
                     "port_constants": lambda s, cf=cf: cf(s),
                     "native": baseline(task, task.baselines.native, params),
                 }
@@ -248,7 +251,8 @@ def concurrency() -> list[dict]:
     """Independent calls in one evaluation: MLX's CUDA graphs order kernels only by the buffers
     they share, so independent calls may run at once. A port that keeps state in module globals
     (reduce_sum's earlier v2: ticket and partials) then mixes calls. Each call's result against the
-    same input alone; then v2, the port (per-call scratch; v3 in session 3, v4 since) and native timed side by side."""
+    same input alone; then v2, the port (per-call scratch; v3 in session 3, v4 since) and native
+    timed side by side."""
     task = load_task("reduce_sum_atomic")
     v2 = KernelCandidate.from_toml(HERE / "variants" / "reduce_sum_v2.toml")
     port = expert_ports(task)[LANG]

@@ -4,7 +4,8 @@ read, run on the CPU executor at its case and ported with the default policy on 
 The kernels' code is not in this repository: it is read from repository snapshots fetched with the
 search tool's fetch (a bare git dir per repository, OWNER+NAME/repo under the folder given).
 
-    python benchmarks/wild.py /work/.mirror [--only ID,...] [--stages read,run,port] [--out DIR] [--manifest F]
+    python benchmarks/wild.py /work/.mirror [--only ID,...] [--stages read,run,port]
+        [--out DIR] [--manifest F]
 
 Writes DIR/wild.json (per kernel: parsed, executed, translated, verified, reason, seconds) and
 DIR/wild.md (the table and totals), both after every kernel.
@@ -32,8 +33,8 @@ SOURCES = (".cu", ".cuh", ".h", ".hpp", ".hh", ".inl", ".c", ".cpp", ".cc")
 
 
 def snapshot(mirror: Path, repo: str, commit: str, work: Path) -> Path:
-    """The repository's source files at ``commit``, written once under ``work`` (snapshots lack their
-    largest files, so the sources are read one by one rather than archived)."""
+    """The repository's source files at ``commit``, written once under ``work`` (snapshots lack
+    their largest files, so the sources are read one by one rather than archived)."""
     git = mirror / repo.replace("/", "+") / "repo"
     if not git.is_dir():
         raise FileNotFoundError(f"no snapshot of {repo} under {mirror}: fetch github:{repo}")
@@ -69,7 +70,8 @@ def snapshot(mirror: Path, repo: str, commit: str, work: Path) -> Path:
 
 
 def with_defines(src: Path, defines: list[str], work: Path) -> Path:
-    """A copy of the file beside it with its own #defines of these names set to the manifest's values."""
+    """A copy of the file beside it with its own #defines of these names set to the
+    manifest's values."""
     text = src.read_text(errors="replace")
     for item in defines:
         name, _, value = item.partition("=")
@@ -201,9 +203,9 @@ def write(out: Path, rows: list[dict]) -> None:
     ]
     for r in rows:
         lines.append(
-            f"| {r['id']} | {'yes' if r['parsed'] else 'no'} | {'yes' if r['executed'] else 'no'} | "
-            f"{'yes' if r['translated'] else 'no'} | {'yes' if r['verified'] else 'no'} | "
-            f"{r['reason'][:160].replace('|', '/')} |"
+            f"| {r['id']} | {'yes' if r['parsed'] else 'no'} | "
+            f"{'yes' if r['executed'] else 'no'} | {'yes' if r['translated'] else 'no'} | "
+            f"{'yes' if r['verified'] else 'no'} | {r['reason'][:160].replace('|', '/')} |"
         )
     lines += [
         "",

@@ -2,16 +2,18 @@
 
 Each request to ``POST /v1/chat/completions`` consumes the next turn of a script::
 
-    script = [HTTPError(429), Reply("hi", usage=(12, 3)), Reply(tool_calls=[("add", {"a": 1}, "call_1")])]
+    script = [HTTPError(429), Reply("hi", usage=(12, 3)),
+              Reply(tool_calls=[("add", {"a": 1}, "call_1")])]
     with OpenAIServer(script) as server:
         llm = ChatOpenAI(base_url=server.url, api_key="test", model="scripted",
                          stream_usage=True, use_responses_api=False, max_retries=2)
         ...
         assert server.requests[0]["messages"][-1]["content"] == "..."
 
-In pytest, import the fixture once (``from openai_server import openai_server_fixture  # noqa: F401``) and
-take ``openai_server`` as an argument: it is a factory ``openai_server(script) -> OpenAIServer`` whose
-servers are stopped after the test.
+In pytest, import the fixture once
+(``from openai_server import openai_server_fixture  # noqa: F401``) and take ``openai_server`` as
+an argument: it is a factory ``openai_server(script) -> OpenAIServer`` whose servers are stopped
+after the test.
 """
 
 from __future__ import annotations
@@ -27,9 +29,8 @@ from typing import Any
 
 import pytest
 
-STREAM_ARG_PIECES = (
-    3  # OpenAI sends tool-call arguments in several deltas; clients must concatenate them.
-)
+# OpenAI sends tool-call arguments in several deltas; clients must concatenate them.
+STREAM_ARG_PIECES = 3
 
 
 @dataclass
@@ -45,13 +46,13 @@ class ToolCall:
 
 @dataclass
 class Reply:
-    """A successful completion. ``tool_calls`` items may be ToolCall or (name, arguments[, id]) tuples."""
+    """A successful completion. ``tool_calls`` items may be ToolCall or
+    (name, arguments[, id]) tuples."""
 
     content: str = ""
     tool_calls: list[ToolCall | tuple] = field(default_factory=list)
-    usage: tuple[int, int] | None = (
-        None  # (prompt_tokens, completion_tokens); None: estimated from text
-    )
+    # (prompt_tokens, completion_tokens); None: estimated from text
+    usage: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         self.tool_calls = [
@@ -63,10 +64,11 @@ class Reply:
 class HTTPError:
     """An OpenAI-style error response.
 
-    ``retry_after_ms`` is sent as ``retry-after-ms`` and (floored to seconds) ``retry-after``. The openai SDK
-    prefers ``retry-after-ms`` and ignores a delay of 0, falling back to its own ~0.5 s backoff, so the
-    default of 1 ms is what keeps client retries fast. None sends neither header. ``{authorization}``
-    in ``message`` is replaced by the request's Authorization header, as a careless proxy echoes it.
+    ``retry_after_ms`` is sent as ``retry-after-ms`` and (floored to seconds) ``retry-after``. The
+    openai SDK prefers ``retry-after-ms`` and ignores a delay of 0, falling back to its own ~0.5 s
+    backoff, so the default of 1 ms is what keeps client retries fast. None sends neither header.
+    ``{authorization}`` in ``message`` is replaced by the request's Authorization header, as a
+    careless proxy echoes it.
     """
 
     status: int = 500
@@ -107,9 +109,8 @@ class OpenAIServer:
     def __init__(self, script: list[Turn], model: str = "scripted") -> None:
         self.script = list(script)
         self.model = model
-        self.requests: list[
-            dict[str, Any]
-        ] = []  # parsed JSON bodies of chat-completion requests, in order
+        # parsed JSON bodies of chat-completion requests, in order
+        self.requests: list[dict[str, Any]] = []
         self.request_headers: list[dict[str, str]] = []  # lower-cased headers of the same requests
         self.request_times: list[float] = []  # time.monotonic() at each request's arrival
         self._lock = threading.Lock()
@@ -130,7 +131,7 @@ class OpenAIServer:
 
     def start(self) -> OpenAIServer:
         self._httpd = _Server(("127.0.0.1", 0), _make_handler(self))
-        # A short poll interval makes stop() return in ~10 ms instead of serve_forever's default 0.5 s.
+        # A short poll interval makes stop() return in ~10 ms, not serve_forever's default 0.5 s.
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.01,), daemon=True)
         self._thread.start()
         return self
@@ -175,7 +176,7 @@ def _make_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
 class _Handler(BaseHTTPRequestHandler):
     owner: OpenAIServer
     protocol_version = "HTTP/1.1"
-    # Headers and body go out in separate writes; with Nagle on, delayed ACKs add ~40 ms per request.
+    # Headers and body go out in separate writes; with Nagle on, delayed ACKs add ~40 ms a request.
     disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:  # keep pytest output clean
@@ -359,7 +360,8 @@ def _stream_events(turn: Reply, body: dict[str, Any], model: str) -> Iterator[di
 
 @pytest.fixture(name="openai_server")
 def openai_server_fixture() -> Iterator[Callable[..., OpenAIServer]]:
-    """Factory fixture: ``openai_server(script)`` returns a started server, stopped after the test."""
+    """Factory fixture: ``openai_server(script)`` returns a started server,
+    stopped after the test."""
     servers: list[OpenAIServer] = []
 
     def start(script: list[Turn], **kwargs: Any) -> OpenAIServer:

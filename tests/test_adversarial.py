@@ -365,7 +365,8 @@ def test_state_kept_in_module_globals_across_calls_is_refused():
         Path(__file__).parents[1] / "benchmarks/variants/reduce_sum_v2.toml"
     )
     assert cuda_state_problem(shared.header, shared.source).startswith(
-        "not a stateless kernel: `mlxp_rs_partials` at line 59 of the header is a mutable __device__ variable"
+        "not a stateless kernel: "
+        "`mlxp_rs_partials` at line 59 of the header is a mutable __device__ variable"
     )
     assert "`calls` at line 1 of the source is a static local" in cuda_state_problem(
         "", "static int calls = 0; calls++; out[0] = calls;"
@@ -447,9 +448,8 @@ def refused(candidate, sentence: str, *, check: bool = False):
             assert not report.ok and sentence in report.summary()
     finally:
         build.publish = publish
-    assert not [
-        p for p in published if p.name.startswith("k-")
-    ]  # a refused library is never published
+    # a refused library is never published
+    assert not [p for p in published if p.name.startswith("k-")]
 
 
 @pytest.mark.hack("shell command from a static initializer")
@@ -503,11 +503,13 @@ def test_a_child_process_outliving_the_run_is_refused_before_it_starts(tmp_path)
 extern "C" int setsid();
 extern "C" unsigned sleep(unsigned);
 extern "C" int system(const char*);
-inline void linger() {{ if (fork() == 0) {{ setsid(); sleep(1); system("touch {tmp_path / "later"}"); }} }}
+inline void linger() {{ if (fork() == 0) {{ setsid(); sleep(1); \
+system("touch {tmp_path / "later"}"); }} }}
 """
     refused(
         gelu("if (i == 0) linger();\nout[i] = y;").model_copy(update={"header": header}),
-        "not a Metal kernel: calls `fork` (line 5 of the header), and also `setsid`, `sleep`, `system`",
+        "not a Metal kernel: "
+        "calls `fork` (line 5 of the header), and also `setsid`, `sleep`, `system`",
     )
     assert not (tmp_path / "later").exists()
 
@@ -517,8 +519,8 @@ def test_a_static_local_counter_is_refused():
     header = "inline uint bump() {\n  static uint counter = 0;\n  return counter++;\n}\n"
     refused(
         gelu("out[i] = y + 0.0f * float(bump());").model_copy(update={"header": header}),
-        "not a Metal kernel: `counter` at line 2 of the header is a static local variable; Metal allows "
-        "static and program-scope data only in the constant address space",
+        "not a Metal kernel: `counter` at line 2 of the header is a static local variable; "
+        "Metal allows static and program-scope data only in the constant address space",
     )
 
 
@@ -527,15 +529,15 @@ def test_a_64_mb_mutable_global_is_refused():
     header = "float scratch[16 * 1024 * 1024];\n"
     refused(
         gelu("scratch[i] = y;\nout[i] = scratch[i];").model_copy(update={"header": header}),
-        "not a Metal kernel: `scratch` at line 1 of the header is a mutable program-scope variable; Metal "
-        "allows program-scope data only in the constant address space",
+        "not a Metal kernel: `scratch` at line 1 of the header is a mutable program-scope "
+        "variable; Metal allows program-scope data only in the constant address space",
     )
     # declared by a macro, out of sight of the text: the object still holds it
     header = "#define SCRATCH(n) float n##_buf[16 * 1024 * 1024];\nSCRATCH(big)\n"
     refused(
         gelu("big_buf[i] = y;\nout[i] = big_buf[i];").model_copy(update={"header": header}),
-        "not a Metal kernel: `big_buf` at line 6 of the source is a mutable program-scope variable; Metal "
-        "allows program-scope data only in the constant address space",
+        "not a Metal kernel: `big_buf` at line 6 of the source is a mutable program-scope "
+        "variable; Metal allows program-scope data only in the constant address space",
     )
 
 
@@ -545,8 +547,8 @@ def test_system_headers_and_inline_assembly_are_refused():
         gelu("out[i] = y;").model_copy(
             update={"header": "#include <metal_stdlib>\n%:include <stdlib.h>\n"}
         ),
-        "not a Metal kernel: includes <stdlib.h> (line 2 of the header); a Metal kernel includes only the "
-        "<metal_*> headers",
+        "not a Metal kernel: includes <stdlib.h> (line 2 of the header); "
+        "a Metal kernel includes only the <metal_*> headers",
     )
     refused(
         gelu('__asm__ volatile("nop");\nout[i] = y;'),
@@ -562,7 +564,8 @@ def test_system_headers_and_inline_assembly_are_refused():
 def test_constant_program_scope_data_still_compiles():
     header = (
         "constant float scale[2] = {1.0f, 0.5f};\nconstexpr constant int K = 2;\n"
-        "inline float pick(uint i) { constexpr constant float t[2] = {1.0f, 1.0f}; return t[i % K]; }\n"
+        "inline float pick(uint i) "
+        "{ constexpr constant float t[2] = {1.0f, 1.0f}; return t[i % K]; }\n"
     )
     ok = gelu("out[i] = y * scale[0] * pick(i);").model_copy(update={"header": header})
     assert verdict(GELU, ok).ok
@@ -733,7 +736,8 @@ def test_a_scan_missing_its_end_of_tile_barrier_fails_on_a_case_of_several_tiles
     racy = port.model_copy(
         update={
             "source": port.source.replace(
-                "    threadgroup_barrier(mem_flags::mem_threadgroup);  // sg_total is rewritten by the next tile\n",
+                "    threadgroup_barrier(mem_flags::mem_threadgroup);  "
+                "// sg_total is rewritten by the next tile\n",
                 "",
             )
         }

@@ -36,10 +36,10 @@ def model(*turns, repeat_last=False) -> ScriptedModel:
 
 
 def port(tmp_path, scripted, **config) -> dict:
-    # No extra seeds in the final verification: these tests are about the graph, and every kernel they
-    # finish with is the expert port or a one-line variant of it. The extra seeds themselves (one
-    # verification table per seed) are test_scripted_expert_port_is_verified_and_written's, which
-    # asks for the default count.
+    # No extra seeds in the final verification: these tests are about the graph, and every kernel
+    # they finish with is the expert port or a one-line variant of it. The extra seeds themselves
+    # (one verification table per seed) are test_scripted_expert_port_is_verified_and_written's,
+    # which asks for the default count.
     cfg = RunConfig(backend="sim", **{"max_iterations": 12, "extra_seeds": 0, **config})
     return run_port(TASK, cfg, tmp_path, model=scripted)
 
@@ -54,9 +54,8 @@ def test_scripted_expert_port_is_verified_and_written(tmp_path, written_tests):
         {"name": "benchmark", "args": {"candidate_id": PORT.id}},
         {"name": "finish", "args": {"summary": "expert port"}},
     )
-    run = port(
-        tmp_path, scripted, extra_seeds=RunConfig().extra_seeds
-    )  # the default: 2, one table per seed below
+    # the default: 2, one table per seed below
+    run = port(tmp_path, scripted, extra_seeds=RunConfig().extra_seeds)
     assert run["stop_reason"] == "finish"
     assert run["result"] == {
         **run["result"],
@@ -84,9 +83,8 @@ def test_scripted_expert_port_is_verified_and_written(tmp_path, written_tests):
     )
     assert report.count("| case | kind | dtype |") == 3 and "Seed " in report  # one table per seed
     html = (folder / "report.html").read_text()
-    assert (
-        "http" not in html.replace("http://www.w3.org/2000/svg", "") and "<script" not in html
-    )  # offline
+    # offline
+    assert "http" not in html.replace("http://www.w3.org/2000/svg", "") and "<script" not in html
     assert "Roofline on M3 Max (no measurements: the backend does not time)" in html
     assert "<b>p1</b> one thread per element" in html and f"<code>{PORT.id}</code>" in html
     assert "| held-out | float32 | pass |" in report and "| visible, threads reversed |" in report
@@ -368,9 +366,9 @@ def test_report_of_a_timed_port_names_what_its_bandwidth_fraction_is_of():
 
 
 def test_the_rules_policy_reads_outcomes_not_the_words_of_tool_summaries(tmp_path, monkeypatch):
-    """Every tool summary reworded (the same words shuffled and a new lead, errors included): the rule
-    policy makes the same calls and ships the same kernel, because it decides from tool outcomes as
-    data and never from rendered text."""
+    """Every tool summary reworded (the same words shuffled and a new lead, errors included): the
+    rule policy makes the same calls and ships the same kernel, because it decides from tool
+    outcomes as data and never from rendered text."""
     import random
 
     from mlxport.agent import graph
@@ -471,9 +469,8 @@ def test_ask_user_with_a_person_pauses_before_the_turns_tools_run_and_returns_th
     assert [i.value for t in snap.tasks for i in t.interrupts] == [
         {"kind": "ask", "question": "float16 too?"}
     ]
-    assert not snap.values.get(
-        "records"
-    )  # nothing of the turn ran yet: it runs once, after the answer
+    # nothing of the turn ran yet: it runs once, after the answer
+    assert not snap.values.get("records")
     graph.invoke(Command(resume="only float32"), cfg, context=context)
     state = State.of(graph.get_state(cfg).values)
     tools = [m.content for m in state.messages if m.type == "tool"]

@@ -94,9 +94,11 @@ def test_translate_rooms_point_one_way():
 
 def test_the_lower_rooms_load_without_the_agent_stack():
     code = (
-        "import sys; import mlxport.tasks, mlxport.backends.sim, mlxport.backends.gpu, mlxport.verify.benchmark, "
-        "mlxport.verify.correctness, mlxport.tools.handlers, mlxport.tools.final; "
-        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('langgraph', 'langchain', 'langchain_core')); "
+        "import sys; import mlxport.tasks, mlxport.backends.sim, mlxport.backends.gpu, "
+        "mlxport.verify.benchmark, mlxport.verify.correctness, mlxport.tools.handlers, "
+        "mlxport.tools.final; "
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('langgraph', 'langchain', 'langchain_core')); "
         "assert not bad, bad"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -108,7 +110,8 @@ def test_the_simulators_worker_processes_never_load_mlx():
     process on a CUDA machine (seen on an H200: its memory pools failed with several workers)."""
     code = (
         "import sys; import mlxport.backends.sim.runner; "
-        "assert 'mlx.core' not in sys.modules, sorted(m for m in sys.modules if m.startswith('mlx'))"
+        "assert 'mlx.core' not in sys.modules, "
+        "sorted(m for m in sys.modules if m.startswith('mlx'))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]

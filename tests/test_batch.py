@@ -102,7 +102,10 @@ BATCH = """
 import sys
 from pathlib import Path
 from mlxport.batch import run_batch
-run_batch(sys.argv[1], model="rules", jobs=2, out=Path(sys.argv[2]), budget={"backend": "sim", "extra_seeds": 0})
+run_batch(
+    sys.argv[1], model="rules", jobs=2, out=Path(sys.argv[2]),
+    budget={"backend": "sim", "extra_seeds": 0},
+)
 """
 
 
@@ -154,7 +157,7 @@ def test_killed_batch_restarts_without_running_a_task_twice(tmp_path):
 
 
 def test_the_batch_command_runs_with_its_flags(cli, tmp_path):
-    """The CLI's flags reach every port's config (search among them), and a verified batch exits 0."""
+    """The CLI's flags reach every port's config (search among them); a verified batch exits 0."""
     result = cli(
         "batch",
         str(SUITE_DIR / "vector_add"),

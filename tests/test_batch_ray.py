@@ -112,9 +112,8 @@ def test_each_cuda_port_holds_one_gpu_and_its_worker_sees_only_that_device(clust
     run_batch(manifest, out=out, ray_address=cluster, budget={"backend": "cuda"})
     placed = [e for e in read_events(out) if e["event"] == "placed"]
     assert sorted(e["task"] for e in placed) == ["gelu_tanh", "softmax_rows", "vector_add"]
-    for e in (
-        placed
-    ):  # the node's GPUs are declared, not real: each port then fails on the missing device
+    # the node's GPUs are declared, not real: each port then fails on the missing device
+    for e in placed:
         assert (
             len(e["gpus"]) == 1 and e["gpus"][0] in ("0", "1") and e["visible"] == e["gpus"][0]
         ), e

@@ -40,9 +40,8 @@ def test_uncalibrated_apple_chip_falls_back_to_the_knowledge_base(tmp_path, monk
     store(tmp_path, monkeypatch, {"devices": {}})
     got = _bandwidth("Apple M3 Max", hardware_profile("M3 Max").datasheet())
     assert got["bandwidth_gbs"] == 400.0 and "M3 Max datasheet" in got["bandwidth_basis"]
-    assert (
-        _bandwidth("NVIDIA H200", None) == {}
-    )  # no datasheet figure: no fraction rather than a wrong one
+    # no datasheet figure: no fraction rather than a wrong one
+    assert _bandwidth("NVIDIA H200", None) == {}
 
 
 @pytest.mark.skipif(not availability()["cuda"].ok, reason="needs MLX's CUDA backend")
@@ -120,8 +119,8 @@ def test_cuda_timer_reads_device_time_with_calls_in_order():
         "from mlxport.backends import timer\n"
         "sets = [{'x': mx.ones((1 << 24,)) * i} for i in range(3)]\n"
         "big = [{'x': mx.ones((1 << 26,)) * i} for i in range(3)]\n"
-        "got = timer.samples({'small': lambda s: s['x'] + 1, 'big': lambda s: big[0]['x'] + 1}, sets, warmup=2,"
-        " iters=30)\n"
+        "got = timer.samples({'small': lambda s: s['x'] + 1, 'big': lambda s: big[0]['x'] + 1}, "
+        "sets, warmup=2, iters=30)\n"
         "print(json.dumps({'basis': timer.basis(), 'got': got}))\n"
     )
     r = subprocess.run(

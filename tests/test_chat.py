@@ -141,7 +141,8 @@ def test_chat_in_a_terminal_guidance_approval_quit_and_resume(tmp_path, tmux):
     script.write_text(json.dumps(SCRIPT))
     out = tmp_path / "out"
     chat_cmd = [sys.executable, "-m", "mlxport.cli", "chat", "--out", str(out)]
-    # No extra seeds in the final verification: the kernel is the expert port (tests/test_agent.py shows them).
+    # No extra seeds in the final verification: the kernel is the expert port
+    # (tests/test_agent.py shows them).
     tmux.start(
         "first",
         [
@@ -226,9 +227,8 @@ def test_reject_inspect_and_resume_at_an_approval(tmp_path):
     )
     screen = io.StringIO()
     console = Console(file=screen, width=80, highlight=False)
-    config = RunConfig(
-        backend="sim", extra_seeds=0
-    )  # the final verification of a one-line variant of the expert port
+    # the final verification of a one-line variant of the expert port
+    config = RunConfig(backend="sim", extra_seeds=0)
     first = Person(
         screen,
         [("accept it?", 1, "/best"), ("awaits your approval", 1, "n"), ("accept it?", 2, "/quit")],

@@ -44,7 +44,9 @@ __global__ void __launch_bounds__(BLOCK) row_sum(const T* __restrict__ x, float*
         out[blockIdx.x] = total;
     }
 }
-void launch(const float* x, float* out, int rows, int cols) { row_sum<float, 128><<<rows, 128>>>(x, out, cols); }
+void launch(const float* x, float* out, int rows, int cols) {
+    row_sum<float, 128><<<rows, 128>>>(x, out, cols);
+}
 """
 
 

@@ -86,12 +86,10 @@ def test_fast_p_geomean_and_correct_at_k_are_exact():
     m = M.model_metrics(A)
     assert m["timing"] == "measured" and m["runs"] == 6 and m["tasks"] == 3 and m["k"] == 2
     assert m["fast_0"] == pytest.approx(0.5) and m["correct@1"] == pytest.approx(0.5)
-    assert m["correct@k"] == pytest.approx(
-        2 / 3
-    )  # verified on at least one of 2 seeds: 2 of 3 tasks
-    assert m["fast_p"]["native"] == pytest.approx(
-        {"0": 0.5, "1": 0.5, "1.5": 1 / 3, "2": 0.0}
-    )  # 2.0 is not > 2
+    # verified on at least one of 2 seeds: 2 of 3 tasks
+    assert m["correct@k"] == pytest.approx(2 / 3)
+    # 2.0 is not > 2
+    assert m["fast_p"]["native"] == pytest.approx({"0": 0.5, "1": 0.5, "1.5": 1 / 3, "2": 0.0})
     assert m["fast_p"]["naive"] == pytest.approx({"0": 0.5, "1": 0.5, "1.5": 0.5, "2": 0.5})
     # Failed seeds count 1.0x; a task's seeds are geo-averaged, then the tasks.
     assert m["geomean"]["native"] == pytest.approx((2.0 * math.sqrt(1.2) * 1.0) ** (1 / 3))
@@ -102,9 +100,8 @@ def test_fast_p_geomean_and_correct_at_k_are_exact():
         and m["cost_usd"] == pytest.approx(6 * (2000 + 800) / 1e6)
     )
     assert m["median_iterations_to_best"] == 3 and m["stop_reasons"] == {"finish": 6}
-    assert (
-        m["tool_error_rate"] == 0.0 and m["compile_failure_rate"] is None
-    )  # no candidates recorded
+    # no candidates recorded
+    assert m["tool_error_rate"] == 0.0 and m["compile_failure_rate"] is None
 
 
 def test_a_verified_but_slower_port_counts_its_real_speedup():
@@ -198,9 +195,8 @@ def test_timed_report_renders_speedups(tmp_path):
         (folder / "run.json").write_text(json.dumps(r))
     md, html = build_reports(tmp_path)
     text = md.read_text()
-    assert (
-        "rules (non-LLM baseline)" in text and "not run" in text
-    )  # rules always a row, even without runs
+    # rules always a row, even without runs
+    assert "rules (non-LLM baseline)" in text and "not run" in text
     assert f"{(2.0 * math.sqrt(1.2)) ** (1 / 3):.2f}x" in text and "50% / 33% / 0%" in text
     assert "Speedup metrics: n/a" not in text
     page = html.read_text()
@@ -209,7 +205,8 @@ def test_timed_report_renders_speedups(tmp_path):
 
 
 def test_a_run_that_crashed_counts_as_a_failure_not_as_absent():
-    """Model A verified t1 and crashed on t2 (no record); B verified t1 and failed t2: same score."""
+    """Model A verified t1 and crashed on t2 (no record); B verified t1 and failed t2:
+    same score."""
 
     def run(model, task, ok):
         return {

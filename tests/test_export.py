@@ -42,7 +42,8 @@ CALL = (
     "with warnings.catch_warnings(record=True) as w:\n"
     "    warnings.simplefilter('always')\n"
     "    out = op.vector_add(mx.ones(8), mx.ones(8))\n"
-    "print(json.dumps({'backend': op.backend, 'sum': float(out.sum()), 'warned': [str(x.message) for x in w],\n"
+    "print(json.dumps({'backend': op.backend, 'sum': float(out.sum()), "
+    "'warned': [str(x.message) for x in w],\n"
     "                  'doc': op.__doc__}))"
 )
 
@@ -80,9 +81,8 @@ def test_an_exported_port_pip_installs_imports_and_names_its_origin(port, tmp_pa
     )
     assert done.returncode == 0, done.stderr[-2000:]
     got = json.loads(done.stdout)
-    assert (
-        got["sum"] == 16.0 and got["backend"] == "reference"
-    )  # no GPU here: the reference, and it says so
+    # no GPU here: the reference, and it says so
+    assert got["sum"] == 16.0 and got["backend"] == "reference"
     assert any("runs its reference implementation" in w for w in got["warned"])
     assert (
         "the CUDA kernel `vector_add_kernel` of kernel.cu" in got["doc"]
@@ -118,14 +118,16 @@ def test_a_kernels_layout_export_loads_as_the_kernels_library_loads_a_variant(po
     for name, digest in meta["digest"]["files"].items():
         assert hashlib.sha256((variant / name).read_bytes()).hexdigest() == digest, name
     assert "vector_add/__init__.py" in meta["digest"]["files"]  # the folder named as the repository
-    # As kernels' importer does: the variant's __init__.py imported as a package named by metadata's id.
+    # As kernels' importer does: the variant's __init__.py imported as a package named by
+    # metadata's id.
     load = (
         "import importlib.util, json, sys, pathlib\n"
         f"variant = pathlib.Path({str(variant)!r})\n"
         "name = json.loads((variant / 'metadata.json').read_text())['id']\n"
         "spec = importlib.util.spec_from_file_location(name, variant / '__init__.py', "
         "submodule_search_locations=[str(variant)])\n"
-        "op = importlib.util.module_from_spec(spec); sys.modules[name] = op; spec.loader.exec_module(op)\n"
+        "op = importlib.util.module_from_spec(spec); sys.modules[name] = op; "
+        "spec.loader.exec_module(op)\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", load + CALL],

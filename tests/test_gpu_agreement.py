@@ -24,9 +24,8 @@ def test_the_cpu_executor_and_the_gpu_agree_on_the_original_kernel(name):
         pytest.fail(f"{name} has no [original]: the CPU executor cannot run its kernel")
     try:
         on_gpu = translate_task(task, "cuda").candidate
-    except (
-        Untranslatable
-    ):  # vector_add's kernel is float-only (a float4 view): the original runs in float32
+    except Untranslatable:
+        # vector_add's kernel is float-only (a float4 view): the original runs in float32
         task = task.model_copy(update={"dtypes": ["float32"]})
         on_gpu = translate_task(task, "cuda").candidate
     against_original = task.model_copy(update={"reference": None})

@@ -1,5 +1,5 @@
-"""Host code followed at a case without running it: helpers with loops, dim3 fields set in the branch
-the case takes, type aliases of dispatch macros, casts to a launcher's template type."""
+"""Host code followed at a case without running it: helpers with loops, dim3 fields set in the
+branch the case takes, type aliases of dispatch macros, casts to a launcher's template type."""
 
 import pytest
 
@@ -82,7 +82,8 @@ void host_apply(const T* x, T* y, int n, double epsilon) {
 void entry(at::Tensor x, at::Tensor y, int n, double epsilon) {
     DISPATCH_FLOAT_AND_HALF(x.scalar_type(), "entry",
         using accscalar_t = at::acc_type<scalar_t, true>;
-        host_apply<scalar_t, accscalar_t>(x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), n, epsilon);)
+        host_apply<scalar_t, accscalar_t>(
+            x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), n, epsilon);)
 }""",
         n=16,
         epsilon=1e-5,

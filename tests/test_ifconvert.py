@@ -1,5 +1,6 @@
-"""The ``selects=1`` knob (mlxport/translate/tuning/ifconvert.py): which branches become selects, and that
-the converted kernel computes what the translation does, bit for bit, on the CPU executor."""
+"""The ``selects=1`` knob (mlxport/translate/tuning/ifconvert.py): which branches become selects,
+and that the converted kernel computes what the translation does, bit for bit, on
+the CPU executor."""
 
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ LEFT = {  # an arm each, and what evaluating it on the other path could do
     "a macro reading memory": "if (v > m) { s = FIRST; }",
     "a return": "if (v > m) { return; }",
     "a loop": "if (v > m) { while (s < 1.0f) s += 1.0f; }",
-    "a parameter under a local's name": "if (v > m) { n += 1.0f; }",  # int n, and no float n in sight
+    # int n, and no float n in sight
+    "a parameter under a local's name": "if (v > m) { n += 1.0f; }",
     "a comment that would end the line": "if (v > m) { s = s // keep\n + v; }",
     "the line it is on": "if (v > m) { s = s + __LINE__; }",
 }
@@ -107,7 +109,8 @@ def test_the_scalar_an_if_sees_is_the_one_converted():
 
 def test_a_branch_outside_any_loop_is_left():
     src = (
-        "__global__ void k(const float* x, float* out) { float s = x[0]; if (s > 0.0f) s = 1.0f; out[0] = s; }\n"
+        "__global__ void k(const float* x, float* out) "
+        "{ float s = x[0]; if (s > 0.0f) s = 1.0f; out[0] = s; }\n"
         "void launch(const float* x, float* out) { k<<<1, 1>>>(x, out); }\n"
     )
     assert if_converted(src, read_cuda(src), "k") is None

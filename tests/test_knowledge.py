@@ -169,7 +169,8 @@ def test_cli_entry_points(cli) -> None:
 def test_import_stays_light() -> None:
     code = (
         "import sys, mlxport.knowledge as k; k.hardware_profile('M1'); "
-        "bad = [m for m in sys.modules if m.split('.')[0] in ('langgraph', 'langchain', 'bm25s', 'mlx')]; "
+        "bad = [m for m in sys.modules if m.split('.')[0] in "
+        "('langgraph', 'langchain', 'bm25s', 'mlx')]; "
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

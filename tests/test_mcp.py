@@ -30,7 +30,8 @@ __global__ void scale(const float* x, float* y, float s, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = s * x[i];
 }
-void launch(const float* x, float* y, float s, int n) { scale<<<(n + 255) / 256, 256>>>(x, y, s, n); }
+void launch(const float* x, float* y, float s, int n) { \
+scale<<<(n + 255) / 256, 256>>>(x, y, s, n); }
 """
 
 

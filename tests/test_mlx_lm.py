@@ -9,7 +9,8 @@ from mlxport.integrations.mlx_lm import mamba_module, patch_mamba, scan_op
 
 
 def test_a_patched_mamba_prefills_through_the_port_and_generation_continues():
-    # Imported here, not at collection: mlx-lm's package imports transformers, seconds on every worker.
+    # Imported here, not at collection: mlx-lm's package imports transformers, seconds on
+    # every worker.
     pytest.importorskip("mlx_lm", reason="needs mlx-lm: pip install -e '.[dev]'")
     m = mamba_module()
     args = m.ModelArgs(
@@ -45,9 +46,8 @@ def test_a_patched_mamba_prefills_through_the_port_and_generation_continues():
         return logits, out
 
     want, want_tokens = run(stock, [tokens])
-    got, got_tokens = run(
-        patched, [tokens[:, :7], tokens[:, 7:]]
-    )  # the second piece starts from the state
+    # the second piece starts from the state
+    got, got_tokens = run(patched, [tokens[:, :7], tokens[:, 7:]])
     assert calls and all(shape[1] > 1 for shape in calls)  # prefill through the port, decode stock
     assert float(mx.abs(want[:, -1] - got[:, -1]).max()) < 1e-4 * float(mx.abs(want).max()) + 1e-5
     assert got_tokens == want_tokens

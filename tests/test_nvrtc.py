@@ -62,8 +62,8 @@ def test_rules_translation_and_its_knobs_compile(name):
 
 
 def test_attention_profile_variants_include_the_ports_own_shapes():
-    """kernel_profile.py --variants times the port beside its variants: the variant labelled with the
-    port's own shape launches exactly as the port does at both head dimensions."""
+    """kernel_profile.py --variants times the port beside its variants: the variant labelled with
+    the port's own shape launches exactly as the port does at both head dimensions."""
     import sys
     from pathlib import Path
 
@@ -100,14 +100,10 @@ def test_the_attention_ports_pipelined_wgmma_stays_asynchronous(case):
         ("transpose_tiled", "TILE_DIM=64 + BLOCK_ROWS=4 + __restrict__"),
         ("softmax_rows", "vector=8 + unroll=4 + block@84=128 + __restrict__"),
         ("layernorm", "vector=4 + LN_BLOCK=128 + __restrict__"),
-        (
-            "cumsum",
-            "vector=8 + unroll=8 + SCAN_ITEMS=8 + __restrict__",
-        ),  # runs chunked inside an unrolled tile loop
-        (
-            "softmax_rows",
-            "vector=8 + selects=1 + unroll=4 + block@84=128 + __restrict__",
-        ),  # selects in a chunk step
+        # runs chunked inside an unrolled tile loop
+        ("cumsum", "vector=8 + unroll=8 + SCAN_ITEMS=8 + __restrict__"),
+        # selects in a chunk step
+        ("softmax_rows", "vector=8 + selects=1 + unroll=4 + block@84=128 + __restrict__"),
     ],
 )
 def test_the_combined_variants_the_h200_search_chose_compile(name, label):

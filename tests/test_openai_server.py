@@ -179,8 +179,9 @@ def test_malformed_tool_call_becomes_invalid_tool_call(openai_server):
 
 
 def test_streamed_truncated_json_is_repaired_by_partial_parser(openai_server):
-    # Surprise: when streaming, langchain-core parses tool args with parse_partial_json, which closes the
-    # truncated object, so '{"x": 1' becomes a *valid* call; only unrepairable text is an invalid call.
+    # Surprise: when streaming, langchain-core parses tool args with parse_partial_json, which
+    # closes the truncated object, so '{"x": 1' becomes a *valid* call; only unrepairable text is an
+    # invalid call.
     server = openai_server(
         [malformed_tool_call("add", '{"x": 1'), malformed_tool_call("add", "not json")]
     )

@@ -1,4 +1,5 @@
-"""`mlxport port` as a user runs it: the defaults on the simulator, resume after SIGKILL, bad input."""
+"""`mlxport port` as a user runs it: the defaults on the simulator, resume after SIGKILL,
+bad input."""
 
 import json
 import os
@@ -21,9 +22,8 @@ DEFAULT_TASKS = ["vector_add", "softmax_rows", "transpose_tiled"]
 
 def test_defaults_turn_three_tasks_into_verified_kernels_whose_tests_pass(tmp_path, written_tests):
     for name in DEFAULT_TASKS:
-        run = run_port(
-            load_task(name), RunConfig(), tmp_path
-        )  # the defaults: rules policy, best backend
+        # the defaults: rules policy, best backend
+        run = run_port(load_task(name), RunConfig(), tmp_path)
         assert run["result"]["verified"], (
             name,
             run["stop_reason"],
@@ -117,9 +117,8 @@ def test_sigkill_mid_run_then_resume_loses_nothing(tmp_path, cli):
         json.loads(x) for x in (out / "vector_add" / "transcript.jsonl").read_text().splitlines()
     ]
     calls = [c["id"] for x in lines if x["type"] == "ai" for c in (x["tool_calls"] or [])]
-    assert (
-        len(calls) == len(set(calls)) == 6
-    )  # every scripted step ran exactly once across the kill
+    # every scripted step ran exactly once across the kill
+    assert len(calls) == len(set(calls)) == 6
     assert run["candidates"] == 2
 
 

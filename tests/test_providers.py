@@ -108,9 +108,8 @@ def test_run_log_is_json_lines_without_secrets(tmp_path, monkeypatch):
         "event"
     ] == "port_finished"
     assert any(e.get("tool_calls") == ["read_cuda_source"] for e in events)
-    assert (
-        secret not in text
-    )  # ...and never logged (tests/test_redaction.py covers every other output)
+    # ...and never logged (tests/test_redaction.py covers every other output)
+    assert secret not in text
 
 
 def test_a_hung_server_ends_the_run_with_a_clear_stop_reason(tmp_path):

@@ -236,11 +236,8 @@ def test_atomics() -> None:
 
 def test_softmax_dynamic_smem_and_launch_api() -> None:
     cf = read("softmax_dynamic_smem.cu")
-    assert rw(cf, "softmax_rows") == {
-        "x": "r",
-        "y": "w",
-        "cols": "r",
-    }  # y written through the alias yr
+    # y written through the alias yr
+    assert rw(cf, "softmax_rows") == {"x": "r", "y": "w", "cols": "r"}
     assert rw(cf, "layernorm") == {
         "x": "r",
         "gamma": "r",

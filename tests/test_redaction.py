@@ -17,7 +17,8 @@ def test_shapes_labels_and_environment_values_are_redacted_but_counts_stay(monke
     monkeypatch.setenv("MY_PROVIDER_TOKEN", "plain-looking-value-42")
     text = redact_text(
         f"key {KEY}; header Authorization: {BEARER}; url https://bob:hunter22@host/v1; "
-        "api_key=abcd1234efgh; x-api-key: 'k9k9k9k9'; google AIzaSyA1234567890abcdefghijklmnopqrstu; "
+        "api_key=abcd1234efgh; x-api-key: 'k9k9k9k9'; "
+        "google AIzaSyA1234567890abcdefghijklmnopqrstu; "
         "env plain-looking-value-42; max_tokens=4096, tokens used 1200"
     )
     for secret in (
@@ -62,9 +63,8 @@ def test_chat_messages_are_rebuilt_only_where_a_secret_was():
     )
     scrubbed = redact(dirty)
     assert KEY not in scrubbed.content and BEARER not in str(scrubbed.tool_calls)
-    assert (
-        scrubbed.tool_calls[0]["name"] == "compile_kernel" and KEY in dirty.content
-    )  # a copy, not a mutation
+    # a copy, not a mutation
+    assert scrubbed.tool_calls[0]["name"] == "compile_kernel" and KEY in dirty.content
 
 
 def test_a_port_whose_provider_echoes_the_key_leaves_it_nowhere(tmp_path, cli):
@@ -95,9 +95,8 @@ def test_a_port_whose_provider_echoes_the_key_leaves_it_nowhere(tmp_path, cli):
         )
         sent = [h.get("authorization", "") for h in server.request_headers]
     assert any(KEY in h for h in sent), "the key was not used: the test proves nothing"
-    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[
-        -2000:
-    ]  # 1: not verified
+    # 1: not verified
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
     folder = out / "vector_add"
     run = json.loads((folder / "run.json").read_text())
     assert (

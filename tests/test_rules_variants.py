@@ -13,13 +13,14 @@ from mlxport.translate.tuning.variants import MAX_VARIANTS, tuning_variants
 def test_restrict_then_vectors_then_unroll_then_the_defines_block_first_never_the_warp_size():
     variants = tuning_variants(load_task("cumsum"), "cuda")
     labels = [label for label, _ in variants]
+    # vectors: each thread's run of items
     assert labels[:5] == [
         "__restrict__",
         "vector=8 + __restrict__",
         "vector=4 + __restrict__",
         "unroll=4 + __restrict__",
         "unroll=8 + __restrict__",
-    ]  # vectors: each thread's run of items
+    ]
     assert labels[5].startswith("SCAN_BLOCK=") and "SCAN_ITEMS=8 + __restrict__" in labels
     assert all(label.endswith("__restrict__") for label in labels)  # every CUDA variant carries it
     assert not any(label.startswith("WARP") for label in labels) and len(labels) <= MAX_VARIANTS
@@ -38,9 +39,8 @@ def test_constexpr_block_sizes_and_launch_literals_vary_too_never_as_the_transla
     rms = [label for label, _ in tuning_variants(load_task("rmsnorm"), "msl")]
     assert "BLOCK=512" in rms  # constexpr int BLOCK = 256; in both host launchers
     softmax = tuning_variants(load_task("softmax_rows"), "cuda")
-    assert any(
-        label.startswith("block@") for label, _ in softmax
-    )  # softmax_rows_kernel<T, 512><<<rows, 512>>>
+    # softmax_rows_kernel<T, 512><<<rows, 512>>>
+    assert any(label.startswith("block@") for label, _ in softmax)
     base = translate_task(load_task("softmax_rows"), "cuda").candidate.id
     assert base not in {t.candidate.id for _, t in softmax}
 
@@ -54,10 +54,10 @@ def test_a_value_only_a_branch_not_timed_takes_is_not_a_variant():
 
 
 def play(task, wrong: int, us=lambda said: 10.0, fresh: bool = False):
-    """Drive the policy with scripted tool outcomes; the wrong-th compiled candidate fails its check,
-    and a timed one takes ``us(what the policy said when it compiled it)``. Returns what it said at
-    each compile, the turns taken, and the finish summary. ``fresh``: every turn in a new process,
-    as far as the policy knows (a resumed run)."""
+    """Drive the policy with scripted tool outcomes; the wrong-th compiled candidate fails its
+    check, and a timed one takes ``us(what the policy said when it compiled it)``. Returns what it
+    said at each compile, the turns taken, and the finish summary. ``fresh``: every turn in a new
+    process, as far as the policy knows (a resumed run)."""
     from mlxport.agent import rules
 
     messages, compiles, ids = [], [], {}
@@ -73,9 +73,8 @@ def play(task, wrong: int, us=lambda said: 10.0, fresh: bool = False):
                 outcome = {"task_dir": str(task.folder), "language": "cuda"}
             elif name == "compile_kernel":
                 compiles.append(text)
-                cid = KernelCandidate.model_validate(
-                    {"language": "cuda", **args}
-                ).id  # as the tool names it
+                # as the tool names it
+                cid = KernelCandidate.model_validate({"language": "cuda", **args}).id
                 ids[cid] = len(compiles)
                 outcome = {"compiled": True, "candidate_id": cid}
             elif name == "run_correctness":
@@ -131,24 +130,21 @@ def test_the_search_builds_on_the_fastest_variant_so_far():
     array's capacity (ROPE_MAX_HALF) sizes nothing else: it comes last of all."""
     task = load_task("rope")
     narrow = dict(tuning_variants(task, "cuda"))["block.x@54=16 + __restrict__"].candidate
-    assert (
-        narrow.template["BLOCK_DIM_X"] == "min(x.shape[3] // 2, 16)"
-    )  # was 64: the launch changed
+    # was 64: the launch changed
+    assert narrow.template["BLOCK_DIM_X"] == "min(x.shape[3] // 2, 16)"
 
     def us(said: str) -> float:
         return 50.0 - 20 * ("block.x@54=16" in said) - 10 * ("ROWS_PER_BLOCK=16" in said)
 
     compiles, _, summary = play(task, wrong=0, us=us)
-    assert (
-        play(task, wrong=0, us=us, fresh=True)[0] == compiles
-    )  # a resumed run goes on where it stopped
+    # a resumed run goes on where it stopped
+    assert play(task, wrong=0, us=us, fresh=True)[0] == compiles
     tried = [c.removeprefix("Trying the translation with ").removesuffix(".") for c in compiles[1:]]
     assert len(set(tried)) == len(tried)
     again = tried.index("unroll=8 + block.x@54=16 + ROWS_PER_BLOCK=16 + __restrict__")
     after = tried[tried.index("block.x@54=32 + __restrict__") + 1 : again + 1]
-    assert (
-        after[0] == "block.x@54=16 + ROWS_PER_BLOCK=2 + __restrict__"
-    )  # the block's other dimension next
+    # the block's other dimension next
+    assert after[0] == "block.x@54=16 + ROWS_PER_BLOCK=2 + __restrict__"
     assert all("block.x@54=16 + " in label for label in after)
     assert "vector=4 + block.x@54=16 + ROWS_PER_BLOCK=16 + __restrict__" in after
     # the block's sizes once more on top of all that, the source's own 64 among them
@@ -174,12 +170,12 @@ def test_capacities_are_names_only_ever_an_arrays_size():
 constexpr int N = 8;
 template <int M> __device__ int f(int b) { return b * M; }
 __global__ void k(float* o) {
-    __shared__ float a[CAP]; __shared__ float b[N]; __shared__ float c[TARG]; __shared__ float d[INNER];
+    __shared__ float a[CAP]; __shared__ float b[N]; __shared__ float c[TARG]; \
+__shared__ float d[INNER];
     o[threadIdx.x % N] = a[ROWS] + f<TARG>(1) + OUTER;
 }"""
-    assert _capacities(src) == {
-        "CAP"
-    }  # the others are values too: in an index, a template argument, a macro
+    # the others are values too: in an index, a template argument, a macro
+    assert _capacities(src) == {"CAP"}
 
 
 def test_a_variant_slower_than_the_translation_is_not_built_on():
@@ -198,10 +194,8 @@ def test_dim3_block_literals_one_knob_per_dimension_with_a_single_value():
         return [(name, value) for name, value, _, _ in _dim3_literals(src, "block")]
 
     assert knobs(b"dim3 block(half < 64 ? half : 64, ROWS);") == [("block.x@1", 64)]
-    assert knobs(b"dim3 block(32, (n + 31) / 32);") == [
-        ("block.x@1", 32)
-    ]  # y has two values: left alone
-    assert knobs(b"dim3 block(256), grid((n + 255) / 256);") == [
-        ("block.x@1", 256)
-    ]  # not the grid's
+    # y has two values: left alone
+    assert knobs(b"dim3 block(32, (n + 31) / 32);") == [("block.x@1", 32)]
+    # not the grid's
+    assert knobs(b"dim3 block(256), grid((n + 255) / 256);") == [("block.x@1", 256)]
     assert knobs(b"dim3 block(f(a, 64), 8);") == [("block.x@1", 64), ("block.y@1", 8)]

@@ -168,7 +168,10 @@ def test_all_attributes_with_edge_threadgroups(sim):
 
 
 def test_scalar_inputs_follow_mlx_rules(sim):
-    src = "uint i = thread_position_in_grid.x;\nout[i] = x[i] * s + float(n) + (flag ? 100.0f : 0.0f);"
+    src = (
+        "uint i = thread_position_in_grid.x;\n"
+        "out[i] = x[i] * s + float(n) + (flag ? 100.0f : 0.0f);"
+    )
     c = kernel(
         src,
         ["x", "s", "n", "flag"],
@@ -235,7 +238,11 @@ def test_strided_mlx_input(sim):
 
 
 def test_templates_int_bool_dtype(sim):
-    src = "uint i = thread_position_in_grid.x;\nT v = T(x[i]);\nout[i] = float(v) * N + (B ? 0.5f : 0.0f);"
+    src = (
+        "uint i = thread_position_in_grid.x;\n"
+        "T v = T(x[i]);\n"
+        "out[i] = float(v) * N + (B ? 0.5f : 0.0f);"
+    )
     c = kernel(
         src,
         ["x"],
@@ -313,7 +320,7 @@ def test_multidimensional_threadgroup_array(sim):
     np.testing.assert_array_equal(r.outputs[0], x.reshape(8, 8).T.reshape(-1))
 
 
-# ---------------------------------------------------------------- SIMD-group and quad-group functions
+# -------------------------------------------------------- SIMD-group and quad-group functions
 
 FLOAT_OPS = [
     "simd_sum(v)",
@@ -532,7 +539,8 @@ def test_simdgroup_barrier_and_reconvergence(sim):
     # Lanes leave the loop at different trip counts; simd_sum after the loop sees them all again.
     src = (
         "uint lane = thread_index_in_simdgroup;\nfloat acc = 0;\n"
-        "for (uint k = 0; k < lane % 4 + 1; ++k) { acc += simd_sum(1.0f); simdgroup_barrier(mem_flags::mem_none); }\n"
+        "for (uint k = 0; k < lane % 4 + 1; ++k) "
+        "{ acc += simd_sum(1.0f); simdgroup_barrier(mem_flags::mem_none); }\n"
         "out[thread_position_in_grid.x] = simd_sum(acc);"
     )
     c = kernel(src, ["x"], ["out"], [[32]], ["float32"], [32, 1, 1], [32, 1, 1])
@@ -548,7 +556,10 @@ def test_simdgroup_barrier_and_reconvergence(sim):
 
 
 def test_device_atomic_float_add_with_init_value(sim):
-    src = "uint i = thread_position_in_grid.x;\natomic_fetch_add_explicit(&out[i % 7], x[i], memory_order_relaxed);"
+    src = (
+        "uint i = thread_position_in_grid.x;\n"
+        "atomic_fetch_add_explicit(&out[i % 7], x[i], memory_order_relaxed);"
+    )
     c = kernel(
         src,
         ["x"],
@@ -576,8 +587,8 @@ def test_device_atomic_int_ops(sim):
         "if (i == 0) while (!atomic_compare_exchange_weak_explicit(&out[4], &expected, 42, "
         "memory_order_relaxed, memory_order_relaxed)) {}\n"
         "if (i == 1) atomic_store_explicit(&out[5], 7, memory_order_relaxed);\n"
-        "if (i == 2) atomic_exchange_explicit(&out[6], atomic_load_explicit(&out[6], memory_order_relaxed) + 5, "
-        "memory_order_relaxed);"
+        "if (i == 2) atomic_exchange_explicit(&out[6], "
+        "atomic_load_explicit(&out[6], memory_order_relaxed) + 5, memory_order_relaxed);"
     )
     c = kernel(
         src,
@@ -603,9 +614,11 @@ def test_threadgroup_atomic_counter(sim):
         "threadgroup atomic_uint count;\n"
         "if (t == 0) atomic_store_explicit(&count, 0u, memory_order_relaxed);\n"
         "threadgroup_barrier(mem_flags::mem_threadgroup);\n"
-        "if (x[thread_position_in_grid.x] > 0) atomic_fetch_add_explicit(&count, 1u, memory_order_relaxed);\n"
+        "if (x[thread_position_in_grid.x] > 0) "
+        "atomic_fetch_add_explicit(&count, 1u, memory_order_relaxed);\n"
         "threadgroup_barrier(mem_flags::mem_threadgroup);\n"
-        "if (t == 0) out[threadgroup_position_in_grid.x] = atomic_load_explicit(&count, memory_order_relaxed);"
+        "if (t == 0) out[threadgroup_position_in_grid.x] = "
+        "atomic_load_explicit(&count, memory_order_relaxed);"
     )
     c = kernel(
         src, ["x"], ["out"], [["ceildiv(x.size, 64)"]], ["uint32"], ["x.size", 1, 1], [64, 1, 1]
@@ -696,13 +709,15 @@ template <int BLOCK>
 inline void block_reduce(thread float& m, thread float& s, uint t, threadgroup float* warp_m,
                          threadgroup float* warp_s) {
   const int lane = t % 32, warp = t / 32;
-  for (int off = 16; off > 0; off >>= 1) merge(m, s, simd_shuffle_xor(m, off), simd_shuffle_xor(s, off));
+  for (int off = 16; off > 0; off >>= 1)
+    merge(m, s, simd_shuffle_xor(m, off), simd_shuffle_xor(s, off));
   if (lane == 0) { warp_m[warp] = m; warp_s[warp] = s; }
   threadgroup_barrier(mem_flags::mem_threadgroup);
   if (warp == 0) {
     m = lane < BLOCK / 32 ? warp_m[lane] : -FLT_MAX;
     s = lane < BLOCK / 32 ? warp_s[lane] : 0.0f;
-    for (int off = 16; off > 0; off >>= 1) merge(m, s, simd_shuffle_xor(m, off), simd_shuffle_xor(s, off));
+    for (int off = 16; off > 0; off >>= 1)
+      merge(m, s, simd_shuffle_xor(m, off), simd_shuffle_xor(s, off));
     if (lane == 0) { warp_m[0] = m; warp_s[0] = s; }
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
@@ -813,7 +828,10 @@ def test_metal_stdlib_constants(sim):
     names = list(MSL_CONSTANTS)
     src = "\n".join(f"out[{i}] = float({n});" for i, n in enumerate(names))
     src += f"\nout[{len(names)}] = float(isnan(NAN));"
-    src += f"\nout[{len(names) + 1}] = float(sizeof(HALF_MAX) == 2 && sizeof(M_PI_H) == 2 && sizeof(FLT_MAX) == 4);"
+    src += (
+        f"\nout[{len(names) + 1}] = float(sizeof(HALF_MAX) == 2 && sizeof(M_PI_H) == 2"
+        " && sizeof(FLT_MAX) == 4);"
+    )
     c = kernel(src, ["x"], ["out"], [[len(names) + 2]], ["float32"], [1, 1, 1], [1, 1, 1])
     r = run_ok(sim, c, x=np.zeros(1, np.float32))
     half_names = {n for n in names if n.endswith("_H")}

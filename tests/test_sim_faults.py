@@ -81,7 +81,9 @@ def test_missing_barrier_is_a_race_reported_with_both_threads_and_lines(sim):
         ("buf[(t + 1) % 64]", "reversed", "threads 63 and 62"),
     ):
         src = (
-            "threadgroup float buf[64];\nuint t = thread_position_in_threadgroup.x;\nbuf[t] = x[t];\n"
+            "threadgroup float buf[64];\n"
+            "uint t = thread_position_in_threadgroup.x;\n"
+            "buf[t] = x[t];\n"
             f"out[t] = {read};"
         )
         r = sim.run(kernel(src, [64, 1, 1], [64, 1, 1]), {"x": X[:64]}, order=order)
@@ -110,7 +112,8 @@ def test_threadgroups_run_in_reverse_order_too(sim):
     src = (
         "if (thread_position_in_threadgroup.x == 0) {\n"
         "  uint t = atomic_fetch_add_explicit(&count[0], 1u, memory_order_relaxed);\n"
-        "  atomic_store_explicit(&tickets[threadgroup_position_in_grid.x], t, memory_order_relaxed);\n"
+        "  atomic_store_explicit(&tickets[threadgroup_position_in_grid.x], t, "
+        "memory_order_relaxed);\n"
         "}"
     )
     c = kernel(
@@ -161,7 +164,8 @@ def test_barrier_in_divergent_code_is_reported(sim):
 
 def test_barriers_at_different_sites_are_reported(sim):
     src = (
-        "uint t = thread_position_in_threadgroup.x;\nif (t % 2) threadgroup_barrier(mem_flags::mem_none);\n"
+        "uint t = thread_position_in_threadgroup.x;\n"
+        "if (t % 2) threadgroup_barrier(mem_flags::mem_none);\n"
         "else threadgroup_barrier(mem_flags::mem_none);\nout[t] = x[t];"
     )
     r = sim.run(kernel(src, [64, 1, 1], [64, 1, 1]), {"x": X[:64]})

@@ -52,7 +52,8 @@ def test_reference_worked_example():
         "  device float16_t* y [[buffer(5)]],\n"
         "  uint3 thread_position_in_grid [[thread_position_in_grid]]) {\n"
         f"{body}\n}}\n"
-        f'\ntemplate [[host_name("{name}")]] [[kernel]] decltype({name}<float, 8, 1>) {name}<float, 8, 1>;\n'
+        f'\ntemplate [[host_name("{name}")]] [[kernel]] decltype({name}<float, 8, 1>) '
+        f"{name}<float, 8, 1>;\n"
     )
 
 
@@ -81,9 +82,8 @@ def test_small_and_scalar_inputs_and_suffixes():
     assert "  const device float* x [[buffer(0)]],\n" in text
     assert "  const constant int32_t* w [[buffer(1)]],\n" in text
     assert "  const constant int32_t& n [[buffer(2)]],\n" in text
-    assert (
-        "  device float* y [[buffer(3)]]) {\n" in text
-    )  # no attribute: the outputs close the list
+    # no attribute: the outputs close the list
+    assert "  device float* y [[buffer(3)]]) {\n" in text
 
 
 def test_shape_params_only_when_named_and_not_for_scalars():
@@ -94,7 +94,10 @@ def test_shape_params_only_when_named_and_not_for_scalars():
 
 
 def test_attributes_in_mlx_order_by_substring():
-    body = "// dispatch_threads_per_threadgroup\nuint a = simdgroup_index_in_threadgroup + grid_size.x;"
+    body = (
+        "// dispatch_threads_per_threadgroup\n"
+        "uint a = simdgroup_index_in_threadgroup + grid_size.x;"
+    )
     text = mlx_source(cand(body), {"x": arr(64)})
     attrs = [ln.split()[1] for ln in text.splitlines() if ln.startswith("  uint")]
     assert attrs == [

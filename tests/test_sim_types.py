@@ -35,9 +35,8 @@ def pinned_march() -> str:
     if cc.gcc_major is not None:
         return "-march=native"
     zig = any("zig" in part for part in cc.command)
-    return (
-        "-march=x86_64" if zig else "-march=x86-64"
-    )  # zig spells LLVM's CPU names with underscores
+    # zig spells LLVM's CPU names with underscores
+    return "-march=x86_64" if zig else "-march=x86-64"
 
 
 RNG = np.random.default_rng(1234)
@@ -149,7 +148,8 @@ int main() {
   P("sz_float3", sizeof(float3)); P("sz_packed_float3", sizeof(packed_float3));
   P("sz_half3", sizeof(half3)); P("sz_packed_half4", sizeof(packed_half4));
   P("sz_bool3", sizeof(bool3)); P("sz_char3", sizeof(char3)); P("sz_long3", sizeof(long3));
-  P("al_float4", alignof(float4)); P("al_float2", alignof(float2)); P("al_packed_float4", alignof(packed_float4));
+  P("al_float4", alignof(float4)); P("al_float2", alignof(float2));
+  P("al_packed_float4", alignof(packed_float4));
 
   // Swizzles.
   float4 v(1, 2, 3, 4);
@@ -183,11 +183,14 @@ int main() {
 
   // select / clamp / mix / step / smoothstep.
   float4 sel = select(float4(1, 2, 3, 4), float4(-1, -2, -3, -4), bool4(true, false, true, false));
-  P("select", (ulong)(sel.x + 10) * 1000 + (ulong)(sel.y + 10) * 100 + (ulong)(sel.z + 10) * 10 + (ulong)(sel.w + 10));
+  P("select", (ulong)(sel.x + 10) * 1000 + (ulong)(sel.y + 10) * 100 + (ulong)(sel.z + 10) * 10 +
+              (ulong)(sel.w + 10));
   P("select_s", (ulong)select(1, 2, true));
-  P("clamp", F(clamp(2.5f, 0.0f, 1.0f))); P("clamp_v", F(clamp(float4(-1, 0.5f, 2, 3), 0.0f, 1.0f).y));
+  P("clamp", F(clamp(2.5f, 0.0f, 1.0f)));
+  P("clamp_v", F(clamp(float4(-1, 0.5f, 2, 3), 0.0f, 1.0f).y));
   P("clamp_i", (ulong)clamp(-5, 0, 3) + 10 * (ulong)clamp(7u, 1u, 4u));
-  P("mix", F(mix(1.0f, 3.0f, 0.25f))); P("mix_v", F(mix(float2(0, 1), float2(2, 3), float2(0.5f, 0.5f)).y));
+  P("mix", F(mix(1.0f, 3.0f, 0.25f)));
+  P("mix_v", F(mix(float2(0, 1), float2(2, 3), float2(0.5f, 0.5f)).y));
   P("step", F(step(1.0f, 0.5f)) * 2 + F(step(1.0f, 2.0f)));
   P("smooth", F(smoothstep(0.0f, 1.0f, 0.25f)));
   P("sat", F(saturate(1.5f)) + F(saturate(-1.0f)));
@@ -200,14 +203,17 @@ int main() {
   P("dist", F(distance(float2(0, 0), float2(3, 4))));
   P("isnan", (ulong)isnan(0.0f / 0.0f) * 10 + (ulong)isinf(1.0f / 0.0f));
   P("popcount", popcount(0xF0F0u)); P("clz", clz(1u)); P("clz_u8", clz(uchar(1))); P("ctz", ctz(8));
-  P("reverse", reverse_bits(1u)); P("rotate", rotate(0x80000001u, 4u)); P("mulhi", mulhi(0x80000000u, 6u));
-  P("extract", (ulong)extract_bits(0xABCD1234u, 8u, 8u)); P("insert", insert_bits(0u, 0xFFu, 4u, 4u));
+  P("reverse", reverse_bits(1u)); P("rotate", rotate(0x80000001u, 4u));
+  P("mulhi", mulhi(0x80000000u, 6u));
+  P("extract", (ulong)extract_bits(0xABCD1234u, 8u, 8u));
+  P("insert", insert_bits(0u, 0xFFu, 4u, 4u));
   P("extract_s", (ulong)(extract_bits(int(0xF0), 4u, 4u) + 100));
   P("vec_any", (ulong)any(int4(1, 2, 3, 4) > 3) * 10 + (ulong)all(int4(1, 2, 3, 4) > 3));
   P("min_h", H(min(half(2), half(3)))); P("max_bf", B(max(bfloat(2.0f), bfloat(3.0f))));
   P("abs_i", (ulong)abs(-7)); P("exp_h", H(exp(half(1.0f)))); P("exp_bf", B(exp(bfloat(1.0f))));
   P("exp_v", F(exp(float4(0, 1, 2, 3)).w)); P("exp_sw", F(exp(float4(0, 1, 2, 3).wz).x));
-  P("pow_i", F(pow(2.0f, 10))); P("fast", F(fast::exp(1.0f)) - F(precise::exp(1.0f)) + F(metal::exp(1.0f)));
+  P("pow_i", F(pow(2.0f, 10)));
+  P("fast", F(fast::exp(1.0f)) - F(precise::exp(1.0f)) + F(metal::exp(1.0f)));
   float ip; P("modf", F(modf(-3.25f, ip))); P("modf_i", F(ip));
   int e; P("frexp", F(frexp(12.0f, e))); P("frexp_e", (ulong)e); P("ldexp", F(ldexp(0.75f, 4)));
   float cv; P("sincos", F(sincos(0.5f, cv))); P("sincos_c", F(cv));
@@ -215,10 +221,13 @@ int main() {
 
   // mlx utils.
   int shape[3] = {2, 3, 4}; int64_t strides[3] = {1, 2, 6};
-  P("e2l", (ulong)elem_to_loc(uint(23), shape, strides, 3)); P("e2l_64", (ulong)elem_to_loc(int64_t(13), shape, strides, 3));
-  P("e2l_3", (ulong)elem_to_loc_3(uint3(1, 2, 1), strides)); P("e2l_u3", (ulong)elem_to_loc(uint3(3, 2, 1), shape, strides, 3));
+  P("e2l", (ulong)elem_to_loc(uint(23), shape, strides, 3));
+  P("e2l_64", (ulong)elem_to_loc(int64_t(13), shape, strides, 3));
+  P("e2l_3", (ulong)elem_to_loc_3(uint3(1, 2, 1), strides));
+  P("e2l_u3", (ulong)elem_to_loc(uint3(3, 2, 1), shape, strides, 3));
   P("ceildiv", (ulong)ceildiv(10, 4));
-  P("lim_f", F(Limits<float>::max)); P("lim_h", H(Limits<half>::finite_max)); P("lim_bf", B(Limits<bfloat16_t>::finite_min));
+  P("lim_f", F(Limits<float>::max)); P("lim_h", H(Limits<half>::finite_max));
+  P("lim_bf", B(Limits<bfloat16_t>::finite_min));
   P("lim_i", (ulong)(Limits<int>::max)); P("lim_u8", (ulong)Limits<uint8_t>::max);
   complex64_t z(1, 2); z = z * z + 1.0f; P("complex", (ulong)((z.real + 100) * 1000 + z.imag));
   P("log1p", F(log1p(1e-7f)));

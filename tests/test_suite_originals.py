@@ -1,6 +1,6 @@
-"""The [original] tables of the suite tasks (benchmarks/suite_originals.py): every task describes the
-launch of its original CUDA kernel at every case it lists, the tables are what kernel.cu's host code
-gives, and the original run on the CPU executor agrees with the reference at small cases."""
+"""The [original] tables of the suite tasks (benchmarks/suite_originals.py): every task describes
+the launch of its original CUDA kernel at every case it lists, the tables are what kernel.cu's host
+code gives, and the original run on the CPU executor agrees with the reference at small cases."""
 
 import importlib.util
 import sys
@@ -31,9 +31,8 @@ def _script():
 def test_original_launches_cover_every_case(name):
     task = load_task(name)
     assert task.original is not None
-    assert (
-        task.reference == "reference:reference"
-    )  # [original] must not replace the reference as the golden
+    # [original] must not replace the reference as the golden
+    assert task.reference == "reference:reference"
     labels = [
         task.case_label(c) for c in task.cases.visible + task.cases.heldout + task.cases.bench
     ]
@@ -46,7 +45,8 @@ def test_original_launches_cover_every_case(name):
 
 
 def test_tables_are_what_the_host_code_gives():
-    """Each task.toml holds the table the script derives from kernel.cu now (run it with --write)."""
+    """Each task.toml holds the table the script derives from kernel.cu now (run it
+    with --write)."""
     script = _script()
     stale = [
         n

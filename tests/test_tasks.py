@@ -80,9 +80,8 @@ def test_task_has_expert_ports_whose_launch_resolves(name):
             for port in ports.values():
                 launch = port.launch(infos)
                 shapes = task.shapes(case, dtype)
-                assert {t.name for t in task.outputs} <= set(
-                    port.output_names
-                )  # every task output, plus any scratch
+                # every task output, plus any scratch
+                assert {t.name for t in task.outputs} <= set(port.output_names)
                 for out_name, shape in zip(port.output_names, launch.output_shapes, strict=True):
                     if out_name in shapes:
                         assert shape == shapes[out_name]
@@ -142,7 +141,11 @@ BROKEN = {
     ),
     "reference raises": (
         lambda f: (f / "reference.py").write_text(
-            "def reference(a, b):\n    raise RuntimeError('boom')\n\ndef naive(a, b):\n    return a + b\n"
+            "def reference(a, b):\n"
+            "    raise RuntimeError('boom')\n"
+            "\n"
+            "def naive(a, b):\n"
+            "    return a + b\n"
         ),
         "raised RuntimeError: boom",
     ),

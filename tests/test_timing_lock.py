@@ -35,10 +35,8 @@ def test_a_second_process_waits_for_the_first_to_finish_timing(tmp_path):
     )
     first_out = stamps(first.stdout.read())["out"]
     first.wait(timeout=60)
-    assert second["asking"] < first_out <= second["in"], (
-        second,
-        first_out,
-    )  # it asked while the first held it
+    # it asked while the first held it
+    assert second["asking"] < first_out <= second["in"], (second, first_out)
     assert any(tmp_path.glob("mlxport-*/cuda*.lock"))
 
 

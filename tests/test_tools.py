@@ -107,7 +107,8 @@ def test_a_whole_function_as_the_body_gets_the_hint_that_names_the_fix(session):
         **{
             **FIELDS,
             "source": (
-                "kernel void vadd(const device float* a [[buffer(0)]], device float* out [[buffer(1)]],\n"
+                "kernel void vadd(const device float* a [[buffer(0)]], "
+                "device float* out [[buffer(1)]],\n"
                 "                 uint i [[thread_position_in_grid]]) { out[i] = a[i]; }\n"
             ),
         },
@@ -134,9 +135,8 @@ def test_independent_compiles_of_a_turn_compile_side_by_side_on_the_simulator(se
     after_a = {"name": "compile_kernel", "args": {"based_on": PORT.id, "threadgroup": [32, 1, 1]}}
     check = {"name": "run_correctness", "args": {"candidate_id": PORT.id}}
     assert handlers.parallel_compiles(session, [a, b, check]) == [a, b]
-    assert (
-        handlers.parallel_compiles(session, [a, after_a]) == []
-    )  # after_a needs a's candidate first
+    # after_a needs a's candidate first
+    assert handlers.parallel_compiles(session, [a, after_a]) == []
     call(session, "compile_kernel", **FIELDS)
     assert handlers.parallel_compiles(session, [b, after_a]) == [b, after_a]  # now it is known
 

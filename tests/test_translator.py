@@ -285,7 +285,10 @@ __global__ void k(const float* x, float* out, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) atomicAdd(out, x[i]);
 }
-void run(const float* x, float* out, int n) { cudaMemset(out, 0, 4); k<<<(n + 127) / 128, 128>>>(x, out, n); }
+void run(const float* x, float* out, int n) {
+    cudaMemset(out, 0, 4);
+    k<<<(n + 127) / 128, 128>>>(x, out, n);
+}
 """
 
 
@@ -352,7 +355,8 @@ __global__ void k(const float* a, float* out, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n / 4) {
         float4 v = reinterpret_cast<const float4*>(a)[i];
-        reinterpret_cast<float4*>(out)[i] = make_float4(v.x * 2.0f, v.y * 2.0f, v.z * 2.0f, v.w * 2.0f);
+        reinterpret_cast<float4*>(out)[i] =
+            make_float4(v.x * 2.0f, v.y * 2.0f, v.z * 2.0f, v.w * 2.0f);
     }
     int t = (n / 4) * 4 + i;
     if (i < n - (n / 4) * 4) out[t] = a[t] * 2.0f;
@@ -450,7 +454,9 @@ def test_cuda_body_binds_params_from_zero_d_inputs(tmp_path):
         int i = blockIdx.x * blockDim.x + threadIdx.x;
         if (i < n) out[i] = x[i] + eps;
     }
-    void run(const float* x, float* out, int n, float eps) { k<<<(n + 255) / 256, 256>>>(x, out, n, eps); }
+    void run(const float* x, float* out, int n, float eps) {
+        k<<<(n + 255) / 256, 256>>>(x, out, n, eps);
+    }
     """
     task = elementwise(
         tmp_path,
@@ -501,7 +507,7 @@ def test_a_buffer_read_back_after_a_write_reads_what_was_written(tmp_path, sim):
     assert run_correctness(task, c, sim, seed=0, heldout=True).ok
 
 
-# ------------------------------------------------------------------------------------------ refusals
+# ----------------------------------------------------------------------------------------- refusals
 
 KERNEL = (
     "__global__ void k(const float* x, float* out, int n) {{\n{body}\n}}\n"
@@ -516,7 +522,8 @@ REFUSALS = [
     ),
     (
         "#include <mma.h>\nusing namespace nvcuda;\n",
-        "    wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> a;\n    out[0] = x[0];",
+        "    wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> a;\n"
+        "    out[0] = x[0];",
         "wmma",
         4,
     ),

@@ -77,9 +77,8 @@ def test_an_output_read_back_after_its_writes_is_an_output_sized_by_the_params(t
     built = built_task(
         EXAMPLES / "softmax_readback.cu", kernel=None, cases=[{"N": 100, "C": 33}], heldout=2
     )
-    assert [o["name"] for o in built.task["outputs"]] == [
-        "out"
-    ]  # not an in-out pair: its first contents are moot
+    # not an in-out pair: its first contents are moot
+    assert [o["name"] for o in built.task["outputs"]] == ["out"]
     assert built.task["outputs"][0]["shape"] == built.task["inputs"][0]["shape"] == ["N * C"]
     assert [c for c in built.task["cases"]["heldout"]] == [{"N": 101, "C": 33}, {"N": 100, "C": 35}]
     task = load_task(write_task(built, tmp_path / "softmax", EXAMPLES / "softmax_readback.cu"))
@@ -95,7 +94,8 @@ def test_a_buffer_the_kernel_never_reads_is_not_sized_by_a_float_param_equal_to_
     # llama.cpp's rope: freq_factors unused at this case (extent 1), freq_scale = 1.0.
     src = tmp_path / "scaled.cu"
     src.write_text(
-        "__global__ void scaled(float* out, const float* x, const float* unused, float s, int N) {\n"
+        "__global__ void scaled(float* out, const float* x, const float* unused, float s, "
+        "int N) {\n"
         "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < N) out[i] = s * x[i];\n}\n"
         "void launch(float* out, const float* x, const float* unused, float s, int N) {\n"
         "  scaled<<<(N + 63) / 64, 64>>>(out, x, unused, s, N);\n}\n"
@@ -111,9 +111,8 @@ def test_an_output_written_only_in_part_is_nan_where_the_original_leaves_it(tmp_
     assert any("writes 1176 of the 2304 elements of out" in n for n in built.notes)
     task = load_task(write_task(built, tmp_path / "causal", EXAMPLES / "causal_scale.cu"))
     candidate = translate_task(task, "msl").candidate
-    assert (
-        candidate.init_value != candidate.init_value
-    )  # NaN: unwritten elements match the golden's
+    # NaN: unwritten elements match the golden's
+    assert candidate.init_value != candidate.init_value
     assert run_correctness(task, candidate, get_backend("sim"), heldout=True).ok
     # a port that also writes the upper triangle does not match the original
     wrong = candidate.model_copy(update={"source": candidate.source.replace("if (j <= i)", "")})
@@ -141,11 +140,8 @@ def test_a_launch_through_a_function_pointer_is_read_off_the_recorded_launches(t
         "launch read off the original's launches at the task's 3 cases" in n
         for n in translation.notes
     )
-    assert translation.candidate.threadgroup == [
-        "BLOCK_DIM_X",
-        1,
-        1,
-    ]  # std::min(cols, 128): the cols param
+    # std::min(cols, 128): the cols param
+    assert translation.candidate.threadgroup == ["BLOCK_DIM_X", 1, 1]
     assert run_correctness(task, translation.candidate, get_backend("sim"), heldout=True).ok
 
 
@@ -245,8 +241,8 @@ def test_a_task_made_with_include_folders_carries_the_headers_it_reads_and_nothi
         (
             "device_count.cu",
             ["--kernel", "scale", "--case", "N=1024"],
-            "n is copied back from device memory at line 16, so it is known only when the program runs; bind it with "
-            "--case or pass --grid",
+            "n is copied back from device memory at line 16, "
+            "so it is known only when the program runs; bind it with --case or pass --grid",
         ),
     ],
 )
@@ -271,9 +267,8 @@ def test_tasks_new_says_what_it_needs_and_makes_the_folder_it_is_given(tmp_path,
         str(tmp_path / "a"),
     )
     assert bare.returncode == 2 and "Traceback" not in bare.stderr
-    assert (
-        "needs the sizes of one case" in bare.stderr and "--task" not in bare.stderr
-    )  # no such option
+    # no such option
+    assert "needs the sizes of one case" in bare.stderr and "--task" not in bare.stderr
     made = cli("tasks", "new", "mine", "--dir", str(tmp_path / "not" / "yet"))
     assert made.returncode == 0, made.stderr
     assert (tmp_path / "not" / "yet" / "mine" / "task.toml").is_file()
@@ -284,7 +279,8 @@ def test_a_torch_extension_with_a_struct_by_value_and_default_arguments_runs_as_
 ):
     """torch_rows.cu: c10::Half, at::acc_type and WARP_SHFL_XOR in device code, a volatile shared
     array, a struct the host fills at run time (passed as zero bytes, and said so), a default
-    argument the launch leaves out, a NULL default pointer in a helper, a block from a helper's loop."""
+    argument the launch leaves out, a NULL default pointer in a helper, a block from a
+    helper's loop."""
     made = cli(
         "tasks",
         "new",
@@ -301,11 +297,8 @@ def test_a_torch_extension_with_a_struct_by_value_and_default_arguments_runs_as_
     assert made.returncode == 0, made.stdout + made.stderr
     task = tomllib.loads((tmp_path / "rows" / "task.toml").read_text())
     assert task["original"]["zeroed"] == {"scale": 8}
-    assert task["original"]["launches"][0]["block"] == [
-        128,
-        1,
-        1,
-    ]  # next_power_of_2(100), its while loop run
+    # next_power_of_2(100), its while loop run
+    assert task["original"]["launches"][0]["block"] == [128, 1, 1]
     assert [p["name"] for p in task["params"]] == ["ncols", "eps", "stride"] and task["params"][2][
         "default"
     ] == 1
@@ -317,7 +310,8 @@ def test_a_torch_extension_with_a_struct_by_value_and_default_arguments_runs_as_
 
 
 def test_integer_counters_updated_in_place_port(tmp_path, cli):
-    """scale_tracker.cu: int in-out buffers, which the port's outputs start as NaN's integer form."""
+    """scale_tracker.cu: int in-out buffers, which the port's outputs start as
+    NaN's integer form."""
     result = _port(
         cli,
         tmp_path,
@@ -340,8 +334,9 @@ def test_integer_counters_updated_in_place_port(tmp_path, cli):
 
 
 def test_an_atomic_kernels_plain_uses_of_its_outputs_become_atomic_loads_and_stores(tmp_path, cli):
-    """embed_backward.cu: atomicAdd through a pointer into an output, an output stored then scaled in
-    place (MLX makes every output atomic once one is), rows the atomics never touch left at zero."""
+    """embed_backward.cu: atomicAdd through a pointer into an output, an output stored then scaled
+    in place (MLX makes every output atomic once one is), rows the atomics never touch
+    left at zero."""
     result = _port(
         cli,
         tmp_path,
@@ -357,8 +352,8 @@ def test_an_atomic_kernels_plain_uses_of_its_outputs_become_atomic_loads_and_sto
     source = (tmp_path / "out" / "embed_backward" / "kernel.py").read_text()
     assert "device atomic<float>* dwte_ix = dwte" in source
     assert (
-        "atomic_store_explicit(&dwpe[t * C + c], atomic_load_explicit(&dwpe[t * C + c], memory_order_relaxed) * "
-        "(2.0f), memory_order_relaxed)" in source
+        "atomic_store_explicit(&dwpe[t * C + c], atomic_load_explicit(&dwpe[t * C + c], "
+        "memory_order_relaxed) * (2.0f), memory_order_relaxed)" in source
     )
     notes = (tmp_path / "out" / "_tasks" / "embed_backward" / "NOTES.md").read_text()
     assert "the rest keep the zeros it starts as" in notes
@@ -379,8 +374,8 @@ def test_a_pointer_into_an_in_out_buffer_reads_its_input_and_writes_its_output(t
     assert "verified on sim" in result.stdout
     source = (tmp_path / "out" / "accumulate_rows" / "kernel.py").read_text()
     assert (
-        "const float* dlogits_row = dlogits + row * V; device float* dlogits_row_out = dlogits_out + row * V;"
-        in source
+        "const float* dlogits_row = dlogits + row * V; "
+        "device float* dlogits_row_out = dlogits_out + row * V;" in source
     )
 
 

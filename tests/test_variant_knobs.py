@@ -1,7 +1,7 @@
-"""The tuning search's knobs that keep meaning (mlxport/translate/tuning/variants.py): ``#pragma unroll U``
-on block- and grid-stride loops, and the buffers as ``__restrict__`` kernel parameters. CUDA
-variants run on the CPU executor wrapped as MLX's cuda_kernel wraps them and match the translation
-bit for bit; MSL ones pass the simulator."""
+"""The tuning search's knobs that keep meaning (mlxport/translate/tuning/variants.py):
+``#pragma unroll U`` on block- and grid-stride loops, and the buffers as ``__restrict__`` kernel
+parameters. CUDA variants run on the CPU executor wrapped as MLX's cuda_kernel wraps them and match
+the translation bit for bit; MSL ones pass the simulator."""
 
 from __future__ import annotations
 
@@ -42,7 +42,8 @@ __global__ void k(const float* x, float* out, int n) {
     for (int i = threadIdx.x; i < n; i += blockDim.x) t += x[i];
     for (int i = 0; i < n; ++i) t += x[i];
     if (n > 0) for (int i = threadIdx.x; i < n; i += BLOCK) t += x[i];
-    for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = t;
+    for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; \
+i += gridDim.x * blockDim.x) out[i] = t;
 }
 void launch(const float* x, float* out, int n) { k<<<(n + BLOCK - 1) / BLOCK, BLOCK>>>(x, out, n); }
 """
@@ -50,18 +51,18 @@ void launch(const float* x, float* out, int n) { k<<<(n + BLOCK - 1) / BLOCK, BL
 
 def test_only_stride_loops_with_runtime_bounds_and_no_pragma_get_one():
     """The helper's block-stride loop and the kernel's grid-stride loop; not a constant bound, a
-    loop with a pragma of its own, a unit step, a loop that shares its line, or an uncalled helper."""
+    loop with a pragma of its own, a unit step, a loop that shares its line, or an
+    uncalled helper."""
     loops = stride_loops(LOOPS, read_cuda(LOOPS), "k")
     got = unrolled(LOOPS, loops, 4).splitlines()
     marked = [got[i + 1].strip() for i, s in enumerate(got) if s.strip() == "#pragma unroll 4"]
     assert marked == [
         "for (int i = threadIdx.x; i < n; i += BLOCK) s += p[i];",
-        "for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) "
-        "out[i] = t;",
+        "for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; "
+        "i < n; i += gridDim.x * blockDim.x) out[i] = t;",
     ]
-    assert (
-        got[got.index("    float s = 0.0f;") + 1] == "    #pragma unroll 4"
-    )  # the loop's own indent
+    # the loop's own indent
+    assert got[got.index("    float s = 0.0f;") + 1] == "    #pragma unroll 4"
     body = translate(unrolled(LOOPS, loops, 8), kernel="k", target="cuda").candidate
     assert (body.header + body.source).count("#pragma unroll 8") == 2
 
@@ -89,7 +90,7 @@ def test_restrict_qualifies_the_signature_and_ends_before_the_body():
     assert restrict_buffers(clash) is None  # `cu` is in MLX's `namespace mlx::core::cu`
 
 
-# ------------------------------------------------------------------ run as MLX's cuda_kernel runs them
+# ------------------------------------------------------------- run as MLX's cuda_kernel runs them
 
 
 def run_on_executor(ex, path: Path, task, cand, case: dict, dtype: str) -> dict[str, np.ndarray]:
@@ -173,13 +174,15 @@ def test_unroll_variants_pass_on_the_simulator():
 
 
 def test_the_benchmark_script_loads_without_the_agent_stack():
-    """benchmarks/rules_vs_expert.py runs on a bare GPU machine (numpy, mlx, pydantic, tree-sitter)."""
+    """benchmarks/rules_vs_expert.py runs on a bare GPU machine (numpy, mlx,
+    pydantic, tree-sitter)."""
     code = textwrap.dedent("""
         import sys
         sys.path.insert(0, "benchmarks")
         import rules_vs_expert
         assert rules_vs_expert.task_names("memory") == list(rules_vs_expert.MEMORY_BOUND)
-        bad = sorted(m for m in sys.modules if m.split(".")[0] in ("langgraph", "langchain", "langchain_core"))
+        bad = sorted(m for m in sys.modules
+                     if m.split(".")[0] in ("langgraph", "langchain", "langchain_core"))
         assert not bad, bad
     """)
     done = subprocess.run(

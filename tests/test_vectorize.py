@@ -1,6 +1,6 @@
-"""The ``vector=V`` knob (mlxport/translate/tuning/vectorize.py): which stride loops take chunk loads and
-stores, and what the rewritten loops compute, run as MLX's cuda_kernel runs them on the CPU
-executor."""
+"""The ``vector=V`` knob (mlxport/translate/tuning/vectorize.py): which stride loops take chunk
+loads and stores, and what the rewritten loops compute, run as MLX's cuda_kernel runs them on the
+CPU executor."""
 
 from __future__ import annotations
 
@@ -22,8 +22,10 @@ __device__ void store_f(float* p, float v) { *p = v; }
 __device__ void store_pos(float* p, float v) { if (v > 0) *p = v; }
 __device__ float pair(const float* p) { return p[0] + p[1]; }
 __device__ float next_lane(float v) { return __shfl_down_sync(0xffffffffu, v, 1); }
-__device__ void scan(int& v) { __shared__ int part[BLOCK]; part[threadIdx.x] = v; __syncthreads(); v = part[0] + threadIdx.x; }
-__device__ void total(int& v) { __shared__ int sum; if (threadIdx.x == 0) sum = v; __syncthreads(); v = sum; }
+__device__ void scan(int& v) { __shared__ int part[BLOCK]; part[threadIdx.x] = v; __syncthreads(); \
+v = part[0] + threadIdx.x; }
+__device__ void total(int& v) { __shared__ int sum; if (threadIdx.x == 0) sum = v; \
+__syncthreads(); v = sum; }
 __global__ void k(const float* x, const float* y, float* out, float* out2, int n) {
     const float* xr = x + blockIdx.x * n;
     float* o1 = out + blockIdx.x * n;
@@ -32,37 +34,53 @@ __global__ void k(const float* x, const float* y, float* out, float* out2, int n
 """
 FOOTER = """
 }
-void launch(const float* x, const float* y, float* out, float* out2, int n) { k<<<1, BLOCK>>>(x, y, out, out2, n); }
+void launch(const float* x, const float* y, float* out, float* out2, int n) { \
+k<<<1, BLOCK>>>(x, y, out, out2, n); }
 """
 TAKEN = (
-    "for (int c = threadIdx.x; c < n; c += BLOCK) { float v = load_f(xr + c); store_f(o1 + c, v * y[c + 1]); }\n"
+    "for (int c = threadIdx.x; c < n; c += BLOCK) "
+    "{ float v = load_f(xr + c); store_f(o1 + c, v * y[c + 1]); }\n"
     "for (int c = tid; c < n; c += gridDim.x * blockDim.x) out2[c] = x[c] + y[c];"
 )
 LEFT = {  # a loop each, and what makes its rewrite change the kernel's meaning or fail to compile
     "a read under an if": "for (int c = threadIdx.x; c < n; c += BLOCK) { if (c % 2) s += x[c]; }",
-    "a store under an if": "for (int c = threadIdx.x; c < n; c += BLOCK) { if (s > 0) out2[c] = x[c]; }",
-    "a read in one arm of ?:": "for (int c = threadIdx.x; c < n; c += BLOCK) { s += x[c] > 0 ? y[c] : 0.0f; }",
-    "a buffer read and written": "for (int c = threadIdx.x; c < n; c += BLOCK) { out2[c] = out2[c] + x[c]; }",
+    "a store under an if": "for (int c = threadIdx.x; c < n; c += BLOCK) "
+    "{ if (s > 0) out2[c] = x[c]; }",
+    "a read in one arm of ?:": "for (int c = threadIdx.x; c < n; c += BLOCK) "
+    "{ s += x[c] > 0 ? y[c] : 0.0f; }",
+    "a buffer read and written": "for (int c = threadIdx.x; c < n; c += BLOCK) "
+    "{ out2[c] = out2[c] + x[c]; }",
     "a break": "for (int c = threadIdx.x; c < n; c += BLOCK) { s += x[c]; if (s > 1) break; }",
-    "a warp shuffle": "for (int c = threadIdx.x; c < n; c += BLOCK) { s += __shfl_xor_sync(0xffffffffu, x[c], 1); }",
-    "a shuffle in a helper": "for (int c = threadIdx.x; c < n; c += BLOCK) { out2[c] = next_lane(x[c]); }",
-    "a continue in a macro": "for (int c = threadIdx.x; c < n; c += BLOCK) { SKIP_IF(x[c] < 0); out2[c] = x[c]; }",
-    "a start not at a thread's index": "for (int c = n / 2 + tid; c < n; c += BLOCK) { out2[c] = x[c]; }",
-    "a start past the first stride": "for (int c = threadIdx.x + blockDim.x; c < n; c += blockDim.x) out2[c] = x[c];",
-    "the thread's index in the body": "for (int c = threadIdx.x; c < n; c += BLOCK) out2[c] = x[c] + threadIdx.x;",
-    "an accessor reading two elements": "for (int c = threadIdx.x; c < n; c += BLOCK) { s += pair(x + c); }",
-    "an accessor storing under an if": "for (int c = threadIdx.x; c < n; c += BLOCK) store_pos(out2 + c, x[c]);",
+    "a warp shuffle": "for (int c = threadIdx.x; c < n; c += BLOCK) "
+    "{ s += __shfl_xor_sync(0xffffffffu, x[c], 1); }",
+    "a shuffle in a helper": "for (int c = threadIdx.x; c < n; c += BLOCK) "
+    "{ out2[c] = next_lane(x[c]); }",
+    "a continue in a macro": "for (int c = threadIdx.x; c < n; c += BLOCK) "
+    "{ SKIP_IF(x[c] < 0); out2[c] = x[c]; }",
+    "a start not at a thread's index": "for (int c = n / 2 + tid; c < n; c += BLOCK) "
+    "{ out2[c] = x[c]; }",
+    "a start past the first stride": "for (int c = threadIdx.x + blockDim.x; c < n; "
+    "c += blockDim.x) out2[c] = x[c];",
+    "the thread's index in the body": "for (int c = threadIdx.x; c < n; c += BLOCK) "
+    "out2[c] = x[c] + threadIdx.x;",
+    "an accessor reading two elements": "for (int c = threadIdx.x; c < n; c += BLOCK) "
+    "{ s += pair(x + c); }",
+    "an accessor storing under an if": "for (int c = threadIdx.x; c < n; c += BLOCK) "
+    "store_pos(out2 + c, x[c]);",
     "one output through two names": "float* o2 = out + n;\n"
     "for (int c = threadIdx.x; c < n; c += BLOCK) { o1[c] = x[c]; o2[c] = y[c]; }",
     "an address under another name": "auto o = out2;\n"
     "for (int c = threadIdx.x; c < n; c += BLOCK) { o[c] = x[c]; out[c] = out2[c]; }",
-    "an index other than c plus an offset": "for (int c = threadIdx.x; c < n; c += BLOCK) { s += x[2 * c]; }",
-    "the loop's name declared again": "for (int c = threadIdx.x; c < n; c += BLOCK) { float v; { const int c = 0; "
-    "v = x[c]; } out2[c] = v; }",
-    "an offset declared in the body": "for (int c = threadIdx.x; c < n; c += BLOCK) { const int o = 1; "
-    "out2[c] = x[c + o]; }",
-    "a bound that is not an integer": "for (int c = threadIdx.x; c < n * 0.5f; c += BLOCK) out2[c] = x[c];",
-    "an output the thread touches again": "for (int c = threadIdx.x; c < n; c += BLOCK) out2[c] = x[c];\n"
+    "an index other than c plus an offset": "for (int c = threadIdx.x; c < n; c += BLOCK) "
+    "{ s += x[2 * c]; }",
+    "the loop's name declared again": "for (int c = threadIdx.x; c < n; c += BLOCK) "
+    "{ float v; { const int c = 0; v = x[c]; } out2[c] = v; }",
+    "an offset declared in the body": "for (int c = threadIdx.x; c < n; c += BLOCK) "
+    "{ const int o = 1; out2[c] = x[c + o]; }",
+    "a bound that is not an integer": "for (int c = threadIdx.x; c < n * 0.5f; c += BLOCK) "
+    "out2[c] = x[c];",
+    "an output the thread touches again": "for (int c = threadIdx.x; c < n; c += BLOCK) "
+    "out2[c] = x[c];\n"
     "for (int c = threadIdx.x; c < n; c += BLOCK) out[c] = 2 * out2[c];",
     "a thread that may have left": "if (tid >= n) return;\n"
     "for (int c = tid; c < n; c += gridDim.x * blockDim.x) out2[c] = x[c];",
@@ -152,13 +170,13 @@ def test_a_loop_whose_every_buffer_use_is_an_element_every_iteration_takes_vecto
     for start, end, new in sorted(plan.edits(8), reverse=True):
         edited = edited[:start] + new + edited[end:]
     text = edited.decode()
+    # the copy reads its element as a reference: no __ldg on registers
     assert (
         "mlxport_elem_load_f(mlxport_r0.v[mlxport_k])" in text
         and "__device__ float mlxport_elem_load_f(const float& p) { return p; }" in text
-    )  # the copy reads its element as a reference: no __ldg on registers
-    assert (
-        "(long long)(BLOCK) == (long long)(blockDim.x)" in text
-    )  # the stride is the block, at run time
+    )
+    # the stride is the block, at run time
+    assert "(long long)(BLOCK) == (long long)(blockDim.x)" in text
     assert "(long long)(gridDim.x * blockDim.x) == (long long)(blockDim.x * gridDim.x)" in text
     cand = translate(text, kernel="k", target="cuda").candidate
     base = translate(src, kernel="k", target="cuda").candidate
@@ -206,37 +224,46 @@ __global__ void k(const float* x, const float* y, float* out, float* out2, int n
 RUNS_TAKEN = (
     "#pragma unroll\n"
     "for (int k = 0; k < ITEMS; ++k) items[k] = first + k < n ? load_f(x + first + k) : 0.0f;\n"
-    "for (int k = 0; k < ITEMS; k++) { if (n > first + k) { out[first + k] = items[k] * y[first + k + 1]; } }\n"
+    "for (int k = 0; k < ITEMS; k++) "
+    "{ if (n > first + k) { out[first + k] = items[k] * y[first + k + 1]; } }\n"
     "for (int k = 0; k < 2 * ITEMS; k += 1) store_f(out2 + first + k, s);"
 )
 RUNS_LEFT = {  # a thread's run of elements, and what makes loading it whole change the kernel
-    "a read under a test of an element": "for (int k = 0; k < ITEMS; ++k) s += x[first + k] > 0 ? y[first + k] : 0.0f;",
-    "a store in an else branch": "for (int k = 0; k < ITEMS; ++k) { if (first + k < n) s += x[first + k]; "
-    "else out[first + k] = 0.0f; }",
-    "a store under a test of what the body sums": "for (int k = 0; k < ITEMS; ++k) { if (first + k < n && s > 0) "
-    "out[first + k] = 1; s += x[first + k]; }",
-    "a bound the body changes": "for (int k = 0; k < ITEMS; ++k) { if (first + k < n) out[first + k] = x[first + k]; "
-    "n -= 1; }",
-    "an offset the body changes": "int o = first;\nfor (int k = 0; k < ITEMS; ++k) { out[o + k] = x[o + k]; o += 1; }",
-    "an offset a helper changes": "int o = first;\nfor (int k = 0; k < ITEMS; ++k) { out[o + k] = x[o + k]; bump(o); }",
-    "the index a helper changes": "for (int k = 0; k < ITEMS; ++k) { out[first + k] = x[first + k]; bump(k); }",
-    "the index a macro changes": "for (int k = 0; k < ITEMS; ++k) { out[first + k] = x[first + k]; SKIP; }",
-    "an offset in an array": "int o[1] = {first};\nfor (int k = 0; k < ITEMS; ++k) { out[o[0] + k] = x[o[0] + k]; "
-    "o[0]++; }",
+    "a read under a test of an element": "for (int k = 0; k < ITEMS; ++k) "
+    "s += x[first + k] > 0 ? y[first + k] : 0.0f;",
+    "a store in an else branch": "for (int k = 0; k < ITEMS; ++k) "
+    "{ if (first + k < n) s += x[first + k]; else out[first + k] = 0.0f; }",
+    "a store under a test of what the body sums": "for (int k = 0; k < ITEMS; ++k) "
+    "{ if (first + k < n && s > 0) out[first + k] = 1; s += x[first + k]; }",
+    "a bound the body changes": "for (int k = 0; k < ITEMS; ++k) "
+    "{ if (first + k < n) out[first + k] = x[first + k]; n -= 1; }",
+    "an offset the body changes": "int o = first;\n"
+    "for (int k = 0; k < ITEMS; ++k) { out[o + k] = x[o + k]; o += 1; }",
+    "an offset a helper changes": "int o = first;\n"
+    "for (int k = 0; k < ITEMS; ++k) { out[o + k] = x[o + k]; bump(o); }",
+    "the index a helper changes": "for (int k = 0; k < ITEMS; ++k) "
+    "{ out[first + k] = x[first + k]; bump(k); }",
+    "the index a macro changes": "for (int k = 0; k < ITEMS; ++k) "
+    "{ out[first + k] = x[first + k]; SKIP; }",
+    "an offset in an array": "int o[1] = {first};\n"
+    "for (int k = 0; k < ITEMS; ++k) { out[o[0] + k] = x[o[0] + k]; o[0]++; }",
     "a bound in a field": "Lim b = {n};\nfor (int k = 0; k < ITEMS; ++k) { if (first + k < b.lim) "
     "out[first + k] = x[first + k]; b.lim -= 1; }",
-    "a buffer under a macro's name": "for (int k = 0; k < ITEMS; ++k) { OUT[first + k] = x[first + k]; s += out[first + k]; }",
-    "shared memory a helper reads": "extern __shared__ float sh[];\nfor (int k = 0; k < ITEMS; ++k) { "
-    "sh[first + k] = x[first + k]; s += peek(first + k); }",
+    "a buffer under a macro's name": "for (int k = 0; k < ITEMS; ++k) "
+    "{ OUT[first + k] = x[first + k]; s += out[first + k]; }",
+    "shared memory a helper reads": "extern __shared__ float sh[];\n"
+    "for (int k = 0; k < ITEMS; ++k) { sh[first + k] = x[first + k]; s += peek(first + k); }",
     "an element a helper changes": "for (int k = 0; k < ITEMS; ++k) twice(out[first + k]);",
-    "a buffer named through auto": "const auto* xa = x + first;\nfor (int k = 0; k < ITEMS; ++k) out[first + k] = xa[k];",
+    "a buffer named through auto": "const auto* xa = x + first;\n"
+    "for (int k = 0; k < ITEMS; ++k) out[first + k] = xa[k];",
     "shared memory a helper touches, read as a chunk": "extern __shared__ float sh[];\n"
     "for (int k = 0; k < ITEMS; ++k) s += sh[first + k] + peek(0);",
     "shared memory declared twice": "extern __shared__ float t2[];\nextern __shared__ float sh[];\n"
     "if (n < 0) { extern __shared__ float sh[]; }\nfor (int k = 0; k < ITEMS; ++k) "
     "{ sh[first + (k + 1) % ITEMS] = 7.0f; out[first + k] = t2[first + k]; }",
-    "a bound a helper changes in parentheses": "int lim = n;\nfor (int k = 0; k < ITEMS; ++k) { if (first + k < lim) "
-    "out[first + k] = x[first + k]; bump((lim)); }",
+    "a bound a helper changes in parentheses": "int lim = n;\n"
+    "for (int k = 0; k < ITEMS; ++k) "
+    "{ if (first + k < lim) out[first + k] = x[first + k]; bump((lim)); }",
     "a bound a constructor changes": (
         "struct Dec { int& r; __device__ Dec(int& v) : r(v) { r -= 1; } };\n",
         "int lim = n;\nfor (int k = 0; k < ITEMS; ++k) { if (first + k < lim) "
@@ -251,13 +278,17 @@ RUNS_LEFT = {  # a thread's run of elements, and what makes loading it whole cha
         "for (int k = 0; k < ITEMS; ++k) "
         "if (first + k < threadIdx.X) out[first + k] = x[first + k];",
     ),
-    "the rewrite's own names": "int mlxport_in = 1;\nfor (int k = 0; k < ITEMS; ++k) if (mlxport_in) out[first + k] = 1;",
+    "the rewrite's own names": "int mlxport_in = 1;\n"
+    "for (int k = 0; k < ITEMS; ++k) if (mlxport_in) out[first + k] = 1;",
     "a run from 1": "for (int k = 1; k < ITEMS; ++k) out[first + k] = x[first + k];",
     "a step of 2": "for (int k = 0; k < ITEMS; k += 2) out[first + k] = x[first + k];",
     "a scaled index": "for (int k = 0; k < ITEMS; ++k) out[first + 2 * k] = x[first + k];",
-    "a buffer read and written": "for (int k = 0; k < ITEMS; ++k) out[first + k] = out[first + k] + x[first + k];",
-    "a warp shuffle": "for (int k = 0; k < ITEMS; ++k) out[first + k] = __shfl_xor_sync(0xffffffffu, x[first + k], 1);",
-    "a break": "for (int k = 0; k < ITEMS; ++k) { if (x[first + k] < 0) break; out[first + k] = x[first + k]; }",
+    "a buffer read and written": "for (int k = 0; k < ITEMS; ++k) "
+    "out[first + k] = out[first + k] + x[first + k];",
+    "a warp shuffle": "for (int k = 0; k < ITEMS; ++k) "
+    "out[first + k] = __shfl_xor_sync(0xffffffffu, x[first + k], 1);",
+    "a break": "for (int k = 0; k < ITEMS; ++k) "
+    "{ if (x[first + k] < 0) break; out[first + k] = x[first + k]; }",
     "an offset macro of two operands": (
         "#define OFF2 1 << 2\n",
         "for (int k = 0; k < ITEMS; ++k) out[first + k + OFF2] = x[first + k];",
@@ -274,16 +305,15 @@ def test_a_threads_run_of_elements_loads_whole_under_its_bounds_tests():
     assert plan is not None and plan.lines == [17, 18, 19]
     first, second, third = (lp.rewrite(4) for lp in plan.loops)
     assert (
-        "#pragma unroll\nfor (int k = 0; k < (ITEMS); ++k) mlxport_in = mlxport_in && (first + k < n);"
-        in first
+        "#pragma unroll\n"
+        "for (int k = 0; k < (ITEMS); ++k) mlxport_in = mlxport_in && (first + k < n);" in first
     )
     assert (
         "mlxport_in && (n > first + k);" in second
         and "reinterpret_cast<size_t>(y + (first + 1))" in second
     )
-    assert (
-        "mlxport_in = mlxport_in" not in third
-    )  # unguarded: V dividing the count and alignment are the tests
+    # unguarded: V dividing the count and alignment are the tests
+    assert "mlxport_in = mlxport_in" not in third
     edited = src.encode()
     for start, end, new in sorted(plan.edits(4), reverse=True):
         edited = edited[:start] + new + edited[end:]
@@ -326,7 +356,8 @@ def test_a_runs_guards_are_evaluated_as_the_loop_evaluates_them(executor, tmp_pa
     src = (
         f"__global__ void k(const float* x, float* out, {n_type} n) {{\n"
         "    const int f2 = (int)(blockIdx.x * blockDim.x + threadIdx.x) * 4 - 4;\n"
-        f"    for ({index} k = 0; k < 4; ++k) {{ if (f2 + k < n) out[f2 + k + 4] = 2.0f * x[f2 + k]; }}\n}}\n"
+        f"    for ({index} k = 0; k < 4; ++k) {{ if (f2 + k < n) "
+        f"out[f2 + k + 4] = 2.0f * x[f2 + k]; }}\n}}\n"
     )
     plan = vector_plan(src, read_cuda(src), "k")
     edited = src.encode()
@@ -471,9 +502,8 @@ def test_an_extern_c_kernel_gets_its_helpers_before_the_linkage_and_no_linkage_l
         edited = edited[:start] + new + edited[end:]
     assert edited.decode().index("struct alignas") < edited.decode().index('extern "C"')
     header = translate(edited.decode(), kernel="k", target="cuda").candidate.header
-    assert "mlxport_chunk" in header and not header.rstrip().endswith(
-        'extern "C"'
-    )  # MLX's namespace follows
+    # MLX's namespace follows
+    assert "mlxport_chunk" in header and not header.rstrip().endswith('extern "C"')
 
 
 def test_knobs_that_edit_the_same_source_make_no_variant():

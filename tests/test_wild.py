@@ -1,5 +1,6 @@
-"""benchmarks/wild.py, the corpus measure, on a snapshot made here: a bare git repository holding one of
-this project's own example kernels (the corpus's real snapshots are fetched, never committed)."""
+"""benchmarks/wild.py, the corpus measure, on a snapshot made here: a bare git repository holding
+one of this project's own example kernels (the corpus's real snapshots are fetched,
+never committed)."""
 
 import json
 import subprocess
