@@ -21,7 +21,15 @@ from pathlib import Path
 from mlxport.errors import UserError, read_text
 from mlxport.redaction import write_text
 
-OP_FILES = ("kernel.py", "test_kernel.py", "candidate.toml", "reference.py")
+OP_FILES = (
+    "kernel.py",
+    "test_kernel.py",
+    "candidate.toml",
+    "op.toml",
+    "mlxport_expr.py",
+    "golden.npz",
+    "reference.py",
+)
 _LICENSE = re.compile(
     r"(SPDX-License-Identifier:\s*\S+|(?:Licensed under|License:|Copyright)[^\n]{0,120})", re.I
 )
@@ -34,18 +42,23 @@ build-backend = "setuptools.build_meta"
 name = "{dist}"
 version = "0.1.0"
 description = "{description}"
-requires-python = ">=3.10"
-dependencies = ["mlx>=0.32"]
+requires-python = ">=3.11"
+# Linux wheels of mlx ship no backend: mlx[cpu] brings libmlx (mlx[cuda13] for an NVIDIA GPU).
+dependencies = [
+  "mlx>=0.32; sys_platform == 'darwin'",
+  "mlx[cpu]>=0.32; sys_platform == 'linux'",
+  "numpy>=1.26",
+]
 
 [project.optional-dependencies]
-test = ["pytest", "mlxport"]
+test = ["pytest>=8"]
 
 [tool.setuptools]
 packages = ["{package}"]
 include-package-data = true
 
 [tool.setuptools.package-data]
-"{package}" = ["*.toml", "task/**/*", "task/*"]
+"{package}" = ["*.toml", "*.npz", "task/**/*", "task/*"]
 """
 
 INIT = '''"""{header}"""
@@ -110,7 +123,8 @@ def _pip(folder: Path, target: Path, run: dict, header: str) -> None:
         target / "README.md",
         f"# {target.name}\n\n{header}\n\n```python\nfrom {package} import {task}, "
         f"backend\n```\n\n`backend` says which path runs (metal, cuda, sim or reference).\n"
-        f"Test: `pip install '.[test]' && pytest {package}/test_kernel.py`.\n",
+        f"Test: `pip install '.[test]' && pytest --pyargs {package}.test_kernel` (the op at sizes "
+        f"the port was never shown, against golden outputs stored with it; no mlxport needed).\n",
     )
 
 

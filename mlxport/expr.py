@@ -284,3 +284,34 @@ def as_dtype(text: str, names: dict[str, Any], what: str) -> str:
     if not isinstance(v, Dtype):
         raise ExprError(f"{what} must be a dtype such as float32 or x.dtype, got {v!r}")
     return v.name
+
+
+def resolve_launch(candidate: dict[str, Any], names: dict[str, Any]) -> dict[str, Any]:
+    """A candidate's launch expressions evaluated for inputs of these shapes, dtypes and params:
+    its template values (in scope for the rest), output shapes and dtypes, grid (in threads),
+    threadgroup and dynamic shared memory. What mlxport verifies is what the written kernel.py
+    computes: both call this."""
+    names = dict(names)
+    template = {k: evaluate(v, names) for k, v in candidate.get("template", {}).items()}
+    for k, v in template.items():
+        if not isinstance(v, bool | int | Dtype):
+            raise ExprError(f"template value {k} must be an int, bool or dtype, got {v!r}")
+    names.update(template)
+    grid = tuple(as_int(g, names, "grid") for g in candidate["grid"])
+    threadgroup = tuple(as_int(t, names, "threadgroup") for t in candidate["threadgroup"])
+    if any(v < 1 for v in grid + threadgroup):
+        raise ExprError(f"grid {grid} and threadgroup {threadgroup} must be positive")
+    return {
+        "output_shapes": [
+            as_shape(s, names, f"output_shapes[{i}]")
+            for i, s in enumerate(candidate["output_shapes"])
+        ],
+        "output_dtypes": [
+            as_dtype(d, names, f"output_dtypes[{i}]")
+            for i, d in enumerate(candidate["output_dtypes"])
+        ],
+        "grid": grid,
+        "threadgroup": threadgroup,
+        "template": [(k, v.name if isinstance(v, Dtype) else v) for k, v in template.items()],
+        "shared_memory": as_int(candidate.get("shared_memory", 0), names, "shared_memory"),
+    }

@@ -81,7 +81,11 @@ def test_scripted_expert_port_is_verified_and_written(tmp_path, written_tests):
         and "timed size N=16777216 was not checked" in report
         and "Not timed" in report
     )
-    assert report.count("| case | kind | dtype |") == 3 and "Seed " in report  # one table per seed
+    # one table per seed, and one of the op as shipped
+    assert report.count("| case | kind | dtype |") == 4 and "Seed " in report
+    assert (
+        "### The op as shipped" in report and "| held-out, kernel.py | float16 | pass |" in report
+    )
     html = (folder / "report.html").read_text()
     # offline
     assert "http" not in html.replace("http://www.w3.org/2000/svg", "") and "<script" not in html
@@ -241,55 +245,6 @@ def test_history_is_trimmed_to_the_window_keeping_head_and_exchanges():
     calls = [c["id"] for m in kept if isinstance(m, AIMessage) for c in m.tool_calls]
     assert ids == calls and ids[-1] == "c39"  # the newest exchanges stay, each call with its result
     assert trim(head + body[:4], window) == head + body[:4]
-
-
-def test_written_op_passes_scalars_as_arrays_made_once(tmp_path):
-    """kernel.py turns a scalar param into a 0-d array once per value (and type), not per call."""
-    import importlib.util
-
-    import mlx.core as mx
-
-    from mlxport.agent.outputs import _write_op
-
-    task = load_task("rmsnorm")
-    _write_op(tmp_path, task, expert_ports(task)["msl"], {"model": "test"}, {"backend": "sim"})
-    text = (tmp_path / "kernel.py").read_text()
-    assert "inputs=[x, weight, _scalar(eps)]" in text
-    spec = importlib.util.spec_from_file_location("written_rmsnorm", tmp_path / "kernel.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    assert mod._scalar(1e-5) is mod._scalar(1e-5)
-    assert mod._scalar(1).dtype == mx.int32 and mod._scalar(1.0).dtype == mx.float32
-    assert str(mod._scalar(-0.0).item()) == "-0.0" and str(mod._scalar(0.0).item()) == "0.0"
-    assert mod._scalar(float("nan")) is mod._scalar(float("nan"))
-    arr = mx.array([2.0])
-    assert mod._scalar(arr) is arr
-
-
-def test_scalar_params_reach_cuda_kernels_as_device_arrays(tmp_path):
-    """On CUDA, MLX keeps arrays of 8 bytes or less in host-written managed memory, so a scalar
-    param reaches a CUDA kernel as a 16-element array (read as element 0); Metal takes 0-d."""
-    import importlib.util
-
-    import mlx.core as mx
-
-    from mlxport.agent.outputs import _write_op
-    from mlxport.backends.mlx_kernel import kernel_inputs, scalar_input
-
-    for value, dtype in ((0.5, mx.float32), (512, mx.int32), (2**40, mx.int64), (True, mx.bool_)):
-        a = scalar_input(value, "cuda")
-        assert a.shape == (16,) and a.dtype == dtype and a[0].item() == value
-        assert scalar_input(value, "msl").shape == ()
-    task = load_task("rmsnorm")
-    port = expert_ports(task)["cuda"]
-    x = mx.ones((2, 8))
-    args = kernel_inputs(port, {"x": x, "weight": x[0], "eps": 1e-6})
-    assert args[0] is x and args[2].shape == (16,) and abs(args[2][0].item() - 1e-6) < 1e-12
-    _write_op(tmp_path, task, port, {"model": "test"}, {"backend": "cuda"})
-    spec = importlib.util.spec_from_file_location("written_rmsnorm_cuda", tmp_path / "kernel.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    assert mod._scalar(1e-5).shape == (16,) and mod._scalar(1e-5) is mod._scalar(1e-5)
 
 
 def test_report_of_a_timed_port_names_what_its_bandwidth_fraction_is_of():

@@ -17,6 +17,7 @@ ROOMS = [
     ("tasks",),
     ("backends",),
     ("verify",),
+    ("op",),
     ("translate", "knowledge"),
     ("tasks.make",),
     ("tools", "prompts", "logs", "charts"),

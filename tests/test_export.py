@@ -48,50 +48,53 @@ CALL = (
 )
 
 
-def test_an_exported_port_pip_installs_imports_and_names_its_origin(port, tmp_path, cli):
+def test_an_exported_port_installs_in_a_fresh_venv_and_its_parity_test_passes(port, tmp_path, cli):
+    """From the exported folder alone: a new venv, `pip install '.[test]'` (mlx[cpu] on Linux,
+    numpy, pytest; no mlxport), the op imported and called, and its parity test run."""
     result = cli("export", str(port), "--out", str(tmp_path / "dist"))
     assert result.returncode == 0, result.stderr
     package = tmp_path / "dist" / "mlxport-vector-add"
-    site = tmp_path / "site"
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    python = str(venv / "bin" / "python")
     pip = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--no-deps",
-            "--no-build-isolation",
-            "--target",
-            str(site),
-            str(package),
-        ],
+        [python, "-m", "pip", "install", "-q", f"{package}[test]"],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
     )
     assert pip.returncode == 0, pip.stderr[-2000:]
+    clean = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     done = subprocess.run(
-        [sys.executable, "-c", "import vector_add as op\n" + CALL],
+        [python, "-c", "import vector_add as op\n" + CALL],
         capture_output=True,
         text=True,
         timeout=120,
         cwd=tmp_path,
-        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
+        env=clean,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     got = json.loads(done.stdout)
     # no GPU here: the reference, and it says so
     assert got["sum"] == 16.0 and got["backend"] == "reference"
     assert any("runs its reference implementation" in w for w in got["warned"])
-    assert (
-        "the CUDA kernel `vector_add_kernel` of kernel.cu" in got["doc"]
-        and "verified on sim" in got["doc"]
-    )
+    assert "the CUDA kernel `vector_add_kernel` of kernel.cu" in got["doc"]
+    assert "verified on sim" in got["doc"]
     assert (
         "license is not stated in kernel.cu" in got["doc"]
         or "License of the original" in got["doc"]
     )
+    tests = subprocess.run(
+        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "--pyargs"]
+        + ["vector_add.test_kernel"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env=clean,
+    )
+    assert tests.returncode == 0, tests.stdout[-3000:]
+    assert "passed" in tests.stdout and "mlxport is not installed" in tests.stdout
     again = cli("export", str(port), "--out", str(tmp_path / "dist"))
     assert again.returncode == 2 and "exists" in again.stderr
 

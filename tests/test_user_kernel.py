@@ -349,7 +349,7 @@ def test_an_atomic_kernels_plain_uses_of_its_outputs_become_atomic_loads_and_sto
         "dwpe=T*C",
     )
     assert "verified on sim" in result.stdout
-    source = (tmp_path / "out" / "embed_backward" / "kernel.py").read_text()
+    source = (tmp_path / "out" / "embed_backward" / "candidate.toml").read_text()
     assert "device atomic<float>* dwte_ix = dwte" in source
     assert (
         "atomic_store_explicit(&dwpe[t * C + c], atomic_load_explicit(&dwpe[t * C + c], "
@@ -372,9 +372,9 @@ def test_a_pointer_into_an_in_out_buffer_reads_its_input_and_writes_its_output(t
         "dloss=N",
     )
     assert "verified on sim" in result.stdout
-    source = (tmp_path / "out" / "accumulate_rows" / "kernel.py").read_text()
+    source = (tmp_path / "out" / "accumulate_rows" / "candidate.toml").read_text()
     assert (
-        "const float* dlogits_row = dlogits + row * V; "
+        "auto dlogits_row = dlogits + row * V; "
         "device float* dlogits_row_out = dlogits_out + row * V;" in source
     )
 
@@ -394,5 +394,5 @@ def test_buffers_taken_as_vectors_are_read_and_written_through_vector_views(tmp_
         "out=2*n",
     )
     assert "verified on sim" in result.stdout
-    source = (tmp_path / "out" / "complex_scale" / "kernel.py").read_text()
+    source = (tmp_path / "out" / "complex_scale" / "candidate.toml").read_text()
     assert "auto mlxport_view_w = mlxport_ptr_cast<half2>(w);" in source

@@ -123,6 +123,12 @@ class Backend(Protocol):
         ``finite`` (bytes 0x3F: 0.747 in float32), so a kernel that reads an output before writing
         it gives another answer."""
 
+    def run_op(
+        self, folder: Path, arrays: list[np.ndarray], dtypes: list[str], params: dict[str, Any]
+    ) -> RunResult:
+        """A port's written kernel.py (in ``folder``) called on these inputs as a user calls it, its
+        kernel run on this backend (``backends/op_call.py``)."""
+
     def run_together(
         self, candidate: KernelCandidate, input_sets: list[dict[str, Arg]], *, timeout: float = 60.0
     ) -> list[RunResult]:

@@ -165,6 +165,18 @@ class GpuBackend:
             )
         return results
 
+    def run_op(self, folder, arrays, dtypes, params) -> RunResult:
+        t0 = time.monotonic()
+        header = {"folder": str(folder), "dtypes": dtypes, "params": params}
+        result = self._safe_call("call_op", header, arrays, 600.0)
+        if isinstance(result, str):
+            return RunResult(error=result, seconds=time.monotonic() - t0)
+        reply, out = result
+        if reply.get("error"):
+            self._worker.restart()  # a device fault is sticky for the process on CUDA
+            return RunResult(error=reply["error"], seconds=time.monotonic() - t0)
+        return RunResult(outputs=list(out), seconds=time.monotonic() - t0)
+
     def measure(
         self,
         task: KernelTask,

@@ -95,6 +95,16 @@ def _inputs(specs: list[dict[str, Any]], arrays: list[np.ndarray]) -> dict[str, 
     return out
 
 
+def call_op(payload: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, Any], list]:
+    """A port's written kernel.py called as a user calls it, its kernel on this GPU."""
+    from mlxport.backends import op_call
+
+    result = op_call.call(
+        payload["folder"], payload["backend"], arrays, payload["dtypes"], payload["params"]
+    )
+    return ({"error": result.error}, []) if not result.ok else ({}, result.outputs)
+
+
 def run(
     payload: dict[str, Any], arrays: list[np.ndarray]
 ) -> tuple[dict[str, Any], list[np.ndarray]]:
@@ -274,6 +284,7 @@ OPS = {
     "device_info": device_info,
     "compile": compile,
     "run": run,
+    "call_op": call_op,
     "prepare": prepare,
     "measure": measure,
     "calibrate": calibrate,

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from mlxport.errors import read_text
-from mlxport.expr import ArrayInfo, Dtype, ExprError, as_dtype, as_int, as_shape, evaluate, parse
+from mlxport.expr import ArrayInfo, ExprError, parse, resolve_launch
 from mlxport.spec.base import Expr, ShapeExpr, Strict
 from mlxport.spec.toml import dumps
 
@@ -135,34 +135,9 @@ class KernelCandidate(Strict):
                 f"(available: {', '.join(inputs)}): use those names in input_names, or translate "
                 "with mlxport translate --task TASK, which binds the kernel's parameters to them"
             )
-        names = dict(inputs)
-        if problem := template_problem(
-            self.template
-        ):  # model_copy(update=...) skips the validators
+        if problem := template_problem(self.template):  # model_copy(update=...) skips validators
             raise ExprError(problem)
-        template = {k: evaluate(v, names) for k, v in self.template.items()}
-        for k, v in template.items():
-            if not isinstance(v, bool | int | Dtype):
-                raise ExprError(f"template value {k} must be an int, bool or dtype, got {v!r}")
-        names.update(template)
-        shapes = [
-            as_shape(s, names, f"output_shapes[{i}]") for i, s in enumerate(self.output_shapes)
-        ]
-        dtypes = [
-            as_dtype(d, names, f"output_dtypes[{i}]") for i, d in enumerate(self.output_dtypes)
-        ]
-        grid = tuple(as_int(g, names, "grid") for g in self.grid)
-        tg = tuple(as_int(t, names, "threadgroup") for t in self.threadgroup)
-        if any(v < 1 for v in grid + tg):
-            raise ExprError(f"grid {grid} and threadgroup {tg} must be positive")
-        return Launch(
-            output_shapes=shapes,
-            output_dtypes=dtypes,
-            grid=grid,
-            threadgroup=tg,
-            template=[(k, v.name if isinstance(v, Dtype) else v) for k, v in template.items()],
-            shared_memory=as_int(self.shared_memory, names, "shared_memory"),
-        )
+        return Launch(**resolve_launch(self.model_dump(), inputs))
 
     @classmethod
     def from_toml(cls, path: Path) -> KernelCandidate:

@@ -115,6 +115,9 @@ class Cases(Strict):
     visible: list[dict[str, int | float | bool]]
     heldout: list[dict[str, int | float | bool]] = Field(default_factory=list)
     bench: list[dict[str, int | float | bool]] = Field(default_factory=list)
+    # sizes the kernel supports only some values of (an attention's head dim): the values the
+    # final verification's fresh sizes are drawn from
+    choices: dict[str, list[int]] = Field(default_factory=dict)
 
 
 class Cost(Strict):
@@ -145,6 +148,10 @@ class Original(Strict):
     # a struct passed by value that the host fills at run time (llama.cpp's rope_corr_dims, a
     # std::bool_constant tag): parameter -> its size in bytes, passed as zero bytes
     zeroed: dict[str, int] = Field(default_factory=dict)
+    # what the task was made with (`mlxport port FILE.cu` flags: --kernel, --grid, --template...)
+    # and the names its --case bound, so its launch can be evaluated at sizes of no case
+    made_with: dict[str, str | dict[str, str]] = Field(default_factory=dict)
+    bound: list[str] = Field(default_factory=list)
 
     @field_validator("include")
     @classmethod

@@ -1,14 +1,21 @@
-"""The final verification: the best candidates, in rank order, on held-out cases and extra seeds.
-The first that passes is the result; a candidate that fails them is never the result."""
+"""The final verification: the best candidates, in rank order, on held-out cases and extra seeds,
+then as the op a user takes home (the written kernel.py called at sizes no case has). The first
+that passes is the result; a candidate that fails them is never the result."""
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from mlxport.errors import UserError
+from mlxport.spec import CaseResult, KernelCandidate, KernelTask
 from mlxport.tools.session import Session, rank
 
 TRIED = 4  # candidates verified at most, best first
+OP_CASES = 3  # fresh sizes the op is called at
 
 
 def verify_final(session: Session, chosen: str | None, *, extra_seeds: int) -> dict[str, Any]:
@@ -55,6 +62,14 @@ def verify_final(session: Session, chosen: str | None, *, extra_seeds: int) -> d
             except UserError as e:
                 rejected.append({"candidate_id": record.candidate.id, "reason": str(e)})
                 continue
+        op_results, op = op_check(session, record.candidate)
+        if not all(r.verdict == "pass" for r in op_results):
+            failed = report.model_copy(update={"cases": report.cases + op_results})
+            rejected.append(
+                {"candidate_id": record.candidate.id, "report": failed.model_dump(mode="json")}
+            )
+            continue
+        report = report.model_copy(update={"cases": report.cases + op_results})
         bench = record.benchmark
         if bench is None:
             try:
@@ -77,6 +92,7 @@ def verify_final(session: Session, chosen: str | None, *, extra_seeds: int) -> d
             "verification": report.model_dump(mode="json"),
             "benchmark": bench.model_dump(mode="json"),
             "timed_size": timed,
+            "op": op,
             "rejected": rejected,
         }
     return {
@@ -84,4 +100,49 @@ def verify_final(session: Session, chosen: str | None, *, extra_seeds: int) -> d
         "verified": False,
         "backend": session.backend.name,
         "rejected": rejected,
+    }
+
+
+def op_cases(task: KernelTask, seed: int) -> tuple[KernelTask, list[dict[str, Any]], list[str]]:
+    """Sizes no case of the task has, for the op check (with the original's launches there, for a
+    task whose golden it is), and notes on sizes left out."""
+    from mlxport.tasks.sizes import fresh_sizes
+
+    rng = np.random.default_rng(seed)
+    if task.reference is not None or task.original is None:
+        cases, notes = fresh_sizes(task, OP_CASES, rng), []
+    else:
+        from mlxport.tasks.make.at_sizes import original_at
+        from mlxport.verify.golden import shared_executor
+
+        task, cases, left = original_at(
+            task, fresh_sizes(task, 4 * OP_CASES, rng), shared_executor()
+        )
+        cases = cases[:OP_CASES]
+        notes = [f"left out {n}" for n in left] if len(cases) < OP_CASES else []
+    if not cases:
+        cases = task.cases.visible[:1]
+        notes.append("no size of the task varies: the op was called at its first visible case")
+    return task, cases, notes
+
+
+def op_check(session: Session, candidate: KernelCandidate) -> tuple[list[CaseResult], dict]:
+    """The candidate written as the op a port ships and called as a user calls it."""
+    from mlxport.op import write_op
+    from mlxport.op.check import OP_SEED, check_op, golden_cases
+
+    seed = session.seed + OP_SEED
+    task, cases, notes = op_cases(session.task, seed)
+    goldens = golden_cases(task, cases, seed)
+    with tempfile.TemporaryDirectory(prefix="mlxport-op-") as tmp:
+        folder = write_op(Path(tmp) / task.name, task, candidate, label="being verified", model="")
+        with session.device_lock:
+            results = check_op(folder, task, session.backend, goldens)
+    labels = {task.case_label(c) for c in cases}
+    launches = [x for x in (task.original.launches if task.original else []) if x.case in labels]
+    return results, {
+        "cases": cases,
+        "seed": seed,
+        "launches": [x.model_dump(mode="json") for x in launches],
+        "notes": notes,
     }

@@ -134,6 +134,11 @@ class SimBackend:
     reorders = True
     overlaps = False  # simulated calls run one after another
 
+    def run_op(self, folder, arrays, dtypes, params) -> RunResult:
+        from mlxport.backends import op_call
+
+        return op_call.call(folder, "sim", arrays, dtypes, params)
+
     def run_together(
         self, candidate: KernelCandidate, input_sets: list[dict[str, Arg]], *, timeout: float = 60.0
     ) -> list[RunResult]:

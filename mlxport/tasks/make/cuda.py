@@ -133,8 +133,18 @@ def _task(
             "launches": launches(runner, visible + held),
             "include": [INCLUDE] if kf.headers else [],
             "zeroed": sig.zeroed,
+            "made_with": made_with(request),
+            "bound": sorted({k for c in request.cases for k in c}),
         },
     }
+
+
+MADE_WITH = ("kernel", "shapes", "grid", "block", "shared_bytes", "template")
+
+
+def made_with(request: TaskRequest) -> dict[str, Any]:
+    """The flags a launch at another case needs again."""
+    return {k: v for k in MADE_WITH if (v := getattr(request, k))}
 
 
 def _identifier(name: str) -> str:

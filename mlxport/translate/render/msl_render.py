@@ -381,8 +381,9 @@ class MslRender(TreeRender):
             self.facts.rw[name] = out
             if root in self.facts.read_through:
                 self.facts.read_through.add(name)
+            # the input side is `constant` where MLX gets fewer than 8 elements: auto takes either
             return (
-                f"{space} const {element}* {name} = {self.render(value, ctx)}; "
+                f"auto {name} = {self.render(value, ctx)}; "
                 f"{space} {element}* {out} = {self.rename_root(value, root, self.facts.rw[root], ctx)};"
             )
         if (

@@ -1,0 +1,99 @@
+"""Sizes no case of a task has: where the final verification calls the op as shipped, so a port
+right only at the sizes it was shown is found out.
+
+A size is a name the cases bind to an integer that the task's shapes use (for a task whose golden
+is the original kernel, a name the user bound with ``--case``). Sizes that take one value in
+every case stay at it (the kernel was never shown another); those the task limits to a few
+values (``[cases] choices``) take one of them; the rest are drawn between 1 and twice the
+largest value seen, and the largest tensor stays within the largest of the visible cases', so
+a check on the simulator takes as long as the task's own cases do.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import numpy as np
+
+from mlxport.errors import UserError
+from mlxport.spec import KernelTask
+
+# Names that tune a launch rather than size the data (the user's block_size, a tile).
+TUNING = re.compile(r"block|thread|warp|tile|BLOCK|THREAD|WARP|TILE|^B[rc]$")
+TRIES = 400
+
+
+def size_names(task: KernelTask) -> list[str]:
+    """The names of a task's cases that are sizes."""
+    cases = task.all_cases()
+    if task.reference is None and task.original is not None and task.original.bound:
+        names = [n for n in task.original.bound if not TUNING.search(n)]
+    else:
+        names = sorted(task.dims())
+    return [n for n in names if all(_integer(c.get(n)) for c in cases)]
+
+
+def fresh_sizes(task: KernelTask, count: int, rng: np.random.Generator) -> list[dict[str, Any]]:
+    """Up to ``count`` cases, each a visible case with its sizes drawn afresh, none equal to a case
+    of the task or to each other (fewer where the sizes leave no room; none where none varies)."""
+    names = size_names(task)
+    seen = task.all_cases()
+    values = {n: [c[n] for c in seen] for n in names}
+    free = [n for n in names if _free(task, n, values[n])]
+    limit = max(_extent(task, c, names) for c in task.cases.visible)
+    keys = {_key(c, names) for c in seen}
+    out: list[dict[str, Any]] = []
+    for _ in range(TRIES):
+        if len(out) == count or not free:
+            break
+        case = dict(task.cases.visible[int(rng.integers(len(task.cases.visible)))])
+        for n in free:
+            case[n] = _draw(values[n], task.cases.choices.get(n), rng)
+        if _key(case, names) in keys:
+            continue
+        try:
+            if _extent(task, case, names) > limit:
+                continue
+        except UserError:
+            continue  # sizes the task's shapes refuse (a negative extent)
+        keys.add(_key(case, names))
+        out.append(case)
+    return out
+
+
+def _free(task: KernelTask, name: str, seen: list[int]) -> bool:
+    if name in task.cases.choices:
+        return len(task.cases.choices[name]) > 1
+    if _from_cuda(task):
+        return True  # its original runs at each drawn size first; sizes it refuses are left out
+    return len(set(seen)) > 1
+
+
+def _from_cuda(task: KernelTask) -> bool:
+    return task.reference is None and task.original is not None and bool(task.original.bound)
+
+
+def _draw(seen: list[int], choices: list[int] | None, rng: np.random.Generator) -> int:
+    if choices:
+        return int(rng.choice(choices))
+    # log-uniform up to twice the largest seen, so small sizes (one row, an odd tail) come up as
+    # often as large ones
+    return max(1, int(round(math.exp(rng.uniform(0.0, math.log(2 * max(seen)))))))
+
+
+def _extent(task: KernelTask, case: dict[str, Any], names: list[str]) -> int:
+    """How big a case is: its largest tensor, or (a task from a .cu file, whose extents come with
+    the launch at that case) the product of its sizes."""
+    if _from_cuda(task):
+        return math.prod(case[n] for n in names)
+    return max(math.prod(s) for s in task.shapes(case, task.dtypes[0]).values())
+
+
+def _key(case: dict[str, Any], names: list[str]) -> tuple:
+    return tuple(case.get(n) for n in names)
+
+
+def _integer(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
