@@ -21,8 +21,8 @@ from typing import Any
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import function_name, parse, text, walk
-from mlxport.translate.host.helpers import call_helper, declared_name
+from mlxport.cuda_syntax import declared_name, function_name, parse, text, walk
+from mlxport.translate.host.helpers import call_helper
 from mlxport.translate.host.values import (
     MATH,
     SIZES,

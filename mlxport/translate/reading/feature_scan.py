@@ -8,10 +8,16 @@ import re
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import bare_callee, collapse_spaces, enclosing, line, source_text
+from mlxport.cuda_syntax import (
+    bare_callee,
+    collapse_spaces,
+    declared_name,
+    enclosing,
+    line,
+    source_text,
+)
 from mlxport.translate.reading import features as F
 from mlxport.translate.reading.cudafile import Feature, GlobalVar, KernelInfo, MacroDef
-from mlxport.translate.reading.declarations import declared_name
 from mlxport.translate.reading.parsing import timed_walk
 
 

@@ -7,10 +7,9 @@ import re
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import bare_callee, source_text
+from mlxport.cuda_syntax import bare_callee, declared_name, source_text
 from mlxport.translate.reading import features as F
 from mlxport.translate.reading.cudafile import KernelInfo, Param
-from mlxport.translate.reading.declarations import declared_name
 from mlxport.translate.reading.parsing import timed_walk
 
 _CASTS = frozenset({"reinterpret_cast", "static_cast", "const_cast", "dynamic_cast"})

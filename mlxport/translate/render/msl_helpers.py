@@ -10,13 +10,12 @@ from typing import TYPE_CHECKING
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import callee, function_name, line, text, walk
+from mlxport.cuda_syntax import callee, declared_name, function_name, line, text, walk
 from mlxport.translate.reading.names import BUILTINS
 from mlxport.translate.render.base import FnCtx, RenderError, short
 from mlxport.translate.render.msl_declarators import (
     array_size_nodes,
     declarator_kind,
-    declared_name,
     function_node,
     param_nodes,
 )

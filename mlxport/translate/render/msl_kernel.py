@@ -8,7 +8,7 @@ import re
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import line, text, walk
+from mlxport.cuda_syntax import declared_name, line, text, walk
 from mlxport.translate.bind.job import KernelJob
 from mlxport.translate.bind.kernel_facts import KernelFacts
 from mlxport.translate.bind.kernel_scope import helper_nodes
@@ -17,7 +17,7 @@ from mlxport.translate.bind.result import Untranslatable
 from mlxport.translate.bind.scalars import Scalars, prologue_consts
 from mlxport.translate.reading.names import BINARY, BUILTIN_NAMES, CASTS, MATH, TYPE_MAP, UNARY
 from mlxport.translate.render.base import FnCtx, float_limit_guards
-from mlxport.translate.render.msl_declarators import declarator_kind, declared_name
+from mlxport.translate.render.msl_declarators import declarator_kind
 from mlxport.translate.render.msl_helpers import render_helper, variant_for
 from mlxport.translate.render.msl_render import MslRender, leaf_name
 

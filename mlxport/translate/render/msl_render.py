@@ -9,7 +9,7 @@ import re
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import callee, line, text
+from mlxport.cuda_syntax import callee, declared_name, line, text
 from mlxport.translate.bind.kernel_facts import KernelFacts
 from mlxport.translate.host.cexpr import Macros
 from mlxport.translate.reading.names import (
@@ -37,7 +37,7 @@ from mlxport.translate.render.base import (
     root_name,
     short,
 )
-from mlxport.translate.render.msl_declarators import declarator_kind, declared_name, is_pointer_type
+from mlxport.translate.render.msl_declarators import declarator_kind, is_pointer_type
 from mlxport.translate.render.msl_groups import group_call, group_declaration
 from mlxport.translate.render.msl_helpers import HelperSet, helper_call
 from mlxport.translate.render.msl_spaces import spaces_of

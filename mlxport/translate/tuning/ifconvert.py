@@ -39,6 +39,7 @@ from tree_sitter import Node
 from mlxport.cuda_syntax import (
     ancestors,
     bare_callee,
+    declared_name,
     identifiers,
     parse,
     reading_source,
@@ -48,7 +49,6 @@ from mlxport.cuda_syntax import (
 from mlxport.errors import UserError
 from mlxport.translate.bind.kernel_scope import kernel_node, pick_kernel
 from mlxport.translate.reading.cudafile import CudaFile
-from mlxport.translate.reading.declarations import declared_name
 from mlxport.translate.reading.macros import normalize
 
 MAX_STATEMENTS = 4  # an arm's; a long arm is work on both paths

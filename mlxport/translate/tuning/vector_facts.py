@@ -11,9 +11,15 @@ from typing import NamedTuple
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import bare_callee, function_declarator, identifiers, text, walk
+from mlxport.cuda_syntax import (
+    bare_callee,
+    declared_name,
+    function_declarator,
+    identifiers,
+    text,
+    walk,
+)
 from mlxport.translate.reading.cudafile import CudaFile
-from mlxport.translate.reading.declarations import declared_name
 
 LOADS = frozenset({"__ldg", "__ldcg", "__ldca", "__ldcs", "__ldlu", "__ldcv"})
 # Calls that exchange data between threads, or wait for them (cooperative groups' members too).

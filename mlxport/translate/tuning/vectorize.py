@@ -100,6 +100,7 @@ from tree_sitter import Node
 from mlxport.cuda_syntax import (
     ancestors,
     bare_callee,
+    declared_name,
     function_declarator,
     identifiers,
     parse,
@@ -110,7 +111,6 @@ from mlxport.cuda_syntax import (
 from mlxport.errors import UserError
 from mlxport.translate.bind.kernel_scope import kernel_node, pick_kernel
 from mlxport.translate.reading.cudafile import CudaFile
-from mlxport.translate.reading.declarations import declared_name
 from mlxport.translate.reading.macros import normalize
 from mlxport.translate.tuning.vector_facts import (
     LOADS,
