@@ -66,7 +66,8 @@ def line(node: Node) -> int:
 
 
 def walk(node: Node, limit: int = 4000, stop: frozenset[str] = frozenset()) -> Iterator[Node]:
-    """Pre-order walk with an explicit stack, `limit` levels deep; does not enter node types in `stop`."""
+    """Pre-order walk with an explicit stack, `limit` levels deep; does not enter node types in
+    `stop`."""
     stack = [(node, 0)]
     while stack:
         cur, depth = stack.pop()
@@ -113,7 +114,8 @@ def _called(call: Node) -> Node | None:
 
 
 def callee(call: Node) -> str:
-    """The called name as written, spaces removed; a template call drops its arguments (`f<T>(x)`: `f`)."""
+    """The called name as written, spaces removed; a template call drops its arguments
+    (`f<T>(x)`: `f`)."""
     return text(_called(call)).replace(" ", "")
 
 
@@ -164,7 +166,7 @@ _DECLARED_NAMES = frozenset(
     {"identifier", "field_identifier", "type_identifier", "operator_name", "destructor_name"}
 )
 _WHOLE_NAMES = frozenset({"qualified_identifier", "template_function"})
-# Declarators that hold the one they wrap without a field name (`&r`, `(*fp)`, `...args`, `x [[a]]`).
+# Declarators holding the one they wrap without a field name: `&r`, `(*fp)`, `...args`, `x [[a]]`.
 _WRAPPING = frozenset(
     {
         "reference_declarator",
