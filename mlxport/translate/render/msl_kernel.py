@@ -201,64 +201,87 @@ def _template_params(job: KernelJob, owner: str) -> list[str]:
     return []
 
 
-def _header(job: KernelJob, r: MslRender, nodes: dict[str, list[Node]], rendered: Rendered) -> str:
-    ids = {d.id: name for name, defs in nodes.items() for d in defs}
-    helper_names = set(nodes)
-    ctx = FnCtx("helper")
-    unused = _unused_declarations(job, "".join(text(d) for defs in nodes.values() for d in defs))
+_TYPE_ITEMS = (
+    "struct_specifier",
+    "class_specifier",
+    "union_specifier",
+    "type_definition",
+    "alias_declaration",
+    "using_declaration",
+    "enum_specifier",
+)
+_CONTAINERS = (
+    "preproc_if",
+    "preproc_ifdef",
+    "preproc_else",
+    "preproc_elif",
+    "namespace_definition",
+    "declaration_list",
+)
 
-    def top(n: Node) -> str | None:
+
+class _FileItems:
+    """What each item of the file becomes in the header: a helper as rendered, types, constants
+    and macros in Metal, containers (namespaces, #if blocks) item by item, and nothing of what the
+    kernel does not need."""
+
+    def __init__(
+        self, job: KernelJob, r: MslRender, nodes: dict[str, list[Node]], rendered: Rendered
+    ) -> None:
+        self.r, self.rendered = r, rendered
+        self.ids = {d.id: name for name, defs in nodes.items() for d in defs}
+        self.helper_names = set(nodes)
+        self.ctx = FnCtx("helper")
+        self.unused = _unused_declarations(
+            job, "".join(text(d) for defs in nodes.values() for d in defs)
+        )
+
+    def render(self, n: Node) -> str | None:
         t = n.type
-        if n.id in ids:
-            return "\n".join(v for (name, did, _), v in rendered.items() if did == n.id)
-        if n.id in unused:
+        if n.id in self.ids:
+            return "\n".join(v for (name, did, _), v in self.rendered.items() if did == n.id)
+        if n.id in self.unused:
             return ""
         if t in ("preproc_include", "template_instantiation", "comment"):
             return ""
         if t in ("preproc_def", "preproc_function_def"):
             return _macro(n)
-        if t == "template_declaration" and any(
+        if t in ("function_definition", "template_declaration"):
+            return self.definition(n)
+        if t == "declaration":
+            return _top_declaration(n, self.r, self.ctx, self.helper_names)
+        if t == "linkage_specification":
+            return self.linkage(n)
+        if t in _CONTAINERS:
+            return self.r.copy(n, self.ctx, self.render)
+        if t in _TYPE_ITEMS:
+            return self.r.render(n, self.ctx)
+        return self.stray(n)
+
+    def definition(self, n: Node) -> str:
+        """A struct template rendered (its methods are its own, not helpers); a function that is
+        no helper dropped; a template declaring no function, as a declaration."""
+        if n.type == "template_declaration" and any(
             c.type in ("struct_specifier", "class_specifier") for c in n.named_children
         ):
-            return r.render(n, ctx)  # a struct template (its methods are its own, not helpers)
-        if t in ("function_definition", "template_declaration"):
-            fn = (
-                n
-                if t == "function_definition"
-                else next((c for c in walk(n) if c.type == "function_definition"), None)
-            )
-            if fn is None:
-                return _top_declaration(n, r, ctx, helper_names)
-            return ""
-        if t == "declaration":
-            return _top_declaration(n, r, ctx, helper_names)
-        if (
-            t == "linkage_specification"
-        ):  # extern "C" { ... }: Metal has no linkages, templates need C++'s
-            body = n.child_by_field_name("body")
-            got = r.copy(body, ctx, top) if body is not None else ""
-            return (
-                got.strip()[1:-1] if body is not None and body.type == "declaration_list" else got
-            )
-        if t in (
-            "preproc_if",
-            "preproc_ifdef",
-            "preproc_else",
-            "preproc_elif",
-            "namespace_definition",
-            "declaration_list",
-        ):
-            return r.copy(n, ctx, top)
-        if t in (
-            "struct_specifier",
-            "class_specifier",
-            "union_specifier",
-            "type_definition",
-            "alias_declaration",
-            "using_declaration",
-            "enum_specifier",
-        ):
-            return r.render(n, ctx)
+            return self.r.render(n, self.ctx)
+        fn = (
+            n
+            if n.type == "function_definition"
+            else next((c for c in walk(n) if c.type == "function_definition"), None)
+        )
+        if fn is None:
+            return _top_declaration(n, self.r, self.ctx, self.helper_names)
+        return ""
+
+    def linkage(self, n: Node) -> str:
+        """extern "C" { ... }: its items (Metal has no linkages, and templates need C++'s)."""
+        body = n.child_by_field_name("body")
+        got = self.r.copy(body, self.ctx, self.render) if body is not None else ""
+        return got.strip()[1:-1] if body is not None and body.type == "declaration_list" else got
+
+    def stray(self, n: Node) -> str:
+        """Names and tokens the items above do not hold, and what the grammar could not place."""
         parent = n.parent
         if (
             parent is not None
@@ -272,19 +295,21 @@ def _header(job: KernelJob, r: MslRender, nodes: dict[str, list[Node]], rendered
             and n.start_point[0] == parent.start_point[0]
         ):
             return text(n)  # the directive's own line: #ifndef TILE, #if defined(X) && ...
-        if t == "ERROR" and parent is not None and parent.type == "translation_unit":
-            return r.copy(
-                n, ctx, top
-            )  # what the grammar could not nest: its items are the file's items
+        if n.type == "ERROR" and parent is not None and parent.type == "translation_unit":
+            # what the grammar could not nest: its items are the file's items
+            return self.r.copy(n, self.ctx, self.render)
         if parent is not None and parent.type in ("translation_unit", "ERROR"):
             # tokens the grammar could not place (`#ifdef __cplusplus` / `extern "C" {` / `#endif`
-            # split across directives) and stray directives: C++ linkage and #pragma mean nothing here
-            return "" if t not in (";",) else text(n)
+            # split across directives) and stray directives: C++ linkage and #pragma mean nothing
+            return "" if n.type not in (";",) else text(n)
         # the rest is host code, checks or what the grammar misread (GGML_API prototypes, tables
         # declared through macros): nothing the kernel names, so Metal need not see it
         return "" if n.is_named else text(n)
 
-    out = r.copy(job.root, ctx, top)
+
+def _header(job: KernelJob, r: MslRender, nodes: dict[str, list[Node]], rendered: Rendered) -> str:
+    items = _FileItems(job, r, nodes, rendered)
+    out = r.copy(job.root, items.ctx, items.render)
     out = re.sub(r"\n{3,}", "\n\n", out).strip()
     helper_src = (
         _PTR_CAST if "mlxport_ptr_cast" in out + "".join(rendered.values()) or r.ptr_casts else ""
