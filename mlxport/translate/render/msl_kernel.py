@@ -15,7 +15,8 @@ from mlxport.translate.bind.kernel_scope import helper_nodes
 from mlxport.translate.bind.ports import Ports, alias_lines
 from mlxport.translate.bind.result import Untranslatable
 from mlxport.translate.bind.scalars import Scalars, prologue_consts
-from mlxport.translate.reading.names import BINARY, BUILTIN_NAMES, CASTS, MATH, TYPE_MAP, UNARY
+from mlxport.translate.reading.calls import BUILTIN_NAMES, rule
+from mlxport.translate.reading.names import TYPE_MAP
 from mlxport.translate.render.base import FnCtx, float_limit_guards
 from mlxport.translate.render.msl_declarators import declarator_kind
 from mlxport.translate.render.msl_helpers import render_helper, variant_for
@@ -325,14 +326,16 @@ def _macro_builtins(header: str, defined: set[str]) -> str:
     as the same Metal forms the translator gives a direct call."""
     out = []
     for name in sorted(set(re.findall(r"\b(__\w+)\s*\(", header)) - defined):
-        if name in BINARY:
-            out.append(f"#define {name}(a, b) ((a) {BINARY[name]} (b))")
-        elif name in UNARY:
-            out.append(f"#define {name}(x) {UNARY[name].format('(x)')}")
-        elif name in CASTS:
-            out.append(f"#define {name}(x) {CASTS[name]}(x)")
-        elif name in MATH:
-            out.append(f"#define {name}(...) {MATH[name]}(__VA_ARGS__)")
+        entry = rule(name)
+        form = entry.form if entry is not None else ""
+        if form == "operator":
+            out.append(f"#define {name}(a, b) ((a) {entry.target} (b))")
+        elif form == "unary":
+            out.append(f"#define {name}(x) {entry.target.format('(x)')}")
+        elif form == "cast":
+            out.append(f"#define {name}(x) {entry.target}(x)")
+        elif form == "call":
+            out.append(f"#define {name}(...) {entry.target}(__VA_ARGS__)")
     return "".join(f"{line}\n" for line in out)
 
 
@@ -466,14 +469,18 @@ def _macro(n: Node) -> str:
         "__restrict__": "",
     }.items():
         body = body.replace(k, v)
-    body = re.sub(
-        r"\b([A-Za-z_]\w*)(\s*\()", lambda m: MATH.get(m.group(1), m.group(1)) + m.group(2), body
-    )
+    body = re.sub(r"\b([A-Za-z_]\w*)(\s*\()", lambda m: _math_name(m.group(1)) + m.group(2), body)
     return re.sub(
         r"\b(__half|__nv_bfloat16|__half2)\b",
         lambda m: {"__half": "half", "__half2": "half2", "__nv_bfloat16": "bfloat"}[m.group()],
         body,
     )
+
+
+def _math_name(name: str) -> str:
+    """A math function's Metal name (``expf``: ``metal::exp``); any other name as it is."""
+    entry = rule(name)
+    return entry.target if entry is not None and entry.form == "call" else name
 
 
 def _first_line(s: str) -> str:

@@ -12,21 +12,8 @@ from tree_sitter import Node
 from mlxport.cuda_syntax import callee, declared_name, line, text
 from mlxport.translate.bind.kernel_facts import KernelFacts
 from mlxport.translate.host.cexpr import Macros
-from mlxport.translate.reading.names import (
-    ATOMICS,
-    BINARY,
-    BUILTINS,
-    CASTS,
-    CONSTRUCT_ERRORS,
-    MATH,
-    OLD_SHUFFLES,
-    RESERVED,
-    SHUFFLES,
-    STORES,
-    TYPE_MAP,
-    UNARY,
-    VOTES,
-)
+from mlxport.translate.reading.calls import CALLS, Call, rule
+from mlxport.translate.reading.names import BUILTINS, RESERVED, TYPE_MAP
 from mlxport.translate.render.base import (
     FnCtx,
     RenderError,
@@ -172,8 +159,9 @@ class MslRender(TreeRender):
         name = callee(node)
         args = call_args(node)
         ln = line(node)
-        if name in CONSTRUCT_ERRORS:
-            raise RenderError(name, ln, CONSTRUCT_ERRORS[name])
+        entry = CALLS.get(name)
+        if entry is not None and entry.needs_rewrite:
+            raise RenderError(name, ln, entry.refusal())
         grouped = group_call(self, node, name, args, ctx)
         if grouped is not None:
             return grouped
@@ -185,18 +173,16 @@ class MslRender(TreeRender):
             if args:
                 check_mask(args[0], name, self.macros)
             return "simdgroup_barrier(mem_flags::mem_threadgroup)"
-        if name == "__threadfence_block":
-            raise RenderError(name, ln, "a fence without a barrier has no Metal form")
-        warp = (
-            name in SHUFFLES
+        form = entry.form if entry is not None else ""
+        if (
+            form == "shuffle"
             or name == "__activemask"
-            or (name in OLD_SHUFFLES or name in VOTES)
+            or form in ("old_shuffle", "vote")
             and len(args) >= 2
-        )
-        if warp:
+        ):
             return self.warp_call(name, args, ctx)
-        if name in ATOMICS:
-            return self.atomic(node, name, args, ctx)
+        if form == "atomic":
+            return self.atomic(node, entry, args, ctx)
         if name == "sincosf" or name == "sincos":
             raise RenderError(
                 name, ln, "sincos is translated only as a statement `sincosf(x, &s, &c);`"
@@ -220,7 +206,8 @@ class MslRender(TreeRender):
 
     def warp_call(self, name: str, args: list[Node], ctx: FnCtx) -> str | None:
         """Shuffles and votes as simd_* functions."""
-        if name in SHUFFLES:
+        entry = CALLS[name]
+        if entry.form == "shuffle":
             if len(args) < 3:
                 return None
             check_mask(args[0], name, self.macros)
@@ -229,28 +216,29 @@ class MslRender(TreeRender):
             lane = self.render(args[2], ctx)
             if name == "__shfl_sync":
                 lane = f"ushort(({lane}) & 31)"
-            return f"{SHUFFLES[name]}({self.render(args[1], ctx)}, {lane})"
-        if name in OLD_SHUFFLES:
+            return f"{entry.target}({self.render(args[1], ctx)}, {lane})"
+        if entry.form == "old_shuffle":
             if len(args) > 2:
                 check_width(args[2], name, self.macros)
-            return f"{OLD_SHUFFLES[name]}({self.render(args[0], ctx)}, {self.render(args[1], ctx)})"
-        if name in VOTES:
+            return f"{entry.target}({self.render(args[0], ctx)}, {self.render(args[1], ctx)})"
+        if entry.form == "vote":
             check_mask(args[0], name, self.macros)
-            return VOTES[name].format(None, self.render(args[1], ctx))
+            return entry.target.format(None, self.render(args[1], ctx))
         return "((uint)(simd_vote::vote_t)simd_active_threads_mask())"
 
     def intrinsic(self, node: Node, name: str, args: list[Node], ctx: FnCtx) -> str | None:
         """Math, conversion and half-arithmetic intrinsics and make_<vector> constructors."""
-        if name in MATH:
-            return f"{MATH[name]}({self.joined(args, ctx)})"
-        if name in CASTS:
-            return f"{CASTS[name]}({self.joined(args, ctx)})"
-        if name in BINARY and len(args) == 2:
-            return f"(({self.render(args[0], ctx)}) {BINARY[name]} ({self.render(args[1], ctx)}))"
-        if name in UNARY and len(args) == 1:
-            return UNARY[name].format(self.render(args[0], ctx))
-        if name in STORES and len(args) == 2:
-            return STORES[name].format(*(self.render(a, ctx) for a in args))
+        entry = rule(name)
+        form = entry.form if entry is not None else ""
+        if form in ("call", "cast"):
+            return f"{entry.target}({self.joined(args, ctx)})"
+        if form == "operator" and len(args) == 2:
+            left, right = self.render(args[0], ctx), self.render(args[1], ctx)
+            return f"(({left}) {entry.target} ({right}))"
+        if form == "unary" and len(args) == 1:
+            return entry.target.format(self.render(args[0], ctx))
+        if form == "store" and len(args) == 2:
+            return entry.target.format(*(self.render(a, ctx) for a in args))
         m = re.fullmatch(
             r"make_(float|int|uint|short|ushort|char|uchar|half|long|ulong)([234])", name
         )
@@ -265,7 +253,8 @@ class MslRender(TreeRender):
     def joined(self, args: list[Node], ctx: FnCtx) -> str:
         return ", ".join(self.render(a, ctx) for a in args)
 
-    def atomic(self, node: Node, name: str, args: list[Node], ctx: FnCtx) -> str:
+    def atomic(self, node: Node, entry: Call, args: list[Node], ctx: FnCtx) -> str:
+        name = callee(node)
         ln = line(node)
         if len(args) != 2:
             raise RenderError(name, ln, "unexpected argument count")
@@ -281,7 +270,8 @@ class MslRender(TreeRender):
             raise RenderError(
                 f"{name} on {where}", ln, "only atomics on kernel outputs map to MLX atomic outputs"
             )
-        return f"{ATOMICS[name]}({self.raw(args[0], ctx)}, {self.render(args[1], ctx)}, memory_order_relaxed)"
+        pointer, value = self.raw(args[0], ctx), self.render(args[1], ctx)
+        return f"{entry.target}({pointer}, {value}, memory_order_relaxed)"
 
     def warp_reduction(self, node: Node) -> str | None:
         """`for (o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(full, v, o);` -> `v = simd_sum(v);`."""
