@@ -191,7 +191,8 @@ def _int_expr(expr: str, defines: dict[str, str]) -> int | None:
 
 
 def shared_arrays(body: Node, defines: dict[str, str]) -> list[SharedDecl]:
-    """The __shared__ arrays declared in a function body; `defines`: object-like #defines for sizes."""
+    """The __shared__ arrays declared in a function body; `defines`: object-like #defines for
+    sizes."""
     out = []
     for node in timed_walk(body):
         if node.type != "declaration":
@@ -228,7 +229,8 @@ _SPACES = {
 
 
 def global_vars(node: Node) -> list[GlobalVar]:
-    """The __constant__/__device__/__shared__/__managed__ variables a file-scope declaration declares."""
+    """The __constant__/__device__/__shared__/__managed__ variables a file-scope declaration
+    declares."""
     quals = [source_text(c) for c in node.children if c.type in ("type_qualifier", "__device__")]
     space = next((_SPACES[q] for q in reversed(quals) if q in _SPACES), None)
     if space is None or any(

@@ -103,7 +103,8 @@ def _qualifier_of(node: Node) -> str:
 def function_features(
     fn_node: Node, body: Node, ctx: FeatureContext, info: KernelInfo
 ) -> list[Feature]:
-    """The features of one function: its body, signature, launch bounds, shared arrays and restrict."""
+    """The features of one function: its body, signature, launch bounds, shared arrays and
+    restrict."""
     found = _body_features(body, ctx) + _signature_features(fn_node)
     for sh in info.shared:
         fname = "dynamic_shared" if sh.dynamic else "static_shared"
@@ -245,7 +246,8 @@ def _call_feature(call: Node, ctx: FeatureContext, found: list[Feature]) -> None
 
 
 def _member_call_feature(fn: Node, ln: int, found: list[Feature]) -> None:
-    """`g.sync()` on a grid, or a cooperative-groups tile's `.shfl_down()`, `.ballot()`, `.sync()`..."""
+    """`g.sync()` on a grid, or a cooperative-groups tile's `.shfl_down()`, `.ballot()`,
+    `.sync()`..."""
     field = source_text(fn.child_by_field_name("field"))
     obj = source_text(fn.child_by_field_name("argument"))
     if field == "sync" and ("grid" in obj.lower() or "this_grid" in obj):

@@ -37,7 +37,8 @@ _LOAD_CALLS = frozenset(
 
 
 def _climb(node: Node) -> tuple[Node, bool]:
-    """Climb the lvalue path above an identifier; returns the top node and whether it dereferences."""
+    """Climb the lvalue path above an identifier; returns the top node and whether it
+    dereferences."""
     cur, deref = node, False
     for _ in range(64):
         parent = cur.parent
