@@ -44,10 +44,10 @@ def evaluate_launch(
     types: dict[str, str] | None = None,
     probe: Callable[[str], int | None] | None = None,
 ) -> HostLaunch:
-    """The launch of ``kernel`` at ``case``; ``grid``/``block``/``shared_bytes`` (from flags) replace
-    what the host code says; ``types`` are the template types a launcher's ``sizeof(T)`` means where
-    no call in the file instantiates it; ``probe`` gives the value of a compile-time constant of the
-    device code (``x128::size``) that nothing in the host code defines."""
+    """The launch of ``kernel`` at ``case``; ``grid``/``block``/``shared_bytes`` (from flags)
+    replace what the host code says; ``types`` are the template types a launcher's ``sizeof(T)``
+    means where no call in the file instantiates it; ``probe`` gives the value of a compile-time
+    constant of the device code (``x128::size``) that nothing in the host code defines."""
     data = source.encode()
     tree = parse(data)
     ev = _Evaluator(
@@ -88,7 +88,8 @@ def file_constants(source: str) -> dict[str, int | float]:
 
 
 def _template_types(fn: Node, call: Node) -> dict[str, str]:
-    """``reduce<float>(...)`` calling ``template <class T> void reduce(...)``: {"<type>T": "float"}."""
+    """``reduce<float>(...)`` calling ``template <class T> void reduce(...)``:
+    {"<type>T": "float"}."""
     callee = call.child_by_field_name("function")
     decl = fn.parent if fn.parent is not None and fn.parent.type == "template_declaration" else None
     if callee is None or callee.type != "template_function" or decl is None:
@@ -165,8 +166,9 @@ class _Evaluator(HostStatements):
 
     @functools.cached_property
     def aliases(self) -> dict[str, str]:
-        """``using accscalar_t = at::acc_type<scalar_t, true>;`` anywhere in the file (dispatch macros
-        included, where tree-sitter sees only an error): the one type each name stands for."""
+        """``using accscalar_t = at::acc_type<scalar_t, true>;`` anywhere in the file (dispatch
+        macros included, where tree-sitter sees only an error): the one type each name stands
+        for."""
         found: dict[str, set[str]] = {}
         for m in re.finditer(r"\busing\s+(\w+)\s*=\s*([^;{}]+);", text(self.root)):
             t = re.sub(r"\s+", " ", m.group(2)).strip()
@@ -277,7 +279,8 @@ class _Evaluator(HostStatements):
         return env
 
     def params(self, fn: Node, node: Node, depth: int) -> dict[str, Any]:
-        """A launcher's parameters: from its caller where one calls it (depth-limited), else unknown."""
+        """A launcher's parameters: from its caller where one calls it (depth-limited), else
+        unknown."""
         name, decl = function_name(fn)
         plist = decl.child_by_field_name("parameters") if decl is not None else None
         names = [declared_name(p) for p in plist.named_children] if plist is not None else []

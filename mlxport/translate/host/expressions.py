@@ -231,9 +231,8 @@ class HostExpressions:
                 if isinstance(n, int | float)
                 else None,
             )
-        if len(args) == 1 and (
-            name in SIZES or TYPE_KEY + name in env or name in self.aliases
-        ):  # U(epsilon)
+        # U(epsilon)
+        if len(args) == 1 and (name in SIZES or TYPE_KEY + name in env or name in self.aliases):
             v = self.value(args[0], env)
             t = env.get(TYPE_KEY + name, name)
             t = self.aliases.get(t, t)
@@ -283,7 +282,8 @@ class HostExpressions:
         return Buffer(name, shape=shape, fill=fill, dims=names)
 
     def sized_text(self, node: Node, env: dict[str, Any]) -> str | None:
-        """The byte count as an expression over the case's names (sizeof() evaluated), where it is one."""
+        """The byte count as an expression over the case's names (sizeof() evaluated), where it is
+        one."""
         out = text(node)
         for n in walk(node):
             if n.type == "sizeof_expression":

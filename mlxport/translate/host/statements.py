@@ -80,9 +80,8 @@ class HostStatements(HostExpressions):
             )
         )
         for d in decl.named_children:
-            if (
-                d.type == "function_declarator"
-            ):  # dim3 grid(B, nh): a constructor, parsed as a prototype
+            # dim3 grid(B, nh): a constructor, parsed as a prototype
+            if d.type == "function_declarator":
                 self.construct(d, type_text, env)
                 continue
             if d.type not in (
