@@ -30,8 +30,9 @@ SharedVar = tuple[str, str, Node]
 
 
 class HelperSet:
-    """The helpers (name -> definition nodes, a function_definition maybe in a template_declaration),
-    what each needs passed, and the address-space variants the rendered calls ask for."""
+    """The helpers (name -> definition nodes, a function_definition maybe in a
+    template_declaration), what each needs passed, and the address-space variants the rendered
+    calls ask for."""
 
     def __init__(self, nodes: dict[str, list[Node]]):
         self.nodes = nodes
@@ -106,7 +107,8 @@ def variant_for(d: Node, variant: tuple | None) -> tuple | None:
 
 
 def helper_call(r: MslRender, node: Node, name: str, args: list[Node], ctx: FnCtx) -> str:
-    """The call, recording the address-space variants it needs and passing built-ins and shared arrays."""
+    """The call, recording the address-space variants it needs and passing built-ins and shared
+    arrays."""
     helpers = r.helpers
     positions = helpers.pointer_positions(name, len(args))
     choices = []

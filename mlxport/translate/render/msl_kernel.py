@@ -26,7 +26,8 @@ Rendered = dict[tuple[str, int, tuple | None], str]  # (helper, definition id, v
 
 _PTR_CAST = """\
 // Pointer casts that keep the operand's address space (CUDA casts name none).
-template <typename U, typename P> inline device U* mlxport_ptr_cast(device P* p) { return (device U*)(p); }
+template <typename U, typename P> inline device U* mlxport_ptr_cast(device P* p) { \
+return (device U*)(p); }
 template <typename U, typename P> inline const device U* mlxport_ptr_cast(const device P* p) {
   return (const device U*)(p);
 }
@@ -36,10 +37,12 @@ template <typename U, typename P> inline const constant U* mlxport_ptr_cast(cons
 template <typename U, typename P> inline threadgroup U* mlxport_ptr_cast(threadgroup P* p) {
   return (threadgroup U*)(p);
 }
-template <typename U, typename P> inline const threadgroup U* mlxport_ptr_cast(const threadgroup P* p) {
+template <typename U, typename P> \
+inline const threadgroup U* mlxport_ptr_cast(const threadgroup P* p) {
   return (const threadgroup U*)(p);
 }
-template <typename U, typename P> inline thread U* mlxport_ptr_cast(thread P* p) { return (thread U*)(p); }
+template <typename U, typename P> inline thread U* mlxport_ptr_cast(thread P* p) { \
+return (thread U*)(p); }
 template <typename U, typename P> inline const thread U* mlxport_ptr_cast(const thread P* p) {
   return (const thread U*)(p);
 }
@@ -82,9 +85,8 @@ def render_msl(
         )
     rendered = _render_helpers(r, nodes)
     if "blockDim" not in r.used_builtins:
-        job.notes[:] = [
-            n for n in job.notes if not n.startswith("blockDim.")
-        ]  # the renderer writes to this list
+        # the renderer writes to this list
+        job.notes[:] = [n for n in job.notes if not n.startswith("blockDim.")]
     header = _tidy(_header(job, r, nodes, rendered))
     if r.reads_back:
         header = r.READ_BACK["msl"] + header
@@ -94,8 +96,9 @@ def render_msl(
 
 
 def _vector_views(job: KernelJob, facts: KernelFacts) -> list[tuple[str, str]]:
-    """Buffers the kernel takes as vectors (``const float2* x``, ``half2* y``) while MLX passes their
-    scalars: (parameter, MSL vector type) for each, read and written through a cast pointer."""
+    """Buffers the kernel takes as vectors (``const float2* x``, ``half2* y``) while MLX passes
+    their scalars: (parameter, MSL vector type) for each, read and written through a cast
+    pointer."""
     out = []
     for p in job.info.params:
         t = TYPE_MAP.get(p.base_type.strip(), p.base_type.strip())
@@ -322,8 +325,8 @@ def _header(job: KernelJob, r: MslRender, nodes: dict[str, list[Node]], rendered
 
 
 def _macro_builtins(header: str, defined: set[str]) -> str:
-    """CUDA builtins that the header's macros still call (`#define IMUL(a, b) __mul24(a, b)`), defined
-    as the same Metal forms the translator gives a direct call."""
+    """CUDA builtins that the header's macros still call (`#define IMUL(a, b) __mul24(a, b)`),
+    defined as the same Metal forms the translator gives a direct call."""
     out = []
     for name in sorted(set(re.findall(r"\b(__\w+)\s*\(", header)) - defined):
         entry = rule(name)
@@ -442,7 +445,8 @@ def _top_declaration(n: Node, r: MslRender, ctx: FnCtx, helpers: set[str]) -> st
         and n.child_by_field_name("declarator") is not None
         and (not own & {"const", "constexpr"} or pointer and "constexpr" not in own)
     ):
-        return ""  # a host global (a handle, a workspace pointer, a name string): kernels cannot read it
+        # a host global (a handle, a workspace pointer, a name string): kernels cannot read it
+        return ""
     body = r.render(n, ctx)
     if quals & {"const", "constexpr"}:
         body = "constant " + re.sub(r"\bconstexpr\b\s*", "", body).replace("const ", "", 1)
@@ -453,7 +457,9 @@ def _macro(n: Node) -> str:
     body = text(n)
     name = n.child_by_field_name("name")
     if name is not None and text(name) in BUILTIN_NAMES:
-        return ""  # a portability shim redefining a CUDA builtin (for HIP, say): the builtin has its Metal form
+        # a portability shim redefining a CUDA builtin (for HIP, say): the builtin has its Metal
+        # form
+        return ""
     for bad in ("__shfl", "atomic", "asm", "__ballot"):
         if bad in body and n.type == "preproc_function_def":
             raise Untranslatable(

@@ -76,9 +76,8 @@ class MslRender(TreeRender):
         if node.type == "__shared__":
             return "threadgroup"
         if node.type in ("field_identifier", "namespace_identifier"):
-            return leaf_name(
-                t
-            )  # a member named like an MSL keyword: `static Packed128 constant(...)`
+            # a member named like an MSL keyword: `static Packed128 constant(...)`
+            return leaf_name(t)
         if node.type == "identifier":
             if t == "warpSize":
                 return "32"
@@ -95,7 +94,10 @@ class MslRender(TreeRender):
 
     def type_name(self, t: str, node: Node) -> str:
         if t in ("double", "double2", "double4"):
-            note = "double computed in float: Metal has no double precision (verification shows the difference)"
+            note = (
+                "double computed in float: Metal has no double precision "
+                "(verification shows the difference)"
+            )
             if note not in self.notes:
                 self.notes.append(note)
             t = t.replace("double", "float")
@@ -274,7 +276,8 @@ class MslRender(TreeRender):
         return f"{entry.target}({pointer}, {value}, memory_order_relaxed)"
 
     def warp_reduction(self, node: Node) -> str | None:
-        """`for (o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(full, v, o);` -> `v = simd_sum(v);`."""
+        """`for (o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(full, v, o);` ->
+        `v = simd_sum(v);`."""
         got = warp_reduction(node, self.macros)
         if got is None:
             return None
@@ -365,7 +368,8 @@ class MslRender(TreeRender):
             and root in self.facts.rw
             and name not in self.facts.rw
         ):
-            # float* d_bt = d + b * C into a read-write d: a pointer into its input and one into its output
+            # float* d_bt = d + b * C into a read-write d: a pointer into its input and one into its
+            # output
             out = f"{name}_out"
             element = re.sub(r"\bconst\b", "", type_text).strip()
             self.facts.rw[name] = out
@@ -373,7 +377,8 @@ class MslRender(TreeRender):
                 self.facts.read_through.add(name)
             return (
                 f"{space} const {element}* {name} = {self.render(value, ctx)}; "
-                f"{space} {element}* {out} = {self.rename_root(value, root, self.facts.rw[root], ctx)};"
+                f"{space} {element}* {out} = "
+                f"{self.rename_root(value, root, self.facts.rw[root], ctx)};"
             )
         if (
             ctx.kind == "kernel"
@@ -423,7 +428,8 @@ class MslRender(TreeRender):
                     raise RenderError(
                         f"extern __shared__ {name}[]",
                         line(node),
-                        "dynamic shared memory needs a size from the launch's shared-memory argument",
+                        "dynamic shared memory needs a size from the launch's shared-memory "
+                        "argument",
                     )
                 out.append(f"threadgroup {ty} {name}[{size}];")
             else:
@@ -458,7 +464,8 @@ class MslRender(TreeRender):
         return None
 
     def assignment(self, node: Node, ctx: FnCtx) -> str | None:
-        """Read-write pointers split (see TreeRender); a plain store to an atomic output is atomic."""
+        """Read-write pointers split (see TreeRender); a plain store to an atomic output is
+        atomic."""
         got = super().assignment(node, ctx)
         if got is not None or ctx.kind != "kernel":
             return got
@@ -478,8 +485,8 @@ class MslRender(TreeRender):
         return f"atomic_store_explicit({address}, {value}, memory_order_relaxed)"
 
     def row_address(self, node: Node, ctx: FnCtx) -> str | None:
-        """``&tile[y][x]`` as ``(tile[y] + x)``: the same address, typed as a pointer into the array's
-        address space, so overloads on threadgroup and device pointers tell it apart."""
+        """``&tile[y][x]`` as ``(tile[y] + x)``: the same address, typed as a pointer into the
+        array's address space, so overloads on threadgroup and device pointers tell it apart."""
         inner = node.child_by_field_name("argument")
         if (
             text(node.child_by_field_name("operator")) != "&"
@@ -494,7 +501,10 @@ class MslRender(TreeRender):
             if len(index.named_children) != 1:
                 return None
             index = index.named_children[0]
-        return f"({self.render(inner.child_by_field_name('argument'), ctx)} + ({self.render(index, ctx)}))"
+        return (
+            f"({self.render(inner.child_by_field_name('argument'), ctx)} + "
+            f"({self.render(index, ctx)}))"
+        )
 
     def atomic_load(self, node: Node, ctx: FnCtx) -> str | None:
         """A read of an atomic output's element (``out[i]``, ``*p``): a relaxed atomic load."""
