@@ -32,8 +32,8 @@ _BUILTINS = frozenset({"threadIdx", "blockIdx", "blockDim", "gridDim"})
 
 
 def element_accesses(body: Node, var: str, facts: KernelFacts, changing: set[str], guard=None):
-    """(node to replace, buffer, offset, write, (accessor call, its argument) or None) for every use of
-    a buffer in the body; None when any use is not an element access the rewrite keeps: one that
+    """(node to replace, buffer, offset, write, (accessor call, its argument) or None) for every use
+    of a buffer in the body; None when any use is not an element access the rewrite keeps: one that
     runs only on some iterations (under conditions other than those ``guard`` accepts), a write
     that is not a statement of its own."""
     out = []
@@ -63,9 +63,8 @@ def element_accesses(body: Node, var: str, facts: KernelFacts, changing: set[str
                     or facts.modifies_argument(holder.parent, arguments(holder).index(parent))
                 )
             ):
-                return (
-                    None  # a field, or an element a call may change, is not the element as a value
-                )
+                # a field, or an element a call may change, is not the element as a value
+                return None
             if (
                 holder is not None
                 and holder.type == "pointer_expression"
@@ -142,9 +141,8 @@ def changed_names(body: Node, facts: KernelFacts) -> set[str]:
             and n.parent is not None
             and n.parent.type == "declaration"
         ):
-            out |= {
-                text(t) for t in walk(n) if t.type in ("identifier", "type_identifier")
-            }  # Dec d(lim);
+            # Dec d(lim);
+            out |= {text(t) for t in walk(n) if t.type in ("identifier", "type_identifier")}
         if n.type != "identifier":
             continue
         arg = n
@@ -181,7 +179,8 @@ def is_written(sub: Node) -> bool:
 
 
 def through_accessor(arg: Node, accessors: dict):
-    """((call, argument node), write) when ``arg`` is an argument of a call to an element accessor."""
+    """((call, argument node), write) when ``arg`` is an argument of a call to an element
+    accessor."""
     args = arg.parent
     call = args.parent if args is not None and args.type == "argument_list" else None
     if call is None or call.type != "call_expression":

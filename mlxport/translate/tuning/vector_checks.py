@@ -80,9 +80,8 @@ def exits_before(loop: Node, facts: KernelFacts, fields: set[str]) -> bool:
             r.type == "return_statement"
             and r.start_byte < loop.start_byte
             and (
-                any(
-                    a.type in _LOOPS for a in ancestors(r) if facts.body.start_byte < a.start_byte
-                )  # break, continue
+                # break, continue
+                any(a.type in _LOOPS for a in ancestors(r) if facts.body.start_byte < a.start_byte)
                 or any(facts.identity(t) & (fields | {"*"}) for t in conditions(r, facts.body))
             )
         ):
@@ -102,9 +101,8 @@ def carried_into_stores(body: Node, var: str, facts: KernelFacts) -> bool:
         if a.type in ("assignment_expression", "update_expression")
         if (r := root_name(a.child_by_field_name("left") or a.child_by_field_name("argument")))
     }
-    carried -= (
-        own | {var} | set(facts.buffers) | facts.pointers | facts.shared
-    )  # memory's elements are not values
+    # memory's elements are not values
+    carried -= own | {var} | set(facts.buffers) | facts.pointers | facts.shared
     while True:  # and what is computed from it in the body, or decided by it
         more = (
             {
@@ -125,6 +123,7 @@ def carried_into_stores(body: Node, var: str, facts: KernelFacts) -> bool:
                 and (identifiers(a) | {n for c in conditions(a, body) for n in identifiers(c)})
                 & carried
             }
+            # cpy(v, s)
             | {
                 text(arg)
                 for call in walk(body)
@@ -132,7 +131,7 @@ def carried_into_stores(body: Node, var: str, facts: KernelFacts) -> bool:
                 for i, arg in enumerate(arguments(call.child_by_field_name("arguments")))
                 if arg.type == "identifier" and facts.modifies_argument(call, i)
             }
-        )  # cpy(v, s)
+        )
         if more <= carried:
             break
         carried |= more

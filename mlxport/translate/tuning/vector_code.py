@@ -46,10 +46,12 @@ class StrideLoop:
         tests.append(f"(long long)({self.step}) == (long long)({self.span})")
         tests.append(f"(long long)({self.bound}) >= (long long)({self.step}) * {v}")
         ok = "(" + " && ".join(tests) + ")"
+        step = _chunk_step(self.chunks, v, c0, t, self.var, self.vector_body)
+        rest = f"({ok} ? ({t})(({self.bound}) / {v} * {v}) : ({t})0) + ({self.init})"
         return (
-            f"for ({t} {c0} = {ok} ? ({t})({self.init}) * {v} : ({t})({self.bound}); {c0} + {v} <= ({self.bound}); "
-            f"{c0} += ({self.step}) * {v}) {{\n{_chunk_step(self.chunks, v, c0, t, self.var, self.vector_body)}}}\n"
-            f"for ({t} {self.var} = ({ok} ? ({t})(({self.bound}) / {v} * {v}) : ({t})0) + ({self.init}); "
+            f"for ({t} {c0} = {ok} ? ({t})({self.init}) * {v} : ({t})({self.bound}); "
+            f"{c0} + {v} <= ({self.bound}); {c0} += ({self.step}) * {v}) {{\n{step}}}\n"
+            f"for ({t} {self.var} = {rest}; "
             f"{self.var} < {self.bound}; {self.var} += {self.step}) {self.body}"
         )
 
@@ -83,10 +85,11 @@ class ThreadRun:
                 f"mlxport_in = mlxport_in && {' && '.join(f'({g})' for g in self.guards)};\n"
             )
         )
+        step = _chunk_step(self.chunks, v, k0, t, self.var, self.vector_body)
         return (
             f"{{\nbool mlxport_in = {ok};\n{every}if (mlxport_in) {{\n"
             f"{pragma}for ({t} {k0} = 0; {k0} < ({self.count}); {k0} += {v}) {{\n"
-            f"{_chunk_step(self.chunks, v, k0, t, self.var, self.vector_body)}}}\n}} else {{\n{pragma}{self.loop}\n}}\n}}\n"
+            f"{step}}}\n}} else {{\n{pragma}{self.loop}\n}}\n}}\n"
         )
 
 
@@ -123,6 +126,7 @@ def _chunk_step(chunks: list[Chunk], v: int, at: str, t: str, var: str, body: st
         if ch.write
     )
     return (
-        f"{loads}{slots}#pragma unroll\n    for (int mlxport_k = 0; mlxport_k < {v}; ++mlxport_k) {{\n"
+        f"{loads}{slots}#pragma unroll\n"
+        f"    for (int mlxport_k = 0; mlxport_k < {v}; ++mlxport_k) {{\n"
         f"        {t} {var} = {at} + mlxport_k;\n        {body}\n    }}\n{stores}"
     )

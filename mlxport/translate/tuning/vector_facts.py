@@ -36,9 +36,10 @@ COLLECTIVE = re.compile(
 BARRIER = re.compile(r"^(__syncthreads\w*|sync|__barrier_sync)$")
 _IDENTITY = frozenset({"threadIdx", "blockIdx"})
 _SIMPLE_MACRO = re.compile(r"[\w\s.+\-*/()%<>&|^~]*")
+# 0x1Fu, 1.5f
 _NUMBER = re.compile(
     r"(?<![\w.])(0[xX][0-9a-fA-F]+|(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?)[uUlLfF]*(?![\w.])"
-)  # 0x1Fu, 1.5f
+)
 _DECLARATORS = frozenset(
     {"init_declarator", "array_declarator", "pointer_declarator", "reference_declarator"}
 )
@@ -97,10 +98,11 @@ class KernelFacts:
         return counts
 
     def _values(self) -> list[tuple[dict[str, list[Node | None]], set[str]]]:
-        """For each statement of the kernel's body, in order: (what each name assigned in it may take
-        its value from, the names it defines outright). Values are initializers, what is assigned,
-        and the conditions under which a name is assigned or incremented (``if (threadIdx.x < 4) t =
-        1;`` makes t depend on the thread); the call a name's address or reference is handed to;
+        """For each statement of the kernel's body, in order: (what each name assigned in it may
+        take its value from, the names it defines outright). Values are initializers, what is
+        assigned, and the conditions under which a name is assigned or incremented
+        (``if (threadIdx.x < 4) t = 1;`` makes t depend on the thread); the call a name's address
+        or reference is handed to;
         None where the value cannot be followed: an element or field assigned (``a[0] = ...``), a
         name that escapes (its address kept, a reference bound to it, or handed to something not a
         function of this file). A function of this file whose result after its last barrier is read
@@ -179,9 +181,8 @@ class KernelFacts:
             and bare_callee(call) not in self.functions
             and call.child_by_field_name("function").type == "identifier"
         ):
-            values.setdefault(text(arg), []).extend(
-                [call] + conditions(n, self.body)
-            )  # sincosf(x, &s, &c)
+            # sincosf(x, &s, &c)
+            values.setdefault(text(arg), []).extend([call] + conditions(n, self.body))
         else:
             self._escaped.add(text(arg))
 
@@ -288,7 +289,8 @@ class KernelFacts:
 
     def _reaching(self, name: str, node: Node) -> list[Node | None]:
         """What ``name`` may hold in ``node`` (a part of the kernel's body): the values assigned to
-        it in node's statement of the kernel, and before it back to the last that defines it outright."""
+        it in node's statement of the kernel, and before it back to the last that defines it
+        outright."""
         if name in self._escaped:
             return [None]
         index = self._top(node)
@@ -325,10 +327,10 @@ class KernelFacts:
         self, node: Node, skip: frozenset[str] = frozenset(), seen: set | None = None
     ) -> set[str]:
         """The thread and block indices (``threadIdx.x``) an expression depends on, through every
-        value the names in it may take (but not ``skip``); ``*`` where that cannot be followed, where
-        it names them whole or through a macro, or where it calls a function that may read them (of
-        this file, or from elsewhere but CUDA's math), unless the call's result is the same in every
-        thread (``uniform_result``: a block reduction's)."""
+        value the names in it may take (but not ``skip``); ``*`` where that cannot be followed,
+        where it names them whole or through a macro, or where it calls a function that may read
+        them (of this file, or from elsewhere but CUDA's math), unless the call's result is the
+        same in every thread (``uniform_result``: a block reduction's)."""
         seen = set() if seen is None else seen
         out = set()
         for n in walk(node):
@@ -348,9 +350,8 @@ class KernelFacts:
                 and text(n) not in skip
                 and (text(n), self._top(n)) not in seen
             ):
-                seen.add(
-                    (text(n), self._top(n))
-                )  # a name's values differ from one statement to the next
+                # a name's values differ from one statement to the next
+                seen.add((text(n), self._top(n)))
                 for value in self._reaching(text(n), n):
                     out |= {"*"} if value is None else self.identity(value, skip, seen)
             elif (
@@ -366,7 +367,8 @@ class KernelFacts:
         return out
 
     def reaches(self, call: Node, found, seen: set[str] | None = None) -> bool:
-        """Whether a call's function of this file, or one it calls, holds a node ``found`` accepts."""
+        """Whether a call's function of this file, or one it calls, holds a node ``found``
+        accepts."""
         seen = set() if seen is None else seen
         name = bare_callee(call)
         if name in seen or name not in self.functions:
@@ -533,7 +535,8 @@ def _call_of(n: Node) -> Node | None:
 
 
 def _one_operand(body: str) -> bool:
-    """Whether a macro's body is one operand: a number or name (signed or not), or parenthesized whole."""
+    """Whether a macro's body is one operand: a number or name (signed or not), or parenthesized
+    whole."""
     body = body.strip()
     if re.fullmatch(r"[-+~]?\s*[\w.]+", body):
         return True

@@ -141,8 +141,9 @@ def thread_run(raw: bytes, node: Node, facts: KernelFacts) -> ThreadRun | None:
 
 
 def _for_parts(raw: bytes, node: Node) -> tuple[str, str, Node, Node, Node, Node] | None:
-    """(index name, its type, start, bound, update, body) of ``for (TYPE c = START; c < BOUND; UPDATE)``
-    with an integer index of its own, or None for any other loop."""
+    """(index name, its type, start, bound, update, body) of
+    ``for (TYPE c = START; c < BOUND; UPDATE)`` with an integer index of its own, or None for any
+    other loop."""
     init_decl, cond, update = (
         node.child_by_field_name(f) for f in ("initializer", "condition", "update")
     )
@@ -194,8 +195,8 @@ def _chunked(
     """(the chunks, the body with each element access through its chunk, the accessors it calls)
     when every use of a buffer in the body is an element at ``var`` plus an offset, the body has no
     exits, loops or exchanges with other threads, and the ``invariant`` expressions stay fixed
-    through the loop (``changing``: what the body may change, ``changed_names``); ``guard``: whether a
-    condition may guard an access (None: none may)."""
+    through the loop (``changing``: what the body may change, ``changed_names``); ``guard``:
+    whether a condition may guard an access (None: none may)."""
     if any(
         n.type in _STOPS or n.type.startswith("preproc") for n in walk(body)
     ) or facts.collective(body):
@@ -205,14 +206,16 @@ def _chunked(
     ):
         return None
     if identifiers(body) & ((facts.pointers | facts.shared) - set(facts.buffers) - {var}):
-        return None  # an address held under another name, or shared memory declared twice, could alias a buffer
+        # an address held under another name, or shared memory declared twice, could alias a buffer
+        return None
     accesses = element_accesses(body, var, facts, changing, guard)
     if not accesses:
         return None
     if any(facts.buffers[r].shared for _, r, _, _, _ in accesses) and any(
         n.type == "call_expression" and facts.reaches(n, _shared) for n in walk(body)
     ):
-        return None  # a function the body calls could touch the shared memory a chunk moves early or late
+        # a function the body calls could touch the shared memory a chunk moves early or late
+        return None
     kinds = _element_types(facts)
     if any(
         facts.buffers[r].elem not in kinds and not _SCALAR.fullmatch(facts.buffers[r].elem)

@@ -10,16 +10,20 @@ element when OK fails, run the loop as written::
 
     for (int mlxport_c0 = OK ? (int)(threadIdx.x) * 8 : (int)(n); mlxport_c0 + 8 <= (n);
          mlxport_c0 += (BLOCK) * 8) {
-        const mlxport_chunk<T, 8> mlxport_r0 = *reinterpret_cast<const mlxport_chunk<T, 8>*>(xr + mlxport_c0);
+        const mlxport_chunk<T, 8> mlxport_r0 =
+            *reinterpret_cast<const mlxport_chunk<T, 8>*>(xr + mlxport_c0);
         mlxport_chunk<T, 8> mlxport_w0;
     #pragma unroll
         for (int mlxport_k = 0; mlxport_k < 8; ++mlxport_k) {
             int c = mlxport_c0 + mlxport_k;
-            { float v = mlxport_elem_load_f(mlxport_r0.v[mlxport_k]); mlxport_w0.v[mlxport_k] = ...; }
+            { float v = mlxport_elem_load_f(mlxport_r0.v[mlxport_k]);
+              mlxport_w0.v[mlxport_k] = ...; }
         }
         *reinterpret_cast<mlxport_chunk<T, 8>*>(out + mlxport_c0) = mlxport_w0;
     }
-    for (int c = (OK ? (int)((n) / 8 * 8) : (int)0) + (threadIdx.x); c < n; c += BLOCK) { as written }
+    for (int c = (OK ? (int)((n) / 8 * 8) : (int)0) + (threadIdx.x); c < n; c += BLOCK) {
+        as written
+    }
 
 where OK tests at run time that the stride is the number of threads the start runs over
 (``BLOCK == blockDim.x``), that every chunk's pointer is aligned to the chunk, that an output's
@@ -124,7 +128,8 @@ class VectorPlan:
 
 
 def vector_plan(source: str, cf: CudaFile, kernel: str) -> VectorPlan | None:
-    """The kernel's stride loops and runs that can move V elements at a time, or None if none can."""
+    """The kernel's stride loops and runs that can move V elements at a time, or None if none
+    can."""
     raw = source.encode("utf-8", "replace")
     data = normalize(raw)  # what the translator parses, offsets kept
     with reading_source(data):
@@ -175,8 +180,8 @@ def _plan(raw: bytes, root: Node, cf: CudaFile, kernel: str) -> VectorPlan | Non
 
 def _elem_copy(raw: bytes, holder: Node, name: str, roles: dict[int, str]) -> str:
     """The definition renamed ``mlxport_elem_<name>``, its element pointers turned into references
-    (``const T* p`` to ``const T& p``; ``*p``, ``p[0]`` and ``__ldg(p)`` to ``p``): the call passes the
-    element in a chunk, which lives in registers, where the read-only path does not reach."""
+    (``const T* p`` to ``const T& p``; ``*p``, ``p[0]`` and ``__ldg(p)`` to ``p``): the call passes
+    the element in a chunk, which lives in registers, where the read-only path does not reach."""
     fn = (
         holder
         if holder.type == "function_definition"
@@ -192,8 +197,7 @@ def _elem_copy(raw: bytes, holder: Node, name: str, roles: dict[int, str]) -> st
             edits.append((decl.start_byte, decl.end_byte, f"& {params[i]}"))
     for n in walk(fn.child_by_field_name("body")):
         if n.type == "identifier" and text(n) in elements:
-            top = (
-                n.parent.parent if n.parent.type == "argument_list" else n.parent
-            )  # __ldg(p), *p, p[0]
+            # __ldg(p), *p, p[0]
+            top = n.parent.parent if n.parent.type == "argument_list" else n.parent
             edits.append((top.start_byte, top.end_byte, text(n)))
     return spliced(raw, holder, edits) + "\n"
