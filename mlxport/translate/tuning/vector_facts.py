@@ -40,6 +40,7 @@ _SIMPLE_MACRO = re.compile(r"[\w\s.+\-*/()%<>&|^~]*")
 _NUMBER = re.compile(
     r"(?<![\w.])(0[xX][0-9a-fA-F]+|(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?)[uUlLfF]*(?![\w.])"
 )
+_INDIRECT = ("pointer_declarator", "reference_declarator")
 _DECLARATORS = frozenset(
     {"init_declarator", "array_declarator", "pointer_declarator", "reference_declarator"}
 )
@@ -54,7 +55,9 @@ class KernelFacts:
         self.macros = {m.name: m for m in cf.macros}
         self._expansions: dict[str, set[str]] = {}
         self._uniform: dict[str, bool] = {}
-        counts = self._read_locals()
+        # locals: name -> value, for names declared once in the kernel; pointers: names that may
+        # hold an address (pointers, references, auto)
+        counts, self.locals, self.pointers = _kernel_locals(kn, self.body)
         self.buffers = kernel_buffers(self.kn, self.body, counts)
         self.accessors = element_accessors(self.functions)
         self.shared, self.globals = _file_variables(root)
@@ -67,35 +70,6 @@ class KernelFacts:
         }
         self._reference_types = _reference_types(root)
         self._assigns = self._values()
-
-    def _read_locals(self) -> dict[str, int]:
-        """Sets ``locals`` (name: value, for names declared once in the kernel) and ``pointers``
-        (names that may hold an address: pointers, references, auto); returns how many times each
-        name is declared."""
-        counts: dict[str, int] = {}
-        self.locals: dict[str, Node] = {}
-        self.pointers: set[str] = set()
-        for p in params_of(self.kn):
-            decl = p.child_by_field_name("declarator")
-            if decl is not None and decl.type in ("pointer_declarator", "reference_declarator"):
-                self.pointers.add(declared_name(decl))
-        for d in walk(self.body):
-            if d.type in _DECLARATORS and (d.parent is None or d.parent.type not in _DECLARATORS):
-                name = declared_name(d)
-                counts[name] = counts.get(name, 0) + 1
-                kind = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
-                holder = d.parent
-                auto = holder is not None and "auto" in text(holder.child_by_field_name("type"))
-                if (
-                    kind is not None
-                    and kind.type in ("pointer_declarator", "reference_declarator")
-                    or auto
-                ):
-                    self.pointers.add(name)
-                if d.type == "init_declarator" and d.child_by_field_name("value") is not None:
-                    self.locals[name] = d.child_by_field_name("value")
-        self.locals = {n: v for n, v in self.locals.items() if counts.get(n) == 1}
-        return counts
 
     def _values(self) -> list[tuple[dict[str, list[Node | None]], set[str]]]:
         """For each statement of the kernel's body, in order: (what each name assigned in it may
@@ -456,6 +430,30 @@ def _device_functions(root: Node) -> dict[str, list[Node]]:
             if name is not None:
                 out.setdefault(text(name), []).append(n)
     return out
+
+
+def _kernel_locals(kn: Node, body: Node) -> tuple[dict[str, int], dict[str, Node], set[str]]:
+    """(how many times each name is declared in the kernel, the value of each declared once, the
+    names that may hold an address: pointer and reference parameters and locals, auto locals)."""
+    counts: dict[str, int] = {}
+    values: dict[str, Node] = {}
+    pointers: set[str] = set()
+    for p in params_of(kn):
+        decl = p.child_by_field_name("declarator")
+        if decl is not None and decl.type in _INDIRECT:
+            pointers.add(declared_name(decl))
+    for d in walk(body):
+        if d.type in _DECLARATORS and (d.parent is None or d.parent.type not in _DECLARATORS):
+            name = declared_name(d)
+            counts[name] = counts.get(name, 0) + 1
+            kind = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
+            holder = d.parent
+            auto = holder is not None and "auto" in text(holder.child_by_field_name("type"))
+            if kind is not None and kind.type in _INDIRECT or auto:
+                pointers.add(name)
+            if d.type == "init_declarator" and d.child_by_field_name("value") is not None:
+                values[name] = d.child_by_field_name("value")
+    return counts, {n: v for n, v in values.items() if counts.get(n) == 1}, pointers
 
 
 def _file_variables(root: Node) -> tuple[set[str], set[str]]:
