@@ -66,7 +66,8 @@ def line(node: Node) -> int:
 
 
 def walk(node: Node, limit: int = 4000, stop: frozenset[str] = frozenset()) -> Iterator[Node]:
-    """Pre-order walk with an explicit stack, `limit` levels deep; does not enter node types in `stop`."""
+    """Pre-order walk with an explicit stack, `limit` levels deep; does not enter node types in
+    `stop`."""
     stack = [(node, 0)]
     while stack:
         cur, depth = stack.pop()
@@ -113,7 +114,8 @@ def _called(call: Node) -> Node | None:
 
 
 def callee(call: Node) -> str:
-    """The called name as written, spaces removed; a template call drops its arguments (`f<T>(x)`: `f`)."""
+    """The called name as written, spaces removed; a template call drops its arguments
+    (`f<T>(x)`: `f`)."""
     return text(_called(call)).replace(" ", "")
 
 
@@ -157,6 +159,56 @@ def inner_declarator(decl: Node) -> Node | None:
             None,
         )
     return inner
+
+
+# The name at a declarator's core; a qualified or template one is read whole.
+_DECLARED_NAMES = frozenset(
+    {"identifier", "field_identifier", "type_identifier", "operator_name", "destructor_name"}
+)
+_WHOLE_NAMES = frozenset({"qualified_identifier", "template_function"})
+# Declarators holding the one they wrap without a field name: `&r`, `(*fp)`, `...args`, `x [[a]]`.
+_WRAPPING = frozenset(
+    {
+        "reference_declarator",
+        "parenthesized_declarator",
+        "variadic_declarator",
+        "attributed_declarator",
+    }
+)
+
+
+def declared_name(declarator: Node | None) -> str:
+    """The name a declarator declares, through pointers, references, arrays, parentheses, an
+    initializer and a function's parameters (`p` of `*p`, `a[N]`, `&r`, `x = 3`, `f(int n)`,
+    `(*fp)(int)`, and of a parameter declaration `const float* p`); a qualified or template name
+    whole (`Foo::bar`, `f<float>`); "" where nothing is named (`const float*`, `int`).
+
+    Read with `source_text` inside `reading_source` (a callback-parsed tree), else with `text`."""
+    cur = declarator
+    for _ in range(64):
+        if cur is None:
+            return ""
+        if cur.type in _DECLARED_NAMES:
+            return _name_text(cur)
+        if cur.type in _WHOLE_NAMES:
+            return collapse_spaces(_name_text(cur))
+        if cur.type in _WRAPPING:
+            cur = next((c for c in cur.named_children if _declares_through(c)), None)
+        else:
+            cur = cur.child_by_field_name("declarator") or cur.child_by_field_name("name")
+    return ""
+
+
+def _declares_through(node: Node) -> bool:
+    return (
+        node.type in _DECLARED_NAMES
+        or node.type in _WHOLE_NAMES
+        or node.type.endswith("_declarator")
+    )
+
+
+def _name_text(node: Node) -> str:
+    return source_text(node) if current_source() else text(node)
 
 
 def function_name(fn: Node) -> tuple[str, Node | None]:

@@ -155,9 +155,8 @@ def _run(job: KernelJob) -> Translation:
                 [*dtypes, "float32"],
             )
     inputs = _inputs(job, ports, scalars, [*grid, *tg, *template.values(), shared_memory])
-    read_back = [
-        p for p in sorted(facts.read_through) if p in dict(ports.inputs)
-    ]  # not pointers into them
+    # not pointers into them
+    read_back = [p for p in sorted(facts.read_through) if p in dict(ports.inputs)]
     cand = KernelCandidate(
         language=job.target,
         name=re.sub(r"\W", "_", job.info.name),
@@ -193,8 +192,8 @@ def _run(job: KernelJob) -> Translation:
 def _tiny_atomic_outputs(
     facts, outputs: list[str], shapes: list, dtypes: list[str]
 ) -> list[tuple[str, int]]:
-    """(name, elements) of the float32 outputs of an atomic kernel small enough for MLX to keep them in
-    host-visible memory (a literal shape of at most 64 elements)."""
+    """(name, elements) of the float32 outputs of an atomic kernel small enough for MLX to keep them
+    in host-visible memory (a literal shape of at most 64 elements)."""
     if not facts.atomic:
         return []
     out = []

@@ -21,13 +21,11 @@ class KernelFacts:
     rw: dict[str, str] = field(default_factory=dict)  # read+written param -> its output name
     read_through: set[str] = field(default_factory=set)  # rw params read back through their output
     atomic: bool = False
-    dynamic: dict[str, str] = field(
-        default_factory=dict
-    )  # extern shared name -> element-count constant
+    # extern shared name -> element-count constant
+    dynamic: dict[str, str] = field(default_factory=dict)
     barrier_flags: str = "mem_flags::mem_threadgroup"
-    generic_float: str | None = (
-        None  # float -> this typename (a float-only kernel run on other dtypes)
-    )
+    # float -> this typename (a float-only kernel run on other dtypes)
+    generic_float: str | None = None
 
 
 def port_facts(job: KernelJob, ports: Ports) -> KernelFacts:

@@ -80,7 +80,8 @@ def reachable(cf: CudaFile, info: KernelInfo) -> set[str]:
 
 
 def helper_nodes(root: Node, helpers: set[str]) -> dict[str, list[Node]]:
-    """The definitions of `helpers` by name (a template's template_declaration, else the definition)."""
+    """The definitions of `helpers` by name (a template's template_declaration, else the
+    definition)."""
     out: dict[str, list[Node]] = {}
     for n in walk(root):
         if n.type != "function_definition" or any(c.type == "__global__" for c in n.children):

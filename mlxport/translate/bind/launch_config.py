@@ -44,7 +44,8 @@ class TypeSizes:
 
 
 def typename_dtype(job: KernelJob, tname: str) -> str | None:
-    """The fixed dtype of the tensor a pointer of type `tname` is bound to (an output of float32, say)."""
+    """The fixed dtype of the tensor a pointer of type `tname` is bound to (an output of float32,
+    say)."""
     for p in job.info.params:
         base = re.sub(r"\b(const|volatile|__restrict__|__restrict)\b", "", p.base_type).strip()
         if base == tname and p.is_pointer and job.task is not None:
@@ -127,7 +128,8 @@ def launch_expr(
 
 
 def templates(job: KernelJob, plan: LaunchPlan) -> tuple[Template, list[str | int]]:
-    """The template values, and the block size (an int, or the template name holding it) per axis."""
+    """The template values, and the block size (an int, or the template name holding it) per
+    axis."""
     template: Template = {}
     for tp in job.info.template_params:
         if tp.kind == "typename":
@@ -254,7 +256,8 @@ def dynamic_shared(
     template[name] = count
     facts.dynamic[d.name] = name
     return (
-        f"extern __shared__ {d.name}[] sized from the launch's {smem} bytes: template {name} = {count}",
+        f"extern __shared__ {d.name}[] sized from the launch's {smem} bytes: "
+        f"template {name} = {count}",
         smem,
     )
 

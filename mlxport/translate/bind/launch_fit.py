@@ -52,9 +52,10 @@ def fitted_plan(job: KernelJob) -> LaunchPlan | None:
         targs[name] = got
     blocks, threads, smem = components[:3], components[3:6], components[6]
     shown = ", ".join(str(to_expr(e)) for e in blocks)
+    per_block = " x ".join(str(to_expr(e)) for e in threads)
     note = (
-        f"launch read off the original's launches at the task's {len(cases)} cases (the host code could "
-        f"not be followed): grid ({shown}) blocks of {' x '.join(str(to_expr(e)) for e in threads)} threads; "
+        f"launch read off the original's launches at the task's {len(cases)} cases (the host code "
+        f"could not be followed): grid ({shown}) blocks of {per_block} threads; "
         "other sizes follow these formulas"
     )
     return LaunchPlan(

@@ -46,9 +46,8 @@ def bind_pointers(job: KernelJob) -> Ports:
             and job.task is not None
             and name in {t.name for t in job.task.outputs}
         ):
-            ports.outputs.append(
-                (p.name, name)
-            )  # read back after its writes: device memory is read-write
+            # read back after its writes: device memory is read-write
+            ports.outputs.append((p.name, name))
             job.bindings[p.name] = name
         elif p.written and p.read:
             _bind_read_write(job, p, name, taken, ports)
@@ -77,9 +76,8 @@ def _tensor_for(job: KernelJob, p: Param, taken: set[str]) -> str:
     binder = job.binder
     name = binder.tensor(p.name, p.written and not p.read, taken)
     if name is None and p.written and p.read:
-        name = binder.tensor(
-            p.name, True, taken
-        )  # an output the kernel reads back after writing it
+        # an output the kernel reads back after writing it
+        name = binder.tensor(p.name, True, taken)
     if name is None:
         pool = [
             t.name for t in (binder.outputs if p.written else binder.inputs) if t.name not in taken
@@ -115,7 +113,8 @@ def _bind_read_write(job: KernelJob, p: Param, name: str, taken: set[str], ports
 
 
 def alias_lines(ports: Ports) -> list[str]:
-    """`auto p = t;` for each pointer whose tensor has another name (read-write ones are rewritten)."""
+    """`auto p = t;` for each pointer whose tensor has another name (read-write ones are
+    rewritten)."""
     lines = []
     for p, t in ports.inputs:
         if p != t:

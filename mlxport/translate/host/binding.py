@@ -1,4 +1,5 @@
-"""Binding CUDA names (pointer params, scalar params, host variables) to a task's tensors and params."""
+"""Binding CUDA names (pointer params, scalar params, host variables) to a task's tensors and
+params."""
 
 from __future__ import annotations
 
@@ -202,8 +203,8 @@ class Binder:
         return None
 
     def solve(self, dim: str) -> ast.expr | None:
-        """A product of dimension names, such as ``B * T``, as an input's dimension times or divided by params
-        and named dimensions (``inp.shape[0] // C`` where inp has ``B * T * C``)."""
+        """A product of dimension names, such as ``B * T``, as an input's dimension times or divided
+        by params and named dimensions (``inp.shape[0] // C`` where inp has ``B * T * C``)."""
         want = _monomial(dim)
         if want is None:
             return None

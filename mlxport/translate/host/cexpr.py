@@ -487,9 +487,8 @@ def _select(e: ast.IfExp, want_bool: bool) -> ast.expr:
     test, a, b = e.test, e.body, e.orelse
     if _same(a, b):
         return _lower(a, want_bool)
-    if isinstance(b, ast.IfExp) and _same(
-        b.body, a
-    ):  # c1 ? a : (c2 ? a : x)  ->  (c1 || c2) ? a : x
+    # c1 ? a : (c2 ? a : x)  ->  (c1 || c2) ? a : x
+    if isinstance(b, ast.IfExp) and _same(b.body, a):
         return _select(ast.IfExp(ast.BoolOp(ast.Or(), [test, b.test]), a, b.orelse), want_bool)
     ca, cb = const_value(a), const_value(b)
     if isinstance(ca, bool) and isinstance(cb, bool):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mlxport.cuda_syntax import function_name, text
+from mlxport.cuda_syntax import declared_name, function_name, text
 from mlxport.translate.host.values import Unknown, binop
 
 if TYPE_CHECKING:
@@ -49,26 +49,6 @@ def call_helper(ev: _Evaluator, fn: Node, args: list[Any]) -> Any:
     finally:
         ev.inlining -= 1
     return Unknown(f"{name}() returns nothing the executor can evaluate")
-
-
-def declared_name(d: Node) -> str:
-    while d is not None and d.type not in ("identifier", "field_identifier"):
-        d = d.child_by_field_name("declarator") or next(
-            (
-                c
-                for c in d.named_children
-                if c.type
-                in (
-                    "identifier",
-                    "pointer_declarator",
-                    "array_declarator",
-                    "init_declarator",
-                    "reference_declarator",
-                )
-            ),
-            None,
-        )
-    return text(d) if d is not None else ""
 
 
 def _truth(ev: _Evaluator, node: Node | None, env: dict) -> bool:

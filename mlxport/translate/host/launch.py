@@ -57,8 +57,8 @@ class _Lazy:
 
 @dataclass
 class LaunchValues:
-    """A launch's grid (in blocks) and block sizes, dynamic shared-memory bytes, and its template and
-    scalar kernel arguments, as expressions over the task's inputs and params."""
+    """A launch's grid (in blocks) and block sizes, dynamic shared-memory bytes, and its template
+    and scalar kernel arguments, as expressions over the task's inputs and params."""
 
     blocks: list[ast.expr]
     threads: list[ast.expr]
@@ -166,9 +166,8 @@ class _Host:
                 continue  # pointers and references carry no launch value
             name = text(d)
             if "Tensor" in text(p) and self.binder.spec(name) is not None:
-                self.env[name] = ast.Name(
-                    name
-                )  # a torch tensor the task has as an input: x.size(i) is x.shape[i]
+                # a torch tensor the task has as an input: x.size(i) is x.shape[i]
+                self.env[name] = ast.Name(name)
                 continue
             got = self.binder.scalar(name)
             if (
@@ -217,7 +216,8 @@ class _Host:
                 if got is not None
                 else _Lazy(
                     CExprError(
-                        f"host template parameter `{pname}` (instantiated with {sorted(values)}; no task dimension matches)",
+                        f"host template parameter `{pname}` (instantiated with "
+                        f"{sorted(values)}; no task dimension matches)",
                         line(p),
                     )
                 )
@@ -527,8 +527,9 @@ def plan_launch(
         )
     notes = []
     if len(values) > 1:
+        lines = ", ".join(str(v.line) for v in values)
         notes.append(
-            f"{len(values)} launch sites in {host_name}() (lines {', '.join(str(v.line) for v in values)}): "
+            f"{len(values)} launch sites in {host_name}() (lines {lines}): "
             "their branch conditions became arithmetic choices in the launch expressions"
         )
     if any(find_unknown(c) for v in values[:-1] for c in v.conds):

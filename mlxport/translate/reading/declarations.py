@@ -7,40 +7,9 @@ import re
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import collapse_spaces, line, source_text
+from mlxport.cuda_syntax import collapse_spaces, declared_name, line, source_text
 from mlxport.translate.reading.cudafile import GlobalVar, Param, SharedDecl, TemplateParam
 from mlxport.translate.reading.parsing import timed_walk
-
-
-def declared_name(declarator: Node | None) -> str:
-    """The declared name inside a (possibly nested) declarator."""
-    cur = declarator
-    for _ in range(64):
-        if cur is None:
-            return ""
-        if cur.type in (
-            "identifier",
-            "field_identifier",
-            "type_identifier",
-            "operator_name",
-            "destructor_name",
-        ):
-            return source_text(cur)
-        if cur.type in ("qualified_identifier", "template_function"):
-            return collapse_spaces(source_text(cur))
-        nxt = cur.child_by_field_name("declarator") or cur.child_by_field_name("name")
-        if nxt is None:
-            nxt = next(
-                (
-                    c
-                    for c in cur.named_children
-                    if c.type
-                    not in ("type_qualifier", "attribute_specifier", "ms_pointer_modifier")
-                ),
-                None,
-            )
-        cur = nxt
-    return ""
 
 
 def template_params(fn: Node) -> list[TemplateParam]:
@@ -222,7 +191,8 @@ def _int_expr(expr: str, defines: dict[str, str]) -> int | None:
 
 
 def shared_arrays(body: Node, defines: dict[str, str]) -> list[SharedDecl]:
-    """The __shared__ arrays declared in a function body; `defines`: object-like #defines for sizes."""
+    """The __shared__ arrays declared in a function body; `defines`: object-like #defines for
+    sizes."""
     out = []
     for node in timed_walk(body):
         if node.type != "declaration":
@@ -259,7 +229,8 @@ _SPACES = {
 
 
 def global_vars(node: Node) -> list[GlobalVar]:
-    """The __constant__/__device__/__shared__/__managed__ variables a file-scope declaration declares."""
+    """The __constant__/__device__/__shared__/__managed__ variables a file-scope declaration
+    declares."""
     quals = [source_text(c) for c in node.children if c.type in ("type_qualifier", "__device__")]
     space = next((_SPACES[q] for q in reversed(quals) if q in _SPACES), None)
     if space is None or any(

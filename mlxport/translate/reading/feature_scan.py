@@ -8,10 +8,16 @@ import re
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import bare_callee, collapse_spaces, enclosing, line, source_text
+from mlxport.cuda_syntax import (
+    bare_callee,
+    collapse_spaces,
+    declared_name,
+    enclosing,
+    line,
+    source_text,
+)
 from mlxport.translate.reading import features as F
 from mlxport.translate.reading.cudafile import Feature, GlobalVar, KernelInfo, MacroDef
-from mlxport.translate.reading.declarations import declared_name
 from mlxport.translate.reading.parsing import timed_walk
 
 
@@ -97,7 +103,8 @@ def _qualifier_of(node: Node) -> str:
 def function_features(
     fn_node: Node, body: Node, ctx: FeatureContext, info: KernelInfo
 ) -> list[Feature]:
-    """The features of one function: its body, signature, launch bounds, shared arrays and restrict."""
+    """The features of one function: its body, signature, launch bounds, shared arrays and
+    restrict."""
     found = _body_features(body, ctx) + _signature_features(fn_node)
     for sh in info.shared:
         fname = "dynamic_shared" if sh.dynamic else "static_shared"
@@ -239,7 +246,8 @@ def _call_feature(call: Node, ctx: FeatureContext, found: list[Feature]) -> None
 
 
 def _member_call_feature(fn: Node, ln: int, found: list[Feature]) -> None:
-    """`g.sync()` on a grid, or a cooperative-groups tile's `.shfl_down()`, `.ballot()`, `.sync()`..."""
+    """`g.sync()` on a grid, or a cooperative-groups tile's `.shfl_down()`, `.ballot()`,
+    `.sync()`..."""
     field = source_text(fn.child_by_field_name("field"))
     obj = source_text(fn.child_by_field_name("argument"))
     if field == "sync" and ("grid" in obj.lower() or "this_grid" in obj):

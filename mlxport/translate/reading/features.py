@@ -2,7 +2,8 @@
 
 Facts come from shared/reference/apple-gpu-facts.md §3-4 and mlx-custom-kernels.md. The reader
 uses the name tables here to detect features; `assess` turns detected features into a table
-the model sees: each feature's Metal mapping, or "needs rewrite" with the reason.
+the model sees: each feature's Metal mapping, or "needs rewrite" with the reason. What a CUDA
+function becomes is read from the one entry calls.py has for it, which the translator reads too.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from pydantic import BaseModel
 
-from mlxport.translate.reading.names import ATOMICS as TRANSLATED_ATOMICS
-from mlxport.translate.reading.names import MATH
+from mlxport.translate.reading.calls import ATOMICS
+from mlxport.translate.reading.calls import CALLS as CUDA_CALLS
 
 if TYPE_CHECKING:
     from mlxport.translate.reading.cudafile import KernelInfo
@@ -35,7 +36,6 @@ class Rule(NamedTuple):
 
 
 _SIMD = "SIMD width is 32 on Apple GPUs, as a warp"
-_MASK = "Metal SIMD functions take no mask; they act on the active lanes"
 
 # Built-in index variables (identifiers).
 BUILTINS: dict[str, Rule] = {
@@ -50,192 +50,10 @@ BUILTINS: dict[str, Rule] = {
     "warpSize": Rule("builtin", "threads_per_simdgroup (32)", reason=_SIMD),
 }
 
-# Math intrinsics the translator has no rule for (msl_rules.MATH maps the others): hints only.
-_MATH_HINTS = {
-    "expm1f": "metal::exp(x) - 1",
-    "sincosf": "metal::sincos",
-    "erff": "metal::erf (MLX utils)",
-    "erfinvf": "erfinv (MLX utils)",
-    "__frcp_rn": "1.0f / x",
-    "__fadd_rn": "+",
-    "__fmul_rn": "*",
-}
-_BITS = {
-    "__popc": "metal::popcount",
-    "__popcll": "metal::popcount (64-bit)",
-    "__clz": "metal::clz",
-    "__clzll": "metal::clz (64-bit)",
-    "__ffs": "ctz(x) + 1 (0 when x == 0)",
-    "__brev": "metal::reverse_bits",
-    "__mul24": "*",
-    "__umul24": "*",
-    "__umulhi": "metal::mulhi",
-    "__mulhi": "metal::mulhi",
-    "__float_as_int": "as_type<int>",
-    "__int_as_float": "as_type<float>",
-    "__float_as_uint": "as_type<uint>",
-    "__uint_as_float": "as_type<float>",
-    "__byte_perm": "bit manipulation by hand",
-}
-_HALF = {
-    "__float2half": "half(x)",
-    "__half2float": "float(x)",
-    "__float2half_rn": "half(x)",
-    "__float2bfloat16": "bfloat(x)",
-    "__bfloat162float": "float(x)",
-    "__hadd": "+",
-    "__hsub": "-",
-    "__hmul": "*",
-    "__hdiv": "/",
-    "__hfma": "metal::fma",
-    "__hadd2": "+ on half2",
-    "__hmul2": "* on half2",
-    "__hsub2": "- on half2",
-    "__hfma2": "metal::fma on half2",
-    "__h2div": "/ on half2",
-    "hexp": "metal::exp",
-    "h2exp": "metal::exp on half2",
-    "hsqrt": "metal::sqrt",
-    "hrsqrt": "metal::rsqrt",
-    "__hmax": "metal::max",
-    "__hmin": "metal::min",
-    "__float22half2_rn": "half2(x)",
-    "__half22float2": "float2(x)",
-    "__floats2half2_rn": "half2(a, b)",
-    "__float2half2_rn": "half2(x)",
-    "__low2float": "float(x.x)",
-    "__high2float": "float(x.y)",
-    "__low2half": "x.x",
-    "__high2half": "x.y",
-    "__halves2half2": "half2(a, b)",
-    "__hneg": "-x",
-    "__habs": "metal::abs",
-}
-
+# What the model is told of each CUDA function: its entry in calls.py.
 CALLS: dict[str, Rule] = {
-    "__syncthreads": Rule(
-        "barrier",
-        "threadgroup_barrier(mem_flags::mem_threadgroup)",
-        reason="add mem_device when threads exchange data through global memory; "
-        "never in divergent code",
-    ),
-    "__syncthreads_or": Rule(
-        "barrier",
-        "threadgroup_barrier + a threadgroup flag",
-        True,
-        "no barrier-with-predicate in Metal: reduce the predicate through threadgroup memory",
-    ),
-    "__syncthreads_and": Rule(
-        "barrier",
-        "threadgroup_barrier + a threadgroup flag",
-        True,
-        "no barrier-with-predicate in Metal: reduce the predicate through threadgroup memory",
-    ),
-    "__syncthreads_count": Rule(
-        "barrier",
-        "threadgroup_barrier + a threadgroup counter",
-        True,
-        "no barrier-with-count in Metal: count through threadgroup memory",
-    ),
-    "__syncwarp": Rule("barrier", "simdgroup_barrier(mem_flags::mem_threadgroup)"),
-    "__threadfence": Rule(
-        "barrier",
-        "atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst)",
-        reason="only relaxed atomics before MSL 4.1: fence-based hand-off is unreliable",
-    ),
-    "__threadfence_block": Rule("barrier", "threadgroup_barrier(mem_flags::mem_threadgroup)"),
-    "__shfl_sync": Rule("warp", "simd_shuffle(v, lane)", reason=_MASK),
-    "__shfl_up_sync": Rule("warp", "simd_shuffle_up(v, d)", reason=_MASK),
-    "__shfl_down_sync": Rule("warp", "simd_shuffle_down(v, d)", reason=_MASK),
-    "__shfl_xor_sync": Rule("warp", "simd_shuffle_xor(v, m)", reason=_MASK),
-    "__shfl": Rule("warp", "simd_shuffle(v, lane)", reason="pre-CUDA 9 form without mask"),
-    "__shfl_up": Rule("warp", "simd_shuffle_up(v, d)", reason="pre-CUDA 9 form without mask"),
-    "__shfl_down": Rule("warp", "simd_shuffle_down(v, d)", reason="pre-CUDA 9 form without mask"),
-    "__shfl_xor": Rule("warp", "simd_shuffle_xor(v, m)", reason="pre-CUDA 9 form without mask"),
-    "__ballot_sync": Rule(
-        "warp", "simd_ballot(p)", reason="returns a 64-bit simd_vote; use the low 32 bits"
-    ),
-    "__ballot": Rule(
-        "warp", "simd_ballot(p)", reason="returns a 64-bit simd_vote; use the low 32 bits"
-    ),
-    "__any_sync": Rule("warp", "simd_any(p)", reason=_MASK),
-    "__all_sync": Rule("warp", "simd_all(p)", reason=_MASK),
-    "__any": Rule("warp", "simd_any(p)"),
-    "__all": Rule("warp", "simd_all(p)"),
-    "__activemask": Rule(
-        "warp", "simd_active_threads_mask()", reason="64-bit vote; use the low 32 bits"
-    ),
-    "__match_any_sync": Rule(
-        "warp", None, True, "no match in Metal: loop over simd_broadcast or sort keys"
-    ),
-    "__match_all_sync": Rule(
-        "warp", None, True, "no match in Metal: compare with simd_broadcast_first"
-    ),
-    "__reduce_add_sync": Rule("warp", "simd_sum(v)"),
-    "__reduce_min_sync": Rule("warp", "simd_min(v)"),
-    "__reduce_max_sync": Rule("warp", "simd_max(v)"),
-    "__ldg": Rule(
-        "memory",
-        "plain load from a const device pointer",
-        reason="Metal has no read-only texture path",
-    ),
-    "__ldcg": Rule("memory", "plain load"),
-    "__ldcs": Rule("memory", "plain load"),
-    "__ldlu": Rule("memory", "plain load"),
-    "__ldca": Rule("memory", "plain load"),
-    "__stcs": Rule("memory", "plain store"),
-    "__stcg": Rule("memory", "plain store"),
-    "__stwt": Rule("memory", "plain store"),
-    "printf": Rule("debug", None, True, "drop it (os_log needs MSL 3.2 and MLX debug builds)"),
-    "assert": Rule("debug", None, True, "drop it: Metal kernels have no assert"),
-    "malloc": Rule(
-        "memory", None, True, "no device-side heap in Metal: preallocate an output buffer"
-    ),
-    "free": Rule("memory", None, True, "no device-side heap in Metal"),
-    "clock": Rule("debug", None, True, "no cycle counter in Metal: drop it"),
-    "clock64": Rule("debug", None, True, "no cycle counter in Metal: drop it"),
-    "__nanosleep": Rule("debug", None, True, "no sleep in Metal: drop it"),
-    "__trap": Rule("debug", None, True, "no trap in Metal: drop it"),
-    "__prof_trigger": Rule("debug", None, True, "drop it"),
-    "cudaGetLastError": Rule(
-        "dynamic_parallelism", None, True, "device-side CUDA runtime calls do not exist"
-    ),
-    "tex1Dfetch": Rule("texture", None, True, "texture fetches: pass the data as a device buffer"),
-    "tex1D": Rule("texture", None, True, "texture fetches: pass the data as a device buffer"),
-    "tex2D": Rule("texture", None, True, "texture fetches: pass the data as a device buffer"),
-    "tex3D": Rule("texture", None, True, "texture fetches: pass the data as a device buffer"),
-    "surf2Dwrite": Rule("texture", None, True, "surface writes: write a device buffer instead"),
-    "__pipeline_memcpy_async": Rule(
-        "async_copy", None, True, "no cp.async in Metal: load through registers"
-    ),
-    "__pipeline_commit": Rule("async_copy", None, True, "no cp.async in Metal"),
-    "__pipeline_wait_prior": Rule("async_copy", None, True, "no cp.async in Metal"),
+    name: Rule(c.category, c.metal, c.needs_rewrite, c.reason) for name, c in CUDA_CALLS.items()
 }
-# One table for the report and the translator: what the reader shows for MATH is what translation
-# emits; the _MATH_HINTS entries are shown as hints only (translation refuses erff, erfinvf).
-for _n, _m in {**_MATH_HINTS, **MATH}.items():
-    _fast = _n.startswith("__") and "fast::" in _m
-    CALLS[_n] = Rule(
-        "math",
-        _m,
-        reason="fast variant; MLX compiles with math_mode='safe' by default" if _fast else "",
-    )
-for _n, _m in _BITS.items():
-    CALLS[_n] = Rule("bits", _m)
-for _n, _m in _HALF.items():
-    CALLS[_n] = Rule("half", _m)
-
-# The translator's atomics, plus those it does not translate (a hint, or a rewrite).
-ATOMICS = {
-    **TRANSLATED_ATOMICS,
-    "atomicCAS": "atomic_compare_exchange_weak_explicit",
-    "atomicInc": None,
-    "atomicDec": None,
-}
-for _n in ATOMICS:
-    CALLS[_n] = Rule("atomic", ATOMICS[_n])
-    CALLS[_n + "_block"] = Rule("atomic", ATOMICS[_n])
-    CALLS[_n + "_system"] = Rule("atomic", ATOMICS[_n])
 
 TYPES: dict[str, Rule] = {
     "__half": Rule("type", "half"),
@@ -409,8 +227,8 @@ _NARROW = re.compile(r"\b(__half2?|half2?|__nv_bfloat162?|nv_bfloat162?|bfloat16
 
 def _atomic(name: str, detail: str) -> tuple[str | None, bool, str]:
     base = name.split("_")[0]
-    op = ATOMICS.get(base)
-    scope = " (scoped variant: Metal atomics are device-scope)" if name != base else ""
+    call = CUDA_CALLS[base]
+    op = call.metal
     if "double" in detail:
         return None, True, f"{base} on double: Metal has no double"
     if _SIXTY_FOUR.search(detail):
@@ -431,14 +249,15 @@ def _atomic(name: str, detail: str) -> tuple[str | None, bool, str]:
             True,
             f"{base} on a 16/8-bit type",
         )
-    if base in ("atomicInc", "atomicDec"):
-        return "atomic_compare_exchange_weak_explicit loop", True, f"{base} has no Metal equivalent"
+    own = CUDA_CALLS.get(name, call)
+    if own.needs_rewrite:  # no rule: a scoped variant, compare-and-swap, atomicInc
+        return own.metal, True, own.reason
     if not re.search(r"\b(float|int|unsigned|uint|uint32_t|int32_t)\b", detail):
         return (
             f"{op} on device atomic_int/atomic_uint/atomic<float>",
             False,
             f"element type {detail or 'unknown'}: int/uint map directly, float needs MSL 3.0+ "
-            "(device memory only), half/bf16/64-bit need rewrites" + scope,
+            "(device memory only), half/bf16/64-bit need rewrites",
         )
     if "float" in detail and base in ("atomicMax", "atomicMin"):
         return "CAS loop on as_type<uint> bits", True, "no float atomic max/min in Metal"
@@ -446,11 +265,10 @@ def _atomic(name: str, detail: str) -> tuple[str | None, bool, str]:
         return (
             f"{op} on device atomic<float>",
             False,
-            "device memory only; slow: reduce with simd_sum first, one atomic per SIMD-group"
-            + scope,
+            "device memory only; slow: reduce with simd_sum first, one atomic per SIMD-group",
         )
     target = "device atomic_int/atomic_uint"
-    return f"{op}(p, v, memory_order_relaxed) on {target}", False, "relaxed order only" + scope
+    return f"{op}(p, v, memory_order_relaxed) on {target}", False, "relaxed order only"
 
 
 def _shuffle(name: str, detail: str, rule: Rule) -> tuple[str | None, bool, str]:

@@ -113,7 +113,8 @@ _HOST_APIS = {
 
 
 def host_features(root: Node, kernel_ranges: list[tuple[int, int]]) -> list[Feature]:
-    """CUDA runtime, library and thrust calls outside the byte ranges of kernels and device functions."""
+    """CUDA runtime, library and thrust calls outside the byte ranges of kernels and device
+    functions."""
     out = []
     for node in timed_walk(root):
         if node.type != "call_expression":

@@ -216,7 +216,8 @@ def _shared_memory_structs(text: bytes) -> bytes:
 
 
 def preprocess(data: bytes, name: str) -> tuple[list[MacroDef], bytes, list[tuple]]:
-    """The file's macros, the text to parse, and the (start, end, macro) spans of expansions in it."""
+    """The file's macros, the text to parse, and the (start, end, macro) spans of expansions in
+    it."""
     skip, directives = _lex(data)
     macros = _collect_macros(data, directives)
     expanded, spans = _Expander(macros, name).expand(data, skip, 0)

@@ -7,43 +7,38 @@ import re
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import bare_callee, source_text
-from mlxport.translate.reading import features as F
+from mlxport.cuda_syntax import bare_callee, declared_name, source_text
+from mlxport.translate.reading.calls import ATOMICS
+from mlxport.translate.reading.calls import CALLS as CUDA_CALLS
 from mlxport.translate.reading.cudafile import KernelInfo, Param
-from mlxport.translate.reading.declarations import declared_name
 from mlxport.translate.reading.parsing import timed_walk
 
 _CASTS = frozenset({"reinterpret_cast", "static_cast", "const_cast", "dynamic_cast"})
+# The argument a call writes through: CUDA's cache-hinted stores (calls.py), and library calls.
 _STORE_CALLS = {
+    **{name: 0 for name, c in CUDA_CALLS.items() if c.form == "store"},
     "memcpy": 0,
     "memset": 0,
     "store_matrix_sync": 0,
     "Store": 0,
-    "__stcs": 0,
-    "__stcg": 0,
-    "__stwt": 0,
     "store_vector": 0,
     "cudaMemcpyAsync": 0,
     "memcpy_async": 0,
 }
+# Calls that only read their arguments, besides every CUDA function of calls.py.
 _LOAD_CALLS = frozenset(
     {
-        "__ldg",
-        "__ldcg",
-        "__ldcs",
-        "__ldlu",
-        "__ldca",
         "load_matrix_sync",
         "Load",
         "load_vector",
-        "printf",
         "sizeof",
     }
 )
 
 
 def _climb(node: Node) -> tuple[Node, bool]:
-    """Climb the lvalue path above an identifier; returns the top node and whether it dereferences."""
+    """Climb the lvalue path above an identifier; returns the top node and whether it
+    dereferences."""
     cur, deref = node, False
     for _ in range(64):
         parent = cur.parent
@@ -254,9 +249,9 @@ def _call_use(
         rw.read = True
         return
     base = callee.split("_block")[0].split("_system")[0]
-    if (base in F.ATOMICS and index == 0) or _STORE_CALLS.get(callee) == index:
+    if (base in ATOMICS and index == 0) or _STORE_CALLS.get(callee) == index:
         rw.written = True
-    elif callee in _LOAD_CALLS or callee in F.CALLS:
+    elif callee in _LOAD_CALLS or callee in CUDA_CALLS:
         rw.read = True
     elif callee in known and 0 <= index < len(known[callee].params):
         target = known[callee].params[index]

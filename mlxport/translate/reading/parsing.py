@@ -1,4 +1,5 @@
-"""Loading CUDA input, checking that it is source text, and parsing and walking it within time limits."""
+"""Loading CUDA input, checking that it is source text, and parsing and walking it within time
+limits."""
 
 from __future__ import annotations
 
@@ -37,9 +38,8 @@ def load(source: str | Path, name: str) -> tuple[bytes, str]:
         try:
             path.read_bytes().decode("utf-8")
         except UnicodeDecodeError:
-            return path.read_bytes(), (
-                str(path) if name == "<source>" else name
-            )  # judged as binary below
+            # judged as binary below
+            return path.read_bytes(), (str(path) if name == "<source>" else name)
         text, _, _ = amalgamate(path)  # kernels kept in local headers are the file's too
         return text.encode("utf-8"), (str(path) if name == "<source>" else name)
     if isinstance(source, bytes | bytearray):

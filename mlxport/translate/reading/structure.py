@@ -70,7 +70,8 @@ _Definition = tuple[Node, list[str], bool]
 
 
 def build_file(tree: Tree, file: str, macros: list[MacroDef], spans: list[tuple]) -> CudaFile:
-    """The CudaFile of a tree parsed from `macros`' expansion (`spans`: where each expansion sits)."""
+    """The CudaFile of a tree parsed from `macros`' expansion (`spans`: where each expansion
+    sits)."""
     root = tree.root_node
     defines = {
         m.name: (m.body if m.params is None else f"({', '.join(m.params)}) {m.body}")

@@ -23,8 +23,8 @@ def check_function(fn: Node, name: str, kind: str, file: str) -> list[str]:
     label = f"{'kernel' if kind == 'global' else 'device function'} {name or '?'}"
     if decl is None or decl.has_error:
         raise CudaReadError(
-            f"{file}: parse error at line {line(decl or fn)}: the signature of {label} does not parse: "
-            "fix the parameter list (or expand the macro it uses)"
+            f"{file}: parse error at line {line(decl or fn)}: the signature of {label} does not "
+            "parse: fix the parameter list (or expand the macro it uses)"
         )
     body = fn.child_by_field_name("body")
     last = body.children[-1] if body is not None and body.children else None

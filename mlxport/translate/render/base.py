@@ -27,13 +27,11 @@ class FnCtx:
     """What names mean in the function being rendered."""
 
     kind: str  # "kernel" | "helper"
-    spaces: dict[str, frozenset[str]] = field(
-        default_factory=dict
-    )  # pointer/array/ref -> address spaces
+    # pointer/array/ref -> address spaces
+    spaces: dict[str, frozenset[str]] = field(default_factory=dict)
     name: str = ""
-    groups: dict[str, int] = field(
-        default_factory=dict
-    )  # cooperative-group variable -> tile width (0: block)
+    # cooperative-group variable -> tile width (0: block)
+    groups: dict[str, int] = field(default_factory=dict)
 
 
 def short(s: str) -> str:
@@ -143,9 +141,8 @@ class TreeRender:
         self.facts = facts
         self.notes = notes
         self.override: dict[int, Callable[[Node], str]] = {}
-        self.reads_back = (
-            False  # the body reads a read-write buffer back: the header needs the helper
-        )
+        # the body reads a read-write buffer back: the header needs the helper
+        self.reads_back = False
 
     def render(self, node: Node, ctx: FnCtx) -> str:
         hook = self.override.get(node.id)
@@ -157,7 +154,8 @@ class TreeRender:
         return self.copy(node, ctx)
 
     def copy(self, node: Node, ctx: FnCtx, skip: Callable[[Node], str | None] | None = None) -> str:
-        """The node's text with its children rendered, or replaced by `skip(child)` where not None."""
+        """The node's text with its children rendered, or replaced by `skip(child)` where not
+        None."""
         if not node.children:
             return self.leaf(node)
 
@@ -177,11 +175,14 @@ class TreeRender:
             return self.read_back(node, ctx)
         return None
 
-    READ_BACK = {  # the helper read_back calls, per target; P and Q may be device or constant pointers
-        "msl": "template <typename P, typename Q, typename I>\ninline auto mlxport_read_back(P out, Q in, I i) {\n"
+    # the helper read_back calls, per target; P and Q may be device or constant pointers
+    READ_BACK = {
+        "msl": "template <typename P, typename Q, typename I>\n"
+        "inline auto mlxport_read_back(P out, Q in, I i) {\n"
         "  auto v = out[i];\n  return isnan(v) ? decltype(v)(in[i]) : v;\n}\n",
-        "cuda": "template <typename P, typename Q, typename I>\n__device__ inline auto mlxport_read_back(P out, Q in, "
-        "I i) {\n  auto v = out[i];\n  return isnan(float(v)) ? decltype(v)(in[i]) : v;\n}\n",
+        "cuda": "template <typename P, typename Q, typename I>\n"
+        "__device__ inline auto mlxport_read_back(P out, Q in, I i) {\n"
+        "  auto v = out[i];\n  return isnan(float(v)) ? decltype(v)(in[i]) : v;\n}\n",
     }
 
     def read_back(self, node: Node, ctx: FnCtx) -> str | None:
@@ -205,7 +206,8 @@ class TreeRender:
             else index
         )
         self.reads_back = True
-        return f"mlxport_read_back({self.facts.rw[text(root)]}, {text(root)}, {self.render(inner, ctx)})"
+        output, index = self.facts.rw[text(root)], self.render(inner, ctx)
+        return f"mlxport_read_back({output}, {text(root)}, {index})"
 
     def assignment(self, node: Node, ctx: FnCtx) -> str | None:
         """A store through a read-write pointer, redirected to its output."""

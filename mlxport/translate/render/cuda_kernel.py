@@ -5,8 +5,8 @@ device functions, types and CUDA includes.
 A float-only kernel that the task also runs on 16-bit dtypes gets MLX's 16-bit pointers: its
 ``reinterpret_cast<float4*>(p)[i]`` views become ``mlxport_view4(p)[i]``, which reads and writes
 four elements of the buffer's own type as a float4, so the arithmetic stays in float. An atomic
-kernel's tiny float32 outputs are staged in device memory (``stage_small_outputs``). A tuning variant
-declares the buffers ``__restrict__`` (``restrict_buffers``)."""
+kernel's tiny float32 outputs are staged in device memory (``stage_small_outputs``). A tuning
+variant declares the buffers ``__restrict__`` (``restrict_buffers``)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ from mlxport.translate.render.base import FnCtx, TreeRender, float_limit_guards,
 _CUDA_OK_INCLUDES = ("cuda_fp16", "cuda_bf16", "cooperative_groups", "mma.h", "cuda/")
 _VIEW = re.compile(r"reinterpret_cast\s*<\s*(const\s+)?float([24])\s*\*\s*>")
 # Vector views over a buffer of any element type: a float2/float4 read or written as one access.
-VIEW_HELPERS = """template <typename T, int N> struct alignas(N * sizeof(T)) mlxport_pack { T v[N]; };
+VIEW_HELPERS = """\
+template <typename T, int N> struct alignas(N * sizeof(T)) mlxport_pack { T v[N]; };
 template <typename T, int N, typename F> struct mlxport_vec_ref {
     T* p;
     __device__ operator F() const {
@@ -77,10 +78,12 @@ def stage_small_outputs(body: str, outputs: list[tuple[str, int]]) -> str:
         + "auto mlxport_body = [&]() {\n"
         + body
         + "\n};\nmlxport_body();\n}\n"
-        "__threadfence();  // this thread's updates of the stage are visible before its block takes a ticket\n"
+        "__threadfence();  // this thread's updates of the stage are visible before its block "
+        "takes a ticket\n"
         "__syncthreads();\n"
         "if (threadIdx.x + threadIdx.y + threadIdx.z == 0 &&\n"
-        f"    atomicAdd(reinterpret_cast<unsigned int*>({STAGE}), 1u) == gridDim.x * gridDim.y * gridDim.z - 1) {{\n"
+        f"    atomicAdd(reinterpret_cast<unsigned int*>({STAGE}), 1u) == "
+        "gridDim.x * gridDim.y * gridDim.z - 1) {\n"
         "    __threadfence();\n" + copies + "}\n}"
     )
 
@@ -150,7 +153,10 @@ def restrict_buffers(translation: Translation) -> Translation | None:
             "source": undefs + cand.source,
         }
     )
-    note = "buffers are __restrict__ kernel parameters (MLX's outputs are fresh and its inputs never written)"
+    note = (
+        "buffers are __restrict__ kernel parameters "
+        "(MLX's outputs are fresh and its inputs never written)"
+    )
     return translation.model_copy(
         update={"candidate": restricted, "notes": [*translation.notes, note]}
     )
@@ -178,7 +184,8 @@ def render_cuda(
     ports: Ports,
     staged: list[tuple[str, int]] | None = None,
 ) -> tuple[str, str]:
-    """(header, body); ``staged``: tiny outputs (name, elements) whose writes go through the stage."""
+    """(header, body); ``staged``: tiny outputs (name, elements) whose writes go through the
+    stage."""
     r = CudaRender(job.src, facts, job.notes)
     body = r.render(job.node.child_by_field_name("body"), FnCtx("kernel", name=job.info.name))
     if facts.generic_float is not None and re.search(r"\bfloat[24]\s*\*", body):
@@ -195,8 +202,9 @@ def render_cuda(
     if staged:
         body = stage_small_outputs(body, staged)
         job.notes.append(
-            f"atomics into {', '.join(n for n, _ in staged)} land in a per-call stage in device memory "
-            f"({STAGE}, zeroed by init_value); the last block to finish copies the result out"
+            f"atomics into {', '.join(n for n, _ in staged)} land in a per-call stage in device "
+            f"memory ({STAGE}, zeroed by init_value); the last block to finish copies the result "
+            "out"
         )
     header = _header(job)
     if "mlxport_view" in body:
@@ -237,9 +245,8 @@ def _header(job: KernelJob) -> str:
             and n.child_by_field_name("body") is not None
             and n.child_by_field_name("body").type != "declaration_list"
         ):
-            return top(
-                n.child_by_field_name("body")
-            )  # extern "C" f(): the linkage goes with what it names
+            # extern "C" f(): the linkage goes with what it names
+            return top(n.child_by_field_name("body"))
         if t in (
             "preproc_if",
             "preproc_ifdef",

@@ -1,11 +1,12 @@
 """Declarator and definition helpers for rendering: what a declarator declares (value, pointer,
-reference, array), its name and array sizes, and the function and parameters of a definition."""
+reference, array) and its array sizes, and the function and parameters of a definition (the name
+a declarator declares is `cuda_syntax.declared_name`)."""
 
 from __future__ import annotations
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import function_name, text
+from mlxport.cuda_syntax import function_name
 
 
 def is_pointer_type(td: Node) -> bool:
@@ -31,35 +32,6 @@ def declarator_kind(d: Node | None) -> str:
         else:
             return "value"
     return "value"
-
-
-def declared_name(d: Node | None) -> str:
-    """The identifier a (possibly nested) declarator declares; "" for other names."""
-    cur = d
-    for _ in range(32):
-        if cur is None:
-            return ""
-        if cur.type == "identifier":
-            return text(cur)
-        nxt = cur.child_by_field_name("declarator")
-        if nxt is None:
-            nxt = next(
-                (
-                    c
-                    for c in cur.named_children
-                    if c.type
-                    in (
-                        "identifier",
-                        "pointer_declarator",
-                        "reference_declarator",
-                        "array_declarator",
-                        "init_declarator",
-                    )
-                ),
-                None,
-            )
-        cur = nxt
-    return ""
 
 
 def array_size_nodes(d: Node) -> list[Node]:

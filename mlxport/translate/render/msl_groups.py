@@ -74,7 +74,8 @@ def _remember(node: Node, name: str, width: int | None, ctx: FnCtx) -> str | Non
 
 
 def group_call(r, node: Node, name: str, args: list[Node], ctx: FnCtx) -> str | None:
-    """A member of a group object, or cg::reduce / cg::inclusive_scan / cg::exclusive_scan on a tile."""
+    """A member of a group object, or cg::reduce / cg::inclusive_scan / cg::exclusive_scan on a
+    tile."""
     owner, _, member = name.partition(".")
     if member and owner in ctx.groups:
         return _member(r, node, ctx.groups[owner], member, args, ctx)

@@ -10,13 +10,12 @@ from typing import TYPE_CHECKING
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import callee, function_name, line, text, walk
+from mlxport.cuda_syntax import callee, declared_name, function_name, line, text, walk
 from mlxport.translate.reading.names import BUILTINS
 from mlxport.translate.render.base import FnCtx, RenderError, short
 from mlxport.translate.render.msl_declarators import (
     array_size_nodes,
     declarator_kind,
-    declared_name,
     function_node,
     param_nodes,
 )
@@ -31,8 +30,9 @@ SharedVar = tuple[str, str, Node]
 
 
 class HelperSet:
-    """The helpers (name -> definition nodes, a function_definition maybe in a template_declaration),
-    what each needs passed, and the address-space variants the rendered calls ask for."""
+    """The helpers (name -> definition nodes, a function_definition maybe in a
+    template_declaration), what each needs passed, and the address-space variants the rendered
+    calls ask for."""
 
     def __init__(self, nodes: dict[str, list[Node]]):
         self.nodes = nodes
@@ -107,7 +107,8 @@ def variant_for(d: Node, variant: tuple | None) -> tuple | None:
 
 
 def helper_call(r: MslRender, node: Node, name: str, args: list[Node], ctx: FnCtx) -> str:
-    """The call, recording the address-space variants it needs and passing built-ins and shared arrays."""
+    """The call, recording the address-space variants it needs and passing built-ins and shared
+    arrays."""
     helpers = r.helpers
     positions = helpers.pointer_positions(name, len(args))
     choices = []

@@ -8,16 +8,17 @@ import re
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import line, text, walk
+from mlxport.cuda_syntax import declared_name, line, text, walk
 from mlxport.translate.bind.job import KernelJob
 from mlxport.translate.bind.kernel_facts import KernelFacts
 from mlxport.translate.bind.kernel_scope import helper_nodes
 from mlxport.translate.bind.ports import Ports, alias_lines
 from mlxport.translate.bind.result import Untranslatable
 from mlxport.translate.bind.scalars import Scalars, prologue_consts
-from mlxport.translate.reading.names import BINARY, BUILTIN_NAMES, CASTS, MATH, TYPE_MAP, UNARY
+from mlxport.translate.reading.calls import BUILTIN_NAMES, rule
+from mlxport.translate.reading.names import TYPE_MAP
 from mlxport.translate.render.base import FnCtx, float_limit_guards
-from mlxport.translate.render.msl_declarators import declarator_kind, declared_name
+from mlxport.translate.render.msl_declarators import declarator_kind
 from mlxport.translate.render.msl_helpers import render_helper, variant_for
 from mlxport.translate.render.msl_render import MslRender, leaf_name
 
@@ -25,7 +26,8 @@ Rendered = dict[tuple[str, int, tuple | None], str]  # (helper, definition id, v
 
 _PTR_CAST = """\
 // Pointer casts that keep the operand's address space (CUDA casts name none).
-template <typename U, typename P> inline device U* mlxport_ptr_cast(device P* p) { return (device U*)(p); }
+template <typename U, typename P> inline device U* mlxport_ptr_cast(device P* p) { \
+return (device U*)(p); }
 template <typename U, typename P> inline const device U* mlxport_ptr_cast(const device P* p) {
   return (const device U*)(p);
 }
@@ -35,10 +37,12 @@ template <typename U, typename P> inline const constant U* mlxport_ptr_cast(cons
 template <typename U, typename P> inline threadgroup U* mlxport_ptr_cast(threadgroup P* p) {
   return (threadgroup U*)(p);
 }
-template <typename U, typename P> inline const threadgroup U* mlxport_ptr_cast(const threadgroup P* p) {
+template <typename U, typename P> \
+inline const threadgroup U* mlxport_ptr_cast(const threadgroup P* p) {
   return (const threadgroup U*)(p);
 }
-template <typename U, typename P> inline thread U* mlxport_ptr_cast(thread P* p) { return (thread U*)(p); }
+template <typename U, typename P> inline thread U* mlxport_ptr_cast(thread P* p) { \
+return (thread U*)(p); }
 template <typename U, typename P> inline const thread U* mlxport_ptr_cast(const thread P* p) {
   return (const thread U*)(p);
 }
@@ -81,9 +85,8 @@ def render_msl(
         )
     rendered = _render_helpers(r, nodes)
     if "blockDim" not in r.used_builtins:
-        job.notes[:] = [
-            n for n in job.notes if not n.startswith("blockDim.")
-        ]  # the renderer writes to this list
+        # the renderer writes to this list
+        job.notes[:] = [n for n in job.notes if not n.startswith("blockDim.")]
     header = _tidy(_header(job, r, nodes, rendered))
     if r.reads_back:
         header = r.READ_BACK["msl"] + header
@@ -93,8 +96,9 @@ def render_msl(
 
 
 def _vector_views(job: KernelJob, facts: KernelFacts) -> list[tuple[str, str]]:
-    """Buffers the kernel takes as vectors (``const float2* x``, ``half2* y``) while MLX passes their
-    scalars: (parameter, MSL vector type) for each, read and written through a cast pointer."""
+    """Buffers the kernel takes as vectors (``const float2* x``, ``half2* y``) while MLX passes
+    their scalars: (parameter, MSL vector type) for each, read and written through a cast
+    pointer."""
     out = []
     for p in job.info.params:
         t = TYPE_MAP.get(p.base_type.strip(), p.base_type.strip())
@@ -201,64 +205,87 @@ def _template_params(job: KernelJob, owner: str) -> list[str]:
     return []
 
 
-def _header(job: KernelJob, r: MslRender, nodes: dict[str, list[Node]], rendered: Rendered) -> str:
-    ids = {d.id: name for name, defs in nodes.items() for d in defs}
-    helper_names = set(nodes)
-    ctx = FnCtx("helper")
-    unused = _unused_declarations(job, "".join(text(d) for defs in nodes.values() for d in defs))
+_TYPE_ITEMS = (
+    "struct_specifier",
+    "class_specifier",
+    "union_specifier",
+    "type_definition",
+    "alias_declaration",
+    "using_declaration",
+    "enum_specifier",
+)
+_CONTAINERS = (
+    "preproc_if",
+    "preproc_ifdef",
+    "preproc_else",
+    "preproc_elif",
+    "namespace_definition",
+    "declaration_list",
+)
 
-    def top(n: Node) -> str | None:
+
+class _FileItems:
+    """What each item of the file becomes in the header: a helper as rendered, types, constants
+    and macros in Metal, containers (namespaces, #if blocks) item by item, and nothing of what the
+    kernel does not need."""
+
+    def __init__(
+        self, job: KernelJob, r: MslRender, nodes: dict[str, list[Node]], rendered: Rendered
+    ) -> None:
+        self.r, self.rendered = r, rendered
+        self.ids = {d.id: name for name, defs in nodes.items() for d in defs}
+        self.helper_names = set(nodes)
+        self.ctx = FnCtx("helper")
+        self.unused = _unused_declarations(
+            job, "".join(text(d) for defs in nodes.values() for d in defs)
+        )
+
+    def render(self, n: Node) -> str | None:
         t = n.type
-        if n.id in ids:
-            return "\n".join(v for (name, did, _), v in rendered.items() if did == n.id)
-        if n.id in unused:
+        if n.id in self.ids:
+            return "\n".join(v for (name, did, _), v in self.rendered.items() if did == n.id)
+        if n.id in self.unused:
             return ""
         if t in ("preproc_include", "template_instantiation", "comment"):
             return ""
         if t in ("preproc_def", "preproc_function_def"):
             return _macro(n)
-        if t == "template_declaration" and any(
+        if t in ("function_definition", "template_declaration"):
+            return self.definition(n)
+        if t == "declaration":
+            return _top_declaration(n, self.r, self.ctx, self.helper_names)
+        if t == "linkage_specification":
+            return self.linkage(n)
+        if t in _CONTAINERS:
+            return self.r.copy(n, self.ctx, self.render)
+        if t in _TYPE_ITEMS:
+            return self.r.render(n, self.ctx)
+        return self.stray(n)
+
+    def definition(self, n: Node) -> str:
+        """A struct template rendered (its methods are its own, not helpers); a function that is
+        no helper dropped; a template declaring no function, as a declaration."""
+        if n.type == "template_declaration" and any(
             c.type in ("struct_specifier", "class_specifier") for c in n.named_children
         ):
-            return r.render(n, ctx)  # a struct template (its methods are its own, not helpers)
-        if t in ("function_definition", "template_declaration"):
-            fn = (
-                n
-                if t == "function_definition"
-                else next((c for c in walk(n) if c.type == "function_definition"), None)
-            )
-            if fn is None:
-                return _top_declaration(n, r, ctx, helper_names)
-            return ""
-        if t == "declaration":
-            return _top_declaration(n, r, ctx, helper_names)
-        if (
-            t == "linkage_specification"
-        ):  # extern "C" { ... }: Metal has no linkages, templates need C++'s
-            body = n.child_by_field_name("body")
-            got = r.copy(body, ctx, top) if body is not None else ""
-            return (
-                got.strip()[1:-1] if body is not None and body.type == "declaration_list" else got
-            )
-        if t in (
-            "preproc_if",
-            "preproc_ifdef",
-            "preproc_else",
-            "preproc_elif",
-            "namespace_definition",
-            "declaration_list",
-        ):
-            return r.copy(n, ctx, top)
-        if t in (
-            "struct_specifier",
-            "class_specifier",
-            "union_specifier",
-            "type_definition",
-            "alias_declaration",
-            "using_declaration",
-            "enum_specifier",
-        ):
-            return r.render(n, ctx)
+            return self.r.render(n, self.ctx)
+        fn = (
+            n
+            if n.type == "function_definition"
+            else next((c for c in walk(n) if c.type == "function_definition"), None)
+        )
+        if fn is None:
+            return _top_declaration(n, self.r, self.ctx, self.helper_names)
+        return ""
+
+    def linkage(self, n: Node) -> str:
+        """extern "C" { ... }: its items (Metal has no linkages, and templates need C++'s)."""
+        body = n.child_by_field_name("body")
+        got = self.r.copy(body, self.ctx, self.render) if body is not None else ""
+        return got.strip()[1:-1] if body is not None and body.type == "declaration_list" else got
+
+    def stray(self, n: Node) -> str:
+        """Names and tokens the items above do not hold, and what the grammar could not place."""
         parent = n.parent
         if (
             parent is not None
@@ -272,19 +299,21 @@ def _header(job: KernelJob, r: MslRender, nodes: dict[str, list[Node]], rendered
             and n.start_point[0] == parent.start_point[0]
         ):
             return text(n)  # the directive's own line: #ifndef TILE, #if defined(X) && ...
-        if t == "ERROR" and parent is not None and parent.type == "translation_unit":
-            return r.copy(
-                n, ctx, top
-            )  # what the grammar could not nest: its items are the file's items
+        if n.type == "ERROR" and parent is not None and parent.type == "translation_unit":
+            # what the grammar could not nest: its items are the file's items
+            return self.r.copy(n, self.ctx, self.render)
         if parent is not None and parent.type in ("translation_unit", "ERROR"):
             # tokens the grammar could not place (`#ifdef __cplusplus` / `extern "C" {` / `#endif`
-            # split across directives) and stray directives: C++ linkage and #pragma mean nothing here
-            return "" if t not in (";",) else text(n)
+            # split across directives) and stray directives: C++ linkage and #pragma mean nothing
+            return "" if n.type not in (";",) else text(n)
         # the rest is host code, checks or what the grammar misread (GGML_API prototypes, tables
         # declared through macros): nothing the kernel names, so Metal need not see it
         return "" if n.is_named else text(n)
 
-    out = r.copy(job.root, ctx, top)
+
+def _header(job: KernelJob, r: MslRender, nodes: dict[str, list[Node]], rendered: Rendered) -> str:
+    items = _FileItems(job, r, nodes, rendered)
+    out = r.copy(job.root, items.ctx, items.render)
     out = re.sub(r"\n{3,}", "\n\n", out).strip()
     helper_src = (
         _PTR_CAST if "mlxport_ptr_cast" in out + "".join(rendered.values()) or r.ptr_casts else ""
@@ -296,18 +325,20 @@ def _header(job: KernelJob, r: MslRender, nodes: dict[str, list[Node]], rendered
 
 
 def _macro_builtins(header: str, defined: set[str]) -> str:
-    """CUDA builtins that the header's macros still call (`#define IMUL(a, b) __mul24(a, b)`), defined
-    as the same Metal forms the translator gives a direct call."""
+    """CUDA builtins that the header's macros still call (`#define IMUL(a, b) __mul24(a, b)`),
+    defined as the same Metal forms the translator gives a direct call."""
     out = []
     for name in sorted(set(re.findall(r"\b(__\w+)\s*\(", header)) - defined):
-        if name in BINARY:
-            out.append(f"#define {name}(a, b) ((a) {BINARY[name]} (b))")
-        elif name in UNARY:
-            out.append(f"#define {name}(x) {UNARY[name].format('(x)')}")
-        elif name in CASTS:
-            out.append(f"#define {name}(x) {CASTS[name]}(x)")
-        elif name in MATH:
-            out.append(f"#define {name}(...) {MATH[name]}(__VA_ARGS__)")
+        entry = rule(name)
+        form = entry.form if entry is not None else ""
+        if form == "operator":
+            out.append(f"#define {name}(a, b) ((a) {entry.target} (b))")
+        elif form == "unary":
+            out.append(f"#define {name}(x) {entry.target.format('(x)')}")
+        elif form == "cast":
+            out.append(f"#define {name}(x) {entry.target}(x)")
+        elif form == "call":
+            out.append(f"#define {name}(...) {entry.target}(__VA_ARGS__)")
     return "".join(f"{line}\n" for line in out)
 
 
@@ -414,7 +445,8 @@ def _top_declaration(n: Node, r: MslRender, ctx: FnCtx, helpers: set[str]) -> st
         and n.child_by_field_name("declarator") is not None
         and (not own & {"const", "constexpr"} or pointer and "constexpr" not in own)
     ):
-        return ""  # a host global (a handle, a workspace pointer, a name string): kernels cannot read it
+        # a host global (a handle, a workspace pointer, a name string): kernels cannot read it
+        return ""
     body = r.render(n, ctx)
     if quals & {"const", "constexpr"}:
         body = "constant " + re.sub(r"\bconstexpr\b\s*", "", body).replace("const ", "", 1)
@@ -425,7 +457,9 @@ def _macro(n: Node) -> str:
     body = text(n)
     name = n.child_by_field_name("name")
     if name is not None and text(name) in BUILTIN_NAMES:
-        return ""  # a portability shim redefining a CUDA builtin (for HIP, say): the builtin has its Metal form
+        # a portability shim redefining a CUDA builtin (for HIP, say): the builtin has its Metal
+        # form
+        return ""
     for bad in ("__shfl", "atomic", "asm", "__ballot"):
         if bad in body and n.type == "preproc_function_def":
             raise Untranslatable(
@@ -441,14 +475,18 @@ def _macro(n: Node) -> str:
         "__restrict__": "",
     }.items():
         body = body.replace(k, v)
-    body = re.sub(
-        r"\b([A-Za-z_]\w*)(\s*\()", lambda m: MATH.get(m.group(1), m.group(1)) + m.group(2), body
-    )
+    body = re.sub(r"\b([A-Za-z_]\w*)(\s*\()", lambda m: _math_name(m.group(1)) + m.group(2), body)
     return re.sub(
         r"\b(__half|__nv_bfloat16|__half2)\b",
         lambda m: {"__half": "half", "__half2": "half2", "__nv_bfloat16": "bfloat"}[m.group()],
         body,
     )
+
+
+def _math_name(name: str) -> str:
+    """A math function's Metal name (``expf``: ``metal::exp``); any other name as it is."""
+    entry = rule(name)
+    return entry.target if entry is not None and entry.form == "call" else name
 
 
 def _first_line(s: str) -> str:

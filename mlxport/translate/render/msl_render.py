@@ -9,24 +9,11 @@ import re
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import callee, line, text
+from mlxport.cuda_syntax import callee, declared_name, line, text
 from mlxport.translate.bind.kernel_facts import KernelFacts
 from mlxport.translate.host.cexpr import Macros
-from mlxport.translate.reading.names import (
-    ATOMICS,
-    BINARY,
-    BUILTINS,
-    CASTS,
-    CONSTRUCT_ERRORS,
-    MATH,
-    OLD_SHUFFLES,
-    RESERVED,
-    SHUFFLES,
-    STORES,
-    TYPE_MAP,
-    UNARY,
-    VOTES,
-)
+from mlxport.translate.reading.calls import CALLS, Call, rule
+from mlxport.translate.reading.names import BUILTINS, RESERVED, TYPE_MAP
 from mlxport.translate.render.base import (
     FnCtx,
     RenderError,
@@ -37,7 +24,7 @@ from mlxport.translate.render.base import (
     root_name,
     short,
 )
-from mlxport.translate.render.msl_declarators import declarator_kind, declared_name, is_pointer_type
+from mlxport.translate.render.msl_declarators import declarator_kind, is_pointer_type
 from mlxport.translate.render.msl_groups import group_call, group_declaration
 from mlxport.translate.render.msl_helpers import HelperSet, helper_call
 from mlxport.translate.render.msl_spaces import spaces_of
@@ -89,9 +76,8 @@ class MslRender(TreeRender):
         if node.type == "__shared__":
             return "threadgroup"
         if node.type in ("field_identifier", "namespace_identifier"):
-            return leaf_name(
-                t
-            )  # a member named like an MSL keyword: `static Packed128 constant(...)`
+            # a member named like an MSL keyword: `static Packed128 constant(...)`
+            return leaf_name(t)
         if node.type == "identifier":
             if t == "warpSize":
                 return "32"
@@ -108,7 +94,10 @@ class MslRender(TreeRender):
 
     def type_name(self, t: str, node: Node) -> str:
         if t in ("double", "double2", "double4"):
-            note = "double computed in float: Metal has no double precision (verification shows the difference)"
+            note = (
+                "double computed in float: Metal has no double precision "
+                "(verification shows the difference)"
+            )
             if note not in self.notes:
                 self.notes.append(note)
             t = t.replace("double", "float")
@@ -172,8 +161,9 @@ class MslRender(TreeRender):
         name = callee(node)
         args = call_args(node)
         ln = line(node)
-        if name in CONSTRUCT_ERRORS:
-            raise RenderError(name, ln, CONSTRUCT_ERRORS[name])
+        entry = CALLS.get(name)
+        if entry is not None and entry.needs_rewrite:
+            raise RenderError(name, ln, entry.refusal())
         grouped = group_call(self, node, name, args, ctx)
         if grouped is not None:
             return grouped
@@ -185,18 +175,16 @@ class MslRender(TreeRender):
             if args:
                 check_mask(args[0], name, self.macros)
             return "simdgroup_barrier(mem_flags::mem_threadgroup)"
-        if name == "__threadfence_block":
-            raise RenderError(name, ln, "a fence without a barrier has no Metal form")
-        warp = (
-            name in SHUFFLES
+        form = entry.form if entry is not None else ""
+        if (
+            form == "shuffle"
             or name == "__activemask"
-            or (name in OLD_SHUFFLES or name in VOTES)
+            or form in ("old_shuffle", "vote")
             and len(args) >= 2
-        )
-        if warp:
+        ):
             return self.warp_call(name, args, ctx)
-        if name in ATOMICS:
-            return self.atomic(node, name, args, ctx)
+        if form == "atomic":
+            return self.atomic(node, entry, args, ctx)
         if name == "sincosf" or name == "sincos":
             raise RenderError(
                 name, ln, "sincos is translated only as a statement `sincosf(x, &s, &c);`"
@@ -220,7 +208,8 @@ class MslRender(TreeRender):
 
     def warp_call(self, name: str, args: list[Node], ctx: FnCtx) -> str | None:
         """Shuffles and votes as simd_* functions."""
-        if name in SHUFFLES:
+        entry = CALLS[name]
+        if entry.form == "shuffle":
             if len(args) < 3:
                 return None
             check_mask(args[0], name, self.macros)
@@ -229,28 +218,29 @@ class MslRender(TreeRender):
             lane = self.render(args[2], ctx)
             if name == "__shfl_sync":
                 lane = f"ushort(({lane}) & 31)"
-            return f"{SHUFFLES[name]}({self.render(args[1], ctx)}, {lane})"
-        if name in OLD_SHUFFLES:
+            return f"{entry.target}({self.render(args[1], ctx)}, {lane})"
+        if entry.form == "old_shuffle":
             if len(args) > 2:
                 check_width(args[2], name, self.macros)
-            return f"{OLD_SHUFFLES[name]}({self.render(args[0], ctx)}, {self.render(args[1], ctx)})"
-        if name in VOTES:
+            return f"{entry.target}({self.render(args[0], ctx)}, {self.render(args[1], ctx)})"
+        if entry.form == "vote":
             check_mask(args[0], name, self.macros)
-            return VOTES[name].format(None, self.render(args[1], ctx))
+            return entry.target.format(None, self.render(args[1], ctx))
         return "((uint)(simd_vote::vote_t)simd_active_threads_mask())"
 
     def intrinsic(self, node: Node, name: str, args: list[Node], ctx: FnCtx) -> str | None:
         """Math, conversion and half-arithmetic intrinsics and make_<vector> constructors."""
-        if name in MATH:
-            return f"{MATH[name]}({self.joined(args, ctx)})"
-        if name in CASTS:
-            return f"{CASTS[name]}({self.joined(args, ctx)})"
-        if name in BINARY and len(args) == 2:
-            return f"(({self.render(args[0], ctx)}) {BINARY[name]} ({self.render(args[1], ctx)}))"
-        if name in UNARY and len(args) == 1:
-            return UNARY[name].format(self.render(args[0], ctx))
-        if name in STORES and len(args) == 2:
-            return STORES[name].format(*(self.render(a, ctx) for a in args))
+        entry = rule(name)
+        form = entry.form if entry is not None else ""
+        if form in ("call", "cast"):
+            return f"{entry.target}({self.joined(args, ctx)})"
+        if form == "operator" and len(args) == 2:
+            left, right = self.render(args[0], ctx), self.render(args[1], ctx)
+            return f"(({left}) {entry.target} ({right}))"
+        if form == "unary" and len(args) == 1:
+            return entry.target.format(self.render(args[0], ctx))
+        if form == "store" and len(args) == 2:
+            return entry.target.format(*(self.render(a, ctx) for a in args))
         m = re.fullmatch(
             r"make_(float|int|uint|short|ushort|char|uchar|half|long|ulong)([234])", name
         )
@@ -265,7 +255,8 @@ class MslRender(TreeRender):
     def joined(self, args: list[Node], ctx: FnCtx) -> str:
         return ", ".join(self.render(a, ctx) for a in args)
 
-    def atomic(self, node: Node, name: str, args: list[Node], ctx: FnCtx) -> str:
+    def atomic(self, node: Node, entry: Call, args: list[Node], ctx: FnCtx) -> str:
+        name = callee(node)
         ln = line(node)
         if len(args) != 2:
             raise RenderError(name, ln, "unexpected argument count")
@@ -281,10 +272,12 @@ class MslRender(TreeRender):
             raise RenderError(
                 f"{name} on {where}", ln, "only atomics on kernel outputs map to MLX atomic outputs"
             )
-        return f"{ATOMICS[name]}({self.raw(args[0], ctx)}, {self.render(args[1], ctx)}, memory_order_relaxed)"
+        pointer, value = self.raw(args[0], ctx), self.render(args[1], ctx)
+        return f"{entry.target}({pointer}, {value}, memory_order_relaxed)"
 
     def warp_reduction(self, node: Node) -> str | None:
-        """`for (o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(full, v, o);` -> `v = simd_sum(v);`."""
+        """`for (o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(full, v, o);` ->
+        `v = simd_sum(v);`."""
         got = warp_reduction(node, self.macros)
         if got is None:
             return None
@@ -375,7 +368,8 @@ class MslRender(TreeRender):
             and root in self.facts.rw
             and name not in self.facts.rw
         ):
-            # float* d_bt = d + b * C into a read-write d: a pointer into its input and one into its output
+            # float* d_bt = d + b * C into a read-write d: a pointer into its input and one into its
+            # output
             out = f"{name}_out"
             element = re.sub(r"\bconst\b", "", type_text).strip()
             self.facts.rw[name] = out
@@ -384,7 +378,8 @@ class MslRender(TreeRender):
             # the input side is `constant` where MLX gets fewer than 8 elements: auto takes either
             return (
                 f"auto {name} = {self.render(value, ctx)}; "
-                f"{space} {element}* {out} = {self.rename_root(value, root, self.facts.rw[root], ctx)};"
+                f"{space} {element}* {out} = "
+                f"{self.rename_root(value, root, self.facts.rw[root], ctx)};"
             )
         if (
             ctx.kind == "kernel"
@@ -434,7 +429,8 @@ class MslRender(TreeRender):
                     raise RenderError(
                         f"extern __shared__ {name}[]",
                         line(node),
-                        "dynamic shared memory needs a size from the launch's shared-memory argument",
+                        "dynamic shared memory needs a size from the launch's shared-memory "
+                        "argument",
                     )
                 out.append(f"threadgroup {ty} {name}[{size}];")
             else:
@@ -469,7 +465,8 @@ class MslRender(TreeRender):
         return None
 
     def assignment(self, node: Node, ctx: FnCtx) -> str | None:
-        """Read-write pointers split (see TreeRender); a plain store to an atomic output is atomic."""
+        """Read-write pointers split (see TreeRender); a plain store to an atomic output is
+        atomic."""
         got = super().assignment(node, ctx)
         if got is not None or ctx.kind != "kernel":
             return got
@@ -489,8 +486,8 @@ class MslRender(TreeRender):
         return f"atomic_store_explicit({address}, {value}, memory_order_relaxed)"
 
     def row_address(self, node: Node, ctx: FnCtx) -> str | None:
-        """``&tile[y][x]`` as ``(tile[y] + x)``: the same address, typed as a pointer into the array's
-        address space, so overloads on threadgroup and device pointers tell it apart."""
+        """``&tile[y][x]`` as ``(tile[y] + x)``: the same address, typed as a pointer into the
+        array's address space, so overloads on threadgroup and device pointers tell it apart."""
         inner = node.child_by_field_name("argument")
         if (
             text(node.child_by_field_name("operator")) != "&"
@@ -505,7 +502,10 @@ class MslRender(TreeRender):
             if len(index.named_children) != 1:
                 return None
             index = index.named_children[0]
-        return f"({self.render(inner.child_by_field_name('argument'), ctx)} + ({self.render(index, ctx)}))"
+        return (
+            f"({self.render(inner.child_by_field_name('argument'), ctx)} + "
+            f"({self.render(index, ctx)}))"
+        )
 
     def atomic_load(self, node: Node, ctx: FnCtx) -> str | None:
         """A read of an atomic output's element (``out[i]``, ``*p``): a relaxed atomic load."""

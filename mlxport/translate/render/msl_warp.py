@@ -58,8 +58,9 @@ def check_mask(mask: Node, name: str, macros: Macros) -> None:
 
 
 def _template_default(node: Node) -> Node | None:
-    """``template <int width = WARP_SIZE> __device__ float reduce(...)``: the default of the template
-    parameter `node` names, where no call in the file gives that function template arguments."""
+    """``template <int width = WARP_SIZE> __device__ float reduce(...)``: the default of the
+    template parameter `node` names, where no call in the file gives that function template
+    arguments."""
     decl = next((a for a in _ancestors(node) if a.type == "template_declaration"), None)
     params = decl.child_by_field_name("parameters") if decl is not None else None
     fn = (
@@ -106,7 +107,8 @@ def check_width(width: Node, name: str, macros: Macros) -> None:
 
 
 def warp_reduction(loop: Node, macros: Macros) -> tuple[str, str, Node] | None:
-    """(the reduced variable, the simd_* function, the shuffle call) of a butterfly reduction loop."""
+    """(the reduced variable, the simd_* function, the shuffle call) of a butterfly reduction
+    loop."""
     var = _halving_loop_var(loop, macros)
     body = loop.child_by_field_name("body")
     if var is None or body is None:

@@ -12,7 +12,8 @@ they update, and keeps the taken arm's values. A math function called once in ea
 once, on the taken arm's argument::
 
     { const bool mlxsel_if = (v > m); const float mlxsel_f0 = __expf(mlxsel_if ? (m - v) : (v - m));
-      float mlxsel_a_s = s; float mlxsel_a_m = m; { mlxsel_a_s = mlxsel_a_s * mlxsel_f0 + 1.0f; mlxsel_a_m = v; }
+      float mlxsel_a_s = s; float mlxsel_a_m = m;
+      { mlxsel_a_s = mlxsel_a_s * mlxsel_f0 + 1.0f; mlxsel_a_m = v; }
       float mlxsel_b_s = s; float mlxsel_b_m = m; { mlxsel_b_s += mlxsel_f0; }
       s = mlxsel_if ? mlxsel_a_s : mlxsel_b_s; m = mlxsel_if ? mlxsel_a_m : mlxsel_b_m; }
 
@@ -39,6 +40,7 @@ from tree_sitter import Node
 from mlxport.cuda_syntax import (
     ancestors,
     bare_callee,
+    declared_name,
     identifiers,
     parse,
     reading_source,
@@ -48,7 +50,6 @@ from mlxport.cuda_syntax import (
 from mlxport.errors import UserError
 from mlxport.translate.bind.kernel_scope import kernel_node, pick_kernel
 from mlxport.translate.reading.cudafile import CudaFile
-from mlxport.translate.reading.declarations import declared_name
 from mlxport.translate.reading.macros import normalize
 
 MAX_STATEMENTS = 4  # an arm's; a long arm is work on both paths
@@ -246,7 +247,7 @@ def _selects(raw: bytes, node: Node, body: Node, macros: dict[str, str]) -> str 
     hoisted, replaced = _hoisted(arms, targets)
     parts = [f"const bool mlxsel_if = ({_slice(raw, cond)});"]
     parts += [
-        f"const float mlxsel_f{i} = {fn}({', '.join(f'mlxsel_if ? ({a}) : ({b})' for a, b in args)});"
+        f"const float mlxsel_f{i} = {fn}({_selected(args)});"
         for i, (fn, args) in enumerate(hoisted)
     ]
     for arm, side in zip(arms, "ab", strict=True):
@@ -256,6 +257,11 @@ def _selects(raw: bytes, node: Node, body: Node, macros: dict[str, str]) -> str 
         )
     parts += [f"{n} = mlxsel_if ? mlxsel_a_{n} : mlxsel_b_{n};" for n in assigned]
     return "{ " + " ".join(parts) + " }"
+
+
+def _selected(args: list[tuple[str, str]]) -> str:
+    """A hoisted call's arguments, each chosen between the two arms' by the condition."""
+    return ", ".join(f"mlxsel_if ? ({a}) : ({b})" for a, b in args)
 
 
 def _statements(node: Node | None) -> list[Node] | None:
@@ -329,7 +335,8 @@ def _pure(statement: Node, macros: dict[str, str]) -> bool:
 
 def _hoisted(arms: list[list[Node]], targets: list[list[str]]):
     """(function, [(arm a's argument, arm b's)]) for each math function each arm calls once, with
-    arguments naming nothing the arm assigned before the call; and each call's node id: its index."""
+    arguments naming nothing the arm assigned before the call; and each call's node id: its
+    index."""
     if not arms[1]:
         return [], {}
     calls = [[c for st in arm for c in walk(st) if c.type == "call_expression"] for arm in arms]
@@ -339,7 +346,8 @@ def _hoisted(arms: list[list[Node]], targets: list[list[str]]):
         if any(len(m) != 1 or not _alone(m[0]) for m in mine) or not (
             fn.startswith("__") or fn.endswith("f") and fn[:-1] in _BASES
         ):
-            continue  # a float function (exp's type follows its argument's), neither inside nor around a call
+            # a float function (exp's type follows its argument's), neither inside nor around a call
+            continue
         args = [
             [a for a in m[0].child_by_field_name("arguments").named_children if a.type != "comment"]
             for m in mine

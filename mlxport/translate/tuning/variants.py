@@ -1,6 +1,6 @@
-"""The rule-based translation's tuning search: the same kernel translated with other settings of what
-its speed is tuned by. Each variant is a candidate like any other: it ships
-only after passing every check. The knobs:
+"""The rule-based translation's tuning search: the same kernel translated with other settings of
+what its speed is tuned by. Each variant is a candidate like any other: it ships only after
+passing every check. The knobs:
 
 - ``__restrict__`` (CUDA): the buffers become ``__restrict__`` kernel parameters
   (``cuda_kernel.restrict_buffers``), so loads of inputs take the read-only path and may be issued
@@ -8,9 +8,10 @@ only after passing every check. The knobs:
   never writes its inputs), so every CUDA variant carries it and the first is it alone.
 - ``vector=V`` (CUDA): each thread of a block- or grid-stride loop moves V consecutive elements a
   step, each buffer's V as one aligned load or store, and a loop over a thread's own run of
-  consecutive elements (``xr[first + k]``, k < ITEMS) moves them V at a time (``vectorize.py``: which
-  loops keep their meaning, and the run-time test that falls back to the loop as written). Sums a
-  thread carries across a stride loop's iterations combine the same terms in another grouping.
+  consecutive elements (``xr[first + k]``, k < ITEMS) moves them V at a time (``vectorize.py``:
+  which loops keep their meaning, and the run-time test that falls back to the loop as written).
+  Sums a thread carries across a stride loop's iterations combine the same terms in another
+  grouping.
 - ``selects=1`` (CUDA): a branch in a loop whose arms only update float scalars (softmax's online
   update) becomes selects: both arms computed, the taken one kept, a math call both make made once
   (``ifconvert.py``: which arms are safe to run on the other path). The same results bit for bit;
@@ -32,16 +33,15 @@ only after passing every check. The knobs:
   its check.
 
 The search is greedy and driven by timings (``Search.next``): ``__restrict__`` alone, vector=8 and
-vector=4, selects, unroll=4 and unroll=8 (what the translation loses against the expert ports is mostly
-bytes in flight per thread), each on top of the fastest variant so far, then each integer's values
-in turn (those sizing the block first), then the vector widths and unroll factors again on top of
-that (a smaller block gives a stride loop the iterations a chunk or unrolling needs), then the
-integers sizing the block again, the source's own value among them (more items a thread can want
-another block: a row scanned in one tile rather than four), then the integers that only size an
-array. A variant that
-would time the same code and launch as the translation or a variant already offered is skipped, as is
-one whose knobs edit the same source (a tuned constant inside a rewritten loop). ``tuning_variants``
-is the search when no variant is timed.
+vector=4, selects, unroll=4 and unroll=8 (what the translation loses against the expert ports is
+mostly bytes in flight per thread), each on top of the fastest variant so far, then each integer's
+values in turn (those sizing the block first), then the vector widths and unroll factors again on
+top of that (a smaller block gives a stride loop the iterations a chunk or unrolling needs), then
+the integers sizing the block again, the source's own value among them (more items a thread can
+want another block: a row scanned in one tile rather than four), then the integers that only size
+an array. A variant that would time the same code and launch as the translation or a variant
+already offered is skipped, as is one whose knobs edit the same source (a tuned constant inside a
+rewritten loop). ``tuning_variants`` is the search when no variant is timed.
 """
 
 from __future__ import annotations
@@ -75,9 +75,8 @@ _DEFINE = re.compile(rb"^[ \t]*#define[ \t]+(\w+)[ \t]+(\d+)[ \t]*(?://.*)?$", r
 _CONSTEXPR = re.compile(
     rb"\bconstexpr\s+(?:unsigned\s+|signed\s+)?(?:int|long|size_t|short)\s+(\w+)\s*=\s*(\d+)\s*;"
 )
-_LAUNCH_PAIR = re.compile(
-    rb"<[^<>;]*?\b(\d+)\b[^<>;]*>\s*<<<\s*[^,;]+?,\s*(\d+)\b"
-)  # k<T, 512><<<g, 512
+# k<T, 512><<<g, 512
+_LAUNCH_PAIR = re.compile(rb"<[^<>;]*?\b(\d+)\b[^<>;]*>\s*<<<\s*[^,;]+?,\s*(\d+)\b")
 _BOUND_OPS = ("<", "<=", ">", ">=", "!=")
 
 Edit = tuple[int, int, bytes]  # replace source bytes [start, end) with these
@@ -102,9 +101,8 @@ class Search:
         self.source = task.source_text().encode("utf-8", "replace")
         self.knobs: list[Knob] = []
         self.restrict = False
-        self._built: dict[
-            str, tuple[dict[str, int], Translation | None, str | None]
-        ] = {}  # label: (settings, variant, timed key)
+        # label: (settings, variant, timed key)
+        self._built: dict[str, tuple[dict[str, int], Translation | None, str | None]] = {}
         cf = read_cuda(task.source_text(), name=task.source)
         launch = next((site for site in cf.launches if site.kernel == task.kernel), None)
         try:
@@ -122,9 +120,8 @@ class Search:
         self.knobs = _knobs(task, target, task.source_text(), cf)
         converted = if_converted(task.source_text(), cf, task.kernel) if target == "cuda" else None
         self._converted: tuple[bytes, dict[str, Knob]] | None = None
-        if (
-            converted is not None
-        ):  # the other knobs again, on the converted source (its lines are the same)
+        # the other knobs again, on the converted source (its lines are the same)
+        if converted is not None:
             ccf = read_cuda(converted, name=task.source)
             self._converted = (
                 converted.encode("utf-8", "replace"),
@@ -190,9 +187,8 @@ class Search:
         again = [
             (k, k.values) for name in ("vector", "unroll") for k in self.knobs if k.name == name
         ]
-        blocks = [
-            (k, [k.value, *k.values]) for k in self.knobs if k.block
-        ]  # the source's own value too
+        # the source's own value too
+        blocks = [(k, [k.value, *k.values]) for k in self.knobs if k.block]
         capacities = [(k, k.values) for k in self.knobs if k.capacity]
         for knob, values in first + again + blocks + capacities:
             for v in values:
@@ -226,9 +222,8 @@ class Search:
                 if k is not None and k.name in settings and settings[k.name] != k.value
                 for e in k.edits(settings[k.name])
             )
-            clash = missing or any(
-                b[0] < a[1] for a, b in zip(edits, edits[1:], strict=False)
-            )  # a value in a rewritten loop
+            # a value in a rewritten loop
+            clash = missing or any(b[0] < a[1] for a, b in zip(edits, edits[1:], strict=False))
             for start, end, new in reversed(edits):
                 data = data[:start] + new + data[end:]
             try:
@@ -255,7 +250,8 @@ class Search:
 
 
 def _knobs(task, target: str, source: str, cf: CudaFile) -> list[Knob]:
-    """The vector, unroll and integer knobs of one source of the task (as written, or if-converted)."""
+    """The vector, unroll and integer knobs of one source of the task (as written, or
+    if-converted)."""
     data = source.encode("utf-8", "replace")
     launch = next(site for site in cf.launches if site.kernel == task.kernel)
     knobs = []

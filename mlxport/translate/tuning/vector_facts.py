@@ -1,21 +1,32 @@
 """What a kernel's code says that the ``vector=V`` rewrite (vectorize.py) must know to keep its
-meaning: the kernel's buffers and the memory each points into, its locals, the device functions that
-touch a pointer only as one element, which expressions depend on a thread's identity, and where the
+meaning: the kernel's buffers and its element accessors (vector_buffers.py), its locals, what each
+name may hold at each statement, which expressions depend on a thread's identity, and where the
 block's barriers are. Read inside ``reading_source`` of the parsed bytes (names come from
 ``source_text``)."""
 
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import bare_callee, function_declarator, identifiers, text, walk
+from mlxport.cuda_syntax import (
+    bare_callee,
+    declared_name,
+    function_declarator,
+    identifiers,
+    text,
+    walk,
+)
 from mlxport.translate.reading.cudafile import CudaFile
-from mlxport.translate.reading.declarations import declared_name
+from mlxport.translate.tuning.kernel_tree import (
+    conditional,
+    conditions,
+    params_of,
+    root_name,
+)
+from mlxport.translate.tuning.vector_buffers import element_accessors, kernel_buffers
 
-LOADS = frozenset({"__ldg", "__ldcg", "__ldca", "__ldcs", "__ldlu", "__ldcv"})
 # Calls that exchange data between threads, or wait for them (cooperative groups' members too).
 COLLECTIVE = re.compile(
     r"^(__syncthreads\w*|__syncwarp|__shfl\w*|__ballot\w*|__any\w*|__all\w*|__activemask|"
@@ -25,18 +36,14 @@ COLLECTIVE = re.compile(
 BARRIER = re.compile(r"^(__syncthreads\w*|sync|__barrier_sync)$")
 _IDENTITY = frozenset({"threadIdx", "blockIdx"})
 _SIMPLE_MACRO = re.compile(r"[\w\s.+\-*/()%<>&|^~]*")
+# 0x1Fu, 1.5f
 _NUMBER = re.compile(
     r"(?<![\w.])(0[xX][0-9a-fA-F]+|(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?)[uUlLfF]*(?![\w.])"
-)  # 0x1Fu, 1.5f
+)
+_INDIRECT = ("pointer_declarator", "reference_declarator")
 _DECLARATORS = frozenset(
     {"init_declarator", "array_declarator", "pointer_declarator", "reference_declarator"}
 )
-
-
-class Buffer(NamedTuple):
-    elem: str  # the element type as declared
-    base: str  # the memory it points into: a parameter, a shared array, or all extern shared arrays
-    shared: bool
 
 
 class KernelFacts:
@@ -44,63 +51,16 @@ class KernelFacts:
 
     def __init__(self, root: Node, kn: Node, cf: CudaFile) -> None:
         self.root, self.kn, self.body = root, kn, kn.child_by_field_name("body")
-        self.functions: dict[str, list[Node]] = {}
-        for n in walk(root):
-            if n.type == "function_definition" and not any(
-                c.type == "__global__" for c in n.children
-            ):
-                name, _ = function_declarator(n)
-                if name is not None:
-                    self.functions.setdefault(text(name), []).append(n)
+        self.functions = _device_functions(root)
         self.macros = {m.name: m for m in cf.macros}
         self._expansions: dict[str, set[str]] = {}
         self._uniform: dict[str, bool] = {}
-        counts: dict[str, int] = {}
-        self.locals: dict[str, Node] = {}  # name: value, for names declared once in the kernel
-        self.pointers: set[str] = (
-            set()
-        )  # names that may hold an address: pointers, references, auto
-        for p in params_of(self.kn):
-            decl = p.child_by_field_name("declarator")
-            if decl is not None and decl.type in ("pointer_declarator", "reference_declarator"):
-                self.pointers.add(declared_name(decl))
-        for d in walk(self.body):
-            if d.type in _DECLARATORS and (d.parent is None or d.parent.type not in _DECLARATORS):
-                name = declared_name(d)
-                counts[name] = counts.get(name, 0) + 1
-                kind = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
-                holder = d.parent
-                auto = holder is not None and "auto" in text(holder.child_by_field_name("type"))
-                if (
-                    kind is not None
-                    and kind.type in ("pointer_declarator", "reference_declarator")
-                    or auto
-                ):
-                    self.pointers.add(name)
-                if d.type == "init_declarator" and d.child_by_field_name("value") is not None:
-                    self.locals[name] = d.child_by_field_name("value")
-        self.locals = {n: v for n, v in self.locals.items() if counts.get(n) == 1}
-        self.buffers = self._buffers(counts)
-        self.accessors = self._accessors()
-        self.shared: set[str] = set()  # every __shared__ array's name, the file's and the kernel's
-        self.globals: set[str] = set()  # file-scope variables device code may change
-        for d in walk(root):
-            if d.type != "declaration":
-                continue
-            words = {text(c) for c in d.children}
-            names = {
-                declared_name(x)
-                for x in d.children_by_field_name("declarator")
-                if x.type != "function_declarator"
-            }
-            if "__shared__" in words:
-                self.shared |= names
-            if (
-                d.parent is not None
-                and d.parent.type in ("translation_unit", "declaration_list")
-                and not words & {"const", "constexpr", "__constant__"}
-            ):
-                self.globals |= names
+        # locals: name -> value, for names declared once in the kernel; pointers: names that may
+        # hold an address (pointers, references, auto)
+        counts, self.locals, self.pointers = _kernel_locals(kn, self.body)
+        self.buffers = kernel_buffers(self.kn, self.body, counts)
+        self.accessors = element_accessors(self.functions)
+        self.shared, self.globals = _file_variables(root)
         self._tops = {c.id: i for i, c in enumerate(self.body.named_children)}
         self._declared = {
             declared_name(x)
@@ -108,30 +68,24 @@ class KernelFacts:
             if d.type == "declaration"
             for x in d.children_by_field_name("declarator")
         }
-        self._reference_types = {
-            text(i)
-            for d in walk(root)
-            if d.type in ("type_definition", "alias_declaration") and "&" in text(d)
-            for t in d.children_by_field_name(
-                "declarator" if d.type == "type_definition" else "name"
-            )
-            for i in walk(t)
-            if i.type == "type_identifier"
-        }  # typedef int& IR;
+        self._reference_types = _reference_types(root)
         self._assigns = self._values()
 
     def _values(self) -> list[tuple[dict[str, list[Node | None]], set[str]]]:
-        """For each statement of the kernel's body, in order: (what each name assigned in it may take
-        its value from, the names it defines outright). Values are initializers, what is assigned,
-        and the conditions under which a name is assigned or incremented (``if (threadIdx.x < 4) t =
-        1;`` makes t depend on the thread); the call a name's address or reference is handed to;
+        """For each statement of the kernel's body, in order: (what each name assigned in it may
+        take its value from, the names it defines outright). Values are initializers, what is
+        assigned, and the conditions under which a name is assigned or incremented
+        (``if (threadIdx.x < 4) t = 1;`` makes t depend on the thread); the call a name's address
+        or reference is handed to;
         None where the value cannot be followed: an element or field assigned (``a[0] = ...``), a
         name that escapes (its address kept, a reference bound to it, or handed to something not a
         function of this file). A function of this file whose result after its last barrier is read
         from shared memory alone (a block reduction's) leaves its reference arguments the same in
         every thread. Defined outright: declared with a value, or assigned with ``=``, or handed to
         such a function, by a statement of the kernel itself, for a name that does not escape."""
-        out = [({}, set()) for _ in self.body.named_children]
+        out: list[tuple[dict[str, list[Node | None]], set[str]]] = [
+            ({}, set()) for _ in self.body.named_children
+        ]
         self._escaped: set[str] = set()
         for n in walk(self.body):
             at = self._top(n)
@@ -140,80 +94,89 @@ class KernelFacts:
             values, defined = out[at]
             statement = self.body.named_children[at]
             if n.type == "init_declarator" and n.child_by_field_name("value") is not None:
-                decl, value = n.child_by_field_name("declarator"), n.child_by_field_name("value")
-                values.setdefault(declared_name(n), []).append(value)
-                if n.parent == statement:
-                    defined.add(declared_name(n))
-                if decl is not None and decl.type == "reference_declarator":
-                    self._escaped |= identifiers(value)
+                self._declared_value(n, values, defined, statement)
             elif n.type in ("assignment_expression", "update_expression"):
-                target = n.child_by_field_name(
-                    "left" if n.type == "assignment_expression" else "argument"
-                )
-                root = root_name(target)
-                if root is None:  # (n > 0 ? t : u) = ...
-                    self._escaped |= identifiers(target)
-                    continue
-                plain = _unparenthesized(target).type == "identifier"
-                if not plain and text(root) in self.pointers | self.shared:
-                    continue  # an element of memory: the name's value, an address, stays
-                values.setdefault(text(root), []).extend(
-                    (
-                        [n.child_by_field_name("right")]
-                        if n.type == "assignment_expression" and plain
-                        else []
-                    )
-                    + ([] if plain else [None])
-                    + conditions(n, self.body)
-                )
-                if (
-                    plain
-                    and n.type == "assignment_expression"
-                    and text(n.child_by_field_name("operator")) == "="
-                    and n.parent is not None
-                    and n.parent.type == "expression_statement"
-                    and n.parent == statement
-                ):
-                    defined.add(text(root))
+                self._assigned_value(n, values, defined, statement)
             elif n.type == "pointer_expression" and text(n.child_by_field_name("operator")) == "&":
-                arg, call = root_name(n.child_by_field_name("argument")), _call_of(n)
-                if arg is None:
-                    continue
-                if (
-                    call is not None
-                    and bare_callee(call) not in self.functions
-                    and call.child_by_field_name("function").type == "identifier"
-                ):
-                    values.setdefault(text(arg), []).extend(
-                        [call] + conditions(n, self.body)
-                    )  # sincosf(x, &s, &c)
-                else:
-                    self._escaped.add(text(arg))
+                self._address_taken(n, values)
             elif (
                 n.type == "identifier" and n.parent is not None and n.parent.type == "argument_list"
             ):
-                call = n.parent.parent
-                if call is None or call.type != "call_expression":
-                    continue
-                index = [c for c in n.parent.named_children if c.type != "comment"].index(n)
-                fn = call.child_by_field_name("function")
-                if (
-                    fn.type not in ("identifier", "template_function", "qualified_identifier")
-                    or text(fn) in self._declared
-                ):
-                    self._escaped.add(text(n))  # a functor's or a method's argument
-                elif self.modifies_argument(call, index):
-                    if not self.uniform_result(call):
-                        values.setdefault(text(n), []).extend([call] + conditions(n, self.body))
-                    elif not conditions(n, self.body) and call.parent == statement:
-                        values.setdefault(text(n), [])
-                        defined.add(text(n))
+                self._argument_value(n, values, defined, statement)
         for a in walk(self.body):
             if a.type in ("gnu_asm_expression", "asm_statement"):
                 self._escaped |= identifiers(a)
         if any(n.type == "lambda_expression" for n in walk(self.body)):
             self._escaped |= identifiers(self.body)
         return out
+
+    def _declared_value(self, n: Node, values: _Values, defined: set[str], statement: Node) -> None:
+        decl, value = n.child_by_field_name("declarator"), n.child_by_field_name("value")
+        values.setdefault(declared_name(n), []).append(value)
+        if n.parent == statement:
+            defined.add(declared_name(n))
+        if decl is not None and decl.type == "reference_declarator":
+            self._escaped |= identifiers(value)
+
+    def _assigned_value(self, n: Node, values: _Values, defined: set[str], statement: Node) -> None:
+        target = n.child_by_field_name("left" if n.type == "assignment_expression" else "argument")
+        root = root_name(target)
+        if root is None:  # (n > 0 ? t : u) = ...
+            self._escaped |= identifiers(target)
+            return
+        plain = _unparenthesized(target).type == "identifier"
+        if not plain and text(root) in self.pointers | self.shared:
+            return  # an element of memory: the name's value, an address, stays
+        values.setdefault(text(root), []).extend(
+            (
+                [n.child_by_field_name("right")]
+                if n.type == "assignment_expression" and plain
+                else []
+            )
+            + ([] if plain else [None])
+            + conditions(n, self.body)
+        )
+        if (
+            plain
+            and n.type == "assignment_expression"
+            and text(n.child_by_field_name("operator")) == "="
+            and n.parent is not None
+            and n.parent.type == "expression_statement"
+            and n.parent == statement
+        ):
+            defined.add(text(root))
+
+    def _address_taken(self, n: Node, values: _Values) -> None:
+        arg, call = root_name(n.child_by_field_name("argument")), _call_of(n)
+        if arg is None:
+            return
+        if (
+            call is not None
+            and bare_callee(call) not in self.functions
+            and call.child_by_field_name("function").type == "identifier"
+        ):
+            # sincosf(x, &s, &c)
+            values.setdefault(text(arg), []).extend([call] + conditions(n, self.body))
+        else:
+            self._escaped.add(text(arg))
+
+    def _argument_value(self, n: Node, values: _Values, defined: set[str], statement: Node) -> None:
+        call = n.parent.parent
+        if call is None or call.type != "call_expression":
+            return
+        index = [c for c in n.parent.named_children if c.type != "comment"].index(n)
+        fn = call.child_by_field_name("function")
+        if (
+            fn.type not in ("identifier", "template_function", "qualified_identifier")
+            or text(fn) in self._declared
+        ):
+            self._escaped.add(text(n))  # a functor's or a method's argument
+        elif self.modifies_argument(call, index):
+            if not self.uniform_result(call):
+                values.setdefault(text(n), []).extend([call] + conditions(n, self.body))
+            elif not conditions(n, self.body) and call.parent == statement:
+                values.setdefault(text(n), [])
+                defined.add(text(n))
 
     def uniform_result(self, call: Node) -> bool:
         """Whether a call's result, and what it leaves in its reference arguments, is the same in
@@ -300,7 +263,8 @@ class KernelFacts:
 
     def _reaching(self, name: str, node: Node) -> list[Node | None]:
         """What ``name`` may hold in ``node`` (a part of the kernel's body): the values assigned to
-        it in node's statement of the kernel, and before it back to the last that defines it outright."""
+        it in node's statement of the kernel, and before it back to the last that defines it
+        outright."""
         if name in self._escaped:
             return [None]
         index = self._top(node)
@@ -312,147 +276,6 @@ class KernelFacts:
             if name in defined:
                 break
         return out
-
-    def _buffers(self, counts: dict[str, int]) -> dict[str, Buffer]:
-        """Pointer parameters, one-dimensional __shared__ arrays, and local pointers declared once
-        from one of them (``const T* xr = x + row * n``) and never assigned; none volatile."""
-        out: dict[str, Buffer] = {}
-        for p in params_of(self.kn):
-            decl = p.child_by_field_name("declarator")
-            if (
-                _single_pointer(decl)
-                and "volatile" not in text(p)
-                and declared_name(decl) not in counts
-                and _named_type(p)
-            ):
-                out[declared_name(decl)] = Buffer(
-                    text(p.child_by_field_name("type")), declared_name(decl), False
-                )
-        for d in walk(self.body):
-            if (
-                d.type == "declaration"
-                and any(text(c) == "__shared__" for c in d.children)
-                and "volatile" not in text(d)
-            ):
-                for a in d.children_by_field_name("declarator"):
-                    inner = (
-                        a.child_by_field_name("declarator")
-                        if a.type == "array_declarator"
-                        else None
-                    )
-                    if (
-                        inner is not None
-                        and inner.type == "identifier"
-                        and counts.get(text(inner)) == 1
-                    ):
-                        extern = any(text(c) == "extern" for c in d.children)
-                        out[text(inner)] = Buffer(
-                            text(d.child_by_field_name("type")),
-                            "extern __shared__" if extern else text(inner),
-                            True,
-                        )
-            elif (
-                d.type == "init_declarator"
-                and d.parent is not None
-                and "volatile" not in text(d.parent)
-            ):
-                target = d.child_by_field_name("declarator")
-                base = _base(d.child_by_field_name("value"))
-                if (
-                    _single_pointer(target)
-                    and base in out
-                    and counts.get(declared_name(target)) == 1
-                    and _named_type(d.parent)
-                ):
-                    out.setdefault(
-                        declared_name(target),
-                        Buffer(
-                            text(d.parent.child_by_field_name("type")),
-                            out[base].base,
-                            out[base].shared,
-                        ),
-                    )
-        assigned = assigned_names(self.body)
-        return {n: b for n, b in out.items() if n not in assigned}
-
-    # -------------------------------------------------------------- element accessors
-
-    def _accessors(self) -> dict[str, tuple[list[Node], dict[int, str]]]:
-        """File-scope device functions by name: (their definitions, {argument: "read" or "write"}
-        for each pointer argument that every definition touches only as its one element)."""
-        out = {}
-        for name, fns in self.functions.items():
-            if not all(
-                _file_scope(fn) and any(c.type == "__device__" for c in fn.children) for fn in fns
-            ):
-                continue
-            kinds: dict[int, set[str]] = {}
-            for fn in fns:
-                for i, p in pointer_params(fn):
-                    kinds.setdefault(i, set()).add(self._element_use(fn, p))
-            roles = {i: k.pop() for i, k in kinds.items() if len(k) == 1 and k <= {"read", "write"}}
-            if len({len(params_of(fn)) for fn in fns}) == 1 and all(
-                all(i in dict(pointer_params(fn)) for i in roles) for fn in fns
-            ):
-                out[name] = ([holder_of(fn) for fn in fns], roles)
-        return out
-
-    def _element_use(self, fn: Node, p: str) -> str:
-        """ "read" when the function only reads ``*p`` (``*p``, ``p[0]``, ``__ldg(p)``) and does so on
-        every call, "write" when it only assigns it, as a statement of its own body; else ""."""
-        body = fn.child_by_field_name("body")
-        uses = set()
-        for n in walk(body) if body is not None else []:
-            if n.type != "identifier" or text(n) != p:
-                continue
-            top = n.parent
-            if (
-                top is not None
-                and top.type == "argument_list"
-                and len(top.named_children) == 1
-                and top.parent is not None
-                and text(top.parent.child_by_field_name("function")) in LOADS
-            ):
-                top = top.parent
-            elif not (
-                top is not None
-                and (
-                    top.type == "subscript_expression"
-                    and text(index_of(top)) == "0"
-                    or top.type == "pointer_expression"
-                    and text(top.child_by_field_name("operator")) == "*"
-                )
-            ):
-                return ""
-            while top.parent is not None and top.parent.type == "parenthesized_expression":
-                top = top.parent
-            parent = top.parent
-            if (
-                parent is not None
-                and parent.type == "assignment_expression"
-                and parent.child_by_field_name("left") == top
-            ):
-                statement = parent.parent
-                if (
-                    text(parent.child_by_field_name("operator")) != "="
-                    or statement is None
-                    or statement.type != "expression_statement"
-                    or statement.parent != body
-                ):
-                    return ""
-                uses.add("write")
-            elif (
-                parent is None
-                or parent.type in ("update_expression", "init_declarator")
-                or parent.type == "pointer_expression"
-                or conditional(top, body)
-                or parent.type == "argument_list"
-                and self._by_reference(parent)
-            ):
-                return ""
-            else:
-                uses.add("read")
-        return uses.pop() if len(uses) == 1 else ""
 
     def modifies_argument(self, call: Node, index: int) -> bool:
         """Whether a function of this file may change its ``index``-th argument: a definition takes
@@ -472,30 +295,16 @@ class KernelFacts:
                 return True
         return False
 
-    def _by_reference(self, args: Node) -> bool:
-        """Whether a call may take an argument by reference (a function of this file, or unknown)."""
-        call = args.parent
-        if call is None or call.type != "call_expression":
-            return True
-        fn = call.child_by_field_name("function")
-        if (
-            fn is not None
-            and fn.type == "template_function"
-            and text(fn.child_by_field_name("name")).endswith("_cast")
-        ):
-            return False
-        return bare_callee(call) in self.functions
-
     # -------------------------------------------------------------- threads
 
     def identity(
         self, node: Node, skip: frozenset[str] = frozenset(), seen: set | None = None
     ) -> set[str]:
         """The thread and block indices (``threadIdx.x``) an expression depends on, through every
-        value the names in it may take (but not ``skip``); ``*`` where that cannot be followed, where
-        it names them whole or through a macro, or where it calls a function that may read them (of
-        this file, or from elsewhere but CUDA's math), unless the call's result is the same in every
-        thread (``uniform_result``: a block reduction's)."""
+        value the names in it may take (but not ``skip``); ``*`` where that cannot be followed,
+        where it names them whole or through a macro, or where it calls a function that may read
+        them (of this file, or from elsewhere but CUDA's math), unless the call's result is the
+        same in every thread (``uniform_result``: a block reduction's)."""
         seen = set() if seen is None else seen
         out = set()
         for n in walk(node):
@@ -515,9 +324,8 @@ class KernelFacts:
                 and text(n) not in skip
                 and (text(n), self._top(n)) not in seen
             ):
-                seen.add(
-                    (text(n), self._top(n))
-                )  # a name's values differ from one statement to the next
+                # a name's values differ from one statement to the next
+                seen.add((text(n), self._top(n)))
                 for value in self._reaching(text(n), n):
                     out |= {"*"} if value is None else self.identity(value, skip, seen)
             elif (
@@ -533,7 +341,8 @@ class KernelFacts:
         return out
 
     def reaches(self, call: Node, found, seen: set[str] | None = None) -> bool:
-        """Whether a call's function of this file, or one it calls, holds a node ``found`` accepts."""
+        """Whether a call's function of this file, or one it calls, holds a node ``found``
+        accepts."""
         seen = set() if seen is None else seen
         name = bare_callee(call)
         if name in seen or name not in self.functions:
@@ -608,6 +417,82 @@ class KernelFacts:
         )
 
 
+# What each name assigned in a statement may take its value from (None: it cannot be followed).
+_Values = dict[str, list[Node | None]]
+
+
+def _device_functions(root: Node) -> dict[str, list[Node]]:
+    """The file's functions that are not kernels, by name (overloads together)."""
+    out: dict[str, list[Node]] = {}
+    for n in walk(root):
+        if n.type == "function_definition" and not any(c.type == "__global__" for c in n.children):
+            name, _ = function_declarator(n)
+            if name is not None:
+                out.setdefault(text(name), []).append(n)
+    return out
+
+
+def _kernel_locals(kn: Node, body: Node) -> tuple[dict[str, int], dict[str, Node], set[str]]:
+    """(how many times each name is declared in the kernel, the value of each declared once, the
+    names that may hold an address: pointer and reference parameters and locals, auto locals)."""
+    counts: dict[str, int] = {}
+    values: dict[str, Node] = {}
+    pointers: set[str] = set()
+    for p in params_of(kn):
+        decl = p.child_by_field_name("declarator")
+        if decl is not None and decl.type in _INDIRECT:
+            pointers.add(declared_name(decl))
+    for d in walk(body):
+        if d.type in _DECLARATORS and (d.parent is None or d.parent.type not in _DECLARATORS):
+            name = declared_name(d)
+            counts[name] = counts.get(name, 0) + 1
+            kind = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
+            holder = d.parent
+            auto = holder is not None and "auto" in text(holder.child_by_field_name("type"))
+            if kind is not None and kind.type in _INDIRECT or auto:
+                pointers.add(name)
+            if d.type == "init_declarator" and d.child_by_field_name("value") is not None:
+                values[name] = d.child_by_field_name("value")
+    return counts, {n: v for n, v in values.items() if counts.get(n) == 1}, pointers
+
+
+def _file_variables(root: Node) -> tuple[set[str], set[str]]:
+    """(every __shared__ array's name, the file's and the kernel's; the file-scope variables
+    device code may change)."""
+    shared: set[str] = set()
+    changing: set[str] = set()
+    for d in walk(root):
+        if d.type != "declaration":
+            continue
+        words = {text(c) for c in d.children}
+        names = {
+            declared_name(x)
+            for x in d.children_by_field_name("declarator")
+            if x.type != "function_declarator"
+        }
+        if "__shared__" in words:
+            shared |= names
+        if (
+            d.parent is not None
+            and d.parent.type in ("translation_unit", "declaration_list")
+            and not words & {"const", "constexpr", "__constant__"}
+        ):
+            changing |= names
+    return shared, changing
+
+
+def _reference_types(root: Node) -> set[str]:
+    """The names of reference types: ``typedef int& IR;``, ``using IR = int&;``."""
+    return {
+        text(i)
+        for d in walk(root)
+        if d.type in ("type_definition", "alias_declaration") and "&" in text(d)
+        for t in d.children_by_field_name("declarator" if d.type == "type_definition" else "name")
+        for i in walk(t)
+        if i.type == "type_identifier"
+    }
+
+
 # Functions from outside the file that compute from their arguments alone (CUDA's math, conversions,
 # loads); any other such call may read the thread's identity (cooperative groups' thread_rank(), the
 # lane masks).
@@ -615,22 +500,6 @@ _PURE = re.compile(
     r"^((?!__lanemask|__activemask)__\w+|[a-z]+\d*f?|static_cast|reinterpret_cast|const_cast|"
     r"make_\w+|min|max|fminf|fmaxf|sincosf?|sqrtf?|rsqrtf?|expf?|exp2f?|logf?|log2f?|powf?|tanhf?|erff?|fabsf?)$"
 )
-
-
-def root_name(target: Node | None) -> Node | None:
-    """The name an assignment's target belongs to: ``t``, ``(t)``, ``a[0]``, ``p.a``, ``*p``."""
-    while target is not None and target.type in (
-        "parenthesized_expression",
-        "subscript_expression",
-        "field_expression",
-        "pointer_expression",
-    ):
-        target = (
-            target.named_children[0]
-            if target.type == "parenthesized_expression"
-            else target.child_by_field_name("argument")
-        )
-    return target if target is not None and target.type == "identifier" else None
 
 
 def _unparenthesized(n: Node) -> Node:
@@ -664,7 +533,8 @@ def _call_of(n: Node) -> Node | None:
 
 
 def _one_operand(body: str) -> bool:
-    """Whether a macro's body is one operand: a number or name (signed or not), or parenthesized whole."""
+    """Whether a macro's body is one operand: a number or name (signed or not), or parenthesized
+    whole."""
     body = body.strip()
     if re.fullmatch(r"[-+~]?\s*[\w.]+", body):
         return True
@@ -678,172 +548,9 @@ def _one_operand(body: str) -> bool:
     return True
 
 
-def conditions(n: Node, top: Node) -> list[Node]:
-    """The conditions deciding whether ``n`` runs, up to ``top``: of the ifs, loops, switches and
-    ?: it is in, and left of any && or || it is right of."""
-    out, cur = [], n
-    while cur is not None and cur != top:
-        parent = cur.parent
-        if parent is None:
-            break
-        if (
-            parent.type
-            in (
-                "if_statement",
-                "while_statement",
-                "do_statement",
-                "for_statement",
-                "switch_statement",
-                "conditional_expression",
-            )
-            and parent.child_by_field_name("condition") is not None
-        ):
-            out.append(parent.child_by_field_name("condition"))
-        if (
-            parent.type == "binary_expression"
-            and text(parent.child_by_field_name("operator")) in ("&&", "||")
-            and parent.child_by_field_name("right") == cur
-        ):
-            out.append(parent.child_by_field_name("left"))
-        cur = parent
-    return out
-
-
-def _single_pointer(decl: Node | None) -> bool:
-    inner = (
-        decl.child_by_field_name("declarator")
-        if decl is not None and decl.type == "pointer_declarator"
-        else None
-    )
-    return inner is not None and inner.type == "identifier"
-
-
-def _named_type(declaration: Node) -> bool:
-    """Whether a declaration names its element type (not ``auto`` or ``decltype``)."""
-    kind = declaration.child_by_field_name("type")
-    return kind is not None and not re.search(r"\b(auto|decltype)\b", text(kind))
-
-
 def _is_barrier(n: Node) -> bool:
     return n.type == "call_expression" and BARRIER.match(bare_callee(n)) is not None
 
 
 def _reads_identity(n: Node) -> bool:
     return n.type == "field_expression" and text(n.child_by_field_name("argument")) in _IDENTITY
-
-
-def assigned_names(node: Node) -> set[str]:
-    """Names assigned, incremented or address-taken in the subtree."""
-    out = set()
-    for n in walk(node):
-        target = None
-        if n.type == "assignment_expression":
-            target = n.child_by_field_name("left")
-        elif (
-            n.type == "update_expression"
-            or n.type == "pointer_expression"
-            and text(n.child_by_field_name("operator")) == "&"
-        ):
-            target = n.child_by_field_name("argument")
-        if target is not None and target.type == "identifier":
-            out.add(text(target))
-    return out
-
-
-def conditional(n: Node, top: Node) -> bool:
-    """Whether the node runs only on some paths through ``top``: under an if, ?:, && or ||."""
-    return not guarded(n, top)
-
-
-def guarded(n: Node, top: Node, guard=None) -> bool:
-    """Whether ``n`` runs on every pass through ``top`` in which the conditions ``guard`` accepts
-    hold: it is in no else branch, right of no && or ||, and in the first branch of an if or ?:
-    only where ``guard`` accepts its condition (None: no condition)."""
-    cur = n
-    while cur != top:
-        parent = cur.parent
-        if parent is None:
-            return False
-        branch = (
-            parent.type in ("if_statement", "conditional_expression")
-            and parent.child_by_field_name("condition") != cur
-        )
-        if branch and (
-            parent.child_by_field_name("consequence") != cur
-            or guard is None
-            or not guard(parent.child_by_field_name("condition"))
-        ):
-            return False
-        if (
-            parent.type == "binary_expression"
-            and text(parent.child_by_field_name("operator")) in ("&&", "||")
-            and parent.child_by_field_name("right") == cur
-        ):
-            return False
-        cur = parent
-    return True
-
-
-def _base(value: Node | None) -> str | None:
-    """The pointer a declaration's value offsets (``x + off``, ``off + x``, ``&x[i]``, ``x``)."""
-    while value is not None and value.type == "parenthesized_expression" and value.named_children:
-        value = value.named_children[0]
-    if value is None:
-        return None
-    if value.type == "identifier":
-        return text(value)
-    if value.type == "binary_expression" and text(value.child_by_field_name("operator")) == "+":
-        left, right = value.child_by_field_name("left"), value.child_by_field_name("right")
-        return (
-            _base(left)
-            if left is not None and left.type != "number_literal" and _base(left)
-            else _base(right)
-        )
-    if value.type == "pointer_expression" and text(value.child_by_field_name("operator")) == "&":
-        arg = value.child_by_field_name("argument")
-        if arg is not None and arg.type == "subscript_expression":
-            return _base(arg.child_by_field_name("argument"))
-    return None
-
-
-def params_of(fn: Node) -> list[Node]:
-    _, decl = function_declarator(fn)
-    plist = decl.child_by_field_name("parameters") if decl is not None else None
-    return (
-        [p for p in plist.named_children if p.type == "parameter_declaration"]
-        if plist is not None
-        else []
-    )
-
-
-def pointer_params(fn: Node) -> list[tuple[int, str]]:
-    out = []
-    for i, p in enumerate(params_of(fn)):
-        decl = p.child_by_field_name("declarator")
-        name = (
-            decl.child_by_field_name("declarator")
-            if decl is not None and decl.type == "pointer_declarator"
-            else None
-        )
-        if name is not None and name.type == "identifier" and "volatile" not in text(p):
-            out.append((i, text(name)))
-    return out
-
-
-def index_of(sub: Node) -> Node | None:
-    idx = sub.child_by_field_name("indices") or sub.child_by_field_name("index")
-    if idx is not None and idx.type == "subscript_argument_list":
-        return idx.named_children[0] if len(idx.named_children) == 1 else None
-    return idx
-
-
-def holder_of(fn: Node) -> Node:
-    return fn.parent if fn.parent is not None and fn.parent.type == "template_declaration" else fn
-
-
-def _file_scope(fn: Node) -> bool:
-    holder = holder_of(fn)
-    return holder.parent is not None and holder.parent.type in (
-        "translation_unit",
-        "declaration_list",
-    )

@@ -1,0 +1,216 @@
+"""Statements of the host code run over an environment of names at a case: declarations (``dim3``
+constructors among them), assignments, ``if`` branches the case decides, copies back from the
+device (whose results stay unknown) and allocations (``cudaMalloc``), which make buffers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+from tree_sitter import Node
+
+from mlxport.cuda_syntax import declared_name, parse_expr, text
+from mlxport.translate.host.expressions import HostExpressions, host_callee
+from mlxport.translate.host.values import Buffer, Dim3, Tensor, Unknown, binop, integral
+
+_ALLOCATORS = {
+    "cudaMalloc",
+    "cudaMallocManaged",
+    "cudaMallocAsync",
+    "cudaMallocHost",
+    "cudaHostAlloc",
+}
+
+
+class HostStatements(HostExpressions):
+    """What statements leave in the environment, and the line of the file each one is on."""
+
+    data: bytes
+    markers: list[tuple[int, int]]  # (offset, line) of each `# N "file"` of preprocessed text
+
+    def line(self, node: Node) -> int:
+        before = [m for m in self.markers if m[0] < node.start_byte]
+        if not before:
+            return node.start_point[0] + 1
+        start, number = before[-1]
+        return number + self.data.count(b"\n", start, node.start_byte) - 1
+
+    def execute(self, stmt: Node, env: dict[str, Any]) -> None:
+        if stmt.type == "declaration":
+            self.declare(stmt, env)
+        elif stmt.type == "expression_statement" and stmt.named_children:
+            self.effect(stmt.named_children[0], env)
+        elif stmt.type == "for_statement":
+            init = stmt.child_by_field_name("initializer")
+            if init is not None and init.type == "declaration":
+                self.declare(init, env)
+        elif stmt.type == "if_statement":  # a branch the case decides: its statements count
+            c = self.value(stmt.child_by_field_name("condition"), env)
+            if isinstance(c, int | float | bool):
+                branch = (
+                    stmt.child_by_field_name("consequence")
+                    if c
+                    else stmt.child_by_field_name("alternative")
+                )
+                if branch is not None and branch.type == "else_clause":
+                    branch = branch.named_children[-1] if branch.named_children else None
+                for s in (
+                    branch.named_children
+                    if branch is not None and branch.type == "compound_statement"
+                    else [branch]
+                    if branch is not None
+                    else []
+                ):
+                    self.execute(s, env)
+
+    def declare(self, decl: Node, env: dict[str, Any]) -> None:
+        type_text = " ".join(
+            text(c)
+            for c in decl.children
+            if c.type
+            in (
+                "primitive_type",
+                "type_identifier",
+                "qualified_identifier",
+                "template_type",
+                "sized_type_specifier",
+                "placeholder_type_specifier",
+            )
+        )
+        for d in decl.named_children:
+            # dim3 grid(B, nh): a constructor, parsed as a prototype
+            if d.type == "function_declarator":
+                self.construct(d, type_text, env)
+                continue
+            if d.type not in (
+                "init_declarator",
+                "identifier",
+                "pointer_declarator",
+                "array_declarator",
+            ):
+                continue
+            name = declared_name(d)
+            value = d.child_by_field_name("value") if d.type == "init_declarator" else None
+            if name in self.case:
+                env[name] = self.case[name]
+                self.bind_sizes(name, value, env)
+                continue
+            if value is None and "dim3" in type_text and "*" not in text(d):
+                env[name] = Dim3(1)  # dim3's constructor: (1, 1, 1) until fields are set
+            elif value is None:
+                env[name] = (
+                    Buffer(name)
+                    if "*" in text(d)
+                    else Unknown(f"{name} is declared without a value")
+                )
+            elif value.type == "argument_list":  # dim3 grid(a, b)
+                parts = [self.value(a, env) for a in value.named_children]
+                why = next(
+                    (p.why for p in parts if isinstance(p, Unknown)), f"{name} is constructed"
+                )
+                env[name] = (
+                    Dim3(*parts)
+                    if "dim3" in type_text and all(isinstance(p, int | float) for p in parts)
+                    else (parts[0] if len(parts) == 1 else Unknown(why))
+                )
+            elif value.type == "initializer_list":
+                parts = [self.value(a, env) for a in value.named_children]
+                env[name] = Dim3(*parts) if "dim3" in type_text and parts else parts
+            else:
+                v = self.value(value, env)
+                if isinstance(v, Buffer):
+                    v = dataclasses.replace(v, name=name)
+                if isinstance(v, int | float) and type_text.split()[-1:] and integral(type_text):
+                    v = int(v)
+                env[name] = v
+
+    def construct(self, d: Node, type_text: str, env: dict[str, Any]) -> None:
+        name = text(d.child_by_field_name("declarator"))
+        if name in self.case:
+            env[name] = self.case[name]
+            return
+        plist = d.child_by_field_name("parameters")
+        parts = (
+            [
+                self.value(e, env) if (e := parse_expr(text(p))) is not None else Unknown(text(p))
+                for p in plist.named_children
+            ]
+            if plist is not None
+            else []
+        )
+        if "dim3" in type_text and parts and all(isinstance(v, int | float) for v in parts):
+            env[name] = Dim3(*parts)
+        elif len(parts) == 1:
+            env[name] = parts[0]
+        else:
+            why = next((v.why for v in parts if isinstance(v, Unknown)), None)
+            env[name] = Unknown(why or f"{name} is constructed from {text(plist)}")
+
+    def bind_sizes(self, name: str, value: Node | None, env: dict[str, Any]) -> None:
+        """``const int B = Q.size(0)`` with B bound: Q's dim 0 is B."""
+        if value is None or name not in self.case:
+            return
+        m = re.fullmatch(
+            r"\(?\s*(?:\w+\s*\)\s*)?(\w+)\s*\.\s*(?:size|shape)\s*\(\s*(\d+)\s*\)", text(value)
+        )
+        m = m or re.fullmatch(r"(\w+)\s*\.\s*(?:size|shape)\s*\[\s*(\d+)\s*\]", text(value))
+        if m and isinstance(env.get(m.group(1)), Tensor):
+            env[m.group(1)].dims[int(m.group(2))] = int(self.case[name])
+            env[m.group(1)].names[int(m.group(2))] = name
+
+    def effect(self, expr: Node, env: dict[str, Any]) -> None:
+        if expr.type == "assignment_expression":
+            left, right = expr.child_by_field_name("left"), expr.child_by_field_name("right")
+            name = text(left)
+            field = re.fullmatch(r"(\w+)\s*\.\s*([xyz])", name)
+            if field and isinstance(env.get(field.group(1)), Dim3):  # grid.x = n / 512
+                v, op = self.value(right, env), text(expr.child_by_field_name("operator"))
+                old = getattr(env[field.group(1)], field.group(2))
+                if op != "=":
+                    v = (
+                        binop(op[:-1], old, v)
+                        if isinstance(v, int | float) and isinstance(old, int | float)
+                        else Unknown(f"cannot evaluate {text(expr)}")
+                    )
+                env[field.group(1)] = dataclasses.replace(
+                    env[field.group(1)], **{field.group(2): v}
+                )
+                return
+            if not re.fullmatch(r"\w+", name) or name in self.case:
+                return
+            op = text(expr.child_by_field_name("operator"))
+            v = self.value(right, env)
+            if op != "=" and isinstance(env.get(name), int | float) and isinstance(v, int | float):
+                v = binop(op[:-1], env[name], v)
+            env[name] = v
+        elif expr.type == "call_expression" and host_callee(expr) in (
+            "cudaMemcpy",
+            "cudaMemcpyAsync",
+            "memcpy",
+        ):
+            args = expr.child_by_field_name("arguments").named_children
+            target = text(args[0]).replace(" ", "").lstrip("&") if args else ""
+            if (
+                args
+                and text(args[0]).lstrip().startswith("&")
+                and re.fullmatch(r"\w+", target)
+                and target not in self.case
+            ):
+                env[target] = Unknown(
+                    f"{target} is copied back from device memory at line {self.line(expr)}, "
+                    "so it is known only when the program runs"
+                )
+        elif expr.type == "call_expression" and host_callee(expr) in _ALLOCATORS:
+            args = expr.child_by_field_name("arguments").named_children
+            if len(args) >= 2:
+                target = re.sub(
+                    r"^\(\s*void\s*\*\s*\*\s*\)", "", text(args[0]).replace(" ", "")
+                ).lstrip("&")
+                nbytes = self.value(args[1], env)
+                env[target] = Buffer(
+                    target,
+                    int(nbytes) if isinstance(nbytes, int | float) else None,
+                    size_text=self.sized_text(args[1], env),
+                )
