@@ -90,7 +90,8 @@ def load_jobs(
         folders = sorted(p.parent for p in path.glob("*/task.toml"))
         if not folders:
             raise UserError(
-                f"{path} holds no task folders (*/task.toml): pass a manifest .toml, a folder of task "
+                f"{path} holds no task folders (*/task.toml): pass a manifest .toml, a folder of "
+                f"task "
                 f"folders, or suite"
             )
         return _unique([_task_job(f, model, base) for f in folders])
@@ -139,8 +140,10 @@ def _manifest_jobs(path: Path, model: str, base: dict[str, Any], out: Path) -> l
             )
             if entry.get("name", job.name) != job.name:
                 raise UserError(
-                    f"{where} names the port {entry['name']!r} but its task is {job.name!r}: output "
-                    f"folders are named after tasks, so drop name (use another --out to port a task twice)"
+                    f"{where} names the port {entry['name']!r} but its task is {job.name!r}: "
+                    f"output "
+                    f"folders are named after tasks, so drop name (use another --out to port a "
+                    f"task twice)"
                 )
         elif "kernel" in entry:
             job = _kernel_job(
@@ -148,7 +151,8 @@ def _manifest_jobs(path: Path, model: str, base: dict[str, Any], out: Path) -> l
             )
         else:
             raise UserError(
-                f'{where} names neither task nor kernel: add task = "NAME_OR_DIR" or kernel = "x.cu"'
+                f'{where} names neither task nor kernel: add task = "NAME_OR_DIR" or kernel = '
+                f'"x.cu"'
             )
         jobs.append(job)
     return _unique(jobs)
@@ -182,7 +186,8 @@ def _config_fields(values: dict[str, Any], where: str) -> dict[str, Any]:
     unknown = set(values) - set(CONFIG_FIELDS)
     if unknown:
         raise UserError(
-            f"unknown keys {sorted(unknown)} in {where}: use RunConfig fields ({', '.join(CONFIG_FIELDS)})"
+            f"unknown keys {sorted(unknown)} in {where}: use RunConfig fields "
+            f"({', '.join(CONFIG_FIELDS)})"
         )
     return dict(values)
 
@@ -192,7 +197,8 @@ def _unique(jobs: list[Job]) -> list[Job]:
     for j in jobs:
         if j.name in seen:
             raise UserError(
-                f"task {j.name!r} appears twice in the batch: a batch ports each task once (use another "
+                f"task {j.name!r} appears twice in the batch: a batch ports each task once (use "
+                f"another "
                 f"--out for a second run)"
             )
         seen.add(j.name)
@@ -471,7 +477,8 @@ def report_md(summary: dict[str, Any]) -> str:
         "",
         f"- source: `{summary['source']}`; model: `{summary['model']}`"
         + (" (`rules` is the rule-based translator: a non-LLM baseline)" if rules else ""),
-        f"- {t['verified']}/{t['tasks']} verified, {t['failed']} failed, {t['skipped']} skipped (done earlier)",
+        f"- {t['verified']}/{t['tasks']} verified, {t['failed']} failed, {t['skipped']} skipped "
+        f"(done earlier)",
         f"- tokens {t['tokens']}, cost ${t['cost_usd']:.4f}, wall time {summary['wall_seconds']} s"
         + (f", on Ray at {summary['ray']}" if summary["ray"] else f", {summary['jobs']} at once"),
         "",
@@ -483,7 +490,8 @@ def report_md(summary: dict[str, Any]) -> str:
     ]
     lines += [
         "",
-        "Each task's port is in `<task>/` (report.md, run.json, kernel.py); events in `batch_events.jsonl`.",
+        "Each task's port is in `<task>/` (report.md, run.json, kernel.py); events in "
+        "`batch_events.jsonl`.",
         "Speedups exist only where a GPU timed the kernel; the simulator checks correctness only.",
         "",
     ]
@@ -567,7 +575,8 @@ def run_on_ray(
     auto = sorted({j.name for j in job_list if j.backend == "auto"})
     if auto:
         raise UserError(
-            f"with --ray pick the backend (budget backend=metal, cuda or sim) so ports go to nodes with "
+            f"with --ray pick the backend (budget backend=metal, cuda or sim) so ports go to nodes "
+            f"with "
             f"that resource; {', '.join(auto[:3])} use auto"
         )
     try:
@@ -587,7 +596,8 @@ def run_on_ray(
         for backend in sorted({j.backend for j in job_list}):
             if offered.get(backend, 0) < 1:
                 raise UserError(
-                    f"no node of the Ray cluster at {address} offers the {backend!r} resource: start one "
+                    f"no node of the Ray cluster at {address} offers the {backend!r} resource: "
+                    f"start one "
                     f"with ray start --resources='{{\"{backend}\": 1}}'"
                 )
         if any(j.backend == "cuda" for j in job_list) and offered.get("GPU", 0) < 1:
@@ -598,8 +608,8 @@ def run_on_ray(
         remote = ray.remote(_ray_port)
         refs = {}
         for j in job_list:
-            # A CUDA port holds one GPU of its own: Ray sets the worker's CUDA_VISIBLE_DEVICES to it,
-            # while the simulator checks and compiles use the node's CPUs.
+            # A CUDA port holds one GPU of its own: Ray sets the worker's CUDA_VISIBLE_DEVICES to
+            # it, while the simulator checks and compiles use the node's CPUs.
             gpus = 1 if j.backend == "cuda" else 0
             ref = remote.options(
                 resources={j.backend: 1}, num_cpus=1, num_gpus=gpus, name=f"port:{j.name}"

@@ -7,7 +7,8 @@ from pathlib import Path
 
 
 class UserError(ValueError):
-    """Bad input, a missing file or backend, an invalid task or candidate. The message names the fix."""
+    """Bad input, a missing file or backend, an invalid task or candidate. The message names the
+    fix."""
 
 
 def read_text(path: str | Path, what: str = "file") -> str:

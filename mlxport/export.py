@@ -225,6 +225,7 @@ def _header(folder: Path, run: dict) -> str:
     if notes.is_file() and (m := re.search(r"from (\S+\.cu\w*)", read_text(notes, "notes"))):
         origin = f" (made from {m[1]})"
     return (
-        f"{run['task']}: the CUDA kernel `{kernel}` of {source}{origin}, ported to MLX by mlxport with "
+        f"{run['task']}: the CUDA kernel `{kernel}` of {source}{origin}, ported to MLX by mlxport "
+        f"with "
         f"{run['model']}; {run['result']['label']}.\n\n{license_line}"
     )

@@ -38,7 +38,8 @@ list_tasks, a task folder, or the folder create_task made from your .cu file) an
 finish, which verifies the best one on held-out shapes and writes kernel.py, report.md and run.json.
 """
 TASK_FIELD = Field(
-    description="The task: a suite name (list_tasks), a task folder, or the folder create_task made."
+    description="The task: a suite name (list_tasks), a task folder, or the folder create_task "
+    "made."
 )
 BACKEND_FIELD = Field(description="auto, metal, cuda or sim; default: the server's backend.")
 
@@ -163,7 +164,8 @@ def _text(out) -> str:
 def _required(task: str | None) -> str:
     if not task:
         raise UserError(
-            "this tool needs `task`: a suite name (list_tasks), a task folder, or create_task's folder"
+            "this tool needs `task`: a suite name (list_tasks), a task folder, or create_task's "
+            "folder"
         )
     return task
 
@@ -339,8 +341,9 @@ def create_task(
     folder: Annotated[str, Field(description="Parent folder of the new task.")] = "mlxport-tasks",
     name: Annotated[str | None, Field(description="Task name; default: from the file.")] = None,
 ) -> str:
-    """Make a task from a CUDA file: the original kernel, run on the CPU executor, is the golden every
-    candidate is checked against, at the cases given. Returns the task folder to pass as `task`."""
+    """Make a task from a CUDA file: the original kernel, run on the CPU executor, is the golden
+    every candidate is checked against, at the cases given. Returns the task folder to pass as
+    `task`."""
     from mlxport.tasks import load_task
     from mlxport.tasks.make import TaskRequest, make_task
     from mlxport.tools.handlers import contract
@@ -529,7 +532,7 @@ def _mcp():
 
 
 def _as_tool_errors(fn, tool_error):
-    """Redacted results; a UserError (a call the client can fix) as an error result, never a crash."""
+    """Redacted results; a UserError (a call the client can fix) as an error result, not a crash."""
     if inspect.iscoroutinefunction(fn):
 
         @functools.wraps(fn)

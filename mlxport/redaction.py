@@ -26,7 +26,8 @@ _TOKEN = r"[A-Za-z0-9._~+/=\-]"
 SHAPES = re.compile(
     "|".join(
         [
-            r"\bsk-[A-Za-z0-9_\-]{16,}",  # OpenAI, Anthropic (sk-ant-), DeepSeek, OpenRouter (sk-or-)
+            # OpenAI, Anthropic (sk-ant-), DeepSeek, OpenRouter (sk-or-)
+            r"\bsk-[A-Za-z0-9_\-]{16,}",
             r"\bAIza[0-9A-Za-z_\-]{30,}",  # Google
             r"\bgh[pousr]_[A-Za-z0-9]{30,}",
             r"\bgithub_pat_[A-Za-z0-9_]{20,}",

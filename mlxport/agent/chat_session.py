@@ -154,7 +154,7 @@ class ChatSession:
             self.start(None)
 
     def inject(self, **reset: Any) -> None:
-        """Send queued guidance; ``reset`` also clears the stop fields to continue a finished port."""
+        """Send queued guidance; ``reset`` also clears the stop fields (a finished port goes on)."""
         if not self.pending and not reset:
             return
         messages, self.pending = self.pending, []
@@ -259,7 +259,8 @@ class ChatSession:
             )
         else:
             self.view.plain(
-                f"wrote {self.folder}/candidates/ ({run['candidates']}), transcript.jsonl, run.json, "
+                f"wrote {self.folder}/candidates/ ({run['candidates']}), transcript.jsonl, "
+                f"run.json, "
                 f"report.md; kernel.py comes once a candidate passes final verification"
             )
 

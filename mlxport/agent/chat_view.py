@@ -271,7 +271,8 @@ class View:
         summary = first_line(payload.get("summary") or "")
         speed = f", {payload['speedup']:.2f}x native" if payload.get("speedup") else ""
         self.c.print(
-            f"[bold yellow]approve?[/bold yellow] candidate {payload.get('candidate_id')} is the new "
+            f"[bold yellow]approve?[/bold yellow] candidate {payload.get('candidate_id')} is the "
+            f"new "
             f"best{speed}",
             highlight=False,
         )
@@ -314,7 +315,8 @@ class View:
             self.plain(f"wrote {folder}/kernel.py, test_kernel.py, report.md, run.json")
         else:
             self.c.print(
-                f"[red]no verified kernel[/red]: {escape(str(res.get('why_not')))}; see {folder}/report.md",
+                f"[red]no verified kernel[/red]: {escape(str(res.get('why_not')))}; see "
+                f"{folder}/report.md",
                 highlight=False,
             )
         self.plain(

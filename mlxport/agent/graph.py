@@ -177,7 +177,8 @@ def status_message(state: State, ctx: RunConfig) -> HumanMessage:
     if state.cycle:
         c = state.cycle
         text += (
-            f"\nCycle {c['number']} on {c['node']}: {c['since']} of {ctx.stagnation} checked candidates "
+            f"\nCycle {c['number']} on {c['node']}: {c['since']} of {ctx.stagnation} checked "
+            f"candidates "
             f"without improvement"
         )
     return HumanMessage(text)
@@ -386,8 +387,10 @@ def select(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
         return {
             "messages": [
                 HumanMessage(
-                    f"Tree search: no open idea rated at most {ctx.max_difficulty:g} difficult. Add ideas with update_plan "
-                    f"(expected_gain, difficulty, confidence, under the idea they refine); the best rated is tried next, "
+                    f"Tree search: no open idea rated at most {ctx.max_difficulty:g} difficult. "
+                    f"Add ideas with update_plan "
+                    f"(expected_gain, difficulty, confidence, under the idea they refine); the "
+                    f"best rated is tried next, "
                     f"or finish."
                 )
             ]
@@ -399,8 +402,10 @@ def select(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
         "cycle": {"node": node.id, "number": number, "since": 0, "improved": False},
         "messages": [
             HumanMessage(
-                f'Cycle {number}: work on {node.id} "{node.idea}" (score {node.score:.2f}). Write, fix and improve '
-                f"candidates for it; the cycle ends after {ctx.stagnation} checked candidates without improvement."
+                f'Cycle {number}: work on {node.id} "{node.idea}" (score {node.score:.2f}). Write, '
+                f"fix and improve "
+                f"candidates for it; the cycle ends after {ctx.stagnation} checked candidates "
+                f"without improvement."
             )
         ],
     }

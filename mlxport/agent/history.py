@@ -14,8 +14,10 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 RESERVE = 8_000  # room for the model's answer and the status message
 DROPPED = (
-    "[{n} earlier messages were removed to fit the context window: the task and its contract are above, the "
-    "plan and best candidate below are current; read_cuda_source and show_candidate show the source and "
+    "[{n} earlier messages were removed to fit the context window: the task and its contract are "
+    "above, the "
+    "plan and best candidate below are current; read_cuda_source and show_candidate show the "
+    "source and "
     "candidates again]"
 )
 

@@ -202,7 +202,8 @@ def why_not(state: State, records: dict[str, Record]) -> str:
         if rec.compile is not None and not rec.compile.ok:
             first = rec.compile.diagnostics[0] if rec.compile.diagnostics else None
             where = f" ({first.where} line {first.line})" if first and first.line else ""
-            return f"candidate {rec.candidate.id} does not compile{where}: {first.message if first else 'unknown'}"
+            message = first.message if first else "unknown"
+            return f"candidate {rec.candidate.id} does not compile{where}: {message}"
     summary = (state.finish or {}).get("summary")
     return summary or f"the port stopped ({state.stop_reason}) before any candidate was correct"
 
@@ -237,8 +238,10 @@ def report_md(task: KernelTask, run: dict[str, Any], best: Record | None, final:
         "",
         f"- model: `{run['model']}`"
         + (" (rule-based translator: a non-LLM baseline)" if run["non_llm_baseline"] else ""),
-        f"- stop reason: {run['stop_reason']}; iterations {run['iterations']}; candidates {run['candidates']}",
-        f"- tokens in/out: {run['tokens']['input']}/{run['tokens']['output']}; cost ${run['cost_usd']:.4f}",
+        f"- stop reason: {run['stop_reason']}; iterations {run['iterations']}; candidates "
+        f"{run['candidates']}",
+        f"- tokens in/out: {run['tokens']['input']}/{run['tokens']['output']}; cost "
+        f"${run['cost_usd']:.4f}",
         f"- wall time: {run['wall_seconds']:.1f} s",
         "",
     ]

@@ -64,7 +64,8 @@ def check_model_spec(spec: str, base_url: str | None = None) -> None:
         path = Path(spec.removeprefix("scripted:"))
         if not path.exists():
             raise UserError(
-                f"scripted model {path} does not exist: pass scripted:FILE.json, or scripted:DIR holding "
+                f"scripted model {path} does not exist: pass scripted:FILE.json, or scripted:DIR "
+                f"holding "
                 f"<task>.json files"
             )
         return
@@ -86,5 +87,6 @@ def check_model_spec(spec: str, base_url: str | None = None) -> None:
         )
     if keys and not base_url and not any(os.environ.get(k) for k in keys):
         raise UserError(
-            f"no API key for {provider}: set {' or '.join(keys)} (or use --base-url for a local server)"
+            f"no API key for {provider}: set {' or '.join(keys)} (or use --base-url for a local "
+            f"server)"
         )

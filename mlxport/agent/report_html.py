@@ -79,7 +79,8 @@ def _plan(nodes: list[dict[str, Any]]) -> str:
             outcome = f" &rarr; {escape(n['outcome'])}" if n.get("outcome") else ""
             tried = f" (tried {escape(', '.join(n['candidates']))})" if n.get("candidates") else ""
             items.append(
-                f"<li><b>{escape(n['id'])}</b> {escape(n['idea'])} [{MARKS.get(n['status'], n['status'])}; "
+                f"<li><b>{escape(n['id'])}</b> {escape(n['idea'])} "
+                f"[{MARKS.get(n['status'], n['status'])}; "
                 f"{escape(rating)}]{tried}{outcome}{tree(n['id'])}</li>"
             )
         return f"<ul>{''.join(items)}</ul>" if items else ""

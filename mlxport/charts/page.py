@@ -23,6 +23,7 @@ tbody tr:nth-child(even) { background: #fafbfc; }
 table.board td { white-space: normal; }
 table.board td:nth-child(2) { font-weight: 600; white-space: nowrap; }
 .plots { display: flex; flex-wrap: wrap; gap: 16px; }
-figure { margin: 0; border: 1px solid #e2e4e8; border-radius: 4px; max-width: 100%; overflow-x: auto; }
+figure { margin: 0; border: 1px solid #e2e4e8; border-radius: 4px; max-width: 100%;
+  overflow-x: auto; }
 code { font-family: ui-monospace, Menlo, Consolas, monospace; }
 """

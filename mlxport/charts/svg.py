@@ -64,9 +64,8 @@ def _frame(width: int, height: int, title: str, body: list[str], desc: str) -> s
         f'aria-label="{escape(title)}" {FONT} font-size="12">'
         f"<title>{escape(title)}</title><desc>{escape(desc)}</desc>"
         f'<rect width="{width}" height="{height}" fill="#fff"/>'
-        f'<text x="{width / 2}" y="20" text-anchor="middle" font-size="15" font-weight="600">{escape(title)}</text>'
-        + "".join(body)
-        + "</svg>"
+        f'<text x="{width / 2}" y="20" text-anchor="middle" font-size="15" '
+        f'font-weight="600">{escape(title)}</text>' + "".join(body) + "</svg>"
     )
 
 
@@ -85,13 +84,16 @@ def _y_axis(
         y = y0 - h * t / top
         out.append(
             f'<line x1="{x0}" x2="{x0 + w}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e5e5e5"/>'
-            f'<text x="{x0 - 6}" y="{y + 4:.1f}" text-anchor="end" fill="#444">{_fmt(t, percent)}</text>'
+            f'<text x="{x0 - 6}" y="{y + 4:.1f}" text-anchor="end" '
+            f'fill="#444">{_fmt(t, percent)}</text>'
         )
     if ref is not None and 0 < ref < top:
         y = y0 - h * ref / top
         out.append(
-            f'<line x1="{x0}" x2="{x0 + w}" y1="{y:.1f}" y2="{y:.1f}" stroke="#333" stroke-dasharray="5 4"/>'
-            f'<text x="{x0 + w - 4}" y="{y - 4:.1f}" text-anchor="end" fill="#333">baseline {ref:g}x</text>'
+            f'<line x1="{x0}" x2="{x0 + w}" y1="{y:.1f}" y2="{y:.1f}" stroke="#333" '
+            f'stroke-dasharray="5 4"/>'
+            f'<text x="{x0 + w - 4}" y="{y - 4:.1f}" text-anchor="end" fill="#333">baseline '
+            f"{ref:g}x</text>"
         )
     out.append(
         f'<line x1="{x0}" x2="{x0}" y1="{y0 - h}" y2="{y0}" stroke="#333"/>'
@@ -203,7 +205,8 @@ def scatter(
             f'<text x="{x:.1f}" y="{y0 + 16}" text-anchor="middle" fill="#444">{t:.3g}</text>'
         )
     body.append(
-        f'<text x="{x0 + w / 2}" y="{y0 + 36}" text-anchor="middle" fill="#222">{escape(x_label)}</text>'
+        f'<text x="{x0 + w / 2}" y="{y0 + 36}" text-anchor="middle" '
+        f'fill="#222">{escape(x_label)}</text>'
     )
     placed: list[tuple[float, float]] = []
     marks = []
@@ -250,10 +253,12 @@ def lines(
     step = max(1, round(xmax / 12))
     for t in range(0, xmax + 1, step):
         body.append(
-            f'<text x="{x0 + w * t / xmax:.1f}" y="{y0 + 16}" text-anchor="middle" fill="#444">{t}</text>'
+            f'<text x="{x0 + w * t / xmax:.1f}" y="{y0 + 16}" text-anchor="middle" '
+            f'fill="#444">{t}</text>'
         )
     body.append(
-        f'<text x="{x0 + w / 2}" y="{y0 + 36}" text-anchor="middle" fill="#222">{escape(x_label)}</text>'
+        f'<text x="{x0 + w / 2}" y="{y0 + 36}" text-anchor="middle" '
+        f'fill="#222">{escape(x_label)}</text>'
     )
     for k, name in enumerate(names):
         pts, prev = [], None
@@ -270,7 +275,8 @@ def lines(
             prev = y
         dash = ' stroke-dasharray="6 4"' if name == "rules" else ""
         body.append(
-            f'<polyline points="{" ".join(pts)}" fill="none" stroke="{color[name]}" stroke-width="2.5"'
+            f'<polyline points="{" ".join(pts)}" fill="none" stroke="{color[name]}" '
+            f'stroke-width="2.5"'
             f"{dash}><title>{escape(labels.get(name, name))}</title></polyline>"
         )
     legend, extra = _legend(names, color, x0, height - 12, w, labels)
@@ -313,17 +319,21 @@ def roofline(
     ]
     for e in range(round(math.log10(lo_x)), round(math.log10(hi_x)) + 1):
         body.append(
-            f'<text x="{px(10**e):.1f}" y="{y0 + 16}" text-anchor="middle" fill="#444">{10**e:g}</text>'
+            f'<text x="{px(10**e):.1f}" y="{y0 + 16}" text-anchor="middle" '
+            f'fill="#444">{10**e:g}</text>'
         )
     for e in range(round(math.log10(lo_y)), round(math.log10(hi_y)) + 1):
         body.append(
-            f'<text x="{x0 - 6}" y="{py(10**e) + 4:.1f}" text-anchor="end" fill="#444">{10**e:g}</text>'
+            f'<text x="{x0 - 6}" y="{py(10**e) + 4:.1f}" text-anchor="end" '
+            f'fill="#444">{10**e:g}</text>'
         )
     body.append(
-        f'<text x="{x0 + w / 2}" y="{y0 + 36}" text-anchor="middle" fill="#222">FLOP per byte (log)</text>'
+        f'<text x="{x0 + w / 2}" y="{y0 + 36}" text-anchor="middle" fill="#222">FLOP per byte '
+        f"(log)</text>"
     )
     body.append(
-        f'<text x="20" y="{y0 - h / 2}" transform="rotate(-90 20 {y0 - h / 2})" text-anchor="middle" '
+        f'<text x="20" y="{y0 - h / 2}" transform="rotate(-90 20 {y0 - h / 2})" '
+        f'text-anchor="middle" '
         f'fill="#222">GFLOP/s (log)</text>'
     )
     ridge = peak_gflops / bandwidth_gbs
@@ -336,7 +346,8 @@ def roofline(
         f"{peak_gflops:g} GFLOP/s</title></polyline>"
     )
     body.append(
-        f'<line x1="{px(intensity):.1f}" y1="{y0}" x2="{px(intensity):.1f}" y2="{y0 - h}" stroke="#999" '
+        f'<line x1="{px(intensity):.1f}" y1="{y0}" x2="{px(intensity):.1f}" y2="{y0 - h}" '
+        f'stroke="#999" '
         f'stroke-dasharray="4 4"><title>this case: {intensity:.3g} FLOP/byte</title></line>'
     )
     names = [p[0] for p in points]

@@ -13,15 +13,16 @@ import sys
 from mlxport.errors import UserError
 from mlxport.redaction import guard_terminal
 
-# command -> one line of help; the module mlxport.cli.<command> holds it as a Typer app named ``app``
+# command -> one line of help; the module mlxport.cli.<command> holds it as a Typer app named
+# ``app``
 COMMANDS = {
-    "port": "Port a CUDA kernel to a verified MLX kernel; write kernel.py, test_kernel.py and a report.",
+    "port": "Port a CUDA kernel to a verified MLX op: kernel.py, test_kernel.py and a report.",
     "chat": "Port a kernel interactively: watch each step, steer, approve; resume with --session.",
     "batch": "Port many kernels unattended; rerun the same command to resume.",
-    "eval": "Compare LLMs on the same graph, tools and budget; `eval report DIR` rebuilds the reports.",
-    "check": "Compile a candidate and check it against the task's reference on every case and dtype.",
+    "eval": "Compare LLMs on one graph, tools and budget; `eval report DIR` rebuilds the reports.",
+    "check": "Compile a candidate and check it against the task's golden on every case and dtype.",
     "bench": "Check a candidate, then time it against the task's baselines.",
-    "read": "Read a CUDA file: kernels, parameters, shared memory, intrinsics, launches, Metal mapping.",
+    "read": "Read a CUDA file: kernels, parameters, shared memory, intrinsics, launches, Metal.",
     "translate": "Rule-based translation (a non-LLM baseline) of a CUDA kernel into a candidate.",
     "tasks": "The task suite: list, show, check, new.",
     "kb": "The Apple-GPU knowledge base: search, chip, chips.",
@@ -35,7 +36,8 @@ def usage() -> str:
     width = max(map(len, COMMANDS))
     rows = "\n".join(f"  {name:<{width}}  {text}" for name, text in COMMANDS.items())
     return (
-        f"usage: mlxport COMMAND [ARGS]...\n\nPort CUDA kernels to fast, verified MLX custom kernels.\n\n"
+        f"usage: mlxport COMMAND [ARGS]...\n\nPort CUDA kernels to fast, verified MLX custom "
+        f"kernels.\n\n"
         f"commands:\n{rows}\n\n`mlxport COMMAND --help` shows a command's options."
     )
 

@@ -36,7 +36,8 @@ def bench(
     if not report.ok:
         o.err.print(report.summary(), highlight=False, markup=False)
         raise UserError(
-            f"candidate {cand.id} is not correct on {be.name}: fix it before timing it (see mlxport check)"
+            f"candidate {cand.id} is not correct on {be.name}: fix it before timing it (see "
+            f"mlxport check)"
         )
     results = [
         benchmark(session.task, cand, be, case=c, chip=session.chip, datasheet=session.datasheet)

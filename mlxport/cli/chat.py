@@ -28,7 +28,8 @@ def chat(
     seed: o.Seed = 0,
     search: o.Search = "linear",
 ) -> None:
-    """Port a kernel interactively: watch each step, steer, approve candidates; resume with --session."""
+    """Port a kernel interactively: watch each step, steer, approve candidates; resume with
+    --session."""
     from mlxport.agent.chat import chat as run_chat
     from mlxport.agent.config import RunConfig
 
@@ -42,7 +43,7 @@ def chat(
 
 
 def _task(kernel: Path | None, task: str | None):
-    """Like ``mlxport port``: --task NAME or folder, or a kernel.cu inside a task folder; None asks."""
+    """As ``mlxport port``: --task NAME or folder, or a kernel.cu in a task folder; None asks."""
     from mlxport.tasks import load_task
 
     if task:

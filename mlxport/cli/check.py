@@ -24,7 +24,8 @@ def check(
     heldout: Annotated[bool, typer.Option(help="Also run the held-out cases.")] = False,
     as_json: o.Json = False,
 ) -> None:
-    """Compile a candidate and check it against the task's reference on every visible case and dtype."""
+    """Compile a candidate and check it against the task's reference on every visible case and
+    dtype."""
     from mlxport.backends import get_backend
     from mlxport.tasks import load_candidate, load_task
     from mlxport.verify.correctness import run_correctness
@@ -63,7 +64,8 @@ def check(
             )
         o.out.print(table)
         o.out.print(
-            f"{'PASS' if report.ok else 'FAIL'}: candidate {cand.id} on {be.name} (seed {report.seeds[0]})"
+            f"{'PASS' if report.ok else 'FAIL'}: candidate {cand.id} on {be.name} (seed "
+            f"{report.seeds[0]})"
         )
     if not report.ok:
         raise typer.Exit(1)

@@ -45,7 +45,7 @@ def run(
         "mlxport-eval"
     ),
 ) -> None:
-    """Run every model x task x seed with identical budgets, then write report.md and report.html."""
+    """Run every model x task x seed with the same budget, then write report.md and report.html."""
     if ctx.invoked_subcommand:
         return
     from mlxport.evals.report import build_reports
@@ -57,7 +57,8 @@ def run(
 
     def progress(event: dict) -> None:
         o.out.print(
-            f"[{event['done']}/{event['total']}] {event['model']} {event['task']} seed {event['seed']}: "
+            f"[{event['done']}/{event['total']}] {event['model']} {event['task']} seed "
+            f"{event['seed']}: "
             f"{event['status']}",
             highlight=False,
         )

@@ -44,7 +44,8 @@ def export(
         )
     else:
         o.out.print(
-            f"wrote {target}: a kernel repository for the Hugging Face Hub; build/torch-metal/ is what "
+            f"wrote {target}: a kernel repository for the Hugging Face Hub; build/torch-metal/ is "
+            f"what "
             f"`kernels.get_kernel` loads",
             highlight=False,
         )

@@ -52,7 +52,8 @@ def print_json(data: Any) -> None:
 
 
 def runs_here(candidate, backend) -> None:
-    """A candidate reaches only a backend that compiles its language; else one sentence naming the fix."""
+    """A candidate reaches only a backend that compiles its language; else one sentence naming the
+    fix."""
     if candidate.language != backend.language:
         where = (
             "--backend cuda on a machine with MLX's CUDA backend"
@@ -60,7 +61,8 @@ def runs_here(candidate, backend) -> None:
             else "--backend sim (or metal on Apple silicon)"
         )
         raise UserError(
-            f"candidate {candidate.name} is {candidate.language} and the {backend.name} backend runs "
+            f"candidate {candidate.name} is {candidate.language} and the {backend.name} backend "
+            f"runs "
             f"{backend.language} candidates: use {where}"
         )
 

@@ -12,6 +12,65 @@ from rich.markup import escape
 from mlxport.cli import options as o
 from mlxport.errors import UserError, read_text
 
+# The flags of a bare .cu file: TaskRequest's fields (mlxport/tasks/request.py).
+KernelName = Annotated[
+    str | None, typer.Option("--kernel", help="The __global__ kernel (default: the only one).")
+]
+Case = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="A case: sizes, kernel parameters and host variables by name, "
+        "e.g. 'N=4096,C=768,block_size=128'. Repeat for more."
+    ),
+]
+Dtypes = Annotated[
+    str | None,
+    typer.Option(
+        help="Comma-separated dtypes, for a kernel templated on its element type (default float32)."
+    ),
+]
+Shape = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="A buffer's extent in elements of its dtype (four per float4) where the host "
+        "code gives none, e.g. 'K=B*nh*N*d'. Repeat for more."
+    ),
+]
+Grid = Annotated[
+    str | None,
+    typer.Option(
+        help="Blocks per grid, 'X[,Y,Z]' over the case's names, where the "
+        "host code does not launch the kernel."
+    ),
+]
+Block = Annotated[str | None, typer.Option(help="Threads per block, 'X[,Y,Z]', likewise.")]
+SharedBytes = Annotated[
+    str | None, typer.Option(help="Dynamic shared memory of the launch, likewise.")
+]
+Template = Annotated[
+    str | None,
+    typer.Option(help="Template arguments the launch does not give, e.g. 'T=float,BLOCK=256'."),
+]
+Include = Annotated[
+    list[Path] | None,
+    typer.Option("-I", "--include", help="A folder of the file's local headers. Repeat for more."),
+]
+Reference = Annotated[
+    str | None,
+    typer.Option(
+        help="module:function or file.py:function: an MLX reference instead of the original kernel."
+    ),
+]
+Inputs = Annotated[
+    str | None,
+    typer.Option(
+        help="With --reference: 'x[R,C];w:float32[C]'. For a bare .cu file: the values an integer "
+        "input takes, 'idx:int32[0,V)'."
+    ),
+]
+Outputs = Annotated[str | None, typer.Option(help="With --reference: 'out[R,C]'.")]
+Heldout = Annotated[list[str] | None, typer.Option(help="With --reference: a held-out case.")]
+
 app = o.command_app(
     "Port a CUDA kernel to a verified MLX kernel and write kernel.py, test_kernel.py and a report."
 )
@@ -23,67 +82,19 @@ def port(
         Path | None, typer.Argument(help="The .cu file to port (default: the task's kernel.cu).")
     ] = None,
     task: Annotated[str | None, typer.Option(help="Task name or folder.")] = None,
-    kernel_name: Annotated[
-        str | None, typer.Option("--kernel", help="The __global__ kernel (default: the only one).")
-    ] = None,
-    case: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="A case: sizes, kernel parameters and host variables by name, "
-            "e.g. 'N=4096,C=768,block_size=128'. Repeat for more."
-        ),
-    ] = None,
-    dtypes: Annotated[
-        str | None,
-        typer.Option(
-            help="Comma-separated dtypes, for a kernel templated on its element "
-            "type (default float32)."
-        ),
-    ] = None,
-    shape: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="A buffer's extent in elements of its dtype (four per float4) where the host "
-            "code gives none, e.g. 'K=B*nh*N*d'. Repeat for more."
-        ),
-    ] = None,
-    grid: Annotated[
-        str | None,
-        typer.Option(
-            help="Blocks per grid, 'X[,Y,Z]' over the case's names, where the "
-            "host code does not launch the kernel."
-        ),
-    ] = None,
-    block: Annotated[
-        str | None, typer.Option(help="Threads per block, 'X[,Y,Z]', likewise.")
-    ] = None,
-    shared_bytes: Annotated[
-        str | None, typer.Option(help="Dynamic shared memory of the launch, likewise.")
-    ] = None,
-    template: Annotated[
-        str | None,
-        typer.Option(help="Template arguments the launch does not give, e.g. 'T=float,BLOCK=256'."),
-    ] = None,
-    include: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "-I", "--include", help="A folder of the file's local headers. Repeat for more."
-        ),
-    ] = None,
-    reference: Annotated[
-        str | None,
-        typer.Option(
-            help="module:function or file.py:function: an MLX reference "
-            "instead of the original kernel."
-        ),
-    ] = None,
-    inputs: Annotated[
-        str | None, typer.Option(help="With --reference: 'x[R,C];w:float32[C]'.")
-    ] = None,
-    outputs: Annotated[str | None, typer.Option(help="With --reference: 'out[R,C]'.")] = None,
-    heldout: Annotated[
-        list[str] | None, typer.Option(help="With --reference: a held-out case.")
-    ] = None,
+    kernel_name: KernelName = None,
+    case: Case = None,
+    dtypes: Dtypes = None,
+    shape: Shape = None,
+    grid: Grid = None,
+    block: Block = None,
+    shared_bytes: SharedBytes = None,
+    template: Template = None,
+    include: Include = None,
+    reference: Reference = None,
+    inputs: Inputs = None,
+    outputs: Outputs = None,
+    heldout: Heldout = None,
     model: o.Model = "rules",
     base_url: o.BaseUrl = None,
     backend: o.Backend = "auto",
@@ -220,7 +231,8 @@ def _print_summary(run: dict, out_dir: Path) -> None:
     res = run["result"]
     label = " (non-LLM baseline)" if run["non_llm_baseline"] else ""
     o.out.print(
-        f"\n[bold]{run['task']}[/bold] with {run['model']}{label}: stop reason {run['stop_reason']}, "
+        f"\n[bold]{run['task']}[/bold] with {run['model']}{label}: stop reason "
+        f"{run['stop_reason']}, "
         f"{run['iterations']} iterations, {run['candidates']} candidates"
     )
     if res["verified"]:

@@ -73,7 +73,8 @@ def show(name: str, as_json: o.Json = False) -> None:
     for t in task.outputs:
         p(f"  output {t.name}: {t.dtype}{t.shape}")
     p(
-        f"  reference {task.reference}; baselines native={task.baselines.native} naive={task.baselines.naive}"
+        f"  reference {task.reference}; baselines native={task.baselines.native} "
+        f"naive={task.baselines.naive}"
     )
     p(
         f"  dtypes {', '.join(task.dtypes)}; tolerance "
@@ -187,7 +188,8 @@ def new(
         typer.Option("-I", "--include", help="With --from: a folder of the file's local headers."),
     ] = None,
 ) -> None:
-    """Make a task folder: from a .cu file (--from) with its kernel as the golden, or a scaffold to edit."""
+    """Make a task folder: from a .cu file (--from) with its kernel as the golden, or a scaffold to
+    edit."""
     if source is not None:
         from mlxport.tasks.make import TaskRequest, make_task
 

@@ -63,8 +63,9 @@ def check_task(task: KernelTask, seed: int = 0) -> list[CheckRow]:
                     )
                 )
             if task.original is not None:
-                # as the golden, the original is checked against a second run of itself: it runs at this
-                # case, gives the task's shapes, and gives the same answer (no race or uninitialized read)
+                # as the golden, the original is checked against a second run of itself: it runs at
+                # this case, gives the task's shapes, and gives the same answer (no race or
+                # uninitialized read)
                 label = "original" if task.reference is not None else "original, run twice"
                 outs = run_original(task, inputs, case)
                 rows.append(

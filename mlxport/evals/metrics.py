@@ -273,7 +273,7 @@ def leaderboard(
 
 
 def all_timed(rows: list[dict[str, Any]]) -> bool:
-    """Whether every model that ran has measured speedups (a model with no runs yet does not count)."""
+    """Whether every model that ran has measured speedups (one with no runs yet does not count)."""
     ran = [r for r in rows if r["runs"]]
     return bool(ran) and all(r["timing"] == "measured" for r in ran)
 

@@ -63,7 +63,8 @@ def collect(out: Path) -> Eval:
     manifest = load_manifest(out)
     if manifest is None and not runs:
         raise UserError(
-            f"no eval runs under {out}: run `mlxport eval --out {out}` first, or pass the eval's folder"
+            f"no eval runs under {out}: run `mlxport eval --out {out}` first, or pass the eval's "
+            f"folder"
         )
     if manifest is None:  # rebuilt from the run records alone
         config = {k: v for k, v in runs[0].get("config", {}).items() if k not in PER_RUN}
@@ -290,8 +291,10 @@ def task_table(ev: Eval, task: str) -> tuple[list[str], list[list[str]]]:
 DEFINITIONS = [
     (
         "fast_p",
-        "share of tasks whose port passed final verification (held-out shapes, extra seeds) and is more "
-        "than p times faster than the baseline; fast_0 is the verified share. Averaged over seeds per task, "
+        "share of tasks whose port passed final verification (held-out shapes, extra seeds) and is "
+        "more "
+        "than p times faster than the baseline; fast_0 is the verified share. Averaged over seeds "
+        "per task, "
         "then over tasks.",
     ),
     (
@@ -300,7 +303,8 @@ DEFINITIONS = [
     ),
     (
         "geomean",
-        "geometric mean over tasks of the speedup; a failed task counts 1.0x (the user keeps the baseline), "
+        "geometric mean over tasks of the speedup; a failed task counts 1.0x (the user keeps the "
+        "baseline), "
         "a verified port counts its measured speedup, even below 1.",
     ),
     (
@@ -312,7 +316,8 @@ DEFINITIONS = [
     ("compile failures", "candidates that failed to compile, and their share of all candidates."),
     (
         "tool errors",
-        "tool calls answered with an error (unknown tool, invalid or malformed arguments, unknown id), "
+        "tool calls answered with an error (unknown tool, invalid or malformed arguments, unknown "
+        "id), "
         "and their share of all tool calls.",
     ),
     ("iterations to best", "model turns until the final best candidate first appeared."),
@@ -341,7 +346,8 @@ def markdown(ev: Eval) -> str:
     lines += [f"- {k}: {v}" for k, v in setup(ev)] + [""]
     if not ev.timed:
         lines += [
-            f"> Speedup metrics: {ev.na}. fast_0 (the verified share), correct@k, error rates, tokens, cost, "
+            f"> Speedup metrics: {ev.na}. fast_0 (the verified share), correct@k, error rates, "
+            f"tokens, cost, "
             f"wall time, iterations and stop reasons are measured.",
             "",
         ]
@@ -464,8 +470,10 @@ def render_html(ev: Eval) -> str:
     parts += [f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in setup(ev)] + ["</dl>"]
     if not ev.timed:
         parts.append(
-            f'<p class="note">Speedup metrics: <b>{escape(ev.na)}</b>. fast_0 (the verified share), '
-            f"correct@k, error rates, tokens, cost, wall time, iterations and stop reasons are measured.</p>"
+            f'<p class="note">Speedup metrics: <b>{escape(ev.na)}</b>. fast_0 (the verified '
+            f"share), "
+            f"correct@k, error rates, tokens, cost, wall time, iterations and stop reasons are "
+            f"measured.</p>"
         )
     parts += [
         "<h2>Leaderboard</h2>",
@@ -483,7 +491,8 @@ def render_html(ev: Eval) -> str:
         ]
     if ev.errors:
         parts += [
-            "<h2>Runs that raised</h2><p>Retried by the next <code>mlxport eval</code> on this folder.</p><ul>"
+            "<h2>Runs that raised</h2><p>Retried by the next <code>mlxport eval</code> on this "
+            "folder.</p><ul>"
         ]
         parts += [
             f"<li><code>{escape(e['folder'])}</code>: {escape(e['error'])}</li>" for e in ev.errors

@@ -37,7 +37,7 @@ MANIFEST = "eval.json"
 
 
 class _Stopped(Exception):
-    """Raised inside a port's update callback to stop it at a node boundary (its checkpoint stays)."""
+    """Raised in a port's update callback to stop it at a node boundary (its checkpoint stays)."""
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ def resolve_models(models: list[str]) -> list[str]:
 
 
 def resolve_tasks(suite: str | None = "core", tasks: list[str] | None = None) -> dict[str, str]:
-    """Task name -> task folder: ``tasks`` if given (suite names or task folders), else the suite."""
+    """Task name -> folder: ``tasks`` if given (suite names or task folders), else the suite."""
     from mlxport.tasks import load_task, suite_names
 
     if not tasks:

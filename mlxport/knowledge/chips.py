@@ -19,8 +19,9 @@ _LIMIT_SOURCES = ("S1", "S3", "S4t")
 
 
 class ChipProfile(BaseModel):
-    """One GPU configuration. Where a chip ships binned, cores/bandwidth/TFLOPS are the largest config
-    unless a variant such as "M3 Max (30-core)" was asked for; `gpu_core_options` lists all configs."""
+    """One GPU configuration. Where a chip ships binned, cores/bandwidth/TFLOPS are the largest
+    config unless a variant such as "M3 Max (30-core)" was asked for; `gpu_core_options` lists all
+    configs."""
 
     name: str
     generation: str
@@ -127,7 +128,8 @@ def _lookup(name: str) -> ChipProfile:
 
 
 def hardware_profile(chip: str = "auto") -> ChipProfile:
-    """Spec row for `chip` ("M3 Max", "m3max", "Apple M3 Max", "M3 Max (30-core)") or the local chip."""
+    """Spec row for `chip` ("M3 Max", "m3max", "Apple M3 Max", "M3 Max (30-core)") or the local
+    chip."""
     if chip.strip().lower() != "auto":
         return _lookup(chip)
     name, cores = detect_chip()
@@ -192,14 +194,17 @@ def chip_text(p: ChipProfile, limits: bool = True) -> str:
     else:
         bw = f"{p.memory_bandwidth_gbs:g} GB/s"
     lines = [
-        f"{p.name}: generation {p.generation}, GPU family {p.gpu_family}, architecture {p.architecture} "
+        f"{p.name}: generation {p.generation}, GPU family {p.gpu_family}, architecture "
+        f"{p.architecture} "
         f"(UNCERTAIN unless noted).",
         f"GPU cores: {cores}. Memory bandwidth: {bw}. Max unified memory: {p.memory_gb} GB.",
         f"FP32: {_fmt(p.fp32_tflops)} TFLOPS ({p.gpu_cores}-core). FP16 (non-matrix): "
-        f"{_fmt(p.fp16_tflops)} TFLOPS. Ridge point: {p.ridge_flop_per_byte:g} FP32 FLOP/byte [derived].",
+        f"{_fmt(p.fp16_tflops)} TFLOPS. Ridge point: {p.ridge_flop_per_byte:g} FP32 FLOP/byte "
+        f"[derived].",
         *(
             [
-                f"Limits: SIMD width {p.simd_width}, up to {p.max_threads_per_threadgroup} threads per "
+                f"Limits: SIMD width {p.simd_width}, up to {p.max_threads_per_threadgroup} threads "
+                f"per "
                 f"threadgroup, {p.threadgroup_memory_bytes // 1024} KB threadgroup memory."
             ]
             if limits
@@ -256,8 +261,10 @@ def _summary_section() -> Section:
         )
         tags.extend(row["sources"])
     text = (
-        "Comparison of all Apple M-series chips (M1 to M5): GPU cores, memory bandwidth, FP32 TFLOPS, "
-        "max memory and GPU family side by side. Binned GPU configs are separated by /; FP32 is for the "
+        "Comparison of all Apple M-series chips (M1 to M5): GPU cores, memory bandwidth, FP32 "
+        "TFLOPS, "
+        "max memory and GPU family side by side. Binned GPU configs are separated by /; FP32 is "
+        "for the "
         "largest config; derived or community values are marked in each chip's section.\n"
         + "\n".join(rows)
     )

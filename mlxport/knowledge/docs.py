@@ -138,8 +138,8 @@ _DIGIT = re.compile(r"\d")
 
 
 def lint_doc(path: Path) -> list[str]:
-    """Problems that break the sourcing rule: a figure (any digit) in a section without a Source line,
-    an unknown source tag, or figures outside any section."""
+    """Problems that break the sourcing rule: a figure (any digit) in a section without a Source
+    line, an unknown source tag, or figures outside any section."""
     problems = []
     meta, body = parse_front_matter(path.read_text(encoding="utf-8"))
     intro = body.split("\n## ", 1)[0]

@@ -1,4 +1,5 @@
-"""Retrieval evaluation: question -> expected-section pairs in eval_questions.toml, scored by recall@k."""
+"""Retrieval evaluation: question -> expected-section pairs in eval_questions.toml, scored by
+recall@k."""
 
 from __future__ import annotations
 
@@ -29,8 +30,9 @@ def load_questions() -> list[Question]:
 
 
 def recall_at_k(k: int = 3) -> tuple[float, list[Miss]]:
-    """Fraction of questions with an expected section among the top k ranked sections (for chip-scoped
-    questions the ranking with that chip's boost; the profile `search` prepends does not count)."""
+    """Fraction of questions with an expected section among the top k ranked sections (for
+    chip-scoped questions the ranking with that chip's boost; the profile `search` prepends does not
+    count)."""
     from mlxport.knowledge.index import ranked_ids
 
     questions = load_questions()

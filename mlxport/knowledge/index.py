@@ -13,9 +13,9 @@ from mlxport.knowledge.docs import Section, cite, load_doc_sections, load_source
 
 _RAW = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+(?:\.\d+)?")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
-_STOP_WORDS = """a an and are as at be by can do does for from how i in is it its my of on or should that
-    the this to use used using has have what when where which why will with you your me we get there than
-    then into"""
+_STOP_WORDS = """a an and are as at be by can do does for from how i in is it its my of on or
+    should that the this to use used using has have what when where which why will with you your me
+    we get there than then into"""
 _STOP = frozenset(_STOP_WORDS.split())
 # CUDA vocabulary a porting model uses -> the Metal words the knowledge base uses.
 _SYNONYMS = {
@@ -30,7 +30,8 @@ _SYNONYMS = {
     "flop": ("fp32", "tflops"),
     "gpu_cores": ("cores",),
 }
-# A second BM25 over headings (BM25F-like): a section's topic outweighs passing mentions in long text.
+# A second BM25 over headings (BM25F-like): a section's topic outweighs passing mentions in long
+# text.
 _HEADING_WEIGHT = 1.0
 
 
@@ -39,7 +40,8 @@ _SUFFIXES = ("ations", "ation", "ing", "ed", "es", "s")
 
 
 def _stem(tok: str) -> str:
-    """Tiny suffix stripper (no stemmer dependency): compile/compiles/compiled/compilation -> compil."""
+    """Tiny suffix stripper (no stemmer dependency): compile/compiles/compiled/compilation ->
+    compil."""
     tok = _LEMMA.get(tok, tok)
     if not tok.isalpha() or len(tok) <= 4:
         return tok
@@ -61,7 +63,7 @@ def _stem(tok: str) -> str:
 
 
 def tokenize(text: str) -> list[str]:
-    """Lowercase words; identifiers also yield their `_` and camelCase parts (the original is kept)."""
+    """Lowercase words; identifiers also yield their `_` and camelCase parts (and stay whole)."""
     out: list[str] = []
     for raw in _RAW.findall(text):
         parts = [p for chunk in raw.split("_") for p in _CAMEL.findall(chunk)]
@@ -110,7 +112,8 @@ def all_sections() -> tuple[Section, ...]:
 
 @cache
 def _index() -> _Index:
-    # Built in memory: ~140 sections parse and index in ~50 ms, so a disk cache would not pay for itself.
+    # Built in memory: ~140 sections parse and index in ~50 ms, so a disk cache would not pay for
+    # itself.
     import bm25s
 
     sections = all_sections()
@@ -177,8 +180,8 @@ def ranked_ids(query: str, k: int = 3, chip: str | None = None) -> list[str]:
 
 
 def search(query: str, k: int = 3, chip: str | None = None) -> list[Hit]:
-    """Top-k sections for `query`. With `chip`, that chip's profile comes first, followed by k sections
-    ranked with that chip's generation boosted and other generations damped."""
+    """Top-k sections for `query`. With `chip`, that chip's profile comes first, followed by k
+    sections ranked with that chip's generation boosted and other generations damped."""
     profile = hardware_profile(chip) if chip else None
     ranked = _rank(query, profile)
     if profile is None:

@@ -67,6 +67,7 @@ class CaseResult(Strict):
     verdict: Verdict
     mode: Mode = "forward"
     heldout: bool = False  # a held-out case (never shown to the model)
+    inputs: str = "task"  # the distribution its float inputs were drawn from (tasks.inputs)
     max_abs: float | None = None
     max_rel: float | None = None
     err_norm: float | None = None
@@ -84,9 +85,12 @@ class CaseResult(Strict):
 
     @property
     def label(self) -> str:
-        """The case as reports name it: ``N=400 (threads shuffled)``."""
-        how = MODE_LABELS[self.mode]
-        return f"{self.case} ({how})" if how else self.case
+        """The case as reports name it: ``N=400 (threads shuffled)``, ``N=400 (wide inputs)``."""
+        how = [MODE_LABELS[self.mode]] + (
+            [f"{self.inputs} inputs"] if self.inputs != "task" else []
+        )
+        how = [h for h in how if h]
+        return f"{self.case} ({', '.join(how)})" if how else self.case
 
 
 class CorrectnessReport(Strict):

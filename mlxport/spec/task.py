@@ -16,29 +16,33 @@ from mlxport.spec.base import FLOAT_DTYPES, Expr, Strict, _finite, _function_ref
 
 class Init(Strict):
     """How fresh random inputs are drawn, chosen per task so outputs are not near zero; ``full``
-    is a constant (``value``), as a host fills an in-out buffer before a launch."""
+    is a constant (``value``), as a host fills an in-out buffer before a launch. For ``randint``,
+    ``low`` and ``high`` may be expressions over the case's sizes: an index into a buffer of ``V``
+    rows draws from ``[0, V)``."""
 
     kind: Literal["normal", "uniform", "randint", "arange", "full"] = "normal"
     mean: float = 0.0
     std: float = 1.0
-    low: float = -1.0
-    high: float = 1.0
-    value: float = 0.0
+    low: float | str = -1.0
+    high: float | str = 1.0
+    value: float = 0.0  # a fill value may be NaN or infinite (a max's start)
 
     @model_validator(mode="after")
     def _drawable(self) -> Init:
-        for name in (
-            "mean",
-            "std",
-            "low",
-            "high",
-        ):  # a fill value may be NaN or infinite (a max's start)
-            _finite(getattr(self, name), f"init.{name}")
+        for name in ("mean", "std", "low", "high"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                if self.kind != "randint":
+                    raise ValueError(f"init.{name} is an expression, which only randint takes")
+                parse(value)
+            else:
+                _finite(value, f"init.{name}")
         if self.std < 0:
             raise ValueError(f"init.std is {self.std}: a standard deviation is not negative")
-        if self.kind == "uniform" and self.low > self.high:
+        numbers = not isinstance(self.low, str) and not isinstance(self.high, str)
+        if numbers and self.kind == "uniform" and self.low > self.high:
             raise ValueError(f"init.low {self.low} is above init.high {self.high}: swap them")
-        if self.kind == "randint" and int(self.low) >= int(self.high):
+        if numbers and self.kind == "randint" and int(self.low) >= int(self.high):
             raise ValueError(
                 f"init.low {self.low} must be below init.high {self.high} (randint draws from "
                 f"[low, high))"
@@ -73,11 +77,21 @@ class TensorSpec(Strict):
 
 
 class Param(Strict):
-    """A scalar parameter (eps, scale, causal...) passed to the reference and the kernel."""
+    """A scalar parameter (eps, scale, causal...) passed to the reference and the kernel. A float
+    param with a ``range`` takes other values in the final verification's held-out cases."""
 
     name: str
     type: Literal["float", "int", "bool"]
     default: float | int | bool | None = None
+    range: tuple[float, float] | None = None
+
+    @model_validator(mode="after")
+    def _range(self) -> Param:
+        if self.range is not None and (self.type != "float" or not self.range[0] <= self.range[1]):
+            raise ValueError(
+                f"param {self.name}'s range {list(self.range)} needs a float param and low <= high"
+            )
+        return self
 
 
 class Tolerance(Strict):

@@ -10,7 +10,7 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 
-from mlxport.expr import ITEMSIZE, ArrayInfo, Dtype
+from mlxport.expr import ITEMSIZE, ArrayInfo, Dtype, as_int
 from mlxport.spec import KernelTask, TensorSpec
 from mlxport.tasks.folder import TaskError
 
@@ -35,15 +35,52 @@ def dtype_name(d: mx.Dtype) -> str:
     return DTYPE_NAMES[d]
 
 
+# The distributions one verification draws float inputs from: the task's own, a wide one (logits
+# of scale 30, where a softmax without its row max overflows), one with zero and constant rows
+# (where a norm without its eps divides by zero), and one of each sign (where a - |b| passes for
+# a + b when b is never positive). Only inputs the task draws at random (normal, uniform) change.
+DISTRIBUTIONS = {
+    "task": "the task's own",
+    "wide": "normal with a standard deviation of 30",
+    "rows": "the task's, with a zero row and a constant row along the last axis",
+    "positive": "the task's, made positive",
+    "negative": "the task's, made negative",
+}
+
+
 def make_inputs(
-    task: KernelTask, case: dict[str, Any], dtype: str, seed: int
+    task: KernelTask, case: dict[str, Any], dtype: str, seed: int, dist: str = "task"
 ) -> dict[str, mx.array]:
-    """Input arrays for one case and dtype, drawn with numpy from ``seed``: reproducible
-    anywhere."""
+    """Input arrays for one case and dtype, drawn with numpy from ``seed`` (reproducible anywhere)
+    from one of DISTRIBUTIONS."""
     rng = np.random.default_rng(seed)
     shapes = task.shapes(case, dtype)
     _check_memory(task, case, dtype, shapes)
-    return {t.name: _draw(t, shapes[t.name], t.resolve_dtype(dtype), rng) for t in task.inputs}
+    names = task.bindings(case, dtype)
+    out = {}
+    for t in task.inputs:
+        a = _draw(t, shapes[t.name], names, rng)
+        if dist != "task" and t.init.kind in ("normal", "uniform"):
+            a = _reshaped(a, dist, rng)
+        out[t.name] = _array(a, t.resolve_dtype(dtype))
+    return out
+
+
+def _reshaped(a: np.ndarray, dist: str, rng: np.random.Generator) -> np.ndarray:
+    if dist == "wide":
+        return rng.normal(0.0, 30.0, a.shape)
+    if dist == "positive":
+        return np.abs(a)
+    if dist == "negative":
+        return -np.abs(a)
+    b = a.copy()
+    rows = b.reshape(-1, b.shape[-1]) if b.ndim > 1 else b.reshape(1, -1)  # views of b
+    if rows.shape[0] >= 2:
+        rows[0], rows[-1] = 0.0, rows[-1, 0]
+    elif rows.size:  # one row: a zero stretch and a constant one
+        q = max(1, rows.shape[1] // 4)
+        rows[0, :q], rows[0, -q:] = 0.0, rows[0, -q]
+    return b
 
 
 def _check_memory(
@@ -81,20 +118,28 @@ def _size(n: float) -> str:
 
 
 def _draw(
-    spec: TensorSpec, shape: tuple[int, ...], dtype: str, rng: np.random.Generator
-) -> mx.array:
+    spec: TensorSpec, shape: tuple[int, ...], names: dict[str, Any], rng: np.random.Generator
+) -> np.ndarray:
     init = spec.init
     match init.kind:
         case "normal":
-            a = rng.normal(init.mean, init.std, shape)
+            return rng.normal(init.mean, init.std, shape)
         case "uniform":
-            a = rng.uniform(init.low, init.high, shape)
+            return rng.uniform(init.low, init.high, shape)
         case "randint":
-            a = rng.integers(int(init.low), int(init.high), shape)
+            low, high = (as_int(v, names, f"init of {spec.name}") for v in (init.low, init.high))
+            if low >= high:
+                raise TaskError(
+                    f"{spec.name} draws integers from [{low}, {high}) at this case, which is empty"
+                )
+            return rng.integers(low, high, shape)
         case "arange":
-            a = np.arange(int(np.prod(shape))).reshape(shape) + init.low
+            return np.arange(int(np.prod(shape))).reshape(shape) + init.low
         case "full":
-            a = np.full(shape, init.value)
+            return np.full(shape, init.value)
+
+
+def _array(a: np.ndarray, dtype: str) -> mx.array:
     if dtype.startswith("float") or dtype == "bfloat16":
         return mx.array(a.astype(np.float32)).astype(MX_DTYPES[dtype])
     return mx.array(a).astype(MX_DTYPES[dtype])

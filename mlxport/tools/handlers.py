@@ -44,7 +44,7 @@ TOOLS: dict[str, Tool] = {}
 
 
 def tool(*, sequential: bool = True, needs_task: bool = True) -> Callable[[Handler], Handler]:
-    """Register a handler as the tool of its name, with the schema its ``args`` is annotated with."""
+    """Register a handler as the tool of its name, with the schema its ``args`` is typed with."""
 
     def register(fn: Handler) -> Handler:
         schema = getattr(schemas, fn.__name__)
@@ -128,8 +128,10 @@ def contract(task: KernelTask) -> str:
     outs = ", ".join(f"{t.name}: {t.dtype}{t.shape}" for t in task.outputs)
     cases = "; ".join(task.case_label(c) for c in task.cases.visible)
     return (
-        f"Port contract (T is each of {', '.join(task.dtypes)}):\n  inputs {ins}\n  params {params}\n"
-        f"  outputs {outs}\n  visible cases: {cases}\n  (held-out shapes, unseen by you, are checked at the end)"
+        f"Port contract (T is each of {', '.join(task.dtypes)}):\n  inputs {ins}\n  params "
+        f"{params}\n"
+        f"  outputs {outs}\n  visible cases: {cases}\n  (held-out shapes, unseen by you, are "
+        f"checked at the end)"
     )
 
 
@@ -237,7 +239,8 @@ def _compile(session: Session, candidate: KernelCandidate) -> CompileResult:
             if key in seen:
                 continue
             seen.add(key)
-            # A GPU compiles in its worker, one call at a time; the simulator's compiler runs beside others.
+            # A GPU compiles in its worker, one call at a time; the simulator's compiler runs beside
+            # others.
             with session.device_lock if session.backend.timing else contextlib.nullcontext():
                 result = session.backend.compile(candidate, infos)
             if not result.ok:
@@ -245,7 +248,8 @@ def _compile(session: Session, candidate: KernelCandidate) -> CompileResult:
                     result.diagnostics.insert(
                         0,
                         Diagnostic(
-                            message=f"the instantiation for case {task.case_label(case)} {dtype} failed "
+                            message=f"the instantiation for case {task.case_label(case)} {dtype} "
+                            f"failed "
                             f"(template {dict(launch.template) or 'none'}); earlier ones compiled",
                             where="generated",
                         ),
@@ -292,7 +296,8 @@ def benchmark(session: Session, args: schemas.benchmark) -> Output:
     record = session.record(args.candidate_id)
     if record.refuted:
         raise ToolError(
-            f"candidate {args.candidate_id} was found wrong by an earlier benchmark: {record.refuted}"
+            f"candidate {args.candidate_id} was found wrong by an earlier benchmark: "
+            f"{record.refuted}"
         )
     if not record.correct:
         raise ToolError(
@@ -360,7 +365,8 @@ def verify(session: Session, args: schemas.verify) -> Output:
     record = session.record(args.candidate_id)
     if record.verified:
         return Output(
-            f"candidate {args.candidate_id} was verified before (not counted again): {record.verified}",
+            f"candidate {args.candidate_id} was verified before (not counted again): "
+            f"{record.verified}",
             data=o.Verified(
                 candidate_id=args.candidate_id,
                 verified=record.verified.startswith("PASS"),
@@ -374,7 +380,8 @@ def verify(session: Session, args: schemas.verify) -> Output:
     used = _verified(session)
     if used >= session.verifications:
         raise ToolError(
-            f"this session's {session.verifications} verifications are spent; finish verifies the best "
+            f"this session's {session.verifications} verifications are spent; finish verifies the "
+            f"best "
             f"candidate in any case"
         )
     with session.device_lock:
@@ -388,7 +395,8 @@ def verify(session: Session, args: schemas.verify) -> Output:
     record = record.model_copy(update={"verified": verdicts(session.task, report)})
     left = session.verifications - used - 1
     return Output(
-        f"candidate {args.candidate_id}: {record.verified}\n({left} verification{'s' * (left != 1)} left)",
+        f"candidate {args.candidate_id}: {record.verified}\n({left} "
+        f"verification{'s' * (left != 1)} left)",
         data=o.Verified(
             candidate_id=args.candidate_id, verified=report.ok, verifications_left=left
         ),
@@ -541,7 +549,8 @@ def finish(session: Session, args: schemas.finish) -> Output:
 
 def parallel_compiles(session: Session, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The turn's compile_kernel calls that may compile side by side: on a backend whose compiler
-    runs off the device (the simulator), each starting from nothing or from a candidate already known."""
+    runs off the device (the simulator), each starting from nothing or from a candidate already
+    known."""
     if session.backend.timing:
         return []
     free = [

@@ -15,8 +15,10 @@ def compile_hints(candidate: KernelCandidate, result: CompileResult) -> list[str
     hints = []
     if SIGNATURE.search(candidate.source):
         hints.append(
-            "`source` holds a whole kernel function, but it is only the kernel's BODY (what goes between "
-            "its braces): MLX generates the signature from input_names and output_names; put helper "
+            "`source` holds a whole kernel function, but it is only the kernel's BODY (what goes "
+            "between "
+            "its braces): MLX generates the signature from input_names and output_names; put "
+            "helper "
             "functions in `header`"
         )
     return hints

@@ -99,7 +99,8 @@ def launch_facts(
             text += "; threadgroup memory: a size could not be read"
         elif used:
             text += (
-                f"; {used} B of threadgroup memory each ({used / limit:.0%} of the {limit // 1024} KB a "
+                f"; {used} B of threadgroup memory each ({used / limit:.0%} of the {limit // 1024} "
+                f"KB a "
                 f"threadgroup may use; the more each takes, the fewer run on a core at once)"
             )
     elif launch.shared_memory:

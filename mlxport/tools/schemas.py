@@ -84,8 +84,10 @@ class compile_kernel(ToolArgs):
     inout: dict[str, str] | None = Field(
         None,
         description=(
-            "In-out buffers: output name -> the input it starts as. The output starts as NaN; read an element "
-            "back from the output once written (NaN: not yet, take the input's); unwritten elements become the "
+            "In-out buffers: output name -> the input it starts as. The output starts as NaN; read "
+            "an element "
+            "back from the output once written (NaN: not yet, take the input's); unwritten "
+            "elements become the "
             "input's after the launch."
         ),
     )
@@ -160,7 +162,7 @@ class verify(ToolArgs):
 
 
 class diff_candidates(ToolArgs):
-    """Show what changed between two candidates: a unified diff of their source and launch settings."""
+    """What changed between two candidates: a unified diff of their source and launch settings."""
 
     old: str = Field(description="Id of the earlier candidate.")
     new: str = Field(description="Id of the later candidate.")

@@ -108,7 +108,8 @@ def benchmark(
         )
         report = _report(base, samples, nbytes, flops, info.get("bandwidth_gbs"))
         report.flags.append(
-            f"{strongest:.1f}x over the strongest baseline is above {SUSPICIOUS_SPEEDUP:g}x, so it was "
+            f"{strongest:.1f}x over the strongest baseline is above {SUSPICIOUS_SPEEDUP:g}x, so it "
+            f"was "
             f"re-verified (every visible case and the timed size, fresh seeds) and re-timed on "
             f"fresh inputs: {min(report.speedups.values(), default=0.0):.1f}x"
         )
@@ -140,9 +141,12 @@ def roofline_estimate(nbytes: int, flops: int, chip: Datasheet) -> str:
     floor = max(t_mem, t_alu)
     bound = "memory" if t_mem >= t_alu else "compute"
     return (
-        f"ESTIMATE, not a measurement: on {chip.name} ({chip.memory_bandwidth_gbs:g} GB/s, {chip.fp32_tflops:g} "
-        f"FP32 TFLOPS) this case moves {nbytes / 1e6:.3g} MB and does {flops / 1e9:.3g} GFLOP, so it cannot run "
-        f"faster than {floor * 1e6:.1f} us ({bound}-bound roofline floor). The simulator checks correctness only."
+        f"ESTIMATE, not a measurement: on {chip.name} ({chip.memory_bandwidth_gbs:g} GB/s, "
+        f"{chip.fp32_tflops:g} "
+        f"FP32 TFLOPS) this case moves {nbytes / 1e6:.3g} MB and does {flops / 1e9:.3g} GFLOP, so "
+        f"it cannot run "
+        f"faster than {floor * 1e6:.1f} us ({bound}-bound roofline floor). The simulator checks "
+        f"correctness only."
     )
 
 
@@ -153,7 +157,8 @@ def summary(report: BenchmarkReport) -> str:
     c = report.candidate
     basis = f" ({report.timing_basis})" if report.timing_basis else ""
     lines = [
-        f"{report.task} {report.case} {report.dtype} on {report.device}{basis}: candidate {c.median_us:.1f} us "
+        f"{report.task} {report.case} {report.dtype} on {report.device}{basis}: candidate "
+        f"{c.median_us:.1f} us "
         f"(spread {c.spread:.0%})"
         + (f", {c.gbs:.0f} GB/s" if c.gbs else "")
         + (

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import secrets
+from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
@@ -18,6 +19,7 @@ from mlxport.errors import UserError
 from mlxport.spec import CaseResult, CorrectnessReport, KernelCandidate, KernelTask
 from mlxport.spec.results import TOGETHER
 from mlxport.tasks import MLX_LOCK, TaskError, make_inputs
+from mlxport.tasks.inputs import DISTRIBUTIONS
 from mlxport.verify.compare import axis_names, compare
 from mlxport.verify.golden import golden, golden_name
 
@@ -54,6 +56,22 @@ def output_order(task: KernelTask, candidate: KernelCandidate) -> list[int]:
     )
 
 
+@dataclass(frozen=True)
+class Run:
+    """One case to run in every dtype it applies to."""
+
+    seed: int
+    ci: int  # the case's index among the cases checked
+    case: dict[str, Any]
+    mode: str | None = None  # None: in order; else a mode of CaseResult
+    inputs: str = "task"  # the distribution floats are drawn from (tasks.inputs.DISTRIBUTIONS)
+
+    @property
+    def after_forward(self) -> bool:
+        """Runs only where the same case passed in order: else that is what is wrong."""
+        return self.mode not in (None, "generated") or self.inputs != "task"
+
+
 def run_correctness(
     task: KernelTask,
     candidate: KernelCandidate,
@@ -65,20 +83,56 @@ def run_correctness(
     timeout: float = 120.0,
     stop_after: int | None = None,
 ) -> CorrectnessReport:
-    """Check ``candidate`` on every visible case and dtype (plus held-out cases and extra seeds
-    when ``heldout``). ``stop_after`` ends early after that many failing cases."""
+    """Check ``candidate`` on every visible case and dtype (plus, when ``heldout``, the held-out
+    cases with their float params varied, extra seeds, other input distributions, reordered
+    threads, poisoned outputs). ``stop_after`` ends early after that many failing cases."""
     seed = new_seed() if seed is None else seed
     seeds = [seed] + [seed + 7919 * (i + 1) for i in range(extra_seeds if heldout else 0)]
     cases = task.all_cases() if heldout else list(task.cases.visible)
+    if heldout:
+        cases = [_varied(task, c, seed + ci) for ci, c in enumerate(cases)]
+    runs = [Run(s, ci, case) for s in seeds for ci, case in enumerate(cases)]
+    if heldout:
+        runs += _final_runs(task, candidate, backend, cases, seed)
     order = output_order(task, candidate)
     results: list[CaseResult] = []
-    runs = [(s, ci, case, None) for s in seeds for ci, case in enumerate(cases)]
-    if heldout and backend.reorders:
+    passed: dict[tuple[int, int, str], int] = {}  # -> the golden's non-finite elements
+    for run in runs:
+        for dtype in _dtypes(task, run):
+            key = (run.seed, run.ci, dtype)
+            if run.after_forward and key not in passed:
+                continue
+            result, nonfinite = _checked(
+                task, candidate, backend, run, dtype, order, timeout, passed.get(key)
+            )
+            if result is None:
+                continue
+            results.append(result)
+            if result.verdict == "pass" and not run.after_forward:
+                passed[key] = nonfinite
+            if stop_after and sum(r.verdict != "pass" for r in results) >= stop_after:
+                return _report(task, candidate, backend, seeds, heldout, results)
+    return _report(task, candidate, backend, seeds, heldout, results)
+
+
+def _final_runs(
+    task: KernelTask,
+    candidate: KernelCandidate,
+    backend: Backend,
+    cases: list[dict[str, Any]],
+    seed: int,
+) -> list[Run]:
+    """The final verification's runs beyond every case in order, each on fresh inputs."""
+    visible = range(len(task.cases.visible))
+    runs = [
+        Run(seed, ci, cases[ci], inputs=d) for ci in visible for d in DISTRIBUTIONS if d != "task"
+    ]
+    if backend.reorders:
         # The simulator runs threads in a fixed order, so a missing barrier can happen to work: the
-        # final verification runs the visible cases again with threads and threadgroups reversed
-        # and shuffled, the held-out ones shuffled in the first dtype (they bring sizes of several
-        # tiles, where a kernel walks tiles), and one with several threadgroups along x, generated
-        # if no case of the task has that.
+        # visible cases run again with threads and threadgroups reversed and shuffled, the
+        # held-out ones shuffled in the first dtype (they bring sizes of several tiles, where a
+        # kernel walks tiles), and one with several threadgroups along x, generated if no case
+        # of the task has that.
         reordered = list(range(len(cases)))
         if (
             _several_threadgroups(task, candidate, cases) is None
@@ -86,66 +140,95 @@ def run_correctness(
         ):
             cases.append(extra)
             reordered.append(len(cases) - 1)
-            runs.append((seed, len(cases) - 1, extra, "generated"))
+            runs.append(Run(seed, len(cases) - 1, extra, "generated"))
         runs += [
-            (seed, ci, cases[ci], mode)
+            Run(seed, ci, cases[ci], mode)
             for mode in ("reversed", "shuffled")
             for ci in reordered
-            if mode == "shuffled" or ci < len(task.cases.visible)
+            if mode == "shuffled" or ci in visible
         ]
-    if heldout:
-        # Poisoned with NaN, a kernel folding what an output held into its result (max(out, y))
-        # can be right by luck: the visible cases run again on outputs holding finite garbage.
-        runs += [(seed, ci, case, "poisoned") for ci, case in enumerate(task.cases.visible)]
-    if heldout and backend.overlaps:
+    # Poisoned with NaN, a kernel folding what an output held into its result (max(out, y)) can
+    # be right by luck: the visible cases run again on outputs holding finite garbage.
+    runs += [Run(seed, ci, cases[ci], "poisoned") for ci in visible]
+    if backend.overlaps:
         # On a GPU, independent calls may run at once: a kernel keeping state between calls in
         # module globals passes alone and mixes calls in a model.
-        runs += [(seed, ci, case, "together") for ci, case in enumerate(task.cases.visible)]
-    passed: dict[
-        tuple[int, int, str], tuple[dict, list[np.ndarray]]
-    ] = {}  # and their inputs and goldens
-    for s, ci, case, mode in runs:
-        for dtype in task.dtypes:
-            if mode not in (None, "generated") and (s, ci, dtype) not in passed:
-                continue  # already failing alone and in order: that is what is wrong
-            if dtype != task.dtypes[0] and (
-                mode == "poisoned"
-                or (mode in ("reversed", "shuffled", "generated") and ci >= len(task.cases.visible))
-            ):
-                continue  # what these runs look for does not depend on the dtype
-            prepared = (
-                passed[(s, ci, dtype)]
-                if (s, ci, dtype) in passed
-                else _prepared(task, case, dtype, s + 101 * ci)
-            )
-            # A reordered run that hangs (a spin on another threadgroup's flag) need not wait long.
-            result = _check_case(
-                task,
-                candidate,
-                backend,
-                case,
-                dtype,
-                s + 101 * ci,
-                order,
-                min(timeout, 30.0) if mode in ("reversed", "shuffled") else timeout,
-                mode,
-                prepared,
-            )
-            if mode == "generated" and result.verdict != "pass":
-                continue  # a size of mlxport's choosing, not the task's: it only serves the reordered runs
-            result = result.model_copy(
-                update={
-                    "seed": s,
-                    "mode": mode if result.mode == "forward" and mode else result.mode,
-                    "heldout": ci >= len(task.cases.visible) and mode != "generated",
-                }
-            )
-            results.append(result)
-            if result.verdict == "pass" and mode in (None, "generated"):
-                passed[(s, ci, dtype)] = prepared
-            if stop_after and sum(r.verdict != "pass" for r in results) >= stop_after:
-                return _report(task, candidate, backend, seeds, heldout, results)
-    return _report(task, candidate, backend, seeds, heldout, results)
+        runs += [Run(seed, ci, cases[ci], "together") for ci in visible]
+    return runs
+
+
+def _dtypes(task: KernelTask, run: Run) -> list[str]:
+    """What reordered, poisoned, generated and other-distribution runs look for does not depend
+    on the dtype: they run in the first."""
+    if run.inputs != "task" or run.mode == "poisoned":
+        return task.dtypes[:1]
+    if run.mode in ("reversed", "shuffled", "generated") and run.ci >= len(task.cases.visible):
+        return task.dtypes[:1]
+    return list(task.dtypes)
+
+
+# Inputs of another scale or conditioning than the task's tolerance is for: judged for gross
+# errors only (NaN or infinity where the golden is finite, an error norm over 1e-2).
+GROSS = ("wide", "rows")
+_MODE_SEEDS = {None: 0, "generated": 0, "reversed": 1, "shuffled": 2, "poisoned": 3, "together": 4}
+
+
+def _checked(
+    task, candidate, backend, run: Run, dtype: str, order, timeout, nonfinite: int | None
+) -> tuple[CaseResult | None, int]:
+    """One run at one dtype, on inputs drawn for it alone (a reordered or poisoned run's inputs are
+    not the forward run's, so a kernel cannot replay what it saw), and its golden's non-finite
+    elements; None where the run says nothing (a generated case that fails; inputs outside what
+    the kernel computes: more of the golden not finite than on the task's own inputs, nonfinite)."""
+    extra = _MODE_SEEDS[run.mode] * 50_021 + list(DISTRIBUTIONS).index(run.inputs) * 60_013
+    input_seed = run.seed + 101 * run.ci + extra
+    prepared = _prepared(task, run.case, dtype, input_seed, run.inputs)
+    bad = sum(int((~np.isfinite(g)).sum()) for g in prepared[1])
+    if run.inputs != "task" and bad > (nonfinite or 0):
+        return None, bad
+    # A reordered run that hangs (a spin on another threadgroup's flag) need not wait long.
+    limit = min(timeout, 30.0) if run.mode in ("reversed", "shuffled") else timeout
+    result = _check_case(
+        task,
+        candidate,
+        backend,
+        run.case,
+        dtype,
+        input_seed,
+        order,
+        limit,
+        run.mode,
+        prepared,
+        elementwise=run.inputs not in GROSS,
+    )
+    if run.mode == "generated" and result.verdict != "pass":
+        return None, bad  # a size of mlxport's choosing, not the task's: it only serves reordering
+    return result.model_copy(
+        update={
+            "seed": run.seed,
+            "mode": run.mode if result.mode == "forward" and run.mode else result.mode,
+            "heldout": run.ci >= len(task.cases.visible) and run.mode != "generated",
+            "inputs": run.inputs,
+        }
+    ), bad
+
+
+def _varied(task: KernelTask, case: dict[str, Any], seed: int) -> dict[str, Any]:
+    """A held-out case with each float param that has a range drawn within it (log-uniform where
+    the range is positive: eps from 1e-6 to 1e-2)."""
+    if case in task.cases.visible:
+        return case
+    rng = np.random.default_rng(seed)
+    out = dict(case)
+    for p in task.params:
+        if p.range is None:
+            continue
+        lo, hi = p.range
+        if lo > 0:
+            out[p.name] = float(math.exp(rng.uniform(math.log(lo), math.log(hi))))
+        else:
+            out[p.name] = float(rng.uniform(lo, hi))
+    return out
 
 
 def _groups(task: KernelTask, candidate: KernelCandidate, case: dict[str, Any]) -> tuple[int, int]:
@@ -232,7 +315,10 @@ def _wrong_dtypes(
     for spec, idx in zip(task.outputs, order, strict=True):
         want = spec.resolve_dtype(dtype)
         if idx < len(got) and got[idx] != want:
-            return f"output {spec.name} is {got[idx]} but the task's is {want}: set output_dtypes accordingly"
+            return (
+                f"output {spec.name} is {got[idx]} but the task's is {want}: set output_dtypes "
+                f"accordingly"
+            )
     return ""
 
 
@@ -257,11 +343,13 @@ REVERSED_HINT = (
     "racing on one element, or one threadgroup waiting for another)"
 )
 POISON_HINT = (
-    "right on outputs that start as NaN but not on outputs that start as other garbage, so the kernel "
+    "right on outputs that start as NaN but not on outputs that start as other garbage, so the "
+    "kernel "
     "reads an output before writing it: write each element before reading it, or set init_value"
 )
 TOGETHER_HINT = (
-    f"right alone but not when {TOGETHER} calls on different inputs run in one evaluation, which MLX "
+    f"right alone but not when {TOGETHER} calls on different inputs run in one evaluation, which "
+    f"MLX "
     "may run at once on the GPU: the calls share state outside their own buffers (module-scope "
     "__device__ variables used as scratch or counters); keep per-call scratch in an extra output "
     "(init_value zeroes it)"
@@ -276,11 +364,11 @@ HINTS = {
 
 
 def _prepared(
-    task: KernelTask, case: dict[str, Any], dtype: str, seed: int
+    task: KernelTask, case: dict[str, Any], dtype: str, seed: int, dist: str = "task"
 ) -> tuple[dict, list[np.ndarray]]:
     """Inputs for a case and the golden outputs on them."""
     with MLX_LOCK, mx.stream(mx.cpu):
-        inputs = make_inputs(task, case, dtype, seed)
+        inputs = make_inputs(task, case, dtype, seed, dist)
     return inputs, golden(task, inputs, case)
 
 
@@ -295,6 +383,7 @@ def _check_case(
     timeout: float,
     mode: str | None = None,
     prepared: tuple[dict, list[np.ndarray]] | None = None,
+    elementwise: bool = True,
 ) -> CaseResult:
     """One case and dtype: alone, or (``mode``) with threads reversed, or together with more calls
     on fresh inputs of the same case."""
@@ -323,7 +412,7 @@ def _check_case(
             )
         ]
     results = [
-        _judge(task, run, refs, order, label, dtype)
+        _judge(task, run, refs, order, label, dtype, elementwise)
         for run, (_, refs) in zip(runs, sets, strict=True)
     ]
     worst = next((r for r in results if r.verdict != "pass"), results[0])
@@ -334,9 +423,9 @@ def _check_case(
     if worst.verdict == "pass" or not hint:
         return worst
     k = results.index(worst)
-    if mode == "together" and k > 0:
-        # Blame running together only if the failing inputs pass alone: the other calls' inputs
-        # are fresh, and a kernel can simply be wrong on them (the first set passed alone already).
+    if mode == "together":
+        # Blame running together only if the failing inputs pass alone: every call's inputs are
+        # fresh, and a kernel can simply be wrong on them.
         alone = _judge(
             task, backend.run(candidate, args[k], timeout=timeout), sets[k][1], order, label, dtype
         )
@@ -368,8 +457,10 @@ def _grid_in_threadgroups(
     written = result.total - result.unwritten
     if per_group > 1 and written and abs(written * per_group - result.total) < per_group:
         return (
-            f"only 1/{per_group} of the output was written: `grid` counts threads, not threadgroups "
-            f"(MLX dispatches grid threads in groups of `threadgroup`), so multiply it by the threadgroup size"
+            f"only 1/{per_group} of the output was written: `grid` counts threads, not "
+            f"threadgroups "
+            f"(MLX dispatches grid threads in groups of `threadgroup`), so multiply it by the "
+            f"threadgroup size"
         )
     return ""
 
@@ -381,6 +472,7 @@ def _judge(
     order: list[int],
     label: str,
     dtype: str,
+    elementwise: bool = True,
 ) -> CaseResult:
     """One run's outputs against the goldens: the worst output's result."""
     if not run.ok:
@@ -406,6 +498,7 @@ def _judge(
             dtype=dtype,
             unwritten=unwritten,
             axes=axis_names(spec.shape),
+            elementwise=elementwise,
         )
         if res.verdict != "pass" and len(order) > 1:
             res = res.model_copy(update={"pattern": f"output {spec.name}: {res.pattern}"})

@@ -215,8 +215,9 @@ def zero_struct(nbytes: int) -> np.void:
 
 
 def _start(task: KernelTask, output: str | None) -> float | None:
-    """What an output holds before the launch where the task says (``init = {kind = "full"}``, finite:
-    accumulators the host zeroes); else None: it starts as zeros that the golden never shows."""
+    """What an output holds before the launch where the task says (``init = {kind = "full"}``,
+    finite: accumulators the host zeroes); else None: it starts as zeros that the golden never
+    shows."""
     spec = next((o for o in task.outputs if o.name == output), None)
     if spec is not None and spec.init.kind == "full" and not math.isnan(spec.init.value):
         return spec.init.value

@@ -125,7 +125,10 @@ def reverify(
     breakthrough: check every visible case and the timed size again on fresh seeds before it is
     reported."""
     fresh = seed + 777_777
-    lead = f"candidate {candidate.id} was {speedup:.1f}x faster than the strongest baseline but failed re-verification"
+    lead = (
+        f"candidate {candidate.id} was {speedup:.1f}x faster than the strongest baseline but "
+        f"failed re-verification"
+    )
     try:
         check_bench_case(task, candidate, backend, case, dtype, fresh)
     except WrongAtBenchSize as e:

@@ -30,7 +30,7 @@ def reference(u, delta, A, B, C, D_skip, h0, delta_softplus=True):
 
 
 def naive(u, delta, A, B, C, D_skip, h0, delta_softplus=True):
-    """mlx-lm's Mamba path without a kernel (MambaBlock.ssm_step per timestep), in the model dtype."""
+    """mlx-lm's Mamba path without a kernel (MambaBlock.ssm_step per step), in the model dtype."""
     A = A.astype(u.dtype)
     state = h0.astype(u.dtype)
     ys = []

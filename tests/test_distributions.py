@@ -1,0 +1,89 @@
+"""A verification draws inputs the way a user's data comes: besides the task's own distribution,
+a wide one, zero and constant rows, and each sign. Kernels right only on the task's own inputs
+pass the model's checks and fail the final verification."""
+
+import pytest
+
+from mlxport.backends import get_backend
+from mlxport.tasks import expert_ports, load_task
+from mlxport.verify.correctness import run_correctness
+
+SIM = get_backend("sim")
+
+
+def cheat(task_name: str, old: str, new: str):
+    task = load_task(task_name)
+    port = expert_ports(task)["msl"]
+    assert old in port.source
+    return task, port.model_copy(update={"source": port.source.replace(old, new)})
+
+
+def caught(task, candidate, inputs: str) -> None:
+    """Right on the task's own inputs, wrong on ``inputs``: the final verification says so."""
+    shown = run_correctness(task, candidate, SIM, seed=3)
+    assert shown.ok, shown.summary()
+    final = run_correctness(task, candidate, SIM, seed=3, heldout=True)
+    failed = [c for c in final.cases if c.verdict != "pass"]
+    assert failed and inputs in {c.inputs for c in failed}, final.summary()
+    assert "task" not in {c.inputs for c in failed}, final.summary()
+    assert f"({inputs} inputs)" in final.summary()
+
+
+@pytest.mark.hack("a - |b| for a + b where the task's b is never positive")
+def test_a_kernel_right_only_for_negative_b_fails_on_positive_inputs():
+    task, candidate = cheat("vector_add", "a[i] + b[i]", "a[i] - metal::abs(b[i])")
+    caught(task, candidate, "positive")
+
+
+@pytest.mark.hack("an rmsnorm without its eps")
+def test_an_rmsnorm_without_eps_fails_on_a_zero_row():
+    task, candidate = cheat("rmsnorm", "rsqrt(ss / float(D) + eps)", "rsqrt(ss / float(D))")
+    caught(task, candidate, "rows")
+
+
+@pytest.mark.hack("an rmsnorm adding eps after the rsqrt")
+def test_an_rmsnorm_adding_eps_after_the_rsqrt_fails_on_a_zero_row():
+    """Off by eps on every row (caught where the tolerance is tight), and NaN on a zero row."""
+    task, candidate = cheat("rmsnorm", "rsqrt(ss / float(D) + eps)", "(rsqrt(ss / float(D)) + eps)")
+    final = run_correctness(task, candidate, SIM, seed=3, heldout=True)
+    rows = [c for c in final.cases if c.inputs == "rows" and c.verdict != "pass"]
+    assert rows and rows[0].nan, final.summary()
+
+
+NAIVE_SOFTMAX = """
+constexpr uint NSG = TG / 32;
+threadgroup float sg_sum[32];
+const uint C = uint(x_shape[1]);
+const uint row = threadgroup_position_in_grid.x;
+const uint tid = thread_position_in_threadgroup.x;
+const uint lane = thread_index_in_simdgroup;
+const uint sg = simdgroup_index_in_threadgroup;
+float s = 0.0f;
+for (uint c = tid; c < C; c += TG) {
+    s += exp(float(x[size_t(row) * C + c]));
+}
+s = simd_sum(s);
+if (lane == 0) {
+    sg_sum[sg] = s;
+}
+threadgroup_barrier(mem_flags::mem_threadgroup);
+s = simd_sum(lane < NSG ? sg_sum[lane] : 0.0f);
+for (uint c = tid; c < C; c += TG) {
+    out[size_t(row) * C + c] = T(exp(float(x[size_t(row) * C + c])) / s);
+}
+"""
+
+
+@pytest.mark.hack("a softmax without the row max")
+def test_a_softmax_without_the_row_max_fails_on_wide_logits():
+    task = load_task("softmax_rows")
+    candidate = expert_ports(task)["msl"].model_copy(update={"source": NAIVE_SOFTMAX})
+    caught(task, candidate, "wide")
+
+
+def test_the_expert_ports_pass_every_distribution():
+    for name in ("rmsnorm", "softmax_rows", "layernorm"):
+        task = load_task(name)
+        report = run_correctness(task, expert_ports(task)["msl"], SIM, seed=4, heldout=True)
+        assert report.ok, report.summary()
+        assert {c.inputs for c in report.cases} == {"task", "wide", "rows", "positive", "negative"}
