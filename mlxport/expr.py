@@ -9,6 +9,7 @@ is interpreted: nothing is ever passed to ``eval``.
 from __future__ import annotations
 
 import ast
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,14 +95,21 @@ def _ceildiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-FUNCTIONS = {"min": min, "max": max, "ceildiv": _ceildiv}
-ARITY = {"min": (2, 8), "max": (2, 8), "ceildiv": (2, 2)}
+def _sqrt(a: float) -> float:
+    if a < 0:
+        raise ExprError("sqrt of a negative number")
+    return math.sqrt(a)
+
+
+FUNCTIONS = {"min": min, "max": max, "ceildiv": _ceildiv, "sqrt": _sqrt}
+ARITY = {"min": (2, 8), "max": (2, 8), "ceildiv": (2, 2), "sqrt": (1, 1)}
 
 _BINOPS = {
     ast.Add: lambda a, b: a + b,
     ast.Sub: lambda a, b: a - b,
     ast.Mult: lambda a, b: a * b,
     ast.FloorDiv: lambda a, b: _floordiv(a, b),
+    ast.Div: lambda a, b: _truediv(a, b),  # a param the host computes: 1 / sqrt(d)
     ast.Mod: lambda a, b: _mod(a, b),
     ast.LShift: lambda a, b: _shift(a, b, 1),  # sizes written as in C: 1 << log2N
     ast.RShift: lambda a, b: _shift(a, b, -1),
@@ -112,6 +120,12 @@ def _shift(a: int, b: int, sign: int) -> int:
     if not isinstance(a, int) or not isinstance(b, int) or not 0 <= b < 64:
         raise ExprError("shifts take integers and a count from 0 to 63")
     return a << b if sign > 0 else a >> b
+
+
+def _truediv(a: float, b: float) -> float:
+    if b == 0:
+        raise ExprError("division by zero")
+    return a / b
 
 
 def _floordiv(a: int, b: int) -> int:
@@ -169,7 +183,7 @@ def _check(node: ast.AST, depth: int) -> None:
         case ast.BinOp(left=left, op=op, right=right):
             if type(op) not in _BINOPS:
                 raise ExprError(
-                    f"operator {type(op).__name__} is not allowed (+ - * // % << >> only)"
+                    f"operator {type(op).__name__} is not allowed (+ - * / // % << >> only)"
                 )
             _check(left, depth + 1)
             _check(right, depth + 1)

@@ -94,7 +94,7 @@ def test_an_exported_port_installs_in_a_fresh_venv_and_its_parity_test_passes(po
         env=clean,
     )
     assert tests.returncode == 0, tests.stdout[-3000:]
-    assert "passed" in tests.stdout and "mlxport is not installed" in tests.stdout
+    assert "passed" in tests.stdout and "mlxport (the simulator) is not installed" in tests.stdout
     again = cli("export", str(port), "--out", str(tmp_path / "dist"))
     assert again.returncode == 2 and "exists" in again.stderr
 

@@ -48,7 +48,7 @@ def test_a_cooperative_groups_kernel_in_a_file_with_a_local_header_ports_and_its
     assert "common_test.h inlined" in notes
     task = tomllib.loads((folder / "task" / "task.toml").read_text())
     # mean and rstd hold B*T rows: the port sizes them from inp (B*T*C) and the param C
-    assert {o["name"]: o["shape"] for o in task["outputs"]}["mean"] == ["B * T"]
+    assert {o["name"]: o["shape"] for o in task["outputs"]}["mean"] == ["B", "T"]
     tests = written_tests(
         "-q",
         "-p",
@@ -79,8 +79,8 @@ def test_an_output_read_back_after_its_writes_is_an_output_sized_by_the_params(t
     )
     # not an in-out pair: its first contents are moot
     assert [o["name"] for o in built.task["outputs"]] == ["out"]
-    assert built.task["outputs"][0]["shape"] == built.task["inputs"][0]["shape"] == ["N * C"]
-    assert [c for c in built.task["cases"]["heldout"]] == [{"N": 101, "C": 33}, {"N": 100, "C": 35}]
+    assert built.task["outputs"][0]["shape"] == built.task["inputs"][0]["shape"] == ["N", "C"]
+    assert built.task["cases"]["heldout"] == [{"N": 200, "C": 66}, {"N": 101, "C": 35}]
     task = load_task(write_task(built, tmp_path / "softmax", EXAMPLES / "softmax_readback.cu"))
     report = run_correctness(
         task, translate_task(task, "msl").candidate, get_backend("sim"), heldout=True
@@ -129,9 +129,10 @@ def test_a_launch_through_a_function_pointer_is_read_off_the_recorded_launches(t
         cases=[{"rows": 64, "cols": 100}],
         heldout=2,
     )
+    # the visible case, one at twice its sizes (the block stops at 128) and one with odd sizes
     assert [launch["block"] for launch in built.task["original"]["launches"]] == [
         [100, 1, 1],
-        [100, 1, 1],
+        [128, 1, 1],
         [101, 1, 1],
     ]
     task = load_task(write_task(built, tmp_path / "scale", EXAMPLES / "scale_pointer.cu"))
@@ -160,7 +161,7 @@ def test_tasks_new_from_a_file_then_check_runs_the_original_twice_at_every_case(
     assert made.returncode == 0, made.stderr
     checked = cli("tasks", "check", str(tmp_path / "mine"))
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "original, run twice" in checked.stdout and "3 of 3 checks passed" in checked.stdout
+    assert "original, run twice" in checked.stdout and "4 of 4 checks passed" in checked.stdout
 
 
 def test_a_task_made_with_include_folders_carries_the_headers_it_reads_and_nothing_else(

@@ -87,7 +87,8 @@ def op_contract(
     params = []
     for p in task.params:
         size = "shape" if p.name in bare else "given" if p.name in used else None
-        entry = {"name": p.name, "type": p.type, "size": size}
+        size = "derived" if p.expr and size != "shape" else size
+        entry = {"name": p.name, "type": p.type, "size": size, "expr": p.expr}
         if size is None and p.default is not None:
             entry["default"] = p.default
         params.append(entry)
@@ -101,7 +102,7 @@ def op_contract(
         "model": model,
         "dtypes": list(task.dtypes),
         "reference": reference,
-        "inputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)} for t in task.inputs],
+        "inputs": [_input(t) for t in task.inputs],
         "params": params,
         "outputs": [
             {"name": t.name, "dtype": t.dtype, "shape": list(t.shape)} for t in task.outputs
@@ -109,6 +110,15 @@ def op_contract(
         "order": output_order(task, candidate),
         "tolerance": {d: {"atol": t.atol, "rtol": t.rtol} for d, t in task.tolerance.items()},
     }
+
+
+def _input(t) -> dict[str, Any]:
+    """An input the host fills with one value before the launch (an accumulator of zeros, a
+    running max of -inf) is the op's own: it makes it, the caller does not pass it."""
+    entry = {"name": t.name, "dtype": t.dtype, "shape": list(t.shape)}
+    if t.init.kind == "full":
+        entry["fill"] = t.init.value
+    return entry
 
 
 def _copy_reference(task: KernelTask, folder: Path) -> str | None:

@@ -25,7 +25,7 @@ def op_params(task: KernelTask, case: dict[str, Any]) -> dict[str, Any]:
     (kernel.py takes those from the shapes), plus sizes no shape gives."""
     bare = {d for t in task.inputs for d in t.shape if isinstance(d, str) and d.isidentifier()}
     names = task.bindings(case, task.dtypes[0])
-    given = {p.name: names[p.name] for p in task.params if p.name not in bare}
+    given = {p.name: names[p.name] for p in task.params if p.name not in bare and not p.expr}
     return given | {n: names[n] for n in op_contract_sizes(task) if n not in given}
 
 
@@ -55,8 +55,9 @@ def check_op(
     """The op in ``folder`` at each golden case, on ``backend``."""
     results = []
     for g in goldens:
-        dtypes = [t.resolve_dtype(g["dtype"]) for t in task.inputs]
-        arrays = [g["inputs"][t.name] for t in task.inputs]
+        given = [t for t in task.inputs if t.init.kind != "full"]  # the op fills the others
+        dtypes = [t.resolve_dtype(g["dtype"]) for t in given]
+        arrays = [g["inputs"][t.name] for t in given]
         run = backend.run_op(folder, arrays, dtypes, g["params"])
         results.append(_judge(task, run, g))
     return results

@@ -99,12 +99,19 @@ class ContractError(ValueError):
     """Inputs of a shape, dtype or size the op was not verified for."""
 
 
+def _given() -> list[dict]:
+    """The inputs a caller passes (not those the op fills itself)."""
+    return [t for t in OP["inputs"] if "fill" not in t]
+
+
 def _signature() -> inspect.Signature:
     kw = inspect.Parameter.KEYWORD_ONLY
     params = [
-        inspect.Parameter(t["name"], inspect.Parameter.POSITIONAL_OR_KEYWORD) for t in OP["inputs"]
+        inspect.Parameter(t["name"], inspect.Parameter.POSITIONAL_OR_KEYWORD) for t in _given()
     ]
     for p in OP["params"]:
+        if p.get("size") == "derived":
+            continue  # computed from the sizes, as the original's host code computes it
         if p.get("size") == "given":
             params.append(inspect.Parameter(p["name"], kw))  # no shape carries it
         elif p.get("size") == "shape":
@@ -121,7 +128,7 @@ def _names(arrays: dict[str, mx.array], given: dict) -> dict:
     """The sizes the inputs' shapes give (a dimension written as a bare name), checked against
     every other dimension and against the size params the caller gave."""
     sizes: dict[str, int] = {}
-    for spec in OP["inputs"]:
+    for spec in _given():
         x, dims = arrays[spec["name"]], spec["shape"]
         if x.ndim != len(dims):
             written = ", ".join(map(str, dims))
@@ -144,7 +151,7 @@ def _names(arrays: dict[str, mx.array], given: dict) -> dict:
             raise ContractError(
                 f"{NAME} got {name}={value}, but its inputs' shapes give {name} = {sizes[name]}"
             )
-    for spec in OP["inputs"]:
+    for spec in _given():
         x = arrays[spec["name"]]
         want = expr.as_shape(spec["shape"], names, f"the shape of {spec['name']}")
         if tuple(x.shape) != want:
@@ -155,10 +162,21 @@ def _names(arrays: dict[str, mx.array], given: dict) -> dict:
     return names
 
 
+def _filled(names: dict, dtype: str) -> dict[str, mx.array]:
+    """The inputs the original's host fills with one value before the launch, made here."""
+    out = {}
+    for t in OP["inputs"]:
+        if "fill" in t:
+            shape = expr.as_shape(t["shape"], names, f"the shape of {t['name']}")
+            element = DTYPES[dtype if t["dtype"] == "T" else t["dtype"]]
+            out[t["name"]] = mx.full(shape, t["fill"], element)
+    return out
+
+
 def _dtype(arrays: dict[str, mx.array]) -> str:
     """The element type under test: that of every input declared ``T``, one of those verified."""
     found = {}
-    for spec in OP["inputs"]:
+    for spec in _given():
         got = DTYPE_NAMES.get(arrays[spec["name"]].dtype, str(arrays[spec["name"]].dtype))
         want = spec["dtype"]
         if want == "T":
@@ -305,18 +323,23 @@ def _started_as(outs: list[mx.array], scope: dict) -> list[mx.array]:
 def op(*args, **kwargs):
     bound = SIGNATURE.bind(*args, **kwargs)
     values = dict(bound.arguments)
-    arrays = {t["name"]: values.pop(t["name"]) for t in OP["inputs"]}
+    arrays = {t["name"]: values.pop(t["name"]) for t in _given()}
     for name, x in arrays.items():
         if not isinstance(x, mx.array):
             raise ContractError(f"{NAME} takes {name} as an mx.array, got {type(x).__name__}")
     params = {
         p["name"]: values.get(p["name"], p.get("default"))
         for p in OP["params"]
-        if p.get("size") != "shape" or values.get(p["name"]) is not None
+        if p.get("size") not in ("shape", "derived") or values.get(p["name"]) is not None
     }
     dtype = _dtype(arrays)
     names = _names(arrays, params)
+    for p in OP["params"]:
+        if p.get("size") == "derived":
+            names[p["name"]] = expr.evaluate(p["expr"], names)
     params = {p["name"]: names[p["name"]] for p in OP["params"]}
+    arrays = {**arrays, **_filled(names, dtype)}
+    arrays = {t["name"]: arrays[t["name"]] for t in OP["inputs"]}  # in the contract's order
     if backend == "none":
         raise RuntimeError(
             f"{NAME}'s kernel needs {GPU}, which is not here, and the port has no MLX reference "

@@ -23,8 +23,8 @@ class Init(Strict):
     kind: Literal["normal", "uniform", "randint", "arange", "full"] = "normal"
     mean: float = 0.0
     std: float = 1.0
-    low: float | str = -1.0
-    high: float | str = 1.0
+    low: int | float | str = -1.0
+    high: int | float | str = 1.0
     value: float = 0.0  # a fill value may be NaN or infinite (a max's start)
 
     @model_validator(mode="after")
@@ -78,12 +78,22 @@ class TensorSpec(Strict):
 
 class Param(Strict):
     """A scalar parameter (eps, scale, causal...) passed to the reference and the kernel. A float
-    param with a ``range`` takes other values in the final verification's held-out cases."""
+    param with a ``range`` takes other values in the final verification's held-out cases; one
+    with an ``expr`` is what the host code computes from the sizes (``ceildiv(N, Bc)``,
+    ``1 / sqrt(d)``), which the op computes too rather than take it from its caller."""
 
     name: str
     type: Literal["float", "int", "bool"]
     default: float | int | bool | None = None
     range: tuple[float, float] | None = None
+    expr: str | None = None
+
+    @field_validator("expr")
+    @classmethod
+    def _expression(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse(v)
+        return v
 
     @model_validator(mode="after")
     def _range(self) -> Param:

@@ -49,6 +49,8 @@ def fresh_sizes(task: KernelTask, count: int, rng: np.random.Generator) -> list[
         if len(out) == count or not free:
             break
         case = dict(task.cases.visible[int(rng.integers(len(task.cases.visible)))])
+        if _from_cuda(task):  # the names the user bound; the host code computes the rest
+            case = {k: v for k, v in case.items() if k in task.original.bound}
         for n in free:
             case[n] = _draw(values[n], task.cases.choices.get(n), rng)
         if _key(case, names) in keys:

@@ -23,6 +23,7 @@ from mlxport.tasks.make.kernel import (
     storage,
 )
 from mlxport.tasks.request import TaskRequest
+from mlxport.tasks.sizes import TUNING
 from mlxport.translate.host.evaluate import evaluate_launch, file_constants
 from mlxport.translate.host.values import Buffer, HostArg, HostLaunch, Tensor, Unknown, number
 from mlxport.translate.reading.cudafile import Param
@@ -52,7 +53,7 @@ class CaseRunner:
     def case(self, bound: dict[str, Any], heldout: bool = False) -> tuple[dict, HostLaunch]:
         """The full case (the names bound, every scalar parameter, every buffer's extent) and its
         launch. A held-out case must be one the original supports as it does the visible ones."""
-        launch = self._launch(bound)
+        launch = self.launch_at(bound)
         case = {k: v for k, v in bound.items() if isinstance(v, int | float | bool)}
         unknown: list[str] = []
         for p, arg in zip(self.info.params, launch.args, strict=True):
@@ -76,7 +77,8 @@ class CaseRunner:
         self._check(case, launch, heldout)
         return case, launch
 
-    def _launch(self, bound: dict[str, Any]) -> HostLaunch:
+    def launch_at(self, bound: dict[str, Any]) -> HostLaunch:
+        """The host code's launch at these bound names (evaluated, nothing run)."""
         grid, block, shared = (self._flag(f, bound) for f in self.flags)
         launch = evaluate_launch(
             self.kf.source.preprocessed,
@@ -139,7 +141,7 @@ class CaseRunner:
         (or --shape does), ``[n_<name>]`` where it states only a number, None where it states
         nothing."""
         if p.name in self.shapes:
-            return [self.shapes[p.name]]
+            return dims(self.shapes[p.name])
         v = arg.value
         size = itemsize(storage(p, self.sig.typenames))
         if isinstance(v, Tensor) and v.shape() is not None:
@@ -157,7 +159,7 @@ class CaseRunner:
             expr = c_expr(bare.group(1) if bare else f"({v.size_text}) / {size}", self.macros)
             try:
                 if int(evaluate(expr, dict(bound))) == n:
-                    return [expr]
+                    return dims(expr)
             except UserError:
                 pass
         return [f"n_{p.name}"]
@@ -316,20 +318,52 @@ class CaseRunner:
             ):
                 self.roles[p.name] = "output"
 
-    def heldout_candidates(self, bound: dict[str, Any], count: int) -> list[tuple[dict, str]]:
-        """Odd sizes near a visible case: each size the user bound, one at a time, made odd (block
-        sizes, tile sizes and template arguments stay)."""
+    def heldout_candidates(self, cases: list[dict[str, Any]]) -> list[tuple[dict, str]]:
+        """Sizes near the visible cases: every size at twice its largest visible value, every size
+        odd, then each size made odd alone (block sizes, tile sizes and template arguments stay)."""
         fixed = {t.name for t in self.info.template_params}
-        tuning = re.compile(r"block|thread|warp|tile|BLOCK|THREAD|WARP|TILE|^B[rc]$")
-        out = []
-        for k, v in bound.items():
-            if not isinstance(v, int) or isinstance(v, bool) or v < 4:
-                continue
-            if k in fixed or tuning.search(k):
-                continue
-            odd = v + 1 if v % 2 == 0 else v + 2
-            out.append(({**bound, k: odd}, f"{k}={odd}"))
-        return out[:count]
+        base = cases[0]
+        free = [
+            k
+            for k, v in base.items()
+            if isinstance(v, int)
+            and not isinstance(v, bool)
+            and v >= 2
+            and k not in fixed
+            and not TUNING.search(k)
+        ]
+        if not free:
+            return []
+        largest = {k: max(c.get(k, base[k]) for c in cases) for k in free}
+        out = [
+            ({**base, **{k: 2 * largest[k] for k in free}}, "every size twice its largest visible"),
+            ({**base, **{k: _odd(base[k]) for k in free}}, "every size odd"),
+        ]
+        out += [({**base, k: _odd(base[k])}, f"{k}={_odd(base[k])}") for k in free]
+        return out
+
+    def same_extents(self, a: tuple[dict, HostLaunch], b: tuple[dict, HostLaunch]) -> bool:
+        """Whether two runs have the same buffer extents and launch: one re-tests the other."""
+        (ca, la), (cb, lb) = a, b
+        if (la.grid, la.block) != (lb.grid, lb.block):
+            return False
+        buffers = [
+            p.name for p in self.info.params if p.is_pointer and p.name in self.buffer_shapes
+        ]
+        return all(self.elements(n, ca) == self.elements(n, cb) for n in buffers)
+
+
+def _odd(v: int) -> int:
+    return v + 1 if v % 2 == 0 else v + 2
+
+
+def dims(expr: str) -> list[str]:
+    """A buffer the host sizes ``rows * cols`` is a ``[rows, cols]`` array: the op takes it so and
+    its sizes come from its shape. A product with a number in it (``2 * n``) stays one extent."""
+    factors = [f.strip() for f in expr.split("*")]
+    if len(factors) > 1 and all(f.isidentifier() for f in factors):
+        return factors
+    return [expr]
 
 
 def c_expr(expr: str, constants: dict[str, int | float]) -> str:

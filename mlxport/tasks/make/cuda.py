@@ -15,9 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from mlxport.backends.cuda_cpu import CudaExecutor
 from mlxport.spec import KernelTask
 from mlxport.tasks.make.cases import CaseRunner, label
+from mlxport.tasks.make.derived import derived_params
+from mlxport.tasks.make.domains import given_domains, integer_domains
 from mlxport.tasks.make.kernel import CudaTaskError, KernelFile, Signature, classify, read_kernel
 from mlxport.tasks.make.tensors import Arrays, arrays, launches, name_measured
 from mlxport.tasks.request import TaskRequest
@@ -54,25 +58,45 @@ def from_cuda(
     runner = CaseRunner(kf, sig, request, executor)
     notes = _reading_notes(kf, sig)
     visible = [runner.case(c) for c in request.cases]
-    held = _heldout(runner, request.cases[0], heldout, notes)
+    held, bounds = _heldout(runner, request.cases, visible, heldout, notes)
     name_measured(kf.info, runner.buffer_shapes, runner.roles, [c for c, _ in visible + held])
     notes += runner.partial.values()
-    found = arrays(runner, visible[0][0], sig.dtypes)
+    domains, said = integer_domains(runner, visible + held, given_domains(request.inputs))
+    notes += said
+    found = arrays(runner, visible[0][0], sig.dtypes, domains)
+    derived = derived_params(runner, request.cases + bounds, np.random.default_rng(0))
+    for param in found.params:
+        if param["name"] in derived:
+            param["expr"] = derived[param["name"]]
+            notes.append(
+                f"{param['name']} is what the host code computes: {derived[param['name']]}"
+            )
     task = _task(request, kf, sig, found, runner, visible, held)
     KernelTask.model_validate({k: v for k, v in task.items() if v is not None})
     return Built(task, notes, kf.text, kf.headers)
 
 
-def _heldout(runner: CaseRunner, bound: dict, count: int, notes: list[str]) -> list[tuple]:
-    held = []
-    for candidate, why in runner.heldout_candidates(bound, count):
+def _heldout(
+    runner: CaseRunner, cases: list[dict], visible: list[tuple], count: int, notes: list[str]
+) -> tuple[list[tuple], list[dict]]:
+    """The held-out cases the original supports that change what they claim: one at twice the
+    largest visible size along every size, one with every size odd, then each size made odd alone
+    (up to ``count`` in all); a case with the extents and launch of a visible one is left out."""
+    held, bounds = [], []
+    for bound, why in runner.heldout_candidates(cases)[: max(count, 0)]:
         try:
-            held.append(runner.case(candidate, heldout=True))
+            run = runner.case(bound, heldout=True)
         except (CudaTaskError, HostEvalError) as e:
             notes.append(
                 f"no held-out case with {why}: the original kernel does not support it ({e})"
             )
-    return held
+            continue
+        if any(runner.same_extents(run, v) for v in visible):
+            notes.append(f"no held-out case with {why}: it changes no extent and no launch size")
+            continue
+        held.append(run)
+        bounds.append(bound)
+    return held, bounds
 
 
 def _reading_notes(kf: KernelFile, sig: Signature) -> list[str]:

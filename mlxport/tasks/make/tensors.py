@@ -12,8 +12,8 @@ from typing import Any
 
 from mlxport.errors import UserError
 from mlxport.expr import evaluate
-from mlxport.tasks.make.cases import CaseRunner, label
-from mlxport.tasks.make.kernel import CudaTaskError, dtype, integral, param_type
+from mlxport.tasks.make.cases import CaseRunner, dims, label
+from mlxport.tasks.make.kernel import CudaTaskError, dtype, param_type
 from mlxport.translate.host.values import HostLaunch
 from mlxport.translate.reading.cudafile import KernelInfo
 
@@ -29,7 +29,10 @@ class Arrays:
     results: dict[str, str] = field(default_factory=dict)  # output -> kernel parameter
 
 
-def arrays(runner: CaseRunner, first: dict[str, Any], dtypes: list[str]) -> Arrays:
+def arrays(
+    runner: CaseRunner, first: dict[str, Any], dtypes: list[str], domains: dict[str, dict]
+) -> Arrays:
+    """``domains``: the init of each integer input (tasks/make/domains.py)."""
     info, sig = runner.info, runner.sig
     out = Arrays()
     for p in info.params:
@@ -49,9 +52,9 @@ def arrays(runner: CaseRunner, first: dict[str, Any], dtypes: list[str]) -> Arra
         role = runner.roles[p.name]
         if role in ("input", "inout"):
             fill = runner.fills.get(p.name)
-            if fill is None and integral(p, sig.typenames):
-                fill = 0  # indices and counts: zero, as when the task was measured, stays in bounds
             init = {"init": {"kind": "full", "value": fill}} if fill is not None else {}
+            if p.name in domains:
+                init = {"init": domains[p.name]}
             out.inputs.append({**spec, **init})
             out.args[p.name] = tensor
         if role in ("output", "inout"):
@@ -99,8 +102,9 @@ def name_measured(
     cases: list[dict[str, Any]],
 ) -> None:
     """A buffer whose extent only a measurement gives (``n_out``) named by what equals it at every
-    case (a param, a product of two params, for an output also an input's extent), so a port can
-    size it from its arguments; the measured name then leaves the cases."""
+    case: another buffer's shape (K as large as Q is Q's [B, nh, N, d]), a param, a product of two
+    params; so a port can size it from its arguments and the op takes it in that shape. The
+    measured name then leaves the cases."""
     params = [p.name for p in info.params if not p.is_pointer]
     products = [*params, *(f"{a} * {b}" for i, a in enumerate(params) for b in params[i:])]
     buffers = sorted(
@@ -110,20 +114,23 @@ def name_measured(
         measured = f"n_{p.name}"
         if shapes[p.name] != [measured]:
             continue
-        inputs = []
-        if roles[p.name] == "output":
-            inputs = [
-                shapes[q.name][0]
-                for q in buffers
-                if roles[q.name] != "output" and q is not p and len(shapes[q.name]) == 1
-            ]
-        expr = next((e for e in [*products, *inputs] if _equals_at(e, measured, cases)), None)
-        if expr is None:
+        known = [
+            shapes[q.name]
+            for q in buffers
+            if q is not p and not any(str(d).startswith("n_") for d in shapes[q.name])
+        ]
+        candidates = [*known, *(dims(e) for e in products)]
+        found = next((c for c in candidates if _equals_at(_product(c), measured, cases)), None)
+        if found is None:
             continue
-        shapes[p.name] = [expr]
+        shapes[p.name] = list(found)
         if not any(re.search(rf"\b{measured}\b", str(d)) for sh in shapes.values() for d in sh):
             for c in cases:
                 c.pop(measured, None)
+
+
+def _product(shape: list[str]) -> str:
+    return " * ".join(f"({d})" for d in shape)
 
 
 def _equals_at(expr: str, measured: str, cases: list[dict[str, Any]]) -> bool:

@@ -2,7 +2,8 @@
 symbolically (a launch through a function pointer, in a switch, sized with std::min or a device
 query): a task made from a .cu file records the grid, block, shared bytes and template arguments
 the host code gives at every case, and each becomes the simplest expression over the task's params
-and input dimensions that gives it at all of them (a constant, E, E * k or ceildiv(E, k))."""
+and input dimensions that gives it at all of them (a constant, E, E * k, ceildiv(E, k),
+min(E, k) or max(E, k))."""
 
 from __future__ import annotations
 
@@ -123,6 +124,11 @@ def _fit(values: list[int], atoms: list[tuple[ast.expr, list[int]]]) -> ast.expr
                 return ast.BinOp(e, ast.Mult(), ast.Constant(k))
             if [-(-x // k) for x in v] == values:
                 return ast.Call(ast.Name("ceildiv"), [e, ast.Constant(k)], [])
+    for k in _FACTORS:  # std::min(cols, 128): a block size capped (or floored) at k
+        for fn, pick in (("min", min), ("max", max)):
+            for e, v in atoms:
+                if [pick(x, k) for x in v] == values:
+                    return ast.Call(ast.Name(fn), [e, ast.Constant(k)], [])
     return None
 
 

@@ -1,0 +1,107 @@
+"""Scalars the host code computes from the sizes, as expressions: flash attention's host passes
+``Tc = ceil(N / Bc)`` and ``softmax_scale = 1 / sqrt(d)``, so an op called at another N must
+compute them as the host does rather than keep the value of the case it was made at.
+
+The host code is evaluated (not run) at the task's cases and at sizes drawn around them; a
+scalar that changes with the sizes is matched against a small grammar of expressions over the
+sizes the user bound and the scalars that stay constant (Bc), simplest first. One that no
+expression matches at every sample stays a parameter the caller gives.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import numpy as np
+
+from mlxport.errors import UserError
+from mlxport.expr import evaluate
+from mlxport.tasks.make.cases import CaseRunner
+from mlxport.translate.host.values import HostEvalError
+
+SAMPLES = 8  # sizes drawn besides the task's cases
+FACTORS = (2, 3, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+def derived_params(
+    runner: CaseRunner, bounds: list[dict[str, Any]], rng: np.random.Generator
+) -> dict[str, str]:
+    """Param name -> the expression the host code computes it by, for every scalar parameter of
+    the kernel that the user did not bind and that changes with the sizes."""
+    sizes = sorted({k for b in bounds for k, v in b.items() if _int(v)})
+    samples = [s for s in (_scalars(runner, b) for b in _probes(bounds, sizes, rng)) if s]
+    if len(samples) < 3:
+        return {}
+    bound = {k for b in bounds for k in b}
+    names = [p.name for p in runner.info.params if not p.is_pointer and p.name not in bound]
+    constant = {n for n in names if len({s[1].get(n) for s in samples}) == 1}
+    out = {}
+    for name in names:
+        if name in constant or any(name not in s[1] for s in samples):
+            continue
+        scope = [{**b, **{c: v[c] for c in constant if c in v}} for b, v in samples]
+        wanted = [v[name] for _, v in samples]
+        expr = next((e for e in _forms(sizes, sorted(constant)) if _fits(e, scope, wanted)), None)
+        if expr is not None:
+            out[name] = expr
+    return out
+
+
+def _probes(bounds: list[dict], sizes: list[str], rng: np.random.Generator) -> list[dict]:
+    out = list(bounds)
+    for _ in range(SAMPLES):
+        base = dict(bounds[int(rng.integers(len(bounds)))])
+        for n in sizes:
+            if n in base and _int(base[n]) and base[n] > 1:
+                base[n] = int(rng.integers(max(1, base[n] // 2), 2 * base[n] + 1))
+        out.append(base)
+    return out
+
+
+def _scalars(runner: CaseRunner, bound: dict[str, Any]) -> tuple[dict, dict] | None:
+    try:
+        launch = runner.launch_at(bound)
+    except (UserError, HostEvalError):
+        return None
+    values = {
+        p.name: a.value
+        for p, a in zip(runner.info.params, launch.args, strict=False)
+        if not p.is_pointer and isinstance(a.value, int | float) and not isinstance(a.value, bool)
+    }
+    return bound, values
+
+
+def _forms(sizes: list[str], constants: list[str]):
+    """Candidate expressions, simplest first."""
+    ks = [*constants, *map(str, FACTORS)]
+    yield from sizes
+    for a, b in itertools.combinations_with_replacement(sizes, 2):
+        yield f"{a} * {b}"
+    for a in sizes:
+        for k in ks:
+            yield from (f"ceildiv({a}, {k})", f"{a} // {k}", f"{a} * {k}")
+        yield from (f"1 / sqrt({a})", f"1.0 / {a}", f"sqrt({a})", f"{a} - 1", f"{a} + 1")
+    for a, b in itertools.combinations_with_replacement(sizes, 2):
+        for k in ks:
+            yield from (f"ceildiv({a} * {b}, {k})", f"{a} * {b} // {k}")
+    for a, b, c in itertools.combinations_with_replacement(sizes, 3):
+        yield f"{a} * {b} * {c}"
+
+
+def _fits(expr: str, scopes: list[dict], wanted: list[Any]) -> bool:
+    for scope, want in zip(scopes, wanted, strict=True):
+        try:
+            got = evaluate(expr, scope)
+        except (UserError, KeyError):
+            return False
+        if isinstance(want, int) and not isinstance(got, int):
+            return False
+        if not math.isclose(got, want, rel_tol=1e-6, abs_tol=0.0):
+            return False
+    return True
+
+
+def _int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
