@@ -102,8 +102,7 @@ def main() -> None:
         sim.close()
         fresh.close()
     print(
-        f"Metal simulator, {OPT_LEVEL}, {info['threads']} threads, "
-        f"{info.get('compiler_version')}"
+        f"Metal simulator, {OPT_LEVEL}, {info['threads']} threads, {info.get('compiler_version')}"
     )
     print(f"| {'measure':<70} | {'time':>9} |\n|{'-' * 72}|{'-' * 11}|")
     for label, value in rows:

@@ -116,6 +116,17 @@ _BINOPS = {
 }
 
 
+# A task's requirements on its sizes: Tq <= Tk for a causal attention.
+_COMPARE = {
+    ast.Lt: lambda a, b: a < b,
+    ast.LtE: lambda a, b: a <= b,
+    ast.Gt: lambda a, b: a > b,
+    ast.GtE: lambda a, b: a >= b,
+    ast.Eq: lambda a, b: a == b,
+    ast.NotEq: lambda a, b: a != b,
+}
+
+
 def _shift(a: int, b: int, sign: int) -> int:
     if not isinstance(a, int) or not isinstance(b, int) or not 0 <= b < 64:
         raise ExprError("shifts take integers and a count from 0 to 63")
@@ -201,6 +212,9 @@ def _check(node: ast.AST, depth: int) -> None:
                 _check(a, depth + 1)
         case ast.Call():
             raise ExprError(f"calls are not allowed except {', '.join(FUNCTIONS)}")
+        case ast.Compare(left=left, ops=[op], comparators=[right]) if type(op) in _COMPARE:
+            _check(left, depth + 1)
+            _check(right, depth + 1)
         case ast.Tuple(elts=elts) | ast.List(elts=elts):
             if len(elts) > 8:
                 raise ExprError("tuples longer than 8 are not allowed")
@@ -261,6 +275,12 @@ def _eval(node: ast.AST, names: dict[str, Any]) -> Any:
             if any(not isinstance(v, int | float) or isinstance(v, bool) for v in vals):
                 raise ExprError(f"{fname}() needs numbers")
             return FUNCTIONS[fname](*vals)
+        case ast.Compare(left=left, ops=[op], comparators=[right]):
+            a, b = _eval(left, names), _eval(right, names)
+            for v in (a, b):
+                if not isinstance(v, int | float) or isinstance(v, bool):
+                    raise ExprError(f"comparisons need numbers, got {type(v).__name__}")
+            return _COMPARE[type(op)](a, b)
         case ast.Tuple(elts=elts) | ast.List(elts=elts):
             return tuple(_eval(e, names) for e in elts)
     raise ExprError(f"{type(node).__name__} is not allowed in an expression")

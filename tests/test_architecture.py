@@ -116,3 +116,38 @@ def test_the_simulators_worker_processes_never_load_mlx():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_rooms_modules_and_functions_stay_small():
+    """No package folder but cli/ (one module per command) holds more than 15 modules, no module
+    exceeds 650 lines and no function 80."""
+    crowded = [
+        str(d.relative_to(PACKAGE))
+        for d in {p.parent for p in PACKAGE.rglob("*.py")}
+        if d.name != "cli" and "evals/tasks" not in d.as_posix() and len(list(d.glob("*.py"))) > 15
+    ]
+    assert not crowded, crowded
+    long_modules, long_functions = [], []
+    for path in PACKAGE.rglob("*.py"):
+        text = path.read_text()
+        if text.count("\n") > 650:
+            long_modules.append(str(path.relative_to(PACKAGE)))
+        for node in ast.walk(ast.parse(text)):
+            function = isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            if function and node.end_lineno - node.lineno + 1 > 80:
+                long_functions.append(f"{path.relative_to(PACKAGE)}:{node.name}")
+    assert not long_modules and not long_functions, (long_modules, long_functions)
+
+
+def test_ruff_check_and_format_are_clean():
+    root = PACKAGE.parent
+    ruff = Path(sys.executable).with_name("ruff")
+    for args in (["check", "-q"], ["format", "--check", "-q"]):
+        done = subprocess.run(
+            [str(ruff), *args, "mlxport", "tests", "benchmarks"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-1000:]

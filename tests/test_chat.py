@@ -19,7 +19,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from rich.console import Console
 
 from mlxport.agent.chat import chat
-from mlxport.agent.chat_view import CHAT_ID
+from mlxport.agent.chat.view import CHAT_ID
 from mlxport.agent.config import RunConfig
 from mlxport.agent.graph import build_graph
 from mlxport.agent.models import ScriptedModel

@@ -25,7 +25,8 @@ def caught(task, candidate, inputs: str) -> None:
     final = run_correctness(task, candidate, SIM, seed=3, heldout=True)
     failed = [c for c in final.cases if c.verdict != "pass"]
     assert failed and inputs in {c.inputs for c in failed}, final.summary()
-    assert "task" not in {c.inputs for c in failed}, final.summary()
+    visible = [c for c in failed if c.inputs == "task" and not c.heldout and c.mode == "forward"]
+    assert not visible, final.summary()
     assert f"({inputs} inputs)" in final.summary()
 
 

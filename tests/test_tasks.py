@@ -264,7 +264,7 @@ CUDA_FIELDS = set(TaskRequest.model_fields) - {"source"} - REFERENCE_ONLY
 def test_every_entry_point_takes_every_field_of_the_request():
     """`port FILE.cu`, `tasks new --from`, a manifest's [[port]] and MCP's create_task all make the
     same request, so none drops a field (as create_task once dropped shared_bytes)."""
-    from mlxport.batch import KERNEL_KEYS, REQUEST_KEYS
+    from mlxport.batch.jobs import KERNEL_KEYS, REQUEST_KEYS
     from mlxport.mcp_server import create_task
 
     cli_name = {"kernel": "kernel_name", "cases": "case", "shapes": "shape", "includes": "include"}

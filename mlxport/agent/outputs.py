@@ -14,6 +14,7 @@ from langchain_core.messages import BaseMessage
 
 from mlxport.agent.report_html import render_port_html
 from mlxport.agent.state import State
+from mlxport.expr import names_used
 from mlxport.redaction import write_text
 from mlxport.spec import (
     BenchmarkReport,
@@ -233,6 +234,31 @@ def _case_row(c) -> str:
 
 
 def report_md(task: KernelTask, run: dict[str, Any], best: Record | None, final: dict) -> str:
+    lines = _run_lines(task, run)
+    if best is None:
+        lines += ["**No candidate passed verification.** " + run["result"]["why_not"], ""]
+        for r in final.get("rejected", [])[1:]:
+            lines.append(f"- {r['candidate_id']} was rejected too")
+        return "\n".join(lines) + "\n"
+    report = CorrectnessReport.model_validate(final["verification"])
+    lines += [
+        f"Result: candidate `{best.candidate.id}`, **{verdict_label(final)}**, against "
+        f"{report.golden or 'the reference'}.",
+        "",
+        *_correctness_lines(report, final),
+        *_inputs_lines(task, report),
+        *_speed_lines(BenchmarkReport.model_validate(final["benchmark"])),
+        "## Kernel",
+        "",
+        "```metal" if best.candidate.language == "msl" else "```cuda",
+        best.candidate.source.strip(),
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _run_lines(task: KernelTask, run: dict[str, Any]) -> list[str]:
     lines = [
         f"# {task.name}: port report",
         "",
@@ -248,19 +274,11 @@ def report_md(task: KernelTask, run: dict[str, Any], best: Record | None, final:
     notes = task.folder / "NOTES.md" if task.folder else None
     if notes is not None and notes.is_file():
         lines += ["## Making the task", "", *notes.read_text().splitlines()[2:], ""]
-    if best is None:
-        lines += ["**No candidate passed verification.** " + run["result"]["why_not"], ""]
-        for r in final.get("rejected", [])[1:]:
-            lines.append(f"- {r['candidate_id']} was rejected too")
-        return "\n".join(lines) + "\n"
-    report = CorrectnessReport.model_validate(final["verification"])
-    lines += [
-        f"Result: candidate `{best.candidate.id}`, **{verdict_label(final)}**, against "
-        f"{report.golden or 'the reference'}.",
-        "",
-        "## Correctness",
-        "",
-    ]
+    return lines
+
+
+def _correctness_lines(report: CorrectnessReport, final: dict) -> list[str]:
+    lines = ["## Correctness", ""]
     checked = [c for c in report.cases if c.mode != "op"]
     for seed in dict.fromkeys(c.seed for c in checked):
         lines += [f"Seed {seed}:" if seed is not None else "All seeds:", "", *_case_table()]
@@ -281,40 +299,84 @@ def report_md(task: KernelTask, run: dict[str, Any], best: Record | None, final:
             *map(_case_row, op),
             "",
         ]
-    lines += ["", "## Speed", ""]
-    bench = BenchmarkReport.model_validate(final["benchmark"])
-    if bench.candidate is None:
-        lines.append(f"Not timed ({bench.backend} backend). {bench.estimate}")
-    else:
-        lines += [
-            f"Device: {bench.device}; case {bench.case}, {bench.dtype}"
-            + (f"; times are {bench.timing_basis}." if bench.timing_basis else "."),
-            "",
-            "| kernel | median (us) | spread | GB/s | speedup |",
-            "|---|---|---|---|---|",
-            f"| candidate | {bench.candidate.median_us:.1f} | {bench.candidate.spread:.0%} | "
-            f"{bench.candidate.gbs or 0:.0f} | 1.00x |",
-        ]
-        for b in bench.baselines:
-            lines.append(
-                f"| {b.name} | {b.median_us:.1f} | {b.spread:.0%} | {b.gbs or 0:.0f} | "
-                f"{bench.speedups[b.name]:.2f}x |"
-            )
-        if bench.candidate.roofline_fraction:
-            lines += [
-                "",
-                f"The candidate moves {bench.candidate.roofline_fraction:.0%} of the "
-                f"{bench.bandwidth_basis or 'peak bandwidth'}.",
-            ]
-        if bench.flags:
-            lines += [""] + [f"- {f}" for f in bench.flags]
+    return lines
+
+
+def _inputs_lines(task: KernelTask, report: CorrectnessReport) -> list[str]:
+    """How the inputs were drawn (each input's own distribution or domain, and the others the
+    verification drew floats from) and which sizes drive which extents."""
+    from mlxport.tasks.inputs import DISTRIBUTIONS
+
+    lines = ["## Inputs", "", "| input | dtype | shape | drawn from |", "|---|---|---|---|"]
+    for t in task.inputs:
+        lines.append(f"| {t.name} | {t.dtype} | [{', '.join(map(str, t.shape))}] | {_drawn(t)} |")
+    used = dict.fromkeys(c.inputs for c in report.cases)
+    skipped = [d for d in DISTRIBUTIONS if d not in used]
     lines += [
         "",
-        "## Kernel",
-        "",
-        "```metal" if best.candidate.language == "msl" else "```cuda",
-        best.candidate.source.strip(),
-        "```",
+        "Floats drawn at random were drawn from: "
+        + "; ".join(f"{d} ({DISTRIBUTIONS[d]})" for d in used)
+        + "."
+        + (
+            f" Not run: {', '.join(skipped)} (the golden is not finite there: outside what "
+            f"the kernel computes)."
+            if skipped
+            else ""
+        ),
         "",
     ]
-    return "\n".join(lines)
+    sizes: dict[str, list[str]] = {}
+    for t in task.inputs + task.outputs:
+        for d in t.shape:
+            for n in sorted(names_used(d)):
+                sizes.setdefault(n, []).append(t.name)
+    if sizes:
+        lines += [
+            "Sizes and the extents they drive: "
+            + "; ".join(f"{n}: {', '.join(dict.fromkeys(ts))}" for n, ts in sizes.items())
+            + ".",
+            "",
+        ]
+    return lines
+
+
+def _drawn(t) -> str:
+    init = t.init
+    if init.kind == "normal":
+        return f"normal, mean {init.mean:g}, std {init.std:g}"
+    if init.kind == "uniform":
+        return f"uniform in [{init.low:g}, {init.high:g})"
+    if init.kind == "randint":
+        return f"integers in [{init.low}, {init.high})"
+    if init.kind == "full":
+        return f"all {init.value:g} (as the host fills it)"
+    return f"0, 1, 2, ... from {init.low}"
+
+
+def _speed_lines(bench: BenchmarkReport) -> list[str]:
+    lines = ["## Speed", ""]
+    if bench.candidate is None:
+        return [*lines, f"Not timed ({bench.backend} backend). {bench.estimate}", ""]
+    lines += [
+        f"Device: {bench.device}; case {bench.case}, {bench.dtype}"
+        + (f"; times are {bench.timing_basis}." if bench.timing_basis else "."),
+        "",
+        "| kernel | median (us) | spread | GB/s | speedup |",
+        "|---|---|---|---|---|",
+        f"| candidate | {bench.candidate.median_us:.1f} | {bench.candidate.spread:.0%} | "
+        f"{bench.candidate.gbs or 0:.0f} | 1.00x |",
+    ]
+    for b in bench.baselines:
+        lines.append(
+            f"| {b.name} | {b.median_us:.1f} | {b.spread:.0%} | {b.gbs or 0:.0f} | "
+            f"{bench.speedups[b.name]:.2f}x |"
+        )
+    if bench.candidate.roofline_fraction:
+        lines += [
+            "",
+            f"The candidate moves {bench.candidate.roofline_fraction:.0%} of the "
+            f"{bench.bandwidth_basis or 'peak bandwidth'}.",
+        ]
+    if bench.flags:
+        lines += [""] + [f"- {f}" for f in bench.flags]
+    return [*lines, ""]

@@ -1,4 +1,4 @@
-"""``mlxport chat``: port a kernel interactively (see agent/chat.py), or resume a chat session."""
+"""``mlxport chat``: port a kernel interactively (see agent/chat/), or resume a chat session."""
 
 from __future__ import annotations
 

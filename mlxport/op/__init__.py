@@ -108,6 +108,7 @@ def op_contract(
             {"name": t.name, "dtype": t.dtype, "shape": list(t.shape)} for t in task.outputs
         ],
         "order": output_order(task, candidate),
+        "requires": list(task.cases.requires),
         "tolerance": {d: {"atol": t.atol, "rtol": t.rtol} for d, t in task.tolerance.items()},
     }
 

@@ -159,6 +159,10 @@ def _names(arrays: dict[str, mx.array], given: dict) -> dict:
                 f"{NAME} takes {spec['name']} of shape [{', '.join(map(str, spec['shape']))}], "
                 f"here {want}; got {tuple(x.shape)}"
             )
+    for rule in OP.get("requires", []):
+        if not expr.evaluate(rule, names):
+            shown = ", ".join(f"{n}={names[n]}" for n in sorted(expr.names_used(rule)))
+            raise ContractError(f"{NAME} was verified where {rule}, and here {shown}")
     return names
 
 
@@ -291,7 +295,7 @@ def _simulate(scope: dict) -> list[mx.array]:
             f"installed here: pip install mlxport, or unset MLXPORT_KERNEL_BACKEND"
         ) from e
     candidate = KernelCandidate.model_validate(CANDIDATE)
-    run = get_backend("sim").run(candidate, {n: scope[n] for n in CANDIDATE["input_names"]})
+    run = get_backend("sim").run(candidate, scope)  # params beyond the inputs: in scope
     if not run.ok:
         raise RuntimeError(f"the simulator could not run {NAME}: {run.error}")
     dtypes = launch_args(scope)["output_dtypes"]

@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from mlxport.errors import read_text
-from mlxport.expr import DTYPES, ArrayInfo, Dtype, as_int, as_shape, names_used, parse
+from mlxport.expr import DTYPES, ArrayInfo, Dtype, as_int, as_shape, evaluate, names_used, parse
 from mlxport.spec.base import FLOAT_DTYPES, Expr, Strict, _finite, _function_ref, _inside
 
 
@@ -142,6 +142,11 @@ class Cases(Strict):
     # sizes the kernel supports only some values of (an attention's head dim): the values the
     # final verification's fresh sizes are drawn from
     choices: dict[str, list[int]] = Field(default_factory=dict)
+    # sizes the kernel takes in multiples of some m only (a rotary head dim is even)
+    multiples: dict[str, int] = Field(default_factory=dict)
+    # what every case must satisfy, as comparisons over its names ("Tq <= Tk"): the op refuses
+    # inputs that do not, in one sentence
+    requires: list[str] = Field(default_factory=list)
 
 
 class Cost(Strict):
@@ -269,8 +274,15 @@ class KernelTask(Strict):
         for spec in self.inputs + self.outputs:
             for dim in spec.shape:
                 parse(dim) if isinstance(dim, str) else None
+        for rule in self.cases.requires:
+            parse(rule)
         for case in self.all_cases() + self.cases.bench:
             self._check_case(case)
+            for rule in self.cases.requires:
+                if not evaluate(rule, self.bindings(case, self.dtypes[0])):
+                    raise ValueError(
+                        f"case {self.case_label(case)} breaks [cases] requires {rule!r}"
+                    )
         return self
 
     def _check_case(self, case: dict[str, Any]) -> None:

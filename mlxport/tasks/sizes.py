@@ -5,7 +5,8 @@ A size is a name the cases bind to an integer that the task's shapes use (for a 
 is the original kernel, a name the user bound with ``--case``). Sizes that take one value in
 every case stay at it (the kernel was never shown another); those the task limits to a few
 values (``[cases] choices``) take one of them; the rest are drawn between 1 and twice the
-largest value seen, and the largest tensor stays within the largest of the visible cases', so
+largest value seen (in multiples of ``[cases] multiples``), and the largest tensor stays within
+the largest of the visible cases', so
 a check on the simulator takes as long as the task's own cases do.
 """
 
@@ -18,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from mlxport.errors import UserError
+from mlxport.expr import evaluate
 from mlxport.spec import KernelTask
 
 # Names that tune a launch rather than size the data (the user's block_size, a tile).
@@ -53,16 +55,23 @@ def fresh_sizes(task: KernelTask, count: int, rng: np.random.Generator) -> list[
             case = {k: v for k, v in case.items() if k in task.original.bound}
         for n in free:
             case[n] = _draw(values[n], task.cases.choices.get(n), rng)
+            m = task.cases.multiples.get(n, 1)
+            case[n] = max(m, case[n] // m * m)
         if _key(case, names) in keys:
             continue
         try:
-            if _extent(task, case, names) > limit:
+            if _extent(task, case, names) > limit or not _allowed(task, case):
                 continue
         except UserError:
             continue  # sizes the task's shapes refuse (a negative extent)
         keys.add(_key(case, names))
         out.append(case)
     return out
+
+
+def _allowed(task: KernelTask, case: dict[str, Any]) -> bool:
+    names = task.bindings(case, task.dtypes[0]) if not _from_cuda(task) else case
+    return all(evaluate(rule, names) for rule in task.cases.requires)
 
 
 def _free(task: KernelTask, name: str, seen: list[int]) -> bool:

@@ -18,89 +18,103 @@ TRIED = 4  # candidates verified at most, best first
 OP_CASES = 3  # fresh sizes the op is called at
 
 
+class Rejected(Exception):
+    """A candidate the final verification turned down, with its report or the reason."""
+
+    def __init__(self, candidate_id: str, **why: Any):
+        super().__init__(candidate_id)
+        self.entry = {"candidate_id": candidate_id, **why}
+
+
 def verify_final(session: Session, chosen: str | None, *, extra_seeds: int) -> dict[str, Any]:
     """The result of a session: the first of ``chosen`` (if correct) and the best correct
     candidates to pass final verification, with its verification and benchmark, and why each
     candidate before it was rejected."""
-    from mlxport.verify.benchmark import benchmark, primary_dtype
-    from mlxport.verify.correctness import run_correctness
-    from mlxport.verify.reverify import check_timed_size
-
     ranked = [r for r in rank(session.records.values()) if r.correct]
     if chosen in session.records and session.records[chosen].correct:
         ranked = [session.records[chosen]] + [r for r in ranked if r.candidate.id != chosen]
     rejected = []
     for record in ranked[:TRIED]:
-        with session.device_lock:
-            report = run_correctness(
-                session.task,
-                record.candidate,
-                session.backend,
-                seed=session.seed + 50_000,
-                heldout=True,
-                extra_seeds=extra_seeds,
-            )
-        if not report.ok:
-            rejected.append(
-                {"candidate_id": record.candidate.id, "report": report.model_dump(mode="json")}
-            )
-            continue
-        timed = {
-            "checked": True
-        }  # a timing backend checks the timed size before it times (benchmark)
-        if not session.backend.timing:
-            try:
-                with session.device_lock:
-                    timed = check_timed_size(
-                        session.task,
-                        record.candidate,
-                        session.backend,
-                        session.task.bench_cases()[0],
-                        primary_dtype(session.task),
-                        session.seed,
-                    )
-            except UserError as e:
-                rejected.append({"candidate_id": record.candidate.id, "reason": str(e)})
-                continue
-        op_results, op = op_check(session, record.candidate)
-        if not all(r.verdict == "pass" for r in op_results):
-            failed = report.model_copy(update={"cases": report.cases + op_results})
-            rejected.append(
-                {"candidate_id": record.candidate.id, "report": failed.model_dump(mode="json")}
-            )
-            continue
-        report = report.model_copy(update={"cases": report.cases + op_results})
-        bench = record.benchmark
-        if bench is None:
-            try:
-                with session.device_lock:
-                    bench = benchmark(
-                        session.task,
-                        record.candidate,
-                        session.backend,
-                        seed=session.seed,
-                        chip=session.chip,
-                        datasheet=session.datasheet,
-                    )
-            except UserError as e:  # wrong at the timed size, or the timing itself failed
-                rejected.append({"candidate_id": record.candidate.id, "reason": str(e)})
-                continue
-        return {
-            "candidate_id": record.candidate.id,
-            "verified": True,
-            "backend": session.backend.name,
-            "verification": report.model_dump(mode="json"),
-            "benchmark": bench.model_dump(mode="json"),
-            "timed_size": timed,
-            "op": op,
-            "rejected": rejected,
-        }
+        try:
+            return {**verified(session, record, extra_seeds), "rejected": rejected}
+        except Rejected as e:
+            rejected.append(e.entry)
     return {
         "candidate_id": None,
         "verified": False,
         "backend": session.backend.name,
         "rejected": rejected,
     }
+
+
+def verified(session: Session, record, extra_seeds: int) -> dict[str, Any]:
+    """One candidate through the final verification: held-out cases, extra seeds and the other
+    checks, the timed size, the op as shipped, a benchmark; Rejected where it fails one."""
+    from mlxport.verify.benchmark import benchmark
+    from mlxport.verify.correctness import run_correctness
+
+    cid = record.candidate.id
+    with session.device_lock:
+        report = run_correctness(
+            session.task,
+            record.candidate,
+            session.backend,
+            seed=session.seed + 50_000,
+            heldout=True,
+            extra_seeds=extra_seeds,
+        )
+    if not report.ok:
+        raise Rejected(cid, report=report.model_dump(mode="json"))
+    timed = _timed_size(session, record)
+    op_results, op = op_check(session, record.candidate)
+    report = report.model_copy(update={"cases": report.cases + op_results})
+    if not all(r.verdict == "pass" for r in op_results):
+        raise Rejected(cid, report=report.model_dump(mode="json"))
+    bench = record.benchmark
+    if bench is None:
+        try:
+            with session.device_lock:
+                bench = benchmark(
+                    session.task,
+                    record.candidate,
+                    session.backend,
+                    seed=session.seed,
+                    chip=session.chip,
+                    datasheet=session.datasheet,
+                )
+        except UserError as e:  # wrong at the timed size, or the timing itself failed
+            raise Rejected(cid, reason=str(e)) from e
+    return {
+        "candidate_id": cid,
+        "verified": True,
+        "backend": session.backend.name,
+        "verification": report.model_dump(mode="json"),
+        "benchmark": bench.model_dump(mode="json"),
+        "timed_size": timed,
+        "op": op,
+    }
+
+
+def _timed_size(session: Session, record) -> dict[str, Any]:
+    """The timed size checked where the backend does not time (a timing backend checks it before
+    it times)."""
+    from mlxport.verify.benchmark import primary_dtype
+    from mlxport.verify.reverify import check_timed_size
+
+    if session.backend.timing:
+        return {"checked": True}
+    try:
+        with session.device_lock:
+            return check_timed_size(
+                session.task,
+                record.candidate,
+                session.backend,
+                session.task.bench_cases()[0],
+                primary_dtype(session.task),
+                session.seed,
+            )
+    except UserError as e:
+        raise Rejected(record.candidate.id, reason=str(e)) from e
 
 
 def op_cases(task: KernelTask, seed: int) -> tuple[KernelTask, list[dict[str, Any]], list[str]]:

@@ -113,9 +113,29 @@ def run_original(
     compiled = executor.compile(source, task.kernel, template)
     with MLX_LOCK:
         arrays = {n: _numpy(a) for n, a in inputs.items()}
-    names = task.bindings(
-        case, task.dtypes[0]
-    )  # the case's dimensions and every param, defaults filled
+    args = _arguments(task, sig, source, arrays, case, element)
+    result = executor.run(compiled, Launch(launch.grid, launch.block, launch.shared_bytes), args)
+    if not result.ok:
+        raise TaskError(f"the original kernel {task.kernel} fails at {label}: {result.error}")
+    shapes = task.shapes(case, task.dtypes[0])
+    outs = []
+    for o in task.outputs:
+        param = task.original.results[o.name]
+        out = _float64(result.buffers[param], _storage_of(sig, source, param, element))
+        written = result.written.get(param)
+        if param not in task.original.args and written is not None and _start(task, o.name) is None:
+            # what the original leaves is unspecified
+            out = np.where(written.reshape(out.shape), out, np.nan)
+        outs.append(out.reshape(shapes[o.name]))
+    return outs
+
+
+def _arguments(task: KernelTask, sig, source, arrays: dict[str, np.ndarray], case, element: str):
+    """The original kernel's arguments at a case: the task's inputs in the storage of the
+    kernel's parameters, outputs that are no input as fresh buffers, scalars from the case."""
+    label = task.case_label(case)
+    # the case's dimensions and every param, defaults filled
+    names = task.bindings(case, task.dtypes[0])
     shapes = task.shapes(case, task.dtypes[0])
     bound = {v: k for k, v in task.original.results.items()}
     args = []
@@ -149,20 +169,7 @@ def run_original(
                     f"{name} ({e})"
                 ) from e
             args.append(np.array(value).astype(_np(storage or "float32")))
-    result = executor.run(compiled, Launch(launch.grid, launch.block, launch.shared_bytes), args)
-    if not result.ok:
-        raise TaskError(f"the original kernel {task.kernel} fails at {label}: {result.error}")
-    outs = []
-    for o in task.outputs:
-        param = task.original.results[o.name]
-        out = _float64(result.buffers[param], _storage_of(sig, source, param, element))
-        written = result.written.get(param)
-        if param not in task.original.args and written is not None and _start(task, o.name) is None:
-            out = np.where(
-                written.reshape(out.shape), out, np.nan
-            )  # what the original leaves is unspecified
-        outs.append(out.reshape(shapes[o.name]))
-    return outs
+    return args
 
 
 @functools.cache

@@ -14,196 +14,17 @@ import json
 import os
 import threading
 import time
-import tomllib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mlxport.batch.jobs import Job, load_jobs
 from mlxport.errors import UserError
 from mlxport.redaction import redact_text, write_text
 
 EVENTS = "batch_events.jsonl"
-CONFIG_FIELDS = (
-    "max_iterations",
-    "patience",
-    "max_tokens",
-    "max_cost",
-    "max_wall_seconds",
-    "max_consecutive_errors",
-    "target_speedup",
-    "extra_seeds",
-    "chip",
-    "seed",
-    "context_window",
-    "backend",
-    "base_url",
-    "search",
-)
-# A [[port]] entry's keys for a .cu file: TaskRequest's fields, the file as `kernel` and the
-# kernel's name as `kernel_name` (as in `mlxport port FILE.cu --kernel NAME`).
-KERNEL_KEYS = {
-    "kernel", "kernel_name", "cases", "heldout", "dtypes", "shapes", "grid", "block",
-    "shared_bytes", "template", "includes", "reference", "inputs", "outputs",
-}  # fmt: skip
-REQUEST_KEYS = {"kernel": "source", "kernel_name": "kernel"}
 Event = dict[str, Any]
-
-
-@dataclass
-class Job:
-    """One port of a batch: the task folder, the model and the RunConfig fields it runs with."""
-
-    name: str
-    task_dir: str
-    model: str
-    config: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def backend(self) -> str:
-        return self.config.get("backend", "auto")
-
-
-# ---------------------------------------------------------------- input
-
-
-def load_jobs(
-    source: str | Path,
-    *,
-    model: str = "rules",
-    budget: dict[str, Any] | None = None,
-    out: Path = Path("mlxport-out"),
-) -> list[Job]:
-    """The jobs of a manifest (.toml), a folder of task folders, one task folder, or ``suite``."""
-    from mlxport.tasks import SUITE_DIR, suite_names
-
-    base = _config_fields(budget or {}, "budget")
-    if str(source) == "suite":
-        return [Job(n, str(SUITE_DIR / n), model, dict(base)) for n in suite_names()]
-    path = Path(source)
-    if path.is_file() and path.suffix == ".toml":
-        return _manifest_jobs(path, model, base, out)
-    if (path / "task.toml").is_file():
-        return [_task_job(path, model, base)]
-    if path.is_dir():
-        folders = sorted(p.parent for p in path.glob("*/task.toml"))
-        if not folders:
-            raise UserError(
-                f"{path} holds no task folders (*/task.toml): pass a manifest .toml, a folder of "
-                f"task "
-                f"folders, or suite"
-            )
-        return _unique([_task_job(f, model, base) for f in folders])
-    raise UserError(
-        f"no manifest or folder {path}: pass a manifest .toml, a folder of task folders, or suite"
-    )
-
-
-def _task_job(folder: Path, model: str, config: dict[str, Any]) -> Job:
-    from mlxport.tasks import load_task
-
-    task = load_task(folder)
-    return Job(task.name, str(task.folder), model, dict(config))
-
-
-def _manifest_jobs(path: Path, model: str, base: dict[str, Any], out: Path) -> list[Job]:
-    from mlxport.tasks import find_task
-
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise UserError(f"manifest {path} is not valid TOML ({e}): fix the syntax") from e
-    entries = data.get("port")
-    if not isinstance(entries, list) or not entries:
-        raise UserError(
-            f'manifest {path} has no [[port]] entries: add one per task (task = "softmax_rows")'
-        )
-    default_model = data.get("model", model)
-    defaults = {**base, **_config_fields(data.get("budget", {}), f"[budget] of {path}")}
-    jobs = []
-    for i, entry in enumerate(entries):
-        where = f"[[port]] #{i + 1} of {path}"
-        config = {**defaults, **_config_fields(entry.get("budget", {}), f"budget in {where}")}
-        unknown = set(entry) - {"task", "name", "model", "budget"} - KERNEL_KEYS
-        if unknown:
-            raise UserError(
-                f"{where} has unknown keys {sorted(unknown)}: use task, or kernel with cases (and "
-                f"{', '.join(sorted(KERNEL_KEYS - {'kernel', 'cases'}))}), name, model, budget"
-            )
-        if "task" in entry:
-            rel = path.parent / entry["task"]
-            job = _task_job(
-                rel if rel.is_dir() else find_task(entry["task"]),
-                entry.get("model", default_model),
-                config,
-            )
-            if entry.get("name", job.name) != job.name:
-                raise UserError(
-                    f"{where} names the port {entry['name']!r} but its task is {job.name!r}: "
-                    f"output "
-                    f"folders are named after tasks, so drop name (use another --out to port a "
-                    f"task twice)"
-                )
-        elif "kernel" in entry:
-            job = _kernel_job(
-                entry, path.parent, out, where, entry.get("model", default_model), config
-            )
-        else:
-            raise UserError(
-                f'{where} names neither task nor kernel: add task = "NAME_OR_DIR" or kernel = '
-                f'"x.cu"'
-            )
-        jobs.append(job)
-    return _unique(jobs)
-
-
-def _kernel_job(
-    entry: dict[str, Any], root: Path, out: Path, where: str, model: str, config: dict
-) -> Job:
-    """A ``[[port]]`` entry naming a .cu file: its task made as ``mlxport port FILE.cu`` makes it
-    (the original kernel as the golden, or ``reference`` with ``inputs`` and ``outputs``); paths
-    are relative to the manifest."""
-    from mlxport.tasks.make import TaskRequest, make_task
-
-    if "cases" not in entry:
-        raise UserError(f"{where} ports a .cu file and needs cases, e.g. cases = ['N=4096']")
-    fields = {REQUEST_KEYS.get(k, k): v for k, v in entry.items() if k in KERNEL_KEYS}
-    fields["source"] = root / entry["kernel"]
-    fields["includes"] = [root / p for p in entry.get("includes", [])]
-    module, _, fn = entry.get("reference", "").rpartition(":")
-    if module.endswith(".py"):
-        fields["reference"] = f"{root / module}:{fn}"
-    request = TaskRequest.of(name=entry.get("name"), **fields)
-    try:
-        folder = make_task(request, out.resolve() / "_tasks")
-    except UserError as e:
-        raise UserError(f"{where}: {e}") from e
-    return _task_job(folder, model, config)
-
-
-def _config_fields(values: dict[str, Any], where: str) -> dict[str, Any]:
-    unknown = set(values) - set(CONFIG_FIELDS)
-    if unknown:
-        raise UserError(
-            f"unknown keys {sorted(unknown)} in {where}: use RunConfig fields "
-            f"({', '.join(CONFIG_FIELDS)})"
-        )
-    return dict(values)
-
-
-def _unique(jobs: list[Job]) -> list[Job]:
-    seen: set[str] = set()
-    for j in jobs:
-        if j.name in seen:
-            raise UserError(
-                f"task {j.name!r} appears twice in the batch: a batch ports each task once (use "
-                f"another "
-                f"--out for a second run)"
-            )
-        seen.add(j.name)
-    return jobs
-
 
 # ---------------------------------------------------------------- events
 
@@ -395,11 +216,12 @@ def run_batch(
     listeners = [f for f in (on_event, display.event if display else None) if f]
     log = EventLog(out, lambda e: [f(e) for f in listeners])
     with display or contextlib.nullcontext():
-        rows = (
-            run_on_ray(job_list, out, ray_address, log, jobs)
-            if ray_address
-            else _run_local(job_list, out, jobs, log)
-        )
+        if ray_address:
+            from mlxport.batch.ray import run_on_ray  # Ray is imported only where it runs
+
+            rows = run_on_ray(job_list, out, ray_address, log, jobs)
+        else:
+            rows = _run_local(job_list, out, jobs, log)
     order = {j.name: i for i, j in enumerate(job_list)}
     rows.sort(key=lambda r: order[r["task"]])
     summary = {
@@ -562,105 +384,13 @@ class _Display:
             self.progress.update(row, status=f"on Ray ({e.get('resource')})")
 
 
-# ---------------------------------------------------------------- Ray
-
-
-def run_on_ray(
-    job_list: list[Job], out: Path, address: str, log: EventLog, jobs: int = 1
-) -> list[dict[str, Any]]:
-    """Each port as a Ray task that needs one unit of the custom resource named after its backend
-    (``sim``, ``metal``, ``cuda``), so it lands on a node that offers that backend. ``out`` must
-    be a folder every node sees (a shared filesystem) for resume and skip to work across runs.
-    ``local`` starts a throwaway cluster on this machine offering ``jobs`` units of each backend."""
-    auto = sorted({j.name for j in job_list if j.backend == "auto"})
-    if auto:
-        raise UserError(
-            f"with --ray pick the backend (budget backend=metal, cuda or sim) so ports go to nodes "
-            f"with "
-            f"that resource; {', '.join(auto[:3])} use auto"
-        )
-    try:
-        import ray
-    except ImportError as e:
-        raise UserError(
-            "--ray needs Ray, which is not installed: pip install 'mlxport[ray]'"
-        ) from e
-    owned = not ray.is_initialized()
-    if owned:
-        if address != "local":
-            _match_ray_auth()
-        local = {"resources": {j.backend: jobs for j in job_list}} if address == "local" else {}
-        ray.init(address=address, log_to_driver=False, **local)
-    try:
-        offered = ray.cluster_resources()
-        for backend in sorted({j.backend for j in job_list}):
-            if offered.get(backend, 0) < 1:
-                raise UserError(
-                    f"no node of the Ray cluster at {address} offers the {backend!r} resource: "
-                    f"start one "
-                    f"with ray start --resources='{{\"{backend}\": 1}}'"
-                )
-        if any(j.backend == "cuda" for j in job_list) and offered.get("GPU", 0) < 1:
-            raise UserError(
-                f"the Ray cluster at {address} offers 'cuda' but no GPU: start its GPU nodes with "
-                f"ray start --num-gpus=N"
-            )
-        remote = ray.remote(_ray_port)
-        refs = {}
-        for j in job_list:
-            # A CUDA port holds one GPU of its own: Ray sets the worker's CUDA_VISIBLE_DEVICES to
-            # it, while the simulator checks and compiles use the node's CPUs.
-            gpus = 1 if j.backend == "cuda" else 0
-            ref = remote.options(
-                resources={j.backend: 1}, num_cpus=1, num_gpus=gpus, name=f"port:{j.name}"
-            ).remote(asdict(j), str(out))
-            refs[ref] = j
-            log.emit(j.name, "submitted", resource=j.backend)
-        rows = []
-        while refs:
-            ready, _ = ray.wait(list(refs), num_returns=1, timeout=1.0)
-            for ref in ready:
-                job = refs.pop(ref)
-                try:
-                    row, last = ray.get(ref)
-                except Exception as e:  # the worker died or could not import mlxport
-                    row = summary_row(
-                        job.name, "failed", None, error=f"{type(e).__name__}: {str(e)[:300]}"
-                    )
-                    log.emit(job.name, "error", error=row["error"])
-                else:
-                    log.forward(last)  # the worker already wrote it to the log
-                rows.append(row)
-        return rows
-    finally:
-        if owned:
-            ray.shutdown()
-
-
-def _match_ray_auth() -> None:
-    """``ray start`` turns token authentication on when a token exists (~/.ray/auth_token,
-    RAY_AUTH_TOKEN) but ``ray.init(address=...)`` does not (Ray 2.60): send the token as well."""
-    try:
-        from ray._private.authentication.authentication_token_setup import (
-            maybe_enable_token_auth_if_token_available,
-        )
-    except ImportError:  # another Ray version: its own defaults apply
-        return
-    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
-
-
-def _ray_port(job: dict[str, Any], out: str) -> tuple[dict[str, Any], Event]:
-    """Runs on a Ray worker: the same job as in the thread pool; events go to the shared log."""
-    import ray
-
-    events: list[Event] = []
-    log, one = EventLog(Path(out), events.append), Job(**job)
-    if one.backend == "cuda":
-        log.emit(
-            one.name,
-            "placed",
-            gpus=[str(g) for g in ray.get_gpu_ids()],
-            visible=os.environ.get("CUDA_VISIBLE_DEVICES", ""),
-        )
-    row = port_job(one, Path(out), log)
-    return row, events[-1]
+__all__ = [
+    "EVENTS",
+    "EventLog",
+    "Job",
+    "load_jobs",
+    "port_job",
+    "read_events",
+    "run_batch",
+    "summary_row",
+]

@@ -1,5 +1,5 @@
 """Starting or resuming a chat session: the person ports a kernel on the same graph as ``mlxport
-port``, watching each step, steering and approving (agent/chat_session.py runs it)."""
+port``, watching each step, steering and approving (agent/chat/session.py runs it)."""
 
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ def chat(
     """Run a chat session and return its id. With ``session``, resume it (``task`` and ``config``
     are then taken from the saved session); with no task, ask which bundled task to port.
     ``model`` overrides ``config.model`` (tests); ``read`` returns the person's next line."""
-    from mlxport.agent.chat_session import ChatSession
-    from mlxport.agent.chat_view import View, model_label
+    from mlxport.agent.chat.session import ChatSession
+    from mlxport.agent.chat.view import View, model_label
     from mlxport.agent.graph import build_graph
 
     console = console or Console(highlight=False)

@@ -17,7 +17,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 from langgraph.types import Command
 
-from mlxport.agent.chat_view import CHAT_ID, GUIDANCE, HELP, QUESTION, View, chat_text
+from mlxport.agent.chat.view import CHAT_ID, GUIDANCE, HELP, QUESTION, View, chat_text
 from mlxport.agent.config import RunConfig
 from mlxport.agent.outputs import write_outputs
 from mlxport.agent.state import State
