@@ -36,7 +36,8 @@ def doctor(
     if calibrate:
         if data["auto"] not in GPUS:
             raise UserError(
-                f"--calibrate needs a GPU backend ({' or '.join(GPUS)}); the simulator has no timing"
+                f"--calibrate needs a GPU backend ({' or '.join(GPUS)}); the simulator has no "
+                f"timing"
             )
         data["calibration"] = get_backend(data["auto"]).calibrate()
     if as_json:

@@ -58,7 +58,8 @@ def _run(
     except WorkerError as e:
         if e.kind == "timeout":
             raise TaskError(
-                f"{what} of task {task.name} did not return within {SECONDS:g} s: fix its endless loop, "
+                f"{what} of task {task.name} did not return within {SECONDS:g} s: fix its endless "
+                f"loop, "
                 f"or allow more with MLXPORT_REFERENCE_SECONDS"
             ) from None
         if e.kind == "error" and str(e).startswith("TaskError: "):
