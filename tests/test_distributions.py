@@ -88,3 +88,20 @@ def test_the_expert_ports_pass_every_distribution():
         report = run_correctness(task, expert_ports(task)["msl"], SIM, seed=4, heldout=True)
         assert report.ok, report.summary()
         assert {c.inputs for c in report.cases} == {"task", "wide", "rows", "positive", "negative"}
+
+
+def test_a_held_out_case_with_a_visible_cases_extents_is_not_counted():
+    """A held-out case that changes no tensor shape and no launch re-tests a visible case: it is
+    marked so, and a port whose held-out cases are all such is not called verified at held-out
+    sizes."""
+    from mlxport.verify.reverify import verdict_label
+
+    task = load_task("vector_add")
+    same = task.model_copy(
+        update={"cases": task.cases.model_copy(update={"heldout": [task.cases.visible[1]]})}
+    )
+    report = run_correctness(same, expert_ports(task)["msl"], SIM, seed=1, heldout=True)
+    held = [c for c in report.cases if c.heldout and c.mode == "forward"]
+    assert held and not any(c.counted for c in held) and "not counted" in held[0].label
+    final = {"verified": True, "backend": "sim", "verification": report.model_dump(mode="json")}
+    assert "no held-out case changes an extent" in verdict_label(final)

@@ -68,6 +68,8 @@ class CaseResult(Strict):
     mode: Mode = "forward"
     heldout: bool = False  # a held-out case (never shown to the model)
     inputs: str = "task"  # the distribution its float inputs were drawn from (tasks.inputs)
+    # a held-out case with a visible case's extents and launch re-tests it: not counted as one
+    counted: bool = True
     max_abs: float | None = None
     max_rel: float | None = None
     err_norm: float | None = None
@@ -89,6 +91,7 @@ class CaseResult(Strict):
         how = [MODE_LABELS[self.mode]] + (
             [f"{self.inputs} inputs"] if self.inputs != "task" else []
         )
+        how += [] if self.counted else ["the extents and launch of a visible case: not counted"]
         how = [h for h in how if h]
         return f"{self.case} ({', '.join(how)})" if how else self.case
 

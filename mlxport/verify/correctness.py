@@ -112,7 +112,30 @@ def run_correctness(
                 passed[key] = nonfinite
             if stop_after and sum(r.verdict != "pass" for r in results) >= stop_after:
                 return _report(task, candidate, backend, seeds, heldout, results)
-    return _report(task, candidate, backend, seeds, heldout, results)
+    return _report(task, candidate, backend, seeds, heldout, _counted(task, candidate, results))
+
+
+def _counted(task: KernelTask, candidate: KernelCandidate, results: list[CaseResult]):
+    """Held-out results whose case has the tensor shapes and the launch of a visible case re-test
+    that case: marked not counted."""
+    from mlxport.tasks import case_infos
+
+    def key(case: dict[str, Any]) -> tuple:
+        try:
+            launch = candidate.launch(case_infos(task, case, task.dtypes[0]))
+        except UserError:
+            return ("?", task.case_label(case))
+        shapes = task.shapes(case, task.dtypes[0])
+        return (tuple(sorted(shapes.items())), launch.grid, launch.threadgroup)
+
+    visible = {key(c) for c in task.cases.visible}
+    cases = {task.case_label(c): c for c in task.all_cases()}
+    return [
+        r.model_copy(update={"counted": False})
+        if r.heldout and r.case in cases and key(cases[r.case]) in visible
+        else r
+        for r in results
+    ]
 
 
 def _final_runs(

@@ -103,6 +103,13 @@ def verdict_label(final: dict[str, Any]) -> str:
     was not checked, says so."""
     if not final.get("verified"):
         return "no candidate passed verification"
+    cases = (final.get("verification") or {}).get("cases", [])
+    held = [c for c in cases if c.get("heldout") and c.get("mode") == "forward"]
+    if held and not any(c.get("counted", True) for c in held):
+        return (
+            f"verified on {final['backend']} at the task's cases and the op's fresh sizes; no "
+            f"held-out case changes an extent or the launch"
+        )
     timed = final.get("timed_size") or {}
     if timed.get("checked", True):
         return f"verified on {final['backend']} (held-out sizes, extra seeds and the timed size)"

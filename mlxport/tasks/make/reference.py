@@ -10,6 +10,7 @@ from pathlib import Path
 from mlxport.spec.toml import dumps
 from mlxport.tasks.folder import TaskError
 from mlxport.tasks.request import TaskRequest
+from mlxport.tasks.sizes import TUNING
 
 _TENSOR = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::\s*(\w+))?\s*\[([^\]]*)\]\s*$")
 TOLERANCE = {"float32": (1e-4, 1e-4), "float16": (2e-3, 2e-3), "bfloat16": (2e-2, 2e-2)}
@@ -45,10 +46,26 @@ def from_reference(request: TaskRequest, folder: Path) -> Path:
             for d in dtypes
         },
         "cost": {"bytes": f"{' * '.join(outputs[0]['shape']) or '1'} * itemsize * 2"},
-        "cases": {"visible": request.cases, "heldout": request.heldout},
+        "cases": {"visible": request.cases, "heldout": request.heldout or _heldout(request.cases)},
     }
     (folder / "task.toml").write_text(dumps(task))
     return folder
+
+
+def _heldout(cases: list[dict]) -> list[dict]:
+    """Held-out cases where the user gave none: every size at twice its largest visible value,
+    and every size odd (sizes are the integers the cases bind, block and tile sizes aside)."""
+    base = cases[0]
+    free = [
+        k
+        for k, v in base.items()
+        if isinstance(v, int) and not isinstance(v, bool) and v >= 2 and not TUNING.search(k)
+    ]
+    if not free:
+        return []
+    largest = {k: max(c.get(k, base[k]) for c in cases) for k in free}
+    odd = {k: base[k] + 1 if base[k] % 2 == 0 else base[k] + 2 for k in free}
+    return [{**base, **{k: 2 * largest[k] for k in free}}, {**base, **odd}]
 
 
 def _reference_module(module: str, fn: str, folder: Path) -> None:
