@@ -112,3 +112,51 @@ def test_kernel_py_is_a_module_of_mlxport_like_any_other():
 
     assert (mlxport.op.HERE / "kernel.py").read_text().startswith('"""An MLX op')
     assert "kernel" not in sys.modules  # each port's copy is loaded by path, never by name
+
+
+PATHS = """
+const uint C = uint(x_shape[1]);
+const uint row = threadgroup_position_in_grid.x;
+if (C % 4 == 0 && row < 8) {
+    out[row] = x[row];
+}
+out[0] = (x_shape[0] > 100) ? x[1] : x[0];
+"""
+
+
+def test_the_size_dependent_conditions_of_a_candidate_are_read_as_expressions():
+    from mlxport.verify.paths import conditions, side
+
+    task = load_task("softmax_rows")
+    port = expert_ports(task)["msl"]
+    candidate = port.model_copy(update={"source": PATHS})
+    found = conditions(task, candidate)
+    assert "(x.shape[1]) % 4 == 0" in found and "x.shape[0] > 100" in found
+    assert "1024 <= ceildiv(x.shape[1], 128) * 32" in found  # the min() of its launch
+    assert not any("row" in c for c in found)  # a thread's position is no size
+    assert side("(x.shape[1]) % 4 == 0", task, candidate, {"R": 2, "C": 6}) is False
+
+
+def test_a_path_no_case_takes_gets_a_case_of_its_own(tmp_path):
+    """A kernel right at every case of its task, wrong only where a size the task never has
+    sends it down another path: the op check draws a case for that path, and it fails there."""
+    from mlxport.tools.final import _path_cases
+
+    task = load_task("vector_add")
+    port = expert_ports(task)["msl"]
+    wrong = port.model_copy(
+        update={
+            "source": "uint i = thread_position_in_grid.x;\n"
+            "out[i] = a_shape[0] < 3 ? a[i] : a[i] + b[i];\n"
+        }
+    )
+    pool = [{"N": 500}, {"N": 2}, {"N": 9}]
+    extra, notes = _path_cases(task, wrong, [{"N": 77}], pool)
+    assert extra == [{"N": 2}] and "runs the path where a.shape[0] < 3 is true" in notes[0]
+    g = golden_cases(task.model_copy(update={"dtypes": ["float32"]}), extra, seed=1)
+    folder = write_op(tmp_path / task.name, task, wrong, label="t", model="t")
+    from mlxport.backends import get_backend
+    from mlxport.op.check import check_op
+
+    (result,) = check_op(folder, task, get_backend("sim"), g)
+    assert result.verdict == "fail" and result.mode == "op"

@@ -117,27 +117,61 @@ def _timed_size(session: Session, record) -> dict[str, Any]:
         raise Rejected(record.candidate.id, reason=str(e)) from e
 
 
-def op_cases(task: KernelTask, seed: int) -> tuple[KernelTask, list[dict[str, Any]], list[str]]:
-    """Sizes no case of the task has, for the op check (with the original's launches there, for a
-    task whose golden it is), and notes on sizes left out."""
+POOL = 8  # fresh sizes drawn per op case, among which paths not yet taken are looked for
+
+
+def op_cases(
+    task: KernelTask, candidate: KernelCandidate, seed: int
+) -> tuple[KernelTask, list[dict[str, Any]], list[str]]:
+    """Sizes no case of the task has, for the op check: OP_CASES of them, and one for each side of
+    a size-dependent condition of the candidate (verify/paths.py) that no case takes; with the
+    original's launches there, for a task whose golden it is; and notes on what was left out."""
     from mlxport.tasks.sizes import fresh_sizes
 
     rng = np.random.default_rng(seed)
-    if task.reference is not None or task.original is None:
-        cases, notes = fresh_sizes(task, OP_CASES, rng), []
-    else:
+    pool = fresh_sizes(task, POOL * OP_CASES, rng)
+    notes: list[str] = []
+    if task.reference is None and task.original is not None:
         from mlxport.tasks.make.at_sizes import original_at
         from mlxport.verify.golden import shared_executor
 
-        task, cases, left = original_at(
-            task, fresh_sizes(task, 4 * OP_CASES, rng), shared_executor()
-        )
-        cases = cases[:OP_CASES]
-        notes = [f"left out {n}" for n in left] if len(cases) < OP_CASES else []
+        task, pool, left = original_at(task, pool, shared_executor())
+        notes += [f"left out {n}" for n in left] if len(pool) < OP_CASES else []
+    cases = pool[:OP_CASES]
+    paths, said = _path_cases(task, candidate, cases, pool[OP_CASES:])
+    cases += paths
+    notes += said
     if not cases:
         cases = task.cases.visible[:1]
         notes.append("no size of the task varies: the op was called at its first visible case")
     return task, cases, notes
+
+
+def _path_cases(task, candidate, chosen: list[dict], pool: list[dict]) -> tuple[list, list]:
+    """A case from ``pool`` for each side of each size-dependent condition that neither the task's
+    cases nor ``chosen`` take, and notes saying which path each runs or that none could."""
+    from mlxport.verify.paths import conditions, side
+
+    taken = task.all_cases() + chosen
+    extra, notes = [], []
+    for cond in conditions(task, candidate):
+        sides = {side(cond, task, candidate, c) for c in taken} - {None}
+        for want in (True, False):
+            if want in sides or not sides:
+                continue
+            found = next((c for c in pool if side(cond, task, candidate, c) is want), None)
+            if found is None:
+                notes.append(
+                    f"{cond} is {str(want).lower()} at no size drawn: that path did not run"
+                )
+                continue
+            extra.append(found)
+            taken.append(found)
+            sides.add(want)
+            notes.append(
+                f"{task.case_label(found)} runs the path where {cond} is {str(want).lower()}"
+            )
+    return extra, notes
 
 
 def op_check(session: Session, candidate: KernelCandidate) -> tuple[list[CaseResult], dict]:
@@ -146,7 +180,7 @@ def op_check(session: Session, candidate: KernelCandidate) -> tuple[list[CaseRes
     from mlxport.op.check import OP_SEED, check_op, golden_cases
 
     seed = session.seed + OP_SEED
-    task, cases, notes = op_cases(session.task, seed)
+    task, cases, notes = op_cases(session.task, candidate, seed)
     goldens = golden_cases(task, cases, seed)
     with tempfile.TemporaryDirectory(prefix="mlxport-op-") as tmp:
         folder = write_op(Path(tmp) / task.name, task, candidate, label="being verified", model="")
