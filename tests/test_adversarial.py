@@ -754,7 +754,7 @@ def test_a_scan_missing_its_end_of_tile_barrier_fails_on_a_case_of_several_tiles
 
 
 def test_a_case_with_several_threadgroups_is_generated_where_the_task_has_none():
-    from mlxport.verify.correctness import _generated_case, _groups
+    from mlxport.verify.correctness import _groups, generated_case
 
     task = load_task("vector_add")
     one = task.model_copy(
@@ -765,7 +765,7 @@ def test_a_case_with_several_threadgroups_is_generated_where_the_task_has_none()
         }
     )
     port = expert_ports(task)["msl"]
-    case = _generated_case(one, port)
+    case = generated_case(one, port)
     assert case == {"N": 400} and _groups(one, port, case)[0] == 2
     report = run_correctness(one, port, SIM, seed=1, heldout=True)
     assert report.ok and any(c.label == "N=400 (threads shuffled)" for c in report.cases), (

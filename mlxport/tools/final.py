@@ -54,14 +54,16 @@ def verified(session: Session, record, extra_seeds: int) -> dict[str, Any]:
     from mlxport.verify.correctness import run_correctness
 
     cid = record.candidate.id
+    task, generated = _with_generated(session, record.candidate)
     with session.device_lock:
         report = run_correctness(
-            session.task,
+            task,
             record.candidate,
             session.backend,
             seed=session.seed + 50_000,
             heldout=True,
             extra_seeds=extra_seeds,
+            generated=generated,
         )
     if not report.ok:
         raise Rejected(cid, report=report.model_dump(mode="json"))
@@ -93,6 +95,25 @@ def verified(session: Session, record, extra_seeds: int) -> dict[str, Any]:
         "timed_size": timed,
         "op": op,
     }
+
+
+def _with_generated(session: Session, candidate: KernelCandidate):
+    """For a task whose golden is the original kernel: the case of several threadgroups the
+    reordered runs want, with the original's launch there (the host code evaluated again)."""
+    from mlxport.verify.correctness import generated_case
+
+    task = session.task
+    if task.reference is not None or task.original is None or not session.backend.reorders:
+        return task, None
+    case = generated_case(task, candidate)
+    if case is None:
+        return task, None
+    from mlxport.tasks.make.at_sizes import original_at
+    from mlxport.verify.golden import shared_executor
+
+    bound = {k: v for k, v in case.items() if k in task.original.bound} or case
+    extended, cases, _ = original_at(task, [bound], shared_executor())
+    return (extended, cases[0]) if cases else (task, None)
 
 
 def _timed_size(session: Session, record) -> dict[str, Any]:

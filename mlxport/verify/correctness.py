@@ -82,10 +82,14 @@ def run_correctness(
     extra_seeds: int = 0,
     timeout: float = 120.0,
     stop_after: int | None = None,
+    generated: dict[str, Any] | None = None,
 ) -> CorrectnessReport:
     """Check ``candidate`` on every visible case and dtype (plus, when ``heldout``, the held-out
     cases with their float params varied, extra seeds, other input distributions, reordered
-    threads, poisoned outputs). ``stop_after`` ends early after that many failing cases."""
+    threads, poisoned outputs). ``stop_after`` ends early after that many failing cases.
+    ``generated``: the case of several threadgroups the reordered runs use where no case of the
+    task has them (default: ``generated_case``; a task whose golden is the original kernel needs
+    one with its launch, which tools/final.py makes)."""
     seed = new_seed() if seed is None else seed
     seeds = [seed] + [seed + 7919 * (i + 1) for i in range(extra_seeds if heldout else 0)]
     cases = task.all_cases() if heldout else list(task.cases.visible)
@@ -93,7 +97,7 @@ def run_correctness(
         cases = [_varied(task, c, seed + ci) for ci, c in enumerate(cases)]
     runs = [Run(s, ci, case) for s in seeds for ci, case in enumerate(cases)]
     if heldout:
-        runs += _final_runs(task, candidate, backend, cases, seed)
+        runs += _final_runs(task, candidate, backend, cases, seed, generated)
     order = output_order(task, candidate)
     results: list[CaseResult] = []
     passed: dict[tuple[int, int, str], int] = {}  # -> the golden's non-finite elements
@@ -144,6 +148,7 @@ def _final_runs(
     backend: Backend,
     cases: list[dict[str, Any]],
     seed: int,
+    generated: dict[str, Any] | None,
 ) -> list[Run]:
     """The final verification's runs beyond every case in order, each on fresh inputs."""
     visible = range(len(task.cases.visible))
@@ -157,9 +162,8 @@ def _final_runs(
         # kernel walks tiles), and one with several threadgroups along x, generated if no case
         # of the task has that.
         reordered = list(range(len(cases)))
-        if (
-            _several_threadgroups(task, candidate, cases) is None
-            and (extra := _generated_case(task, candidate)) is not None
+        if _several_threadgroups(task, candidate, cases) is None and (
+            extra := generated or generated_case(task, candidate)
         ):
             cases.append(extra)
             reordered.append(len(cases) - 1)
@@ -284,7 +288,7 @@ def _several_threadgroups(
 GENERATED_LIMIT = 1 << 22  # elements of the largest tensor of a generated case
 
 
-def _generated_case(task: KernelTask, candidate: KernelCandidate) -> dict[str, Any] | None:
+def generated_case(task: KernelTask, candidate: KernelCandidate) -> dict[str, Any] | None:
     """A case with several threadgroups along x when the task's cases have one each: the smallest
     visible case with one of the dimensions that vary between the task's cases doubled until it
     does (every dimension if none varies), and its tensors under GENERATED_LIMIT elements."""

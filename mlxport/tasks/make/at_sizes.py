@@ -24,7 +24,6 @@ def original_at(
         source=task.folder / task.source,
         includes=[task.folder / p for p in original.include],
         cases=bounds,
-        dtypes=task.dtypes,
         **{"kernel": task.kernel, **original.made_with},
     )
     kf = read_kernel(request, executor)

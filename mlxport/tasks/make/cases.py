@@ -141,7 +141,7 @@ class CaseRunner:
         (or --shape does), ``[n_<name>]`` where it states only a number, None where it states
         nothing."""
         if p.name in self.shapes:
-            return dims(self.shapes[p.name])
+            return dims(self.shapes[p.name], self._strides(p.name))
         v = arg.value
         size = itemsize(storage(p, self.sig.typenames))
         if isinstance(v, Tensor) and v.shape() is not None:
@@ -156,13 +156,19 @@ class CaseRunner:
             return None
         if v.size_text:
             bare = re.fullmatch(rf"(.+?)\s*\*\s*{size}", v.size_text.strip())
+            if bare is None and size == 1:  # bytes: cudaMalloc(&img, w * h)
+                bare = re.fullmatch(r"(.+)", v.size_text.strip())
             expr = c_expr(bare.group(1) if bare else f"({v.size_text}) / {size}", self.macros)
             try:
                 if int(evaluate(expr, dict(bound))) == n:
-                    return dims(expr)
+                    return dims(expr, self._strides(p.name))
             except UserError:
                 pass
         return [f"n_{p.name}"]
+
+    def _strides(self, buffer: str) -> set[str]:
+        """The row strides the kernel's body indexes its parameter ``buffer`` with."""
+        return row_strides(self.info.body or self.kf.text, buffer)
 
     def _extent(self, p: Param, arg: HostArg, bound: dict[str, Any]) -> int:
         if p.name in self.shapes:
@@ -278,7 +284,7 @@ class CaseRunner:
             return
         if p.name in self.whole:
             raise CudaTaskError(f"{part}, though all at the visible case")
-        if integral(p, self.sig.typenames):
+        if integral(p, self.sig.typenames) and not self.atomic:  # atomics start from zeros
             raise CudaTaskError(
                 f"{part}, which holds integers (no NaN marks what it leaves): give its real size "
                 f"with --shape {p.name}=EXPR"
@@ -357,13 +363,26 @@ def _odd(v: int) -> int:
     return v + 1 if v % 2 == 0 else v + 2
 
 
-def dims(expr: str) -> list[str]:
+def dims(expr: str, strides: set[str] = frozenset()) -> list[str]:
     """A buffer the host sizes ``rows * cols`` is a ``[rows, cols]`` array: the op takes it so and
-    its sizes come from its shape. A product with a number in it (``2 * n``) stays one extent."""
+    its sizes come from its shape. Of two factors, the one the kernel indexes the buffer with as a
+    row's stride (``y * w + x``: ``strides``) is the last, whatever order the host wrote them in
+    (``w * h`` is ``[h, w]``). A product with a number in it (``2 * n``) stays one extent."""
     factors = [f.strip() for f in expr.split("*")]
-    if len(factors) > 1 and all(f.isidentifier() for f in factors):
-        return factors
-    return [expr]
+    if len(factors) < 2 or not all(f.isidentifier() for f in factors):
+        return [expr]
+    if len(factors) == 2 and factors[0] in strides and factors[1] not in strides:
+        return factors[::-1]
+    return factors
+
+
+def row_strides(source: str, buffer: str) -> set[str]:
+    """Names the kernel multiplies an index by inside ``buffer[...]`` (``in[yy * w + xx]``: w)."""
+    found: set[str] = set()
+    for m in re.finditer(rf"\b{re.escape(buffer)}\s*\[([^\]]*)\]", source):
+        found |= set(re.findall(r"\*\s*([A-Za-z_]\w*)\b", m.group(1)))
+        found |= set(re.findall(r"\b([A-Za-z_]\w*)\s*\*", m.group(1)))
+    return found
 
 
 def c_expr(expr: str, constants: dict[str, int | float]) -> str:

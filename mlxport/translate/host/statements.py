@@ -15,6 +15,9 @@ from mlxport.cuda_syntax import declared_name, parse_expr, text
 from mlxport.translate.host.expressions import HostExpressions, host_callee
 from mlxport.translate.host.values import Buffer, Dim3, Tensor, Unknown, binop, integral
 
+# cudaMemset(bins, 0, nbins * sizeof(int)): what the buffer starts as, and how big it is where
+# nothing else says (a histogram's bins, passed in as a pointer)
+_MEMSETS = {"cudaMemset", "cudaMemsetAsync", "memset"}
 _ALLOCATORS = {
     "cudaMalloc",
     "cudaMallocManaged",
@@ -202,6 +205,8 @@ class HostStatements(HostExpressions):
                     f"{target} is copied back from device memory at line {self.line(expr)}, "
                     "so it is known only when the program runs"
                 )
+        elif expr.type == "call_expression" and host_callee(expr) in _MEMSETS:
+            self.memset(expr, env)
         elif expr.type == "call_expression" and host_callee(expr) in _ALLOCATORS:
             args = expr.child_by_field_name("arguments").named_children
             if len(args) >= 2:
@@ -214,3 +219,21 @@ class HostStatements(HostExpressions):
                     int(nbytes) if isinstance(nbytes, int | float) else None,
                     size_text=self.sized_text(args[1], env),
                 )
+
+    def memset(self, expr: Node, env: dict[str, Any]) -> None:
+        args = expr.child_by_field_name("arguments").named_children
+        if len(args) < 3:
+            return
+        target = text(args[0]).replace(" ", "").lstrip("&")
+        old = env.get(target)
+        if not re.fullmatch(r"\w+", target) or not (old is None or isinstance(old, Buffer)):
+            return
+        old = old or Buffer(target)
+        value, nbytes = self.value(args[1], env), self.value(args[2], env)
+        known = old.nbytes is not None or old.shape is not None
+        env[target] = dataclasses.replace(
+            old,
+            nbytes=old.nbytes if known or not isinstance(nbytes, int | float) else int(nbytes),
+            size_text=old.size_text if known else self.sized_text(args[2], env),
+            fill=0.0 if value == 0 else old.fill,
+        )
