@@ -251,10 +251,8 @@ def _varied(task: KernelTask, case: dict[str, Any], seed: int) -> dict[str, Any]
         if p.range is None:
             continue
         lo, hi = p.range
-        if lo > 0:
-            out[p.name] = float(math.exp(rng.uniform(math.log(lo), math.log(hi))))
-        else:
-            out[p.name] = float(rng.uniform(lo, hi))
+        value = math.exp(rng.uniform(math.log(lo), math.log(hi))) if lo > 0 else rng.uniform(lo, hi)
+        out[p.name] = float(f"{value:.3g}")  # a value a report can show
     return out
 
 
