@@ -19,6 +19,7 @@ import inspect
 import os
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -51,6 +52,7 @@ class Served:
     session: Session
     calls: list[dict[str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    started: float = field(default_factory=time.monotonic)
 
 
 class Server:
@@ -104,7 +106,7 @@ class Server:
         final = verify_final(s, chosen, extra_seeds=config.extra_seeds)
         folder = Path(out).resolve() / s.task.name
         run = write_outputs(
-            folder, s.task, _state(served, final), asdict(config), new_id(s.task.name)
+            folder, s.task, _ending(served, final), asdict(config), new_id(s.task.name)
         )
         with self.lock:
             self.sessions = {k: v for k, v in self.sessions.items() if v is not served}
@@ -122,11 +124,11 @@ class Server:
         return f"{verdict}\nwrote {files} to {folder}; this session is closed"
 
 
-def _state(served: Served, final: dict[str, Any]):
-    """The graph state a port of these calls would have ended with, for the port's files."""
+def _ending(served: Served, final: dict[str, Any]):
+    """How the client's session ended, for the port's files: its calls as the transcript."""
     from langchain_core.messages import AIMessage, ToolMessage
 
-    from mlxport.agent.state import State
+    from mlxport.agent.outputs import Ending
 
     s = served.session
     messages = []
@@ -134,24 +136,18 @@ def _state(served: Served, final: dict[str, Any]):
         messages.append(
             AIMessage("", tool_calls=[{"id": f"mcp{i}", "name": c["tool"], "args": c["args"]}])
         )
-        messages.append(
-            ToolMessage(
-                c["text"], tool_call_id=f"mcp{i}", status="error" if c["error"] else "success"
-            )
-        )
-    best = s.best()
-    return State(
-        task_dir=str(s.task.folder),
-        messages=messages,
-        records={k: r.model_dump(mode="json") for k, r in s.records.items()},
-        plan=s.plan.model_dump(),
-        best_id=best.candidate.id if best else None,
-        iterations=len(served.calls),
-        evaluated=sum(r.correctness is not None for r in s.records.values()),
-        seed=s.seed,
-        stop_reason="finish",
-        finish=s.finish,
+        status = "error" if c["error"] else "success"
+        messages.append(ToolMessage(c["text"], tool_call_id=f"mcp{i}", status=status))
+    return Ending(
+        records=dict(s.records),
         final=final,
+        messages=messages,
+        plan=s.plan.model_dump(),
+        stop_reason="finish",
+        iterations=len(served.calls),
+        elapsed=time.monotonic() - served.started,
+        tool_errors=sum(c["error"] for c in served.calls),
+        finish=s.finish,
     )
 
 

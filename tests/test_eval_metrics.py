@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mlxport.agent.outputs import run_record
+from mlxport.agent.outputs import Ending, run_record
 from mlxport.agent.state import RunConfig, State
 from mlxport.evals import metrics as M
 from mlxport.evals.report import build_reports
@@ -68,7 +68,8 @@ def record(
         ),
     )
     config = asdict(RunConfig(model=model, seed=seed, backend=backend))
-    return {**run_record(t, state, config, f"s{seed}", {}), "tool_calls": 5, **extra}
+    ending = Ending.of_state(state)
+    return {**run_record(t, ending, config, f"s{seed}", {}), "tool_calls": 5, **extra}
 
 
 # Model A over 3 tasks x 2 seeds: always 2x; 1.2x then a failure; two failures.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import platform
 import shutil
+from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -28,12 +29,50 @@ from mlxport.tools.session import Record
 from mlxport.verify.reverify import verdict_label
 
 
+@dataclass
+class Ending:
+    """What a port's files are written from, whatever drove it: the graph (``of_state``) or an MCP
+    client's calls (mcp_server.py)."""
+
+    records: dict[str, Record]
+    final: dict[str, Any]
+    messages: list[BaseMessage]
+    plan: dict[str, Any]
+    stop_reason: str | None
+    iterations: int = 0
+    elapsed: float = 0.0
+    usage: dict[str, dict[str, int]] = field(default_factory=dict)
+    best_history: list[dict[str, Any]] = field(default_factory=list)
+    cycles: list[dict[str, Any]] = field(default_factory=list)
+    tool_errors: int = 0
+    finish: dict[str, Any] | None = None
+
+    @classmethod
+    def of_state(cls, state: State) -> Ending:
+        return cls(
+            records={k: Record.model_validate(v) for k, v in state.records.items()},
+            final=state.final or {},
+            messages=state.messages,
+            plan=state.plan,
+            stop_reason=state.stop_reason,
+            iterations=state.iterations,
+            elapsed=state.elapsed,
+            usage=state.usage,
+            best_history=state.best_history,
+            cycles=state.cycles,
+            tool_errors=state.tool_errors,
+            finish=state.finish,
+        )
+
+
 def write_outputs(
-    out: Path, task: KernelTask, state: State, config: dict[str, Any], session_id: str
+    out: Path, task: KernelTask, state: Ending, config: dict[str, Any], session_id: str
 ) -> dict[str, Any]:
+    """The port's files: the op (where a candidate passed final verification), every candidate,
+    the transcript, report.md and report.html, and run.json last (it marks the port done)."""
     out.mkdir(parents=True, exist_ok=True)
-    records = {k: Record.model_validate(v) for k, v in state.records.items()}
-    final = state.final or {}
+    records = state.records
+    final = state.final
     cand_dir = out / "candidates"
     cand_dir.mkdir(exist_ok=True)
     for cid, r in records.items():
@@ -112,7 +151,7 @@ def _write_op(
 
 def run_record(
     task: KernelTask,
-    state: State,
+    state: Ending,
     config: dict[str, Any],
     session_id: str,
     records: dict[str, Record],
@@ -121,7 +160,7 @@ def run_record(
 
     usage = state.usage
     reason = usage.get("reason", {})
-    final = state.final or {}
+    final = state.final
     bench = final.get("benchmark") or {}
     history = state.best_history
     return {
@@ -182,10 +221,10 @@ def _version(pkg: str) -> str | None:
         return None
 
 
-def why_not(state: State, records: dict[str, Record]) -> str:
+def why_not(state: Ending, records: dict[str, Record]) -> str:
     """One sentence on why no kernel was verified: the first check a candidate failed, with its case
     and first mismatch, or the construct the port stopped at."""
-    for r in (state.final or {}).get("rejected", []):
+    for r in state.final.get("rejected", []):
         if r.get("reason"):
             return f"candidate {r['candidate_id']}: {r['reason']}"
         report = CorrectnessReport.model_validate(r["report"])

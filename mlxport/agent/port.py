@@ -13,7 +13,7 @@ from langgraph.errors import GraphRecursionError
 
 from mlxport.agent import sessions
 from mlxport.agent.graph import build_graph
-from mlxport.agent.outputs import write_outputs
+from mlxport.agent.outputs import Ending, write_outputs
 from mlxport.agent.providers import check_model_spec
 from mlxport.agent.state import RunConfig, State
 from mlxport.backends import get_backend
@@ -55,7 +55,7 @@ def run_port(
             state = _drive(task, config, saver, session, resume, log, on_update, on_token, model)
         finally:
             conn.close()
-        run = write_outputs(folder, task, state, asdict(config), session)
+        run = write_outputs(folder, task, Ending.of_state(state), asdict(config), session)
         log.info("port_finished", stop_reason=run["stop_reason"], result=run["result"])
     return run
 

@@ -19,7 +19,7 @@ from langgraph.types import Command
 
 from mlxport.agent.chat.view import CHAT_ID, GUIDANCE, HELP, QUESTION, View, chat_text
 from mlxport.agent.config import RunConfig
-from mlxport.agent.outputs import write_outputs
+from mlxport.agent.outputs import Ending, write_outputs
 from mlxport.agent.state import State
 from mlxport.errors import UserError
 from mlxport.spec import KernelTask
@@ -179,7 +179,7 @@ class ChatSession:
         return write_outputs(
             self.folder,
             self.task,
-            state if state is not None else self.state(),
+            Ending.of_state(state if state is not None else self.state()),
             asdict(self.config),
             self.session,
         )
