@@ -327,14 +327,19 @@ def sandboxed(
     *,
     launcher: bool,
     chdir: str | None = None,
+    enclosed: bool = True,
 ) -> list[str]:
     """``argv`` wrapped in the sandbox: inside bwrap where it runs (Seatbelt on macOS). With
     ``launcher``, argv runs through jail.py, which applies the limits, Landlock and the seccomp
     ``profile`` and then execs it (processes that are not ours: the compiler); without, the spec
     is appended to argv (a worker, which applies it itself after its imports). In bwrap the
-    process has a private /tmp; ``chdir``: where it starts."""
-    found = bwrap()
-    spec = _spec(view, limits, profile, namespaces_line(found))
+    process has a private /tmp; ``chdir``: where it starts. Not ``enclosed``: no namespaces and
+    no Landlock (a GPU worker where its driver does not run in them), the rest as ever."""
+    found = bwrap() if enclosed else Bwrap(None, "")
+    spec = _spec(view, limits, profile, namespaces_line(found) if enclosed else "")
+    if not enclosed:
+        spec["landlock"] = False
+        spec["namespaces"] = f"namespaces: missing for GPU workers: {gpu_sandbox()}"
     if found.path is not None:
         spec["writes"].append("/tmp")  # the sandbox's own
     if launcher:
@@ -342,7 +347,7 @@ def sandboxed(
         argv = [python, "-I", "-S", str(JAIL), json.dumps(spec), "--", *argv]
     else:
         argv = [*argv, json.dumps(spec)]
-    if MACOS and seatbelt() is None:
+    if MACOS and enclosed and profile != "gpu" and seatbelt() is None:
         processes = profile == "compiler"
         return ["sandbox-exec", "-p", seatbelt_profile(view, processes=processes), *argv]
     if found.path is None:
@@ -366,10 +371,10 @@ def namespaces_line(found: Bwrap | None = None) -> str:
                 if why is None
                 else f"namespaces: none on macOS; Seatbelt missing: {why}"
             )
-        return f"namespaces: missing: {found.why}"
+        return f"namespaces: missing: {found.why}; Landlock and seccomp below still apply"
     return (
-        f"namespaces: {found.why}: user, pid, mount, net, ipc, uts, cgroup; the system, Python "
-        "and mlxport read-only, nothing else of the host"
+        f"namespaces ({found.why}): user, pid, mount, net, ipc, uts, cgroup; sees only the "
+        "system, Python and mlxport, read-only"
     )
 
 
@@ -597,7 +602,11 @@ def lock_down(spec: dict[str, Any]) -> list[str]:
     _watch_parent()
     jail.set_limits(cpu=spec.get("cpu", CPU_SECONDS), fsize=spec.get("fsize", 0), nofile=OPEN_FILES)
     layers = [spec.get("namespaces", namespaces_line())]
-    layers.append(jail.landlock(spec.get("reads", []), spec.get("writes", []), spec.get("devices")))
+    if spec.get("landlock", True):
+        reads, writes = spec.get("reads", []), spec.get("writes", [])
+        layers.append(jail.landlock(reads, writes, spec.get("devices")))
+    else:
+        layers.append("landlock: missing (off with the namespaces, as above)")
     layers.append(jail.seccomp(spec.get("seccomp", "worker")))
     memory = resource.getrlimit(resource.RLIMIT_AS)[0]
     layers.append(
@@ -606,9 +615,43 @@ def lock_down(spec: dict[str, Any]) -> list[str]:
         + f"{spec.get('cpu', CPU_SECONDS)} s of CPU, files up to {spec.get('fsize', 0) >> 20} "
         f"MiB, {OPEN_FILES} open files, {OUTPUT_BYTES >> 20} MiB of output, no core dumps"
     )
-    layers.append("dies with its parent")
+    layers.append("lifetime: dies with mlxport, and what it started with it")
     _LAYERS[:] = layers
     return layers
+
+
+def gpu_check(header: dict, arrays: list) -> tuple[dict, list]:
+    """A worker target: one small computation on the GPU, under the GPU workers' sandbox."""
+    import mlx.core as mx
+
+    x = mx.arange(16, dtype=mx.float32, stream=mx.gpu)
+    return {"sum": float(mx.sum(x * 2, stream=mx.gpu).item())}, []
+
+
+@functools.cache
+def _gpu_sandbox(setting: str) -> str | None:
+    if setting == "0":
+        return "turned off (MLXPORT_GPU_SANDBOX=0)"
+    if MACOS:
+        return "Metal needs services the Seatbelt profile does not allow"
+    if bwrap().path is None and not jail.landlock_abi():
+        return None  # nothing to check: the seccomp denylist and limits apply as they are
+    from mlxport.backends.worker import Worker, WorkerError
+
+    worker = Worker("mlxport.backends.confine:gpu_check", memory_bytes=0, enclosed=True)
+    try:
+        reply, _ = worker.call({"op": "check"}, timeout=300)
+    except WorkerError as e:
+        return f"the GPU does not run in them here ({str(e)[:200]})"
+    finally:
+        worker.close()
+    return None if reply.get("sum") == 240.0 else f"the GPU computed {reply.get('sum')} in them"
+
+
+def gpu_sandbox() -> str | None:
+    """None where a GPU worker runs the GPU inside namespaces and Landlock (checked once, on the
+    first GPU worker), else why not: then GPU workers run with seccomp and limits only."""
+    return _gpu_sandbox(os.environ.get("MLXPORT_GPU_SANDBOX", "").strip())
 
 
 def report(header: dict, arrays: list) -> tuple[dict, list]:
@@ -616,8 +659,9 @@ def report(header: dict, arrays: list) -> tuple[dict, list]:
     return {"layers": list(_LAYERS), "pid": os.getpid()}, []
 
 
-def probe() -> list[str]:
-    """What confines a worker and the compiler here, layer by layer, read off a real worker."""
+def probe(gpu: bool = False) -> list[str]:
+    """What confines a worker and the compiler here, layer by layer, read off a real worker;
+    ``gpu``: whether a GPU runs inside the sandbox here too (a GPU backend is available)."""
     from mlxport.backends.worker import Worker, WorkerError
 
     worker = Worker("mlxport.backends.confine:report", memory_bytes=16 << 30)
@@ -630,8 +674,15 @@ def probe() -> list[str]:
         worker.close()
     from mlxport.backends.sim.compiler import limits_line
 
+    why = gpu_sandbox() if gpu else None
+    gpus = (
+        "GPU workers: the same, with the GPU's device nodes and a seccomp denylist instead (a "
+        "driver's calls are not enumerated)"
+        + ("" if gpu else "; checked at the first GPU worker, else seccomp and limits only")
+    )
     return [
         *layers,
+        gpus if why is None else f"GPU workers: namespaces and Landlock missing: {why}",
         limits_line(),
         "cache: every library's content hash recorded when built and checked before it is loaded",
         harden_supervisor(),

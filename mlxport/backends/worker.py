@@ -170,14 +170,16 @@ class Worker:
         env: dict[str, str] | None = None,
         reads: tuple[str, ...] = (),
         profile: str | None = None,
+        enclosed: bool | None = None,
     ):
         self.target = target
         self.memory_bytes = memory_bytes
         self.env = env
         self.reads: set[str] = {str(Path(r).resolve()) for r in reads}
-        self.profile = profile or (
-            "gpu" if target.startswith("mlxport.backends.gpu_worker") else "worker"
-        )
+        gpu = target.startswith(("mlxport.backends.gpu_worker", "mlxport.backends.confine:gpu"))
+        self.profile = profile or ("gpu" if gpu else "worker")
+        # in namespaces and Landlock: always, but a GPU worker only where the GPU runs in them
+        self.enclosed = enclosed
         self.proc: subprocess.Popen[bytes] | None = None
         self._output: _Output | None = None
         self._home: str | None = None  # the worker's own temporary directory, outside bwrap
@@ -201,7 +203,10 @@ class Worker:
             self.restarts += 1
             self._reap()
         confine.harden_supervisor()
-        self._bwrapped = confine.bwrap().path is not None
+        enclosed = self.enclosed
+        if enclosed is None:
+            enclosed = self.profile != "gpu" or confine.gpu_sandbox() is None
+        self._bwrapped = enclosed and confine.bwrap().path is not None
         # In bwrap the worker's directory is its private /tmp; elsewhere a folder of its own.
         self._home = None if self._bwrapped else tempfile.mkdtemp(prefix="mlxport-worker-")
         home = "/tmp" if self._bwrapped else self._home
@@ -220,7 +225,7 @@ class Worker:
             str(self.memory_bytes),
         ]
         argv = confine.sandboxed(
-            argv, self._view(), limits, self.profile, launcher=False, chdir=home
+            argv, self._view(), limits, self.profile, launcher=False, chdir=home, enclosed=enclosed
         )
         read_end, write_end = os.pipe()
 

@@ -32,6 +32,7 @@ import os
 import stat
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +43,7 @@ from mlxport.backends.sim.cache import (
     digest,
     file_digest,
     headers_digest,
-    publish_bytes,
+    publish,
     read_verified,
     recorded,
 )
@@ -193,8 +194,17 @@ def compile_library(
                 False, None, seconds=time.perf_counter() - t0, log=log, refused=sentence
             )
         # a refused library is never published
-        sha = publish_bytes(_read_output(so), lib)
+        sha = _publish(_read_output(so), lib)
     return BuildResult(True, lib, seconds=time.perf_counter() - t0, sha256=sha)
+
+
+def _publish(data: bytes, final: Path) -> str:
+    """Copy what the compiler made into the cache (through cache.publish, which records its
+    hash); the hash of the bytes as read here."""
+    tmp = final.with_name(f".{final.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_bytes(data)
+    publish(tmp, final)
+    return hashlib.sha256(data).hexdigest()
 
 
 def _regular(*paths: Path) -> None:
@@ -262,7 +272,7 @@ def runtime_object() -> Path:
                 cpu_seconds=1800,
             )
         _regular(tmp)
-        publish_bytes(_read_output(tmp), obj)
+        _publish(_read_output(tmp), obj)
     sys.stderr.write(
         f"mlxport: the simulator runtime is built ({time.perf_counter() - t0:.0f} s)\n"
     )

@@ -197,13 +197,18 @@ def _paths(cmd: list[str]) -> tuple[list[str], list[str]]:
     return reads, writes
 
 
-def _compiler_reads(command: str) -> list[str]:
-    """The compiler's own install, where it lies outside the system folders (/opt/llvm...)."""
-    found = shutil.which(command)
+def _located(cmd: list[str]) -> tuple[list[str], list[str]]:
+    """The command with its program found on this PATH (the sandbox's PATH may not see it), and
+    what of the compiler's install the sandbox must see: the folder it was found in and, where
+    it lies outside the system folders (/opt/llvm...), its install."""
+    found = shutil.which(cmd[0])
     if not found:
-        return []
+        return cmd, []
     real = Path(found).resolve()
-    return [] if str(real).startswith("/usr/") else [str(real.parent.parent)]
+    reads = [str(Path(found).absolute().parent)]
+    if not str(real).startswith("/usr/"):
+        reads.append(str(real.parent.parent))
+    return [str(Path(found).absolute()), *cmd[1:]], reads
 
 
 def run(
@@ -224,13 +229,14 @@ def run(
     naming it."""
     cpu = cpu_seconds or COMPILER_CPU_SECONDS
     named, outputs = _paths(cmd)
+    cmd, install = _located(cmd)
     with tempfile.TemporaryDirectory(prefix="mlxsim-cc-") as scratch:
         own = list(writes if writes is not None else outputs) or [scratch]
         zig = any("ziglang" in part for part in cmd[:3])
         if zig:
             _zig_cache().mkdir(parents=True, exist_ok=True)
         view = confine.View(
-            reads=[*_compiler_reads(cmd[0]), *named, *(reads or [])],
+            reads=[*install, *named, *(reads or [])],
             writes=[*dict.fromkeys(own), *([str(_zig_cache())] if zig else [])],
         )
         limits = confine.Limits(memory=COMPILER_MEMORY, cpu=cpu)
@@ -266,9 +272,9 @@ def run(
 def limits_line() -> str:
     """The compiler's confinement, as doctor prints it."""
     return (
-        f"compiler: in the sandbox, {COMPILER_MEMORY >> 20} MiB and {COMPILER_CPU_SECONDS} s of "
-        f"CPU a process, {COMPILE_TIMEOUT:g} s in all, {COMPILER_OUTPUT >> 20} MiB of output, "
-        "no secrets in its environment, writes only its output"
+        f"compiler: sandboxed as workers are (starting its own passes), {COMPILER_MEMORY >> 20} "
+        f"MiB and {COMPILER_CPU_SECONDS} s of CPU a process, {COMPILE_TIMEOUT:g} s in all, "
+        f"{COMPILER_OUTPUT >> 20} MiB of output, no secrets, writes only its output"
     )
 
 
