@@ -122,3 +122,18 @@ def test_killing_mlxport_check_during_an_endless_loop_leaves_no_process(tmp_path
     assert not any(_alive(w) for w in workers), (
         f"workers {workers} outlived mlxport check ({sig.name})"
     )
+
+
+@pytest.mark.hack("reading and writing files outside the worker (macOS)")
+@pytest.mark.skipif(sys.platform != "darwin", reason="the Seatbelt profile is macOS's")
+def test_a_worker_under_seatbelt_reads_and_writes_only_its_own(probe, tmp_path):
+    if confine.seatbelt() is not None:
+        pytest.skip(f"no Seatbelt profile here: {confine.seatbelt()}")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the-secret")
+    reply, _ = probe.call({"op": "read", "path": str(secret)})
+    assert "refused" in reply, reply
+    reply, _ = probe.call({"op": "write", "path": str(tmp_path / "pwned")})
+    assert "refused" in reply and not (tmp_path / "pwned").exists()
+    reply, _ = probe.call({"op": "fork"})
+    assert "refused" in reply, reply

@@ -34,7 +34,7 @@ MODES = [
         marks=pytest.mark.skipif(jail.landlock_abi() < 6, reason="no Landlock ABI 6 here"),
     ),
 ]
-pytestmark = pytest.mark.skipif(not LINUX, reason="the Linux sandbox (macOS: see test_seatbelt)")
+pytestmark = pytest.mark.skipif(not LINUX, reason="the Linux sandbox (macOS: test_confinement.py)")
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +142,7 @@ def test_a_kernel_cannot_connect_to_a_local_port(kernel):
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen()
-        server.settimeout(0.5)
+        server.settimeout(0.2)
         assert kernel(f"connect {server.getsockname()[1]}").startswith(REFUSED)
         with pytest.raises(TimeoutError):
             server.accept()

@@ -394,12 +394,15 @@ def seatbelt_profile(view: View, *, processes: bool) -> str:
             "(deny default)",
             "(allow process-exec process-fork)"
             if processes
-            else f'(allow process-exec (literal "{os.path.realpath(sys.executable)}"))',
+            else f"(allow process-exec {subpaths(list(python_reads()))})",
             "(allow signal (target self))",
             "(allow sysctl-read)",
             '(allow file-read-metadata (subpath "/"))',
-            f"(allow file-read* {subpaths(reads)})",
-            f"(allow file-read* file-write* {subpaths(view.writes)})",
+            "(allow process-info* (target self))",
+            f"(allow file-read* file-map-executable {subpaths(reads)})",
+            f"(allow file-read* file-write* file-map-executable {subpaths(view.writes)})"
+            if view.writes
+            else "",
             '(allow file-write-data (literal "/dev/null"))',
         ]
     )
