@@ -4,6 +4,8 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 # The simulator compiles with the system's C++ compiler; only a machine without one gets zig's.
+# Workers and the compiler run in a sandbox whose namespaces come from bubblewrap on Linux
+# (apt-get install bubblewrap); without it Landlock and seccomp still apply: `mlxport doctor`.
 ZIG := $(if $(shell command -v c++ g++ clang++ 2>/dev/null),,zig)
 RUN_STAMP := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
@@ -36,6 +38,7 @@ run: $(RUN_STAMP)
 	$(BIN)/mlxport port --task softmax_rows --out mlxport-out
 
 test: $(TEST_STAMP)
+	@command -v bwrap >/dev/null 2>&1 || [ "$$(uname)" != Linux ] || echo "mlxport: no bwrap here (apt-get install bubblewrap): the namespace tests are skipped"
 	@echo "mlxport: running the tests on 2 workers (about 6 minutes; skipped tests say why at the end)"
 	$(BIN)/python -m pytest -q -n 2 -rs
 

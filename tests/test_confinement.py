@@ -1,5 +1,6 @@
 """Workers that run candidate code are confined: no secrets in their environment, a directory of
-their own, no new processes, and never alive after mlxport is gone, however it ends."""
+their own, no new processes, and never alive after mlxport is gone, however it ends (the
+escape classes one by one: tests/test_sandbox.py)."""
 
 import os
 import signal
@@ -14,7 +15,7 @@ from mlxport.backends import confine
 from mlxport.backends.worker import Worker
 
 ROOT = Path(__file__).resolve().parents[1]
-LOCKED = confine.probe()[0].startswith("seccomp: no fork")
+LOCKED = "seccomp: allowlist" in "\n".join(confine.probe())
 
 
 @pytest.fixture
@@ -34,9 +35,12 @@ def test_a_worker_sees_no_secrets_and_runs_in_a_directory_of_its_own(probe, monk
     assert "OPENAI_API_KEY" not in reply["env"] and "MLXPORT_PROVIDER_TOKEN" not in reply["env"]
     assert "MLXPORT_CACHE" in reply["env"]
     home = Path(reply["cwd"])
-    assert home.name.startswith("mlxport-worker-") and home != ROOT
-    probe.close()
-    assert not home.exists()
+    if confine.bwrap().path is not None:
+        assert home == Path("/tmp")  # the sandbox's private /tmp, gone with it
+    else:
+        assert home.name.startswith("mlxport-worker-") and home != ROOT
+        probe.close()
+        assert not home.exists()
 
 
 @pytest.mark.skipif(not LOCKED, reason="no seccomp filter on this platform (docs/security.md)")
@@ -48,17 +52,27 @@ def test_a_worker_cannot_start_a_process(probe, tmp_path):
 
 
 def _workers_of(pid: int) -> list[int]:
-    out = []
+    """The worker processes descending from ``pid`` (through bwrap where it runs them)."""
+    parents, commands = {}, {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 stat = (entry / "stat").read_text()
-                cmd = (entry / "cmdline").read_bytes()
+                commands[int(entry.name)] = (entry / "cmdline").read_bytes()
             except OSError:
                 continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid and b"mlxport.backends.worker" in cmd:
-                out.append(int(entry.name))
-    return out
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+
+    def descends(p: int) -> bool:
+        for _ in range(16):
+            p = parents.get(p, 0)
+            if p == pid:
+                return True
+            if p <= 1:
+                return False
+        return False
+
+    return [p for p, cmd in commands.items() if b"mlxport.backends.worker" in cmd and descends(p)]
 
 
 def _alive(pid: int) -> bool:
@@ -108,3 +122,18 @@ def test_killing_mlxport_check_during_an_endless_loop_leaves_no_process(tmp_path
     assert not any(_alive(w) for w in workers), (
         f"workers {workers} outlived mlxport check ({sig.name})"
     )
+
+
+@pytest.mark.hack("reading and writing files outside the worker (macOS)")
+@pytest.mark.skipif(sys.platform != "darwin", reason="the Seatbelt profile is macOS's")
+def test_a_worker_under_seatbelt_reads_and_writes_only_its_own(probe, tmp_path):
+    if confine.seatbelt() is not None:
+        pytest.skip(f"no Seatbelt profile here: {confine.seatbelt()}")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the-secret")
+    reply, _ = probe.call({"op": "read", "path": str(secret)})
+    assert "refused" in reply, reply
+    reply, _ = probe.call({"op": "write", "path": str(tmp_path / "pwned")})
+    assert "refused" in reply and not (tmp_path / "pwned").exists()
+    reply, _ = probe.call({"op": "fork"})
+    assert "refused" in reply, reply

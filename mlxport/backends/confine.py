@@ -1,27 +1,59 @@
-"""What a worker process running candidate code may do: the parent gives it an allowlisted
-environment (no API keys or tokens) and a fresh temporary directory; the worker, before it reads a
-request, locks itself down: no new processes and no exec (a seccomp filter through libseccomp on
-Linux, with no_new_privs), no core dumps, bounded open files and CPU time, and a watchdog that
-kills its process group as soon as its parent is gone. docs/security.md says what this prevents
-per platform and what it does not. No mlx and no langgraph here.
+"""The sandbox around every process that compiles or runs candidate or user code: simulator and
+CPU-executor workers, the reference worker, GPU workers and the C++ compiler.
+
+Layers, each applied where this machine has it (``layers()`` says which, as ``mlxport doctor``
+prints them; docs/security.md says what is left without each):
+
+- **Namespaces** (bubblewrap, ``bwrap``): user, PID, mount, network, IPC, UTS and cgroup
+  namespaces; a read-only view of only the system (/usr, /lib*), the Python install and venv,
+  the mlxport package and what the call names; a private /tmp; a fresh /proc showing only the
+  sandbox; no network; uid 65534 with no capabilities; the sandboxed process is PID 1 of its
+  namespace, so when it ends everything it started ends; it dies with mlxport
+  (``--die-with-parent``) and has its own session (no terminal to inject into).
+- **Landlock** (jail.py): the same paths again, enforced by the kernel inside the sandbox or
+  without it, no TCP, no signals or ptrace (so no /proc/PID/mem or environ) outside its domain.
+- **seccomp** (jail.py): an allowlist of the system calls a worker needs; the compiler's adds
+  starting its own passes.
+- **Limits**: memory, CPU time, file size, open files, output bytes, no core dumps.
+- **An allowlisted environment** (``worker_env``): no API key or token reaches a sandbox.
+
+The supervising mlxport process makes itself undumpable (``harden_supervisor``), so a process of
+the same user cannot read its memory or environment through /proc either.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
-import errno
+import functools
+import json
 import os
+import queue
+import re
 import resource
+import select
+import shutil
 import signal
+import site
+import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
+from mlxport.backends import jail
 from mlxport.redaction import SECRET_NAME
 
-# Names a worker needs (interpreter, libraries, locale, mlxport's own settings, GPU runtimes).
+LINUX = sys.platform.startswith("linux")
+MACOS = sys.platform == "darwin"
+PACKAGE = Path(__file__).resolve().parents[1]  # .../mlxport
+JAIL = Path(jail.__file__).resolve()
+
+# Names a sandboxed process needs (interpreter, libraries, locale, mlxport's own settings, GPU
+# runtimes).
 _NAMES = {
     "PATH",
     "HOME",
@@ -54,14 +86,25 @@ _PREFIXES = (
     "MKL_",
     "ZIG_",
 )
+
+
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name, "").strip()
+    return int(value) if value.isdigit() else default
+
+
 # per worker process, all requests
-CPU_SECONDS = int(os.environ.get("MLXPORT_WORKER_CPU_SECONDS", "3600"))
+CPU_SECONDS = _env_int("MLXPORT_WORKER_CPU_SECONDS", 3600)
 OPEN_FILES = 256
+FILE_BYTES = 1 << 30  # the largest file a sandboxed process may write
+OUTPUT_BYTES = _env_int("MLXPORT_OUTPUT_BYTES", 16 << 20)  # what a process may print
+TMP_BYTES = 1 << 30  # a sandbox's private /tmp (memory)
 WATCH_SECONDS = 0.25
 
 
 def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment a worker starts with: the allowlisted names of ours, never a secret."""
+    """The environment a sandboxed process starts with: the allowlisted names of ours, never a
+    secret."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -71,104 +114,481 @@ def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+# ---------------------------------------------------------------- the supervising process
+
+_hardened = False
+
+
+def harden_supervisor() -> str:
+    """This (mlxport's) process: not dumpable, so no process of the same user reads its memory or
+    environment through /proc (nor ptraces it); no core dumps (they would hold its API keys)."""
+    global _hardened
+    if not _hardened:
+        with contextlib.suppress(ValueError, OSError):
+            _, hard = resource.getrlimit(resource.RLIMIT_CORE)
+            resource.setrlimit(resource.RLIMIT_CORE, (0, hard))
+        if LINUX:
+            import ctypes
+
+            ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+        _hardened = True
+    if LINUX:
+        return "mlxport itself: not dumpable (its memory and environment unreadable), no cores"
+    return "mlxport itself: no core dumps"
+
+
+# ---------------------------------------------------------------- bubblewrap
+
+
+@dataclass(frozen=True)
+class Bwrap:
+    path: str | None
+    why: str  # its version, or why there is none
+    features: frozenset[str] = frozenset()
+
+
+@functools.cache
+def _bwrap(setting: str) -> Bwrap:
+    if setting == "0":
+        return Bwrap(None, "turned off (MLXPORT_BWRAP=0)")
+    if not LINUX:
+        return Bwrap(None, f"not on {sys.platform}")
+    path = shutil.which("bwrap")
+    if not path:
+        return Bwrap(None, "bwrap not found (apt-get install bubblewrap)")
+    try:
+        helped = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=30)
+        version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return Bwrap(None, f"bwrap does not run: {e}")
+    features = frozenset(re.findall(r"--[a-z0-9-]+", helped.stdout + helped.stderr))
+    if "--as-pid-1" not in features or "--die-with-parent" not in features:
+        return Bwrap(None, f"{version.stdout.strip()} is too old (no --as-pid-1)")
+    found = Bwrap(path, version.stdout.strip() or "bwrap", features)
+    try:
+        trial = subprocess.run(
+            [*_bwrap_args(found, View(), tmp=True), "--", "/bin/true"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return Bwrap(None, f"bwrap does not run: {e}")
+    if trial.returncode != 0:
+        last = (trial.stderr.strip().splitlines() or ["no reason given"])[-1]
+        return Bwrap(None, f"bwrap cannot make namespaces here ({last[:200]})")
+    return found
+
+
+def bwrap() -> Bwrap:
+    """bubblewrap, where it runs and makes namespaces here (``MLXPORT_BWRAP=0`` turns it off)."""
+    return _bwrap(os.environ.get("MLXPORT_BWRAP", "").strip())
+
+
+@dataclass
+class View:
+    """What a sandboxed process sees: ``reads`` read-only, ``writes`` writable (host folders of
+    its own), ``devices`` (a GPU's nodes); everything else is absent."""
+
+    reads: list[str] = field(default_factory=list)
+    writes: list[str] = field(default_factory=list)
+    devices: list[str] = field(default_factory=list)
+
+    def landlock(self) -> dict[str, list[str]]:
+        reads = [*system_reads(), *_proc_reads(), *self.reads]
+        return {"reads": reads, "writes": list(self.writes), "devices": list(self.devices)}
+
+
+_SYSTEM = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin")
+# What programs read of /etc: the loader's cache, the time zone, Debian's compiler links.
+_ETC = ("/etc/ld.so.cache", "/etc/localtime", "/etc/alternatives")
+_MACOS = ("/System", "/usr", "/bin", "/Library/Developer", "/Applications/Xcode.app", "/opt")
+
+
+def _proc_reads() -> list[str]:
+    if not LINUX:
+        return []
+    return ["/proc/self", "/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/sys/devices/system/cpu"]
+
+
+@functools.cache
+def python_reads() -> tuple[str, ...]:
+    """The Python install and its environment: the prefixes, site-packages, the interpreter."""
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    paths.add(str(Path(sys.executable).resolve().parent.parent))
+    with contextlib.suppress(AttributeError):
+        paths.update(site.getsitepackages())
+    if site.ENABLE_USER_SITE:
+        paths.add(site.getusersitepackages())
+    for entry in sys.path:
+        if entry.endswith(("site-packages", "dist-packages", ".zip")):
+            paths.add(entry)
+    return tuple(sorted(p for p in paths if p and os.path.exists(p)))
+
+
+def gpu_view() -> tuple[list[str], list[str]]:
+    """What a GPU worker needs beyond a CPU one: (reads, devices): the driver's /sys and /proc
+    entries, its device nodes (never the disks)."""
+    import glob
+
+    devices = sorted(glob.glob("/dev/nvidia*") + glob.glob("/dev/dri"))
+    return ["/sys", "/proc/driver"], devices
+
+
+def system_reads() -> list[str]:
+    base = _MACOS if MACOS else _SYSTEM + _ETC
+    return [p for p in base if os.path.exists(p)] + list(python_reads()) + [str(PACKAGE)]
+
+
+def _covered(path: str, by: list[str]) -> bool:
+    return any(path == b or path.startswith(b.rstrip("/") + "/") for b in by)
+
+
+def _bwrap_args(found: Bwrap, view: View, *, tmp: bool) -> list[str]:
+    """bwrap's command line for ``view``: fresh namespaces, the system read-only, a private /tmp
+    (``tmp``), the view's paths."""
+    args = [
+        found.path or "bwrap",
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--uid",
+        "65534",
+        "--gid",
+        "65534",
+        "--hostname",
+        "mlxport-sandbox",
+        "--die-with-parent",
+        "--new-session",
+        "--as-pid-1",
+        "--cap-drop",
+        "ALL",
+    ]
+    if "--disable-userns" in found.features:
+        args.append("--disable-userns")
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    bound: list[str] = []
+    for top in _SYSTEM:
+        if os.path.islink(top):
+            args += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            args += ["--ro-bind", top, top]
+            bound.append(top)
+    if tmp:
+        if "--size" in found.features:
+            args += ["--size", str(TMP_BYTES)]
+        args += ["--tmpfs", "/tmp"]
+    mounts = [(p, "ro") for p in [*_ETC, *python_reads(), str(PACKAGE), *view.reads]]
+    mounts += [(p, "rw") for p in view.writes] + [(p, "dev") for p in view.devices]
+    for path, mode in sorted(
+        {(os.path.abspath(p), m) for p, m in mounts}, key=lambda pm: (pm[0], pm[1])
+    ):
+        if (mode == "ro" and _covered(path, bound)) or _covered(path, ["/proc"]):
+            continue  # bound already, or in the sandbox's own /proc
+        flag = {"ro": "--ro-bind-try", "rw": "--bind", "dev": "--dev-bind-try"}[mode]
+        args += [flag, path, path]
+        if mode == "ro":
+            bound.append(path)
+    return args
+
+
+# ---------------------------------------------------------------- starting sandboxed processes
+
+
+@dataclass(frozen=True)
+class Limits:
+    memory: int = 0  # bytes of address space (0: none)
+    cpu: int = 0  # seconds of CPU time per process
+    fsize: int = FILE_BYTES
+    nofile: int = 0
+
+
+def _spec(view: View, limits: Limits, profile: str, namespaces: str) -> dict[str, Any]:
+    return {
+        **view.landlock(),
+        "memory": limits.memory,
+        "cpu": limits.cpu,
+        "fsize": limits.fsize,
+        "nofile": limits.nofile,
+        "seccomp": profile,
+        "namespaces": namespaces,
+    }
+
+
+def sandboxed(
+    argv: list[str],
+    view: View,
+    limits: Limits,
+    profile: str,
+    *,
+    launcher: bool,
+    chdir: str | None = None,
+    enclosed: bool = True,
+) -> list[str]:
+    """``argv`` wrapped in the sandbox: inside bwrap where it runs (Seatbelt on macOS). With
+    ``launcher``, argv runs through jail.py, which applies the limits, Landlock and the seccomp
+    ``profile`` and then execs it (processes that are not ours: the compiler); without, the spec
+    is appended to argv (a worker, which applies it itself after its imports). In bwrap the
+    process has a private /tmp; ``chdir``: where it starts. Not ``enclosed``: no namespaces and
+    no Landlock (a GPU worker where its driver does not run in them), the rest as ever."""
+    found = bwrap() if enclosed else Bwrap(None, "")
+    spec = _spec(view, limits, profile, namespaces_line(found) if enclosed else "")
+    if not enclosed:
+        spec["landlock"] = False
+        spec["namespaces"] = f"namespaces: missing for GPU workers: {gpu_sandbox()}"
+    if found.path is not None:
+        spec["writes"].append("/tmp")  # the sandbox's own
+    if launcher:
+        python = str(Path(sys.executable).resolve())
+        argv = [python, "-I", "-S", str(JAIL), json.dumps(spec), "--", *argv]
+    else:
+        argv = [*argv, json.dumps(spec)]
+    if MACOS and enclosed and profile != "gpu" and seatbelt() is None:
+        processes = profile == "compiler"
+        return ["sandbox-exec", "-p", seatbelt_profile(view, processes=processes), *argv]
+    if found.path is None:
+        return argv
+    return [
+        *_bwrap_args(found, view, tmp=True),
+        *(["--chdir", chdir] if chdir else []),
+        "--",
+        *argv,
+    ]
+
+
+def namespaces_line(found: Bwrap | None = None) -> str:
+    found = found or bwrap()
+    if found.path is None:
+        if MACOS:
+            why = seatbelt()
+            return (
+                "namespaces: none on macOS; a Seatbelt profile (sandbox-exec): reads only the "
+                "system, Python and mlxport, writes only its own folder, no network"
+                if why is None
+                else f"namespaces: none on macOS; Seatbelt missing: {why}"
+            )
+        return f"namespaces: missing: {found.why}; Landlock and seccomp below still apply"
+    return (
+        f"namespaces ({found.why}): user, pid, mount, net, ipc, uts, cgroup; sees only the "
+        "system, Python and mlxport, read-only"
+    )
+
+
+def seatbelt_profile(view: View, *, processes: bool) -> str:
+    """A macOS Seatbelt profile (sandbox-exec) to its documented rules: deny by default; read the
+    system, Python and mlxport (and the view's reads); write only the view's own folders; no
+    network; start processes only with ``processes`` (a compiler's passes)."""
+
+    def subpaths(paths: list[str]) -> str:
+        real = {os.path.realpath(p) for p in paths if os.path.exists(p)}
+        return " ".join(f'(subpath "{p}")' for p in sorted(real))
+
+    reads = [*system_reads(), *view.reads, "/private/etc", "/private/var/db/dyld", "/dev"]
+    return "\n".join(
+        [
+            "(version 1)",
+            "(deny default)",
+            "(allow process-exec process-fork)"
+            if processes
+            else f"(allow process-exec {subpaths(list(python_reads()))})",
+            "(allow signal (target self))",
+            "(allow sysctl-read)",
+            '(allow file-read-metadata (subpath "/"))',
+            "(allow process-info* (target self))",
+            f"(allow file-read* file-map-executable {subpaths(reads)})",
+            f"(allow file-read* file-write* file-map-executable {subpaths(view.writes)})"
+            if view.writes
+            else "",
+            '(allow file-write-data (literal "/dev/null"))',
+        ]
+    )
+
+
+@functools.cache
+def _seatbelt(setting: str) -> str | None:
+    if setting == "0":
+        return "turned off (MLXPORT_SEATBELT=0)"
+    if not shutil.which("sandbox-exec"):
+        return "sandbox-exec not found"
+    with contextlib.suppress(OSError):
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="mlxport-seatbelt-") as home:
+            view = View(writes=[home])
+            code = "import numpy, ctypes, tempfile; tempfile.TemporaryFile().write(b'1')"
+            done = subprocess.run(
+                ["sandbox-exec", "-p", seatbelt_profile(view, processes=False)]
+                + [sys.executable, "-c", code],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                env=worker_env({"TMPDIR": home, "HOME": home}),
+                cwd=home,
+            )
+        if done.returncode == 0:
+            return None
+        return f"the profile does not run Python here: {done.stderr.strip()[-200:]}"
+    return "sandbox-exec does not run"
+
+
+def seatbelt() -> str | None:
+    """None where the Seatbelt profile runs a worker here (macOS), else why not."""
+    if not MACOS:
+        return f"not on {sys.platform}"
+    return _seatbelt(os.environ.get("MLXPORT_SEATBELT", "").strip())
+
+
+# One long-lived thread starts every long-lived sandbox: bwrap's --die-with-parent is the
+# kernel's parent-death signal, which follows the thread that started bwrap, so a sandbox started
+# from a short-lived thread (a batch's, LangGraph's) would die with that thread.
+_spawner: tuple[int, queue.SimpleQueue] | None = None
+_spawn_lock = threading.Lock()
+
+
+def _serve_spawns(q: queue.SimpleQueue) -> None:
+    while True:
+        fn, done = q.get()
+        try:
+            done.set_result(fn())
+        except BaseException as e:  # handed to the caller
+            done.set_exception(e)
+
+
+def spawn(fn: Callable[[], Any]) -> Any:
+    """``fn()`` (which starts a process) on mlxport's one spawning thread."""
+    global _spawner
+    with _spawn_lock:
+        if _spawner is None or _spawner[0] != os.getpid():
+            q: queue.SimpleQueue = queue.SimpleQueue()
+            threading.Thread(
+                target=_serve_spawns, args=(q,), name="mlxport-spawn", daemon=True
+            ).start()
+            _spawner = (os.getpid(), q)
+        q = _spawner[1]
+    done: Future = Future()
+    q.put((fn, done))
+    return done.result()
+
+
+def _after_fork() -> None:
+    global _spawner, _spawn_lock
+    _spawner, _spawn_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
+@dataclass
+class Finished:
+    returncode: int
+    stdout: str
+    stderr: str
+    limit: str | None = None  # the limit that stopped it: "time", "output"; None otherwise
+    signal: str | None = None  # the signal that ended it (SIGKILL, SIGXCPU, ...)
+
+
+def run(
+    argv: list[str],
+    view: View,
+    limits: Limits,
+    *,
+    env: dict[str, str],
+    timeout: float,
+    output_bytes: int = OUTPUT_BYTES,
+    cwd: str | None = None,
+    profile: str = "compiler",
+) -> Finished:
+    """Run ``argv`` to its end in the sandbox (a compiler and its passes): stdin is empty, its
+    output is kept up to ``output_bytes`` (it is stopped beyond), and after ``timeout`` seconds
+    it is stopped with everything it started."""
+    harden_supervisor()
+    full = sandboxed(argv, view, limits, profile, launcher=True, chdir=cwd)
+    proc = subprocess.Popen(
+        full,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=cwd,
+        start_new_session=True,
+    )
+    fd_out, fd_err = proc.stdout.fileno(), proc.stderr.fileno()
+    chunks: dict[int, list[bytes]] = {fd_out: [], fd_err: []}
+    total, limit = 0, None
+    deadline = time.monotonic() + timeout
+    open_fds = set(chunks)
+    try:
+        while open_fds:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                limit = "time"
+                break
+            ready, _, _ = select.select(list(open_fds), [], [], left)
+            for fd in ready:
+                data = os.read(fd, 1 << 16)
+                if not data:
+                    open_fds.discard(fd)
+                    continue
+                total += len(data)
+                if total > output_bytes:
+                    limit = "output"
+                    break
+                chunks[fd].append(data)
+            if limit:
+                break
+    finally:
+        if limit:
+            kill_group(proc)
+        code = proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    out, err = b"".join(chunks[fd_out]), b"".join(chunks[fd_err])
+    code, sig = exit_status(code, sandboxed=bwrap().path is not None)
+    return Finished(
+        code, out.decode(errors="replace"), err.decode(errors="replace"), limit=limit, signal=sig
+    )
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """Stop a sandbox and all it started: its process group (the sandbox's PID namespace goes
+    with bwrap)."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            proc.kill()
+
+
+def exit_status(code: int, *, sandboxed: bool) -> tuple[int, str | None]:
+    """(exit code, the signal name that ended it or None): bwrap reports a command killed by
+    signal N as exit code 128 + N."""
+    number = -code if code < 0 else code - 128 if sandboxed and 128 < code < 128 + 65 else 0
+    if not number:
+        return code, None
+    try:
+        return code, signal.Signals(number).name
+    except ValueError:
+        return code, f"signal {number}"
+
+
 # ---------------------------------------------------------------- in the worker
 
-_CLONE_THREAD = 0x00010000
-_SCMP_ACT_ALLOW = 0x7FFF0000
-_SCMP_CMP_MASKED_EQ = 7
 
-
-def _errno_action(code: int) -> int:
-    return 0x00050000 | (code & 0xFFFF)
-
-
-class _ArgCmp(ctypes.Structure):
-    _fields_ = [
-        ("arg", ctypes.c_uint),
-        ("op", ctypes.c_int),
-        ("datum_a", ctypes.c_uint64),
-        ("datum_b", ctypes.c_uint64),
-    ]
-
-
-def _libseccomp() -> ctypes.CDLL | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    name = ctypes.util.find_library("seccomp") or "libseccomp.so.2"
-    try:
-        lib = ctypes.CDLL(name, use_errno=True)
-    except OSError:
-        return None
-    lib.seccomp_init.restype = ctypes.c_void_p
-    lib.seccomp_init.argtypes = [ctypes.c_uint32]
-    lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
-    lib.seccomp_rule_add_array.argtypes = [
-        ctypes.c_void_p,
-        ctypes.c_uint32,
-        ctypes.c_int,
-        ctypes.c_uint,
-        ctypes.POINTER(_ArgCmp),
-    ]
-    lib.seccomp_load.argtypes = [ctypes.c_void_p]
-    lib.seccomp_release.argtypes = [ctypes.c_void_p]
-    return lib
-
-
-def _no_new_processes() -> str:
-    """A seccomp filter: fork, vfork, exec and clone without CLONE_THREAD fail with EPERM (threads
-    stay allowed); clone3 answers ENOSYS, so the C library falls back to clone for threads."""
-    lib = _libseccomp()
-    if lib is None:
-        return (
-            "seccomp: unavailable (libseccomp.so.2 not found)"
-            if sys.platform.startswith("linux")
-            else f"seccomp: unavailable on {sys.platform}"
-        )
-    ctx = lib.seccomp_init(_SCMP_ACT_ALLOW)
-    if not ctx:
-        return "seccomp: unavailable (seccomp_init failed)"
-    try:
-        deny = _errno_action(errno.EPERM)
-        for name in ("fork", "vfork", "execve", "execveat"):
-            nr = lib.seccomp_syscall_resolve_name(name.encode())
-            if nr >= 0 and lib.seccomp_rule_add_array(ctx, deny, nr, 0, None) != 0:
-                return f"seccomp: unavailable (a rule for {name} was refused)"
-        clone = lib.seccomp_syscall_resolve_name(b"clone")
-        process = _ArgCmp(0, _SCMP_CMP_MASKED_EQ, _CLONE_THREAD, 0)  # (flags & CLONE_THREAD) == 0
-        if (
-            clone >= 0
-            and lib.seccomp_rule_add_array(ctx, deny, clone, 1, ctypes.byref(process)) != 0
-        ):
-            return "seccomp: unavailable (the clone rule was refused)"
-        clone3 = lib.seccomp_syscall_resolve_name(b"clone3")
-        if clone3 >= 0:
-            lib.seccomp_rule_add_array(ctx, _errno_action(errno.ENOSYS), clone3, 0, None)
-        if lib.seccomp_load(ctx) != 0:  # sets no_new_privs first (libseccomp's default)
-            return "seccomp: unavailable (the kernel refused the filter)"
-    finally:
-        lib.seccomp_release(ctx)
-    return "seccomp: no fork, no exec (no_new_privs)"
-
-
-def _limits() -> None:
-    for limit, value in (
-        (resource.RLIMIT_CORE, 0),
-        (resource.RLIMIT_NOFILE, OPEN_FILES),
-        (resource.RLIMIT_CPU, CPU_SECONDS),
-    ):
-        with contextlib.suppress(ValueError, OSError):
-            soft, hard = resource.getrlimit(limit)
-            cap = value if hard == resource.RLIM_INFINITY else min(value, hard)
-            resource.setrlimit(limit, (cap, hard if limit != resource.RLIMIT_CPU else cap + 5))
-
-
-def _watch_parent(parent: int) -> None:
+def _watch_parent() -> None:
     """Die with the parent: a thread (it runs while a kernel holds the CPU in C code) that kills
-    this worker's process group once the parent is gone, however it went (SIGKILL included)."""
+    this worker's process group once its parent is gone, however it went (SIGKILL included). In a
+    PID namespace the parent is outside it (getppid() is 0) and bwrap's --die-with-parent does
+    this instead."""
+    first = os.getppid()
 
     def watch() -> None:
         while True:
-            if os.getppid() != parent:
+            if os.getppid() != first:
                 with contextlib.suppress(OSError):
                     os.killpg(0, signal.SIGKILL)
                 os._exit(1)
@@ -177,38 +597,96 @@ def _watch_parent(parent: int) -> None:
     threading.Thread(target=watch, name="mlxport-parent-watch", daemon=True).start()
 
 
-def lock_down(parent: int) -> list[str]:
-    """Confine this process (a worker); what is in force, as doctor reports it."""
-    _watch_parent(parent)
-    _limits()
-    return [
-        _no_new_processes(),
-        f"limits: no core dumps, {OPEN_FILES} open files, {CPU_SECONDS} s of CPU",
-        "dies with its parent (watchdog)",
-    ]
+_LAYERS: list[str] = []
 
 
-def probe() -> list[str]:
-    """What a worker here is confined by: run in a throwaway child, so this process stays as it
-    is."""
-    import subprocess
-
-    code = (
-        "import os, sys; from mlxport.backends import confine; "
-        "print('\\n'.join(confine.lock_down(os.getppid())))"
+def lock_down(spec: dict[str, Any]) -> list[str]:
+    """Confine this process (a worker) as its spec says; what is in force, as doctor reports it."""
+    _watch_parent()
+    jail.set_limits(cpu=spec.get("cpu", CPU_SECONDS), fsize=spec.get("fsize", 0), nofile=OPEN_FILES)
+    layers = [spec.get("namespaces", namespaces_line())]
+    if spec.get("landlock", True):
+        reads, writes = spec.get("reads", []), spec.get("writes", [])
+        layers.append(jail.landlock(reads, writes, spec.get("devices")))
+    else:
+        layers.append("landlock: missing (off with the namespaces, as above)")
+    layers.append(jail.seccomp(spec.get("seccomp", "worker")))
+    memory = resource.getrlimit(resource.RLIMIT_AS)[0]
+    layers.append(
+        "limits: "
+        + (f"{memory >> 20} MiB of memory, " if memory != resource.RLIM_INFINITY else "")
+        + f"{spec.get('cpu', CPU_SECONDS)} s of CPU, files up to {spec.get('fsize', 0) >> 20} "
+        f"MiB, {OPEN_FILES} open files, {OUTPUT_BYTES >> 20} MiB of output, no core dumps"
     )
+    layers.append("lifetime: dies with mlxport, and what it started with it")
+    _LAYERS[:] = layers
+    return layers
+
+
+def gpu_check(header: dict, arrays: list) -> tuple[dict, list]:
+    """A worker target: one small computation on the GPU, under the GPU workers' sandbox."""
+    import mlx.core as mx
+
+    x = mx.arange(16, dtype=mx.float32, stream=mx.gpu)
+    return {"sum": float(mx.sum(x * 2, stream=mx.gpu).item())}, []
+
+
+@functools.cache
+def _gpu_sandbox(setting: str) -> str | None:
+    if setting == "0":
+        return "turned off (MLXPORT_GPU_SANDBOX=0)"
+    if MACOS:
+        return "Metal needs services the Seatbelt profile does not allow"
+    if bwrap().path is None and not jail.landlock_abi():
+        return None  # nothing to check: the seccomp denylist and limits apply as they are
+    from mlxport.backends.worker import Worker, WorkerError
+
+    worker = Worker("mlxport.backends.confine:gpu_check", memory_bytes=0, enclosed=True)
     try:
-        done = subprocess.run(
-            [sys.executable, "-c", code],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=worker_env({"PYTHONPATH": os.pathsep.join(sys.path)}),
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return [f"could not start a worker: {e}"]
-    return (
-        done.stdout.split("\n")[:-1]
-        if done.returncode == 0
-        else [f"a worker failed: {done.stderr[-300:]}"]
+        reply, _ = worker.call({"op": "check"}, timeout=300)
+    except WorkerError as e:
+        return f"the GPU does not run in them here ({str(e)[:200]})"
+    finally:
+        worker.close()
+    return None if reply.get("sum") == 240.0 else f"the GPU computed {reply.get('sum')} in them"
+
+
+def gpu_sandbox() -> str | None:
+    """None where a GPU worker runs the GPU inside namespaces and Landlock (checked once, on the
+    first GPU worker), else why not: then GPU workers run with seccomp and limits only."""
+    return _gpu_sandbox(os.environ.get("MLXPORT_GPU_SANDBOX", "").strip())
+
+
+def report(header: dict, arrays: list) -> tuple[dict, list]:
+    """A worker target (``mlxport.backends.confine:report``): the layers this worker is under."""
+    return {"layers": list(_LAYERS), "pid": os.getpid()}, []
+
+
+def probe(gpu: bool = False) -> list[str]:
+    """What confines a worker and the compiler here, layer by layer, read off a real worker;
+    ``gpu``: whether a GPU runs inside the sandbox here too (a GPU backend is available)."""
+    from mlxport.backends.worker import Worker, WorkerError
+
+    worker = Worker("mlxport.backends.confine:report", memory_bytes=16 << 30)
+    try:
+        reply, _ = worker.call({"op": "layers"}, timeout=60)
+        layers = reply["layers"]
+    except WorkerError as e:
+        layers = [f"could not start a worker: {e}"]
+    finally:
+        worker.close()
+    from mlxport.backends.sim.compiler import limits_line
+
+    why = gpu_sandbox() if gpu else None
+    gpus = (
+        "GPU workers: the same, with the GPU's device nodes and a seccomp denylist instead (a "
+        "driver's calls are not enumerated)"
+        + ("" if gpu else "; checked at the first GPU worker, else seccomp and limits only")
     )
+    return [
+        *layers,
+        gpus if why is None else f"GPU workers: namespaces and Landlock missing: {why}",
+        limits_line(),
+        "cache: every library's content hash recorded when built and checked before it is loaded",
+        harden_supervisor(),
+    ]

@@ -31,13 +31,13 @@ def doctor(
         "python": platform.python_version(),
         "auto": resolve("auto"),
         "backends": {k: {"available": v.ok, "reason": v.reason} for k, v in status.items()},
-        "confinement": confine.probe(),
+        "confinement": confine.probe(gpu=any(status[g].ok for g in GPUS)),
     }
     if calibrate:
         if data["auto"] not in GPUS:
             raise UserError(
                 f"--calibrate needs a GPU backend ({' or '.join(GPUS)}); the simulator has no "
-                f"timing"
+                "timing"
             )
         data["calibration"] = get_backend(data["auto"]).calibrate()
     if as_json:
@@ -49,6 +49,12 @@ def doctor(
     for name, v in status.items():
         mark = "[green]available[/green]" if v.ok else f"[red]unavailable[/red]: {escape(v.reason)}"
         o.out.print(f"  {name:6s} {mark}")
-    o.out.print(f"  workers: {escape('; '.join(data['confinement']))} (docs/security.md)")
+    o.out.print(
+        "  sandbox of the compiler and every worker (docs/security.md says what each stops):"
+    )
+    for line in data["confinement"]:
+        missing = any(w in line for w in ("missing", "unavailable", "could not"))
+        mark = "[red]missing[/red] " if missing else "[green]in force[/green]"
+        o.out.print(f"    {mark} {escape(line)}")
     if "calibration" in data:
         o.out.print(f"  calibration: {data['calibration']}")

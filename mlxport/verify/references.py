@@ -54,13 +54,13 @@ def _run(
     }
     what = ref or task.reference
     try:
-        return worker.call(header, arrays, timeout=SECONDS)[1]
+        reads = (task.folder,) if task.folder else ()  # the reference and the baselines' code
+        return worker.call(header, arrays, timeout=SECONDS, reads=reads)[1]
     except WorkerError as e:
         if e.kind == "timeout":
             raise TaskError(
                 f"{what} of task {task.name} did not return within {SECONDS:g} s: fix its endless "
-                f"loop, "
-                f"or allow more with MLXPORT_REFERENCE_SECONDS"
+                "loop, or allow more with MLXPORT_REFERENCE_SECONDS"
             ) from None
         if e.kind == "error" and str(e).startswith("TaskError: "):
             raise TaskError(str(e).removeprefix("TaskError: ")) from None

@@ -18,6 +18,16 @@ def handle(header: dict, arrays: list) -> tuple[dict, list]:
         return {"forked": pid}, []
     if op == "system":  # what a static initializer calling system("touch ...") does
         return {"status": os.system(f"touch {header['path']}")}, []
+    if op in ("read", "write"):  # a file outside what the worker may touch
+        try:
+            if op == "read":
+                with open(header["path"]) as f:
+                    return {"done": f.read()}, []
+            with open(header["path"], "w") as f:
+                f.write("pwned")
+            return {"done": "written"}, []
+        except OSError as e:
+            return {"refused": f"{type(e).__name__}: {e}"}, []
     if op == "spin":
         while True:
             pass

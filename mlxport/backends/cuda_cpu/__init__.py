@@ -92,6 +92,7 @@ class Compiled:
     library: Path
     kernel: KernelSig
     source: DeviceSource
+    sha256: str = ""  # the library's content hash, recorded when it was built
 
 
 class CudaExecutor:
@@ -138,7 +139,7 @@ class CudaExecutor:
         if not result.ok:
             why = first_error(result.log, source.path)
             raise ExecError(f"{kernel} does not compile for the executor: {why}")
-        return Compiled(result.library, sig, source)
+        return Compiled(result.library, sig, source, result.sha256 or "")
 
     def constant(self, source: DeviceSource, kernel: str, expr: str) -> int | None:
         """An integer constant expression of the device code (``x128::size``, ``sizeof(floatX)``),
@@ -190,8 +191,7 @@ class CudaExecutor:
             )
             arrays.append(data)
         header = {
-            "op": "run",
-            "library": str(compiled.library),
+            "op": "run",  # the worker sets "library" to its checked copy of compiled.library
             "slots": slots,
             "grid": [g * b for g, b in zip(launch.grid, launch.block, strict=True)],
             "threadgroup": list(launch.block),
@@ -206,7 +206,12 @@ class CudaExecutor:
             "reverse": int(reverse),
         }
         try:
-            reply, out = self._worker.call(header, arrays, timeout=timeout)
+            reply, out = self._worker.call(
+                header,
+                arrays,
+                timeout=timeout,
+                files={"library": (compiled.sha256, compiled.library)},
+            )
         except WorkerError as e:
             return ExecResult(error=str(e), seconds=time.perf_counter() - t0)
         return _result(sig, args, reply, out, time.perf_counter() - t0)

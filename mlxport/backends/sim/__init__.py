@@ -194,7 +194,13 @@ class SimBackend:
         if key in self._builds:
             old = self._builds[key]
             return BuildResult(
-                old.ok, old.library, old.diagnostics, cached=True, log=old.log, refused=old.refused
+                old.ok,
+                old.library,
+                old.diagnostics,
+                cached=True,
+                log=old.log,
+                refused=old.refused,
+                sha256=old.sha256,
             )
         result = build_kernel(src)
         self._builds[key] = result
@@ -244,7 +250,9 @@ class SimBackend:
         header["reverse"] = order  # the runtime's order: 0 forward, 1 reversed, 2 shuffled
         header["poison"] = poison
         try:
-            reply, out = self._worker.call(header, arrays, timeout=timeout)
+            reply, out = self._worker.call(
+                header, arrays, timeout=timeout, files={"library": (built.sha256, built.library)}
+            )
         except WorkerError as e:
             return RunResult(error=str(e), seconds=time.perf_counter() - t0)
         outputs, unwritten = _results(launch, out)
@@ -302,8 +310,7 @@ class SimBackend:
             )
             arrays.append(data)
         header = {
-            "op": "run",
-            "library": str(built.library),
+            "op": "run",  # the worker sets "library" to its checked copy of built.library
             "slots": slots,
             "grid": list(launch.grid),
             "threadgroup": list(launch.threadgroup),

@@ -5,6 +5,11 @@ each kernel is one small translation unit linked with it into ``<hash>.so``. The
 covers the kernel text, every header, the runtime source, the flags and the compiler's version,
 so editing a header or the runtime, or switching compilers, never reuses a stale library.
 
+The compiler runs in the sandbox and writes only into a private folder; mlxport copies what it
+made into the cache and records its content hash (cache.publish_bytes). A cached library or
+runtime object is used only while its content matches that hash, and the library's hash travels
+with it to the worker, which checks it again before loading it.
+
 Only kernel code is published into the cache (compile_library): the kernel's object may call the
 runtime's own API, the C math library and what C++ itself needs (symbols.KERNEL_LIBRARY), read
 off its ELF symbol table (object_checks), and an MSL kernel may keep no mutable program-scope or
@@ -24,15 +29,26 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlxport.backends.sim import symbols
-from mlxport.backends.sim.cache import cache_dir, digest, file_digest, headers_digest, publish
+from mlxport.backends.sim.cache import (
+    cache_dir,
+    digest,
+    file_digest,
+    headers_digest,
+    publish,
+    read_verified,
+    recorded,
+)
 from mlxport.backends.sim.compiler import (
+    COMPILE_TIMEOUT,
     INCLUDE,
     OPT_LEVEL,
     RUNTIME_SOURCE,
@@ -62,6 +78,7 @@ class BuildResult:
     log: str = ""
     # the one sentence saying why this is not kernel code, when it is not
     refused: str | None = None
+    sha256: str | None = None  # the library's content hash, recorded when it was built
 
 
 # Raised whenever what is checked before a library is published changes (the allowlist is in the
@@ -140,48 +157,82 @@ def compile_library(
         " ".join(cc.command),
     )
     lib = cache_dir() / f"k-{key}.so"
-    if lib.exists():
-        return BuildResult(True, lib, seconds=time.perf_counter() - t0, cached=True)
-    rt = runtime_object()
-    tmp = lib.with_suffix(f".{os.getpid()}.tmp.so")
-    try:
-        with tempfile.TemporaryDirectory(prefix="mlxsim-") as tmpdir:
-            cpp = Path(tmpdir) / "kernel.cpp"
-            cpp.write_text(text)
-            obj = Path(tmpdir) / "kernel.o"
-            dirs = [arg for d in include for arg in ("-I", str(d))]
-            out = run([*cc.command, *flags, *dirs, "-c", str(cpp), "-o", str(obj)], "the kernel")
-            if out.returncode == 0:
-                # -z defs: a function declared but never defined (a template never specialised for
-                # the types it is built at) fails here, named, instead of when the library is loaded
-                out = run(
-                    [
-                        *cc.command,
-                        *flags,
-                        "-shared",
-                        "-Wl,-z,defs",
-                        str(obj),
-                        str(rt),
-                        "-o",
-                        str(tmp),
-                    ],
-                    "the kernel",
-                )
-            if out.returncode != 0:
-                return BuildResult(False, None, seconds=time.perf_counter() - t0, log=out.stderr)
-            if refusal := object_problem(obj, rt, text, language, declared):
-                sentence, log = refusal
-                return BuildResult(
-                    False, None, seconds=time.perf_counter() - t0, log=log, refused=sentence
-                )
-        publish(tmp, lib)
-    finally:
-        tmp.unlink(missing_ok=True)  # never left behind, and a refused library is never published
-    return BuildResult(True, lib, seconds=time.perf_counter() - t0)
+    if sha := recorded(lib):
+        return BuildResult(True, lib, seconds=time.perf_counter() - t0, cached=True, sha256=sha)
+    rt, rt_bytes = _runtime()
+    with tempfile.TemporaryDirectory(prefix="mlxsim-") as tmpdir:
+        cpp = Path(tmpdir) / "kernel.cpp"
+        cpp.write_text(text)
+        obj = Path(tmpdir) / "kernel.o"
+        so = Path(tmpdir) / "kernel.so"
+        rt_copy = Path(tmpdir) / "mlxsim_rt.o"  # what the compiler sees: the checked bytes
+        rt_copy.write_bytes(rt_bytes)
+        dirs = [arg for d in include for arg in ("-I", str(d))]
+        out = run([*cc.command, *flags, *dirs, "-c", str(cpp), "-o", str(obj)], "the kernel")
+        if out.returncode == 0:
+            # -z defs: a function declared but never defined (a template never specialised for
+            # the types it is built at) fails here, named, instead of when the library is loaded
+            out = run(
+                [
+                    *cc.command,
+                    *flags,
+                    "-shared",
+                    "-Wl,-z,defs",
+                    str(obj),
+                    str(rt_copy),
+                    "-o",
+                    str(so),
+                ],
+                "the kernel",
+            )
+        if out.returncode != 0:
+            return BuildResult(False, None, seconds=time.perf_counter() - t0, log=out.stderr)
+        _regular(obj, so)
+        if refusal := object_problem(obj, rt, text, language, declared):
+            sentence, log = refusal
+            return BuildResult(
+                False, None, seconds=time.perf_counter() - t0, log=log, refused=sentence
+            )
+        # a refused library is never published
+        sha = _publish(_read_output(so), lib)
+    return BuildResult(True, lib, seconds=time.perf_counter() - t0, sha256=sha)
+
+
+def _publish(data: bytes, final: Path) -> str:
+    """Copy what the compiler made into the cache (through cache.publish, which records its
+    hash); the hash of the bytes as read here."""
+    tmp = final.with_name(f".{final.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_bytes(data)
+    publish(tmp, final)
+    return hashlib.sha256(data).hexdigest()
+
+
+def _regular(*paths: Path) -> None:
+    """The compiler's outputs are regular files of its folder (never links to elsewhere)."""
+    for p in paths:
+        if not stat.S_ISREG(os.lstat(p).st_mode):
+            raise BuildError(f"the compiler's output {p.name} is not a regular file")
+
+
+def _read_output(path: Path) -> bytes:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
+
+
+def _runtime() -> tuple[Path, bytes]:
+    """The runtime object and its bytes, checked against the hash recorded when it was built."""
+    for _ in range(2):
+        obj = runtime_object()
+        data = read_verified(obj)
+        if data is not None:
+            return obj, data
+    raise BuildError(f"the simulator runtime {obj.name} keeps changing in the cache")
 
 
 def runtime_object() -> Path:
-    """The compiled runtime for the current compiler and flags (built on first use)."""
+    """The compiled runtime for the current compiler and flags (built on first use, and again
+    whenever the cached one no longer matches its recorded hash)."""
     cc = find_compiler()
     flags = [f for f in cc.flags() if f != OPT_LEVEL] + ["-O2"]
     key = digest(
@@ -192,9 +243,8 @@ def runtime_object() -> Path:
         " ".join(cc.command),
     )
     obj = cache_dir() / f"rt-{key}.o"
-    if obj.exists():
+    if recorded(obj):
         return obj
-    tmp = obj.with_suffix(f".{os.getpid()}.tmp.o")
     t0 = time.perf_counter()
     zig = any("ziglang" in part for part in cc.command)
     sys.stderr.write(
@@ -202,21 +252,27 @@ def runtime_object() -> Path:
         + ("up to a few minutes: zig builds its C++ library first" if zig else "seconds")
         + ")\n"
     )
-    out = run(
-        [*cc.command, *flags, "-I", str(INCLUDE), "-c", str(RUNTIME_SOURCE), "-o", str(tmp)],
-        "the runtime",
-    )
-    if out.returncode != 0:
-        raise BuildError(f"the simulator runtime does not compile:\n{out.stderr[-3000:]}")
-    if zig:
-        # zig builds libc++ at a first link: here, inside the announced wait, not at the first
-        # kernel's
-        run(
-            [*cc.command, *flags, "-shared", str(tmp), "-o", str(tmp.with_suffix(".so"))],
+    with tempfile.TemporaryDirectory(prefix="mlxsim-rt-") as tmpdir:
+        tmp = Path(tmpdir) / "mlxsim_rt.o"
+        out = run(
+            [*cc.command, *flags, "-I", str(INCLUDE), "-c", str(RUNTIME_SOURCE), "-o", str(tmp)],
             "the runtime",
+            timeout=900.0 if zig else COMPILE_TIMEOUT,
+            cpu_seconds=1800 if zig else None,
         )
-        tmp.with_suffix(".so").unlink(missing_ok=True)
-    publish(tmp, obj)
+        if out.returncode != 0:
+            raise BuildError(f"the simulator runtime does not compile:\n{out.stderr[-3000:]}")
+        if zig:
+            # zig builds libc++ at a first link: here, inside the announced wait, not at the first
+            # kernel's
+            run(
+                [*cc.command, *flags, "-shared", str(tmp), "-o", str(tmp.with_suffix(".so"))],
+                "the runtime",
+                timeout=900.0,
+                cpu_seconds=1800,
+            )
+        _regular(tmp)
+        _publish(_read_output(tmp), obj)
     sys.stderr.write(
         f"mlxport: the simulator runtime is built ({time.perf_counter() - t0:.0f} s)\n"
     )

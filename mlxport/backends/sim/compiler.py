@@ -1,5 +1,6 @@
 """The host C++ compiler the simulator builds with: finding one that compiles its dialect, the
-flags that make host arithmetic round as Metal's does, and running it under a time limit.
+flags that make host arithmetic round as Metal's does, and running it in the sandbox
+(mlxport.backends.confine) with limits on its memory, CPU time, output and wall time.
 
 The simulator's own headers (``INCLUDE``) and runtime (``RUNTIME_SOURCE``) are what every one of
 its translation units is compiled against.
@@ -18,6 +19,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlxport.backends import confine
 from mlxport.backends.sim.cache import cache_dir
 
 HERE = Path(__file__).resolve().parent
@@ -25,6 +27,11 @@ INCLUDE = HERE / "include"
 RUNTIME_SOURCE = HERE / "rt" / "mlxsim_rt.cpp"
 OPT_LEVEL = os.environ.get("MLXPORT_SIM_OPT", "-O1")
 COMPILE_TIMEOUT = 300.0
+# Per compiler process (cc1plus, ld): a template-instantiation bomb ends at these, never at the
+# machine's memory.
+COMPILER_MEMORY = int(os.environ.get("MLXPORT_COMPILER_MEMORY", str(4 << 30)))
+COMPILER_CPU_SECONDS = int(os.environ.get("MLXPORT_COMPILER_CPU_SECONDS", "120"))
+COMPILER_OUTPUT = 64 << 20  # its diagnostics (and the preprocessor's text)
 
 
 class CompilerMissing(RuntimeError):
@@ -113,12 +120,11 @@ def _find_compiler(cxx: str, path: str) -> Compiler:
 
 
 def _probe(command: tuple[str, ...], *, check: bool) -> Compiler:
-    """The compiler's version; with ``check``, also that it compiles the simulator's C++ dialect."""
+    """The compiler's version; with ``check``, also that it compiles the simulator's C++ dialect
+    (in the sandbox it always runs in)."""
     try:
-        out = subprocess.run(
-            [*command, "--version"], capture_output=True, text=True, timeout=120, env=compiler_env()
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
+        out = run([*command, "--version"], "the compiler's version", timeout=120)
+    except (OSError, BuildError) as e:
         raise CompilerMissing(f"the C++ compiler {' '.join(command)} does not run: {e}") from e
     if out.returncode != 0:
         raise CompilerMissing(
@@ -129,13 +135,10 @@ def _probe(command: tuple[str, ...], *, check: bool) -> Compiler:
         with tempfile.TemporaryDirectory(prefix="mlxsim-probe-") as tmp:
             cpp = Path(tmp) / "probe.cpp"
             cpp.write_text(_PROBE)
-            done = subprocess.run(
-                [*command, *cc.flags(), "-fsyntax-only", str(cpp)],
-                capture_output=True,
-                text=True,
-                timeout=120,
-                env=compiler_env(),
-            )
+            try:
+                done = run([*command, *cc.flags(), "-fsyntax-only", str(cpp)], "a probe")
+            except BuildError as e:
+                raise CompilerMissing(f"{command[0]} ({cc.version}) does not run: {e}") from e
         if done.returncode != 0:
             raise CompilerMissing(
                 f"{command[0]} ({cc.version}) does not compile C++20 with _Float16"
@@ -144,24 +147,135 @@ def _probe(command: tuple[str, ...], *, check: bool) -> Compiler:
 
 
 class BuildError(RuntimeError):
-    """The compiler timed out, or the simulator's own runtime does not compile."""
+    """The compiler ran past a limit (time, memory, CPU, output), or the simulator's own runtime
+    does not compile."""
 
 
-def compiler_env() -> dict[str, str]:
-    """The compiler's environment: zig keeps its caches under mlxport's, so no lock on the user's
-    ~/.cache/zig (another program's build) can stall a compile; the C locale keeps GCC's quotes
-    ASCII in the diagnostics models and people read."""
-    zig = str(cache_dir().parent / "zig")
-    return {**os.environ, "ZIG_GLOBAL_CACHE_DIR": zig, "ZIG_LOCAL_CACHE_DIR": zig, "LC_ALL": "C"}
+def compiler_env(home: str | None = None) -> dict[str, str]:
+    """The compiler's environment: the allowlisted names of any sandboxed process (no API key or
+    token); zig keeps its caches under mlxport's, so no lock on the user's ~/.cache/zig (another
+    program's build) can stall a compile; the C locale keeps GCC's quotes ASCII in the
+    diagnostics models and people read; ``home``: its HOME and TMPDIR."""
+    zig = str(_zig_cache())
+    env = confine.worker_env(
+        {"ZIG_GLOBAL_CACHE_DIR": zig, "ZIG_LOCAL_CACHE_DIR": zig, "LC_ALL": "C"}
+    )
+    if home:
+        env.update(HOME=home, TMPDIR=home)
+    return env
 
 
-def run(cmd: list[str], what: str) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(
-            cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT, env=compiler_env()
+def _zig_cache() -> Path:
+    return cache_dir().parent / "zig"
+
+
+# Options whose next argument is a path the compiler reads.
+_PATH_OPTIONS = ("-I", "-isystem", "-iquote", "-idirafter", "-include", "-imacros", "-L")
+_OUT_OF_MEMORY = re.compile(
+    r"out of memory|virtual memory exhausted|Cannot allocate memory|std::bad_alloc|"
+    r"LLVM ERROR: .*memory"
+)
+_CPU = re.compile(r"CPU time limit exceeded|SIGXCPU")
+
+
+def _paths(cmd: list[str]) -> tuple[list[str], list[str]]:
+    """What a compiler command names: (paths it reads, folders it writes into: its output's)."""
+    reads, writes = [], []
+    for prev, arg in zip(["", *cmd], cmd, strict=False):
+        if prev in ("-o", "-MF"):
+            writes.append(str(Path(arg).resolve().parent))
+            continue
+        path = None
+        if prev in _PATH_OPTIONS:
+            path = arg
+        elif arg.startswith("-I") and len(arg) > 2:
+            path = arg[2:]
+        elif arg.startswith("/"):
+            path = arg
+        if path is not None and os.path.exists(path):
+            reads.append(str(Path(path).resolve()))
+    return reads, writes
+
+
+def _located(cmd: list[str]) -> tuple[list[str], list[str]]:
+    """The command with its program found on this PATH (the sandbox's PATH may not see it), and
+    what of the compiler's install the sandbox must see: the folder it was found in and, where
+    it lies outside the system folders (/opt/llvm...), its install."""
+    found = shutil.which(cmd[0])
+    if not found:
+        return cmd, []
+    real = Path(found).resolve()
+    reads = [str(Path(found).absolute().parent)]
+    if not str(real).startswith("/usr/"):
+        reads.append(str(real.parent.parent))
+    return [str(Path(found).absolute()), *cmd[1:]], reads
+
+
+def run(
+    cmd: list[str],
+    what: str,
+    *,
+    timeout: float = COMPILE_TIMEOUT,
+    writes: list[str] | None = None,
+    reads: list[str] | None = None,
+    cpu_seconds: int | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run a compiler command in the sandbox: it sees the system, the compiler, mlxport's headers
+    and the paths its command names (and ``reads``), and writes only into the folder of its
+    output (``writes``: those folders instead; a scratch folder where there is no output); no
+    secrets in its environment, no stdin, limits on memory and CPU time per process
+    (MLXPORT_COMPILER_MEMORY, MLXPORT_COMPILER_CPU_SECONDS), on its output and on wall time
+    (``timeout``; ``cpu_seconds`` for a longer build of mlxport's own). Past a limit: BuildError,
+    naming it."""
+    cpu = cpu_seconds or COMPILER_CPU_SECONDS
+    named, outputs = _paths(cmd)
+    cmd, install = _located(cmd)
+    with tempfile.TemporaryDirectory(prefix="mlxsim-cc-") as scratch:
+        own = list(writes if writes is not None else outputs) or [scratch]
+        zig = any("ziglang" in part for part in cmd[:3])
+        if zig:
+            _zig_cache().mkdir(parents=True, exist_ok=True)
+        view = confine.View(
+            reads=[*install, *named, *(reads or [])],
+            writes=[*dict.fromkeys(own), *([str(_zig_cache())] if zig else [])],
         )
-    except subprocess.TimeoutExpired as e:
-        raise BuildError(f"compiling {what} took over {COMPILE_TIMEOUT:g} s") from e
+        limits = confine.Limits(memory=COMPILER_MEMORY, cpu=cpu)
+        done = confine.run(
+            cmd,
+            view,
+            limits,
+            env=compiler_env(own[0]),
+            timeout=timeout,
+            output_bytes=COMPILER_OUTPUT,
+            cwd=own[0],
+        )
+    if done.limit == "time":
+        raise BuildError(f"compiling {what} took over {timeout:g} s")
+    if done.limit == "output":
+        raise BuildError(
+            f"compiling {what} printed over {COMPILER_OUTPUT >> 20} MiB of diagnostics; stopped"
+        )
+    failed = done.returncode != 0
+    if failed and (_OUT_OF_MEMORY.search(done.stderr) or done.signal == "SIGKILL"):
+        raise BuildError(
+            f"compiling {what} needed over {COMPILER_MEMORY >> 20} MiB of memory, the "
+            "compiler's limit (MLXPORT_COMPILER_MEMORY): templates instantiated without end?"
+        )
+    if failed and (_CPU.search(done.stderr) or done.signal == "SIGXCPU"):
+        raise BuildError(
+            f"compiling {what} used over {cpu} s of CPU, the compiler's limit "
+            "(MLXPORT_COMPILER_CPU_SECONDS)"
+        )
+    return subprocess.CompletedProcess(cmd, done.returncode, done.stdout, done.stderr)
+
+
+def limits_line() -> str:
+    """The compiler's confinement, as doctor prints it."""
+    return (
+        f"compiler: sandboxed as workers are (starting its own passes), {COMPILER_MEMORY >> 20} "
+        f"MiB and {COMPILER_CPU_SECONDS} s of CPU a process, {COMPILE_TIMEOUT:g} s in all, "
+        f"{COMPILER_OUTPUT >> 20} MiB of output, no secrets, writes only its output"
+    )
 
 
 @functools.cache
