@@ -160,3 +160,16 @@ def test_a_path_no_case_takes_gets_a_case_of_its_own(tmp_path):
 
     (result,) = check_op(folder, task, get_backend("sim"), g)
     assert result.verdict == "fail" and result.mode == "op"
+
+
+def test_the_gpu_worker_runs_an_op_from_the_files_its_request_carries(tmp_path):
+    """A GPU worker sees none of mlxport's folders: the op's files travel in the request. Here
+    the worker's handler runs in this process, with the simulator standing in for the GPU."""
+    from mlxport.backends import gpu_worker, op_call
+
+    task, _ = written(tmp_path, "vector_add")
+    files = {n: (tmp_path / "vector_add" / n).read_text() for n in op_call.OP_TEXT}
+    a, b = np.ones(5, np.float32), np.full(5, 2.0, np.float32)
+    header = {"files": files, "backend": "sim", "dtypes": ["float32"] * 2, "params": {}}
+    reply, outs = gpu_worker.call_op(header, [a, b])
+    assert not reply.get("error") and np.array_equal(outs[0], a + b)

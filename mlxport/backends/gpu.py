@@ -12,10 +12,12 @@ import importlib.util
 import json
 import platform
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from mlxport.backends import op_call
 from mlxport.backends.base import ArgInfo, Availability, BackendUnavailable, RunResult, timing_lock
 from mlxport.errors import UserError
 from mlxport.spec import CompileResult, Datasheet, KernelCandidate, KernelTask
@@ -167,7 +169,9 @@ class GpuBackend:
 
     def run_op(self, folder, arrays, dtypes, params) -> RunResult:
         t0 = time.monotonic()
-        header = {"folder": str(folder), "dtypes": dtypes, "params": params}
+        # The worker sees none of mlxport's folders: the op's files travel with the request.
+        files = {n: (Path(folder) / n).read_text() for n in op_call.OP_TEXT}
+        header = {"files": files, "dtypes": dtypes, "params": params}
         result = self._safe_call("call_op", header, arrays, 600.0)
         if isinstance(result, str):
             return RunResult(error=result, seconds=time.monotonic() - t0)

@@ -97,11 +97,16 @@ def _inputs(specs: list[dict[str, Any]], arrays: list[np.ndarray]) -> dict[str, 
 
 def call_op(payload: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, Any], list]:
     """A port's written kernel.py called as a user calls it, its kernel on this GPU."""
+    import tempfile
+    from pathlib import Path
+
     from mlxport.backends import op_call
 
-    result = op_call.call(
-        payload["folder"], payload["backend"], arrays, payload["dtypes"], payload["params"]
-    )
+    folder = Path(tempfile.mkdtemp(prefix="op-"))  # in the worker's own temporary folder
+    for name, text in payload["files"].items():
+        if name in op_call.OP_TEXT:
+            (folder / name).write_text(text)
+    result = op_call.call(folder, payload["backend"], arrays, payload["dtypes"], payload["params"])
     return ({"error": result.error}, []) if not result.ok else ({}, result.outputs)
 
 

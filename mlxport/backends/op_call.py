@@ -12,6 +12,9 @@ import numpy as np
 
 from mlxport.backends.base import RunResult
 
+# What kernel.py reads to run its kernel (reference.py is only for its fallback, never taken here).
+OP_TEXT = ("kernel.py", "mlxport_expr.py", "candidate.toml", "op.toml")
+
 
 def load(folder: Path, backend: str):
     """kernel.py of ``folder`` as a fresh module, made to run on ``backend``."""
