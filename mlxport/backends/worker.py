@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from mlxport.backends import confine
+from mlxport.backends import confine, processes
 from mlxport.backends.confine import CPU_SECONDS, OUTPUT_BYTES, Limits, View, worker_env
 
 DEFAULT_MEMORY = int(os.environ.get("MLXPORT_WORKER_MEMORY", str(16 << 30)))
@@ -241,11 +241,11 @@ class Worker:
             )
 
         try:
-            self.proc = confine.spawn(start)
+            self.proc = processes.spawn(start)
         finally:
             os.close(write_end)
         proc = self.proc
-        self._output = _Output(read_end, OUTPUT_BYTES, lambda: confine.kill_group(proc))
+        self._output = _Output(read_end, OUTPUT_BYTES, lambda: processes.kill_group(proc))
         self._held = set()
         return self.proc
 
@@ -326,7 +326,7 @@ class Worker:
         tail = self._output.tail(wait=1.0) if self._output else ""
         name = None
         if code is not None:
-            code, name = confine.exit_status(code, sandboxed=self._bwrapped)
+            code, name = processes.exit_status(code, sandboxed=self._bwrapped)
         if over:
             msg = (
                 f"the kernel printed over {OUTPUT_BYTES >> 20} MiB, the output limit "
@@ -365,7 +365,7 @@ class Worker:
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            confine.kill_group(self.proc)
+            processes.kill_group(self.proc)
             self.proc.wait()
         self._reap()
         self.proc = None

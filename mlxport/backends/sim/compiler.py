@@ -19,7 +19,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlxport.backends import confine
+from mlxport.backends import confine, processes
 from mlxport.backends.sim.cache import cache_dir
 
 HERE = Path(__file__).resolve().parent
@@ -240,7 +240,7 @@ def run(
             writes=[*dict.fromkeys(own), *([str(_zig_cache())] if zig else [])],
         )
         limits = confine.Limits(memory=COMPILER_MEMORY, cpu=cpu)
-        done = confine.run(
+        done = processes.run(
             cmd,
             view,
             limits,
