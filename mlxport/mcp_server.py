@@ -3,13 +3,14 @@ the graph's model does.
 
 Every graph tool is served under its own name with the same arguments (generated from the same
 pydantic schemas, ``mlxport.tools.schemas``) plus ``task`` and ``backend``, and runs through
-``run_tool``, the function the graph's tools node calls. The server adds what a client needs
-around them: ``list_tasks``, ``create_task`` (a task from a .cu file), ``port`` (a whole port,
-unattended). Its instructions are the graph's system prompt for the language of its backend;
-its prompt ``port_kernel`` is the graph's first message; its resources are the knowledge base
-and each task's CUDA source and reference. Candidates live in one session per resolved task
-folder and backend for the server's lifetime; ``finish`` verifies and writes the port as
-``mlxport port`` does, and ends the session. Run it with ``mlxport mcp``; see docs/mcp.md.
+``run_tool``, the function the graph's tools node calls; its result is the tool's text and its
+typed outcome (``mlxport.tools.outcomes``) as structured content. The server adds what a client
+needs around them: ``list_tasks``, ``create_task`` (a task from CUDA text or a .cu file),
+``port`` (a whole port, unattended). Its instructions are the graph's system prompt for the
+language of its backend; its prompt ``port_kernel`` is the graph's first message; its resources
+are the knowledge base and each task's CUDA source and reference. Candidates live in one session
+per resolved task folder and backend; ``finish`` verifies and writes the port as ``mlxport port``
+does, and closes the session. Run it with ``mlxport mcp``; see docs/mcp.md.
 """
 
 from __future__ import annotations
@@ -17,32 +18,46 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import re
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
 from mlxport.errors import UserError
 from mlxport.redaction import redact
 from mlxport.tools import schemas
-from mlxport.tools.handlers import TOOLS, numbered_page, run_tool
-from mlxport.tools.session import Session, open_session
+from mlxport.tools.handlers import TOOLS, read_cuda_text, run_tool
+from mlxport.tools.outcomes import Outcome, TaskMade
+from mlxport.tools.session import Output, Session, open_session
+
+if TYPE_CHECKING:
+    from mcp_types import CallToolResult
 
 NOTES = """
 Using these tools through MCP: every tool but query_hardware_kb takes `task` (a suite name from
-list_tasks, a task folder, or the folder create_task made from your .cu file) and `backend`
-(default: this server's, {backend}). Candidates are remembered per task and backend until
-finish, which verifies the best one on held-out shapes and writes kernel.py, report.md and run.json.
+list_tasks, a task folder, or the folder create_task made from your CUDA) and `backend`
+(default: this server's, {backend}). read_cuda_source and create_task take the CUDA itself as
+`source` where this server cannot see your file. Every result carries typed fields (its structured
+content: `ok`, `candidate_id`, per-case verdicts, diagnostics, verifications left) besides its text.
+Candidates are remembered per task and backend until finish, which verifies the best one on
+held-out shapes, writes kernel.py, report.md and run.json, and closes the session; `session` lists
+a session's candidates, and session(new=true) starts another.
 """
 TASK_FIELD = Field(
     description="The task: a suite name (list_tasks), a task folder, or the folder create_task "
     "made."
 )
 BACKEND_FIELD = Field(description="auto, metal, cuda or sim; default: the server's backend.")
+MAX_CUDA_CHARS = 1_000_000
+SOURCE_FIELD = Field(
+    description="The CUDA source text, for a file this server cannot read.",
+    max_length=MAX_CUDA_CHARS,
+)
 
 
 @dataclass
@@ -56,7 +71,8 @@ class Served:
 
 
 class Server:
-    """The sessions of one server process, keyed by resolved task folder and backend."""
+    """The sessions of one server process, keyed by resolved task folder and backend. A session
+    finish closed stays, closed, until session(new=true) starts another on its task."""
 
     def __init__(self, backend: str = "auto"):
         from mlxport.backends import resolve
@@ -66,50 +82,54 @@ class Server:
         self.names: dict[str, Path] = {}  # task names seen, for resource URIs
         self.lock = threading.Lock()
 
-    def served(self, task: str, backend: str | None) -> Served:
+    def served(self, task: str, backend: str | None, new: bool = False) -> Served:
         from mlxport.backends import resolve
         from mlxport.tasks import find_task
 
         folder, name = find_task(task).resolve(), resolve(backend or self.backend)
         with self.lock:
-            if (folder, name) not in self.sessions:
+            if new or (folder, name) not in self.sessions:
                 self.sessions[(folder, name)] = Served(open_session(folder, name))
                 self.names[self.sessions[(folder, name)].session.task.name] = folder
             return self.sessions[(folder, name)]
 
-    def call(self, name: str, task: str | None, backend: str | None, args: dict[str, Any]) -> str:
+    def call(self, name: str, task: str | None, backend: str | None, args: dict[str, Any]):
         extra = {k: args.pop(k) for k in EXTRA.get(name, {}) if k in args}
         if not TOOLS[name].needs_task:
-            return _text(run_tool(_KB, name, args))
-        if name == "read_cuda_source" and task and _bare_cu(Path(task)):
-            return _read_file(Path(task), args)
-        served = self.served(_required(task), backend)
+            return _result(run_tool(_KB, name, args))
+        if name == "read_cuda_source" and (extra.get("source") is not None or _bare_cu(task)):
+            return _result(_read_outside(task, extra.get("source"), args))
+        served = self.served(_required(task, name), backend, new=extra.get("new", False))
         with served.lock:
-            out = run_tool(served.session, name, args)
-            served.session.apply(out)
+            s = served.session
+            if s.closed and name != "session":
+                raise UserError(
+                    f"the session on task {s.task.name} ({s.backend.name}) is closed: finish "
+                    f"wrote its port to {s.closed}; call session with new=true to start another"
+                )
+            out = run_tool(s, name, args)
+            s.apply(out)
             served.calls.append({"tool": name, "args": args, "text": out.text, "error": out.error})
             if name == "finish" and not out.error:
-                return self.finish(served, args.get("candidate_id"), **extra)
-        return _text(out)
+                return self.finish(served, out, extra.get("out", "mlxport-out"))
+        return _result(out)
 
-    def finish(self, served: Served, chosen: str | None, out: str = "mlxport-out") -> str:
-        """Verify as a port's finalize does, write the port's files, and end the session."""
+    def finish(self, served: Served, out: Output, out_dir: str):
+        """Verify as a port's finalize does, write the port's files, and close the session."""
         from dataclasses import asdict
 
         from mlxport.agent.config import RunConfig
-        from mlxport.agent.outputs import write_outputs
+        from mlxport.agent.outputs import Ending, write_outputs
         from mlxport.agent.sessions import new_id
         from mlxport.tools.final import verify_final
 
         s = served.session
         config = RunConfig(model="mcp client", backend=s.backend.name)
-        final = verify_final(s, chosen, extra_seeds=config.extra_seeds)
-        folder = Path(out).resolve() / s.task.name
-        run = write_outputs(
-            folder, s.task, _ending(served, final), asdict(config), new_id(s.task.name)
-        )
-        with self.lock:
-            self.sessions = {k: v for k, v in self.sessions.items() if v is not served}
+        final = verify_final(s, out.data.candidate_id, extra_seeds=config.extra_seeds)
+        folder = Path(out_dir).resolve() / s.task.name
+        ending = Ending.of_calls(s, final, served.calls, time.monotonic() - served.started)
+        run = write_outputs(folder, s.task, ending, asdict(config), new_id(s.task.name))
+        s.closed = str(folder)
         res = run["result"]
         verdict = (
             f"{res['label']}: candidate {res['candidate_id']}"
@@ -121,74 +141,69 @@ class Server:
             if res["verified"]
             else "report.md, run.json, candidates/"
         )
-        return f"{verdict}\nwrote {files} to {folder}; this session is closed"
-
-
-def _ending(served: Served, final: dict[str, Any]):
-    """How the client's session ended, for the port's files: its calls as the transcript."""
-    from langchain_core.messages import AIMessage, ToolMessage
-
-    from mlxport.agent.outputs import Ending
-
-    s = served.session
-    messages = []
-    for i, c in enumerate(served.calls):
-        messages.append(
-            AIMessage("", tool_calls=[{"id": f"mcp{i}", "name": c["tool"], "args": c["args"]}])
+        data = out.data.model_copy(
+            update={
+                "ok": bool(res["verified"]),
+                "verified": bool(res["verified"]),
+                "result": res["candidate_id"],
+                "folder": str(folder),
+            }
         )
-        status = "error" if c["error"] else "success"
-        messages.append(ToolMessage(c["text"], tool_call_id=f"mcp{i}", status=status))
-    return Ending(
-        records=dict(s.records),
-        final=final,
-        messages=messages,
-        plan=s.plan.model_dump(),
-        stop_reason="finish",
-        iterations=len(served.calls),
-        elapsed=time.monotonic() - served.started,
-        tool_errors=sum(c["error"] for c in served.calls),
-        finish=s.finish,
+        text = f"{out.text}\n{verdict}\nwrote {files} to {folder}; this session is closed"
+        return _result(Output(text, data=data))
+
+
+def _result(out: Output):
+    """A tool's output as MCP returns it: its text, and its outcome as structured content."""
+    from mcp_types import CallToolResult, TextContent
+
+    text = out.text.removeprefix("error: ") if out.error else out.text
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)],
+        structured_content=out.data.model_dump(mode="json"),
+        is_error=out.error,
     )
 
 
-def _text(out) -> str:
-    if out.error:
-        raise UserError(out.text.removeprefix("error: "))
-    return out.text
+# Flags of `mlxport tasks new` whose argument of create_task is named otherwise.
+ARGUMENTS = {"case": "cases", "shape": "shapes", "include": "includes"}
 
 
-def _required(task: str | None) -> str:
+def _mcp_words(text: str) -> str:
+    """A message written for the command line (making a task, finding one), with the tools and
+    arguments an MCP client has in place of commands and flags."""
+    text = text.replace("(see `mlxport tasks list`)", "(list_tasks lists them)")
+    text = text.replace("`mlxport tasks new --from`", "create_task")
+    text = text.replace("an -I folder", "a folder of `includes`")
+    text = re.sub(r"--case '([^']*)'", r"cases=['\1']", text)
+    return re.sub(
+        r"--([a-z][a-z-]*)\b",
+        lambda m: f"create_task's `{ARGUMENTS.get(m[1], m[1].replace('-', '_'))}`",
+        text,
+    )
+
+
+def _required(task: str | None, tool: str) -> str:
     if not task:
         raise UserError(
-            "this tool needs `task`: a suite name (list_tasks), a task folder, or create_task's "
+            f"{tool} needs `task`: a suite name (list_tasks), a task folder, or create_task's "
             "folder"
         )
     return task
 
 
-def _bare_cu(path: Path) -> bool:
+def _bare_cu(task: str | None) -> bool:
+    path = Path(task or "")
     return path.suffix == ".cu" and path.is_file() and not (path.parent / "task.toml").is_file()
 
 
-def _read_file(path: Path, args: dict[str, Any]) -> str:
-    """read_cuda_source of a .cu file outside any task: its summary and pages of its source."""
+def _read_outside(task: str | None, source: str | None, args: dict[str, Any]) -> Output:
+    """read_cuda_source of CUDA outside any task: the client's text or a bare .cu file."""
     from mlxport.errors import read_text
-    from mlxport.translate.reading.reader import CudaReadError, read_cuda, summary
 
-    text = read_text(path, "CUDA source")
-    try:
-        cf = read_cuda(text, name=path.name)
-    except CudaReadError as e:
-        raise UserError(str(e)) from e
-    names = [k.name for k in cf.kernels]
-    if args.get("kernel") and args["kernel"] not in names:
-        raise UserError(f"no kernel {args['kernel']!r} in {path}; kernels: {', '.join(names)}")
-    start = args.get("start_line") or 1
-    parts = [summary(cf)] if start == 1 else []
-    if args.get("show_source", True):
-        parts.append(numbered_page(text, path.name, start, "read_cuda_source"))
-    parts.append("create_task makes a task of it, to compile and check ports against this kernel.")
-    return "\n\n".join(parts)
+    if source is not None:
+        return read_cuda_text(source, "kernel.cu", args)
+    return read_cuda_text(read_text(Path(task), "CUDA source"), Path(task).name, args)
 
 
 class _NoTask:
@@ -209,24 +224,42 @@ EXTRA = {
             "mlxport-out",
             "Folder for the port's files: OUT/<task>/ gets kernel.py, report.md and run.json.",
         )
-    }
+    },
+    "read_cuda_source": {
+        "source": (str | None, None, SOURCE_FIELD.description + " Give it in place of `task`.")
+    },
+    "session": {
+        "new": (
+            bool,
+            False,
+            "Start a new session on the task: after finish closed the last one, or to drop "
+            "this one's candidates.",
+        )
+    },
 }
 
 
 def graph_tool(server: Server, schema: type[schemas.ToolArgs]):
     """A function with the schema's arguments, typed and described as the graph's model sees them
-    (plus ``task`` and ``backend``), calling the graph's tool of that name."""
+    (plus ``task`` and ``backend``), calling the graph's tool of that name and returning its
+    outcome's fields as structured content."""
+    from mcp_types import CallToolResult
+
     name, kw = schema.__name__, inspect.Parameter.KEYWORD_ONLY
-    params = (
-        []
-        if not TOOLS[name].needs_task
-        else [
-            inspect.Parameter("task", kw, annotation=Annotated[str, TASK_FIELD]),
+    params = []
+    if TOOLS[name].needs_task:
+        optional = name == "read_cuda_source"  # which may read `source` instead
+        params += [
+            inspect.Parameter(
+                "task",
+                kw,
+                default=None if optional else inspect.Parameter.empty,
+                annotation=Annotated[str | None if optional else str, TASK_FIELD],
+            ),
             inspect.Parameter(
                 "backend", kw, default=None, annotation=Annotated[str | None, BACKEND_FIELD]
             ),
         ]
-    )
     for fname, f in schema.model_fields.items():
         params.append(
             inspect.Parameter(
@@ -246,11 +279,13 @@ def graph_tool(server: Server, schema: type[schemas.ToolArgs]):
             )
         )
 
-    def tool(**kwargs: Any) -> str:
+    def tool(**kwargs: Any):
         return server.call(name, kwargs.pop("task", None), kwargs.pop("backend", None), kwargs)
 
     tool.__name__ = name
-    tool.__signature__ = inspect.Signature(params, return_annotation=str)  # type: ignore[attr-defined]
+    tool.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        params, return_annotation=Annotated[CallToolResult, TOOLS[name].outcome]
+    )
     return tool
 
 
@@ -260,7 +295,10 @@ def ask_user_tool():
     from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
     from mcp.server.mcpserver import Context
     from mcp.server.mcpserver.resolve import Elicit, Resolve
+    from mcp_types import CallToolResult
     from pydantic import BaseModel
+
+    from mlxport.tools.outcomes import Answered
 
     class Answer(BaseModel):
         answer: str = Field(description="Your answer to the model's question.")
@@ -271,23 +309,22 @@ def ask_user_tool():
             Elicit(question, Answer) if caps is not None and caps.elicitation is not None else None
         )
 
-    def ask_user(question, reply) -> str:
-        if not isinstance(reply, AcceptedElicitation):
-            return "the person gave no answer: decide yourself"
-        if reply.data is None:
-            return _text(run_tool(_KB, "ask_user", {"question": question}))
-        return (
-            f"the person answers: {reply.data.answer.strip()}"
-            if reply.data.answer.strip()
-            else "the person gave no answer: decide yourself"
+    def ask_user(question, reply):
+        # accepted without data: the client cannot ask its person (no one is here)
+        answers = (
+            None
+            if isinstance(reply, AcceptedElicitation) and reply.data is None
+            else {question: reply.data.answer if isinstance(reply, AcceptedElicitation) else ""}
         )
+        asked = Session(task=None, backend=_NoTask(), answers=answers)  # type: ignore[arg-type]
+        return _result(run_tool(asked, "ask_user", {"question": question}))
 
     field = schemas.ask_user.model_fields["question"]
     ask.__annotations__ = {"question": str, "ctx": Context}
     ask_user.__annotations__ = {
         "question": Annotated[(str, *field.metadata, Field(description=field.description))],
         "reply": Annotated[ElicitationResult[Answer], Resolve(ask)],
-        "return": str,
+        "return": Annotated[CallToolResult, Answered],
     }
     return ask_user
 
@@ -303,7 +340,6 @@ def list_tasks() -> list[dict[str, str]]:
 
 
 def create_task(
-    path: Annotated[str, Field(description="A .cu file with the __global__ kernel to port.")],
     cases: Annotated[
         list[str],
         Field(
@@ -311,6 +347,11 @@ def create_task(
             "code's names, e.g. 'N=4096,C=768'."
         ),
     ],
+    path: Annotated[
+        str | None,
+        Field(description="A .cu file on this server's disk with the __global__ kernel to port."),
+    ] = None,
+    source: Annotated[str | None, SOURCE_FIELD] = None,
     kernel: Annotated[
         str | None, Field(description="The kernel; default: the file's only one.")
     ] = None,
@@ -335,38 +376,63 @@ def create_task(
         list[str] | None, Field(description="Folders of the file's local headers.")
     ] = None,
     folder: Annotated[str, Field(description="Parent folder of the new task.")] = "mlxport-tasks",
-    name: Annotated[str | None, Field(description="Task name; default: from the file.")] = None,
-) -> str:
-    """Make a task from a CUDA file: the original kernel, run on the CPU executor, is the golden
-    every candidate is checked against, at the cases given. Returns the task folder to pass as
-    `task`."""
+    name: Annotated[str | None, Field(description="Task name; default: the kernel's.")] = None,
+) -> CallToolResult:
+    """Make a task from CUDA (`source`, the text, or `path`, a file): the original kernel, run on
+    the CPU executor, is the golden every candidate is checked against, at the cases given.
+    Returns the task folder to pass as `task`."""
+    import tempfile
+
+    if (path is None) == (source is None):
+        raise UserError("create_task needs the CUDA: give either `source` (its text) or `path`")
+    with tempfile.TemporaryDirectory(prefix="mlxport-mcp-") as tmp:
+        if source is not None:
+            path = str(Path(tmp) / "kernel.cu")
+            Path(path).write_text(source)
+        return _made(
+            Path(path),
+            Path(folder),
+            kernel=kernel,
+            cases=cases,
+            dtypes=dtypes,
+            shapes=shapes,
+            grid=grid,
+            block=block,
+            shared_bytes=shared_bytes,
+            template=template,
+            includes=[Path(p) for p in includes or []],
+            name=name,
+        )
+
+
+def _made(path: Path, parent: Path, **request: Any):
     from mlxport.tasks import load_task
     from mlxport.tasks.make import TaskRequest, make_task
     from mlxport.tools.handlers import contract
 
     notes: list[str] = []
-    request = TaskRequest.of(
-        source=Path(path),
-        kernel=kernel,
-        cases=cases,
-        dtypes=dtypes,
-        shapes=shapes,
-        grid=grid,
-        block=block,
-        shared_bytes=shared_bytes,
-        template=template,
-        includes=[Path(p) for p in includes or []],
-        name=name,
-    )
-    made = make_task(request, Path(folder), on_note=lambda n: notes.append(f"note: {n}"))
+    made = make_task(
+        TaskRequest.of(source=path, **request),
+        parent,
+        on_note=lambda n: notes.append(_mcp_words(n)),
+    ).resolve()
     task = load_task(made)
-    return "\n".join(
+    text = "\n".join(
         [
-            f"created task {task.name} in {made.resolve()}: pass task={str(made.resolve())!r}",
+            f"created task {task.name} in {made}: pass task={str(made)!r}",
             contract(task),
-            *notes,
+            *(f"note: {n}" for n in notes),
         ]
     )
+    data = TaskMade(
+        task=task.name,
+        task_dir=str(made),
+        kernel=task.kernel,
+        cases=[task.case_label(c) for c in task.cases.visible],
+        dtypes=list(task.dtypes),
+        notes=notes,
+    )
+    return _result(Output(text, data=data))
 
 
 def port(
@@ -455,14 +521,18 @@ def task_source(task: str) -> str:
 
 def task_reference(task: str) -> str:
     s = SERVER.served(str(SERVER.names.get(task, task)), None).session
-    return _text(run_tool(s, "read_reference", {}))
+    out = run_tool(s, "read_reference", {})
+    if out.error:
+        raise UserError(out.text.removeprefix("error: "))
+    return out.text
 
 
 def build_server(backend: str = "auto"):
     global SERVER
-    MCPServer, ToolError = _mcp()
+    MCPServer = _mcp()
     from mcp.server.mcpserver.resources import FunctionResource
 
+    from mlxport.agent.outputs import package_version
     from mlxport.knowledge import all_sections
     from mlxport.prompts.render import system_prompt
 
@@ -474,19 +544,21 @@ def build_server(backend: str = "auto"):
         + "\n"
         + NOTES.format(backend=SERVER.backend)
     )
-    server = MCPServer("mlxport", instructions=instructions, log_level="WARNING")
+    server = MCPServer(
+        "mlxport",
+        instructions=instructions,
+        log_level="WARNING",
+        version=package_version("mlxport") or "unknown",
+    )
     for schema in (t.schema for t in TOOLS.values()):
         fn = ask_user_tool() if schema is schemas.ask_user else graph_tool(SERVER, schema)
         server.add_tool(
-            _as_tool_errors(fn, ToolError),
-            name=schema.__name__,
-            description=" ".join(schema.__doc__.split()),
+            _as_tool_errors(fn), name=schema.__name__, description=" ".join(schema.__doc__.split())
         )
+    _returns(create_task, TaskMade)
     for fn in (list_tasks, create_task, port):
         server.add_tool(
-            _as_tool_errors(fn, ToolError),
-            name=fn.__name__,
-            description=" ".join(fn.__doc__.split()),
+            _as_tool_errors(fn), name=fn.__name__, description=" ".join(fn.__doc__.split())
         )
     server.prompt(name="port_kernel", description=port_kernel.__doc__)(port_kernel)
     docs = {s.doc_id: s.doc_title for s in all_sections()}
@@ -519,33 +591,31 @@ def build_server(backend: str = "auto"):
 def _mcp():
     try:
         from mcp.server.mcpserver import MCPServer
-        from mcp.server.mcpserver.exceptions import ToolError
     except ImportError as e:
         raise UserError(
             "the MCP server needs the mcp package (version 2): pip install 'mlxport[mcp]'"
         ) from e
-    return MCPServer, ToolError
+    return MCPServer
 
 
-def _as_tool_errors(fn, tool_error):
-    """Redacted results; a UserError (a call the client can fix) as an error result, not a crash."""
-    if inspect.iscoroutinefunction(fn):
+def _returns(fn, outcome) -> None:
+    """Declare that ``fn`` returns MCP's result with ``outcome`` as its structured content."""
+    from mcp_types import CallToolResult
 
-        @functools.wraps(fn)
-        async def waiting(*args, **kwargs):
-            try:
-                return redact(await fn(*args, **kwargs))
-            except UserError as e:
-                raise tool_error(redact(str(e))) from e
+    fn.__annotations__["return"] = Annotated[CallToolResult, outcome]
 
-        return waiting
+
+def _as_tool_errors(fn):
+    """Redacted results; a UserError (a call the client can fix) as an error result, not a
+    crash."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return redact(fn(*args, **kwargs))
         except UserError as e:
-            raise tool_error(redact(str(e))) from e
+            failed = Output(f"error: {_mcp_words(str(e))}", data=Outcome(ok=False), error=True)
+            return redact(_result(failed))
 
     return wrapper
 

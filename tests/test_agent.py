@@ -136,15 +136,149 @@ def test_budget_stop_rules(tmp_path, turns, config, reason):
     assert (tmp_path / "vector_add" / "report.md").is_file()
 
 
-def test_patience_stops_after_candidates_without_improvement(tmp_path):
-    variants = [PORT.model_copy(update={"threadgroup": [tg, 1, 1]}) for tg in (256, 128, 64, 32)]
+def test_on_the_simulator_only_wrong_candidates_spend_patience(tmp_path):
+    """The simulator does not time, so a second correct candidate is no worse than the first: it
+    spends no patience; a wrong one does."""
+    correct = PORT.model_copy(update={"threadgroup": [128, 1, 1]})
+    wrong = PORT.model_copy(
+        update={"source": "uint i = thread_position_in_grid.x;\nout[i] = a[i];\n"}
+    )
     turns = []
-    for v in variants:
+    for v in [PORT, correct, wrong]:
         turns += [compile_call(v), {"name": "run_correctness", "args": {"candidate_id": v.id}}]
-    run = port(tmp_path, model(*turns), patience=2)
+    run = port(tmp_path, model(*turns), patience=1)
     assert run["stop_reason"] == "patience"
-    assert run["candidates"] == 3  # the first improves, the next two exhaust patience
-    assert run["result"]["candidate_id"] == variants[0].id and run["result"]["verified"]
+    assert run["candidates"] == 3  # the second correct one spent nothing; the wrong one did
+    assert run["result"]["candidate_id"] == PORT.id and run["result"]["verified"]
+
+
+def test_names_stand_for_ids_hints_carry_ids_and_the_plan_credits_the_idea_the_model_names(
+    tmp_path,
+):
+    named = compile_call(name="mine")
+    scripted = model(
+        {"name": "update_plan", "args": {"action": "add", "idea": "one thread per element"}},
+        {"name": "update_plan", "args": {"action": "add", "idea": "vectorise"}},
+        {"name": "update_plan", "args": {"action": "select", "node_id": "p2"}},
+        named,
+        {"name": "run_correctness", "args": {"candidate_id": "mine"}},
+        {"name": "update_plan", "args": {"action": "close", "node_id": "p1", "candidate": "mine"}},
+        {"name": "session", "args": {}},
+        {"name": "finish", "args": {}},
+    )
+    run = port(tmp_path, scripted)
+    cid = KernelCandidate.model_validate({**PORT.model_dump(), "name": "mine"}).id
+    tools = [
+        json.loads(x)["content"]
+        for x in (tmp_path / "vector_add" / "transcript.jsonl").read_text().splitlines()
+        if json.loads(x)["type"] == "tool"
+    ]
+    assert f"next: run_correctness(candidate_id='{cid}')" in tools[3]
+    assert tools[4].startswith(f"candidate {cid}: PASS")
+    assert tools[5] == f"closed p1 (done); {cid} tried under it"  # no plan echoed
+    assert f"finish would choose {cid}" in tools[6] and "(mine): compile pass" in tools[6]
+    assert tools[7].startswith(f"finishing with {cid}: it passed run_correctness")
+    nodes = {n["id"]: n for n in run["plan"]}
+    assert nodes["p1"]["candidates"] == [cid] and nodes["p1"]["outcome"] == f"{cid} correct"
+    assert nodes["p2"]["candidates"] == []  # selected, but the model said p1
+    assert run["result"]["candidate_id"] == cid and run["result"]["verified"]
+
+
+def status_of(records: list[Record], **state) -> str:
+    from mlxport.agent.graph import status_message
+
+    values = {
+        "task_dir": str(TASK.folder),
+        "records": {r.candidate.id: r.model_dump(mode="json") for r in records},
+        **state,
+    }
+    return status_message(State(**values), RunConfig(backend="sim", max_iterations=5)).content
+
+
+def correct_record(candidate: KernelCandidate, **fields) -> Record:
+    from mlxport.spec import CaseResult, CorrectnessReport
+
+    report = CorrectnessReport(
+        backend="sim",
+        candidate_id=candidate.id,
+        task="vector_add",
+        seeds=[1],
+        cases=[CaseResult(case="N=1", dtype="float32", verdict="pass")],
+    )
+    return Record(candidate=candidate, correctness=report, **fields)
+
+
+def test_the_status_says_what_best_means_without_timing_which_passed_verify_and_the_last_turn():
+    other = PORT.model_copy(update={"threadgroup": [64, 1, 1]})
+    records = [
+        correct_record(PORT, verified="FAIL on verification"),
+        correct_record(other, iteration=1, verified="PASS on verification"),
+    ]
+    text = status_of(records, best_id=other.id, iterations=2)
+    assert f"Best so far: {other.id} (correct, passed verify)" in text
+    assert "this backend does not time, so the best is the earliest correct candidate" in text
+    assert f"verify: {PORT.id} failed, {other.id} passed" in text
+    assert "1 verifications" in text and "wrong ones only" in text
+    assert "last iteration" not in text
+    assert status_of(records, iterations=4).endswith("last iteration: call finish")
+
+
+def test_finish_prefers_a_candidate_that_passed_verify_and_says_why():
+    from mlxport.tools.handlers import run_tool
+    from mlxport.tools.session import open_session
+
+    timing = Timing(name="candidate", median_us=10.0, spread=0.01, samples=30)
+    bench = BenchmarkReport(
+        backend="metal",
+        device="M3 Max",
+        candidate_id=PORT.id,
+        task="vector_add",
+        case="N=1",
+        dtype="float32",
+        candidate=timing,
+        baselines=[timing.model_copy(update={"name": "native", "median_us": 20.0})],
+        speedups={"native": 2.0},
+    )
+    fast = correct_record(PORT, benchmark=bench)  # twice as fast, never verified
+    checked = correct_record(
+        PORT.model_copy(update={"threadgroup": [64, 1, 1]}),
+        iteration=3,
+        verified="PASS on verification",
+    )
+    failed = correct_record(
+        PORT.model_copy(update={"threadgroup": [32, 1, 1]}), verified="FAIL on verification"
+    )
+    session = open_session(
+        "vector_add", "sim", records={r.candidate.id: r for r in (fast, failed, checked)}
+    )
+    out = run_tool(session, "finish", {})
+    assert out.data.candidate_id == checked.candidate.id
+    assert (
+        out.text
+        == f"finishing with {checked.candidate.id}: it passed verify, the only candidate that did"
+    )
+    named = run_tool(session, "finish", {"candidate_id": fast.candidate.id})
+    assert named.data.candidate_id == fast.candidate.id and "you named it" in named.data.why
+    from mlxport.tools.session import rank
+
+    assert [r.candidate.id for r in rank([fast, failed, checked])] == [
+        checked.candidate.id,
+        fast.candidate.id,
+        failed.candidate.id,
+    ]
+
+
+def test_no_target_line_without_a_baseline_or_a_timing_backend():
+    from types import SimpleNamespace
+
+    from mlxport.prompts.render import task_prompt
+
+    gpu = SimpleNamespace(name="metal", timing=True)
+    assert "Target: 1.0x the native baseline" in task_prompt(TASK, gpu, target=None, budget="b")
+    bare = TASK.model_copy(update={"baselines": None})
+    assert "Target" not in task_prompt(bare, gpu, target=None, budget="b")
+    sim = SimpleNamespace(name="sim", timing=False)
+    assert "Target" not in task_prompt(TASK, sim, target=None, budget="b")
 
 
 def test_target_speedup_stops_the_run():
@@ -198,7 +332,7 @@ def test_tool_errors_go_back_to_the_model(tmp_path):
     ]
     tool_texts = [x["content"] for x in lines if x["type"] == "tool"]
     assert any("unknown tool 'no_such_tool'" in t for t in tool_texts)
-    assert any("unknown candidate id 'deadbeef'" in t for t in tool_texts)
+    assert any("unknown candidate 'deadbeef'" in t for t in tool_texts)
     assert any("invalid arguments for compile_kernel" in t for t in tool_texts)
     assert any("not valid JSON" in t for t in tool_texts)
     assert any("compile failed" in t and "source line 2" in t for t in tool_texts)
@@ -382,9 +516,10 @@ def test_a_compile_and_a_check_of_the_new_id_in_one_turn_run_in_order(tmp_path):
         for line in (tmp_path / "vector_add" / "transcript.jsonl").read_text().splitlines()
     ]
     tools = [m["content"] for m in transcript if m["type"] == "tool"]
-    assert tools[0].startswith(f"candidate {PORT.id}: compiled") and "PASS: 6/6" in tools[1], tools[
-        :2
-    ]
+    assert (
+        tools[0].startswith(f"candidate {PORT.id} (vector_add): compiled")
+        and "PASS: 6/6" in tools[1]
+    ), tools[:2]
     assert run["result"]["verified"] and run["tool_errors"] == 0
 
 
@@ -430,7 +565,7 @@ def test_ask_user_with_a_person_pauses_before_the_turns_tools_run_and_returns_th
     state = State.of(graph.get_state(cfg).values)
     tools = [m.content for m in state.messages if m.type == "tool"]
     assert (
-        tools[0].startswith(f"candidate {PORT.id}: compiled")
+        tools[0].startswith(f"candidate {PORT.id} (vector_add): compiled")
         and tools[1] == "the person answers: only float32"
     )
     assert state.stop_reason == "finish"
@@ -492,6 +627,8 @@ def test_tree_search_tries_the_best_rated_idea_marks_it_failed_and_keeps_the_bet
     assert [(c["node"], c["improved"]) for c in run["cycles"]] == [("p1", False), ("p2", True)]
     nodes = {n["id"]: n for n in run["plan"]}
     assert nodes["p1"]["status"] == "failed" and nodes["p2"]["status"] == "done"
+    # each cycle's candidates are credited to its idea
+    assert nodes["p1"]["candidates"] == [wrong.id] and nodes["p2"]["candidates"] == [PORT.id]
     assert nodes["p3"]["status"] == "open"  # rated above the difficulty limit: never tried
     transcript = (tmp_path / "vector_add" / "transcript.jsonl").read_text()
     assert (

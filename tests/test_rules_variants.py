@@ -76,10 +76,10 @@ def play(task, wrong: int, us=lambda said: 10.0, fresh: bool = False):
                 # as the tool names it
                 cid = KernelCandidate.model_validate({"language": "cuda", **args}).id
                 ids[cid] = len(compiles)
-                outcome = {"compiled": True, "candidate_id": cid}
+                outcome = {"ok": True, "candidate_id": cid}
             elif name == "run_correctness":
                 outcome = {
-                    "correct": ids[args["candidate_id"]] != wrong,
+                    "ok": ids[args["candidate_id"]] != wrong,
                     "candidate_id": args["candidate_id"],
                 }
             elif name == "benchmark":

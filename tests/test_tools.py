@@ -71,7 +71,7 @@ def test_verify_gives_verdicts_without_shapes_and_spends_its_budget(session):
     assert early.error and "has not passed run_correctness" in early.text
     assert "PASS" in call(session, "run_correctness", candidate_id=cid).text
     out = call(session, "verify", candidate_id=cid)
-    assert not out.error and out.data.verified is False
+    assert not out.error and out.data.ok is False
     assert "held-out cases: 0/" in out.text and "first failure held-out case 1" in out.text
     assert (
         "N=" not in out.text.split("visible cases")[0]
@@ -116,6 +116,15 @@ def test_a_whole_function_as_the_body_gets_the_hint_that_names_the_fix(session):
     assert (
         "compile failed" in out.text and "hint: `source` holds a whole kernel function" in out.text
     )
+
+
+def test_cuda_left_in_a_metal_body_is_answered_with_metal_names_only(session):
+    body = "uint i = thread_position_in_grid.x;\n__syncthreads();\nout[i] = rsqrtf(a[i]) + b[i];\n"
+    out = call(session, "compile_kernel", **{**FIELDS, "source": body})
+    said = {d.line: d.message for d in out.data.diagnostics}
+    assert "Metal has threadgroup_barrier(mem_flags::mem_threadgroup)" in said[2]
+    assert "`rsqrtf` is CUDA; Metal has metal::rsqrt" in said[3]
+    assert "sim_detail" not in out.text  # the simulator's own names are never suggested
 
 
 def test_auto_pointers_into_buffers_compile_and_run_as_on_metal(session):
@@ -166,4 +175,5 @@ def test_every_schema_is_a_registered_tool():
 
     assert {c.__name__ for c in schemas.ToolArgs.__subclasses__()} == set(TOOLS)
     assert all(t.schema.__doc__ for t in TOOLS.values())
+    assert all("ok" in t.outcome.model_fields for t in TOOLS.values())
     assert {n for n, t in TOOLS.items() if not t.needs_task} == {"query_hardware_kb", "ask_user"}

@@ -25,6 +25,7 @@ from mlxport.agent.history import trim
 from mlxport.agent.models import load_model
 from mlxport.agent.providers import cost, window
 from mlxport.agent.state import RunConfig, State
+from mlxport.backends import get_backend
 from mlxport.prompts.render import render, system_prompt, task_prompt
 from mlxport.tools.final import verify_final
 from mlxport.tools.handlers import TOOLS, parallel_compiles, run_tool
@@ -151,20 +152,17 @@ def _reason(model: BaseChatModel | None):
 
 
 def status_message(state: State, ctx: RunConfig) -> HumanMessage:
-    """Rendered into every prompt (never stored): plan, best candidate, budget left."""
-    best = (
-        Record.model_validate(state.records[state.best_id])
-        if state.best_id in state.records
-        else None
+    """Rendered into every prompt (never stored): plan, best candidate, verdicts of verify, budget
+    left, and on the last iteration that it is the last."""
+    timing = get_backend(ctx.backend).timing
+    records = [Record.model_validate(r) for r in state.records.values()]
+    verified = [r for r in records if r.passed_verify is not None]
+    patience = f"{ctx.patience - state.since_improvement} candidates of patience" + (
+        "" if timing else " (wrong ones only: this backend does not time)"
     )
-    if best is None:
-        best_text = "none correct yet"
-    else:
-        speed = f", {best.speedup:.2f}x native" if best.speedup is not None else ""
-        best_text = f"{best.candidate.id} (correct{speed})"
     left = (
-        f"{ctx.max_iterations - state.iterations} iterations, "
-        f"{ctx.patience - state.since_improvement} candidates of patience, "
+        f"{ctx.max_iterations - state.iterations} iterations, {patience}, "
+        f"{ctx.max_verifications - len(verified)} verifications, "
         f"{max(ctx.max_tokens - state.total_tokens(), 0)} tokens left"
     )
     text = render(
@@ -172,16 +170,42 @@ def status_message(state: State, ctx: RunConfig) -> HumanMessage:
         iteration=state.iterations + 1,
         budget_left=left,
         plan=Plan.model_validate(state.plan).render(),
-        best=best_text,
+        best=_best_words(state, timing),
     )
+    if verified:
+        said = {True: "passed", False: "failed"}
+        text += "\nverify: " + ", ".join(
+            f"{r.candidate.id} {said[r.passed_verify]}" for r in verified
+        )
     if state.cycle:
         c = state.cycle
         text += (
             f"\nCycle {c['number']} on {c['node']}: {c['since']} of {ctx.stagnation} checked "
-            f"candidates "
-            f"without improvement"
+            f"candidates without improvement"
         )
+    if state.iterations + 1 >= ctx.max_iterations:
+        text += "\nlast iteration: call finish"
     return HumanMessage(text)
+
+
+def _best_words(state: State, timing: bool) -> str:
+    """The best candidate and what makes it the best."""
+    if state.best_id not in state.records:
+        return "none correct yet"
+    best = Record.model_validate(state.records[state.best_id])
+    words = [
+        "correct",
+        {True: "passed verify", False: "failed verify", None: "not verified"}[best.passed_verify],
+    ]
+    if best.speedup is not None:
+        words.append(f"{best.speedup:.2f}x native")
+    text = f"{best.candidate.id} ({', '.join(words)})"
+    if not timing:
+        text += (
+            "; this backend does not time, so the best is the earliest correct candidate, those "
+            "that passed verify first"
+        )
+    return text
 
 
 def spent(state: State, ctx: RunConfig) -> float:
@@ -303,11 +327,15 @@ def assess(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
     ctx = _ctx(runtime)
     records = [Record.model_validate(r) for r in state.records.values()]
     evaluated = sum(r.correctness is not None for r in records)
+    correct = sum(r.correct for r in records)
     newly = evaluated - state.evaluated
+    if not get_backend(ctx.backend).timing:
+        # No timing: a correct candidate is as good as the best, so only wrong ones spend patience.
+        newly = max(newly - max(correct - state.correct, 0), 0)
     ranked = rank(records)
     best = ranked[0] if ranked and ranked[0].correct else None
     improved = best is not None and best.candidate.id != state.best_id and _better(best, state)
-    update: dict[str, Any] = {"evaluated": evaluated}
+    update: dict[str, Any] = {"evaluated": evaluated, "correct": correct}
     if improved and ctx.approve and not _approved(best):
         rejected = {best.candidate.id: {**state.records[best.candidate.id], "rejected": True}}
         return {
@@ -366,10 +394,16 @@ def _approved(best: Record) -> bool:
 
 
 def _better(best: Record, state: State) -> bool:
+    """``rank``'s first is an improvement on the best so far: that one is no longer correct, or
+    the new one passed verify where it did not, or is faster by more than noise."""
     prev = state.records.get(state.best_id or "")
     if prev is None:
         return True
-    return (best.speedup or 0.0) > (Record.model_validate(prev).speedup or 0.0) * 1.01
+    prev = Record.model_validate(prev)
+    order = {True: 0, None: 1, False: 2}
+    if not prev.correct or order[best.passed_verify] < order[prev.passed_verify]:
+        return True
+    return (best.speedup or 0.0) > (prev.speedup or 0.0) * 1.01
 
 
 def after_assess(state: State) -> str:
@@ -399,7 +433,13 @@ def select(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
     number = len(state.cycles) + 1
     return {
         "plan": plan.model_dump(),
-        "cycle": {"node": node.id, "number": number, "since": 0, "improved": False},
+        "cycle": {
+            "node": node.id,
+            "number": number,
+            "since": 0,
+            "improved": False,
+            "start": state.iterations + 1,  # the iteration its first candidate is compiled at
+        },
         "messages": [
             HumanMessage(
                 f'Cycle {number}: work on {node.id} "{node.idea}" (score {node.score:.2f}). Write, '
@@ -434,6 +474,9 @@ def _end_cycle(
         if cycle["improved"] and best is not None
         else f"no improvement in {cycle['since']} candidates"
     )
+    for cid, r in state.records.items():  # the candidates of the cycle were tried under its idea
+        if r.get("iteration", 0) >= cycle.get("start", 0):
+            plan.credit(node.id, cid)
     if node.status == "active":
         plan.measured(node.id, cycle["improved"], outcome)
     update.update(

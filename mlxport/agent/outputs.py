@@ -25,7 +25,7 @@ from mlxport.spec import (
     OriginalLaunch,
 )
 from mlxport.spec.results import MODE_LABELS
-from mlxport.tools.session import Record
+from mlxport.tools.session import Record, Session
 from mlxport.verify.reverify import verdict_label
 
 
@@ -62,6 +62,33 @@ class Ending:
             cycles=state.cycles,
             tool_errors=state.tool_errors,
             finish=state.finish,
+        )
+
+    @classmethod
+    def of_calls(
+        cls, session: Session, final: dict[str, Any], calls: list[dict[str, Any]], elapsed: float
+    ) -> Ending:
+        """A session an MCP client drove: its calls (tool, args, text, error) are the
+        transcript."""
+        from langchain_core.messages import AIMessage, ToolMessage
+
+        messages: list[BaseMessage] = []
+        for i, c in enumerate(calls):
+            messages.append(
+                AIMessage("", tool_calls=[{"id": f"mcp{i}", "name": c["tool"], "args": c["args"]}])
+            )
+            status = "error" if c["error"] else "success"
+            messages.append(ToolMessage(c["text"], tool_call_id=f"mcp{i}", status=status))
+        return cls(
+            records=dict(session.records),
+            final=final,
+            messages=messages,
+            plan=session.plan.model_dump(),
+            stop_reason="finish",
+            iterations=len(calls),
+            elapsed=elapsed,
+            tool_errors=sum(c["error"] for c in calls),
+            finish=session.finish,
         )
 
 
@@ -209,12 +236,14 @@ def run_record(
         "plan": state.plan.get("nodes", []),
         "cycles": state.cycles,
         "seed": config.get("seed"),
-        "versions": {p: _version(p) for p in ("mlxport", "mlx", "langgraph", "langchain-core")},
+        "versions": {
+            p: package_version(p) for p in ("mlxport", "mlx", "langgraph", "langchain-core")
+        },
         "host": {"platform": platform.platform(), "python": platform.python_version()},
     }
 
 
-def _version(pkg: str) -> str | None:
+def package_version(pkg: str) -> str | None:
     try:
         return version(pkg)
     except Exception:

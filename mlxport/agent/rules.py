@@ -100,9 +100,9 @@ def decide(messages: list[BaseMessage]) -> tuple[str, list[Call]]:
     last = done[-1]
     cid = last.outcome.get("candidate_id")
     tried = names.count("compile_kernel") - 1  # variants compiled so far
-    if last.tool == "compile_kernel" and last.outcome.get("compiled"):
+    if last.tool == "compile_kernel" and last.outcome.get("ok"):
         return "", [("run_correctness", {"candidate_id": cid})]
-    if last.tool == "run_correctness" and last.outcome.get("correct"):
+    if last.tool == "run_correctness" and last.outcome.get("ok"):
         return "", [("benchmark", {"candidate_id": cid})]
     if (
         last.tool == "benchmark"

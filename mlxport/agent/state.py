@@ -43,6 +43,7 @@ class State:
     )  # (iteration, candidate, speedup) per new best
     iterations: int = 0
     evaluated: int = 0  # candidates with a correctness verdict
+    correct: int = 0  # candidates that count as correct
     since_improvement: int = 0
     consecutive_errors: int = 0
     tool_errors: int = 0

@@ -34,7 +34,13 @@ def system_prompt(language: str) -> str:
 
 
 def task_prompt(task, backend, *, target: float | None, budget: str) -> str:
-    """The first message of a port: the task, its contract and the budget."""
+    """The first message of a port: the task, its contract, the target where there is a baseline
+    to time against, and the budget."""
+    target_line = (
+        f"Target: {target or task.target_speedup}x the native baseline ({task.baselines.native}).\n"
+        if task.baselines and backend.timing
+        else ""
+    )
     return render(
         "task",
         kernel=task.kernel,
@@ -47,9 +53,6 @@ def task_prompt(task, backend, *, target: float | None, budget: str) -> str:
         outputs=", ".join(f"{t.name} {t.dtype}{t.shape}" for t in task.outputs),
         dtypes=", ".join(task.dtypes),
         cases="; ".join(task.case_label(c) for c in task.cases.visible),
-        target_speedup=target or task.target_speedup,
-        native=task.baselines.native
-        if task.baselines
-        else "none: the task has no MLX op to time against",
+        target=target_line,
         budget=budget + ("" if backend.timing else " (a simulator: correctness only, no timing)"),
     )

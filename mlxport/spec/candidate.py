@@ -132,8 +132,7 @@ class KernelCandidate(Strict):
         if missing:
             raise ExprError(
                 f"input(s) {', '.join(missing)} are not inputs or params of the task "
-                f"(available: {', '.join(inputs)}): use those names in input_names, or translate "
-                "with mlxport translate --task TASK, which binds the kernel's parameters to them"
+                f"(available: {', '.join(inputs)}): use those names in input_names"
             )
         if problem := template_problem(self.template):  # model_copy(update=...) skips validators
             raise ExprError(problem)

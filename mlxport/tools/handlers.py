@@ -17,11 +17,20 @@ from typing import Any, get_type_hints
 from pydantic import ValidationError
 
 from mlxport.errors import UserError
-from mlxport.spec import CompileResult, CorrectnessReport, Diagnostic, KernelCandidate, KernelTask
+from mlxport.spec import CompileResult, Diagnostic, KernelCandidate
 from mlxport.tools import outcomes as o
 from mlxport.tools import schemas
-from mlxport.tools.hints import compile_hints
-from mlxport.tools.session import Output, Record, Session, ToolError
+from mlxport.tools.hints import compile_hints, with_metal_names
+from mlxport.tools.session import Output, Record, Session, ToolError, why_best
+from mlxport.tools.texts import (
+    candidate_diff,
+    candidate_state,
+    contract,
+    measured,
+    state_words,
+    status_words,
+    verdicts,
+)
 
 SOURCE_LINES = 400  # numbered source lines per page of read_cuda_source
 Handler = Callable[[Session, Any], Output]
@@ -32,10 +41,11 @@ class Tool:
     """A tool as every caller sees it: the graph binds ``schema`` to the model, runs the turn's
     ``sequential`` tools one at a time in order (those touching the device, the plan or the
     candidates the calls before them made) and the rest side by side; the MCP server asks for a
-    task where ``needs_task``."""
+    task where ``needs_task`` and returns ``outcome`` as structured content."""
 
     schema: type[schemas.ToolArgs]
     handler: Handler
+    outcome: type[o.Outcome]
     sequential: bool
     needs_task: bool
 
@@ -43,22 +53,26 @@ class Tool:
 TOOLS: dict[str, Tool] = {}
 
 
-def tool(*, sequential: bool = True, needs_task: bool = True) -> Callable[[Handler], Handler]:
-    """Register a handler as the tool of its name, with the schema its ``args`` is typed with."""
+def tool(
+    outcome: type[o.Outcome], *, sequential: bool = True, needs_task: bool = True
+) -> Callable[[Handler], Handler]:
+    """Register a handler as the tool of its name, with the schema its ``args`` is typed with and
+    the outcome its output carries."""
 
     def register(fn: Handler) -> Handler:
         schema = getattr(schemas, fn.__name__)
         assert get_type_hints(fn)["args"] is schema, f"{fn.__name__}'s args must be {schema}"
-        TOOLS[fn.__name__] = Tool(schema, fn, sequential, needs_task)
+        TOOLS[fn.__name__] = Tool(schema, fn, outcome, sequential, needs_task)
         return fn
 
     return register
 
 
 def run_tool(session: Session, name: str, args: dict[str, Any]) -> Output:
-    """Validate and run one tool call. Errors become an Output with ``error=True``."""
+    """Validate and run one tool call. Errors become an Output with ``error=True`` (and an
+    outcome that is not ``ok``)."""
     if name not in TOOLS:
-        return Output(f"error: unknown tool {name!r}; available: {', '.join(TOOLS)}", error=True)
+        return _failed(f"unknown tool {name!r}; available: {', '.join(TOOLS)}")
     schema = TOOLS[name].schema
     try:
         parsed = schema.model_validate(args)
@@ -66,24 +80,28 @@ def run_tool(session: Session, name: str, args: dict[str, Any]) -> Output:
         problems = "; ".join(
             f"{'.'.join(map(str, er['loc'])) or 'args'}: {er['msg']}" for er in e.errors()[:5]
         )
-        return Output(f"error: invalid arguments for {name}: {problems}", error=True)
+        return _failed(f"invalid arguments for {name}: {problems}")
     try:
-        return TOOLS[name].handler(session, parsed)
+        out = TOOLS[name].handler(session, parsed)
     except UserError as e:
-        return Output(f"error: {e}", error=True)
+        return _failed(str(e))
+    if out.error:
+        out.data = out.data.model_copy(update={"ok": False})
+    return out
 
 
-@tool(sequential=False)
+def _failed(why: str) -> Output:
+    return Output(f"error: {why}", data=o.Outcome(ok=False), error=True)
+
+
+@tool(o.Source, sequential=False)
 def read_cuda_source(session: Session, args: schemas.read_cuda_source) -> Output:
-    from mlxport.translate.reading.reader import read_cuda, summary
+    from mlxport.translate.reading.reader import summary
 
     task = session.task
     text = task.source_text()
-    cf = read_cuda(text, name=task.source)
-    names = [k.name for k in cf.kernels]
+    cf, names = _read(text, task.source, args.kernel)
     focus = args.kernel or task.kernel
-    if focus not in names:
-        raise ToolError(f"no kernel {focus!r} in {task.source}; kernels: {', '.join(names)}")
     parts = [
         f"Task {task.name}: {task.description}",
         f"Entry kernel: {task.kernel}",
@@ -100,10 +118,48 @@ def read_cuda_source(session: Session, args: schemas.read_cuda_source) -> Output
             task=task.name,
             task_dir=str(task.folder),
             kernel=focus,
+            kernels=names,
             backend=session.backend.name,
             language=session.language,
         ),
     )
+
+
+def read_cuda_text(text: str, name: str, args: dict[str, Any]) -> Output:
+    """read_cuda_source of CUDA outside any task (a client's text, a .cu file): its summary and
+    pages of its source."""
+    from mlxport.translate.reading.reader import summary
+
+    try:
+        parsed = schemas.read_cuda_source.model_validate(args)
+        cf, names = _read(text, name, parsed.kernel)
+        parts = [summary(cf)] if parsed.start_line == 1 else []
+        if parsed.show_source:
+            parts.append(numbered_page(text, name, parsed.start_line, "read_cuda_source"))
+    except (ValidationError, UserError) as e:
+        return _failed(str(e))
+    parts.append(
+        "create_task makes a task of it (give it the same CUDA), to compile and check ports "
+        "against this kernel."
+    )
+    focus = parsed.kernel or (names[0] if len(names) == 1 else None)
+    return Output("\n\n".join(parts), data=o.Source(task=None, kernel=focus, kernels=names))
+
+
+def _read(text: str, name: str, kernel: str | None):
+    """The CUDA read, and its kernels' names (``kernel`` among them where given)."""
+    from mlxport.translate.reading.reader import CudaReadError, read_cuda
+
+    try:
+        cf = read_cuda(text, name=name)
+    except CudaReadError as e:
+        raise ToolError(str(e)) from e
+    names = [k.name for k in cf.kernels]
+    if kernel is not None and kernel not in names:
+        raise ToolError(
+            f"no kernel {kernel!r} in {name}; pass `kernel` as one of: {', '.join(names)}"
+        )
+    return cf, names
 
 
 def numbered_page(text: str, name: str, start: int, tool: str) -> str:
@@ -122,20 +178,7 @@ def numbered_page(text: str, name: str, start: int, tool: str) -> str:
     return f"{head}\n{page}{more}"
 
 
-def contract(task: KernelTask) -> str:
-    ins = ", ".join(f"{t.name}: {t.dtype}{t.shape}" for t in task.inputs)
-    params = ", ".join(f"{p.name}: {p.type} = {p.default}" for p in task.params) or "none"
-    outs = ", ".join(f"{t.name}: {t.dtype}{t.shape}" for t in task.outputs)
-    cases = "; ".join(task.case_label(c) for c in task.cases.visible)
-    return (
-        f"Port contract (T is each of {', '.join(task.dtypes)}):\n  inputs {ins}\n  params "
-        f"{params}\n"
-        f"  outputs {outs}\n  visible cases: {cases}\n  (held-out shapes, unseen by you, are "
-        f"checked at the end)"
-    )
-
-
-@tool(sequential=False, needs_task=False)
+@tool(o.Sections, sequential=False, needs_task=False)
 def query_hardware_kb(session: Session, args: schemas.query_hardware_kb) -> Output:
     from mlxport.knowledge import format_hits, search
 
@@ -149,7 +192,7 @@ def query_hardware_kb(session: Session, args: schemas.query_hardware_kb) -> Outp
     )
 
 
-@tool(sequential=False)
+@tool(o.Golden, sequential=False)
 def read_reference(session: Session, args: schemas.read_reference) -> Output:
     from mlxport.errors import read_text
     from mlxport.verify.golden import golden_name
@@ -176,7 +219,7 @@ def read_reference(session: Session, args: schemas.read_reference) -> Output:
     return Output("\n\n".join(parts), data=o.Golden(golden=golden_name(task)))
 
 
-@tool()
+@tool(o.Compiled)
 def compile_kernel(session: Session, args: schemas.compile_kernel) -> Output:
     fields = {k: v for k, v in args.model_dump(exclude={"based_on"}).items() if v is not None}
     if args.based_on:
@@ -197,21 +240,20 @@ def compile_kernel(session: Session, args: schemas.compile_kernel) -> Output:
             f"the {session.backend.name} backend runs {session.language} candidates, "
             f"not {candidate.language}"
         )
-    result = _compile(session, candidate)
+    result = with_metal_names(_compile(session, candidate), session.language)
     known = session.records.get(candidate.id) or Record(
-        candidate=candidate,
-        iteration=session.iteration,
-        plan_node=session.plan.active.id if session.plan.active else None,
+        candidate=candidate, iteration=session.iteration
     )
     record = known.model_copy(update={"compile": result})
-    head = f"candidate {candidate.id}: {result.summary()}"
+    head = f"candidate {candidate.id} ({candidate.name}): {result.summary()}"
     if not result.ok:
         head += "".join(f"\nhint: {h}" for h in compile_hints(candidate, result))
     if result.ok:
-        head += "\nnext: run_correctness(candidate_id=...)"
+        head += f"\nnext: run_correctness(candidate_id={candidate.id!r})"
     data = o.Compiled(
+        ok=result.ok,
         candidate_id=candidate.id,
-        compiled=result.ok,
+        name=candidate.name,
         diagnostics=result.diagnostics,
         why=None if result.ok else result.summary(),
     )
@@ -258,14 +300,15 @@ def _compile(session: Session, candidate: KernelCandidate) -> CompileResult:
     return result
 
 
-@tool()
+@tool(o.Checked)
 def run_correctness(session: Session, args: schemas.run_correctness) -> Output:
     from mlxport.verify.correctness import run_correctness as check
 
     record = session.record(args.candidate_id)
+    cid = record.candidate.id
     if record.compile is not None and not record.compile.ok:
         raise ToolError(
-            f"candidate {args.candidate_id} did not compile, so it cannot run; fix it and compile "
+            f"candidate {cid} did not compile, so it cannot run; fix it and call compile_kernel "
             f"again. {record.compile.summary()}"
         )
     seed = session.seed + 1
@@ -273,36 +316,37 @@ def run_correctness(session: Session, args: schemas.run_correctness) -> Output:
         report = check(session.task, record.candidate, session.backend, seed=seed)
     record = record.model_copy(update={"correctness": report})
     verdict = "correct" if report.ok else "incorrect"
-    hint = "\nnext: benchmark(candidate_id=...)" if report.ok else ""
+    if not report.ok:
+        hint = ""
+    elif session.backend.timing:
+        hint = f"\nnext: benchmark(candidate_id={cid!r})"
+    else:
+        hint = f"\nnext: verify(candidate_id={cid!r}) (this backend does not time)"
     return Output(
-        f"candidate {args.candidate_id}: {report.summary()}{hint}",
-        data=o.Checked(
-            candidate_id=args.candidate_id,
-            correct=report.ok,
-            cases=o.CaseVerdict.visible(report),
-        ),
-        records={args.candidate_id: record},
-        plan=session.plan.attached(args.candidate_id, f"{args.candidate_id} {verdict}"),
+        f"candidate {cid}: {report.summary()}{hint}",
+        data=o.Checked(ok=report.ok, candidate_id=cid, cases=o.CaseVerdict.visible(report)),
+        records={cid: record},
+        plan=session.plan.attached(cid, f"{cid} {verdict}"),
         seed=seed,
     )
 
 
-@tool()
+@tool(o.Timed)
 def benchmark(session: Session, args: schemas.benchmark) -> Output:
     from mlxport.verify.benchmark import benchmark as time_candidate
     from mlxport.verify.benchmark import summary
     from mlxport.verify.reverify import FailedReverification, WrongAtBenchSize
 
     record = session.record(args.candidate_id)
+    cid = record.candidate.id
     if record.refuted:
         raise ToolError(
-            f"candidate {args.candidate_id} was found wrong by an earlier benchmark: "
-            f"{record.refuted}"
+            f"candidate {cid} was found wrong by an earlier benchmark: {record.refuted}"
         )
     if not record.correct:
         raise ToolError(
-            f"candidate {args.candidate_id} has not passed run_correctness; timing an incorrect "
-            f"kernel means nothing"
+            f"candidate {cid} has not passed run_correctness; timing an incorrect kernel means "
+            f"nothing"
         )
     try:
         with session.device_lock:
@@ -318,72 +362,64 @@ def benchmark(session: Session, args: schemas.benchmark) -> Output:
         # Wrong where run_correctness did not look: it no longer counts as correct.
         record = record.model_copy(update={"refuted": str(e)})
         return Output(
-            f"error: {e}\ncandidate {args.candidate_id} no longer counts as correct; fix it and "
+            f"error: {e}\ncandidate {cid} no longer counts as correct; fix it and call "
             f"run_correctness again",
-            data=o.Timed(candidate_id=args.candidate_id, refuted=True),
+            data=o.Timed(ok=False, candidate_id=cid),
             error=True,
-            records={args.candidate_id: record},
+            records={cid: record},
         )
     record = record.model_copy(update={"benchmark": report})
     timed = report.candidate is not None
     plan = session.plan
     if timed:
         speedup = report.speedups.get("native", 0)
-        plan = plan.attached(args.candidate_id, f"{args.candidate_id} {speedup:.2f}x native")
-    from mlxport.knowledge import hardware_profile
-    from mlxport.tools.profile import launch_facts
-    from mlxport.verify.benchmark import primary_dtype
-
-    limit = hardware_profile(
-        session.chip.name if session.chip else "M3 Max"
-    ).threadgroup_memory_bytes
-    facts = launch_facts(
-        session.task,
-        record.candidate,
-        session.task.bench_cases()[0],
-        primary_dtype(session.task),
-        limit,
-    )
+        plan = plan.attached(cid, f"{cid} {speedup:.2f}x native")
+    facts = _launch_facts(session, record.candidate)
     return Output(
-        f"candidate {args.candidate_id}: {summary(report)}" + (f"\n  {facts}" if facts else ""),
+        f"candidate {cid}: {summary(report)}" + (f"\n  {facts}" if facts else ""),
         data=o.Timed(
-            candidate_id=args.candidate_id,
+            candidate_id=cid,
             timed=timed,
             speedups=dict(report.speedups),
             us=report.candidate.median_us if timed else None,
             estimate=report.estimate,
         ),
-        records={args.candidate_id: record},
+        records={cid: record},
         plan=plan,
     )
 
 
-@tool()
+def _launch_facts(session: Session, candidate: KernelCandidate) -> str:
+    from mlxport.knowledge import hardware_profile
+    from mlxport.tools.profile import launch_facts
+    from mlxport.verify.benchmark import primary_dtype
+
+    chip = session.chip.name if session.chip else "M3 Max"
+    limit = hardware_profile(chip).threadgroup_memory_bytes
+    task = session.task
+    return launch_facts(task, candidate, task.bench_cases()[0], primary_dtype(task), limit)
+
+
+@tool(o.Verified)
 def verify(session: Session, args: schemas.verify) -> Output:
     from mlxport.verify.correctness import run_correctness as check
 
     record = session.record(args.candidate_id)
+    cid = record.candidate.id
+    left = session.verifications_left
     if record.verified:
         return Output(
-            f"candidate {args.candidate_id} was verified before (not counted again): "
-            f"{record.verified}",
-            data=o.Verified(
-                candidate_id=args.candidate_id,
-                verified=record.verified.startswith("PASS"),
-                verifications_left=session.verifications - _verified(session),
-            ),
+            f"candidate {cid} was verified before (not counted again): {record.verified}",
+            data=o.Verified(ok=record.passed_verify, candidate_id=cid, budget_left=left),
         )
     if not record.correct:
-        raise ToolError(
-            f"candidate {args.candidate_id} has not passed run_correctness; verify it once it does"
-        )
-    used = _verified(session)
-    if used >= session.verifications:
+        raise ToolError(f"candidate {cid} has not passed run_correctness; verify it once it does")
+    if left <= 0:
         raise ToolError(
             f"this session's {session.verifications} verifications are spent; finish verifies the "
-            f"best "
-            f"candidate in any case"
+            f"best candidate in any case"
         )
+    used = session.verifications - left
     with session.device_lock:
         report = check(
             session.task,
@@ -392,77 +428,26 @@ def verify(session: Session, args: schemas.verify) -> Output:
             seed=session.seed + 90_000 + used,
             heldout=True,
         )
-    record = record.model_copy(update={"verified": verdicts(session.task, report)})
-    left = session.verifications - used - 1
+    text, checks = verdicts(session.task, report)
+    record = record.model_copy(update={"verified": text})
+    left -= 1
     return Output(
-        f"candidate {args.candidate_id}: {record.verified}\n({left} "
-        f"verification{'s' * (left != 1)} left)",
-        data=o.Verified(
-            candidate_id=args.candidate_id, verified=report.ok, verifications_left=left
-        ),
-        records={args.candidate_id: record},
+        f"candidate {cid}: {text}\n({left} verification{'s' * (left != 1)} left)",
+        data=o.Verified(ok=report.ok, candidate_id=cid, checks=checks, budget_left=left),
+        records={cid: record},
     )
 
 
-def _verified(session: Session) -> int:
-    return sum(r.verified is not None for r in session.records.values())
-
-
-def verdicts(task: KernelTask, report: CorrectnessReport) -> str:
-    """The verification's verdicts by kind of check, without the held-out shapes or where outputs
-    differ (the model would tune to them)."""
-    from mlxport.spec.results import MODE_LABELS
-    from mlxport.verify.correctness import HINTS
-
-    kinds: dict[str, list] = {}
-    heldout: list[str] = []
-    for c in report.cases:
-        if c.heldout and c.case not in heldout:
-            heldout.append(c.case)
-        if c.mode != "forward":
-            kind = MODE_LABELS[c.mode]
-        else:
-            kind = "held-out cases" if c.heldout else "visible cases on new inputs"
-        where = f"held-out case {heldout.index(c.case) + 1}" if c.heldout else c.case
-        kinds.setdefault(kind, []).append((c, where))
-    head = "PASS" if report.ok else "FAIL"
-    lines = [f"{head} on verification (verdicts only: held-out shapes stay hidden)"]
-    for kind, results in kinds.items():
-        bad = [(c, where) for c, where in results if c.verdict != "pass"]
-        line = f"  {kind}: {len(results) - len(bad)}/{len(results)} pass"
-        if bad:
-            c, where = bad[0]
-            if c.verdict == "error":
-                how = "the kernel failed to run"
-            elif c.mismatches:
-                how = f"{c.mismatches / max(c.total, 1):.1%} of elements wrong"
-            else:
-                how = "wrong"
-            hint = HINTS.get(c.mode, "")
-            line += f"; first failure {where} {c.dtype}: {how}" + (f"; {hint}" if hint else "")
-        lines.append(line)
-    return "\n".join(lines)
-
-
-@tool()
+@tool(o.Shown)
 def show_candidate(session: Session, args: schemas.show_candidate) -> Output:
     r = session.record(args.candidate_id)
-    status = [f"compile: {r.compile.summary() if r.compile else 'not compiled'}"]
-    if r.correctness:
-        status.append(f"correctness: {'PASS' if r.correctness.ok else 'FAIL'}")
-    if r.refuted:
-        status.append(f"refuted by the benchmark: {r.refuted}")
-    if r.speedup is not None:
-        status.append(f"speedup over native: {r.speedup:.2f}x")
-    if r.verified:
-        status.append(f"verification: {r.verified.partition(' ')[0]}")
     return Output(
-        f"candidate {args.candidate_id} ({'; '.join(status)}):\n{r.candidate.to_toml()}",
-        data=o.Shown(candidate_id=args.candidate_id),
+        f"candidate {r.candidate.id} ({'; '.join(status_words(r))}):\n{r.candidate.to_toml()}",
+        data=o.Shown(candidate_id=r.candidate.id),
     )
 
 
-@tool()
+@tool(o.Diffed)
 def diff_candidates(session: Session, args: schemas.diff_candidates) -> Output:
     old, new = session.record(args.old).candidate, session.record(args.new).candidate
     lines = candidate_diff(old, new)
@@ -472,24 +457,14 @@ def diff_candidates(session: Session, args: schemas.diff_candidates) -> Output:
     )
 
 
-def candidate_diff(old: KernelCandidate, new: KernelCandidate) -> list[str]:
-    """A unified diff of two candidates' TOML."""
-    import difflib
-
-    return list(
-        difflib.unified_diff(
-            old.to_toml().splitlines(), new.to_toml().splitlines(), old.id, new.id, lineterm="", n=2
-        )
-    )
-
-
-@tool()
+@tool(o.Planned)
 def update_plan(session: Session, args: schemas.update_plan) -> Output:
     p = session.plan.model_copy(deep=True)
+    record = session.record(args.candidate) if args.candidate else None
     try:
         if args.action == "add":
             if not args.idea:
-                raise ToolError("update_plan(action='add') needs an idea")
+                raise ToolError("update_plan(action='add') needs `idea`")
             node = p.add(
                 args.idea,
                 args.rationale or "",
@@ -498,29 +473,40 @@ def update_plan(session: Session, args: schemas.update_plan) -> Output:
                 difficulty=0.5 if args.difficulty is None else args.difficulty,
                 confidence=0.5 if args.confidence is None else args.confidence,
             )
-            text = f"added {node.id}"
+            text = f"added {node.id}: {node.idea}"
         elif args.action == "select":
             node = p.select(_need(args.node_id))
             text = f"working on {node.id}"
         else:
             node = p.close(_need(args.node_id), args.status or "done", args.note or "")
-            text = f"closed {node.id}"
+            text = f"closed {node.id} ({node.status})"
     except KeyError as e:
         raise ToolError(f"no idea with id {e.args[0]!r} in the plan") from e
     except ValueError as e:
         raise ToolError(str(e)) from e
+    records = {}
+    if record is not None:
+        cid = record.candidate.id
+        p.credit(node.id, cid, measured(record))
+        records[cid] = record.model_copy(update={"plan_node": node.id})
+        text += f"; {cid} tried under it"
     return Output(
-        f"{text}\nplan:\n{p.render()}", data=o.Planned(action=args.action, node_id=node.id), plan=p
+        text,
+        data=o.Planned(
+            action=args.action, node_id=node.id, candidate=record.candidate.id if record else None
+        ),
+        plan=p,
+        records=records,
     )
 
 
 def _need(node_id: str | None) -> str:
     if not node_id:
-        raise ToolError("this action needs node_id (e.g. 'p1')")
+        raise ToolError("this action needs `node_id` (e.g. 'p1')")
     return node_id
 
 
-@tool(sequential=False, needs_task=False)
+@tool(o.Answered, sequential=False, needs_task=False)
 def ask_user(session: Session, args: schemas.ask_user) -> Output:
     if session.answers is None:
         return Output(
@@ -533,16 +519,52 @@ def ask_user(session: Session, args: schemas.ask_user) -> Output:
     )
 
 
-@tool(sequential=False)
-def finish(session: Session, args: schemas.finish) -> Output:
-    if args.candidate_id:
-        session.record(args.candidate_id)
+@tool(o.SessionState)
+def session(session: Session, args: schemas.session) -> Output:
     best = session.best()
-    chosen = args.candidate_id or (best.candidate.id if best else None)
-    text = f"finishing with {chosen}" if chosen else "finishing without a correct candidate"
+    rows = [candidate_state(r) for r in session.records.values()]
+    lines = [
+        f"session on task {session.task.name}, backend {session.backend.name}"
+        + (f": closed by finish (the port is in {session.closed})" if session.closed else ""),
+        f"{len(rows)} candidate(s); {session.verifications_left} verification(s) left",
+        *(f"  {c.candidate_id} ({c.name}): {state_words(c)}" for c in rows),
+        f"finish would choose {best.candidate.id}: "
+        f"{why_best(session.records.values(), session.backend.timing)}"
+        if best
+        else "finish would choose: none (no candidate passed run_correctness)",
+        f"plan:\n{session.plan.render()}",
+    ]
+    return Output(
+        "\n".join(lines),
+        data=o.SessionState(
+            task=session.task.name,
+            backend=session.backend.name,
+            candidates=rows,
+            best=best.candidate.id if best else None,
+            budget_left=session.verifications_left,
+            closed=session.closed is not None,
+        ),
+    )
+
+
+@tool(o.Finishing)
+def finish(session: Session, args: schemas.finish) -> Output:
+    best = session.best()
+    why_default = why_best(session.records.values(), session.backend.timing)
+    if args.candidate_id:
+        r = session.record(args.candidate_id)
+        chosen, why = r.candidate.id, f"you named it ({'; '.join(status_words(r))})"
+        if not r.correct and best is not None:
+            why += (
+                f"; it is not correct, so the final verification takes the best correct one, "
+                f"{best.candidate.id}: {why_default}"
+            )
+    else:
+        chosen, why = (best.candidate.id if best else None), why_default
+    text = f"finishing with {chosen}: {why}" if chosen else f"finishing without a result: {why}"
     return Output(
         text,
-        data=o.Finishing(candidate_id=chosen),
+        data=o.Finishing(ok=chosen is not None, candidate_id=chosen, why=why),
         finish={"candidate_id": chosen, "summary": args.summary},
     )
 

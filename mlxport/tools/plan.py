@@ -23,7 +23,7 @@ class PlanNode(BaseModel):
     status: Status = "open"
     note: str = ""
     candidates: list[str] = Field(default_factory=list)
-    outcome: str = ""  # measured, attached by the assess step
+    outcome: str = ""  # the last measured outcome of a candidate tried under it
     difficulty: float = 0.5  # 0 easy .. 1 hard
     confidence: float = 0.5  # 0 .. 1 that the gain is real
 
@@ -125,14 +125,21 @@ class Plan(BaseModel):
                 n.confidence = min(1.0, n.confidence * (1.2 if improved else 0.5))
         return node
 
+    def credit(self, node_id: str, candidate_id: str, outcome: str = "") -> PlanNode:
+        """Record a candidate as tried under an idea (as the model says, or the idea of a tree
+        search's cycle), with its outcome so far."""
+        node = self.get(node_id)
+        if candidate_id not in node.candidates:
+            node.candidates.append(candidate_id)
+        node.outcome = outcome or node.outcome
+        return node
+
     def attached(self, candidate_id: str, outcome: str) -> Plan:
-        """A copy with a measured outcome on the active idea (if any)."""
+        """A copy with a measured outcome on the ideas the candidate was tried under."""
         plan = self.model_copy(deep=True)
-        node = plan.active
-        if node is not None:
-            if candidate_id not in node.candidates:
-                node.candidates.append(candidate_id)
-            node.outcome = outcome
+        for node in plan.nodes:
+            if candidate_id in node.candidates:
+                node.outcome = outcome
         return plan
 
     def render(self) -> str:

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 MAX_SOURCE_CHARS = 64_000
+ID = "Id returned by compile_kernel (or the candidate's name)"
 
 
 class ToolArgs(BaseModel):
@@ -55,8 +56,14 @@ class compile_kernel(ToolArgs):
     names with .shape/.dtype/.size/.ndim/.itemsize, shape[i], + - * // %, min, max, ceildiv, dtype
     names and the task's params. `grid` counts THREADS, not threadgroups."""
 
-    based_on: str | None = Field(None, description="Id of an earlier candidate to start from.")
-    name: str | None = Field(None, description="Kernel name, a C identifier.")
+    based_on: str | None = Field(
+        None, description="Id (or name) of an earlier candidate to start from."
+    )
+    name: str | None = Field(
+        None,
+        description="Kernel name, a C identifier; other tools take it in place of the id (the "
+        "latest candidate of that name).",
+    )
     source: str | None = Field(None, description="The kernel body.", max_length=MAX_SOURCE_CHARS)
     header: str | None = Field(
         None, description="Helper functions placed before the kernel.", max_length=MAX_SOURCE_CHARS
@@ -107,7 +114,7 @@ class run_correctness(ToolArgs):
     the task and compare with the reference (tolerances come from the task). Reports where and
     how outputs differ."""
 
-    candidate_id: str = Field(description="Id returned by compile_kernel.")
+    candidate_id: str = Field(description=ID)
 
 
 class benchmark(ToolArgs):
@@ -115,20 +122,21 @@ class benchmark(ToolArgs):
     native MLX op and the naive path), side by side, on realistic sizes. On the simulator there is
     no timing, only a labelled roofline estimate."""
 
-    candidate_id: str = Field(description="Id of a candidate that passed run_correctness.")
+    candidate_id: str = Field(description=f"{ID}, of a candidate that passed run_correctness.")
 
 
 class show_candidate(ToolArgs):
     """Show a registered candidate in full (source and launch settings) and its results so far."""
 
-    candidate_id: str = Field(description="Id returned by compile_kernel.")
+    candidate_id: str = Field(description=ID)
 
 
 class update_plan(ToolArgs):
     """Maintain the optimisation plan: a tree of ideas. `add` an idea (with rationale and ratings:
     expected gain, difficulty, confidence; optionally under a parent), `select` the idea you work on
-    next, or `close` one as done or abandoned with a note. Measured outcomes are attached
-    automatically; in tree search the best-rated open idea is selected for you each cycle."""
+    next, or `close` one as done or abandoned with a note. Give `candidate` to record a candidate
+    as tried under the idea; its measured outcomes are then attached to it. In tree search the
+    best-rated open idea is selected for you each cycle."""
 
     action: Literal["add", "select", "close"] = Field(
         description="add an idea, select one to work on, or close one."
@@ -150,6 +158,11 @@ class update_plan(ToolArgs):
     node_id: str | None = Field(None, description="For select/close: the idea's id, e.g. 'p2'.")
     status: Literal["done", "abandoned"] | None = Field(None, description="For close.")
     note: str | None = Field(None, description="For close: what was learned.", max_length=600)
+    candidate: str | None = Field(
+        None,
+        description="A candidate id (or name) tried under this idea (the one added, "
+        "selected or closed).",
+    )
 
 
 class verify(ToolArgs):
@@ -158,14 +171,14 @@ class verify(ToolArgs):
     outputs starting as garbage. Returns verdicts only (no shapes). Each call counts against the
     session's verification budget; a candidate is verified once."""
 
-    candidate_id: str = Field(description="Id of a candidate that passed run_correctness.")
+    candidate_id: str = Field(description=f"{ID}, of a candidate that passed run_correctness.")
 
 
 class diff_candidates(ToolArgs):
     """What changed between two candidates: a unified diff of their source and launch settings."""
 
-    old: str = Field(description="Id of the earlier candidate.")
-    new: str = Field(description="Id of the later candidate.")
+    old: str = Field(description="Id (or name) of the earlier candidate.")
+    new: str = Field(description="Id (or name) of the later candidate.")
 
 
 class read_reference(ToolArgs):
@@ -182,11 +195,18 @@ class ask_user(ToolArgs):
     question: str = Field(description="One clear question.", max_length=600)
 
 
+class session(ToolArgs):
+    """List this session's candidates with their verdicts (compile, correctness, verify, speed),
+    the verifications left, the candidate finish would choose and why, the plan, and whether the
+    session is closed."""
+
+
 class finish(ToolArgs):
-    """End the session. The best verified candidate is taken (or the one you name); it is then
-    checked on held-out shapes and extra seeds before it is accepted."""
+    """End the session. The candidate you name is taken, or else the best: correct, then one that
+    passed verify, then the fastest (the earliest where the backend does not time); the result says
+    why. It is then checked on held-out shapes and extra seeds before it is accepted."""
 
     candidate_id: str | None = Field(
-        None, description="Candidate to submit; default: the best so far."
+        None, description="Candidate id (or name) to submit; default: the best so far."
     )
     summary: str = Field("", description="What you did and why it is the result.", max_length=2000)

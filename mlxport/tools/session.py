@@ -61,6 +61,11 @@ class Record(BaseModel):
         )
 
     @property
+    def passed_verify(self) -> bool | None:
+        """The verify tool's verdict; None where it never ran on this candidate."""
+        return None if self.verified is None else self.verified.startswith("PASS")
+
+    @property
     def speedup(self) -> float | None:
         if self.benchmark is None or self.benchmark.candidate is None:
             return None
@@ -94,6 +99,7 @@ class Session:
     datasheet: Datasheet | None = None  # this machine's GPU figures, for roofline fractions
     finish: dict[str, Any] | None = None
     verifications: int = 3  # candidates the verify tool may check in this session
+    closed: str | None = None  # where finish wrote the port, once it closed the session (MCP)
     answers: dict[str, str] | None = (
         None  # a person's answers to ask_user by question; None: no one is here
     )
@@ -119,22 +125,63 @@ class Session:
             self.finish = out.finish
 
     def record(self, candidate_id: str) -> Record:
-        if candidate_id not in self.records:
-            known = ", ".join(list(self.records)[-8:]) or "none yet: call compile_kernel first"
-            raise ToolError(f"unknown candidate id {candidate_id!r}; known ids: {known}")
-        return self.records[candidate_id]
+        """The candidate of an id, or of a name (compile_kernel's ``name``; the latest candidate
+        that has it)."""
+        if candidate_id in self.records:
+            return self.records[candidate_id]
+        named = [r for r in self.records.values() if r.candidate.name == candidate_id]
+        if named:
+            return named[-1]
+        known = (
+            ", ".join(f"{k} ({r.candidate.name})" for k, r in list(self.records.items())[-8:])
+            or "none yet: compile_kernel returns a new candidate's id"
+        )
+        raise ToolError(f"unknown candidate {candidate_id!r}; known ids (names): {known}")
 
     def best(self) -> Record | None:
         ranked = rank(self.records.values())
         return ranked[0] if ranked and ranked[0].correct else None
+
+    @property
+    def verifications_left(self) -> int:
+        return self.verifications - sum(r.verified is not None for r in self.records.values())
 
 
 _DEVICE_LOCKS: dict[str, threading.Lock] = {}
 
 
 def rank(records) -> list[Record]:
-    """Correct before incorrect; then faster (measured speedup over native); then earlier."""
-    return sorted(records, key=lambda r: (not r.correct, -(r.speedup or 0.0), r.iteration))
+    """Correct before incorrect; among the correct, those that passed verify, then those it never
+    ran on, then those it failed; then faster (measured speedup over native); then earlier."""
+    order = {True: 0, None: 1, False: 2}
+    return sorted(
+        records,
+        key=lambda r: (not r.correct, order[r.passed_verify], -(r.speedup or 0.0), r.iteration),
+    )
+
+
+def why_best(records, timing: bool) -> str:
+    """Why ``rank`` puts its first correct candidate first, in words for the model ("it passed
+    verify, the only candidate that did")."""
+    correct = [r for r in records if r.correct]
+    if not correct:
+        return "no candidate passed run_correctness"
+    best = rank(correct)[0]
+    peers = [r for r in correct if r.passed_verify == best.passed_verify]
+    kind = {
+        True: "it passed verify",
+        None: "it passed run_correctness and verify never ran on it",
+        False: "it passed run_correctness but failed verify",
+    }[best.passed_verify]
+    if len(peers) == 1:
+        how = "the only candidate that did"
+    elif not timing:
+        how = f"the earliest of the {len(peers)} that did (this backend does not time)"
+    elif best.speedup is None:
+        how = f"the earliest of the {len(peers)} that did (none of them was timed)"
+    else:
+        how = f"the fastest of the {len(peers)} that did ({best.speedup:.2f}x native)"
+    return f"{kind}, {how}"
 
 
 def open_session(task: str | Path, backend: str, *, chip: str = "M3 Max", **fields: Any) -> Session:

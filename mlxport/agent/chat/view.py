@@ -14,9 +14,9 @@ from mlxport.agent.config import RunConfig
 from mlxport.agent.graph import spent
 from mlxport.agent.state import State
 from mlxport.errors import UserError
-from mlxport.tools.handlers import candidate_diff
 from mlxport.tools.plan import Plan
 from mlxport.tools.session import Record
+from mlxport.tools.texts import candidate_diff
 from mlxport.verify.reverify import verdict_label
 
 # Guidance typed in a chat goes into the conversation as a HumanMessage with one of these

@@ -26,7 +26,8 @@ _DIAG = re.compile(
 
 
 def _pretty(msg: str) -> str:
-    """Show checked pointers in compiler messages as the MSL types they stand for."""
+    """Show checked pointers in compiler messages as the MSL types they stand for, and suggest no
+    name of the simulator's own."""
 
     def sub(m: re.Match[str]) -> str:
         return f"{m.group(1) or ''}{m.group(3).lower()} {m.group(2)}*"
@@ -34,6 +35,7 @@ def _pretty(msg: str) -> str:
     msg = re.sub(
         r"(?:::)?mlxsim::Ptr<(const )?([^,<>]+(?:<[^<>]*>)?), (?:::)?mlxsim::AS_(\w+)>", sub, msg
     )
+    msg = re.sub(r";? ?did you mean '[^']*sim_detail::[^']*'\??", "", msg)
     return msg.replace("mlxsim::", "")
 
 
