@@ -28,9 +28,10 @@ from mlxport.translate.bind.result import Translation, Untranslatable
 from mlxport.translate.bind.scalars import Scalars, bind_scalars
 from mlxport.translate.host.binding import Binder
 from mlxport.translate.host.cexpr import CExprError
+from mlxport.translate.host.constants import with_host_constants
 from mlxport.translate.host.launch import file_constants
 from mlxport.translate.reading.cudafile import CudaFile, CudaReadError
-from mlxport.translate.reading.macros import normalize
+from mlxport.translate.reading.macros import expand_casts, normalize
 from mlxport.translate.reading.reader import read_cuda
 from mlxport.translate.render.base import RenderError
 from mlxport.translate.render.cuda_kernel import STAGE, STAGE_SLOTS, render_cuda
@@ -58,10 +59,17 @@ def translate(
         raise UserError(
             f"unknown translation target {target!r}: use msl (Metal) or cuda (MLX's CUDA backend)"
         )
-    src = _source_text(source_or_cudafile)
-    cf = source_or_cudafile if isinstance(source_or_cudafile, CudaFile) else read_cuda(src)
+    given = _source_text(source_or_cudafile)
+    src, filled = with_host_constants(given)  # the values the host copies into __constant__
+    cf = (
+        source_or_cudafile
+        if isinstance(source_or_cudafile, CudaFile) and src == given
+        else read_cuda(src)
+    )
     try:
-        return _run(_open(src, cf, kernel or (task.kernel if task else None), target, task))
+        job = _open(src, cf, kernel or (task.kernel if task else None), target, task)
+        job.notes.extend(filled)
+        return _run(job)
     except RenderError as e:
         raise Untranslatable(e.construct, e.line, e.reason) from None
     except CExprError as e:
@@ -104,7 +112,7 @@ def _source_text(s: str | Path | CudaFile) -> str:
 def _open(
     src: str, cf: CudaFile, kernel: str | None, target: Target, task: KernelTask | None
 ) -> KernelJob:
-    data = normalize(src.encode("utf-8", "replace"))
+    data = normalize(expand_casts(src.encode("utf-8", "replace")))
     src = data.decode("utf-8", "replace")
     root = parse(data).root_node
     info = pick_kernel(cf, kernel)

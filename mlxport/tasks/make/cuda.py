@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from mlxport.backends.cuda_cpu import CudaExecutor
+from mlxport.backends.cuda_cpu import CudaExecutor, ExecError
 from mlxport.spec import KernelTask
 from mlxport.tasks.make.cases import CaseRunner, label
 from mlxport.tasks.make.derived import derived_params
@@ -25,6 +25,7 @@ from mlxport.tasks.make.domains import given_domains, integer_domains
 from mlxport.tasks.make.kernel import CudaTaskError, KernelFile, Signature, classify, read_kernel
 from mlxport.tasks.make.tensors import Arrays, arrays, launches, name_measured
 from mlxport.tasks.request import TaskRequest
+from mlxport.translate.host.constants import with_host_constants
 from mlxport.translate.host.values import HostEvalError
 
 TOLERANCE = {
@@ -54,10 +55,15 @@ def from_cuda(
         )
     executor = executor or CudaExecutor()
     kf = read_kernel(request, executor)
-    sig = classify(kf, request, executor)
-    runner = CaseRunner(kf, sig, request, executor)
-    notes = _reading_notes(kf, sig)
-    visible = [runner.case(c) for c in request.cases]
+    kf.text, filled = with_host_constants(kf.text)  # the golden reads what the host copies in
+    try:
+        sig = classify(kf, request, executor)
+        runner = CaseRunner(kf, sig, request, executor)
+        visible = [runner.case(c) for c in request.cases]
+    except ExecError as e:  # a compiler places a missing `;` at the next line; the reader does not
+        raise ExecError("; the reader finds ".join([str(e), *kf.info.warnings[:1]])) from None
+    notes = _reading_notes(kf, sig) + filled
+    notes += dict.fromkeys(launch.arm for _, launch in visible if launch.arm)
     held, bounds = _heldout(runner, request.cases, visible, heldout, notes)
     name_measured(kf.info, runner.buffer_shapes, runner.roles, [c for c, _ in visible + held])
     notes += runner.partial.values()

@@ -67,6 +67,12 @@ def read_kernel(request: TaskRequest, executor: CudaExecutor) -> KernelFile:
     text, inlined, missing = amalgamate(path, includes)
     cf = read_cuda(text, name=path.name)
     info = _kernel(cf, request.kernel, path)
+    if launch := next((f for f in info.features if f.category == "dynamic_parallelism"), None):
+        raise CudaTaskError(
+            f"{info.name} launches {launch.detail or 'a kernel'} from device code at line "
+            f"{launch.line} (dynamic parallelism), which neither the CPU executor nor Metal runs: "
+            f"port each kernel on its own, launched by the host"
+        )
     source = executor.source(path, tuple(includes))
     sig = source.kernels.get(info.name)
     if sig is None:

@@ -145,6 +145,8 @@ def check_features(job: KernelJob) -> None:
             raise Untranslatable(
                 f"{_BLOCKING[cat]} ({r.feature})", r.line, r.reason or "no Metal equivalent"
             )
+        if feat == "constant_memory":
+            _refuse_constant(job, r.line)
         if feat in ("constant_memory", "device_global"):
             raise Untranslatable(
                 f"{feat.replace('_', ' ')} ({r.feature})",
@@ -154,3 +156,18 @@ def check_features(job: KernelJob) -> None:
             )
         if r.needs_rewrite and cat == "atomic" and job.target == "msl":
             raise Untranslatable(r.feature, r.line, r.reason)
+
+
+def _refuse_constant(job: KernelJob, used_at: int) -> None:
+    """A ``__constant__`` the kernel reads that nothing gives values the translation can hold."""
+    infos = [job.info] + [d for d in job.cf.device_functions if d.name in job.helpers]
+    words = set(re.findall(r"\w+", " ".join(k.body for k in infos)))
+    for g in job.cf.globals:
+        if g.space == "constant" and not g.initialized and g.name in words:
+            raise Untranslatable(
+                f"__constant__ {g.name} (declared at line {g.line})",
+                used_at,
+                f"the host fills it at run time with values its code does not state (the copy "
+                f"into it, if any, is not from an array of numbers in the file): give {g.name} "
+                f"its values where it is declared, or pass them to the kernel as a buffer",
+            )

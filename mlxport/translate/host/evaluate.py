@@ -15,11 +15,20 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import ancestors, declared_name, function_name, parse, text, walk
+from mlxport.cuda_syntax import (
+    ancestors,
+    declared_name,
+    function_name,
+    identifiers,
+    parse,
+    text,
+    walk,
+)
 from mlxport.translate.host.expressions import TYPE_KEY, host_callee
 from mlxport.translate.host.statements import HostStatements
 from mlxport.translate.host.values import (
@@ -50,7 +59,7 @@ def evaluate_launch(
     constant of the device code (``x128::size``) that nothing in the host code defines."""
     data = source.encode()
     tree = parse(data)
-    ev = _Evaluator(
+    ev = HostEvaluator(
         tree.root_node,
         {**case, **{TYPE_KEY + k: v for k, v in (types or {}).items()}},
         defines or {},
@@ -71,20 +80,46 @@ def evaluate_launch(
             f"{', '.join(str(ev.line(s)) for s in sites)}) is in a branch the case does not take; "
             f"bind other sizes with --case"
         )
+    if len(taken) > 1 and (why := ev.undecided(taken[0], kernel)):
+        raise HostEvalError(why)
+    chosen = len(sites) > 1
     sites = taken
     errors = []
     for site in sites or [None]:
         try:
-            return ev.launch(kernel, site, grid, block, shared_bytes)
+            launch = ev.launch(kernel, site, grid, block, shared_bytes)
         except HostEvalError as e:
             errors.append(str(e))
+            continue
+        launch.arm = launch.arm if chosen else ""  # one launch in the file: nothing was chosen
+        return launch
     raise HostEvalError(errors[0])
+
+
+@dataclass(frozen=True)
+class Decision:
+    """An ``if`` or ``switch`` around a launch: the branch the launch is in, as the code writes it,
+    whether the case takes it (None where it does not decide), and the condition's value."""
+
+    stmt: Node
+    arm: str
+    taken: bool | None
+    value: Any
+
+
+def _label(arm: Node) -> str:
+    value = arm.child_by_field_name("value")
+    return f"`case {text(value)}:`" if value is not None else "`default:`"
+
+
+def _condition(stmt: Node) -> Node:
+    return stmt.child_by_field_name("condition")
 
 
 def file_constants(source: str) -> dict[str, int | float]:
     """The numbers file-scope declarations give (``static const uint COUNT = 240;``)."""
     data = source.encode()
-    return _Evaluator(parse(data).root_node, {}, {}, data).constants
+    return HostEvaluator(parse(data).root_node, {}, {}, data).constants
 
 
 def _template_types(fn: Node, call: Node) -> dict[str, str]:
@@ -125,7 +160,7 @@ def _launched(call: Node | None) -> str:
     return text(fn).split("::")[-1].strip() if fn is not None else ""
 
 
-class _Evaluator(HostStatements):
+class HostEvaluator(HostStatements):
     """The host code of one file evaluated at one case."""
 
     def __init__(
@@ -204,19 +239,68 @@ class _Evaluator(HostStatements):
             int(smem),
             targs,
             args,
+            self.arm(site, kernel) if site is not None else "",
         )
 
     def taken(self, site: Node) -> bool:
-        """False where an ``if`` around the launch decides, at the case, for the other branch."""
+        """False where an ``if`` or ``switch`` around the launch decides, at the case, for
+        another branch."""
+        return all(d.taken is not False for d in self.decisions(site))
+
+    def decisions(self, site: Node) -> list[Decision]:
+        """Each ``if`` and ``switch`` around the launch, innermost first: the branch the launch is
+        in, and whether the case takes it (None where the case does not decide)."""
+        out = []
         for branch, stmt in zip([site, *ancestors(site)], ancestors(site), strict=False):
-            if stmt.type != "if_statement" or branch == stmt.child_by_field_name("condition"):
-                continue
-            c = self.value(stmt.child_by_field_name("condition"), self.scope_before(stmt))
-            if isinstance(c, int | float | bool) and bool(c) != (
-                branch == stmt.child_by_field_name("consequence")
-            ):
-                return False
-        return True
+            if stmt.type == "if_statement" and branch != stmt.child_by_field_name("condition"):
+                cond = stmt.child_by_field_name("condition")
+                c = self.value(cond, self.scope_before(stmt))
+                inside = branch == stmt.child_by_field_name("consequence")
+                arm = f"`if {text(cond)}`" if inside else f"the `else` of `if {text(cond)}`"
+                known = isinstance(c, int | float | bool)
+                out.append(Decision(stmt, arm, bool(c) == inside if known else None, c))
+            elif branch.type == "case_statement" and stmt.parent is not None:
+                switch = stmt.parent
+                if switch.type != "switch_statement":
+                    continue
+                cond = switch.child_by_field_name("condition")
+                arms = self.switch_arms(switch, self.scope_before(switch))
+                took = branch in arms if isinstance(arms, list) else None
+                arm = _label(branch)
+                if took and arms[0] != branch:  # case 96: case 128: k<128><<<...>>>
+                    arm = f"{_label(arms[0])} (falling through to {arm})"
+                out.append(Decision(switch, f"{arm} of `switch {text(cond)}`", took, arms))
+        return out
+
+    def arm(self, site: Node, kernel: str) -> str:
+        """Where the launch is among the branches the case decides, with the names that decide
+        them: '' for a launch outside any."""
+        chosen = [d for d in self.decisions(site) if d.taken]
+        if not chosen:
+            return ""
+        where = ", in ".join(f"{d.arm} (line {self.line(d.stmt)})" for d in chosen)
+        names = sorted(
+            {n for d in chosen for n in identifiers(_condition(d.stmt)) if n in self.case}
+        )
+        bound = ", ".join(f"{n}={self.case[n]}" for n in names)
+        return (
+            f"the launch of {kernel} at line {self.line(site)} is the one in {where}, "
+            f"which the case takes" + (f" ({bound})" if bound else "")
+        )
+
+    def undecided(self, site: Node, kernel: str) -> str | None:
+        """Why the case does not decide the innermost ``switch`` around the launch, or None."""
+        for d in self.decisions(site):
+            if d.stmt.type == "switch_statement" and d.taken is None:
+                cond = _condition(d.stmt)
+                why = d.value.why if isinstance(d.value, Unknown) else f"{text(cond)} is not known"
+                names = ", ".join(sorted(identifiers(cond) - set(self.case))) or text(cond)
+                return (
+                    f"each launch of {kernel} is in an arm of `switch {text(cond)}` (line "
+                    f"{self.line(d.stmt)}), which this case does not decide: {why}; bind {names} "
+                    f"with --case"
+                )
+        return None
 
     def template_arg(self, node: Node, env: dict) -> str:
         if node.type == "type_descriptor":  # <T, BLOCK>: a name, parsed as a type, may be a number

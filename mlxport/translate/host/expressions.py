@@ -199,7 +199,7 @@ class HostExpressions:
                 return t.dims[i]
             if isinstance(t, Buffer) and t.shape is not None and isinstance(i, int):
                 return t.shape[i]
-            return Unknown(f"{text(node)} is not known: bind the name it is assigned to")
+            return Unknown(f"{text(node)} is not known")
         if name in ("numel",) and receiver(node) is not None:
             t = self.value(receiver(node), env)
             if isinstance(t, Buffer) and t.shape is not None:

@@ -14,7 +14,7 @@ from mlxport.translate.host.values import Unknown, binop
 if TYPE_CHECKING:
     from tree_sitter import Node
 
-    from mlxport.translate.host.evaluate import _Evaluator
+    from mlxport.translate.host.evaluate import HostEvaluator
 
 STEPS = 100_000  # a helper looping longer than this is not size arithmetic
 
@@ -29,7 +29,7 @@ class _Stuck(Exception):
         self.why = why
 
 
-def call_helper(ev: _Evaluator, fn: Node, args: list[Any]) -> Any:
+def call_helper(ev: HostEvaluator, fn: Node, args: list[Any]) -> Any:
     """The value ``fn`` returns at ``args``, or Unknown naming why it cannot be evaluated."""
     name, decl = function_name(fn)
     name = name.split("::")[-1]
@@ -51,7 +51,7 @@ def call_helper(ev: _Evaluator, fn: Node, args: list[Any]) -> Any:
     return Unknown(f"{name}() returns nothing the executor can evaluate")
 
 
-def _truth(ev: _Evaluator, node: Node | None, env: dict) -> bool:
+def _truth(ev: HostEvaluator, node: Node | None, env: dict) -> bool:
     if node is None:
         return True
     v = ev.value(node, env)
@@ -60,14 +60,14 @@ def _truth(ev: _Evaluator, node: Node | None, env: dict) -> bool:
     return bool(v)
 
 
-def _block(ev: _Evaluator, node: Node | None, env: dict, steps: list[int]) -> None:
+def _block(ev: HostEvaluator, node: Node | None, env: dict, steps: list[int]) -> None:
     if node is None:
         return
     for stmt in node.named_children if node.type == "compound_statement" else [node]:
         _statement(ev, stmt, env, steps)
 
 
-def _statement(ev: _Evaluator, stmt: Node, env: dict, steps: list[int]) -> None:
+def _statement(ev: HostEvaluator, stmt: Node, env: dict, steps: list[int]) -> None:
     _tick(steps)
     t = stmt.type
     if t == "comment":
@@ -111,7 +111,7 @@ def _tick(steps: list[int]) -> None:
         raise _Stuck(f"it runs more than {STEPS} steps")
 
 
-def _effect(ev: _Evaluator, expr: Node, env: dict) -> None:
+def _effect(ev: HostEvaluator, expr: Node, env: dict) -> None:
     if expr.type == "update_expression":  # ++n, n--
         name = text(expr.child_by_field_name("argument"))
         if not isinstance(env.get(name), int | float):

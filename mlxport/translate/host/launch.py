@@ -311,6 +311,8 @@ class _Host:
                 env[text(d.child_by_field_name("declarator"))] = Dim3(self._parts(nodes, env))
             return
         if d.type == "identifier":
+            if _is_dim3(d):  # `dim3 grid;` is (1, 1, 1) until assigned
+                env[text(d)] = Dim3([])
             return
         if d.type != "init_declarator":
             return
@@ -353,10 +355,17 @@ class _Host:
 
     def _assign(self, e: Node, env: dict) -> None:
         left = e.child_by_field_name("left")
+        if left is not None and left.type == "field_expression":
+            self._assign_field(e, env)
+            return
         if left is None or left.type != "identifier" or text(left) in self.passed:
             return
         name = text(left)
         op = text(e.child_by_field_name("operator"))
+        right = e.child_by_field_name("right")
+        if op == "=" and (isinstance(env.get(name), Dim3) or _dim3_value(right)):
+            env[name] = Dim3(self._dims(text(right), env, line(e)))  # grid = dim3(n / 256);
+            return
         try:
             value = self.conv(env).node(e.child_by_field_name("right"), line(e))
             if op != "=":
@@ -374,6 +383,25 @@ class _Host:
             env[name] = value
         except CExprError as err:
             env[name] = _Lazy(err)
+
+    def _assign_field(self, e: Node, env: dict) -> None:
+        """``grid.x = n / 512;`` on a dim3."""
+        left = e.child_by_field_name("left")
+        obj, field_ = left.child_by_field_name("argument"), left.child_by_field_name("field")
+        old = env.get(text(obj))
+        if not isinstance(old, Dim3) or text(field_) not in ("x", "y", "z"):
+            return
+        parts = list(old.parts)
+        i = "xyz".index(text(field_))
+        op = text(e.child_by_field_name("operator"))
+        try:
+            value = self.conv(env).node(e.child_by_field_name("right"), line(e))
+            if op != "=":
+                raise CExprError(f"operator {op} on `{text(left)}`", line(e))
+            parts[i] = value
+        except CExprError as err:
+            parts[i] = _Unknown(err)
+        env[text(obj)] = Dim3(parts)
 
     def _if_assign(self, st: Node, env: dict) -> None:
         """`if (c) v = a; [else v = b;]` on host ints becomes v = c ? a : v."""
@@ -401,6 +429,13 @@ class _Host:
             a, b = branch_envs[0].get(k), branch_envs[1].get(k)
             if isinstance(a, ast.expr) and isinstance(b, ast.expr):
                 env[k] = ast.IfExp(cond, a, b)
+            elif isinstance(a, Dim3) and isinstance(b, Dim3):  # each field chosen as a scalar is
+                env[k] = Dim3(
+                    [
+                        x if ast.dump(x) == ast.dump(y) else ast.IfExp(cond, x, y)
+                        for x, y in zip(a.parts, b.parts, strict=True)
+                    ]
+                )
             else:
                 env[k] = _Lazy(CExprError(f"host variable `{k}` set under a condition", line(st)))
 
@@ -440,6 +475,8 @@ class _Host:
             return Dim3(
                 self._parts(node.child_by_field_name("arguments").named_children, env)
             ).parts
+        if node is not None and node.type == "compound_literal_expression":
+            node = node.child_by_field_name("value")  # dim3{X, Y, 1}
         if node is not None and node.type == "initializer_list":
             return Dim3(self._parts(node.named_children, env)).parts
         return [self._value(src, env, ln), num(1), num(1)]
@@ -465,6 +502,14 @@ def _unparen(n: Node) -> Node:
     ):
         n = n.named_children[-1]
     return n
+
+
+def _dim3_value(n: Node | None) -> bool:
+    """``dim3(...)`` or ``dim3{...}``: a dim3 made in place."""
+    return n is not None and (
+        (n.type == "call_expression" and callee(n) == "dim3")
+        or (n.type == "compound_literal_expression" and text(n).lstrip().startswith("dim3"))
+    )
 
 
 def _is_dim3(d: Node) -> bool:

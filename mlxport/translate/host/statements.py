@@ -67,6 +67,44 @@ class HostStatements(HostExpressions):
                     else []
                 ):
                     self.execute(s, env)
+        elif stmt.type == "switch_statement":  # the arms the case runs through, up to a break
+            arms = self.switch_arms(stmt, env)
+            for arm in arms if isinstance(arms, list) else []:
+                for s in arm_statements(arm):
+                    if s.type in ("break_statement", "return_statement"):
+                        return
+                    self.execute(s, env)
+
+    def switch_arms(self, stmt: Node, env: dict[str, Any]) -> list[Node] | Unknown:
+        """The ``case`` arms a ``switch`` runs at the case: from the label its value selects (the
+        ``default`` where none does) through those it falls into, up to the first that breaks;
+        Unknown where the value, or a label before the one it selects, is not known."""
+        v = self.value(stmt.child_by_field_name("condition"), env)
+        if not isinstance(v, int | float | bool):
+            return v if isinstance(v, Unknown) else Unknown(f"cannot evaluate {text(stmt)}")
+        body = stmt.child_by_field_name("body")
+        arms = [c for c in body.named_children if c.type == "case_statement"] if body else []
+        entry = None
+        for i, arm in enumerate(arms):
+            label = arm.child_by_field_name("value")
+            if label is None:
+                continue
+            got = self.value(label, env)
+            if not isinstance(got, int | float | bool):
+                return Unknown(f"the label `case {text(label)}:` is not known")
+            if got == v:
+                entry = i
+                break
+        if entry is None:
+            entry = next(
+                (i for i, a in enumerate(arms) if a.child_by_field_name("value") is None), None
+            )
+        out: list[Node] = []
+        for arm in arms[entry:] if entry is not None else []:
+            out.append(arm)
+            if any(s.type in ("break_statement", "return_statement") for s in arm_statements(arm)):
+                break
+        return out
 
     def declare(self, decl: Node, env: dict[str, Any]) -> None:
         type_text = " ".join(
@@ -123,6 +161,8 @@ class HostStatements(HostExpressions):
                 env[name] = Dim3(*parts) if "dim3" in type_text and parts else parts
             else:
                 v = self.value(value, env)
+                if isinstance(v, Unknown) and v.why == f"{text(value)} is not known":
+                    v = Unknown(f"{name} is {text(value)}, which the case does not give")
                 if isinstance(v, Buffer):
                     v = dataclasses.replace(v, name=name)
                 if isinstance(v, int | float) and type_text.split()[-1:] and integral(type_text):
@@ -237,3 +277,14 @@ class HostStatements(HostExpressions):
             size_text=old.size_text if known else self.sized_text(args[2], env),
             fill=0.0 if value == 0 else old.fill,
         )
+
+
+def arm_statements(arm: Node) -> list[Node]:
+    """The statements of a ``case`` arm, a braced block's own statements in place of the block."""
+    label = arm.child_by_field_name("value")
+    out: list[Node] = []
+    for s in arm.named_children:
+        if label is not None and s == label:
+            continue
+        out += s.named_children if s.type == "compound_statement" else [s]
+    return out

@@ -155,6 +155,7 @@ class HostLaunch:
     shared_bytes: int
     template_args: list[str]
     args: list[HostArg]
+    arm: str = ""  # which branch of an `if` or `switch` the launch is in, where the case decides
 
 
 def integral(type_text: str) -> bool:

@@ -93,6 +93,7 @@ class GlobalVar(BaseModel):
     space: str  # "constant" | "device" | "shared" | "managed"
     dims: list[str] = Field(default_factory=list)
     line: int
+    initialized: bool = False  # declared with its values: `__constant__ float c[2] = {1, 2};`
 
 
 class CudaFile(BaseModel):

@@ -241,5 +241,14 @@ def global_vars(node: Node) -> list[GlobalVar]:
     out = []
     for d in node.children_by_field_name("declarator"):
         name, dims, _ = _array_dims(d)
-        out.append(GlobalVar(name=name, type=type_, space=space, dims=dims, line=line(node)))
+        out.append(
+            GlobalVar(
+                name=name,
+                type=type_,
+                space=space,
+                dims=dims,
+                line=line(node),
+                initialized=d.type == "init_declarator",
+            )
+        )
     return out

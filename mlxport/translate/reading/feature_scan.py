@@ -26,7 +26,8 @@ class FeatureContext:
 
     def __init__(self, macros: dict[str, MacroDef], globals_: list[GlobalVar], root: Node):
         self.macros = macros
-        self.constants = {g.name for g in globals_ if g.space == "constant"}
+        # constants declared with their values are a constant array in Metal too
+        self.constants = {g.name for g in globals_ if g.space == "constant" and not g.initialized}
         self.device_globals = {g.name for g in globals_ if g.space in ("device", "managed")}
         self.cg_names = {"cooperative_groups", "cg"}
         self.wmma_names = {"wmma", "nvcuda::wmma"}
@@ -127,8 +128,14 @@ def _body_features(body: Node, ctx: FeatureContext) -> list[Feature]:
         elif t == "gnu_asm_expression":
             found.append(_asm_feature(node))
         elif t == "kernel_call_syntax":
+            call = node.parent.child_by_field_name("function") if node.parent else None
             found.append(
-                Feature(name="dynamic_parallelism", category="dynamic_parallelism", line=line(node))
+                Feature(
+                    name="dynamic_parallelism",
+                    category="dynamic_parallelism",
+                    line=line(node),
+                    detail=source_text(call).split("<")[0].strip(),  # the kernel it launches
+                )
             )
         elif t == "init_declarator" and "gridDim" in source_text(node.child_by_field_name("value")):
             grid_vars.add(declared_name(node.child_by_field_name("declarator")))

@@ -20,6 +20,10 @@ _LEX = re.compile(
 )
 _DEFINE = re.compile(rb"#\s*define\s+([A-Za-z_]\w*)(\([^)]*\))?(.*)", re.S)
 _KERNEL_MARK = re.compile(rb"__global__|__device__|__launch_bounds__|<<<")
+# `#define FLOAT4(x) (reinterpret_cast<float4*>(&(x))[0])`: a store through it is a store to x
+_POINTER_CAST = re.compile(
+    rb"reinterpret_cast\s*<[^<>]*\*\s*>|\(\s*(?:const\s+)?[A-Za-z_][\w:]*\s*\*\s*\)"
+)
 _IDENT = re.compile(rb"[A-Za-z_]\w*")
 
 
@@ -64,10 +68,10 @@ def _collect_macros(data: bytes, directives: list[tuple[int, bytes]]) -> list[Ma
 class _Expander:
     """Bounded expansion of the macros that produce kernels, device functions or launches."""
 
-    def __init__(self, macros: list[MacroDef], name: str):
+    def __init__(self, macros: list[MacroDef], name: str, kernels: bool = True):
         self.name = name
         self.macros = {m.name.encode(): m for m in macros}
-        self.kernel_macros = self._kernel_macros()
+        self.kernel_macros = (self._kernel_macros() if kernels else {}) | _cast_macros(macros)
         self.total = 0
 
     def _kernel_macros(self) -> dict[bytes, MacroDef]:
@@ -132,6 +136,25 @@ class _Expander:
             pos = end
         out += text[pos:]
         return bytes(out), spans
+
+
+def _cast_macros(macros: list[MacroDef]) -> dict[bytes, MacroDef]:
+    """Function-like macros that view their argument through a pointer cast: expanded, so that
+    loads and stores through them are seen and translated as the casts they are."""
+    return {
+        m.name.encode(): m
+        for m in macros
+        if m.params is not None and _POINTER_CAST.search(m.body.encode())
+    }
+
+
+def expand_casts(data: bytes, name: str = "the source") -> bytes:
+    """The text with its pointer-cast macros expanded (what the translator renders)."""
+    skip, directives = _lex(data)
+    expanded, _ = _Expander(_collect_macros(data, directives), name, kernels=False).expand(
+        data, skip, 0
+    )
+    return expanded
 
 
 def _string_spans(text: bytes) -> list[tuple[int, int]]:

@@ -93,7 +93,7 @@ def build_file(tree: Tree, file: str, macros: list[MacroDef], spans: list[tuple]
     ctx = FeatureContext({m.name: m for m in macros}, cf.globals, root)
     infos = _read_functions(definitions, file, object_defines, spans, ctx)
     _analyze_access(infos)
-    _attach_calls(infos)
+    _attach_calls(infos, macros)
     _attach_instantiations(infos, instantiations)
     _add_functions(cf, infos)
     if not cf.kernels:
@@ -261,15 +261,32 @@ def _analyze_access(infos: list[tuple[KernelInfo, Node]]) -> None:
         analyze_rw(info, node.child_by_field_name("body"), known)
 
 
-def _attach_calls(infos: list[tuple[KernelInfo, Node]]) -> None:
+def _attach_calls(infos: list[tuple[KernelInfo, Node]], macros: list[MacroDef]) -> None:
     names = {i.name for i, _ in infos if i.kind == "device"}
+    through = _macro_names(macros)
     for info, node in infos:
-        calls = {
-            bare_callee(c)
-            for c in timed_walk(node.child_by_field_name("body"))
-            if c.type == "call_expression"
-        }
+        calls = set()
+        for c in timed_walk(node.child_by_field_name("body")):
+            if c.type == "call_expression":
+                calls.add(bare_callee(c))
+            if c.type == "identifier" and source_text(c) in through:
+                calls |= through[source_text(c)]  # `#define ACT gelu_tanh` ... ACT(x)
         info.calls = sorted(calls & names - {info.name})
+
+
+def _macro_names(macros: list[MacroDef]) -> dict[str, set[str]]:
+    """Each macro's name -> the names its expansion holds, through the macros it uses in turn."""
+    direct = {m.name: set(re.findall(r"[A-Za-z_]\w*", m.body)) for m in macros}
+    out: dict[str, set[str]] = {}
+    for name in direct:
+        seen, stack = set(), [name]
+        while stack:
+            cur = stack.pop()
+            for n in direct.get(cur, set()) - seen:
+                seen.add(n)
+                stack.append(n)
+        out[name] = seen
+    return out
 
 
 def _attach_instantiations(infos: list[tuple[KernelInfo, Node]], nodes: list[Node]) -> None:

@@ -8,7 +8,7 @@ import re
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import declared_name, line, text, walk
+from mlxport.cuda_syntax import ancestors, declared_name, line, text, walk
 from mlxport.translate.bind.job import KernelJob
 from mlxport.translate.bind.kernel_facts import KernelFacts
 from mlxport.translate.bind.kernel_scope import helper_nodes
@@ -165,6 +165,7 @@ def _hoisted_decl(
         size = x.child_by_field_name("size")
         dims.insert(0, r.render(size, ctx) if size is not None else "")
         x = x.child_by_field_name("declarator")
+    dims = [_expand(dim, _local_constants(r, decl, ctx)) for dim in dims]
     fn = call.child_by_field_name("function")
     targs = (
         fn.child_by_field_name("arguments")
@@ -196,6 +197,37 @@ def _hoisted_decl(
         "kernel scope) and passed to it"
     )
     return f"threadgroup {ty} {owner}_{var}{''.join(f'[{x}]' for x in out_dims)};"
+
+
+def _local_constants(r: MslRender, decl: Node, ctx: FnCtx) -> dict[str, str]:
+    """The helper's constants declared before ``decl`` (``constexpr int NUM_WARPS = BLOCK / 32;``),
+    rendered: a hoisted array sized by one is sized by its value in the kernel."""
+    body = next((a for a in ancestors(decl) if a.type == "function_definition"), None)
+    out: dict[str, str] = {}
+    for n in walk(body) if body is not None else []:
+        if n.type != "declaration" or n.start_byte >= decl.start_byte:
+            continue
+        if not {"const", "constexpr"} & {text(c) for c in n.children if c.type == "type_qualifier"}:
+            continue
+        for d in n.children_by_field_name("declarator"):
+            value = d.child_by_field_name("value") if d.type == "init_declarator" else None
+            if value is not None and value.type not in ("initializer_list", "argument_list"):
+                out[declared_name(d)] = r.render(value, ctx)
+    return out
+
+
+def _expand(dim: str, constants: dict[str, str]) -> str:
+    """``dim`` with each constant replaced by its value, through constants defined by others."""
+    for _ in range(len(constants) + 1):
+        expanded = re.sub(
+            r"\b\w+\b",
+            lambda m: f"({constants[m.group()]})" if m.group() in constants else m.group(),
+            dim,
+        )
+        if expanded == dim:
+            break
+        dim = expanded
+    return dim
 
 
 def _template_params(job: KernelJob, owner: str) -> list[str]:
@@ -281,8 +313,12 @@ class _FileItems:
     def linkage(self, n: Node) -> str:
         """extern "C" { ... }: its items (Metal has no linkages, and templates need C++'s)."""
         body = n.child_by_field_name("body")
-        got = self.r.copy(body, self.ctx, self.render) if body is not None else ""
-        return got.strip()[1:-1] if body is not None and body.type == "declaration_list" else got
+        if body is None:
+            return ""
+        if body.type != "declaration_list":  # extern "C" __global__ void k(...) {...}: one item
+            got = self.render(body)
+            return got if got is not None else self.r.render(body, self.ctx)
+        return self.r.copy(body, self.ctx, self.render).strip()[1:-1]
 
     def stray(self, n: Node) -> str:
         """Names and tokens the items above do not hold, and what the grammar could not place."""
@@ -436,6 +472,9 @@ def _top_declaration(n: Node, r: MslRender, ctx: FnCtx, helpers: set[str]) -> st
             return ""
         return r.render(n, ctx)
     quals = {text(c) for c in walk(n) if c.type in ("type_qualifier", "storage_class_specifier")}
+    if "__constant__" in quals and n.child_by_field_name("declarator").type == "init_declarator":
+        # __constant__ float taps[5] = {...}: a program-scope constant array in Metal
+        return "constant " + re.sub(r"\b(__constant__|const)\b\s*", "", r.render(n, ctx))
     if quals & {"__constant__", "__device__", "__managed__", "__shared__"}:
         return ""
     own = {text(c) for c in n.children if c.type in ("type_qualifier", "storage_class_specifier")}

@@ -40,6 +40,7 @@ _DROPPED = (
     "__launch_bounds__",
 )
 _LIBRARIES = ("cub::", "wmma::", "nvcuda::", "thrust::")
+_BUFFER_SPACES = frozenset({"device", "constant", "threadgroup"})  # not a thread-local value
 _MSL_TYPE = re.compile(
     r"(packed_)?(half|float|int|uint|short|ushort|char|uchar|bool|long|ulong|bfloat)"
     r"([234](x[234])?)?|vec|array|atomic|simd_vote"
@@ -486,15 +487,24 @@ class MslRender(TreeRender):
         return f"atomic_store_explicit({address}, {value}, memory_order_relaxed)"
 
     def row_address(self, node: Node, ctx: FnCtx) -> str | None:
-        """``&tile[y][x]`` as ``(tile[y] + x)``: the same address, typed as a pointer into the
-        array's address space, so overloads on threadgroup and device pointers tell it apart."""
+        """``&tile[y][x]`` as ``(tile[y] + x)``, ``&y[i]`` of a buffer as ``(y + (i))``: the same
+        address, typed as a pointer into the array's address space, so overloads on threadgroup
+        and device pointers tell it apart (``reinterpret_cast<float4*>(&y[i])`` stays a device
+        pointer)."""
         inner = node.child_by_field_name("argument")
+        while inner is not None and inner.type == "parenthesized_expression":
+            inner = inner.named_children[-1] if inner.named_children else None
+        base = inner.child_by_field_name("argument") if inner is not None else None
         if (
             text(node.child_by_field_name("operator")) != "&"
             or inner is None
             or inner.type != "subscript_expression"
-            or inner.child_by_field_name("argument") is None
-            or inner.child_by_field_name("argument").type != "subscript_expression"
+            or base is None
+            or not (
+                base.type == "subscript_expression"
+                or base.type == "identifier"
+                and ctx.spaces.get(text(base), frozenset({"thread"})) <= _BUFFER_SPACES
+            )
         ):
             return None
         index = inner.child_by_field_name("indices") or inner.named_children[-1]
