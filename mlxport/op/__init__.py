@@ -21,6 +21,7 @@ from mlxport.expr import names_used
 from mlxport.redaction import write_text
 from mlxport.spec import KernelCandidate, KernelTask
 from mlxport.spec.toml import dumps
+from mlxport.tasks.sizes import TUNING
 from mlxport.verify.correctness import output_order
 
 HERE = Path(__file__).parent
@@ -79,14 +80,30 @@ def op_contract_sizes(task: KernelTask) -> list[str]:
     return sorted(used - bare - {p.name for p in task.params})
 
 
+def _bound_sizes(task: KernelTask) -> set[str]:
+    """The params of a task made from a .cu file that the caller must give: an integer the user
+    bound (a size: a default frozen at the case's value is wrong at every other size) and one the
+    host code computes by no expression found. A float the user bound (eps) and a block size keep
+    their defaults."""
+    if task.reference is not None or task.original is None:
+        return set()
+    bound = set(task.original.bound)
+    return {
+        p.name
+        for p in task.params
+        if not p.expr and (p.name not in bound or (p.type == "int" and not TUNING.search(p.name)))
+    }
+
+
 def op_contract(
     task: KernelTask, candidate: KernelCandidate, *, label: str, model: str, reference: str | None
 ) -> dict[str, Any]:
     """op.toml: what kernel.py checks its arguments against and how it returns its outputs."""
     bare, used = _shape_names(task)
+    sizes = _bound_sizes(task)
     params = []
     for p in task.params:
-        size = "shape" if p.name in bare else "given" if p.name in used else None
+        size = "shape" if p.name in bare else "given" if p.name in used | sizes else None
         size = "derived" if p.expr and size != "shape" else size
         entry = {"name": p.name, "type": p.type, "size": size, "expr": p.expr}
         if size is None and p.default is not None:
