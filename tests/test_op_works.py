@@ -3,6 +3,7 @@
 compared with numpy."""
 
 import inspect
+import tomllib
 
 import mlx.core as mx
 import numpy as np
@@ -243,3 +244,33 @@ def test_a_float_the_user_bound_varies_in_held_out_cases_within_a_range_said(tmp
     sim = get_backend("sim")
     assert run_correctness(task, candidate, sim, heldout=True, seed=1).ok
     assert not run_correctness(task, frozen, sim, heldout=True, seed=1, stop_after=1).ok
+
+
+def test_a_user_kernels_parity_test_replays_small_goldens_and_says_how_to_get_mlxport(
+    tmp_path, written_tests
+):
+    import subprocess
+    import sys
+
+    from mlxport.op import keep_small_golden
+    from mlxport.op.check import golden_cases
+
+    path = tmp_path / "hist.cu"
+    path.write_text(HISTOGRAM)
+    built = from_cuda(TaskRequest(source=path, cases=[{"n": 300, "nbins": 10}]), heldout=2)
+    task = load_task(write_task(built, tmp_path / "task", path))
+    goldens = golden_cases(task, task.all_cases(), seed=5)
+    candidate = translate_task(task, "msl").candidate
+    op = write_op(tmp_path / "op", task, candidate, label="t", model="t", golden=goldens)
+    keep_small_golden(op, budget=2000)  # the visible case alone: 1200 + 80 bytes
+    kept = [g["case"] for g in tomllib.loads((op / "op.toml").read_text())["golden"]]
+    assert kept == ["n=300,nbins=10"], kept
+    sim = written_tests("-q", "-p", "no:cacheprovider", op / "test_kernel.py")
+    # the golden case and the contract's refusal (the third is for ports with a reference)
+    assert "2 passed, 1 skipped" in sim.stdout, sim.stdout[-2000:]
+    args = ["-q", "-rs", "-p", "no:cacheprovider", str(op / "test_kernel.py")]
+    hidden = f"import sys; sys.modules['mlxport'] = None; import pytest; pytest.main({args!r})"
+    bare = subprocess.run(
+        [sys.executable, "-c", hidden], capture_output=True, text=True, timeout=120
+    )
+    assert "install mlxport from a clone of its repository (pip install -e CLONE)" in bare.stdout

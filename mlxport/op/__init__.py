@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ HERE = Path(__file__).parent
 EXPR = HERE.parent / "expr.py"
 STATIC = ("kernel.py", "test_kernel.py")
 GOLDEN = "golden.npz"
+EXPORT_GOLDEN_BYTES = 2 << 20  # the golden arrays an exported package carries at most
 
 
 def write_op(
@@ -53,6 +55,32 @@ def write_op(
     if golden:
         np.savez_compressed(folder / GOLDEN, **_golden_arrays(golden))
     return folder
+
+
+def keep_small_golden(folder: Path, budget: int = EXPORT_GOLDEN_BYTES) -> None:
+    """golden.npz and op.toml's golden cases in ``folder`` cut to those whose arrays fit in
+    ``budget`` bytes together, smallest first (at least one): what an exported parity test replays
+    without mlxport, in a package small enough to ship."""
+    path, toml = folder / GOLDEN, folder / "op.toml"
+    if not path.is_file():
+        return
+    op = tomllib.loads(toml.read_text())
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    of = [
+        {k: a for k, a in arrays.items() if k.split(".")[0] == str(i)}
+        for i in range(len(op["golden"]))
+    ]
+    sizes = [sum(a.nbytes for a in case.values()) for case in of]
+    keep: list[int] = []
+    for i in sorted(range(len(sizes)), key=sizes.__getitem__):
+        if not keep or sum(sizes[j] for j in keep) + sizes[i] <= budget:
+            keep.append(i)
+    keep.sort()
+    op["golden"] = [op["golden"][i] for i in keep]
+    write_text(toml, dumps(op))
+    kept = {f"{j}.{k.split('.', 1)[1]}": a for j, i in enumerate(keep) for k, a in of[i].items()}
+    np.savez_compressed(path, **kept)
 
 
 def standalone_expr() -> str:
