@@ -202,7 +202,7 @@ def _path_cases(task, candidate, paths, full: list[dict], taken: list[dict]):
         if found is not None:
             extra.append(found)
             taken.append(found)
-            notes.append(f"{task.case_label(found)} runs the path where {path.said()}")
+            notes.append(f"the path where {path.said()} runs at {task.case_label(found)}")
         elif path.beyond and not path.cases:
             unreached.append(
                 f"the path where {path.said()} runs only at sizes larger than the check draws (a "
