@@ -158,10 +158,12 @@ def stage_op(folder: Path, port: Path) -> dict:
 
     task = load_task(folder)
     candidate = load_candidate(port / "candidate.toml")
-    task, cases, _, unreached = op_cases(task, candidate, OP_SEED)
-    if unreached:
-        return {"op_correct": False, "op_reason": unreached[0]}
-    results = check_op(port, task, get_backend("sim"), golden_cases(task, cases, OP_SEED))
+    found = op_cases(task, candidate, OP_SEED)
+    if found.unreached:
+        return {"op_correct": False, "op_reason": found.unreached[0]}
+    goldens = golden_cases(found.task, found.fresh, OP_SEED)
+    goldens += golden_cases(found.task, found.paths, OP_SEED + 1, found.task.dtypes[:1])
+    results = check_op(port, found.task, get_backend("sim"), goldens)
     bad = next((r for r in results if r.verdict != "pass"), None)
     if bad is None:
         return {"op_correct": True}

@@ -150,10 +150,12 @@ def test_a_path_no_case_takes_gets_a_case_of_its_own(tmp_path):
             "out[i] = a_shape[0] < 3 ? a[i] : a[i] + b[i];\n"
         }
     )
-    task, cases, notes, unreached = op_cases(task, wrong, seed=1)
-    extra = [c for c in cases if c["N"] < 3]
-    assert extra and any("the path where a.shape[0] < 3 is true runs at N=" in n for n in notes)
-    assert not unreached
+    found = op_cases(task, wrong, seed=1)
+    extra = [c for c in found.paths if c["N"] < 3]
+    assert extra and any(
+        "the path where a.shape[0] < 3 is true runs at N=" in n for n in found.notes
+    )
+    assert not found.unreached
     g = golden_cases(task.model_copy(update={"dtypes": ["float32"]}), extra, seed=1)
     folder = write_op(tmp_path / task.name, task, wrong, label="t", model="t")
     from mlxport.backends import get_backend

@@ -138,10 +138,10 @@ def test_a_path_only_large_sizes_take_is_drawn_and_run(tmp_path):
             "if (i < a_shape[0]) out[i] = a[i] + b[i];\n",
         }
     )
-    task, cases, notes, unreached = op_cases(task, capped, seed=3)
-    large = [c for c in cases if c["N"] > 16384]
-    assert large and not unreached, notes
-    assert any("ceildiv(a.shape[0], 256) <= 64 is false" in n for n in notes)
+    found = op_cases(task, capped, seed=3)
+    large = [c for c in found.paths if c["N"] > 16384]
+    assert large and not found.unreached, found.notes
+    assert any("ceildiv(a.shape[0], 256) <= 64 is false" in n for n in found.notes)
     folder = write_op(tmp_path / "op", task, capped, label="t", model="t")
     (result,) = check_op(folder, task, get_backend("sim"), golden_cases(task, large[:1], seed=3))
     assert result.verdict == "fail"
@@ -157,9 +157,9 @@ def test_a_path_no_size_under_the_cap_takes_is_said_and_not_verified():
             "if (a_shape[0] > 100000000) return;\nout[i] = a[i] + b[i];\n"
         }
     )
-    *_, unreached = op_cases(task, huge, seed=3)
-    assert len(unreached) == 1 and "a.shape[0] > 100000000 is true" in unreached[0]
-    assert "runs only at sizes larger than the check draws" in unreached[0]
+    (unreached,) = op_cases(task, huge, seed=3).unreached
+    assert "a.shape[0] > 100000000 is true" in unreached
+    assert "runs only at sizes larger than the check draws" in unreached
 
 
 def test_each_launch_the_hosts_branches_pick_runs_in_a_held_out_case(tmp_path):

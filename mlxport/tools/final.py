@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -142,16 +143,27 @@ def _timed_size(session: Session, record) -> dict[str, Any]:
 
 
 POOL = 2  # fresh sizes drawn per op case (the original may refuse some)
+REPLAY = 1 << 20  # elements of the largest tensor of a case test_kernel.py replays, at most
 
 
-def op_cases(
-    task: KernelTask, candidate: KernelCandidate, seed: int
-) -> tuple[KernelTask, list[dict[str, Any]], list[str], list[str]]:
+@dataclass
+class OpCases:
+    """Where the op check calls the op: ``fresh`` sizes (every dtype) and a case for each ``path``
+    of the candidate no other case takes (the first dtype: a path is the sizes'); the task with the
+    original's launches there; notes; and the paths no size under the cap ran."""
+
+    task: KernelTask
+    fresh: list[dict[str, Any]]
+    paths: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    unreached: list[str] = field(default_factory=list)
+
+
+def op_cases(task: KernelTask, candidate: KernelCandidate, seed: int) -> OpCases:
     """Sizes no case of the task has, for the op check: OP_CASES of them, and one for each side of
     a size-dependent condition of the candidate (verify/paths.py) that no case takes, found by
     moving the sizes as far as PATH_CAP allows; with the original's launches there, for a task
-    whose golden it is; notes on what was left out; and the paths no size under the cap ran
-    (then the port is not verified)."""
+    whose golden it is."""
     from mlxport.tasks.sizes import fresh_sizes
     from mlxport.verify.correctness import varied
     from mlxport.verify.paths import missing_paths
@@ -166,13 +178,13 @@ def op_cases(
     notes += said
     task, probes, _ = _at_original(task, [c for p in paths for c in p.cases])
     extra, said, unreached = _path_cases(task, candidate, paths, probes, task.all_cases() + cases)
-    cases += extra
     notes += said
-    if not cases:
+    if not cases and not extra:
         cases = task.cases.visible[:1]
         notes.append("no size of the task varies: the op was called at its first visible case")
     cases = [varied(task, c, seed + i) for i, c in enumerate(cases)]  # eps within its range
-    return task, cases, notes, unreached
+    extra = [varied(task, c, seed + 977 + i) for i, c in enumerate(extra)]
+    return OpCases(task, cases, extra, notes, unreached)
 
 
 def _at_original(task: KernelTask, bounds: list[dict[str, Any]]):
@@ -224,17 +236,27 @@ def op_check(session: Session, candidate: KernelCandidate) -> tuple[list[CaseRes
     """The candidate written as the op a port ships and called as a user calls it."""
     from mlxport.op import write_op
     from mlxport.op.check import OP_SEED, check_op, golden_cases
+    from mlxport.tasks.sizes import extent, size_names
     from mlxport.verify.golden import launch_of
 
     seed = session.seed + OP_SEED
-    task, cases, notes, unreached = op_cases(session.task, candidate, seed)
-    if unreached:
-        return [], {"cases": cases, "seed": seed, "notes": notes, "unreached": unreached}
-    goldens = golden_cases(task, cases, seed)
+    found = op_cases(session.task, candidate, seed)
+    task, notes = found.task, found.notes
+    if found.unreached:
+        return [], {"cases": [], "seed": seed, "notes": notes, "unreached": found.unreached}
+    goldens = golden_cases(task, found.fresh, seed)
+    goldens += golden_cases(task, found.paths, seed + 977, task.dtypes[:1])
     with tempfile.TemporaryDirectory(prefix="mlxport-op-") as tmp:
         folder = write_op(Path(tmp) / task.name, task, candidate, label="being verified", model="")
         with session.device_lock:
             results = check_op(folder, task, session.backend, goldens)
+    large = [c for c in found.paths if extent(task, c, size_names(task)) > REPLAY]
+    if large:
+        notes.append(
+            f"{', '.join(task.case_label(c) for c in large)} ran in {task.dtypes[0]} only and is "
+            f"too large for test_kernel.py to replay"
+        )
+    cases = found.fresh + [c for c in found.paths if c not in large]
     launches = []
     for case in cases if task.reference is None and task.original else []:
         with contextlib.suppress(KeyError):  # the original's launch there, for test_kernel.py

@@ -50,8 +50,9 @@ def side(cond: str, task: KernelTask, candidate: KernelCandidate, case: dict[str
     return value if isinstance(value, bool) else None
 
 
-PATH_CAP = 1 << 20  # elements of the largest tensor at a case drawn to run a path (or a visible
-# case's, where that is larger)
+PATH_CAP = 1 << 23  # elements of the largest tensor at a case drawn to run a path (or a visible
+# case's, where that is larger): a grid capped at 4096 blocks of 256 threads, 4 elements each, runs
+# its grid-stride loop only past 4M elements
 TRIES = 3  # cases kept per path, smallest first (the original may refuse some)
 
 

@@ -36,9 +36,9 @@ from mlxport.tasks.make.tensors import Arrays, arrays, launches, name_measured
 from mlxport.tasks.request import TaskRequest
 from mlxport.tasks.sizes import moved
 from mlxport.translate.host.values import HostEvalError
-from mlxport.verify.paths import PATH_CAP
 
 ARMS = 3  # held-out cases at most for launches of the original no other case takes
+ARM_CAP = 1 << 20  # the product of a held-out case's sizes for an arm, at most (or a visible's)
 ARM_LADDER = tuple(sorted({1, 2, 3} | {2**k + d for k in range(2, 31) for d in (0, 1)}))
 TOLERANCE = {
     "float32": {"atol": 1e-4, "rtol": 1e-4, "norm": 1e-4},
@@ -142,14 +142,14 @@ def _arms(
 ) -> tuple[list[tuple], list[dict]]:
     """A held-out case for each launch of the original that no case takes: the host code's own
     branches on the sizes (``threads = cols > 200 ? 256 : 32``, a template argument picked by
-    size), told apart by `_arm`; the sizes are moved far (up to PATH_CAP elements) and the
+    size), told apart by `_arm`; the sizes are moved far (up to ARM_CAP elements) and the
     smallest that takes a new arm is run."""
     names = runner.free_sizes(cases[0])
     if not names:
         return [], []
     seen = {_arm(runner, case, names) for case, _ in runs}
     raw = {_raw(launch) for _, launch in runs}
-    cap = max(PATH_CAP, *(math.prod(c[n] for n in names) for c in cases))
+    cap = max(ARM_CAP, *(math.prod(c[n] for n in names) for c in cases))
     probes = [
         b for b in moved(cases[0], names, ARM_LADDER) if math.prod(b[n] for n in names) <= cap
     ]
