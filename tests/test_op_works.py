@@ -274,3 +274,19 @@ def test_a_user_kernels_parity_test_replays_small_goldens_and_says_how_to_get_ml
         [sys.executable, "-c", hidden], capture_output=True, text=True, timeout=120
     )
     assert "install mlxport from a clone of its repository (pip install -e CLONE)" in bare.stdout
+
+
+def test_a_scalar_the_host_computes_from_a_float_the_op_cannot_see_is_no_constant(tmp_path):
+    path = tmp_path / "inv.cu"
+    path.write_text(
+        "__global__ void divide(const float* x, float* y, int n, float inv) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = x[i] * inv;\n}\n"
+        "void launch(const float* x, float* y, int n, float scale) {\n"
+        "  float inv = 1.0f / scale;\n  divide<<<(n + 127) / 128, 128>>>(x, y, n, inv);\n}\n"
+    )
+    built = from_cuda(TaskRequest(source=path, cases=[{"n": 300, "scale": 4.0}]), heldout=1)
+    inv = next(p for p in built.task["params"] if p["name"] == "inv")
+    assert "expr" not in inv  # not fixed at 0.25: scale is the caller's
+    assert any(
+        n.startswith("inv is what the host code computes, by no expression") for n in built.notes
+    )

@@ -81,8 +81,14 @@ def from_cuda(
     notes += said
     found = arrays(runner, visible[0][0], sig.dtypes, domains)
     derived = derived_params(runner, request.cases + bounds, np.random.default_rng(0))
+    bound = {k for c in request.cases for k in c}
     for param in found.params:
         expr = derived.get(param["name"])
+        if expr is None and param["name"] not in bound:
+            notes.append(
+                f"{param['name']} is what the host code computes, by no expression of the sizes "
+                f"the op takes: the op takes it as an argument"
+            )
         if expr is not None:
             param["expr"] = expr
             fixed = not names_used(expr)
@@ -91,7 +97,7 @@ def from_cuda(
                 if fixed
                 else f"{param['name']} is what the host code computes: {expr}"
             )
-    notes += _ranges(found.params, {k for c in request.cases for k in c})
+    notes += _ranges(found.params, bound)
     task = _task(request, kf, sig, found, runner, visible, held)
     KernelTask.model_validate({k: v for k, v in task.items() if v is not None})
     return Built(task, notes, kf.text, kf.headers)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from mlxport.errors import UserError
-from mlxport.expr import evaluate
+from mlxport.expr import evaluate, names_used
 from mlxport.tasks.make.cases import CaseRunner
 from mlxport.tasks.sizes import apart
 from mlxport.translate.host.values import HostEvalError
@@ -35,11 +35,16 @@ def derived_params(
     its value, so the op never takes it from its caller; one that changes with the sizes as the
     simplest expression that gives it at every sample."""
     sizes = sorted({k for b in bounds for k, v in b.items() if _int(v)})
-    samples = [s for s in (_scalars(runner, b) for b in _probes(bounds, sizes, rng)) if s]
+    floats = sorted({k for b in bounds for k, v in b.items() if isinstance(v, float)})
+    probes = _probes(bounds, sizes, floats, rng)
+    samples = [s for s in (_scalars(runner, b) for b in probes) if s]
     if not samples:
         return {}
     bound = {k for b in bounds for k in b}
     names = [p.name for p in runner.info.params if not p.is_pointer and p.name not in bound]
+    # what the op can compute from: its params and the sizes its arrays' shapes give
+    known = {p.name for p in runner.info.params if not p.is_pointer}
+    known |= {n for shape in runner.buffer_shapes.values() for d in shape for n in names_used(d)}
     names = [n for n in names if all(n in v for _, v in samples)]
     if len(samples) < 3 and sizes:
         return {}  # too few samples to tell a constant from a size
@@ -52,16 +57,21 @@ def derived_params(
             continue
         scope = [b for b, _ in samples]
         wanted = [v[name] for _, v in samples]
-        expr = next((e for e in _forms(sizes, literals) if _fits(e, scope, wanted)), None)
+        forms = _forms(
+            [n for n in sizes if n in known], [n for n in floats if n in known], literals
+        )
+        expr = next((e for e in forms if _fits(e, scope, wanted)), None)
         if expr is not None:
             out[name] = expr
     return out
 
 
-def _probes(bounds: list[dict], sizes: list[str], rng: np.random.Generator) -> list[dict]:
+def _probes(
+    bounds: list[dict], sizes: list[str], floats: list[str], rng: np.random.Generator
+) -> list[dict]:
     """The task's cases and SAMPLES more around them, sizes bound to different names at different
     values (an N and a d both 64 at the visible case cannot tell ceildiv(N, 32) from
-    ceildiv(d, 32))."""
+    ceildiv(d, 32)), floats the user bound scaled (a host's ``1 / scale`` is no constant)."""
     out = list(bounds)
     for _ in range(SAMPLES):
         base = dict(bounds[int(rng.integers(len(bounds)))])
@@ -69,7 +79,8 @@ def _probes(bounds: list[dict], sizes: list[str], rng: np.random.Generator) -> l
         for n in sizes:
             if n in base and _int(base[n]) and base[n] > 1:
                 drawn[n] = int(rng.integers(max(1, base[n] // 2), 2 * base[n] + 1))
-        out.append({**base, **apart(drawn, dict.fromkeys(drawn, 1))})
+        scaled = {n: base[n] * float(rng.uniform(0.5, 2.0)) for n in floats if n in base}
+        out.append({**base, **apart(drawn, dict.fromkeys(drawn, 1)), **scaled})
     return out
 
 
@@ -86,10 +97,12 @@ def _scalars(runner: CaseRunner, bound: dict[str, Any]) -> tuple[dict, dict] | N
     return bound, values
 
 
-def _forms(sizes: list[str], constants: list[str]):
+def _forms(sizes: list[str], floats: list[str], constants: list[str]):
     """Candidate expressions, simplest first."""
     ks = list(dict.fromkeys([*constants, *map(str, FACTORS)]))
     yield from sizes
+    for a in floats:
+        yield from (f"1.0 / {a}", f"{a} * {a}", f"sqrt({a})")
     for a, b in itertools.combinations_with_replacement(sizes, 2):
         yield f"{a} * {b}"
     for a in sizes:
