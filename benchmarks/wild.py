@@ -4,11 +4,13 @@ read, run on the CPU executor at its case and ported with the default policy on 
 The kernels' code is not in this repository: it is read from repository snapshots fetched with the
 search tool's fetch (a bare git dir per repository, OWNER+NAME/repo under the folder given).
 
-    python benchmarks/wild.py /work/.mirror [--only ID,...] [--stages read,run,port]
+    python benchmarks/wild.py /work/.mirror [--only ID,...] [--stages read,run,port,op]
         [--out DIR] [--manifest F]
 
-Writes DIR/wild.json (per kernel: parsed, executed, translated, verified, reason, seconds) and
-DIR/wild.md (the table and totals), both after every kernel.
+Stage ``op`` calls a verified port's written kernel.py as a user would, at sizes drawn afresh, and
+compares it with the original: "op correct". Writes DIR/wild.json (per kernel: parsed, executed,
+translated, verified, op_correct, reason, seconds) and DIR/wild.md (the table and totals, per
+project too), both after every kernel.
 """
 
 from __future__ import annotations
@@ -117,6 +119,10 @@ def stage_task(path: Path, entry: dict, root: Path, folder: Path):
     return write_task(from_cuda(request, heldout=2), folder, path)
 
 
+def load_name(folder: Path) -> str:
+    return tomllib.loads((folder / "task.toml").read_text())["name"]
+
+
 def stage_port(folder: Path, out: Path) -> dict:
     from mlxport.agent.port import run_port
     from mlxport.agent.state import RunConfig
@@ -138,11 +144,37 @@ def stage_port(folder: Path, out: Path) -> dict:
     }
 
 
+OP_SEED = 7_000_001  # the op stage's sizes and inputs: none the port's own check drew
+
+
+def stage_op(folder: Path, port: Path) -> dict:
+    """The written kernel.py of a verified port (``port``: its OUT/<task> folder) at 3 sizes drawn
+    afresh, the paths of its candidate the sizes reach, and every dtype it was verified in, against
+    the original kernel on the CPU executor (the task in ``folder``)."""
+    from mlxport.backends import get_backend
+    from mlxport.op.check import check_op, golden_cases
+    from mlxport.tasks import load_candidate, load_task
+    from mlxport.tools.final import op_cases
+
+    task = load_task(folder)
+    candidate = load_candidate(port / "candidate.toml")
+    found = op_cases(task, candidate, OP_SEED)
+    if found.unreached:
+        return {"op_correct": False, "op_reason": found.unreached[0]}
+    goldens = golden_cases(found.task, found.fresh, OP_SEED)
+    goldens += golden_cases(found.task, found.paths, OP_SEED + 1, found.task.dtypes[:1])
+    results = check_op(port, found.task, get_backend("sim"), goldens)
+    bad = next((r for r in results if r.verdict != "pass"), None)
+    if bad is None:
+        return {"op_correct": True}
+    return {"op_correct": False, "op_reason": f"{bad.case} {bad.dtype}: {bad.error or bad.pattern}"}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("mirror", type=Path, help="folder of fetched snapshots (OWNER+NAME/repo)")
     ap.add_argument("--only", help="comma-separated ids")
-    ap.add_argument("--stages", default="read,run,port")
+    ap.add_argument("--stages", default="read,run,port,op")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "wild")
     ap.add_argument("--manifest", type=Path, default=MANIFEST)
     args = ap.parse_args()
@@ -162,6 +194,7 @@ def main() -> None:
             "executed": False,
             "translated": False,
             "verified": False,
+            "op_correct": False,
             "reason": "",
         }
         try:
@@ -177,6 +210,8 @@ def main() -> None:
                 row["executed"] = True
                 if "port" in stages:
                     row.update(stage_port(folder, args.out / "ports"))
+                if "op" in stages and row["verified"]:
+                    row.update(stage_op(folder, args.out / "ports" / load_name(folder)))
         except UserError as e:
             row["reason"] = str(e)
         except Exception as e:  # a crash is a finding too: recorded, the corpus goes on
@@ -187,7 +222,8 @@ def main() -> None:
         rows.append(row)
         print(
             f"{row['id']:<48} parsed={row['parsed']!s:<5} executed={row['executed']!s:<5} "
-            f"verified={row['verified']!s:<5} {row['reason'][:150]}",
+            f"verified={row['verified']!s:<5} op={row['op_correct']!s:<5} "
+            f"{(row['reason'] or row.get('op_reason', ''))[:150]}",
             flush=True,
         )
         write(args.out, rows)
@@ -196,29 +232,34 @@ def main() -> None:
 def write(out: Path, rows: list[dict]) -> None:
     (out / "wild.json").write_text(json.dumps(rows, indent=1))
     n = len(rows)
-    totals = {k: sum(r[k] for r in rows) for k in ("parsed", "executed", "translated", "verified")}
+    keys = ("parsed", "executed", "translated", "verified", "op_correct")
+    totals = {k: sum(r.get(k, False) for r in rows) for k in keys}
     lines = [
-        "| kernel | parsed | executed | translated | verified | reason |",
-        "|---|---|---|---|---|---|",
+        "| kernel | parsed | executed | translated | verified | op correct | reason |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
+        why = r["reason"] or r.get("op_reason", "")
         lines.append(
-            f"| {r['id']} | {'yes' if r['parsed'] else 'no'} | "
-            f"{'yes' if r['executed'] else 'no'} | {'yes' if r['translated'] else 'no'} | "
-            f"{'yes' if r['verified'] else 'no'} | {r['reason'][:160].replace('|', '/')} |"
+            f"| {r['id']} | "
+            + " | ".join("yes" if r.get(k) else "no" for k in keys)
+            + f" | {why[:160].replace('|', '/')} |"
         )
     lines += [
         "",
         "totals: " + ", ".join(f"{k} {v}/{n} ({v / n:.0%})" for k, v in totals.items()),
         "",
-        "| project | kernels | parsed | executed | translated | verified |",
-        "|---|---|---|---|---|---|",
+        "op correct: the written kernel.py of a verified port, at 3 sizes drawn afresh, the paths "
+        "of its candidate and every dtype it was verified in, matches the original.",
+        "",
+        "| project | kernels | parsed | executed | translated | verified | op correct |",
+        "|---|---|---|---|---|---|---|",
     ]
     for project in dict.fromkeys(r["id"].split("/")[0] for r in rows):
         mine = [r for r in rows if r["id"].split("/")[0] == project]
         lines.append(
             f"| {project} | {len(mine)} | "
-            + " | ".join(str(sum(r[k] for r in mine)) for k in totals)
+            + " | ".join(str(sum(r.get(k, False) for r in mine)) for k in totals)
             + " |"
         )
     (out / "wild.md").write_text("\n".join(lines) + "\n")

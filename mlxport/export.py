@@ -19,6 +19,7 @@ import shutil
 from pathlib import Path
 
 from mlxport.errors import UserError, read_text
+from mlxport.op import keep_small_golden
 from mlxport.redaction import write_text
 
 OP_FILES = (
@@ -105,6 +106,7 @@ def _package(folder: Path, pkg: Path, task: str, header: str) -> None:
         if (folder / name).is_file():
             shutil.copy(folder / name, pkg / name)
     shutil.copytree(folder / "task", pkg / "task", ignore=shutil.ignore_patterns("__pycache__"))
+    keep_small_golden(pkg)
     write_text(pkg / "__init__.py", INIT.format(header=header, dot=".", func=task))
 
 
@@ -124,7 +126,9 @@ def _pip(folder: Path, target: Path, run: dict, header: str) -> None:
         f"# {target.name}\n\n{header}\n\n```python\nfrom {package} import {task}, "
         f"backend\n```\n\n`backend` says which path runs (metal, cuda, sim or reference).\n"
         f"Test: `pip install '.[test]' && pytest --pyargs {package}.test_kernel` (the op at sizes "
-        f"the port was never shown, against golden outputs stored with it; no mlxport needed).\n",
+        f"the port was never shown, against golden outputs stored with it; no mlxport needed, "
+        f"except where no GPU and no reference runs the op: then the test says how to get "
+        f"mlxport's simulator).\n",
     )
 
 

@@ -140,7 +140,7 @@ def test_the_size_dependent_conditions_of_a_candidate_are_read_as_expressions():
 def test_a_path_no_case_takes_gets_a_case_of_its_own(tmp_path):
     """A kernel right at every case of its task, wrong only where a size the task never has
     sends it down another path: the op check draws a case for that path, and it fails there."""
-    from mlxport.tools.final import _path_cases
+    from mlxport.tools.final import op_cases
 
     task = load_task("vector_add")
     port = expert_ports(task)["msl"]
@@ -150,9 +150,12 @@ def test_a_path_no_case_takes_gets_a_case_of_its_own(tmp_path):
             "out[i] = a_shape[0] < 3 ? a[i] : a[i] + b[i];\n"
         }
     )
-    pool = [{"N": 500}, {"N": 2}, {"N": 9}]
-    extra, notes = _path_cases(task, wrong, [{"N": 77}], pool)
-    assert extra == [{"N": 2}] and "runs the path where a.shape[0] < 3 is true" in notes[0]
+    found = op_cases(task, wrong, seed=1)
+    extra = [c for c in found.paths if c["N"] < 3]
+    assert extra and any(
+        "the path where a.shape[0] < 3 is true runs at N=" in n for n in found.notes
+    )
+    assert not found.unreached
     g = golden_cases(task.model_copy(update={"dtypes": ["float32"]}), extra, seed=1)
     folder = write_op(tmp_path / task.name, task, wrong, label="t", model="t")
     from mlxport.backends import get_backend

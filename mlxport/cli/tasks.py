@@ -187,6 +187,10 @@ def new(
         list[Path] | None,
         typer.Option("-I", "--include", help="With --from: a folder of the file's local headers."),
     ] = None,
+    inputs: Annotated[
+        str | None,
+        typer.Option(help="With --from: the values an integer input takes, 'idx:int32[0,V)'."),
+    ] = None,
 ) -> None:
     """Make a task folder: from a .cu file (--from) with its kernel as the golden, or a scaffold to
     edit."""
@@ -204,6 +208,7 @@ def new(
             shared_bytes=shared_bytes,
             template=template,
             includes=include,
+            inputs=inputs,
             name=name,
         )
         folder = make_task(request, directory, on_note=o.note)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +22,14 @@ from mlxport.expr import names_used
 from mlxport.redaction import write_text
 from mlxport.spec import KernelCandidate, KernelTask
 from mlxport.spec.toml import dumps
+from mlxport.tasks.sizes import TUNING
 from mlxport.verify.correctness import output_order
 
 HERE = Path(__file__).parent
 EXPR = HERE.parent / "expr.py"
 STATIC = ("kernel.py", "test_kernel.py")
 GOLDEN = "golden.npz"
+EXPORT_GOLDEN_BYTES = 2 << 20  # the golden arrays an exported package carries at most
 
 
 def write_op(
@@ -54,6 +57,32 @@ def write_op(
     return folder
 
 
+def keep_small_golden(folder: Path, budget: int = EXPORT_GOLDEN_BYTES) -> None:
+    """golden.npz and op.toml's golden cases in ``folder`` cut to those whose arrays fit in
+    ``budget`` bytes together, smallest first (at least one): what an exported parity test replays
+    without mlxport, in a package small enough to ship."""
+    path, toml = folder / GOLDEN, folder / "op.toml"
+    if not path.is_file():
+        return
+    op = tomllib.loads(toml.read_text())
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    of = [
+        {k: a for k, a in arrays.items() if k.split(".")[0] == str(i)}
+        for i in range(len(op["golden"]))
+    ]
+    sizes = [sum(a.nbytes for a in case.values()) for case in of]
+    keep: list[int] = []
+    for i in sorted(range(len(sizes)), key=sizes.__getitem__):
+        if not keep or sum(sizes[j] for j in keep) + sizes[i] <= budget:
+            keep.append(i)
+    keep.sort()
+    op["golden"] = [op["golden"][i] for i in keep]
+    write_text(toml, dumps(op))
+    kept = {f"{j}.{k.split('.', 1)[1]}": a for j, i in enumerate(keep) for k, a in of[i].items()}
+    np.savez_compressed(path, **kept)
+
+
 def standalone_expr() -> str:
     """mlxport/expr.py with its one import of mlxport (the base of its error) made standalone."""
     text = EXPR.read_text()
@@ -79,14 +108,30 @@ def op_contract_sizes(task: KernelTask) -> list[str]:
     return sorted(used - bare - {p.name for p in task.params})
 
 
+def _bound_sizes(task: KernelTask) -> set[str]:
+    """The params of a task made from a .cu file that the caller must give: an integer the user
+    bound (a size: a default frozen at the case's value is wrong at every other size) and one the
+    host code computes by no expression found. A float the user bound (eps) and a block size keep
+    their defaults."""
+    if task.reference is not None or task.original is None:
+        return set()
+    bound = set(task.original.bound)
+    return {
+        p.name
+        for p in task.params
+        if not p.expr and (p.name not in bound or (p.type == "int" and not TUNING.search(p.name)))
+    }
+
+
 def op_contract(
     task: KernelTask, candidate: KernelCandidate, *, label: str, model: str, reference: str | None
 ) -> dict[str, Any]:
     """op.toml: what kernel.py checks its arguments against and how it returns its outputs."""
     bare, used = _shape_names(task)
+    sizes = _bound_sizes(task)
     params = []
     for p in task.params:
-        size = "shape" if p.name in bare else "given" if p.name in used else None
+        size = "shape" if p.name in bare else "given" if p.name in used | sizes else None
         size = "derived" if p.expr and size != "shape" else size
         entry = {"name": p.name, "type": p.type, "size": size, "expr": p.expr}
         if size is None and p.default is not None:

@@ -29,11 +29,14 @@ def op_params(task: KernelTask, case: dict[str, Any]) -> dict[str, Any]:
     return given | {n: names[n] for n in op_contract_sizes(task) if n not in given}
 
 
-def golden_cases(task: KernelTask, cases: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]:
-    """Each case and dtype with its inputs (numpy; bfloat16 as float32) and golden outputs."""
+def golden_cases(
+    task: KernelTask, cases: list[dict[str, Any]], seed: int, dtypes: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """Each case and dtype (the task's, or ``dtypes``) with its inputs (numpy; bfloat16 as
+    float32) and golden outputs."""
     out = []
     for ci, case in enumerate(cases):
-        for dtype in task.dtypes:
+        for dtype in dtypes or task.dtypes:
             with MLX_LOCK, mx.stream(mx.cpu):
                 inputs = make_inputs(task, case, dtype, seed + 131 * ci)
                 arrays = {n: _numpy(a) for n, a in inputs.items()}

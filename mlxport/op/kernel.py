@@ -58,6 +58,8 @@ DTYPES = {
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 VERIFIED_DTYPES = tuple(OP["dtypes"])
 GPU = "Metal (Apple silicon)" if LANGUAGE == "msl" else "MLX's CUDA backend on an NVIDIA GPU"
+# mlxport is on no package index
+INSTALL_MLXPORT = "install mlxport from a clone of its repository (pip install -e CLONE)"
 
 
 def _module(name: str):
@@ -292,7 +294,7 @@ def _simulate(scope: dict) -> list[mx.array]:
     except ImportError as e:
         raise RuntimeError(
             f"MLXPORT_KERNEL_BACKEND=sim runs {NAME} on mlxport's simulator, which is not "
-            f"installed here: pip install mlxport, or unset MLXPORT_KERNEL_BACKEND"
+            f"installed here: {INSTALL_MLXPORT}, or unset MLXPORT_KERNEL_BACKEND"
         ) from e
     candidate = KernelCandidate.model_validate(CANDIDATE)
     run = get_backend("sim").run(candidate, scope)  # params beyond the inputs: in scope
@@ -348,7 +350,8 @@ def op(*args, **kwargs):
         raise RuntimeError(
             f"{NAME}'s kernel needs {GPU}, which is not here, and the port has no MLX reference "
             f"to fall back to: run it where that is, or set MLXPORT_KERNEL_BACKEND=sim to run "
-            f"the kernel on mlxport's Metal simulator (slow; needs mlxport)"
+            f"the kernel on mlxport's Metal simulator (slow; to have mlxport, "
+            f"{INSTALL_MLXPORT})"
         )
     if backend == "reference":
         task_params = {p["name"]: params[p["name"]] for p in OP["params"] if p.get("param", True)}

@@ -57,8 +57,9 @@ def test_the_op_matches_the_golden(i, monkeypatch):
     if kernel.backend == "none":
         if not _simulator_here():
             pytest.skip(
-                f"nothing runs {OP['name']} here (no {kernel.GPU}, no reference): with mlxport "
-                f"installed this test runs its kernel on mlxport's Metal simulator"
+                f"nothing runs {OP['name']} here (no {kernel.GPU}, no reference): "
+                f"{kernel.INSTALL_MLXPORT} and this test runs its kernel on mlxport's Metal "
+                f"simulator"
             )
         monkeypatch.setattr(kernel, "backend", "sim")
     g, inputs, golden = _case(i)

@@ -7,7 +7,11 @@ every case stay at it (the kernel was never shown another); those the task limit
 values (``[cases] choices``) take one of them; the rest are drawn between 1 and twice the
 largest value seen (in multiples of ``[cases] multiples``), and the largest tensor stays within
 the largest of the visible cases', so
-a check on the simulator takes as long as the task's own cases do.
+a check on the simulator takes as long as the task's own cases do. Sizes bound to different names
+are drawn at different values where the task leaves room.
+
+Sizes far from any case (`moved`, `probe_sizes`) are where a path of a kernel that the drawn sizes
+never reach runs: a grid of ``min(ceildiv(n, 256), 64)`` blocks changes course only past n = 16384.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from mlxport.spec import KernelTask
 # Names that tune a launch rather than size the data (the user's block_size, a tile).
 TUNING = re.compile(r"block|thread|warp|tile|BLOCK|THREAD|WARP|TILE|^B[rc]$")
 TRIES = 400
+# Values a size is moved to when a path is looked for: powers of two and their neighbours.
+LADDER = tuple(sorted({1, 2, 3} | {2**k + d for k in range(2, 32) for d in (-1, 0, 1)}))
 
 
 def size_names(task: KernelTask) -> list[str]:
@@ -47,7 +53,7 @@ def fresh_sizes(task: KernelTask, count: int, rng: np.random.Generator) -> list[
     limit = max(_extent(task, c, names) for c in task.cases.visible)
     keys = {_key(c, names) for c in seen}
     out: list[dict[str, Any]] = []
-    for _ in range(TRIES):
+    for attempt in range(TRIES):
         if len(out) == count or not free:
             break
         case = dict(task.cases.visible[int(rng.integers(len(task.cases.visible)))])
@@ -57,7 +63,7 @@ def fresh_sizes(task: KernelTask, count: int, rng: np.random.Generator) -> list[
             case[n] = _draw(values[n], task.cases.choices.get(n), rng)
             m = task.cases.multiples.get(n, 1)
             case[n] = max(m, case[n] // m * m)
-        if _key(case, names) in keys:
+        if _key(case, names) in keys or (_coincide(case, free) and attempt < TRIES // 2):
             continue
         try:
             if _extent(task, case, names) > limit or not _allowed(task, case):
@@ -67,6 +73,25 @@ def fresh_sizes(task: KernelTask, count: int, rng: np.random.Generator) -> list[
         keys.add(_key(case, names))
         out.append(case)
     return out
+
+
+def apart(sizes: dict[str, int], steps: dict[str, int]) -> dict[str, int]:
+    """Sizes bound to different names at different values (a transpose read as [width, height]
+    where it is [height, width] is right wherever the two are equal): a size equal to one before
+    it moves up by its step until it differs."""
+    taken: set[int] = set()
+    for k, v in sizes.items():
+        while v in taken:
+            v += steps[k]
+        sizes[k] = v
+        taken.add(v)
+    return sizes
+
+
+def _coincide(case: dict[str, Any], free: list[str]) -> bool:
+    """Whether two sizes bound to different names take one value (where the draw can tell a
+    [width, height] from a [height, width] apart only if they differ)."""
+    return len({case[n] for n in free}) < len(free)
 
 
 def _allowed(task: KernelTask, case: dict[str, Any]) -> bool:
@@ -108,3 +133,49 @@ def _key(case: dict[str, Any], names: list[str]) -> tuple:
 
 def _integer(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
+
+
+def moved(base: dict[str, Any], names: list[str], values: tuple[int, ...] = LADDER):
+    """``base`` with its sizes moved far: each alone along ``values``, then all together."""
+    for group in [[n] for n in names] + ([names] if len(names) > 1 else []):
+        for v in values:
+            yield {**base, **dict.fromkeys(group, v)}
+
+
+def probe_sizes(task: KernelTask, base: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
+    """Cases with the free sizes of ``base`` moved far (`moved`), within the values the task
+    allows (its choices, multiples and requires), each with its extent (its largest tensor, or
+    the product of its sizes), smallest first."""
+    names = size_names(task)
+    free = [n for n in names if _free(task, n, [c[n] for c in task.all_cases()])]
+    if _from_cuda(task):
+        base = {k: v for k, v in base.items() if k in task.original.bound}
+    found: dict[tuple, tuple[int, dict[str, Any]]] = {}
+    for case in moved(base, free):
+        for n in free:
+            case[n] = _allowed_value(task, n, case[n])
+        key = _key(case, names)
+        if key in found:
+            continue
+        try:
+            if _allowed(task, case):
+                found[key] = (extent(task, case, names), case)
+        except (UserError, ValueError):
+            continue
+    return sorted(found.values(), key=lambda x: x[0])
+
+
+def _allowed_value(task: KernelTask, name: str, v: int) -> int:
+    choices = task.cases.choices.get(name)
+    if choices:
+        return min(choices, key=lambda c: abs(c - v))
+    m = task.cases.multiples.get(name, 1)
+    return max(m, v // m * m)
+
+
+def extent(task: KernelTask, case: dict[str, Any], names: list[str]) -> int:
+    """A case's largest tensor where its shapes evaluate at it, else the product of its sizes."""
+    try:
+        return max(math.prod(s) for s in task.shapes(case, task.dtypes[0]).values())
+    except (UserError, ValueError, KeyError):
+        return math.prod(case[n] for n in names)

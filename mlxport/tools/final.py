@@ -4,7 +4,9 @@ that passes is the result; a candidate that fails them is never the result."""
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +71,8 @@ def verified(session: Session, record, extra_seeds: int) -> dict[str, Any]:
         raise Rejected(cid, report=report.model_dump(mode="json"))
     timed = _timed_size(session, record)
     op_results, op = op_check(session, record.candidate)
+    if op["unreached"]:
+        raise Rejected(cid, reason=f"not verified: {op['unreached'][0]}")
     report = report.model_copy(update={"cases": report.cases + op_results})
     if not all(r.verdict == "pass" for r in op_results):
         raise Rejected(cid, report=report.model_dump(mode="json"))
@@ -138,80 +142,129 @@ def _timed_size(session: Session, record) -> dict[str, Any]:
         raise Rejected(record.candidate.id, reason=str(e)) from e
 
 
-POOL = 8  # fresh sizes drawn per op case, among which paths not yet taken are looked for
+POOL = 2  # fresh sizes drawn per op case (the original may refuse some)
+REPLAY = 1 << 20  # elements of the largest tensor of a case test_kernel.py replays, at most
 
 
-def op_cases(
-    task: KernelTask, candidate: KernelCandidate, seed: int
-) -> tuple[KernelTask, list[dict[str, Any]], list[str]]:
+@dataclass
+class OpCases:
+    """Where the op check calls the op: ``fresh`` sizes (every dtype) and a case for each ``path``
+    of the candidate no other case takes (the first dtype: a path is the sizes'); the task with the
+    original's launches there; notes; and the paths no size under the cap ran."""
+
+    task: KernelTask
+    fresh: list[dict[str, Any]]
+    paths: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    unreached: list[str] = field(default_factory=list)
+
+
+def op_cases(task: KernelTask, candidate: KernelCandidate, seed: int) -> OpCases:
     """Sizes no case of the task has, for the op check: OP_CASES of them, and one for each side of
-    a size-dependent condition of the candidate (verify/paths.py) that no case takes; with the
-    original's launches there, for a task whose golden it is; and notes on what was left out."""
+    a size-dependent condition of the candidate (verify/paths.py) that no case takes, found by
+    moving the sizes as far as PATH_CAP allows; with the original's launches there, for a task
+    whose golden it is."""
     from mlxport.tasks.sizes import fresh_sizes
+    from mlxport.verify.correctness import varied
+    from mlxport.verify.paths import missing_paths
 
     rng = np.random.default_rng(seed)
     pool = fresh_sizes(task, POOL * OP_CASES, rng)
     notes: list[str] = []
-    if task.reference is None and task.original is not None:
-        from mlxport.tasks.make.at_sizes import original_at
-        from mlxport.verify.golden import shared_executor
-
-        task, pool, left = original_at(task, pool, shared_executor())
-        notes += [f"left out {n}" for n in left] if len(pool) < OP_CASES else []
+    task, pool, left = _at_original(task, pool)
+    notes += [f"left out {n}" for n in left] if len(pool) < OP_CASES else []
     cases = pool[:OP_CASES]
-    paths, said = _path_cases(task, candidate, cases, pool[OP_CASES:])
-    cases += paths
+    paths, said = missing_paths(task, candidate, task.all_cases() + cases)
     notes += said
-    if not cases:
+    task, probes, _ = _at_original(task, [c for p in paths for c in p.cases])
+    extra, said, unreached = _path_cases(task, candidate, paths, probes, task.all_cases() + cases)
+    notes += said
+    if not cases and not extra:
         cases = task.cases.visible[:1]
         notes.append("no size of the task varies: the op was called at its first visible case")
-    return task, cases, notes
+    cases = [varied(task, c, seed + i) for i, c in enumerate(cases)]  # eps within its range
+    extra = [varied(task, c, seed + 977 + i) for i, c in enumerate(extra)]
+    return OpCases(task, cases, extra, notes, unreached)
 
 
-def _path_cases(task, candidate, chosen: list[dict], pool: list[dict]) -> tuple[list, list]:
-    """A case from ``pool`` for each side of each size-dependent condition that neither the task's
-    cases nor ``chosen`` take, and notes saying which path each runs or that none could."""
-    from mlxport.verify.paths import conditions, side
+def _at_original(task: KernelTask, bounds: list[dict[str, Any]]):
+    """(the task with the original's launches at ``bounds``, the full cases the original runs
+    at, why the others were left out); the task and ``bounds`` as they are where the golden is
+    the reference."""
+    if task.reference is not None or task.original is None or not bounds:
+        return task, bounds, []
+    from mlxport.tasks.make.at_sizes import original_at
+    from mlxport.verify.golden import shared_executor
 
-    taken = task.all_cases() + chosen
-    extra, notes = [], []
-    for cond in conditions(task, candidate):
-        sides = {side(cond, task, candidate, c) for c in taken} - {None}
-        for want in (True, False):
-            if want in sides or not sides:
-                continue
-            found = next((c for c in pool if side(cond, task, candidate, c) is want), None)
-            if found is None:
-                notes.append(
-                    f"{cond} is {str(want).lower()} at no size drawn: that path did not run"
-                )
-                continue
+    return original_at(task, bounds, shared_executor())
+
+
+def _path_cases(task, candidate, paths, full: list[dict], taken: list[dict]):
+    """A case for each path from ``full`` (the cases the original runs at), unless one chosen
+    before takes it too; notes saying which path each runs; and a sentence for each path that no
+    case ran."""
+    from mlxport.verify.paths import PATH_CAP, side
+
+    extra, notes, unreached = [], [], []
+    for path in paths:
+        if any(side(path.cond, task, candidate, c) is path.want for c in taken):
+            continue
+        mine = [c for c in full if any(_within(p, c) for p in path.cases)]
+        found = next((c for c in mine if side(path.cond, task, candidate, c) is path.want), None)
+        if found is not None:
             extra.append(found)
             taken.append(found)
-            sides.add(want)
-            notes.append(
-                f"{task.case_label(found)} runs the path where {cond} is {str(want).lower()}"
+            notes.append(f"the path where {path.said()} runs at {task.case_label(found)}")
+        elif path.beyond and not path.cases:
+            unreached.append(
+                f"the path where {path.said()} runs only at sizes larger than the check draws (a "
+                f"tensor of more than {PATH_CAP} elements, or a visible case's): it never ran"
             )
-    return extra, notes
+        else:
+            unreached.append(
+                f"the path where {path.said()} never ran: the original runs at none of the sizes "
+                f"that take it ({', '.join(task.case_label(c) for c in path.cases)})"
+            )
+    return extra, notes, unreached
+
+
+def _within(bound: dict[str, Any], case: dict[str, Any]) -> bool:
+    return all(case.get(k) == v for k, v in bound.items())
 
 
 def op_check(session: Session, candidate: KernelCandidate) -> tuple[list[CaseResult], dict]:
     """The candidate written as the op a port ships and called as a user calls it."""
     from mlxport.op import write_op
     from mlxport.op.check import OP_SEED, check_op, golden_cases
+    from mlxport.tasks.sizes import extent, size_names
+    from mlxport.verify.golden import launch_of
 
     seed = session.seed + OP_SEED
-    task, cases, notes = op_cases(session.task, candidate, seed)
-    goldens = golden_cases(task, cases, seed)
+    found = op_cases(session.task, candidate, seed)
+    task, notes = found.task, found.notes
+    if found.unreached:
+        return [], {"cases": [], "seed": seed, "notes": notes, "unreached": found.unreached}
+    goldens = golden_cases(task, found.fresh, seed)
+    goldens += golden_cases(task, found.paths, seed + 977, task.dtypes[:1])
     with tempfile.TemporaryDirectory(prefix="mlxport-op-") as tmp:
         folder = write_op(Path(tmp) / task.name, task, candidate, label="being verified", model="")
         with session.device_lock:
             results = check_op(folder, task, session.backend, goldens)
-    labels = {task.case_label(c) for c in cases}
-    launches = [x for x in (task.original.launches if task.original else []) if x.case in labels]
+    large = [c for c in found.paths if extent(task, c, size_names(task)) > REPLAY]
+    if large:
+        notes.append(
+            f"{', '.join(task.case_label(c) for c in large)} ran in {task.dtypes[0]} only and is "
+            f"too large for test_kernel.py to replay"
+        )
+    cases = found.fresh + [c for c in found.paths if c not in large]
+    launches = []
+    for case in cases if task.reference is None and task.original else []:
+        with contextlib.suppress(KeyError):  # the original's launch there, for test_kernel.py
+            launches.append(launch_of(task, case))
     return results, {
         "cases": cases,
         "seed": seed,
         "launches": [x.model_dump(mode="json") for x in launches],
         "notes": notes,
+        "unreached": [],
     }

@@ -94,7 +94,7 @@ def run_correctness(
     seeds = [seed] + [seed + 7919 * (i + 1) for i in range(extra_seeds if heldout else 0)]
     cases = task.all_cases() if heldout else list(task.cases.visible)
     if heldout:
-        cases = [_varied(task, c, seed + ci) for ci, c in enumerate(cases)]
+        cases = [varied(task, c, seed + ci) for ci, c in enumerate(cases)]
     runs = [Run(s, ci, case) for s in seeds for ci, case in enumerate(cases)]
     if heldout:
         runs += _final_runs(task, candidate, backend, cases, seed, generated)
@@ -240,7 +240,7 @@ def _checked(
     ), bad
 
 
-def _varied(task: KernelTask, case: dict[str, Any], seed: int) -> dict[str, Any]:
+def varied(task: KernelTask, case: dict[str, Any], seed: int) -> dict[str, Any]:
     """A held-out case with each float param that has a range drawn within it (log-uniform where
     the range is positive: eps from 1e-6 to 1e-2)."""
     if case in task.cases.visible:

@@ -91,7 +91,7 @@ def run_original(
         )
     label = task.case_label(case)
     try:
-        launch = task.original.launch(label)
+        launch = launch_of(task, case)
     except KeyError as e:
         raise TaskError(
             f"task {task.name} has no launch of its original kernel for case {label}: "
@@ -170,6 +170,23 @@ def _arguments(task: KernelTask, sig, source, arrays: dict[str, np.ndarray], cas
                 ) from e
             args.append(np.array(value).astype(_np(storage or "float32")))
     return args
+
+
+def launch_of(task: KernelTask, case: dict[str, Any]):
+    """The original's launch at ``case``: that of its label, or, for a case whose float params
+    were drawn within their ranges (which change no launch), that of the case it was drawn from."""
+    try:
+        return task.original.launch(task.case_label(case))
+    except KeyError:
+        ranged = {p.name for p in task.params if p.range is not None}
+        if not ranged & set(case):
+            raise
+    want = {k: str(v) for k, v in case.items() if k not in ranged}
+    for launch in task.original.launches:
+        named = dict(part.partition("=")[::2] for part in launch.case.split(","))
+        if {k: v for k, v in named.items() if k not in ranged} == want:
+            return launch
+    raise KeyError(task.case_label(case))
 
 
 @functools.cache

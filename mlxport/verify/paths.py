@@ -12,7 +12,9 @@ mlxport's language (``x.shape[1] % 4 == 0``), evaluated at a case to the side it
 from __future__ import annotations
 
 import ast
+import contextlib
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from tree_sitter import Node
@@ -46,6 +48,75 @@ def side(cond: str, task: KernelTask, candidate: KernelCandidate, case: dict[str
     except (UserError, KeyError, ValueError, TypeError):
         return None
     return value if isinstance(value, bool) else None
+
+
+PATH_CAP = 1 << 23  # elements of the largest tensor at a case drawn to run a path (or a visible
+# case's, where that is larger): a grid capped at 4096 blocks of 256 threads, 4 elements each, runs
+# its grid-stride loop only past 4M elements
+TRIES = 3  # cases kept per path, smallest first (the original may refuse some)
+
+
+@dataclass
+class Path:
+    """One side of a size-dependent condition that no case takes yet, and the cases under the cap
+    that take it (smallest first); ``beyond``: sizes above the cap take it, none below."""
+
+    cond: str
+    want: bool
+    cases: list[dict[str, Any]] = field(default_factory=list)
+    beyond: bool = False
+
+    def said(self) -> str:
+        return f"{self.cond} is {str(self.want).lower()}"
+
+
+def missing_paths(
+    task: KernelTask, candidate: KernelCandidate, taken: list[dict[str, Any]]
+) -> tuple[list[Path], list[str]]:
+    """The sides of the candidate's size-dependent conditions that no case of ``taken`` takes,
+    each with the sizes that take it (`tasks.sizes.probe_sizes`, moved from the first visible
+    case); and notes on the sides no size the op accepts takes (not a path of the op)."""
+    from mlxport.tasks.sizes import extent, probe_sizes, size_names
+
+    probes = None
+    cap = max(PATH_CAP, *(extent(task, c, size_names(task)) for c in task.cases.visible))
+    out, notes = [], []
+    for cond in conditions(task, candidate):
+        sides = {side(cond, task, candidate, c) for c in taken} - {None}
+        if not sides:
+            continue
+        for want in {True, False} - sides:
+            if probes is None:
+                probes = probe_sizes(task, task.cases.visible[0])
+            path = _reach(task, candidate, Path(cond, want), probes, cap)
+            if path.cases or path.beyond:
+                out.append(path)
+            else:
+                notes.append(f"{path.said()} at no size the op accepts: that path never runs")
+    return out, notes
+
+
+def _reach(task, candidate, path: Path, probes: list[tuple[int, dict]], cap: int) -> Path:
+    for size, case in probes:
+        if side(path.cond, task, candidate, complete(task, case)) is not path.want:
+            continue
+        if size > cap:
+            path.beyond = True
+            break
+        path.cases.append(case)
+        if len(path.cases) == TRIES:
+            break
+    return path
+
+
+def complete(task: KernelTask, case: dict[str, Any]) -> dict[str, Any]:
+    """``case`` with the params the host code computes from the sizes (``expr``) computed."""
+    out = dict(case)
+    for p in task.params:
+        if p.expr:
+            with contextlib.suppress(UserError, ValueError, KeyError):
+                out[p.name] = evaluate(p.expr, task.bindings(out, task.dtypes[0]))
+    return out
 
 
 def _launch_conditions(candidate: KernelCandidate):

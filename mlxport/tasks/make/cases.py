@@ -23,7 +23,7 @@ from mlxport.tasks.make.kernel import (
     storage,
 )
 from mlxport.tasks.request import TaskRequest
-from mlxport.tasks.sizes import TUNING
+from mlxport.tasks.sizes import TUNING, apart
 from mlxport.translate.host.evaluate import evaluate_launch, file_constants
 from mlxport.translate.host.values import Buffer, HostArg, HostLaunch, Tensor, Unknown, number
 from mlxport.translate.reading.cudafile import Param
@@ -327,26 +327,33 @@ class CaseRunner:
     def heldout_candidates(self, cases: list[dict[str, Any]]) -> list[tuple[dict, str]]:
         """Sizes near the visible cases: every size at twice its largest visible value, every size
         odd, then each size made odd alone (block sizes, tile sizes and template arguments stay)."""
-        fixed = {t.name for t in self.info.template_params}
         base = cases[0]
-        free = [
+        free = self.free_sizes(base)
+        if not free:
+            return []
+        largest = {k: max(c.get(k, base[k]) for c in cases) for k in free}
+        twice = apart({k: 2 * largest[k] for k in free}, largest)
+        odd = apart({k: _odd(base[k]) for k in free}, dict.fromkeys(free, 2))
+        out = [
+            ({**base, **twice}, "every size at least twice its largest visible"),
+            ({**base, **odd}, "every size odd"),
+        ]
+        out += [({**base, k: _odd(base[k])}, f"{k}={_odd(base[k])}") for k in free]
+        return out
+
+    def free_sizes(self, case: dict[str, Any]) -> list[str]:
+        """The sizes of a case a held-out case may change (block sizes, tile sizes and template
+        arguments stay)."""
+        fixed = {t.name for t in self.info.template_params}
+        return [
             k
-            for k, v in base.items()
+            for k, v in case.items()
             if isinstance(v, int)
             and not isinstance(v, bool)
             and v >= 2
             and k not in fixed
             and not TUNING.search(k)
         ]
-        if not free:
-            return []
-        largest = {k: max(c.get(k, base[k]) for c in cases) for k in free}
-        out = [
-            ({**base, **{k: 2 * largest[k] for k in free}}, "every size twice its largest visible"),
-            ({**base, **{k: _odd(base[k]) for k in free}}, "every size odd"),
-        ]
-        out += [({**base, k: _odd(base[k])}, f"{k}={_odd(base[k])}") for k in free]
-        return out
 
     def same_extents(self, a: tuple[dict, HostLaunch], b: tuple[dict, HostLaunch]) -> bool:
         """Whether two runs have the same buffer extents and launch: one re-tests the other."""

@@ -10,6 +10,7 @@ not, a note says so.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,16 +19,28 @@ from typing import Any
 import numpy as np
 
 from mlxport.backends.cuda_cpu import CudaExecutor, ExecError
+from mlxport.expr import names_used
 from mlxport.spec import KernelTask
 from mlxport.tasks.make.cases import CaseRunner, label
 from mlxport.tasks.make.derived import derived_params
 from mlxport.tasks.make.domains import given_domains, integer_domains
-from mlxport.tasks.make.kernel import CudaTaskError, KernelFile, Signature, classify, read_kernel
+from mlxport.tasks.make.kernel import (
+    CudaTaskError,
+    KernelFile,
+    Signature,
+    check_bound,
+    classify,
+    read_kernel,
+)
 from mlxport.tasks.make.tensors import Arrays, arrays, launches, name_measured
 from mlxport.tasks.request import TaskRequest
+from mlxport.tasks.sizes import moved
 from mlxport.translate.host.constants import with_host_constants
 from mlxport.translate.host.values import HostEvalError
 
+ARMS = 3  # held-out cases at most for launches of the original no other case takes
+ARM_CAP = 1 << 20  # the product of a held-out case's sizes for an arm, at most (or a visible's)
+ARM_LADDER = tuple(sorted({1, 2, 3} | {2**k + d for k in range(2, 31) for d in (0, 1)}))
 TOLERANCE = {
     "float32": {"atol": 1e-4, "rtol": 1e-4, "norm": 1e-4},
     "float16": {"atol": 2e-3, "rtol": 1e-2, "norm": 5e-3},
@@ -56,6 +69,7 @@ def from_cuda(
     executor = executor or CudaExecutor()
     kf = read_kernel(request, executor)
     kf.text, filled = with_host_constants(kf.text)  # the golden reads what the host copies in
+    check_bound(kf, request)
     try:
         sig = classify(kf, request, executor)
         runner = CaseRunner(kf, sig, request, executor)
@@ -65,18 +79,31 @@ def from_cuda(
     notes = _reading_notes(kf, sig) + filled
     notes += dict.fromkeys(launch.arm for _, launch in visible if launch.arm)
     held, bounds = _heldout(runner, request.cases, visible, heldout, notes)
-    name_measured(kf.info, runner.buffer_shapes, runner.roles, [c for c, _ in visible + held])
+    arms, arm_bounds = _arms(runner, request.cases, visible + held, notes)
+    held, bounds = held + arms, bounds + arm_bounds
+    name_measured(runner, [c for c, _ in visible + held])
     notes += runner.partial.values()
     domains, said = integer_domains(runner, visible + held, given_domains(request.inputs))
     notes += said
     found = arrays(runner, visible[0][0], sig.dtypes, domains)
     derived = derived_params(runner, request.cases + bounds, np.random.default_rng(0))
+    bound = {k for c in request.cases for k in c}
     for param in found.params:
-        if param["name"] in derived:
-            param["expr"] = derived[param["name"]]
+        expr = derived.get(param["name"])
+        if expr is None and param["name"] not in bound:
             notes.append(
-                f"{param['name']} is what the host code computes: {derived[param['name']]}"
+                f"{param['name']} is what the host code computes, by no expression of the sizes "
+                f"the op takes: the op takes it as an argument"
             )
+        if expr is not None:
+            param["expr"] = expr
+            fixed = not names_used(expr)
+            notes.append(
+                f"{param['name']} is fixed at {expr} by the host code: the op does not take it"
+                if fixed
+                else f"{param['name']} is what the host code computes: {expr}"
+            )
+    notes += _ranges(found.params, bound)
     task = _task(request, kf, sig, found, runner, visible, held)
     KernelTask.model_validate({k: v for k, v in task.items() if v is not None})
     return Built(task, notes, kf.text, kf.headers)
@@ -103,6 +130,103 @@ def _heldout(
         held.append(run)
         bounds.append(bound)
     return held, bounds
+
+
+def _ranges(params: list[dict], bound: set[str]) -> list[str]:
+    """A range for each float param the user bound (eps, scale), where the held-out cases draw it:
+    a decade either side of its value, keeping its sign; the notes saying so."""
+    notes = []
+    for p in params:
+        v = p["default"]
+        if p["type"] != "float" or p["name"] not in bound or p.get("expr") or not v:
+            continue
+        low, high = sorted((float(f"{v / 10:.3g}"), float(f"{v * 10:.3g}")))
+        p["range"] = [low, high]
+        notes.append(
+            f"{p['name']} varies in the held-out cases within [{low:g}, {high:g}], a decade either "
+            f"side of its value {v:g} (inferred: set range in task.toml to change it)"
+        )
+    return notes
+
+
+def _arms(
+    runner: CaseRunner, cases: list[dict], runs: list[tuple], notes: list[str]
+) -> tuple[list[tuple], list[dict]]:
+    """A held-out case for each launch of the original that no case takes: the host code's own
+    branches on the sizes (``threads = cols > 200 ? 256 : 32``, a template argument picked by
+    size), told apart by `_arm`; the sizes are moved far (up to ARM_CAP elements) and the
+    smallest that takes a new arm is run."""
+    names = runner.free_sizes(cases[0])
+    if not names:
+        return [], []
+    seen = {_arm(runner, case, names) for case, _ in runs}
+    raw = {_raw(launch) for _, launch in runs}
+    cap = max(ARM_CAP, *(math.prod(c[n] for n in names) for c in cases))
+    probes = [
+        b for b in moved(cases[0], names, ARM_LADDER) if math.prod(b[n] for n in names) <= cap
+    ]
+    held, bounds = [], []
+    for bound in sorted(probes, key=lambda b: math.prod(b[n] for n in names)):
+        try:
+            launch = runner.launch_at(bound)
+        except (CudaTaskError, HostEvalError):
+            continue
+        if _raw(launch) in raw or len(held) == ARMS:
+            continue
+        raw.add(_raw(launch))
+        arm = _arm(runner, bound, names)
+        if arm in seen:
+            continue
+        seen.add(arm)
+        try:
+            held.append(runner.case(bound, heldout=True))
+        except (CudaTaskError, HostEvalError) as e:
+            notes.append(f"no held-out case at {label(bound)}, a launch no case takes: {e}")
+            continue
+        bounds.append(bound)
+        template = launch.template_args
+        notes.append(
+            f"held-out case {label(bound)} runs the original with block {list(launch.block)}"
+            + (f" and template arguments {', '.join(template)}" if template else "")
+            + ", a launch of its host code no other case takes"
+        )
+    return held, bounds
+
+
+def _raw(launch) -> tuple:
+    return *launch.block, *launch.template_args, launch.shared_bytes > 0
+
+
+def _arm(runner: CaseRunner, bound: dict, names: list[str]) -> tuple | None:
+    """An arm of the host code's launch at ``bound``: its block and template arguments, each as the
+    number it is, or as the sizes it follows (a value that changes when a size moves one up and,
+    above 1, one down: ``min(cols, 128)`` has two arms, not one per cols); and whether shared
+    memory is asked."""
+    try:
+        here = _launched(runner, bound)
+        around = [
+            (
+                n,
+                [
+                    _launched(runner, {**bound, n: bound[n] + d})
+                    for d in (1, -1)[: min(bound[n], 2)]
+                ],
+            )
+            for n in names
+        ]
+    except (CudaTaskError, HostEvalError):
+        return None
+    out = []
+    for k, v in enumerate(here[:-1]):
+        follows = [n for n, moved in around if all(m[k] != v for m in moved)]
+        out.append("~" + ",".join(follows) if follows else v)
+    return *out, here[-1]
+
+
+def _launched(runner: CaseRunner, bound: dict) -> tuple:
+    """The launch's block and template arguments, then whether it asks for shared memory."""
+    launch = runner.launch_at(bound)
+    return *launch.block, *launch.template_args, launch.shared_bytes > 0
 
 
 def _reading_notes(kf: KernelFile, sig: Signature) -> list[str]:

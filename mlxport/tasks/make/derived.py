@@ -3,9 +3,10 @@
 compute them as the host does rather than keep the value of the case it was made at.
 
 The host code is evaluated (not run) at the task's cases and at sizes drawn around them; a
-scalar that changes with the sizes is matched against a small grammar of expressions over the
-sizes the user bound and the scalars that stay constant (Bc), simplest first. One that no
-expression matches at every sample stays a parameter the caller gives.
+scalar that stays constant (``const int Bc = 32``) is fixed at its value, one that changes with
+the sizes is matched against a small grammar of expressions over the sizes the user bound and the
+constants' values, simplest first. One that no expression matches at every sample stays a
+parameter the caller gives.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from typing import Any
 import numpy as np
 
 from mlxport.errors import UserError
-from mlxport.expr import evaluate
+from mlxport.expr import evaluate, names_used
 from mlxport.tasks.make.cases import CaseRunner
+from mlxport.tasks.sizes import apart
 from mlxport.translate.host.values import HostEvalError
 
 SAMPLES = 8  # sizes drawn besides the task's cases
@@ -29,34 +31,56 @@ def derived_params(
     runner: CaseRunner, bounds: list[dict[str, Any]], rng: np.random.Generator
 ) -> dict[str, str]:
     """Param name -> the expression the host code computes it by, for every scalar parameter of
-    the kernel that the user did not bind and that changes with the sizes."""
+    the kernel that the user did not bind: a constant the host fixes (``const int Bc = 32``) as
+    its value, so the op never takes it from its caller; one that changes with the sizes as the
+    simplest expression that gives it at every sample."""
     sizes = sorted({k for b in bounds for k, v in b.items() if _int(v)})
-    samples = [s for s in (_scalars(runner, b) for b in _probes(bounds, sizes, rng)) if s]
-    if len(samples) < 3:
+    floats = sorted({k for b in bounds for k, v in b.items() if isinstance(v, float)})
+    probes = _probes(bounds, sizes, floats, rng)
+    samples = [s for s in (_scalars(runner, b) for b in probes) if s]
+    if not samples:
         return {}
     bound = {k for b in bounds for k in b}
     names = [p.name for p in runner.info.params if not p.is_pointer and p.name not in bound]
-    constant = {n for n in names if len({s[1].get(n) for s in samples}) == 1}
-    out = {}
-    for name in names:
-        if name in constant or any(name not in s[1] for s in samples):
+    # what the op can compute from: its params and the sizes its arrays' shapes give
+    known = {p.name for p in runner.info.params if not p.is_pointer}
+    known |= {n for shape in runner.buffer_shapes.values() for d in shape for n in names_used(d)}
+    names = [n for n in names if all(n in v for _, v in samples)]
+    if len(samples) < 3 and sizes:
+        return {}  # too few samples to tell a constant from a size
+    fixed = {n: samples[0][1][n] for n in names if len({s[1][n] for s in samples}) == 1}
+    out = {n: repr(v) for n, v in fixed.items()}
+    # constants by value: two the host sets alike (Bc = Br = 32) cannot be told apart by name
+    literals = [str(v) for v in dict.fromkeys(fixed.values()) if _int(v) and v > 1]
+    for name in (n for n in names if n not in fixed):
+        if any(isinstance(v[name], bool) for _, v in samples):
             continue
-        scope = [{**b, **{c: v[c] for c in constant if c in v}} for b, v in samples]
+        scope = [b for b, _ in samples]
         wanted = [v[name] for _, v in samples]
-        expr = next((e for e in _forms(sizes, sorted(constant)) if _fits(e, scope, wanted)), None)
+        forms = _forms(
+            [n for n in sizes if n in known], [n for n in floats if n in known], literals
+        )
+        expr = next((e for e in forms if _fits(e, scope, wanted)), None)
         if expr is not None:
             out[name] = expr
     return out
 
 
-def _probes(bounds: list[dict], sizes: list[str], rng: np.random.Generator) -> list[dict]:
+def _probes(
+    bounds: list[dict], sizes: list[str], floats: list[str], rng: np.random.Generator
+) -> list[dict]:
+    """The task's cases and SAMPLES more around them, sizes bound to different names at different
+    values (an N and a d both 64 at the visible case cannot tell ceildiv(N, 32) from
+    ceildiv(d, 32)), floats the user bound scaled (a host's ``1 / scale`` is no constant)."""
     out = list(bounds)
     for _ in range(SAMPLES):
         base = dict(bounds[int(rng.integers(len(bounds)))])
+        drawn = {}
         for n in sizes:
             if n in base and _int(base[n]) and base[n] > 1:
-                base[n] = int(rng.integers(max(1, base[n] // 2), 2 * base[n] + 1))
-        out.append(base)
+                drawn[n] = int(rng.integers(max(1, base[n] // 2), 2 * base[n] + 1))
+        scaled = {n: base[n] * float(rng.uniform(0.5, 2.0)) for n in floats if n in base}
+        out.append({**base, **apart(drawn, dict.fromkeys(drawn, 1)), **scaled})
     return out
 
 
@@ -68,15 +92,17 @@ def _scalars(runner: CaseRunner, bound: dict[str, Any]) -> tuple[dict, dict] | N
     values = {
         p.name: a.value
         for p, a in zip(runner.info.params, launch.args, strict=False)
-        if not p.is_pointer and isinstance(a.value, int | float) and not isinstance(a.value, bool)
+        if not p.is_pointer and isinstance(a.value, int | float)
     }
     return bound, values
 
 
-def _forms(sizes: list[str], constants: list[str]):
+def _forms(sizes: list[str], floats: list[str], constants: list[str]):
     """Candidate expressions, simplest first."""
-    ks = [*constants, *map(str, FACTORS)]
+    ks = list(dict.fromkeys([*constants, *map(str, FACTORS)]))
     yield from sizes
+    for a in floats:
+        yield from (f"1.0 / {a}", f"{a} * {a}", f"sqrt({a})")
     for a, b in itertools.combinations_with_replacement(sizes, 2):
         yield f"{a} * {b}"
     for a in sizes:

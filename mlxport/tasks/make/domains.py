@@ -74,6 +74,10 @@ def integer_domains(
 def _found(runner: CaseRunner, runs: list[tuple[dict, HostLaunch]], i: int, p: Param):
     held = storage(p, runner.sig.typenames)
     info = np.iinfo(held)
+    size = _compared(runner, p.name, runs[0][0])
+    if size is not None and all(_runs(runner, run, i, 0, run[0][size]) for run in runs[:2]):
+        # a bin number: drawn from [-1000, 1000) nearly all would fall outside and count nothing
+        return 0, size, f"the kernel compares them with {size}"
     lo, hi = (max(info.min, -DATA), min(info.max + 1, DATA))
     if lo < 0 and _runs(runner, runs[0], i, lo, hi):
         return lo, hi, "the original runs at any values, so they are data"
@@ -83,6 +87,24 @@ def _found(runner: CaseRunner, runs: list[tuple[dict, HostLaunch]], i: int, p: P
     for expr in _bounds(runner, case0):
         if all(_tight(runner, run, i, expr) for run in runs[:2]):
             return 0, expr, "the original reads past a buffer at any larger value"
+    return None
+
+
+def _compared(runner: CaseRunner, buffer: str, case: dict[str, Any]) -> str | None:
+    """The size the kernel compares a value it reads from ``buffer`` with (``int b = data[i];
+    if (b >= 0 && b < nbins)``: nbins), where one is."""
+    body = runner.info.body or ""
+    load = rf"{re.escape(buffer)}\s*\[[^\]]*\]"
+    values = [load] + [
+        rf"\b{re.escape(m)}\b"
+        for m in re.findall(rf"\b(\w+)\s*=\s*(?:\(\s*\w+\s*\)\s*)?{load}", body)
+    ]
+    sizes = {k for k, v in case.items() if isinstance(v, int) and not isinstance(v, bool)}
+    for value in values:
+        for m in re.finditer(rf"{value}\s*<(?![<=])\s*(\w+)|(\w+)\s*>(?![>=])\s*{value}", body):
+            name = m.group(1) or m.group(2)
+            if name in sizes:
+                return name
     return None
 
 

@@ -21,6 +21,7 @@ from mlxport.translate.reading.reader import read_cuda
 from mlxport.verify.golden import STORAGE
 
 DTYPE_OF = {"float64": "float32"}  # the executor's storage -> the task's dtype, where they differ
+_IDENT = re.compile(r"[A-Za-z_]\w*")
 _MARKER = re.compile(r'^# \d+ "([^"<][^"]*)"', re.M)
 
 
@@ -81,6 +82,35 @@ def read_kernel(request: TaskRequest, executor: CudaExecutor) -> KernelFile:
         p.base_type = source.resolve(p.base_type)  # typedef floatX: what the buffer really holds
     headers = _headers(source.preprocessed, includes)
     return KernelFile(path, text, inlined, missing, cf, info, source, sig, headers)
+
+
+def check_bound(kf: KernelFile, request: TaskRequest) -> None:
+    """Every name ``--case`` binds is one the file or a flag uses: a misspelt size (``nn=4096``)
+    would otherwise be dropped and the kernel run at sizes the host code picks itself."""
+    flags = [request.grid, request.block, request.shared_bytes, request.template, request.inputs]
+    used = set(_IDENT.findall(kf.text)) | set(_IDENT.findall(kf.source.preprocessed))
+    used |= set(_IDENT.findall(" ".join([*filter(None, flags), *request.shapes.values()])))
+    unknown = sorted({k for c in request.cases for k in c} - used)
+    if unknown:
+        names = ", ".join(unknown)
+        raise CudaTaskError(
+            f"--case binds {names}, which nothing in {kf.path.name} uses: bind names the kernel "
+            f"or its host code uses, such as {', '.join(_bindable(kf)) or 'its parameters'}"
+        )
+
+
+def _bindable(kf: KernelFile) -> list[str]:
+    """The kernel's scalar parameters and those of the host function that launches it."""
+    names = [p.name for p in kf.info.params if not p.is_pointer]
+    for site in kf.cf.launches:
+        if site.kernel != kf.info.name or not site.enclosing_function:
+            continue
+        m = re.search(rf"\b{re.escape(site.enclosing_function)}\s*\(([^)]*)\)\s*\{{", kf.text)
+        for part in m.group(1).split(",") if m else []:
+            found = _IDENT.findall(part.split("=")[0])
+            if found and "*" not in part and "Tensor" not in part:
+                names.append(found[-1])
+    return list(dict.fromkeys(names))
 
 
 def classify(kf: KernelFile, request: TaskRequest, executor: CudaExecutor) -> Signature:

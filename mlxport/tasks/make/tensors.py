@@ -12,10 +12,9 @@ from typing import Any
 
 from mlxport.errors import UserError
 from mlxport.expr import evaluate
-from mlxport.tasks.make.cases import CaseRunner, dims, label
+from mlxport.tasks.make.cases import CaseRunner, dims, label, row_strides
 from mlxport.tasks.make.kernel import CudaTaskError, dtype, param_type
 from mlxport.translate.host.values import HostLaunch
-from mlxport.translate.reading.cudafile import KernelInfo
 
 
 @dataclass
@@ -95,24 +94,23 @@ def launches(runner: CaseRunner, runs: list[tuple[dict, HostLaunch]]) -> list[di
     ]
 
 
-def name_measured(
-    info: KernelInfo,
-    shapes: dict[str, list[str]],
-    roles: dict[str, str],
-    cases: list[dict[str, Any]],
-) -> None:
+def name_measured(runner: CaseRunner, cases: list[dict[str, Any]]) -> None:
     """A buffer whose extent only a measurement gives (``n_out``) named by what equals it at every
-    case: another buffer's shape (K as large as Q is Q's [B, nh, N, d]), a param, a product of two
-    params; so a port can size it from its arguments and the op takes it in that shape. The
-    measured name then leaves the cases."""
-    params = [p.name for p in info.params if not p.is_pointer]
-    products = [*params, *(f"{a} * {b}" for i, a in enumerate(params) for b in params[i:])]
+    case: another buffer's shape (K as large as Q is Q's [B, nh, N, d]), a size the case binds or
+    a scalar parameter, a product of two (a launcher's ``rows`` and the kernel's ``cols``); so a
+    port can size it from its arguments and the op takes it in that shape. Two factors are ordered
+    as the kernel indexes the buffer (``in[y * width + x]`` is ``[height, width]``). The measured
+    name then leaves the cases."""
+    info, shapes = runner.info, runner.buffer_shapes
+    measured = {f"n_{p.name}" for p in info.params if p.is_pointer}
+    sizes = [k for k, v in cases[0].items() if type(v) is int and k not in measured]
+    products = [*sizes, *(f"{a} * {b}" for i, a in enumerate(sizes) for b in sizes[i:])]
     buffers = sorted(
-        (p for p in info.params if p.is_pointer), key=lambda p: roles[p.name] == "output"
+        (p for p in info.params if p.is_pointer), key=lambda p: runner.roles[p.name] == "output"
     )
     for p in buffers:
-        measured = f"n_{p.name}"
-        if shapes[p.name] != [measured]:
+        own = f"n_{p.name}"
+        if shapes[p.name] != [own]:
             continue
         known = [
             shapes[q.name]
@@ -120,13 +118,20 @@ def name_measured(
             if q is not p and not any(str(d).startswith("n_") for d in shapes[q.name])
         ]
         candidates = [*known, *(dims(e) for e in products)]
-        found = next((c for c in candidates if _equals_at(_product(c), measured, cases)), None)
+        found = next((c for c in candidates if _equals_at(_product(c), own, cases)), None)
         if found is None:
             continue
-        shapes[p.name] = list(found)
-        if not any(re.search(rf"\b{measured}\b", str(d)) for sh in shapes.values() for d in sh):
+        shapes[p.name] = strided(list(found), row_strides(info.body or runner.kf.text, p.name))
+        if not any(re.search(rf"\b{own}\b", str(d)) for sh in shapes.values() for d in sh):
             for c in cases:
-                c.pop(measured, None)
+                c.pop(own, None)
+
+
+def strided(shape: list[str], strides: set[str]) -> list[str]:
+    """A two-dimensional shape with the row stride the kernel indexes by last."""
+    if len(shape) == 2 and all(isinstance(d, str) and d.isidentifier() for d in shape):
+        return dims(f"{shape[0]} * {shape[1]}", strides)
+    return shape
 
 
 def _product(shape: list[str]) -> str:
