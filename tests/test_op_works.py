@@ -290,3 +290,25 @@ def test_a_scalar_the_host_computes_from_a_float_the_op_cannot_see_is_no_constan
     assert any(
         n.startswith("inv is what the host code computes, by no expression") for n in built.notes
     )
+
+
+OFFSET = """
+__global__ void shift(const float* x, float* y, int n, int offset) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] + (float)offset;
+}
+void run(const float* x, float* y, int n, int offset) {
+    shift<<<(n + 127) / 128, 128>>>(x, y, n, offset);
+}
+"""
+
+
+def test_an_integer_bound_at_zero_is_kept_when_sizes_are_drawn(tmp_path):
+    from mlxport.tasks.sizes import fresh_sizes
+
+    path = tmp_path / "shift.cu"
+    path.write_text(OFFSET)
+    built = from_cuda(TaskRequest(source=path, cases=[{"n": 300, "offset": 0}]), heldout=1)
+    task = load_task(write_task(built, tmp_path / "task", path))
+    drawn = fresh_sizes(task, 3, np.random.default_rng(0))
+    assert drawn and all(c["offset"] == 0 and c["n"] != 300 for c in drawn), drawn

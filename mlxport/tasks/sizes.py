@@ -102,6 +102,8 @@ def _allowed(task: KernelTask, case: dict[str, Any]) -> bool:
 def _free(task: KernelTask, name: str, seen: list[int]) -> bool:
     if name in task.cases.choices:
         return len(task.cases.choices[name]) > 1
+    if max(seen) < 1:
+        return False  # an offset or a pad bound at zero is no size to draw
     if _from_cuda(task):
         return True  # its original runs at each drawn size first; sizes it refuses are left out
     return len(set(seen)) > 1
