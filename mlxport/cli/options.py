@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from mlxport.errors import UserError
 
@@ -45,6 +46,12 @@ Task = Annotated[str, typer.Option(help="Task name or folder.")]
 def note(text: str) -> None:
     """A note on what making a task found, on stderr (stdout may be JSON)."""
     err.print(f"note: {text}", highlight=False, markup=False)
+
+
+def step(text: str) -> None:
+    """A step of making a task, as it starts (running the original can take seconds a case), on
+    stderr like the notes."""
+    err.print(f"[blue]task[/blue]  {escape(text)}", highlight=False)
 
 
 def print_json(data: Any) -> None:

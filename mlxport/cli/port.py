@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -111,11 +113,12 @@ def port(
 
     A bare .cu file needs only --case: the original kernel, run on the CPU, is what the port is
     checked against."""
-    show = progress(o.err if as_json else o.out)
+    console = o.err if as_json else o.out
     if resume:
         from mlxport.agent.port import resume_port
 
-        run = resume_port(out_dir, resume, on_update=show)
+        with Progress(console) as show:
+            run = resume_port(out_dir, resume, on_update=show)
     else:
         config = o.run_config(
             model=model, base_url=base_url, backend=backend, budget=budget, seed=seed, search=search
@@ -138,7 +141,8 @@ def port(
         the_task = _resolve_task(kernel, task, request, out_dir)
         from mlxport.agent.port import run_port
 
-        run = run_port(the_task, config, out_dir, on_update=show)
+        with Progress(console) as show:
+            run = run_port(the_task, config, out_dir, on_update=show)
     if as_json:
         o.print_json(run)
     else:
@@ -167,7 +171,7 @@ def _resolve_task(kernel: Path | None, task: str | None, request: dict, out_dir:
     ):
         return load_task(kernel.parent)
     made = TaskRequest.of(source=kernel, **request)
-    return load_task(make_task(made, out_dir / "_tasks", on_note=o.note))
+    return load_task(make_task(made, out_dir / "_tasks", on_note=o.note, on_progress=o.step))
 
 
 def _check_cuda_file(path: Path) -> None:
@@ -188,43 +192,78 @@ def clip(text: str, limit: int) -> str:
     return cut + " [...] (the whole of it: transcript.jsonl)"
 
 
-def progress(console: Console):
-    """A listener printing each graph step in a line or two."""
+class Progress:
+    """A listener printing each graph step in a line or two and, after ``quiet`` seconds without a
+    line, what the port still waits on and since when: one step can take long (a model's turn,
+    the simulator at the timed size), and a person should not wonder whether it hangs."""
 
-    def show(node: str, data: dict) -> None:
+    def __init__(self, console: Console, quiet: float = 5.0, tick: float = 1.0):
+        self.console, self.quiet, self.tick = console, quiet, tick
+        self.lock = threading.Lock()
+        self.waiting, self.since = "the model", time.monotonic()
+        self.last = self.since
+        self.stopped = threading.Event()
+        self.beat = threading.Thread(target=self._beat, name="Progress heartbeat", daemon=True)
+
+    def __enter__(self) -> Progress:
+        self.beat.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stopped.set()
+        self.beat.join()
+
+    def _beat(self) -> None:
+        while not self.stopped.wait(self.tick):
+            with self.lock:
+                now = time.monotonic()
+                if now - self.last >= self.quiet:
+                    self.console.print(
+                        f"[dim]wait  {self.waiting}: {now - self.since:.0f} s[/dim]",
+                        highlight=False,
+                    )
+                    self.last = now
+
+    def _line(self, text: str, waiting: str | None = None) -> None:
+        self.console.print(text, highlight=False)
+        self.last = time.monotonic()
+        if waiting and waiting != self.waiting:
+            self.waiting, self.since = waiting, self.last
+
+    def __call__(self, node: str, data: dict) -> None:
+        with self.lock:
+            self._show(node, data)
+
+    def _show(self, node: str, data: dict) -> None:
+        if data.get("progress"):
+            self._line(f"[dim]check[/dim] {escape(data['progress'])}", "the final verification")
         for m in data.get("messages", []) or []:
             kind = getattr(m, "type", "")
             if kind == "ai":
                 text = (m.content or "").strip() if isinstance(m.content, str) else ""
                 if text:
-                    console.print(f"[cyan]model[/cyan] {escape(clip(text, 400))}", highlight=False)
+                    self._line(f"[cyan]model[/cyan] {escape(clip(text, 400))}")
                 for c in m.tool_calls:
                     args = ", ".join(
                         f"{k}={str(v)[:40]!r}" for k, v in c["args"].items() if k != "source"
                     )
-                    console.print(
-                        f"[cyan]call[/cyan]  {c['name']}({escape(args)})", highlight=False
-                    )
+                    self._line(f"[cyan]call[/cyan]  {c['name']}({escape(args)})", "the tools")
             elif kind == "tool":
                 first = str(m.content).splitlines()[0] if m.content else ""
                 color = "red" if getattr(m, "status", "") == "error" else "green"
-                console.print(
-                    f"[{color}]tool[/{color}]  {escape(clip(first, 600))}", highlight=False
-                )
+                self._line(f"[{color}]tool[/{color}]  {escape(clip(first, 600))}", "the model")
         if data.get("best_id"):
-            console.print(f"[magenta]best[/magenta]  {data['best_id']}")
+            self._line(f"[magenta]best[/magenta]  {data['best_id']}")
         if data.get("stop_reason"):
-            console.print(f"[yellow]stop[/yellow]  {data['stop_reason']}")
+            self._line(f"[yellow]stop[/yellow]  {data['stop_reason']}", "the final verification")
         if node == "finalize" and data.get("final"):
             f = data["final"]
             from mlxport.verify.reverify import verdict_label
 
-            console.print(
+            self._line(
                 f"[bold]final[/bold] {f.get('candidate_id')}: {escape(verdict_label(f))}",
-                highlight=False,
+                "the port's files",
             )
-
-    return show
 
 
 def _print_summary(run: dict, out_dir: Path) -> None:

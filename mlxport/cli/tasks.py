@@ -206,7 +206,7 @@ def new(
             includes=include,
             name=name,
         )
-        folder = make_task(request, directory, on_note=o.note)
+        folder = make_task(request, directory, on_note=o.note, on_progress=o.step)
         o.out.print(
             f"created {folder}: port it with `mlxport port --task {folder}`; check it with "
             f"`mlxport tasks check {folder}`"

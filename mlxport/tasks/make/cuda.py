@@ -11,6 +11,7 @@ not, a note says so.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,9 +46,14 @@ class Built:
 
 
 def from_cuda(
-    request: TaskRequest, *, executor: CudaExecutor | None = None, heldout: int = 3
+    request: TaskRequest,
+    *,
+    executor: CudaExecutor | None = None,
+    heldout: int = 3,
+    on_progress: Callable[[str], None] | None = None,
 ) -> Built:
-    """The content of task.toml for the request's kernel, run at its cases."""
+    """The content of task.toml for the request's kernel, run at its cases; ``on_progress`` hears
+    each case as the original starts running at it."""
     if not request.cases:
         raise CudaTaskError(
             "no case to run the kernel at: pass --case with the sizes, e.g. --case 'N=4096'"
@@ -57,8 +63,12 @@ def from_cuda(
     sig = classify(kf, request, executor)
     runner = CaseRunner(kf, sig, request, executor)
     notes = _reading_notes(kf, sig)
-    visible = [runner.case(c) for c in request.cases]
-    held, bounds = _heldout(runner, request.cases, visible, heldout, notes)
+    say = on_progress or (lambda _: None)
+    visible = []
+    for c in request.cases:
+        say(f"running the original {kf.info.name} at {label(c)}")
+        visible.append(runner.case(c))
+    held, bounds = _heldout(runner, request.cases, visible, heldout, notes, say)
     name_measured(kf.info, runner.buffer_shapes, runner.roles, [c for c, _ in visible + held])
     notes += runner.partial.values()
     domains, said = integer_domains(runner, visible + held, given_domains(request.inputs))
@@ -77,13 +87,19 @@ def from_cuda(
 
 
 def _heldout(
-    runner: CaseRunner, cases: list[dict], visible: list[tuple], count: int, notes: list[str]
+    runner: CaseRunner,
+    cases: list[dict],
+    visible: list[tuple],
+    count: int,
+    notes: list[str],
+    say: Callable[[str], None],
 ) -> tuple[list[tuple], list[dict]]:
     """The held-out cases the original supports that change what they claim: one at twice the
     largest visible size along every size, one with every size odd, then each size made odd alone
     (up to ``count`` in all); a case with the extents and launch of a visible one is left out."""
     held, bounds = [], []
     for bound, why in runner.heldout_candidates(cases)[: max(count, 0)]:
+        say(f"running the original at {label(bound)}, a held-out case with {why}")
         try:
             run = runner.case(bound, heldout=True)
         except (CudaTaskError, HostEvalError) as e:
