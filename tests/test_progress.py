@@ -16,7 +16,7 @@ from rich.console import Console
 from mlxport.agent.models import ScriptedModel
 from mlxport.agent.port import run_port
 from mlxport.agent.state import RunConfig
-from mlxport.cli.port import Progress
+from mlxport.cli.options import Progress
 from mlxport.tasks import expert_ports, load_task
 from mlxport.tasks.make import TaskRequest, from_cuda
 
@@ -78,9 +78,11 @@ def report_cases(report: Path) -> int:
 
 
 def test_the_printer_says_what_it_still_waits_on_when_nothing_is_printed():
+    """The graph's listener and the steps of making a task share one printer and its heartbeat."""
     out = io.StringIO()
     console = Console(file=out, width=200, color_system=None)
     with Progress(console, quiet=0.0, tick=0.01) as show:
+        show.step("running the original at N=7")
         show("assess", {"stop_reason": "finish"})
         deadline = time.monotonic() + 30
         while "wait  the final verification: " not in out.getvalue():
@@ -90,5 +92,5 @@ def test_the_printer_says_what_it_still_waits_on_when_nothing_is_printed():
     lines = out.getvalue().splitlines()
     stop = lines.index("stop  finish")
     assert any(ln.startswith("wait  the final verification: ") for ln in lines[stop:])
-    assert "check abc N=7 float32: pass" in lines
+    assert "check abc N=7 float32: pass" in lines and "task  running the original at N=7" in lines
     assert not any(t.name.startswith("Progress") for t in threading.enumerate() if t.is_alive())

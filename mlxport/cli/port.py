@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from mlxport.cli import options as o
@@ -113,35 +110,38 @@ def port(
 
     A bare .cu file needs only --case: the original kernel, run on the CPU, is what the port is
     checked against."""
-    console = o.err if as_json else o.out
-    if resume:
-        from mlxport.agent.port import resume_port
+    with o.Progress(o.err if as_json else o.out) as show:
+        if resume:
+            from mlxport.agent.port import resume_port
 
-        with Progress(console) as show:
             run = resume_port(out_dir, resume, on_update=show)
-    else:
-        config = o.run_config(
-            model=model, base_url=base_url, backend=backend, budget=budget, seed=seed, search=search
-        )
-        request = dict(
-            kernel=kernel_name,
-            cases=case,
-            dtypes=dtypes,
-            shapes=shape,
-            grid=grid,
-            block=block,
-            shared_bytes=shared_bytes,
-            template=template,
-            includes=include,
-            reference=reference,
-            inputs=inputs,
-            outputs=outputs,
-            heldout=heldout,
-        )
-        the_task = _resolve_task(kernel, task, request, out_dir)
-        from mlxport.agent.port import run_port
+        else:
+            config = o.run_config(
+                model=model,
+                base_url=base_url,
+                backend=backend,
+                budget=budget,
+                seed=seed,
+                search=search,
+            )
+            request = dict(
+                kernel=kernel_name,
+                cases=case,
+                dtypes=dtypes,
+                shapes=shape,
+                grid=grid,
+                block=block,
+                shared_bytes=shared_bytes,
+                template=template,
+                includes=include,
+                reference=reference,
+                inputs=inputs,
+                outputs=outputs,
+                heldout=heldout,
+            )
+            the_task = _resolve_task(kernel, task, request, out_dir, show)
+            from mlxport.agent.port import run_port
 
-        with Progress(console) as show:
             run = run_port(the_task, config, out_dir, on_update=show)
     if as_json:
         o.print_json(run)
@@ -151,7 +151,9 @@ def port(
         raise typer.Exit(1)
 
 
-def _resolve_task(kernel: Path | None, task: str | None, request: dict, out_dir: Path):
+def _resolve_task(
+    kernel: Path | None, task: str | None, request: dict, out_dir: Path, show: o.Progress
+):
     from mlxport.tasks import load_task
     from mlxport.tasks.make import TaskRequest, make_task
 
@@ -171,7 +173,7 @@ def _resolve_task(kernel: Path | None, task: str | None, request: dict, out_dir:
     ):
         return load_task(kernel.parent)
     made = TaskRequest.of(source=kernel, **request)
-    return load_task(make_task(made, out_dir / "_tasks", on_note=o.note, on_progress=o.step))
+    return load_task(make_task(made, out_dir / "_tasks", on_note=o.note, on_progress=show.step))
 
 
 def _check_cuda_file(path: Path) -> None:
@@ -180,90 +182,6 @@ def _check_cuda_file(path: Path) -> None:
     cf = read_cuda(read_text(path, "CUDA source"), name=path.name)
     if not any(k.kind == "global" for k in cf.kernels):
         raise UserError(f"{path} defines no __global__ kernel: pass a file with the kernel to port")
-
-
-def clip(text: str, limit: int) -> str:
-    """``text`` up to ``limit`` characters, cut after a whole sentence where one ends in the second
-    half (else at a word), marked so no one reads a cut line as the whole of it."""
-    if len(text) <= limit:
-        return text
-    end = text.rfind(". ", limit // 2, limit)
-    cut = text[: end + 1] if end > 0 else text[: text.rfind(" ", 0, limit)]
-    return cut + " [...] (the whole of it: transcript.jsonl)"
-
-
-class Progress:
-    """A listener printing each graph step in a line or two and, after ``quiet`` seconds without a
-    line, what the port still waits on and since when: one step can take long (a model's turn,
-    the simulator at the timed size), and a person should not wonder whether it hangs."""
-
-    def __init__(self, console: Console, quiet: float = 5.0, tick: float = 1.0):
-        self.console, self.quiet, self.tick = console, quiet, tick
-        self.lock = threading.Lock()
-        self.waiting, self.since = "the model", time.monotonic()
-        self.last = self.since
-        self.stopped = threading.Event()
-        self.beat = threading.Thread(target=self._beat, name="Progress heartbeat", daemon=True)
-
-    def __enter__(self) -> Progress:
-        self.beat.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stopped.set()
-        self.beat.join()
-
-    def _beat(self) -> None:
-        while not self.stopped.wait(self.tick):
-            with self.lock:
-                now = time.monotonic()
-                if now - self.last >= self.quiet:
-                    self.console.print(
-                        f"[dim]wait  {self.waiting}: {now - self.since:.0f} s[/dim]",
-                        highlight=False,
-                    )
-                    self.last = now
-
-    def _line(self, text: str, waiting: str | None = None) -> None:
-        self.console.print(text, highlight=False)
-        self.last = time.monotonic()
-        if waiting and waiting != self.waiting:
-            self.waiting, self.since = waiting, self.last
-
-    def __call__(self, node: str, data: dict) -> None:
-        with self.lock:
-            self._show(node, data)
-
-    def _show(self, node: str, data: dict) -> None:
-        if data.get("progress"):
-            self._line(f"[dim]check[/dim] {escape(data['progress'])}", "the final verification")
-        for m in data.get("messages", []) or []:
-            kind = getattr(m, "type", "")
-            if kind == "ai":
-                text = (m.content or "").strip() if isinstance(m.content, str) else ""
-                if text:
-                    self._line(f"[cyan]model[/cyan] {escape(clip(text, 400))}")
-                for c in m.tool_calls:
-                    args = ", ".join(
-                        f"{k}={str(v)[:40]!r}" for k, v in c["args"].items() if k != "source"
-                    )
-                    self._line(f"[cyan]call[/cyan]  {c['name']}({escape(args)})", "the tools")
-            elif kind == "tool":
-                first = str(m.content).splitlines()[0] if m.content else ""
-                color = "red" if getattr(m, "status", "") == "error" else "green"
-                self._line(f"[{color}]tool[/{color}]  {escape(clip(first, 600))}", "the model")
-        if data.get("best_id"):
-            self._line(f"[magenta]best[/magenta]  {data['best_id']}")
-        if data.get("stop_reason"):
-            self._line(f"[yellow]stop[/yellow]  {data['stop_reason']}", "the final verification")
-        if node == "finalize" and data.get("final"):
-            f = data["final"]
-            from mlxport.verify.reverify import verdict_label
-
-            self._line(
-                f"[bold]final[/bold] {f.get('candidate_id')}: {escape(verdict_label(f))}",
-                "the port's files",
-            )
 
 
 def _print_summary(run: dict, out_dir: Path) -> None:
