@@ -27,7 +27,7 @@ def stamped_lines(command: list[str]) -> tuple[list[tuple[float, str]], float, i
     t0 = time.monotonic()
     proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave)
     os.close(slave)
-    lines, pending = [], b""
+    lines, pending, began = [], b"", 0.0
     while True:
         try:
             chunk = os.read(master, 4096)
@@ -36,13 +36,17 @@ def stamped_lines(command: list[str]) -> tuple[list[tuple[float, str]], float, i
         if not chunk:
             break
         now = time.monotonic() - t0
+        began = began if pending else now  # a line shows from its first character
         pending += chunk
-        *done, pending = pending.replace(b"\r", b"\n").split(b"\n")
-        lines += [(now, line.decode(errors="replace")) for line in done if line.strip()]
+        # a line, or a progress bar or spinner redrawn in place (\r, \b), is something to see
+        *done, pending = pending.replace(b"\r", b"\n").replace(b"\b", b"\n").split(b"\n")
+        lines += [(began, line.decode(errors="replace")) for line in done[:1] if line.strip()]
+        lines += [(now, line.decode(errors="replace")) for line in done[1:] if line.strip()]
+        began = now
     rc = proc.wait()
     end = time.monotonic() - t0
     if pending.strip():
-        lines.append((end, pending.decode(errors="replace")))
+        lines.append((began, pending.decode(errors="replace")))
     os.close(master)
     return lines, end, rc
 
