@@ -9,23 +9,27 @@ BIN := $(VENV)/bin
 ZIG := $(if $(shell command -v c++ g++ clang++ 2>/dev/null),,zig)
 RUN_STAMP := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
-PIP := $(BIN)/python -m pip install --progress-bar off
-SHOW := { grep -E "^(Collecting|Successfully)" | cut -c1-100 || true; }
+# pip prints straight to the terminal: its own progress bars, nothing held back in a pipe.
+PIP := $(BIN)/python -m pip install
 
+# The venv without pip, and pip put in by the host's own pip where there is one (a second or two,
+# with pip's progress), else by ensurepip (silent for several seconds).
 $(BIN)/python:
 	@echo "mlxport: creating $(VENV)"
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
+	$(PYTHON) -m venv --without-pip $(VENV)
+	$(PYTHON) -m pip --python $(BIN)/python install --upgrade pip 2>/dev/null \
+	  || { echo "mlxport: installing pip into $(VENV) with ensurepip (a few seconds)"; \
+	       $(BIN)/python -m ensurepip --upgrade; }
 
 $(RUN_STAMP): pyproject.toml | $(BIN)/python
 	@echo "mlxport: installing mlxport and what running it needs$(if $(ZIG), (with zig: no C++ compiler here))"
-	set -o pipefail; $(PIP) -e ".$(if $(ZIG),[zig])" | $(SHOW)
+	$(PIP) -e ".$(if $(ZIG),[zig])"
 	@echo "mlxport: installed ($$(du -sh $(VENV) | cut -f1) in $(VENV))"
 	touch $(RUN_STAMP)
 
 $(TEST_STAMP): $(RUN_STAMP)
 	@echo "mlxport: adding the test tools (pytest, ray, mlx-lm, an OpenAI client, mcp, NVRTC on Linux x86-64)"
-	set -o pipefail; $(PIP) -e ".[dev$(if $(ZIG),$(comma)zig)]" | $(SHOW)
+	$(PIP) -e ".[dev$(if $(ZIG),$(comma)zig)]"
 	@echo "mlxport: installed ($$(du -sh $(VENV) | cut -f1) in $(VENV))"
 	touch $(TEST_STAMP)
 
@@ -39,6 +43,7 @@ run: $(RUN_STAMP)
 
 test: $(TEST_STAMP)
 	@command -v bwrap >/dev/null 2>&1 || [ "$$(uname)" != Linux ] || echo "mlxport: no bwrap here (apt-get install bubblewrap): the namespace tests are skipped"
+	@command -v chromium chromium-browser google-chrome >/dev/null 2>&1 || echo "mlxport: no Chromium here (apt-get install chromium): the report.html browser test is skipped"
 	@echo "mlxport: running the tests on 2 workers (about 6 minutes; skipped tests say why at the end)"
 	$(BIN)/python -m pytest -q -n 2 -rs
 

@@ -420,9 +420,10 @@ def test_report_of_a_timed_port_names_what_its_bandwidth_fraction_is_of():
     )
     text = report_md(
         TASK,
-        run,
-        Record(candidate=PORT),
+        {**run, "result": {"label": "verified on cuda"}},
+        {PORT.id: Record(candidate=PORT)},
         {
+            "candidate_id": PORT.id,
             "backend": "cuda",
             "verification": verification.model_dump(),
             "benchmark": bench.model_dump(),

@@ -318,6 +318,23 @@ def test_budget_values_are_checked_before_a_run(budget, values):
         RunConfig(**parse_budget(text)).validate()
 
 
+@pytest.mark.parametrize(
+    "budget, fragment",
+    [
+        ("foo=1", "request_timeout"),  # every key the parser takes is listed
+        ("wall=30x", "e.g. wall=30m"),
+        ("tokens=4q", "e.g. tokens=400k"),
+    ],
+)
+def test_a_bad_budget_item_names_the_form_that_works(budget, fragment):
+    with pytest.raises(UserError, match=re.escape(fragment)):
+        parse_budget(budget)
+    assert parse_budget("request_timeout=30,wall=30m") == {
+        "request_timeout": 30.0,
+        "max_wall_seconds": 1800.0,
+    }
+
+
 @pytest.mark.parametrize("query", ["", "the of and"])
 def test_a_knowledge_base_query_without_words_is_one_sentence(cli, query):
     result = cli("kb", "search", query)

@@ -171,7 +171,7 @@ def test_resuming_a_session_that_died_before_its_first_checkpoint_says_so(tmp_pa
 
 
 def test_a_long_progress_line_ends_after_a_whole_sentence_and_says_it_was_cut():
-    from mlxport.cli.port import clip
+    from mlxport.cli.options import clip
 
     text = "ESTIMATE, not a measurement. " + "This case moves 67.1 MB. " * 40
     cut = clip(text, 120)

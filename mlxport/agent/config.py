@@ -22,6 +22,7 @@ BUDGET_KEYS = {
     "extra_seeds": "extra_seeds",
     "verify": "max_verifications",
     "stagnation": "stagnation",
+    "request_timeout": "request_timeout",
 }
 
 
@@ -135,7 +136,11 @@ def _budget_value(key: str, value: str, part: str) -> Any:
     except ValueError as e:
         if key in ("backend", "chip", "base_url"):
             return value
-        raise UserError(f"budget item {part!r} needs a number") from e
+        forms = {
+            "max_tokens": ", or one ending in k or m (e.g. tokens=400k)",
+            "max_wall_seconds": " of seconds, or one ending in s, m or h (e.g. wall=30m)",
+        }
+        raise UserError(f"budget item {part!r} needs a number{forms.get(key, '')}") from e
     if not math.isfinite(number):
         raise UserError(f"budget item {part!r} needs a finite number")
     return (

@@ -499,7 +499,12 @@ def finalize(state: State, runtime: Runtime[RunConfig]) -> dict[str, Any]:
     t0 = time.monotonic()
     ctx = _ctx(runtime)
     chosen = (state.finish or {}).get("candidate_id")
-    final = verify_final(session_of(state, ctx), chosen, extra_seeds=ctx.extra_seeds)
+    final = verify_final(
+        session_of(state, ctx),
+        chosen,
+        extra_seeds=ctx.extra_seeds,
+        on_progress=runtime.stream_writer,  # heard where the graph is streamed with "custom"
+    )
     return {"final": final, "elapsed": _elapsed(state, t0)}
 
 

@@ -13,18 +13,16 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
+from mlxport.agent.report import report_md
 from mlxport.agent.report_html import render_port_html
 from mlxport.agent.state import State
-from mlxport.expr import names_used
 from mlxport.redaction import write_text
 from mlxport.spec import (
-    BenchmarkReport,
     CorrectnessReport,
     KernelCandidate,
     KernelTask,
     OriginalLaunch,
 )
-from mlxport.spec.results import MODE_LABELS
 from mlxport.tools.session import Record, Session
 from mlxport.verify.reverify import verdict_label
 
@@ -109,7 +107,7 @@ def write_outputs(
     if best is not None:
         _write_op(out, task, best.candidate, config, final)
     run = run_record(task, state, config, session_id, records)
-    write_text(out / "report.md", report_md(task, run, best, final))
+    write_text(out / "report.md", report_md(task, run, records, final))
     write_text(
         out / "report.html", render_port_html(task, run, records, final, _ceilings(final, config))
     )
@@ -284,167 +282,3 @@ def _mismatch(c) -> str:
         else ""
     )
     return f"{c.pattern}{at}"
-
-
-def _case_table() -> list[str]:
-    return [
-        "| case | kind | dtype | verdict | max abs err | err norm |",
-        "|---|---|---|---|---|---|",
-    ]
-
-
-def _case_row(c) -> str:
-    how = MODE_LABELS[c.mode]
-    kind = ("held-out" if c.heldout else "visible") + (f", {how}" if how else "")
-    verdict = c.verdict if c.verdict == "pass" else f"{c.verdict}: {c.error or c.pattern}"
-    err = f"{c.max_abs:.3g} | {c.err_norm:.3g}" if c.max_abs is not None else "- | -"
-    return f"| {c.case} | {kind} | {c.dtype} | {verdict} | {err} |"
-
-
-def report_md(task: KernelTask, run: dict[str, Any], best: Record | None, final: dict) -> str:
-    lines = _run_lines(task, run)
-    if best is None:
-        lines += ["**No candidate passed verification.** " + run["result"]["why_not"], ""]
-        for r in final.get("rejected", [])[1:]:
-            lines.append(f"- {r['candidate_id']} was rejected too")
-        return "\n".join(lines) + "\n"
-    report = CorrectnessReport.model_validate(final["verification"])
-    lines += [
-        f"Result: candidate `{best.candidate.id}`, **{verdict_label(final)}**, against "
-        f"{report.golden or 'the reference'}.",
-        "",
-        *_correctness_lines(report, final),
-        *_inputs_lines(task, report),
-        *_speed_lines(BenchmarkReport.model_validate(final["benchmark"])),
-        "## Kernel",
-        "",
-        "```metal" if best.candidate.language == "msl" else "```cuda",
-        best.candidate.source.strip(),
-        "```",
-        "",
-    ]
-    return "\n".join(lines)
-
-
-def _run_lines(task: KernelTask, run: dict[str, Any]) -> list[str]:
-    lines = [
-        f"# {task.name}: port report",
-        "",
-        f"- model: `{run['model']}`"
-        + (" (rule-based translator: a non-LLM baseline)" if run["non_llm_baseline"] else ""),
-        f"- stop reason: {run['stop_reason']}; iterations {run['iterations']}; candidates "
-        f"{run['candidates']}",
-        f"- tokens in/out: {run['tokens']['input']}/{run['tokens']['output']}; cost "
-        f"${run['cost_usd']:.4f}",
-        f"- wall time: {run['wall_seconds']:.1f} s",
-        "",
-    ]
-    notes = task.folder / "NOTES.md" if task.folder else None
-    if notes is not None and notes.is_file():
-        lines += ["## Making the task", "", *notes.read_text().splitlines()[2:], ""]
-    return lines
-
-
-def _correctness_lines(report: CorrectnessReport, final: dict) -> list[str]:
-    lines = ["## Correctness", ""]
-    checked = [c for c in report.cases if c.mode != "op"]
-    for seed in dict.fromkeys(c.seed for c in checked):
-        lines += [f"Seed {seed}:" if seed is not None else "All seeds:", "", *_case_table()]
-        lines += [_case_row(c) for c in checked if c.seed == seed]
-        lines.append("")
-    op = [c for c in report.cases if c.mode == "op"]
-    if op:
-        notes = "".join(
-            f" {n[0].upper()}{n[1:]}." for n in (final.get("op") or {}).get("notes", [])
-        )
-        lines += [
-            "### The op as shipped",
-            "",
-            "kernel.py imported and called as a user calls it, at sizes no case of the task has "
-            f"(test_kernel.py replays them).{notes}",
-            "",
-            *_case_table(),
-            *map(_case_row, op),
-            "",
-        ]
-    return lines
-
-
-def _inputs_lines(task: KernelTask, report: CorrectnessReport) -> list[str]:
-    """How the inputs were drawn (each input's own distribution or domain, and the others the
-    verification drew floats from) and which sizes drive which extents."""
-    from mlxport.tasks.inputs import DISTRIBUTIONS
-
-    lines = ["## Inputs", "", "| input | dtype | shape | drawn from |", "|---|---|---|---|"]
-    for t in task.inputs:
-        lines.append(f"| {t.name} | {t.dtype} | [{', '.join(map(str, t.shape))}] | {_drawn(t)} |")
-    used = dict.fromkeys(c.inputs for c in report.cases)
-    skipped = [d for d in DISTRIBUTIONS if d not in used]
-    lines += [
-        "",
-        "Floats drawn at random were drawn from: "
-        + "; ".join(f"{d} ({DISTRIBUTIONS[d]})" for d in used)
-        + "."
-        + (
-            f" Not run: {', '.join(skipped)} (the golden is not finite there: outside what "
-            f"the kernel computes)."
-            if skipped
-            else ""
-        ),
-        "",
-    ]
-    sizes: dict[str, list[str]] = {}
-    for t in task.inputs + task.outputs:
-        for d in t.shape:
-            for n in sorted(names_used(d)):
-                sizes.setdefault(n, []).append(t.name)
-    if sizes:
-        lines += [
-            "Sizes and the extents they drive: "
-            + "; ".join(f"{n}: {', '.join(dict.fromkeys(ts))}" for n, ts in sizes.items())
-            + ".",
-            "",
-        ]
-    return lines
-
-
-def _drawn(t) -> str:
-    init = t.init
-    if init.kind == "normal":
-        return f"normal, mean {init.mean:g}, std {init.std:g}"
-    if init.kind == "uniform":
-        return f"uniform in [{init.low:g}, {init.high:g})"
-    if init.kind == "randint":
-        return f"integers in [{init.low}, {init.high})"
-    if init.kind == "full":
-        return f"all {init.value:g} (as the host fills it)"
-    return f"0, 1, 2, ... from {init.low}"
-
-
-def _speed_lines(bench: BenchmarkReport) -> list[str]:
-    lines = ["## Speed", ""]
-    if bench.candidate is None:
-        return [*lines, f"Not timed ({bench.backend} backend). {bench.estimate}", ""]
-    lines += [
-        f"Device: {bench.device}; case {bench.case}, {bench.dtype}"
-        + (f"; times are {bench.timing_basis}." if bench.timing_basis else "."),
-        "",
-        "| kernel | median (us) | spread | GB/s | speedup |",
-        "|---|---|---|---|---|",
-        f"| candidate | {bench.candidate.median_us:.1f} | {bench.candidate.spread:.0%} | "
-        f"{bench.candidate.gbs or 0:.0f} | 1.00x |",
-    ]
-    for b in bench.baselines:
-        lines.append(
-            f"| {b.name} | {b.median_us:.1f} | {b.spread:.0%} | {b.gbs or 0:.0f} | "
-            f"{bench.speedups[b.name]:.2f}x |"
-        )
-    if bench.candidate.roofline_fraction:
-        lines += [
-            "",
-            f"The candidate moves {bench.candidate.roofline_fraction:.0%} of the "
-            f"{bench.bandwidth_basis or 'peak bandwidth'}.",
-        ]
-    if bench.flags:
-        lines += [""] + [f"- {f}" for f in bench.flags]
-    return [*lines, ""]

@@ -89,9 +89,13 @@ def _drive(
     if snapshot.values.get("final") is not None and not snapshot.next:
         return State.of(snapshot.values)  # finished earlier: only the outputs are written again
     inputs = None if snapshot.values else {"task_dir": str(task.folder)}
-    modes = ["updates", "messages"] if on_token else ["updates"]
+    modes = ["updates", "custom"] + (["messages"] if on_token else [])
     try:
         for mode, chunk in graph.stream(inputs, cfg, context=config, stream_mode=modes):
+            if mode == "custom":  # a line of progress inside a node (the final verification's)
+                if on_update:
+                    on_update("progress", {"progress": str(chunk)})
+                continue
             if mode == "messages":
                 token = chunk[0].content if isinstance(chunk[0].content, str) else ""
                 if token and chunk[1].get("langgraph_node") == "reason":

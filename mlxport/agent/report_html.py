@@ -1,6 +1,7 @@
 """report.html beside report.md: one self-contained page (no scripts, nothing loaded from anywhere)
-with the plan tree, every candidate's correctness and speed over the iterations, and a roofline
-of the port and its baselines under the device's ceilings."""
+with the very blocks report.md is written from (agent/report.py), and charts: the candidates or
+the best speedup over the iterations, and a roofline of every case under the device's
+ceilings."""
 
 from __future__ import annotations
 
@@ -8,18 +9,11 @@ import math
 from html import escape
 from typing import Any
 
-from mlxport.charts import svg
+from mlxport.agent.report import port_report
+from mlxport.charts import doc, svg
 from mlxport.charts.page import CSS
 from mlxport.spec import BenchmarkReport, Datasheet, KernelTask
 from mlxport.tools.session import Record
-
-MARKS = {
-    "open": "open",
-    "active": "working on",
-    "done": "done",
-    "abandoned": "abandoned",
-    "failed": "failed",
-}
 
 
 def render_port_html(
@@ -29,116 +23,50 @@ def render_port_html(
     final: dict,
     ceilings: Datasheet | None,
 ) -> str:
-    res = run["result"]
-    parts = [
-        '<!doctype html><html lang="en"><head><meta charset="utf-8">',
-        f"<title>mlxport: {escape(task.name)}</title><style>{CSS}</style></head><body><main>",
-        f"<h1>{escape(task.name)}: port report</h1><dl class=setup>",
-    ]
-    model = run["model"] + (
-        " (rule-based translator: a non-LLM baseline)" if run["non_llm_baseline"] else ""
+    figures = [f for f in (_progress(run, records), _roofline(task, final, ceilings)) if f]
+    return "\n".join(
+        [
+            '<!doctype html><html lang="en"><head><meta charset="utf-8">',
+            f"<title>mlxport: {escape(task.name)}</title><style>{CSS}</style></head><body><main>",
+            doc.html(port_report(task, run, records, final)),
+            "<h2>Charts</h2>",
+            '<div class="plots">' + "".join(f"<figure>{f}</figure>" for f in figures) + "</div>",
+            "</main></body></html>",
+        ]
     )
-    setup = [
-        ("model", model),
-        (
-            "result",
-            f"{res['label']}: {res['candidate_id']}"
-            if res["verified"]
-            else f"no verified kernel: {res['why_not']}",
-        ),
-        ("stop reason", f"{run['stop_reason']} after {run['iterations']} iterations"),
-        ("search", (run.get("config") or {}).get("search", "linear")),
-        ("candidates", str(run["candidates"])),
-    ]
-    parts += [f"<dt>{escape(k)}</dt><dd>{escape(str(v))}</dd>" for k, v in setup] + ["</dl>"]
-    parts += ["<h2>Plan</h2>", _plan(run.get("plan") or [])]
-    parts += ["<h2>Candidates</h2>", _candidates(records), '<div class="plots">']
-    parts += [
-        f"<figure>{fig}</figure>"
-        for fig in (_progress(records), _roofline(task, final, ceilings))
-        if fig
-    ]
-    parts += ["</div></main></body></html>"]
-    return "\n".join(parts)
 
 
-def _plan(nodes: list[dict[str, Any]]) -> str:
-    if not nodes:
-        return "<p>No plan was kept.</p>"
-    children: dict[str | None, list[dict]] = {}
-    for n in nodes:
-        children.setdefault(n.get("parent"), []).append(n)
-
-    def tree(parent: str | None) -> str:
-        items = []
-        for n in children.get(parent, []):
-            rating = (
-                f"gain {n.get('expected_gain') or '?'}, difficulty {n.get('difficulty', 0.5):.1f}, "
-                f"confidence {n.get('confidence', 0.5):.1f}"
-            )
-            outcome = f" &rarr; {escape(n['outcome'])}" if n.get("outcome") else ""
-            tried = f" (tried {escape(', '.join(n['candidates']))})" if n.get("candidates") else ""
-            items.append(
-                f"<li><b>{escape(n['id'])}</b> {escape(n['idea'])} "
-                f"[{MARKS.get(n['status'], n['status'])}; "
-                f"{escape(rating)}]{tried}{outcome}{tree(n['id'])}</li>"
-            )
-        return f"<ul>{''.join(items)}</ul>" if items else ""
-
-    return tree(None)
-
-
-def _candidates(records: dict[str, Record]) -> str:
-    rows = [
-        "<table><thead><tr><th>candidate</th><th>iteration</th><th>compiled</th><th>correctness</th>"
-        "<th>speedup vs native</th></tr></thead><tbody>"
-    ]
-    for cid, r in sorted(records.items(), key=lambda kv: kv[1].iteration):
-        compiled = "-" if r.compile is None else "yes" if r.compile.ok else "no"
-        correct = (
-            "-"
-            if r.correctness is None
-            else "PASS"
-            if r.correct
-            else (r.refuted or r.correctness.summary().splitlines()[0])
-        )
-        speed = f"{r.speedup:.2f}x" if r.speedup is not None else "-"
-        rows.append(
-            f"<tr><td><code>{escape(cid)}</code></td><td>{r.iteration}</td><td>{compiled}</td>"
-            f"<td>{escape(correct[:160])}</td><td>{speed}</td></tr>"
-        )
-    return "".join(rows) + "</tbody></table>"
-
-
-def _progress(records: dict[str, Record]) -> str:
+def _progress(run: dict[str, Any], records: dict[str, Record]) -> str:
+    """The best speedup by iteration where the backend times (run.json's best_history), else how
+    many candidates were compiled and how many of them were correct, by iteration."""
     if not records:
         return ""
-    last = max(r.iteration for r in records.values())
-    speed = [
-        max(
-            (r.speedup or 0.0 for r in records.values() if r.correct and r.iteration <= i),
-            default=0.0,
-        )
-        for i in range(last + 1)
-    ]
-    if any(speed):
+    last = max([run.get("iterations") or 0, *(r.iteration for r in records.values())])
+    timed = [h for h in run.get("best_history") or [] if h.get("speedup") is not None]
+    if timed:
+        best = [
+            max((h["speedup"] for h in timed if h["iteration"] <= i), default=math.nan)
+            for i in range(last + 1)
+        ]
         return svg.lines(
-            "Best verified speedup over native, by iteration",
-            {"best so far": speed},
+            "Best speedup over native, by iteration",
+            {"best so far": best},
             x_label="iteration",
             y_label="speedup",
             ref=1.0,
         )
+    compiled = [float(sum(r.iteration <= i for r in records.values())) for i in range(last + 1)]
     correct = [
         float(sum(r.correct and r.iteration <= i for r in records.values()))
         for i in range(last + 1)
     ]
-    tried = [float(sum(r.iteration <= i for r in records.values())) for i in range(last + 1)]
     return svg.lines(
         "Candidates by iteration (no timing on this backend)",
-        {"candidates": tried, "correct": correct},
+        {"compiled": compiled, "correct": correct},
         x_label="iteration",
-        y_label="count",
+        y_label="candidates",
+        labels={"correct": "of them correct"},
+        desc="a candidate counts from the iteration it was compiled in",
     )
 
 
@@ -146,13 +74,20 @@ def _roofline(task: KernelTask, final: dict, ceilings: Datasheet | None) -> str:
     if not final.get("benchmark") or ceilings is None:
         return ""
     bench = BenchmarkReport.model_validate(final["benchmark"])
-    case = next((c for c in task.bench_cases() if task.case_label(c) == bench.case), None)
-    if case is None:
-        return ""
-    nbytes, flops = task.cost_of(case, bench.dtype)
-    intensity = max(flops, 1) / max(nbytes, 1)
+    at: dict[float, list[str]] = {}  # intensity -> the cases there
+    for case in task.bench_cases():
+        nbytes, flops = task.cost_of(case, bench.dtype)
+        if flops <= 0 or nbytes <= 0:
+            return (
+                f"<p>No roofline: the task states no FLOP count (<code>[cost] flops</code> in "
+                f"task.toml), so the intensity of {escape(task.case_label(case))} is unknown; it "
+                f"moves {nbytes / 1e6:.3g} MB.</p>"
+            )
+        at.setdefault(float(f"{flops / nbytes:.3g}"), []).append(task.case_label(case))
+    cases = [(f"{'; '.join(labels)} {bench.dtype}", x) for x, labels in at.items()]
+    timed = next((x for x, labels in at.items() if bench.case in labels), cases[0][1])
     points = [
-        ("port" if t is bench.candidate else t.name, intensity, t.gflops)
+        ("port" if t is bench.candidate else t.name, timed, t.gflops)
         for t in [bench.candidate, *bench.baselines]
         if t is not None and t.gflops and math.isfinite(t.gflops)
     ]
@@ -162,6 +97,6 @@ def _roofline(task: KernelTask, final: dict, ceilings: Datasheet | None) -> str:
         points,
         bandwidth_gbs=ceilings.memory_bandwidth_gbs,
         peak_gflops=ceilings.fp32_tflops * 1000,
-        intensity=intensity,
-        desc=f"{bench.case} {bench.dtype}: {intensity:.3g} FLOP/byte",
+        cases=cases,
+        desc="; ".join(f"{label}: {x:.3g} FLOP/byte" for label, x in cases),
     )

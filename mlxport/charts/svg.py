@@ -64,8 +64,28 @@ def _frame(width: int, height: int, title: str, body: list[str], desc: str) -> s
         f'aria-label="{escape(title)}" {FONT} font-size="12">'
         f"<title>{escape(title)}</title><desc>{escape(desc)}</desc>"
         f'<rect width="{width}" height="{height}" fill="#fff"/>'
-        f'<text x="{width / 2}" y="20" text-anchor="middle" font-size="15" '
-        f'font-weight="600">{escape(title)}</text>' + "".join(body) + "</svg>"
+        + _title(title, width)
+        + "".join(body)
+        + "</svg>"
+    )
+
+
+def _title(title: str, width: int) -> str:
+    """The title in one line, or in two where one would not fit inside the frame (a character of
+    system-ui at 15 px, semibold, is at most about 9 px wide)."""
+    if len(title) * 9 <= width - 20:
+        lines = [title]
+    else:
+        mid = len(title) // 2
+        cut = min(
+            (i for i, ch in enumerate(title) if ch == " "), key=lambda i: abs(i - mid), default=mid
+        )
+        lines = [title[:cut], title[cut:].strip()]
+    size = 15 if len(lines) == 1 else 14
+    return "".join(
+        f'<text x="{width / 2}" y="{20 + 17 * i}" text-anchor="middle" font-size="{size}" '
+        f'font-weight="600">{escape(line)}</text>'
+        for i, line in enumerate(lines)
     )
 
 
@@ -261,24 +281,30 @@ def lines(
         f'fill="#222">{escape(x_label)}</text>'
     )
     for k, name in enumerate(names):
-        pts, prev = [], None
+        # Earlier series are drawn wider and later ones narrower on top, so where two series
+        # coincide both stay visible; a marker on every value says where the series has one.
+        wide = 2.5 + 6 * (len(names) - 1 - k)
+        pts, marks, prev = [], [], None
         for i, v in enumerate(series[name]):
             if math.isnan(v):
                 continue
-            x, y = (
-                x0 + w * i / xmax,
-                y0 - h * min(v, ymax) / ymax - k * 1.5,
-            )  # offset: overlapping lines stay visible
+            x, y = x0 + w * i / xmax, y0 - h * min(v, ymax) / ymax
             if prev is not None:
                 pts.append(f"{x:.1f},{prev:.1f}")
             pts.append(f"{x:.1f},{y:.1f}")
             prev = y
+            marks.append(
+                f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{wide / 2 + 2:.1f}" fill="{color[name]}" '
+                f'stroke="#fff"><title>{escape(labels.get(name, name))} at {x_label} {i}: '
+                f"{_fmt(v, percent)}</title></circle>"
+            )
         dash = ' stroke-dasharray="6 4"' if name == "rules" else ""
         body.append(
             f'<polyline points="{" ".join(pts)}" fill="none" stroke="{color[name]}" '
-            f'stroke-width="2.5"'
+            f'stroke-width="{wide:g}"'
             f"{dash}><title>{escape(labels.get(name, name))}</title></polyline>"
         )
+        body += marks if len(marks) <= 40 else []
     legend, extra = _legend(names, color, x0, height - 12, w, labels)
     return _frame(width, height + extra - 18, title, body + legend, desc)
 
@@ -289,19 +315,19 @@ def roofline(
     *,
     bandwidth_gbs: float,
     peak_gflops: float,
-    intensity: float,
+    cases: list[tuple[str, float]],
     width: int = 550,
     height: int = 400,
     desc: str = "",
 ) -> str:
     """A log-log roofline: attainable GFLOP/s against arithmetic intensity (FLOP/byte) under the
-    memory and compute ceilings, the case's intensity marked, and measured points (name, x, y)."""
+    memory and compute ceilings, each case (label, intensity) marked as a dashed line and a ring on
+    the ceiling (the most it can reach there), and measured points (name, x, y)."""
     x0, y0, w, h = 80, height - 80, width - 110, height - 130
-    xs = [p[1] for p in points] + [intensity, peak_gflops / bandwidth_gbs]
-    lo_x, hi_x = (
-        10 ** math.floor(math.log10(max(min(xs), 1e-3)) - 1),
-        10 ** math.ceil(math.log10(max(xs)) + 1),
-    )
+    ridge = peak_gflops / bandwidth_gbs
+    xs = [p[1] for p in points] + [x for _, x in cases] + [ridge]
+    lo_x = 10 ** math.floor(math.log10(max(min(xs), 1e-3)) - 1)
+    hi_x = 10 ** math.ceil(math.log10(max(xs)) + 1)
     ys = [p[2] for p in points if p[2] > 0] + [bandwidth_gbs * lo_x, peak_gflops]
     lo_y, hi_y = 10 ** math.floor(math.log10(min(ys))), 10 ** math.ceil(math.log10(max(ys)) + 0.3)
 
@@ -313,43 +339,26 @@ def roofline(
             math.log10(hi_y) - math.log10(lo_y)
         )
 
-    body = [
-        f'<line x1="{x0}" y1="{y0}" x2="{x0 + w}" y2="{y0}" stroke="#444"/>',
-        f'<line x1="{x0}" y1="{y0}" x2="{x0}" y2="{y0 - h}" stroke="#444"/>',
-    ]
-    for e in range(round(math.log10(lo_x)), round(math.log10(hi_x)) + 1):
-        body.append(
-            f'<text x="{px(10**e):.1f}" y="{y0 + 16}" text-anchor="middle" '
-            f'fill="#444">{10**e:g}</text>'
-        )
-    for e in range(round(math.log10(lo_y)), round(math.log10(hi_y)) + 1):
-        body.append(
-            f'<text x="{x0 - 6}" y="{py(10**e) + 4:.1f}" text-anchor="end" '
-            f'fill="#444">{10**e:g}</text>'
-        )
-    body.append(
-        f'<text x="{x0 + w / 2}" y="{y0 + 36}" text-anchor="middle" fill="#222">FLOP per byte '
-        f"(log)</text>"
-    )
-    body.append(
-        f'<text x="20" y="{y0 - h / 2}" transform="rotate(-90 20 {y0 - h / 2})" '
-        f'text-anchor="middle" '
-        f'fill="#222">GFLOP/s (log)</text>'
-    )
-    ridge = peak_gflops / bandwidth_gbs
-    intensity = max(intensity, lo_x)
+    body = _log_axes(x0, y0, w, h, (lo_x, hi_x), (lo_y, hi_y), px, py)
     ceiling = [(lo_x, bandwidth_gbs * lo_x), (ridge, peak_gflops), (hi_x, peak_gflops)]
     body.append(
         '<polyline points="'
         + " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in ceiling)
         + f'" fill="none" stroke="#222" stroke-width="2"><title>ceilings: {bandwidth_gbs:g} GB/s, '
         f"{peak_gflops:g} GFLOP/s</title></polyline>"
+        f'<text x="{px(hi_x) - 4:.1f}" y="{py(peak_gflops) - 6:.1f}" text-anchor="end" '
+        f'fill="#222">compute: {peak_gflops:g} GFLOP/s</text>'
     )
+    (ax, ay), (bx, by) = [(px(x), py(y)) for x, y in ceiling[:2]]
+    angle = math.degrees(math.atan2(by - ay, bx - ax))
     body.append(
-        f'<line x1="{px(intensity):.1f}" y1="{y0}" x2="{px(intensity):.1f}" y2="{y0 - h}" '
-        f'stroke="#999" '
-        f'stroke-dasharray="4 4"><title>this case: {intensity:.3g} FLOP/byte</title></line>'
+        f'<text transform="translate({ax + 0.6 * (bx - ax):.1f},{ay + 0.6 * (by - ay) - 6:.1f}) '
+        f'rotate({angle:.1f})" fill="#222">memory: {bandwidth_gbs:g} GB/s</text>'
     )
+    for label, x in cases:
+        bound = min(bandwidth_gbs * x, peak_gflops)
+        what = f"{label}: {x:.3g} FLOP/byte, at most {bound:.4g} GFLOP/s"
+        body += _case_mark(label, what, (px(x), py(bound)), y0, h, right=px(x) < x0 + w / 2)
     names = [p[0] for p in points]
     color = colors(names, baseline="")
     for n, x, y in points:
@@ -359,3 +368,43 @@ def roofline(
         )
     legend, extra = _legend(names, color, x0, height - 12, w, {}) if names else ([], 0)
     return _frame(width, height + extra - 18, title, body + legend, desc)
+
+
+def _log_axes(x0, y0, w, h, xr, yr, px, py) -> list[str]:
+    body = [
+        f'<line x1="{x0}" y1="{y0}" x2="{x0 + w}" y2="{y0}" stroke="#444"/>',
+        f'<line x1="{x0}" y1="{y0}" x2="{x0}" y2="{y0 - h}" stroke="#444"/>',
+    ]
+    for e in range(round(math.log10(xr[0])), round(math.log10(xr[1])) + 1):
+        body.append(
+            f'<text x="{px(10**e):.1f}" y="{y0 + 16}" text-anchor="middle" '
+            f'fill="#444">{10**e:g}</text>'
+        )
+    for e in range(round(math.log10(yr[0])), round(math.log10(yr[1])) + 1):
+        body.append(
+            f'<text x="{x0 - 6}" y="{py(10**e) + 4:.1f}" text-anchor="end" '
+            f'fill="#444">{10**e:g}</text>'
+        )
+    return body + [
+        f'<text x="{x0 + w / 2}" y="{y0 + 36}" text-anchor="middle" fill="#222">FLOP per byte '
+        f"(log)</text>",
+        f'<text x="20" y="{y0 - h / 2}" transform="rotate(-90 20 {y0 - h / 2})" '
+        f'text-anchor="middle" fill="#222">GFLOP/s (log)</text>',
+    ]
+
+
+def _case_mark(
+    label: str, what: str, at: tuple[float, float], y0: float, h: float, right: bool
+) -> list[str]:
+    """A case's intensity as a dashed line, and a ring where it meets the ceiling, labelled on
+    the side with more room."""
+    cx, cy = at
+    return [
+        f'<line x1="{cx:.1f}" y1="{y0}" x2="{cx:.1f}" y2="{y0 - h}" stroke="#999" '
+        f'stroke-dasharray="4 4"><title>{escape(what)}</title></line>',
+        f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="6" fill="#fff" stroke="#555" '
+        f'stroke-width="2"><title>{escape(what)}</title></circle>',
+        f'<text x="{cx + (10 if right else -10):.1f}" y="{cy + 16:.1f}" '
+        f'text-anchor="{"start" if right else "end"}" fill="#444" font-size="11">'
+        f"{escape(label)}</text>",
+    ]

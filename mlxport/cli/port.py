@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from mlxport.cli import options as o
@@ -111,34 +110,39 @@ def port(
 
     A bare .cu file needs only --case: the original kernel, run on the CPU, is what the port is
     checked against."""
-    show = progress(o.err if as_json else o.out)
-    if resume:
-        from mlxport.agent.port import resume_port
+    with o.Progress(o.err if as_json else o.out) as show:
+        if resume:
+            from mlxport.agent.port import resume_port
 
-        run = resume_port(out_dir, resume, on_update=show)
-    else:
-        config = o.run_config(
-            model=model, base_url=base_url, backend=backend, budget=budget, seed=seed, search=search
-        )
-        request = dict(
-            kernel=kernel_name,
-            cases=case,
-            dtypes=dtypes,
-            shapes=shape,
-            grid=grid,
-            block=block,
-            shared_bytes=shared_bytes,
-            template=template,
-            includes=include,
-            reference=reference,
-            inputs=inputs,
-            outputs=outputs,
-            heldout=heldout,
-        )
-        the_task = _resolve_task(kernel, task, request, out_dir)
-        from mlxport.agent.port import run_port
+            run = resume_port(out_dir, resume, on_update=show)
+        else:
+            config = o.run_config(
+                model=model,
+                base_url=base_url,
+                backend=backend,
+                budget=budget,
+                seed=seed,
+                search=search,
+            )
+            request = dict(
+                kernel=kernel_name,
+                cases=case,
+                dtypes=dtypes,
+                shapes=shape,
+                grid=grid,
+                block=block,
+                shared_bytes=shared_bytes,
+                template=template,
+                includes=include,
+                reference=reference,
+                inputs=inputs,
+                outputs=outputs,
+                heldout=heldout,
+            )
+            the_task = _resolve_task(kernel, task, request, out_dir, show)
+            from mlxport.agent.port import run_port
 
-        run = run_port(the_task, config, out_dir, on_update=show)
+            run = run_port(the_task, config, out_dir, on_update=show)
     if as_json:
         o.print_json(run)
     else:
@@ -147,7 +151,9 @@ def port(
         raise typer.Exit(1)
 
 
-def _resolve_task(kernel: Path | None, task: str | None, request: dict, out_dir: Path):
+def _resolve_task(
+    kernel: Path | None, task: str | None, request: dict, out_dir: Path, show: o.Progress
+):
     from mlxport.tasks import load_task
     from mlxport.tasks.make import TaskRequest, make_task
 
@@ -167,7 +173,7 @@ def _resolve_task(kernel: Path | None, task: str | None, request: dict, out_dir:
     ):
         return load_task(kernel.parent)
     made = TaskRequest.of(source=kernel, **request)
-    return load_task(make_task(made, out_dir / "_tasks", on_note=o.note))
+    return load_task(make_task(made, out_dir / "_tasks", on_note=o.note, on_progress=show.step))
 
 
 def _check_cuda_file(path: Path) -> None:
@@ -176,55 +182,6 @@ def _check_cuda_file(path: Path) -> None:
     cf = read_cuda(read_text(path, "CUDA source"), name=path.name)
     if not any(k.kind == "global" for k in cf.kernels):
         raise UserError(f"{path} defines no __global__ kernel: pass a file with the kernel to port")
-
-
-def clip(text: str, limit: int) -> str:
-    """``text`` up to ``limit`` characters, cut after a whole sentence where one ends in the second
-    half (else at a word), marked so no one reads a cut line as the whole of it."""
-    if len(text) <= limit:
-        return text
-    end = text.rfind(". ", limit // 2, limit)
-    cut = text[: end + 1] if end > 0 else text[: text.rfind(" ", 0, limit)]
-    return cut + " [...] (the whole of it: transcript.jsonl)"
-
-
-def progress(console: Console):
-    """A listener printing each graph step in a line or two."""
-
-    def show(node: str, data: dict) -> None:
-        for m in data.get("messages", []) or []:
-            kind = getattr(m, "type", "")
-            if kind == "ai":
-                text = (m.content or "").strip() if isinstance(m.content, str) else ""
-                if text:
-                    console.print(f"[cyan]model[/cyan] {escape(clip(text, 400))}", highlight=False)
-                for c in m.tool_calls:
-                    args = ", ".join(
-                        f"{k}={str(v)[:40]!r}" for k, v in c["args"].items() if k != "source"
-                    )
-                    console.print(
-                        f"[cyan]call[/cyan]  {c['name']}({escape(args)})", highlight=False
-                    )
-            elif kind == "tool":
-                first = str(m.content).splitlines()[0] if m.content else ""
-                color = "red" if getattr(m, "status", "") == "error" else "green"
-                console.print(
-                    f"[{color}]tool[/{color}]  {escape(clip(first, 600))}", highlight=False
-                )
-        if data.get("best_id"):
-            console.print(f"[magenta]best[/magenta]  {data['best_id']}")
-        if data.get("stop_reason"):
-            console.print(f"[yellow]stop[/yellow]  {data['stop_reason']}")
-        if node == "finalize" and data.get("final"):
-            f = data["final"]
-            from mlxport.verify.reverify import verdict_label
-
-            console.print(
-                f"[bold]final[/bold] {f.get('candidate_id')}: {escape(verdict_label(f))}",
-                highlight=False,
-            )
-
-    return show
 
 
 def _print_summary(run: dict, out_dir: Path) -> None:

@@ -211,7 +211,8 @@ def new(
             inputs=inputs,
             name=name,
         )
-        folder = make_task(request, directory, on_note=o.note)
+        with o.Progress(o.err) as show:
+            folder = make_task(request, directory, on_note=o.note, on_progress=show.step)
         o.out.print(
             f"created {folder}: port it with `mlxport port --task {folder}`; check it with "
             f"`mlxport tasks check {folder}`"

@@ -35,7 +35,18 @@ _SYNONYMS = {
 _HEADING_WEIGHT = 1.0
 
 
-_LEMMA = {"maximum": "max", "minimum": "min", "shmem": "smem", "warps": "warp"}
+_LEMMA = {
+    "maximum": "max",
+    "minimum": "min",
+    "shmem": "smem",
+    "warps": "warp",
+    "reduction": "reduce",  # the suffix stripper leaves "reduction" and "reduce" apart
+    "reductions": "reduce",
+}
+# Metal spells it "simdgroup" in names (simdgroup_barrier, simdgroup_matrix) and "SIMD-group" in
+# prose: both give the same words, so a query in either spelling finds both.
+_SIMDGROUP = re.compile(r"\bsimd[- ]group", re.IGNORECASE)
+_COMPOUNDS = {"simdgroup": ("simd", "group")}
 _SUFFIXES = ("ations", "ation", "ing", "ed", "es", "s")
 
 
@@ -65,8 +76,9 @@ def _stem(tok: str) -> str:
 def tokenize(text: str) -> list[str]:
     """Lowercase words; identifiers also yield their `_` and camelCase parts (and stay whole)."""
     out: list[str] = []
-    for raw in _RAW.findall(text):
+    for raw in _RAW.findall(_SIMDGROUP.sub("simdgroup", text)):
         parts = [p for chunk in raw.split("_") for p in _CAMEL.findall(chunk)]
+        parts += [c for p in parts for c in _COMPOUNDS.get(p.lower(), ())]
         for tok in dict.fromkeys([raw, *parts]):
             tok = tok.lower()
             if tok and tok not in _STOP:

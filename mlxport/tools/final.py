@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,17 +29,26 @@ class Rejected(Exception):
         self.entry = {"candidate_id": candidate_id, **why}
 
 
-def verify_final(session: Session, chosen: str | None, *, extra_seeds: int) -> dict[str, Any]:
+def verify_final(
+    session: Session,
+    chosen: str | None,
+    *,
+    extra_seeds: int,
+    on_progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """The result of a session: the first of ``chosen`` (if correct) and the best correct
     candidates to pass final verification, with its verification and benchmark, and why each
-    candidate before it was rejected."""
+    candidate before it was rejected. ``on_progress`` hears each check as it ends (a line)."""
     ranked = [r for r in rank(session.records.values()) if r.correct]
     if chosen in session.records and session.records[chosen].correct:
         ranked = [session.records[chosen]] + [r for r in ranked if r.candidate.id != chosen]
     rejected = []
     for record in ranked[:TRIED]:
         try:
-            return {**verified(session, record, extra_seeds), "rejected": rejected}
+            return {
+                **verified(session, record, extra_seeds, on_progress or (lambda _: None)),
+                "rejected": rejected,
+            }
         except Rejected as e:
             rejected.append(e.entry)
     return {
@@ -49,7 +59,9 @@ def verify_final(session: Session, chosen: str | None, *, extra_seeds: int) -> d
     }
 
 
-def verified(session: Session, record, extra_seeds: int) -> dict[str, Any]:
+def verified(
+    session: Session, record, extra_seeds: int, say: Callable[[str], None]
+) -> dict[str, Any]:
     """One candidate through the final verification: held-out cases, extra seeds and the other
     checks, the timed size, the op as shipped, a benchmark; Rejected where it fails one."""
     from mlxport.verify.benchmark import benchmark
@@ -66,10 +78,15 @@ def verified(session: Session, record, extra_seeds: int) -> dict[str, Any]:
             heldout=True,
             extra_seeds=extra_seeds,
             generated=generated,
+            on_result=lambda r: say(
+                f"{cid} {'held-out ' if r.heldout else ''}{r.label} {r.dtype}: {r.verdict}"
+            ),
         )
     if not report.ok:
         raise Rejected(cid, report=report.model_dump(mode="json"))
+    say(f"{cid} at the timed size")
     timed = _timed_size(session, record)
+    say(f"{cid} as kernel.py, called as a user calls it at fresh sizes")
     op_results, op = op_check(session, record.candidate)
     if op["unreached"]:
         raise Rejected(cid, reason=f"not verified: {op['unreached'][0]}")
@@ -78,6 +95,7 @@ def verified(session: Session, record, extra_seeds: int) -> dict[str, Any]:
         raise Rejected(cid, report=report.model_dump(mode="json"))
     bench = record.benchmark
     if bench is None:
+        say(f"{cid} against the baselines")
         try:
             with session.device_lock:
                 bench = benchmark(

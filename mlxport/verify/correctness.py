@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,13 +84,15 @@ def run_correctness(
     timeout: float = 120.0,
     stop_after: int | None = None,
     generated: dict[str, Any] | None = None,
+    on_result: Callable[[CaseResult], None] | None = None,
 ) -> CorrectnessReport:
     """Check ``candidate`` on every visible case and dtype (plus, when ``heldout``, the held-out
     cases with their float params varied, extra seeds, other input distributions, reordered
     threads, poisoned outputs). ``stop_after`` ends early after that many failing cases.
     ``generated``: the case of several threadgroups the reordered runs use where no case of the
     task has them (default: ``generated_case``; a task whose golden is the original kernel needs
-    one with its launch, which tools/final.py makes)."""
+    one with its launch, which tools/final.py makes). ``on_result`` hears each case's result as it
+    comes."""
     seed = new_seed() if seed is None else seed
     seeds = [seed] + [seed + 7919 * (i + 1) for i in range(extra_seeds if heldout else 0)]
     cases = task.all_cases() if heldout else list(task.cases.visible)
@@ -112,6 +115,8 @@ def run_correctness(
             if result is None:
                 continue
             results.append(result)
+            if on_result:
+                on_result(result)
             if result.verdict == "pass" and not run.after_forward:
                 passed[key] = nonfinite
             if stop_after and sum(r.verdict != "pass" for r in results) >= stop_after:

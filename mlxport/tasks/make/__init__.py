@@ -20,13 +20,18 @@ from mlxport.tasks.request import TaskRequest, task_name_for
 
 
 def make_task(
-    request: TaskRequest, parent: Path, *, on_note: Callable[[str], None] | None = None
+    request: TaskRequest,
+    parent: Path,
+    *,
+    on_note: Callable[[str], None] | None = None,
+    on_progress: Callable[[str], None] | None = None,
 ) -> Path:
     """The task folder for ``request`` under ``parent`` (made afresh); ``on_note`` hears what
-    making it found (headers inlined, outputs written in part, held-out sizes left out)."""
+    making it found (headers inlined, outputs written in part, held-out sizes left out),
+    ``on_progress`` each case the original starts running at."""
     if request.reference:
         return from_reference(request, parent / (request.name or task_name_for(request.source)))
-    built = from_cuda(request)
+    built = from_cuda(request, on_progress=on_progress)
     for note in built.notes if on_note else ():
         on_note(note)
     return write_task(built, parent / built.task["name"], request.source)

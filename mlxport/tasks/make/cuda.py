@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,9 +60,14 @@ class Built:
 
 
 def from_cuda(
-    request: TaskRequest, *, executor: CudaExecutor | None = None, heldout: int = 3
+    request: TaskRequest,
+    *,
+    executor: CudaExecutor | None = None,
+    heldout: int = 3,
+    on_progress: Callable[[str], None] | None = None,
 ) -> Built:
-    """The content of task.toml for the request's kernel, run at its cases."""
+    """The content of task.toml for the request's kernel, run at its cases; ``on_progress`` hears
+    each case as the original starts running at it."""
     if not request.cases:
         raise CudaTaskError(
             "no case to run the kernel at: pass --case with the sizes, e.g. --case 'N=4096'"
@@ -70,15 +76,19 @@ def from_cuda(
     kf = read_kernel(request, executor)
     kf.text, filled = with_host_constants(kf.text)  # the golden reads what the host copies in
     check_bound(kf, request)
+    say = on_progress or (lambda _: None)
     try:
         sig = classify(kf, request, executor)
         runner = CaseRunner(kf, sig, request, executor)
-        visible = [runner.case(c) for c in request.cases]
+        visible = []
+        for c in request.cases:
+            say(f"running the original {kf.info.name} at {label(c)}")
+            visible.append(runner.case(c))
     except ExecError as e:  # a compiler places a missing `;` at the next line; the reader does not
         raise ExecError("; the reader finds ".join([str(e), *kf.info.warnings[:1]])) from None
     notes = _reading_notes(kf, sig) + filled
     notes += dict.fromkeys(launch.arm for _, launch in visible if launch.arm)
-    held, bounds = _heldout(runner, request.cases, visible, heldout, notes)
+    held, bounds = _heldout(runner, request.cases, visible, heldout, notes, say)
     arms, arm_bounds = _arms(runner, request.cases, visible + held, notes)
     held, bounds = held + arms, bounds + arm_bounds
     name_measured(runner, [c for c, _ in visible + held])
@@ -110,13 +120,19 @@ def from_cuda(
 
 
 def _heldout(
-    runner: CaseRunner, cases: list[dict], visible: list[tuple], count: int, notes: list[str]
+    runner: CaseRunner,
+    cases: list[dict],
+    visible: list[tuple],
+    count: int,
+    notes: list[str],
+    say: Callable[[str], None],
 ) -> tuple[list[tuple], list[dict]]:
     """The held-out cases the original supports that change what they claim: one at twice the
     largest visible size along every size, one with every size odd, then each size made odd alone
     (up to ``count`` in all); a case with the extents and launch of a visible one is left out."""
     held, bounds = [], []
     for bound, why in runner.heldout_candidates(cases)[: max(count, 0)]:
+        say(f"running the original at {label(bound)}, a held-out case with {why}")
         try:
             run = runner.case(bound, heldout=True)
         except (CudaTaskError, HostEvalError) as e:
