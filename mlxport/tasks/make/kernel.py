@@ -5,7 +5,7 @@ host fills at run time) and holds (its storage and dtype)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,8 @@ class KernelFile:
     source: DeviceSource  # the executor's view: preprocessed device code
     sig: KernelSig
     headers: dict[str, Path]  # headers read from -I folders: path under include/ -> the file
+    # members of structs of buffers passed by value, each a parameter of the task: name -> p.x
+    members: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -71,10 +73,35 @@ def read_kernel(request: TaskRequest, executor: CudaExecutor) -> KernelFile:
     sig = source.kernels.get(info.name)
     if sig is None:
         raise CudaTaskError(f"the executor finds no __global__ {info.name} in {path.name}")
+    members = source.members(sig)
+    if members:
+        info = info.model_copy(update={"params": _flat(info.params, members)})
     for p in info.params:
         p.base_type = source.resolve(p.base_type)  # typedef floatX: what the buffer really holds
     headers = _headers(source.preprocessed, includes)
-    return KernelFile(path, text, inlined, missing, cf, info, source, sig, headers)
+    slots = {name: slot for name, (slot, _) in members.items()}
+    return KernelFile(path, text, inlined, missing, cf, info, source, sig, headers, slots)
+
+
+def _flat(params: list[Param], members: dict) -> list[Param]:
+    """The parameters with each struct of buffers replaced by its members (a pointer member is
+    taken as read and written: running the original tells which)."""
+    out = []
+    for p in params:
+        own = [(n, m) for n, (slot, m) in members.items() if slot.split(".")[0] == p.name]
+        out += [
+            Param(
+                name=n,
+                type=m.type,
+                base_type=m.base,
+                is_pointer=m.pointer,
+                is_const=m.const,
+                read=True,
+                written=m.pointer and not m.const,
+            )
+            for n, m in own
+        ] or [p]
+    return out
 
 
 def classify(kf: KernelFile, request: TaskRequest, executor: CudaExecutor) -> Signature:
