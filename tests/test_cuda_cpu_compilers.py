@@ -107,3 +107,9 @@ def test_a_cxx_library_on_the_search_path_is_not_expanded(tmp_path):
         ex.compile(source, "softplus", ["float"])
     finally:
         ex.close()
+
+
+def test_a_compiler_that_fortifies_by_default(tmp_path, monkeypatch):
+    """Ubuntu's GCC defines _FORTIFY_SOURCE when optimising: the C library's printf becomes an
+    inline wrapper, which the executor's own printf must not clash with."""
+    _builds(f"{_compiler('g++')} -D_FORTIFY_SOURCE=2", tmp_path, monkeypatch, run=True)

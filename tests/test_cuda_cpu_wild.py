@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mlxport.backends.cuda_cpu import CudaExecutor, Launch
+from mlxport.backends.cuda_cpu import CudaExecutor, ExecError, Launch
 
 RNG = np.random.default_rng(11)
 
@@ -63,6 +63,21 @@ def test_host_code_and_the_headers_only_it_uses_never_block(ex, tmp_path):
     r = ex.run(c, Launch((4, 1, 1), (256, 1, 1)), [x, y, np.float32(2.0), np.int32(1000)])
     assert r.ok, r.error
     np.testing.assert_array_equal(r.buffers["y"], 2 * x)
+
+
+DEVICE_COUT = r"""
+#include <iostream>
+__device__ void report(float v) { std::cout << v; }
+__global__ void noisy(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { y[i] = x[i]; report(x[i]); }
+}
+"""
+
+
+def test_device_code_calling_the_cxx_library_is_refused_naming_the_include(ex, tmp_path):
+    with pytest.raises(ExecError, match=r"not device code.*through <iostream>, which noisy.cu"):
+        kernel(ex, tmp_path, DEVICE_COUT, "noisy")
 
 
 THREAD_GROUP = r"""
@@ -165,6 +180,13 @@ def test_each_buffer_of_a_struct_passed_by_value_is_bound_and_checked(ex, tmp_pa
     r = ex.run(c, Launch((3, 1, 1), (128, 1, 1)), [p | {"width": np.int32(5)}])
     assert not r.ok and "p.w" in r.error, r.error
 
+    # a task takes the functors' members as its parameters, their types bound by --template
+    members = source.members(source.kernels["relu"], {"L": "Load<float>", "S": "Store<float>"})
+    assert {n: (slot, m.base, m.const) for n, (slot, m) in members.items()} == {
+        "src": ("load.src", "float", True),
+        "dst": ("store.dst", "float", False),
+        "stride": ("store.stride", "int64_t", False),
+    }
     c = ex.compile(source, "relu", ["Load<float>", "Store<float>"])
     y = np.zeros(2 * 200, np.float32)
     args = [{"src": x[:200]}, {"dst": y, "stride": np.int64(2)}, np.int32(200)]
@@ -208,3 +230,16 @@ def test_a_task_takes_the_members_of_a_struct_of_buffers_as_its_own(tmp_path):
     w = RNG.standard_normal(case["width"]).astype(np.float32)
     (out,) = run_original(task, {"x": mx.array(x), "w": mx.array(w)}, case)
     np.testing.assert_allclose(out, np.convolve(x, w)[: case["n"]], rtol=1e-5, atol=1e-5)
+
+
+def test_the_translation_carries_no_using_only_host_code_needs(tmp_path):
+    from mlxport.tasks import load_task
+    from mlxport.tasks.make import TaskRequest, from_cuda, write_task
+    from mlxport.translate.translator import translate_task
+
+    path = tmp_path / "scale.cu"
+    path.write_text(HOST_IO)
+    built = from_cuda(TaskRequest(source=path, cases=[{"n": 1000}]), heldout=0)
+    candidate = translate_task(load_task(write_task(built, tmp_path / "task", path)), "msl")
+    assert candidate.candidate is not None, candidate
+    assert "using std" not in candidate.candidate.header

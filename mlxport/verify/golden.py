@@ -114,8 +114,9 @@ def run_original(
     with MLX_LOCK:
         arrays = {n: _numpy(a) for n, a in inputs.items()}
     # a struct of buffers passed by value: its members are the task's parameters
-    slots = {n: slot for n, (slot, _) in source.members(sig).items()}
-    kernel_sig, sig = sig, source.flat(sig)
+    bound = dict(zip(names, template, strict=False))
+    slots = {n: slot for n, (slot, _) in source.members(sig, bound).items()}
+    kernel_sig, sig = sig, source.flat(sig, bound)
     args = _arguments(task, sig, source, arrays, case, element)
     if slots:
         args = packed(kernel_sig, slots, {p.name: a for p, a in zip(sig.params, args, strict=True)})

@@ -178,6 +178,12 @@ class CudaExecutor:
         result = compile_library(text, (INCLUDE, SIM_INCLUDE))
         if not result.ok:
             why = first_error(result.log, source.path)
+            library = [f"<{h}>" for h in source.dropped_includes if h in STANDARD]
+            if library and re.search(r"std::|\b_ZN?K?S[tabsiod]", why):  # mangled std names too
+                why += (
+                    f" (the C++ library reached through {', '.join(library)}, which "
+                    f"{Path(source.path).name} includes)"
+                )
             raise ExecError(f"{kernel} does not compile for the executor: {why}")
         return Compiled(result.library, sig, source, result.sha256 or "", structs)
 

@@ -147,7 +147,7 @@ class Rewriter:
         self.data = data
         self.slot = 1  # slot 0 is the executor's own (cuda_exec.h)
         self.kernels: dict[str, KernelSig] = {}
-        self.structs: dict[str, tuple[str, tuple[KernelParam, ...]]] = {}
+        self.structs: dict[str, tuple[str, tuple[KernelParam, ...], tuple[str, ...]]] = {}
         self.scope: list[str] = []
 
     def src(self, node: Node) -> str:
@@ -231,9 +231,9 @@ class Rewriter:
             else self.children(node)
         )
 
-    def _record_fields(self, name: str, spec: Node) -> None:
+    def _record_fields(self, name: str, spec: Node, template: Node | None = None) -> None:
         """The data members of a struct a kernel may take by value, in order (its buffers are bound
-        one by one)."""
+        one by one), and the struct's template parameters."""
         body = spec.child_by_field_name("body")
         fields = []
         for f in body.named_children if body is not None else []:
@@ -244,7 +244,8 @@ class Rewriter:
             for d in f.children_by_field_name("declarator"):
                 if d.type != "function_declarator":
                     fields.append(_member(self, f, d))
-        self.structs.setdefault(name, (self.qualified(name), tuple(fields)))
+        tparams = tuple(n for n, _ in self._template_params(template))
+        self.structs.setdefault(name, (self.qualified(name), tuple(fields), tparams))
 
     _class_specifier = _struct_specifier
 
@@ -254,7 +255,7 @@ class Rewriter:
             None,
         )
         if spec is not None and (name := struct_name(spec, node)):
-            self._record_fields(name, spec)
+            self._record_fields(name, spec, node)
             return f"\x00~{self.qualified(name)}\x00{self.children(node)}\x00\x00"
         inner = next(
             (c for c in node.named_children if c.type in ("function_definition", "declaration")),
@@ -475,6 +476,25 @@ class Rewriter:
 
     # -- kernels
 
+    def _template_params(self, template: Node | None) -> list[tuple[str, str]]:
+        """(name, kind) of each template parameter: kind "typename" or the parameter's type."""
+        out: list[tuple[str, str]] = []
+        tlist = template.child_by_field_name("parameters") if template is not None else None
+        for t in tlist.named_children if tlist is not None else []:
+            pname = t.child_by_field_name("name") or next(
+                (c for c in t.named_children if c.type in ("type_identifier", "identifier")),
+                None,
+            )
+            kind = (
+                "typename"
+                if t.type in ("type_parameter_declaration", "optional_type_parameter_declaration")
+                else self.src(t.child_by_field_name("type"))
+                if t.child_by_field_name("type")
+                else "int"
+            )
+            out.append((self.src(pname) if pname is not None else "", kind))
+        return out
+
     def _kernel(self, fn: Node, template: Node | None) -> str:
         decl = function_declarator(fn)
         if decl is None:
@@ -488,23 +508,7 @@ class Rewriter:
             if p.type not in ("parameter_declaration", "optional_parameter_declaration"):
                 continue
             params.append(_param(self, p))
-        tparams: list[tuple[str, str]] = []
-        if template is not None:
-            tlist = template.child_by_field_name("parameters")
-            for t in tlist.named_children if tlist is not None else []:
-                pname = t.child_by_field_name("name") or next(
-                    (c for c in t.named_children if c.type in ("type_identifier", "identifier")),
-                    None,
-                )
-                kind = (
-                    "typename"
-                    if t.type
-                    in ("type_parameter_declaration", "optional_type_parameter_declaration")
-                    else self.src(t.child_by_field_name("type"))
-                    if t.child_by_field_name("type")
-                    else "int"
-                )
-                tparams.append((self.src(pname) if pname is not None else "", kind))
+        tparams = self._template_params(template)
         self.kernels.setdefault(
             name, KernelSig(qualified, tuple(tparams), tuple(params), fn.start_point[0] + 1)
         )

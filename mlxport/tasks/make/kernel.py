@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from mlxport.backends.cuda_cpu import CudaExecutor
-from mlxport.backends.cuda_cpu.source import DeviceSource, KernelSig
+from mlxport.backends.cuda_cpu.source import DeviceSource, KernelSig, top_level
 from mlxport.errors import UserError, read_text
 from mlxport.tasks.request import TaskRequest
 from mlxport.translate.reading.cudafile import CudaFile, KernelInfo, Param
@@ -73,7 +73,8 @@ def read_kernel(request: TaskRequest, executor: CudaExecutor) -> KernelFile:
     sig = source.kernels.get(info.name)
     if sig is None:
         raise CudaTaskError(f"the executor finds no __global__ {info.name} in {path.name}")
-    members = source.members(sig)
+    flags = dict(_pair(p) for p in top_level(request.template)) if request.template else {}
+    members = source.members(sig, flags)  # a functor's type bound by --template L=Load<float>
     if members:
         info = info.model_copy(update={"params": _flat(info.params, members)})
     for p in info.params:
@@ -107,7 +108,7 @@ def _flat(params: list[Param], members: dict) -> list[Param]:
 def classify(kf: KernelFile, request: TaskRequest, executor: CudaExecutor) -> Signature:
     info = kf.info
     typenames = {t.name for t in info.template_params if t.kind in ("typename", "class")}
-    flags = dict(_pair(p) for p in _top_level(request.template)) if request.template else {}
+    flags = dict(_pair(p) for p in top_level(request.template)) if request.template else {}
     zeroed = _zeroed_structs(info, typenames, flags, executor, kf.source)
     for p in info.params:
         if p.name not in zeroed:
@@ -252,20 +253,6 @@ def param_type(p: Param, types: dict[str, str]) -> str:
 def scalar(p: Param, v: Any, types: dict[str, str]) -> Any:
     kind = param_type(p, types)
     return bool(v) if kind == "bool" else float(v) if kind == "float" else int(v)
-
-
-def _top_level(text: str) -> list[str]:
-    """``Ktraits=traits<64, 4, float>,kIsCircular=false`` split at the commas outside <> and ()."""
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch in "<(":
-            depth += 1
-        elif ch in ">)":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    return [*parts, text[start:]]
 
 
 def _pair(text: str) -> tuple[str, str]:
