@@ -87,9 +87,10 @@ def test_the_executor_builds_with_a_compiler_outside_path(command, tmp_path, mon
 
 
 def test_a_cxx_library_on_the_search_path_is_not_expanded(tmp_path):
-    """Some toolchains keep their C++ library's folders on the search path whatever -nostdinc++
-    says (the error seen with g++ 13 on Ubuntu 24.04): the preprocessing pass must not expand
-    <iostream>, whose <bits/os_defines.h> needs the C library's __GLIBC_PREREQ."""
+    """A compiler may put its C++ library's folders on the search path whatever -nostdinc++ says
+    (the GPU machines' CXX is a script adding -isystem /usr/include/c++/13 and its platform
+    folder): the preprocessing pass must still not expand <iostream>, whose
+    <bits/os_defines.h> needs the C library's __GLIBC_PREREQ."""
     cxx = _compiler("g++")
     search = subprocess.run(
         [cxx, "-E", "-x", "c++", "-v", "-"], input="", capture_output=True, text=True

@@ -193,9 +193,10 @@ def _first_error(stderr: str) -> str:
 
 def stub_dir(root: Path) -> Path:
     """Empty stand-ins for the provided headers and the C++ library's, for the preprocessing pass
-    only: whatever headers the compiler would find on its own (some toolchains keep their C++
-    library on the search path despite -nostdinc++), the file's text alone is expanded, never a
-    library header that needs the C library's macros (``__GLIBC_PREREQ``)."""
+    only: whatever headers the compiler would find on its own (a CXX that adds -isystem
+    /usr/include/c++/13 keeps the C++ library on the search path despite -nostdinc++), the file's
+    text alone is expanded, never a library header that needs the C library's macros
+    (``__GLIBC_PREREQ``)."""
     root.mkdir(parents=True, exist_ok=True)
     for name in (*PROVIDED, *sorted(STANDARD)):
         f = root / name
