@@ -178,3 +178,24 @@ def test_a_long_progress_line_ends_after_a_whole_sentence_and_says_it_was_cut():
     assert cut.endswith("MB. [...] (the whole of it: transcript.jsonl)") and len(cut) < 170
     assert clip("short.", 120) == "short."
     assert clip("word " * 60, 50).startswith("word word") and "[...]" in clip("word " * 60, 50)
+
+
+LANE_ASM = r"""
+__global__ void lane_ids(unsigned* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned lane;
+    asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
+    if (i < n) out[i] = lane;
+}
+void launch(unsigned* out, int n) { lane_ids<<<(n + 127) / 128, 128>>>(out, n); }
+"""
+
+
+def test_json_prints_one_record_when_the_golden_cannot_be_built(cli, tmp_path):
+    cu = tmp_path / "lane_ids.cu"
+    cu.write_text(LANE_ASM)
+    r = cli("port", str(cu), "--case", "n=300", "--out", str(tmp_path / "out"), "--json")
+    assert r.returncode == 2 and "inline PTX" in r.stderr, r.stderr[-2000:]
+    record = json.loads(r.stdout)
+    assert record["task"] == "lane_ids" and record["result"]["verified"] is False
+    assert "inline PTX" in record["error"] and record["result"]["why_not"] == record["error"]

@@ -110,45 +110,69 @@ def port(
 
     A bare .cu file needs only --case: the original kernel, run on the CPU, is what the port is
     checked against."""
+    config = dict(
+        model=model, base_url=base_url, backend=backend, budget=budget, seed=seed, search=search
+    )
+    request = dict(
+        kernel=kernel_name,
+        cases=case,
+        dtypes=dtypes,
+        shapes=shape,
+        grid=grid,
+        block=block,
+        shared_bytes=shared_bytes,
+        template=template,
+        includes=include,
+        reference=reference,
+        inputs=inputs,
+        outputs=outputs,
+        heldout=heldout,
+    )
     with o.Progress(o.err if as_json else o.out) as show:
-        if resume:
-            from mlxport.agent.port import resume_port
-
-            run = resume_port(out_dir, resume, on_update=show)
-        else:
-            config = o.run_config(
-                model=model,
-                base_url=base_url,
-                backend=backend,
-                budget=budget,
-                seed=seed,
-                search=search,
-            )
-            request = dict(
-                kernel=kernel_name,
-                cases=case,
-                dtypes=dtypes,
-                shapes=shape,
-                grid=grid,
-                block=block,
-                shared_bytes=shared_bytes,
-                template=template,
-                includes=include,
-                reference=reference,
-                inputs=inputs,
-                outputs=outputs,
-                heldout=heldout,
-            )
-            the_task = _resolve_task(kernel, task, request, out_dir, show)
-            from mlxport.agent.port import run_port
-
-            run = run_port(the_task, config, out_dir, on_update=show)
+        try:
+            run = _run(kernel, task, resume, out_dir, show, config, request)
+        except Exception as e:
+            if as_json:  # one record whatever stops it; the error still goes to stderr
+                o.print_json(_failure(kernel, task, resume, e))
+            raise
     if as_json:
         o.print_json(run)
     else:
         _print_summary(run, out_dir)
     if not run["result"]["verified"]:
         raise typer.Exit(1)
+
+
+def _run(
+    kernel: Path | None,
+    task: str | None,
+    resume: str | None,
+    out_dir: Path,
+    show: o.Progress,
+    config: dict,
+    request: dict,
+) -> dict:
+    if resume:
+        from mlxport.agent.port import resume_port
+
+        return resume_port(out_dir, resume, on_update=show)
+    run_config = o.run_config(**config)
+    the_task = _resolve_task(kernel, task, request, out_dir, show)
+    from mlxport.agent.port import run_port
+
+    return run_port(the_task, run_config, out_dir, on_update=show)
+
+
+def _failure(kernel: Path | None, task: str | None, resume: str | None, e: Exception) -> dict:
+    """The record of a port that stopped before it had a result: what was asked, and why."""
+    why = str(e) if isinstance(e, UserError) else f"{type(e).__name__}: {e}"
+    return {
+        "task": task or (kernel.stem if kernel else None),
+        "source": str(kernel) if kernel else None,
+        "resume": resume,
+        "error": why,
+        "result": {"verified": False, "why_not": why},
+    }
 
 
 def _resolve_task(

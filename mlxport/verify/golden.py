@@ -83,7 +83,7 @@ def run_original(
     task: KernelTask, inputs: dict[str, mx.array], case: dict[str, Any], element: str = ELEMENT
 ) -> list[np.ndarray]:
     """The task's outputs as the original kernel computes them at ``case``."""
-    from mlxport.backends.cuda_cpu import Launch
+    from mlxport.backends.cuda_cpu import Launch, packed, unpacked
 
     if task.original is None:
         raise TaskError(
@@ -113,8 +113,15 @@ def run_original(
     compiled = executor.compile(source, task.kernel, template)
     with MLX_LOCK:
         arrays = {n: _numpy(a) for n, a in inputs.items()}
+    # a struct of buffers passed by value: its members are the task's parameters
+    bound = dict(zip(names, template, strict=False))
+    slots = {n: slot for n, (slot, _) in source.members(sig, bound).items()}
+    kernel_sig, sig = sig, source.flat(sig, bound)
     args = _arguments(task, sig, source, arrays, case, element)
-    result = executor.run(compiled, Launch(launch.grid, launch.block, launch.shared_bytes), args)
+    if slots:
+        args = packed(kernel_sig, slots, {p.name: a for p, a in zip(sig.params, args, strict=True)})
+    geometry = Launch(launch.grid, launch.block, launch.shared_bytes)
+    result = unpacked(executor.run(compiled, geometry, args), slots)
     if not result.ok:
         raise TaskError(f"the original kernel {task.kernel} fails at {label}: {result.error}")
     shapes = task.shapes(case, task.dtypes[0])

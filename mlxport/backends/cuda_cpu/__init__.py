@@ -17,13 +17,14 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from mlxport.backends.cuda_cpu.preprocess import STANDARD
 from mlxport.backends.cuda_cpu.reach import only
 from mlxport.backends.cuda_cpu.rewrite import device_source
-from mlxport.backends.cuda_cpu.source import DeviceSource, KernelSig, SourceError
+from mlxport.backends.cuda_cpu.source import DeviceSource, KernelParam, KernelSig, SourceError
 from mlxport.backends.sim import sim_threads
 from mlxport.backends.sim.build import compile_library
 from mlxport.backends.sim.cache import cache_dir
@@ -37,7 +38,15 @@ SHARED_MEMORY_LIMIT = 227 * 1024  # what a block of an sm_90 GPU may opt in to
 MAX_THREADS_PER_BLOCK = 1024
 STACK_BYTES = int(os.environ.get("MLXPORT_SIM_STACK", str(64 << 10)))
 
-__all__ = ["CudaExecutor", "ExecResult", "ExecError", "Launch", "SourceError"]
+__all__ = [
+    "CudaExecutor",
+    "ExecResult",
+    "ExecError",
+    "Launch",
+    "SourceError",
+    "packed",
+    "unpacked",
+]
 
 
 class ExecError(UserError):
@@ -93,6 +102,29 @@ class Compiled:
     kernel: KernelSig
     source: DeviceSource
     sha256: str = ""  # the library's content hash, recorded when it was built
+    # structs of buffers passed by value: parameter -> (its type, its data members)
+    structs: dict[str, tuple[str, tuple[KernelParam, ...]]] = field(default_factory=dict)
+
+    def bindings(self, args: list) -> list[tuple[str, KernelParam, np.ndarray | np.generic]]:
+        """Each launch buffer: a parameter, or a data member of a struct of buffers (``p.x``),
+        with what it is bound to. A struct's argument is a dict of its members; anything else
+        (the zero bytes of a struct the caller cannot fill) binds every member to nothing: an empty
+        buffer, a zero value."""
+        out = []
+        for p, a in zip(self.kernel.params, args, strict=True):
+            if p.name not in self.structs:
+                out.append((p.name, p, a))
+                continue
+            members = self.structs[p.name][1]
+            if isinstance(a, dict) and set(a) != {m.name for m in members}:
+                raise ExecError(
+                    f"{p.name} is a struct of buffers passed by value: bind each of its members "
+                    f"({', '.join(m.name for m in members)}), got {', '.join(a) or 'none'}"
+                )
+            for m in members:
+                value = a[m.name] if isinstance(a, dict) else np.zeros(0, np.uint8)
+                out.append((f"{p.name}.{m.name}", m, value))
+        return out
 
 
 class CudaExecutor:
@@ -114,7 +146,7 @@ class CudaExecutor:
         if key not in self._sources:
             cc = find_compiler()
             self._sources[key] = device_source(
-                path, cc.command, cache_dir() / "cuda-stubs", list(includes)
+                path, cc.command, cache_dir() / "cuda-stubs-2", list(includes)
             )
         return self._sources[key]
 
@@ -134,12 +166,26 @@ class CudaExecutor:
                 f"kernel {kernel} takes template arguments <{names}>; {len(args)} given"
             )
         std = "".join(f"#include <{h}>\n" for h in source.dropped_includes if h in STANDARD)
-        text = std + '#include "cuda_exec.h"\n' + only(source, kernel) + "\n" + launcher(sig, args)
+        template = {n: a for (n, _), a in zip(sig.template_params, args, strict=True)}
+        structs = {p.name: s for p in sig.params if (s := source.buffers_in(p, template))}
+        text = (
+            std
+            + '#include "cuda_exec.h"\n'
+            + only(source, kernel, " ".join(args))
+            + "\n"
+            + launcher(sig, args, structs)
+        )
         result = compile_library(text, (INCLUDE, SIM_INCLUDE))
         if not result.ok:
             why = first_error(result.log, source.path)
+            library = [f"<{h}>" for h in source.dropped_includes if h in STANDARD]
+            if library and re.search(r"std::|\b_ZN?K?S[tabsiod]", why):  # mangled std names too
+                why += (
+                    f" (the C++ library reached through {', '.join(library)}, which "
+                    f"{Path(source.path).name} includes)"
+                )
             raise ExecError(f"{kernel} does not compile for the executor: {why}")
-        return Compiled(result.library, sig, source, result.sha256 or "")
+        return Compiled(result.library, sig, source, result.sha256 or "", structs)
 
     def constant(self, source: DeviceSource, kernel: str, expr: str) -> int | None:
         """An integer constant expression of the device code (``x128::size``, ``sizeof(floatX)``),
@@ -149,7 +195,7 @@ class CudaExecutor:
         text = (
             std
             + '#include "cuda_exec.h"\n'
-            + only(source, kernel)
+            + only(source, kernel, expr)
             + "\ntemplate <long long V> struct mlxport_value;\n"
             + f"mlxport_value<(long long)({expr})> mlxport_probe;\n"
         )
@@ -160,7 +206,7 @@ class CudaExecutor:
         self,
         compiled: Compiled,
         launch: Launch,
-        args: list[np.ndarray | np.generic],
+        args: list[np.ndarray | np.generic | dict],
         *,
         measure: bool = False,
         reverse: bool = False,
@@ -168,7 +214,9 @@ class CudaExecutor:
     ) -> ExecResult:
         """Launch once. ``args`` follow the kernel's parameters: an array for each pointer (its
         dtype the element type's storage: bfloat16 as uint16), a numpy scalar of the parameter's
-        type for each value. ``measure``: record how far the kernel reaches into each buffer."""
+        type for each value, a dict by member for a struct of buffers passed by value (whose
+        buffers the result names ``p.x``). ``measure``: record how far the kernel reaches into
+        each buffer."""
         t0 = time.perf_counter()
         sig = compiled.kernel
         if problem := launch.problem():
@@ -178,12 +226,13 @@ class CudaExecutor:
                 f"kernel {sig.name} takes {len(sig.params)} arguments; {len(args)} given"
             )
         slots, arrays = [], []
-        for p, a in zip(sig.params, args, strict=True):
-            data = np.ascontiguousarray(a).reshape(-1) if p.pointer else np.asarray(a).reshape(1)
+        bindings = compiled.bindings(args)
+        for name, p, a in bindings:
+            data = np.ascontiguousarray(a).reshape(-1) if p.pointer else np.asarray(a).reshape(-1)
             slots.append(
                 {
                     "role": "buffer" if p.pointer else "input",
-                    "name": p.name,
+                    "name": name,
                     "space": "generic",
                     "elem_size": data.dtype.itemsize,
                     "writable": p.pointer and not p.const,
@@ -214,43 +263,79 @@ class CudaExecutor:
             )
         except WorkerError as e:
             return ExecResult(error=str(e), seconds=time.perf_counter() - t0)
-        return _result(sig, args, reply, out, time.perf_counter() - t0)
+        return _result(bindings, reply, out, time.perf_counter() - t0)
 
     def close(self) -> None:
         self._worker.close()
 
 
-def _result(sig: KernelSig, args, reply: dict, out: list[np.ndarray], seconds: float) -> ExecResult:
-    pointers = [(p, a) for p, a in zip(sig.params, args, strict=True) if p.pointer]
+def _result(bindings: list, reply: dict, out: list[np.ndarray], seconds: float) -> ExecResult:
+    pointers = [(name, p, a) for name, p, a in bindings if p.pointer]
     data = iter(out[: len(pointers)])
     masks = iter(out[len(pointers) :])
     result = ExecResult(error=reply.get("error"), seconds=seconds)
     conflicts = iter(reply.get("conflicts", []))
-    for (p, a), touched in zip(pointers, reply.get("touched", [-1] * len(pointers)), strict=True):
-        result.buffers[p.name] = next(data).reshape(np.shape(a))
+    touches = reply.get("touched", [-1] * len(pointers))
+    for (name, p, a), touched in zip(pointers, touches, strict=True):
+        result.buffers[name] = next(data).reshape(np.shape(a))
         if not p.const:
-            result.written[p.name] = next(masks).astype(bool).reshape(np.shape(a))
+            result.written[name] = next(masks).astype(bool).reshape(np.shape(a))
             first = next(conflicts)
             if first >= 0:
                 result.races.append(
-                    f"{p.name}[{first}] is written by two blocks without atomics (and perhaps more "
+                    f"{name}[{first}] is written by two blocks without atomics (and perhaps more "
                     "elements): blocks run concurrently on a GPU, so the result depends on their "
                     "order"
                 )
         if touched >= 0:
-            result.touched[p.name] = -(-touched // np.asarray(a).dtype.itemsize)
+            result.touched[name] = -(-touched // np.asarray(a).dtype.itemsize)
     return result
 
 
-def launcher(sig: KernelSig, template_args: list[str]) -> str:
+def packed(sig: KernelSig, members: dict[str, str], values: dict[str, Any]) -> list:
+    """The kernel's arguments from values by a task's names (``members``: those of the members of
+    structs of buffers -> ``p.x``, source.members): each struct's members gathered into the dict
+    its parameter takes."""
+    out = []
+    for p in sig.params:
+        own = {
+            s.partition(".")[2]: values[n] for n, s in members.items() if s.startswith(p.name + ".")
+        }
+        out.append(own or values[p.name])
+    return out
+
+
+def unpacked(result: ExecResult, members: dict[str, str]) -> ExecResult:
+    """The result with each member's buffer under the task's name for it."""
+    for name, slot in members.items():
+        for found in (result.buffers, result.written, result.touched):
+            if slot in found:
+                found[name] = found.pop(slot)
+    return result
+
+
+def launcher(sig: KernelSig, template_args: list[str], structs: dict | None = None) -> str:
     """The C entry the runtime calls for every thread: the kernel, its arguments bound to
-    buffers."""
+    buffers (a struct of buffers member by member, from a buffer each)."""
     targs = f"<{', '.join(template_args)}>" if template_args else ""
-    binds = ", ".join(f"::cusim::Arg{{&b[{k}]}}" for k in range(len(sig.params)))
+    structs = structs or {}
+    lines, binds, k = [], [], 0
+    for i, p in enumerate(sig.params):
+        if p.name in structs:
+            kind, members = structs[p.name]
+            lines.append(f"  {kind} a{i}{{}};")
+            for m in members:
+                lines.append(f"  ::cusim::bind(a{i}.{m.name}, &b[{k}]);")
+                k += 1
+            binds.append(f"a{i}")
+        else:
+            binds.append(f"::cusim::Arg{{&b[{k}]}}")
+            k += 1
     export = 'extern "C" __attribute__((visibility("default")))'
+    body = "".join(line + "\n" for line in lines)
     return (
         f"{export} void mlxsim_lane(const ::mlxsim::Buffer* b, const ::mlxsim::ThreadAttrs*) {{\n"
-        f"  (void)b;\n  {sig.name}{targs}({binds});\n}}\n"
+        f"  (void)b;\n{body}  {sig.name}{targs}({', '.join(binds)});\n}}\n"
         f"{export} int mlxsim_run(const ::mlxsim::LaunchParams* p, char* err, int errlen) {{\n"
         "  return ::mlxsim::launch(p, &mlxsim_lane, err, errlen);\n}\n"
     )

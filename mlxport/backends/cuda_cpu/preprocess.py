@@ -145,7 +145,8 @@ def preprocess(
                 cmd, capture_output=True, text=True, timeout=120, env=compiler_env()
             )
             if done.returncode == 0:
-                return _without_system_headers(done.stdout), dropped
+                library = _library_headers(done.stdout, stubs)
+                return _without_system_headers(done.stdout), library + dropped
             missing = _MISSING.search(done.stderr)
             if not missing:
                 raise SourceError(f"{path.name} does not preprocess: {_first_error(done.stderr)}")
@@ -159,6 +160,15 @@ def preprocess(
 
 
 _LINE_MARK = re.compile(r'^# \d+ "[^"]*"((?: \d)*)$')
+_ENTERED = re.compile(r'^# 1 "([^"]*)" 1', re.M)
+
+
+def _library_headers(text: str, stubs: Path) -> list[str]:
+    """The C++ library headers the file includes (their stand-ins entered, by the line markers),
+    in order: included as themselves when the kernel is compiled."""
+    roots = {str(stubs) + "/", str(stubs.resolve()) + "/"}
+    names = [m[len(r) :] for m in _ENTERED.findall(text) for r in roots if m.startswith(r)]
+    return list(dict.fromkeys(n for n in names if n in STANDARD and n not in PROVIDED))
 
 
 def _without_system_headers(text: str) -> str:
@@ -182,9 +192,13 @@ def _first_error(stderr: str) -> str:
 
 
 def stub_dir(root: Path) -> Path:
-    """Empty stand-ins for the provided headers, for the preprocessing pass only."""
+    """Empty stand-ins for the provided headers and the C++ library's, for the preprocessing pass
+    only: whatever headers the compiler would find on its own (a CXX that adds -isystem
+    /usr/include/c++/13 keeps the C++ library on the search path despite -nostdinc++), the file's
+    text alone is expanded, never a library header that needs the C library's macros
+    (``__GLIBC_PREREQ``)."""
     root.mkdir(parents=True, exist_ok=True)
-    for name in PROVIDED:
+    for name in (*PROVIDED, *sorted(STANDARD)):
         f = root / name
         if not f.exists():
             f.parent.mkdir(parents=True, exist_ok=True)

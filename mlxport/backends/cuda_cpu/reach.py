@@ -10,10 +10,12 @@ import re
 from mlxport.backends.cuda_cpu.source import DeviceSource
 
 
-def only(source: DeviceSource, kernel: str) -> str:
-    """The text with every other kernel's definition blanked, and every device function the kernel
-    does not call: a kernel of the file that cannot run here (inline PTX, say), or a helper that
-    needs a library the executor lacks, does not stop the others."""
+def only(source: DeviceSource, kernel: str, names: str = "") -> str:
+    """The text with every other kernel's definition blanked, and every device function, type and
+    file-scope ``using`` or typedef the kernel does not name: a kernel of the file that cannot run
+    here (inline PTX, say), a helper that needs a library the executor lacks, or what only the host
+    code uses, does not stop the others. ``names``: more text the kernel is built with (its
+    template arguments), whose names are kept too."""
     chars = list(source.text)
     keep = {kernel}
     outside = [(0, len(source.text))]  # structs' members and globals may call helpers too
@@ -24,18 +26,21 @@ def only(source: DeviceSource, kernel: str) -> str:
     for key in source.spans:
         if key.startswith("~"):
             index.setdefault(key.rpartition("::")[2].lstrip("~"), []).append(key)
-    todo: list[tuple[str, list[tuple[int, int]]]] = [
-        ("", outside),
-        ("", source.spans.get(kernel, [])),
+    todo: list[tuple[str, list[str]]] = [
+        ("", [source.text[a:b] for a, b in outside] + [names]),
+        ("", [source.text[a:b] for a, b in source.spans.get(kernel, [])]),
     ]
     while todo:
-        scope, spans = todo.pop()
-        for a, b in spans:
-            for word in set(re.findall(r"[A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*", source.text[a:b])):
+        scope, texts = todo.pop()
+        for text in texts:
+            for word in set(re.findall(r"[A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*", text)):
                 for key in _named(re.sub(r"\s+", "", word), scope, index):
                     if key not in keep:
                         keep.add(key)
-                        todo.append((key[1:].rpartition("::")[0], source.spans[key]))
+                        spans = source.spans[key]
+                        todo.append(
+                            (key[1:].rpartition("::")[0], [source.text[a:b] for a, b in spans])
+                        )
     for name, spans in source.spans.items():
         if name in keep:
             continue

@@ -41,7 +41,7 @@ from mlxport.cuda_syntax import parse
 
 SYNC = re.compile(
     r"__syncthreads|__syncwarp|__shfl|__ballot|__all|__any|__activemask|__match_|__reduce_\w+_sync|"
-    r"cooperative_groups|thread_block|tiled_partition|\bvolatile\b"
+    r"cooperative_groups|thread_block|thread_group|tiled_partition|\bvolatile\b"
 )
 
 
@@ -64,6 +64,7 @@ def device_source(
         spans=spans,
         preprocessed=text,
         typedefs=_typedefs(tree.root_node),
+        structs=rw.structs,
     )
 
 
@@ -146,6 +147,7 @@ class Rewriter:
         self.data = data
         self.slot = 1  # slot 0 is the executor's own (cuda_exec.h)
         self.kernels: dict[str, KernelSig] = {}
+        self.structs: dict[str, tuple[str, tuple[KernelParam, ...], tuple[str, ...]]] = {}
         self.scope: list[str] = []
 
     def src(self, node: Node) -> str:
@@ -221,11 +223,29 @@ class Rewriter:
 
     def _struct_specifier(self, node: Node) -> str:
         name = struct_name(node)
+        if name:
+            self._record_fields(name, node)
         return (
             f"\x00~{self.qualified(name)}\x00{self.children(node)}\x00\x00"
             if name
             else self.children(node)
         )
+
+    def _record_fields(self, name: str, spec: Node, template: Node | None = None) -> None:
+        """The data members of a struct a kernel may take by value, in order (its buffers are bound
+        one by one), and the struct's template parameters."""
+        body = spec.child_by_field_name("body")
+        fields = []
+        for f in body.named_children if body is not None else []:
+            if f.type != "field_declaration" or any(
+                c.type in ("storage_class_specifier", "function_declarator") for c in f.children
+            ):
+                continue
+            for d in f.children_by_field_name("declarator"):
+                if d.type != "function_declarator":
+                    fields.append(_member(self, f, d))
+        tparams = tuple(n for n, _ in self._template_params(template))
+        self.structs.setdefault(name, (self.qualified(name), tuple(fields), tparams))
 
     _class_specifier = _struct_specifier
 
@@ -235,6 +255,7 @@ class Rewriter:
             None,
         )
         if spec is not None and (name := struct_name(spec, node)):
+            self._record_fields(name, spec, node)
             return f"\x00~{self.qualified(name)}\x00{self.children(node)}\x00\x00"
         inner = next(
             (c for c in node.named_children if c.type in ("function_definition", "declaration")),
@@ -249,6 +270,45 @@ class Rewriter:
             if helper := helper_name(inner):
                 return f"\x00~{self.qualified(helper)}\x00{self.children(node)}\x00\x00"
         return self.children(node)
+
+    def _using_declaration(self, node: Node) -> str:
+        """``using std::generate;`` names something for the code after it, host code as much as
+        device code: kept only where the kernel's code names it, like a helper (the header it
+        comes from may have been dropped). ``using namespace ...;`` is kept as written."""
+        name = next((c for c in node.named_children if c.type == "qualified_identifier"), None)
+        return self._where_named(node, name.text.decode().rpartition("::")[2] if name else None)
+
+    def _type_definition(self, node: Node) -> str:
+        """A typedef, kept only where the kernel's code (or its template arguments) names it: a
+        host-only one (``typedef std::chrono::steady_clock Clock;``) never blocks."""
+        names = node.children_by_field_name("declarator")
+        name = (
+            names[0].text.decode()
+            if len(names) == 1 and names[0].type == "type_identifier"
+            else None
+        )
+        spec = node.child_by_field_name("type")
+        if name and spec is not None and spec.type == "struct_specifier" and not struct_name(spec):
+            self._record_fields(name, spec)  # typedef struct { ... } Params;
+        return self._where_named(node, name)
+
+    def _alias_declaration(self, node: Node) -> str:
+        name = node.child_by_field_name("name")
+        return self._where_named(node, name.text.decode() if name is not None else None)
+
+    def _where_named(self, node: Node, name: str | None) -> str:
+        """A file- or namespace-scope declaration of ``name``, marked so that only a kernel that
+        names it keeps it."""
+        outer = node.parent
+        at_scope = outer is not None and (
+            outer.type == "translation_unit"
+            or outer.type == "declaration_list"
+            and outer.parent is not None
+            and outer.parent.type == "namespace_definition"
+        )
+        if not name or not at_scope:
+            return self.children(node)
+        return f"\x00~{self.qualified(name)}\x00{self.children(node)}\x00\x00"
 
     def _template_instantiation(self, node: Node) -> str:
         return self.children(node) if is_device(node) else self.blank(node)
@@ -265,8 +325,12 @@ class Rewriter:
         return self._declaration_with_pointers(node)
 
     def _field_declaration(self, node: Node) -> str:
-        # struct members keep plain pointers: structs are copied as bytes
-        return self.children(node)
+        # a struct passed by value carries its buffers as checked pointers, each bound to its own
+        # buffer; a union's members stay plain (a checked pointer is not trivially constructible)
+        holder = node.parent.parent if node.parent is not None else None
+        if holder is not None and holder.type == "union_specifier":
+            return self.children(node)
+        return self._declaration_with_pointers(node)
 
     def _parameter_declaration(self, node: Node) -> str:
         return self._declaration_with_pointers(node)
@@ -412,6 +476,25 @@ class Rewriter:
 
     # -- kernels
 
+    def _template_params(self, template: Node | None) -> list[tuple[str, str]]:
+        """(name, kind) of each template parameter: kind "typename" or the parameter's type."""
+        out: list[tuple[str, str]] = []
+        tlist = template.child_by_field_name("parameters") if template is not None else None
+        for t in tlist.named_children if tlist is not None else []:
+            pname = t.child_by_field_name("name") or next(
+                (c for c in t.named_children if c.type in ("type_identifier", "identifier")),
+                None,
+            )
+            kind = (
+                "typename"
+                if t.type in ("type_parameter_declaration", "optional_type_parameter_declaration")
+                else self.src(t.child_by_field_name("type"))
+                if t.child_by_field_name("type")
+                else "int"
+            )
+            out.append((self.src(pname) if pname is not None else "", kind))
+        return out
+
     def _kernel(self, fn: Node, template: Node | None) -> str:
         decl = function_declarator(fn)
         if decl is None:
@@ -425,23 +508,7 @@ class Rewriter:
             if p.type not in ("parameter_declaration", "optional_parameter_declaration"):
                 continue
             params.append(_param(self, p))
-        tparams: list[tuple[str, str]] = []
-        if template is not None:
-            tlist = template.child_by_field_name("parameters")
-            for t in tlist.named_children if tlist is not None else []:
-                pname = t.child_by_field_name("name") or next(
-                    (c for c in t.named_children if c.type in ("type_identifier", "identifier")),
-                    None,
-                )
-                kind = (
-                    "typename"
-                    if t.type
-                    in ("type_parameter_declaration", "optional_type_parameter_declaration")
-                    else self.src(t.child_by_field_name("type"))
-                    if t.child_by_field_name("type")
-                    else "int"
-                )
-                tparams.append((self.src(pname) if pname is not None else "", kind))
+        tparams = self._template_params(template)
         self.kernels.setdefault(
             name, KernelSig(qualified, tuple(tparams), tuple(params), fn.start_point[0] + 1)
         )
@@ -456,6 +523,21 @@ def _array_shape(rw: Rewriter, d: Node) -> tuple[str, list[str], int]:
         dims.insert(0, rw.src(size) if size is not None else "")
         inner = inner.child_by_field_name("declarator")
     return (rw.src(inner) if inner is not None else "", [x for x in dims if x], depth)
+
+
+def _member(rw: Rewriter, f: Node, decl: Node) -> KernelParam:
+    """One declarator of a struct's field declaration (``float *y, *z;`` has two)."""
+    depth, _, inner = unwrap(decl)
+    while inner is not None and inner.type == "array_declarator":
+        inner = inner.child_by_field_name("declarator")
+    type_nodes = [
+        c for c in f.children if c.end_byte <= f.children_by_field_name("declarator")[0].start_byte
+    ]
+    base = " ".join(rw.src(c) for c in type_nodes if rw.src(c) not in ("const", "volatile"))
+    const = any(rw.src(c) == "const" for c in type_nodes)
+    name = rw.src(inner) if inner is not None else ""
+    written = ("const " if const else "") + base + "*" * depth
+    return KernelParam(name, written, depth > 0, const and depth > 0, base)
 
 
 def _param(rw: Rewriter, p: Node) -> KernelParam:

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from mlxport.backends.cuda_cpu import CudaExecutor, Launch
+from mlxport.backends.cuda_cpu import CudaExecutor, Launch, packed, unpacked
 from mlxport.errors import UserError
 from mlxport.expr import evaluate
 from mlxport.tasks.make.kernel import (
@@ -91,6 +91,8 @@ class CaseRunner:
             self.sig.types,
             lambda expr: self.executor.constant(self.kf.source, self.info.name, expr),
         )
+        if self.kf.members and launch.args:
+            launch.args = self._members_of(launch.args, bound)
         if launch.line == 0 and not launch.args:
             # no launch names the kernel: --grid/--block and --case say all
             why = Unknown("no launch in the host code names the kernel")
@@ -112,6 +114,20 @@ class CaseRunner:
                 f"{self.info.name}, which takes {len(self.info.params)}"
             )
         return launch
+
+    def _members_of(self, args: list[HostArg], bound: dict[str, Any]) -> list[HostArg]:
+        """The launch's arguments with a struct of buffers' argument as its members: a buffer
+        each (sized by --shape or measured), values the case binds."""
+        out = []
+        for i, arg in enumerate(args):
+            name = self.kf.sig.params[i].name if i < len(self.kf.sig.params) else ""
+            members = [(n, s) for n, s in self.kf.members.items() if s.split(".")[0] == name]
+            for n, slot in members:
+                pointer = next(p.is_pointer for p in self.info.params if p.name == n)
+                why = Unknown(f"the host code fills {slot} at run time")
+                out.append(HostArg(slot, Buffer(n) if pointer else bound.get(n, why)))
+            out += [] if members else [arg]
+        return out
 
     def _no_value(self, p: Param, arg: HostArg, launch: HostLaunch) -> CudaTaskError:
         if launch.line == 0:
@@ -237,7 +253,16 @@ class CaseRunner:
     def run(self, launch: HostLaunch, args: list[np.ndarray], *, measure: bool = False):
         compiled = self.executor.compile(self.kf.source, self.info.name, self.template(launch))
         geometry = Launch(launch.grid, launch.block, launch.shared_bytes)
-        return self.executor.run(compiled, geometry, args, measure=measure)
+        if not self.kf.members:
+            return self.executor.run(compiled, geometry, args, measure=measure)
+        names = [p.name for p in self.info.params]
+        result = self.executor.run(
+            compiled,
+            geometry,
+            packed(self.kf.sig, self.kf.members, dict(zip(names, args, strict=True))),
+            measure=measure,
+        )
+        return unpacked(result, self.kf.members)
 
     def _measure(self, case: dict, launch: HostLaunch, unknown: list[str]) -> dict[str, int]:
         """How far the original reaches into the buffers whose extent nothing states."""

@@ -5,14 +5,14 @@ host fills at run time) and holds (its storage and dtype)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from mlxport.backends.cuda_cpu import CudaExecutor
-from mlxport.backends.cuda_cpu.source import DeviceSource, KernelSig
+from mlxport.backends.cuda_cpu.source import DeviceSource, KernelSig, top_level
 from mlxport.errors import UserError, read_text
 from mlxport.tasks.request import TaskRequest
 from mlxport.translate.reading.cudafile import CudaFile, KernelInfo, Param
@@ -42,6 +42,8 @@ class KernelFile:
     source: DeviceSource  # the executor's view: preprocessed device code
     sig: KernelSig
     headers: dict[str, Path]  # headers read from -I folders: path under include/ -> the file
+    # members of structs of buffers passed by value, each a parameter of the task: name -> p.x
+    members: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -78,10 +80,36 @@ def read_kernel(request: TaskRequest, executor: CudaExecutor) -> KernelFile:
     sig = source.kernels.get(info.name)
     if sig is None:
         raise CudaTaskError(f"the executor finds no __global__ {info.name} in {path.name}")
+    flags = dict(_pair(p) for p in top_level(request.template)) if request.template else {}
+    members = source.members(sig, flags)  # a functor's type bound by --template L=Load<float>
+    if members:
+        info = info.model_copy(update={"params": _flat(info.params, members)})
     for p in info.params:
         p.base_type = source.resolve(p.base_type)  # typedef floatX: what the buffer really holds
     headers = _headers(source.preprocessed, includes)
-    return KernelFile(path, text, inlined, missing, cf, info, source, sig, headers)
+    slots = {name: slot for name, (slot, _) in members.items()}
+    return KernelFile(path, text, inlined, missing, cf, info, source, sig, headers, slots)
+
+
+def _flat(params: list[Param], members: dict) -> list[Param]:
+    """The parameters with each struct of buffers replaced by its members (a pointer member is
+    taken as read and written: running the original tells which)."""
+    out = []
+    for p in params:
+        own = [(n, m) for n, (slot, m) in members.items() if slot.split(".")[0] == p.name]
+        out += [
+            Param(
+                name=n,
+                type=m.type,
+                base_type=m.base,
+                is_pointer=m.pointer,
+                is_const=m.const,
+                read=True,
+                written=m.pointer and not m.const,
+            )
+            for n, m in own
+        ] or [p]
+    return out
 
 
 def check_bound(kf: KernelFile, request: TaskRequest) -> None:
@@ -116,7 +144,7 @@ def _bindable(kf: KernelFile) -> list[str]:
 def classify(kf: KernelFile, request: TaskRequest, executor: CudaExecutor) -> Signature:
     info = kf.info
     typenames = {t.name for t in info.template_params if t.kind in ("typename", "class")}
-    flags = dict(_pair(p) for p in _top_level(request.template)) if request.template else {}
+    flags = dict(_pair(p) for p in top_level(request.template)) if request.template else {}
     zeroed = _zeroed_structs(info, typenames, flags, executor, kf.source)
     for p in info.params:
         if p.name not in zeroed:
@@ -261,20 +289,6 @@ def param_type(p: Param, types: dict[str, str]) -> str:
 def scalar(p: Param, v: Any, types: dict[str, str]) -> Any:
     kind = param_type(p, types)
     return bool(v) if kind == "bool" else float(v) if kind == "float" else int(v)
-
-
-def _top_level(text: str) -> list[str]:
-    """``Ktraits=traits<64, 4, float>,kIsCircular=false`` split at the commas outside <> and ()."""
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch in "<(":
-            depth += 1
-        elif ch in ">)":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    return [*parts, text[start:]]
 
 
 def _pair(text: str) -> tuple[str, str]:

@@ -444,6 +444,9 @@ def _declared_names(c: Node) -> set[str]:
         } - {""}
     if inner.type == "alias_declaration":
         return {text(inner.child_by_field_name("name"))}
+    if inner.type == "using_declaration":  # using std::generate; (using namespace: kept)
+        name = next((x for x in inner.named_children if x.type == "qualified_identifier"), None)
+        return {text(name).rpartition("::")[2]} if name is not None else set()
     spec = (
         inner
         if inner.type in _TYPES

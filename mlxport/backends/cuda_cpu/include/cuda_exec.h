@@ -98,6 +98,16 @@ struct Arg {
   }
 };
 
+// A data member of a struct the kernel takes by value, bound from a launch buffer of its own: a
+// checked pointer into it, or the bytes of its value.
+template <class F>
+void bind(F& field, const ::mlxsim::Buffer* b) {
+  if constexpr (is_checked_ptr<F>) field = F(b);
+  else if (b->bytes == 0) __builtin_memset(static_cast<void*>(&field), 0, sizeof(F));  // unbound
+  else if (b->bytes < int64_t(sizeof(F))) ::mlxsim::fault("a struct member is bound to fewer bytes than its type has");
+  else __builtin_memcpy(static_cast<void*>(&field), b->data, sizeof(F));
+}
+
 // Marks an output element accessed atomically, so two blocks updating it is not a race.
 inline void mark_atomic(const void* addr) {
   const ::mlxsim::Buffer* buf = ::mlxsim::find_buffer(addr);
@@ -447,7 +457,28 @@ inline int printf(const char* format, ...) {
 
 namespace cooperative_groups {
 
-struct thread_block {
+// Any group of a block's threads, as a parameter type: the whole block (tile 0) or a tile of W.
+class thread_group {
+ public:
+  void sync(CUSIM_LOC) const {
+    if (tile_ == 0) {
+      __syncthreads(loc);
+    } else {
+      __syncwarp(0xFFFFFFFFu, loc);
+    }
+  }
+  unsigned thread_rank() const { return tile_ == 0 ? ::cusim::linear_tid() : ::cusim::linear_tid() % tile_; }
+  unsigned size() const { return tile_ == 0 ? ::cusim::block_threads() : tile_; }
+  unsigned num_threads() const { return size(); }
+
+ protected:
+  explicit constexpr thread_group(unsigned tile) : tile_(tile) {}
+  unsigned tile_;
+};
+inline void sync(const thread_group& g, CUSIM_LOC) { g.sync(loc); }
+
+struct thread_block : thread_group {
+  constexpr thread_block() : thread_group(0) {}
   void sync(CUSIM_LOC) const { __syncthreads(loc); }
   unsigned thread_rank() const { return ::cusim::linear_tid(); }
   unsigned size() const { return ::cusim::block_threads(); }
@@ -462,8 +493,9 @@ inline void sync(const thread_block& g, CUSIM_LOC) { g.sync(loc); }
 
 // A tile of W consecutive threads of a block (W divides 32): warp collectives on segments of W.
 template <unsigned W>
-struct thread_block_tile {
+struct thread_block_tile : thread_group {
   static_assert(W >= 1 && W <= 32 && (W & (W - 1)) == 0, "tiles have a power-of-two size up to 32");
+  constexpr thread_block_tile() : thread_group(W) {}
   unsigned thread_rank() const { return ::cusim::linear_tid() % W; }
   static constexpr unsigned size() { return W; }
   static constexpr unsigned num_threads() { return W; }
@@ -502,6 +534,15 @@ thread_block_tile<W> tiled_partition(const Parent&) {
 template <unsigned W>
 inline void sync(const thread_block_tile<W>& g, CUSIM_LOC) {
   g.sync(loc);
+}
+// The tile size known only at run time: a group of that many consecutive threads.
+inline thread_group tiled_partition(const thread_group& parent, unsigned size) {
+  struct tile : thread_group {
+    explicit constexpr tile(unsigned n) : thread_group(n) {}
+  };
+  if (size == 0 || size > 32 || (size & (size - 1)) != 0) ::mlxsim::fault("tiled_partition: a tile has a power-of-two size up to 32");
+  (void)parent;
+  return tile(size);
 }
 
 struct grid_group {

@@ -296,9 +296,18 @@ inline I saturate_int(double t) {
   }
   return I(t);
 }
+// Ties to even, whatever the floating-point environment (clang has the builtin from 17 only).
+inline double round_even(double x) {
+#if __has_builtin(__builtin_roundeven)
+  return __builtin_roundeven(x);
+#else
+  const double r = __builtin_round(x);  // ties away from zero
+  return __builtin_fabs(x - __builtin_trunc(x)) == 0.5 ? 2.0 * __builtin_round(x * 0.5) : r;
+#endif
+}
 template <class I, rnd M>
 inline I to_int(double x) {
-  if constexpr (M == rnd::rn) return saturate_int<I>(__builtin_roundeven(x));
+  if constexpr (M == rnd::rn) return saturate_int<I>(round_even(x));
   else if constexpr (M == rnd::rz) return saturate_int<I>(__builtin_trunc(x));
   else if constexpr (M == rnd::rd) return saturate_int<I>(__builtin_floor(x));
   else return saturate_int<I>(__builtin_ceil(x));
@@ -351,7 +360,7 @@ constexpr double pi_lo = 1.2246467991473532e-16;
 // sin(pi x) and cos(pi x): reduced exactly to t in [-1/4, 1/4] and a quadrant.
 inline double sincospi_reduce(double x, int& quadrant) {
   const double r = __builtin_fmod(x, 2.0);
-  const double k = __builtin_roundeven(r * 2.0);
+  const double k = round_even(r * 2.0);
   quadrant = int(k) & 3;
   const double t = r - k * 0.5;
   return __builtin_fma(t, pi_hi, t * pi_lo);
@@ -495,7 +504,11 @@ CUDA_CPU_FP(sqrt, __builtin_sqrtf(x), __builtin_sqrt(x))
 CUDA_CPU_FP(cbrt, __builtin_cbrtf(x), __builtin_cbrt(x))
 CUDA_CPU_FP(exp, __builtin_expf(x), __builtin_exp(x))
 CUDA_CPU_FP(exp2, __builtin_exp2f(x), __builtin_exp2(x))
+#if __has_builtin(__builtin_exp10)
 CUDA_CPU_FP(exp10, __builtin_exp10f(x), __builtin_exp10(x))
+#else  // clang before 18: 10 is exact, so pow rounds 10^x as closely
+CUDA_CPU_FP(exp10, __builtin_powf(10.0f, x), __builtin_pow(10.0, x))
+#endif
 CUDA_CPU_FP(expm1, __builtin_expm1f(x), __builtin_expm1(x))
 CUDA_CPU_FP(log, __builtin_logf(x), __builtin_log(x))
 CUDA_CPU_FP(log2, __builtin_log2f(x), __builtin_log2(x))
@@ -665,8 +678,15 @@ CUDA_CPU_CLASSIFY(isnan, __builtin_isnan)
 CUDA_CPU_CLASSIFY(isinf, __builtin_isinf)
 CUDA_CPU_CLASSIFY(isfinite, __builtin_isfinite)
 CUDA_CPU_CLASSIFY(isnormal, __builtin_isnormal)
-CUDA_CPU_CLASSIFY(signbit, __builtin_signbit)
 #undef CUDA_CPU_CLASSIFY
+// the sign bit itself (clang's __builtin_signbit is not constexpr before 17)
+constexpr bool signbit(float x) { return __builtin_bit_cast(uint32_t, x) >> 31; }
+constexpr bool signbit(double x) { return __builtin_bit_cast(uint64_t, x) >> 63; }
+template <class T>
+  requires std::is_integral_v<T>
+constexpr bool signbit(T x) {
+  return x < 0;
+}
 
 // ---------------------------------------------------------------- abs
 // C's abs/labs/llabs are the C library's (also declared by <stdlib.h>, which <new> reaches);
