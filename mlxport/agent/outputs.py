@@ -26,6 +26,7 @@ from mlxport.spec import (
 )
 from mlxport.spec.results import MODE_LABELS
 from mlxport.tools.session import Record, Session
+from mlxport.verify.estimate import LIMITS
 from mlxport.verify.reverify import verdict_label
 
 
@@ -225,6 +226,7 @@ def run_record(
             "speedups": bench.get("speedups", {}),
             "timed": bench.get("candidate") is not None,
             "estimate": bench.get("estimate", ""),
+            "estimated_us": bench.get("estimated_us"),  # the simulator's, not a measurement
             "golden": (final.get("verification") or {}).get("golden", ""),
             "timed_size": final.get("timed_size"),
             "label": verdict_label(final),
@@ -423,6 +425,18 @@ def _drawn(t) -> str:
 
 def _speed_lines(bench: BenchmarkReport) -> list[str]:
     lines = ["## Speed", ""]
+    if bench.candidate is None and bench.estimated_us is not None:
+        return [
+            *lines,
+            f"Not timed ({bench.backend} backend).",
+            "",
+            "```",
+            bench.estimate,
+            "```",
+            "",
+            LIMITS,
+            "",
+        ]
     if bench.candidate is None:
         return [*lines, f"Not timed ({bench.backend} backend). {bench.estimate}", ""]
     lines += [

@@ -91,7 +91,7 @@ def _plan(nodes: list[dict[str, Any]]) -> str:
 def _candidates(records: dict[str, Record]) -> str:
     rows = [
         "<table><thead><tr><th>candidate</th><th>iteration</th><th>compiled</th><th>correctness</th>"
-        "<th>speedup vs native</th></tr></thead><tbody>"
+        "<th>speedup vs native (simulator: ESTIMATE, not measured)</th></tr></thead><tbody>"
     ]
     for cid, r in sorted(records.items(), key=lambda kv: kv[1].iteration):
         compiled = "-" if r.compile is None else "yes" if r.compile.ok else "no"
@@ -102,7 +102,13 @@ def _candidates(records: dict[str, Record]) -> str:
             if r.correct
             else (r.refuted or r.correctness.summary().splitlines()[0])
         )
-        speed = f"{r.speedup:.2f}x" if r.speedup is not None else "-"
+        speed = (
+            f"{r.speedup:.2f}x"
+            if r.speedup is not None
+            else f"ESTIMATE {r.estimated_us:.1f} us"
+            if r.estimated_us is not None
+            else "-"
+        )
         rows.append(
             f"<tr><td><code>{escape(cid)}</code></td><td>{r.iteration}</td><td>{compiled}</td>"
             f"<td>{escape(correct[:160])}</td><td>{speed}</td></tr>"

@@ -105,6 +105,7 @@ def port(
     ] = None,
     seed: o.Seed = 0,
     search: o.Search = "linear",
+    chip: o.Chip = "M3 Max",
     as_json: o.Json = False,
 ) -> None:
     """Port a CUDA kernel to a verified MLX kernel and write kernel.py, test_kernel.py and a report.
@@ -118,7 +119,13 @@ def port(
         run = resume_port(out_dir, resume, on_update=show)
     else:
         config = o.run_config(
-            model=model, base_url=base_url, backend=backend, budget=budget, seed=seed, search=search
+            model=model,
+            base_url=base_url,
+            backend=backend,
+            budget=budget,
+            seed=seed,
+            search=search,
+            chip=chip,
         )
         request = dict(
             kernel=kernel_name,
