@@ -48,7 +48,7 @@ class RunConfig:
     max_verifications: int = (
         3  # candidates the model may check with the verify tool before finishing
     )
-    chip: str = "M3 Max"  # for simulator roofline estimates
+    chip: str = "M3 Max"  # the Apple GPU the simulator's cost estimates are for
     seed: int = 0
     context_window: int | None = None
     request_timeout: float = (

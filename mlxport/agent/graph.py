@@ -199,8 +199,15 @@ def _best_words(state: State, timing: bool) -> str:
     ]
     if best.speedup is not None:
         words.append(f"{best.speedup:.2f}x native")
+    if best.estimated_us is not None:
+        words.append(f"ESTIMATE {best.estimated_us:.1f} us, not a measurement")
     text = f"{best.candidate.id} ({', '.join(words)})"
-    if not timing:
+    if not timing and best.estimated_us is not None:
+        text += (
+            "; this backend does not time, so the best is the correct candidate with the lowest "
+            "estimate from the simulator's counts, those that passed verify first"
+        )
+    elif not timing:
         text += (
             "; this backend does not time, so the best is the earliest correct candidate, those "
             "that passed verify first"
@@ -395,7 +402,8 @@ def _approved(best: Record) -> bool:
 
 def _better(best: Record, state: State) -> bool:
     """``rank``'s first is an improvement on the best so far: that one is no longer correct, or
-    the new one passed verify where it did not, or is faster by more than noise."""
+    the new one passed verify where it did not, or is faster by more than noise (where neither is
+    timed: the simulator's estimate is lower by more than 1%)."""
     prev = state.records.get(state.best_id or "")
     if prev is None:
         return True
@@ -403,6 +411,8 @@ def _better(best: Record, state: State) -> bool:
     order = {True: 0, None: 1, False: 2}
     if not prev.correct or order[best.passed_verify] < order[prev.passed_verify]:
         return True
+    if best.speedup is None and prev.speedup is None and best.estimated_us is not None:
+        return prev.estimated_us is None or best.estimated_us < prev.estimated_us * 0.99
     return (best.speedup or 0.0) > (prev.speedup or 0.0) * 1.01
 
 

@@ -223,6 +223,7 @@ def run_record(
             "speedups": bench.get("speedups", {}),
             "timed": bench.get("candidate") is not None,
             "estimate": bench.get("estimate", ""),
+            "estimated_us": bench.get("estimated_us"),  # the simulator's, not a measurement
             "golden": (final.get("verification") or {}).get("golden", ""),
             "timed_size": final.get("timed_size"),
             "label": verdict_label(final),

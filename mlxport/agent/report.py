@@ -12,6 +12,7 @@ from mlxport.expr import names_used
 from mlxport.spec import BenchmarkReport, CorrectnessReport, KernelTask
 from mlxport.spec.results import MODE_LABELS
 from mlxport.tools.session import Record
+from mlxport.verify.estimate import LIMITS
 
 # A plan node's status as the report reads once the port has ended.
 MARKS = {
@@ -181,6 +182,13 @@ def _drawn(t) -> str:
 
 def _speed(bench: BenchmarkReport) -> list[Block]:
     blocks: list[Block] = [Heading("Speed")]
+    if bench.candidate is None and bench.estimated_us is not None:
+        return [
+            *blocks,
+            Para(f"Not timed ({bench.backend} backend)."),
+            Code(bench.estimate),
+            Para(LIMITS),
+        ]
     if bench.candidate is None:
         return [*blocks, Para(f"Not timed ({bench.backend} backend). {bench.estimate}")]
     c = bench.candidate
@@ -260,7 +268,13 @@ def _candidates(run: dict[str, Any], records: dict[str, Record], final: dict) ->
             if r.correct
             else (r.refuted or r.correctness.summary().splitlines()[0])
         )
-        speed = f"{r.speedup:.2f}x" if r.speedup is not None else "-"
+        speed = (
+            f"{r.speedup:.2f}x"
+            if r.speedup is not None
+            else f"ESTIMATE {r.estimated_us:.1f} us"
+            if r.estimated_us is not None
+            else "-"
+        )
         finally_ = (
             "verified"
             if cid == final.get("candidate_id")
@@ -273,7 +287,12 @@ def _candidates(run: dict[str, Any], records: dict[str, Record], final: dict) ->
             [f"`{cid}`", str(r.iteration), compiled, correct[:160], speed]
             + [str(became_best.get(cid, "-")), finally_[:160]]
         )
-    head = ["candidate", "compiled at iteration", "compiles", "correctness", "speedup vs native"]
+    speed = (
+        "speedup vs native"
+        if any(r.speedup is not None for r in records.values())
+        else ("speed (simulator: ESTIMATE, not measured)")
+    )
+    head = ["candidate", "compiled at iteration", "compiles", "correctness", speed]
     return [
         Heading("Candidates"),
         Para(

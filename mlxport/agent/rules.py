@@ -3,8 +3,10 @@
 It drives the same tools an LLM would, in a fixed order: read the source, query the knowledge
 base, plan, compile the rule-based translation, check it, benchmark it, then, where the backend
 can time them, search its tuning variants, each on top of the fastest so far
-(``translate.variants.Search``), and finish. It works offline and is the default model; every
-report labels it a non-LLM baseline.
+(``translate.variants.Search``), and finish. On the simulator the search ranks them by the
+benchmark's ESTIMATE for the session's chip (what each did at the bench case, counted), said so
+in what it writes; where there is none either, it finishes after the translation. It works
+offline and is the default model; every report labels it a non-LLM baseline.
 """
 
 from __future__ import annotations
@@ -108,8 +110,9 @@ def decide(messages: list[BaseMessage]) -> tuple[str, list[Call]]:
         last.tool == "benchmark"
         and not tried
         and not (last.outcome.get("timed") or last.outcome.get("error"))
+        and _speed(last.outcome) is None
     ):
-        return _finish("verified on a backend without timing; nothing to tune")
+        return _finish("verified on a backend without timing or an estimate; nothing to tune")
     if last.tool in ("compile_kernel", "run_correctness") and not tried:
         why = last.outcome.get("why")
         return _finish(
@@ -153,24 +156,32 @@ def _next_variant(task_dir: str, language: str, done: list[Step]) -> tuple[str, 
     from mlxport.tools.session import cached_task
 
     compiles = [_compiled_id(d, language) for d in done if d.tool == "compile_kernel"]
-    timed = {
-        d.args.get("candidate_id"): d.outcome.get("us")
-        for d in done
-        if d.tool == "benchmark" and d.outcome.get("timed")
-    }
+    benched = [d for d in done if d.tool == "benchmark"]
+    timed = {d.args.get("candidate_id"): _speed(d.outcome) for d in benched}
+    by = (
+        " (ranked by the simulator's ESTIMATE, not a timing)"
+        if any(d.outcome.get("estimated_us") is not None for d in benched)
+        else ""
+    )
     search = _search(task_dir, language, cached_task(task_dir).source_text())
     times: dict[str, float | None] = {}
     while (variant := search.next(times, base=timed.get(compiles[0]))) is not None:
         label, translation = variant
         cid = translation.candidate.id
         if cid not in compiles[1:]:
-            return f"Trying the translation with {label}.", [
+            return f"Trying the translation with {label}{by}.", [
                 ("compile_kernel", _fields(translation)),
                 ("run_correctness", {"candidate_id": cid}),
                 ("benchmark", {"candidate_id": cid}),
             ]
         times[label] = timed.get(cid)
     return None
+
+
+def _speed(outcome: dict[str, Any]) -> float | None:
+    """What the search ranks a benchmarked candidate by: its time where the backend times, else
+    the simulator's estimate (microseconds either way; None: neither)."""
+    return outcome.get("us") if outcome.get("timed") else outcome.get("estimated_us")
 
 
 def _compiled_id(step: Step, language: str) -> str:

@@ -81,6 +81,8 @@ class RunResult:
     unwritten: list[np.ndarray | None] = field(default_factory=list)
     error: str | None = None
     seconds: float = 0.0
+    # what the kernel did, where the run was asked to count (run(count=...)): sim/counters.py
+    counts: dict[str, int] | None = None
 
     @property
     def ok(self) -> bool:
@@ -93,6 +95,7 @@ class Backend(Protocol):
     timing: bool  # whether measure() gives real device timings (the simulator never does)
     reorders: bool  # whether run(order=...) can run threads out of order (the simulator)
     overlaps: bool  # whether run_together's calls may run at once on the device (MLX on a GPU)
+    counts: bool  # whether run(count=...) counts what the kernel does (the simulator)
 
     def available(self) -> Availability: ...
 
@@ -112,6 +115,7 @@ class Backend(Protocol):
         timeout: float = 60.0,
         order: str = "forward",
         poison: str = "nan",
+        count: dict[str, int] | None = None,
     ) -> RunResult:
         """Launch once, isolated from the caller. ``inputs`` holds at least
         ``candidate.input_names``; any other names (the task's params) are in scope for the launch
@@ -121,7 +125,9 @@ class Backend(Protocol):
         on the order of unsynchronised threads changes. ``poison``: what outputs without an
         init_value hold before the launch, ``nan`` (every bit set: NaN, or -1 for integers) or
         ``finite`` (bytes 0x3F: 0.747 in float32), so a kernel that reads an output before writing
-        it gives another answer."""
+        it gives another answer. ``count`` (where ``counts``): the line and bank sizes
+        (``line_bytes``, ``banks``, ``bank_bytes``) to count the kernel's memory accesses in, for
+        ``RunResult.counts``."""
 
     def run_op(
         self, folder: Path, arrays: list[np.ndarray], dtypes: list[str], params: dict[str, Any]

@@ -29,6 +29,7 @@ class GpuBackend:
     timing = True
     reorders = False  # the GPU schedules threads; run(order=...) has no effect here
     overlaps = True  # MLX may run independent kernels of one evaluation at once (run_together)
+    counts = False  # a GPU runs the kernel; what it does is not counted
 
     def __init__(self) -> None:
         self._worker = None

@@ -1,4 +1,5 @@
-"""``mlxport bench``: check a candidate, then time it against its task's baselines."""
+"""``mlxport bench``: check a candidate, then time it against its task's baselines (on the
+simulator: the candidate's labelled cost estimate for ``--chip``, verify/estimate.py)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def bench(
     candidate: Annotated[Path, typer.Argument(help="Candidate .toml file.")],
     task: o.Task,
     backend: o.Backend = "auto",
-    chip: Annotated[str, typer.Option(help="Chip for simulator estimates.")] = "M3 Max",
+    chip: o.Chip = "M3 Max",
     as_json: o.Json = False,
 ) -> None:
     """Check a candidate, then time it against the task's baselines on the bench cases."""

@@ -27,6 +27,7 @@ def chat(
     out_dir: o.Out = Path("mlxport-out"),
     seed: o.Seed = 0,
     search: o.Search = "linear",
+    chip: o.Chip = "M3 Max",
 ) -> None:
     """Port a kernel interactively: watch each step, steer, approve candidates; resume with
     --session."""
@@ -37,7 +38,13 @@ def chat(
         run_chat(None, RunConfig(), out_dir, session=session)
         return
     config = o.run_config(
-        model=model, base_url=base_url, backend=backend, budget=budget, seed=seed, search=search
+        model=model,
+        base_url=base_url,
+        backend=backend,
+        budget=budget,
+        seed=seed,
+        search=search,
+        chip=chip,
     )
     run_chat(_task(kernel, task), config, out_dir)
 

@@ -43,6 +43,13 @@ Search = Annotated[
     str, typer.Option(help="linear (one ReAct thread) or tree (cycles on the best-rated idea).")
 ]
 Task = Annotated[str, typer.Option(help="Task name or folder.")]
+Chip = Annotated[
+    str,
+    typer.Option(
+        help="The Apple GPU the simulator's estimates are for: a chip of `mlxport kb chips`, e.g. "
+        "'M3 Max' or 'M1 Pro (14-core)'."
+    ),
+]
 
 
 def note(text: str) -> None:
@@ -77,6 +84,7 @@ def overrides(
     budget: str | None,
     seed: int | None = None,
     search: str = "linear",
+    chip: str | None = None,
 ) -> dict[str, Any]:
     """RunConfig fields from the shared flags (batch and eval apply them to every port)."""
     from mlxport.agent.config import SEARCHES, parse_budget
@@ -88,6 +96,7 @@ def overrides(
         "search": search,
         **parse_budget(budget),
         **({"base_url": base_url} if base_url else {}),
+        **({"chip": chip} if chip else {}),
     }
     return fields if seed is None else {**fields, "seed": seed}
 
@@ -100,6 +109,7 @@ def run_config(
     budget: str | None,
     seed: int,
     search: str = "linear",
+    chip: str | None = None,
 ):
     """A validated RunConfig from the flags, with the model spec checked (a typo fails at once,
     before the agent is loaded)."""
@@ -108,7 +118,14 @@ def run_config(
 
     config = RunConfig(
         model=model,
-        **overrides(backend=backend, base_url=base_url, budget=budget, seed=seed, search=search),
+        **overrides(
+            backend=backend,
+            base_url=base_url,
+            budget=budget,
+            seed=seed,
+            search=search,
+            chip=chip,
+        ),
     )
     config.validate()
     check_model_spec(config.model, config.base_url)

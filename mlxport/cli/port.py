@@ -104,6 +104,7 @@ def port(
     ] = None,
     seed: o.Seed = 0,
     search: o.Search = "linear",
+    chip: o.Chip = "M3 Max",
     as_json: o.Json = False,
 ) -> None:
     """Port a CUDA kernel to a verified MLX kernel and write kernel.py, test_kernel.py and a report.
@@ -111,7 +112,13 @@ def port(
     A bare .cu file needs only --case: the original kernel, run on the CPU, is what the port is
     checked against."""
     config = dict(
-        model=model, base_url=base_url, backend=backend, budget=budget, seed=seed, search=search
+        model=model,
+        base_url=base_url,
+        backend=backend,
+        budget=budget,
+        seed=seed,
+        search=search,
+        chip=chip,
     )
     request = dict(
         kernel=kernel_name,

@@ -11,7 +11,7 @@ from functools import cache
 from pydantic import BaseModel, computed_field
 
 from mlxport.knowledge.docs import KB_DIR, Section, cite, slugify
-from mlxport.spec import Datasheet
+from mlxport.spec import CoreFigures, Datasheet
 
 CHIPS_FILE = KB_DIR / "chips.toml"
 # Metal limits shared by every M-series chip (Apple7..Apple10), see docs/metal-limits.md.
@@ -52,6 +52,29 @@ class ChipProfile(BaseModel):
             name=self.name,
             memory_bandwidth_gbs=self.memory_bandwidth_gbs,
             fp32_tflops=self.fp32_tflops,
+            cores=self.core_figures(),
+        )
+
+    def core_figures(self) -> CoreFigures:
+        """What the simulator's cost estimate charges on this chip (chips.toml [cost_model]); the
+        clock is derived from the FP32 peak."""
+        m = _table()["cost_model"]
+        clock = self.fp32_tflops * 1e3 / (self.gpu_cores * m["flops_per_core_cycle"])
+        return CoreFigures(
+            gpu_cores=self.gpu_cores,
+            clock_ghz=round(clock, 4),
+            max_threads_per_core=m["max_threads_per_core"],
+            threadgroup_memory_per_core=m["threadgroup_memory_per_core_bytes"],
+            line_bytes=m["cache_line_bytes"],
+            core_bytes_per_cycle=m["core_bytes_per_cycle"],
+            threadgroup_bytes_per_cycle=m["threadgroup_bytes_per_cycle"],
+            threadgroup_banks=m["threadgroup_banks"],
+            bank_bytes=m["threadgroup_bank_bytes"],
+            simd_function_cycles=m["simd_function_cycles"],
+            schedulers_per_core=m["schedulers_per_core"],
+            alu_saturation_simdgroups=m["alu_saturation_simdgroups"],
+            dram_latency_ns=m["dram_latency_ns"],
+            threadgroup_latency_ns=m["threadgroup_latency_ns"],
         )
 
 

@@ -168,12 +168,33 @@ class CorrectnessReport(Strict):
         return "\n".join(lines)
 
 
+class CoreFigures(Strict):
+    """Per-core figures of an Apple GPU that the simulator's cost estimate charges
+    (verify/estimate.py), from the chip table with their sources."""
+
+    gpu_cores: int
+    clock_ghz: float
+    max_threads_per_core: int
+    threadgroup_memory_per_core: int  # bytes
+    line_bytes: int  # device-memory cache line
+    core_bytes_per_cycle: float  # on-core data path of device loads and stores
+    threadgroup_bytes_per_cycle: float
+    threadgroup_banks: int
+    bank_bytes: int
+    simd_function_cycles: float  # throughput of one SIMD-group function on one scheduler
+    schedulers_per_core: int  # each issues one SIMD-group's instruction a cycle
+    alu_saturation_simdgroups: int  # resident SIMD-groups a core needs to keep its ALUs busy
+    dram_latency_ns: float
+    threadgroup_latency_ns: float
+
+
 class Datasheet(Strict):
     """A device's published figures: the ceilings a roofline is drawn against."""
 
     name: str
     memory_bandwidth_gbs: float
     fp32_tflops: float
+    cores: CoreFigures | None = None  # an Apple chip's, for the simulator's cost estimate
 
 
 class Timing(Strict):
@@ -198,7 +219,9 @@ class BenchmarkReport(Strict):
     speedups: dict[str, float] = Field(default_factory=dict)
     stable: bool = True
     flags: list[str] = Field(default_factory=list)
-    estimate: str = ""  # simulator: a labelled roofline floor estimate for a named chip
+    estimate: str = ""  # simulator: the labelled estimate for a named chip, never a timing
+    # simulator: the cost model's ESTIMATE in microseconds (verify/estimate.py), not a measurement
+    estimated_us: float | None = None
     bandwidth_basis: str = ""  # what roofline_fraction is a fraction of
     timing_basis: str = ""  # how the times were read (backends/timer.py)
 

@@ -374,6 +374,8 @@ def benchmark(session: Session, args: schemas.benchmark) -> Output:
     if timed:
         speedup = report.speedups.get("native", 0)
         plan = plan.attached(cid, f"{cid} {speedup:.2f}x native")
+    elif report.estimated_us is not None:
+        plan = plan.attached(cid, f"{cid} ESTIMATE {report.estimated_us:.1f} us (simulator counts)")
     facts = _launch_facts(session, record.candidate)
     return Output(
         f"candidate {cid}: {summary(report)}" + (f"\n  {facts}" if facts else ""),
@@ -383,6 +385,7 @@ def benchmark(session: Session, args: schemas.benchmark) -> Output:
             speedups=dict(report.speedups),
             us=report.candidate.median_us if timed else None,
             estimate=report.estimate,
+            estimated_us=report.estimated_us,
         ),
         records={cid: record},
         plan=plan,

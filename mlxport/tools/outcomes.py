@@ -82,6 +82,11 @@ class Timed(Outcome):
     speedups: dict[str, float] = Field(default_factory=dict)
     us: float | None = None  # the candidate's median
     estimate: str = Field("", description="The simulator's labelled estimate, not a measurement.")
+    estimated_us: float | None = Field(
+        None,
+        description="The simulator's ESTIMATE for the session's chip in microseconds, from what "
+        "the candidate did at the bench case; not a measurement. None where the backend times.",
+    )
 
 
 class Check(BaseModel):

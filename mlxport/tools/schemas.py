@@ -120,7 +120,9 @@ class run_correctness(ToolArgs):
 class benchmark(ToolArgs):
     """Time a candidate that passed run_correctness against the task's baselines (the strongest
     native MLX op and the naive path), side by side, on realistic sizes. On the simulator there is
-    no timing, only a labelled roofline estimate."""
+    no timing, only a labelled ESTIMATE for the session's Apple chip from what the candidate did at
+    the bench case (memory lines, threadgroup-memory bank passes, occupancy, barriers and SIMD-group
+    functions, counted); a candidate wrong there gets none and no longer counts as correct."""
 
     candidate_id: str = Field(description=f"{ID}, of a candidate that passed run_correctness.")
 

@@ -7,6 +7,7 @@ No LangGraph here.
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,6 +71,12 @@ class Record(BaseModel):
         if self.benchmark is None or self.benchmark.candidate is None:
             return None
         return self.benchmark.speedups.get("native")
+
+    @property
+    def estimated_us(self) -> float | None:
+        """The simulator's ESTIMATE for the session's chip (not a measurement); None where the
+        backend times or made none."""
+        return None if self.benchmark is None else self.benchmark.estimated_us
 
 
 @dataclass
@@ -152,11 +159,18 @@ _DEVICE_LOCKS: dict[str, threading.Lock] = {}
 
 def rank(records) -> list[Record]:
     """Correct before incorrect; among the correct, those that passed verify, then those it never
-    ran on, then those it failed; then faster (measured speedup over native); then earlier."""
+    ran on, then those it failed; then faster (measured speedup over native, else, on a backend
+    that does not time, the lower ESTIMATE); then earlier."""
     order = {True: 0, None: 1, False: 2}
     return sorted(
         records,
-        key=lambda r: (not r.correct, order[r.passed_verify], -(r.speedup or 0.0), r.iteration),
+        key=lambda r: (
+            not r.correct,
+            order[r.passed_verify],
+            -(r.speedup or 0.0),
+            r.estimated_us if r.estimated_us is not None else math.inf,
+            r.iteration,
+        ),
     )
 
 
@@ -175,6 +189,11 @@ def why_best(records, timing: bool) -> str:
     }[best.passed_verify]
     if len(peers) == 1:
         how = "the only candidate that did"
+    elif not timing and best.estimated_us is not None:
+        how = (
+            f"the lowest ESTIMATE of the {len(peers)} that did ({best.estimated_us:.1f} us from "
+            f"the simulator's counts, not a measurement)"
+        )
     elif not timing:
         how = f"the earliest of the {len(peers)} that did (this backend does not time)"
     elif best.speedup is None:

@@ -3,7 +3,8 @@
 On a backend with timing (metal, cuda) the measurement runs in the backend's worker process:
 warm-up, then many synchronised runs rotating over several input sets, candidate and baselines
 interleaved in rounds so drift on a shared machine hits them alike. The simulator never times:
-it reports a roofline floor estimate for a named Apple chip, labelled as such. Timings that
+it reports a cost estimate for a named Apple chip from what the candidate did at the bench case
+(verify/estimate.py), labelled as such, and no estimate for a candidate wrong there. Timings that
 would rest on trust are checked first (verify/reverify.py).
 """
 
@@ -14,6 +15,7 @@ from typing import Any
 
 from mlxport.backends.base import Backend
 from mlxport.spec import BenchmarkReport, Datasheet, KernelCandidate, KernelTask, Timing
+from mlxport.verify.estimate import LABEL, estimate, roofline_floor
 from mlxport.verify.reverify import SUSPICIOUS_SPEEDUP, check_bench_case, reverify
 
 SPREAD_LIMIT = 0.25  # (p90 - p10) / median above this: measure again
@@ -61,7 +63,8 @@ def benchmark(
 ) -> BenchmarkReport:
     """``chip``: the Apple chip a simulator estimate is for; ``datasheet``: this device's published
     figures, which an uncalibrated GPU's roofline fraction is of; without ``baselines`` only the
-    candidate is timed (a search comparing candidates with each other), so nothing is a speedup."""
+    candidate is timed (a search comparing candidates with each other), so nothing is a speedup.
+    On a backend that counts, a candidate wrong at ``case`` raises WrongAtBenchSize."""
     case = case if case is not None else task.bench_cases()[0]
     dtype = dtype or primary_dtype(task)
     nbytes, flops = task.cost_of(case, dtype)
@@ -77,12 +80,15 @@ def benchmark(
         timing_basis=str(info.get("timing_basis", "")),
     )
     if not backend.timing:
-        estimate = (
-            roofline_estimate(nbytes, flops, chip)
-            if chip
-            else f"{backend.name} does not time kernels"
-        )
-        return BenchmarkReport(**base, estimate=estimate)
+        if chip is None:
+            return BenchmarkReport(**base, estimate=f"{backend.name} does not time kernels")
+        if not backend.counts or chip.cores is None:
+            return BenchmarkReport(**base, estimate=roofline_estimate(nbytes, flops, chip))
+        found = estimate(task, candidate, backend, chip, case, dtype, seed)
+        text = found.text
+        if found.us is None:
+            text += f". {roofline_estimate(nbytes, flops, chip)}"
+        return BenchmarkReport(**base, estimate=text, estimated_us=found.us)
     check_bench_case(task, candidate, backend, case, dtype, seed)
     samples = backend.measure(
         task, candidate, case, dtype, seed=seed, warmup=warmup, iters=iters, baselines=baselines
@@ -136,17 +142,13 @@ def _report(
 
 
 def roofline_estimate(nbytes: int, flops: int, chip: Datasheet) -> str:
-    t_mem = nbytes / (chip.memory_bandwidth_gbs * 1e9)
-    t_alu = flops / (chip.fp32_tflops * 1e12) if flops else 0.0
-    floor = max(t_mem, t_alu)
-    bound = "memory" if t_mem >= t_alu else "compute"
+    """The task's floor on ``chip``: the same for every candidate of the case."""
+    floor, bound = roofline_floor(nbytes, flops, chip)
     return (
-        f"ESTIMATE, not a measurement: on {chip.name} ({chip.memory_bandwidth_gbs:g} GB/s, "
-        f"{chip.fp32_tflops:g} "
-        f"FP32 TFLOPS) this case moves {nbytes / 1e6:.3g} MB and does {flops / 1e9:.3g} GFLOP, so "
-        f"it cannot run "
-        f"faster than {floor * 1e6:.1f} us ({bound}-bound roofline floor). The simulator checks "
-        f"correctness only."
+        f"{LABEL}, the task's floor rather than this candidate's: on {chip.name} "
+        f"({chip.memory_bandwidth_gbs:g} GB/s, {chip.fp32_tflops:g} FP32 TFLOPS) this case moves "
+        f"{nbytes / 1e6:.3g} MB and does {flops / 1e9:.3g} GFLOP, so no candidate runs it faster "
+        f"than {floor * 1e6:.1f} us ({bound}-bound roofline floor)."
     )
 
 

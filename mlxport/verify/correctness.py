@@ -367,6 +367,32 @@ def check_case(
     )
 
 
+def run_judged(
+    task: KernelTask,
+    candidate: KernelCandidate,
+    backend: Backend,
+    case: dict[str, Any],
+    dtype: str,
+    seed: int,
+    timeout: float = 600.0,
+    **options: Any,
+) -> tuple[CaseResult, RunResult | None]:
+    """One case and dtype run alone with ``options`` for the backend's run (``count=...``) and
+    judged as run_correctness judges it, with the run itself (None where it never launched)."""
+    label = task.case_label(case)
+    inputs, refs = _prepared(task, case, dtype, seed)
+    order = output_order(task, candidate)
+    try:
+        wrong = _wrong_dtypes(task, candidate, inputs, case, dtype, order)
+    except UserError as e:
+        return CaseResult(case=label, dtype=dtype, verdict="error", error=str(e)), None
+    if wrong:
+        return CaseResult(case=label, dtype=dtype, verdict="fail", pattern=wrong), None
+    args = kernel_args(task, candidate, inputs, case)
+    run = backend.run(candidate, args, timeout=timeout, **options)
+    return _judge(task, run, refs, order, label, dtype), run
+
+
 REVERSED_HINT = (
     "right with threads in order but not with threads and threadgroups run {order}, so the "
     "result depends on the order of unsynchronised threads (a missing threadgroup_barrier, threads "

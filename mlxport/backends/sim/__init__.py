@@ -27,6 +27,7 @@ from mlxport.backends.base import (
 from mlxport.backends.sim.build import BuildResult, build_kernel
 from mlxport.backends.sim.cache import cache_dir
 from mlxport.backends.sim.compiler import BuildError, CompilerMissing, find_compiler
+from mlxport.backends.sim.counters import counts_of
 from mlxport.backends.sim.host import (
     STORAGE,
     HostArray,
@@ -133,6 +134,7 @@ class SimBackend:
     # run(order="reversed" or "shuffled") runs threads and threadgroups in that order
     reorders = True
     overlaps = False  # simulated calls run one after another
+    counts = True  # run(count=...) counts what the kernel does (counters.py)
 
     def run_op(self, folder, arrays, dtypes, params) -> RunResult:
         from mlxport.backends import op_call
@@ -152,11 +154,12 @@ class SimBackend:
         timeout: float = 60.0,
         order: str = "forward",
         poison: str = "nan",
+        count: dict[str, int] | None = None,
     ) -> RunResult:
         t0 = time.perf_counter()
         try:
             return self._run(
-                candidate, inputs, timeout, t0, ORDERS.index(order), POISON_BYTES[poison]
+                candidate, inputs, timeout, t0, ORDERS.index(order), POISON_BYTES[poison], count
             )
         except (ExprError, SignatureError, CompilerMissing, BuildError) as e:
             return RunResult(error=str(e), seconds=time.perf_counter() - t0)
@@ -214,6 +217,7 @@ class SimBackend:
         t0: float,
         order: int,
         poison: int,
+        count: dict[str, int] | None = None,
     ) -> RunResult:
         missing = [n for n in candidate.input_names if n not in inputs]
         if missing:
@@ -249,6 +253,8 @@ class SimBackend:
         header, arrays = self._request(sig, src, built, hosts, launch, candidate.init_value)
         header["reverse"] = order  # the runtime's order: 0 forward, 1 reversed, 2 shuffled
         header["poison"] = poison
+        if count:
+            header["count"] = count
         try:
             reply, out = self._worker.call(
                 header, arrays, timeout=timeout, files={"library": (built.sha256, built.library)}
@@ -274,6 +280,7 @@ class SimBackend:
             unwritten=unwritten,
             error=reply.get("error"),
             seconds=time.perf_counter() - t0,
+            counts=counts_of(reply),
         )
 
     def _request(

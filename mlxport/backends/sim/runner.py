@@ -25,6 +25,7 @@ class Buffer(ctypes.Structure):
         ("space", ctypes.c_int32),
         ("mask", ctypes.c_void_p),
         ("touched", ctypes.c_int64),
+        ("counted", ctypes.c_int64),
     ]
 
 
@@ -43,6 +44,11 @@ class LaunchParams(ctypes.Structure):
         ("races_after", ctypes.c_int32),
         ("cuda", ctypes.c_int32),
         ("stats", ctypes.c_int64 * 4),
+        ("count", ctypes.c_int32),
+        ("count_line_bytes", ctypes.c_int32),
+        ("count_banks", ctypes.c_int32),
+        ("count_bank_bytes", ctypes.c_int32),
+        ("counts", ctypes.c_int64 * 12),
     ]
 
 
@@ -96,6 +102,7 @@ def run(
     results, masks = [], []
     inputs = iter(arrays)
     measure = -1 if not header.get("measure") else 0
+    count = header.get("count")  # {line_bytes, banks, bank_bytes}: count for the cost estimate
     for k, slot in enumerate(slots):
         role = slot["role"]
         if role == "output":
@@ -126,6 +133,7 @@ def run(
             SPACES[slot["space"]],
             mask.ctypes.data if mask is not None else None,
             measure if role == "buffer" else -1,
+            int(bool(count) and slot["space"] == "device"),
         )
     params = LaunchParams()
     params.buffers = buffers
@@ -140,11 +148,13 @@ def run(
     params.tg_memory_limit = int(header.get("tg_memory_limit", 0))
     params.races_after = int(header.get("races_after", 0))
     params.cuda = int(header.get("cuda", 0))
+    _count(params, count)
     err = ctypes.create_string_buffer(ERR_LEN)
     rc = _library(header["library"]).mlxsim_run(ctypes.byref(params), err, ERR_LEN)
     reply = {
         "error": err.value.decode(errors="replace") if rc else None,
         "stats": list(params.stats),
+        "counts": list(params.counts) if count else None,
         "touched": [
             int(buffers[k].touched) for k, slot in enumerate(slots) if slot["role"] == "buffer"
         ],
@@ -155,3 +165,12 @@ def run(
     # The threadgroup tags matter only inside the run (race checks): the caller needs written or
     # not.
     return reply, results + [(m != 0).view(np.uint8) for m in masks]
+
+
+def _count(params: LaunchParams, count: dict[str, int] | None) -> None:
+    """Ask the runtime to count (counters.py): in lines and banks of these sizes."""
+    if count:
+        params.count = 1
+        params.count_line_bytes = int(count["line_bytes"])
+        params.count_banks = int(count["banks"])
+        params.count_bank_bytes = int(count["bank_bytes"])

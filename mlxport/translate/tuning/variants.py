@@ -32,7 +32,9 @@ passing every check. The knobs:
   labelled by axis and line (``block.x@54=16``); a block it makes larger than 1024 threads fails
   its check.
 
-The search is greedy and driven by timings (``Search.next``): ``__restrict__`` alone, vector=8 and
+The search is greedy and driven by timings (``Search.next``; on the simulator, which never times,
+by its labelled cost estimate of each variant at the bench case, verify/estimate.py, which the rules
+policy passes in their place): ``__restrict__`` alone, vector=8 and
 vector=4, selects, unroll=4 and unroll=8 (what the translation loses against the expert ports is
 mostly bytes in flight per thread), each on top of the fastest variant so far, then each integer's
 values in turn (those sizing the block first), then the vector widths and unroll factors again on
@@ -134,8 +136,9 @@ class Search:
         self, times: dict[str, float | None], base: float | None = None
     ) -> tuple[str, Translation] | None:
         """The next variant to check and time, or None when the search is over. ``times``: each
-        label offered so far, in the order offered, with its time (None: it failed or was not
-        timed); ``base``: the translation's own time, which a variant must beat to be built on."""
+        label offered so far, in the order offered, with its time or, off a Mac, its estimate (None:
+        it failed or was neither); ``base``: the translation's own, which a variant must beat to be
+        built on."""
         if len(times) >= MAX_VARIANTS:
             return None
         walked: list[tuple[str, dict[str, int]]] = []  # the offered steps the replay has reached

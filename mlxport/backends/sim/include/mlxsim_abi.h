@@ -25,6 +25,8 @@ struct Buffer {
   uint32_t* mask;
   // -1: not measured; else the end (in bytes from base) of the furthest checked access so far.
   int64_t touched;
+  // 1: a counted launch counts the accesses of this (device) buffer for the cost estimate.
+  int64_t counted;
 };
 
 // Every thread-position attribute of one thread, precomputed by the runtime.
@@ -63,6 +65,12 @@ struct LaunchParams {
                         // after the launch (atomics may follow the access); 0: faults at once
   int32_t cuda;  // 1: messages name threads, blocks and barriers as CUDA does
   int64_t stats[4];  // out: threadgroups run, context switches, barrier rounds, SIMD syncs
+  // 1: count what the kernel does (mlxsim_counters.h) into counts, with these line and bank sizes
+  int32_t count;
+  int32_t count_line_bytes;
+  int32_t count_banks;
+  int32_t count_bank_bytes;
+  int64_t counts[12];  // out: counting::Count
 };
 
 using LaneFn = void (*)(const Buffer*, const ThreadAttrs*);
@@ -114,6 +122,8 @@ void atomic_stored(const void* cell);
 int vprint(const char* format, __builtin_va_list args);
 constexpr int kPrintLines = 200;
 void* dynamic_threadgroup_memory(const Buffer** buf);
+// A checked access of a counted buffer (Buffer::counted), for the cost estimate.
+void count_access(const Buffer* buf, int64_t offset, int64_t size, Site site);
 constexpr uint32_t kAtomicTag = 0xFFFFFFFFu;
 constexpr uint32_t kConflictTag = 0xFFFFFFFEu;
 

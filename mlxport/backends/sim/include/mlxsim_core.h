@@ -94,6 +94,8 @@ class Ptr {
     }
     if (buf_->touched >= 0) [[unlikely]]
       extend(off + int64_t(sizeof(T)));
+    if (buf_->counted) [[unlikely]]
+      count_access(buf_, off, int64_t(sizeof(T)), site_of(loc));
     return *reinterpret_cast<T*>(buf_->base + off);
   }
 

@@ -2,6 +2,7 @@
 // as fibers that switch only at barriers and SIMD-group collectives (or as plain calls when
 // the kernel has neither). Compiled once, linked into every kernel library.
 #include "mlxsim_abi.h"
+#include "mlxsim_counters.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <string>
@@ -138,6 +140,8 @@ struct Launch {
   std::atomic<int64_t> switches{0}, rounds{0}, syncs{0};
   std::mutex updates_mu;
   std::unordered_map<const void*, uint64_t> updates;  // atomic cell -> the thread (linear id) that updated it
+  counting::Unique* unique = nullptr;  // a counted launch's touched lines
+  int64_t counts[counting::kCounts]{};
 };
 
 struct Worker {
@@ -161,6 +165,7 @@ struct Worker {
   std::vector<char*> arena;  // owned allocations of this threadgroup
   size_t tg_bytes = 0;
   int64_t switches = 0, rounds = 0, syncs = 0;
+  counting::Counter* counter = nullptr;  // a counted launch only
 
   ~Worker() {
     if (stacks) munmap(stacks, stack_stride * stack_count);
@@ -368,6 +373,7 @@ bool release_barrier(Worker& w, size_t n) {
     return false;
   }
   for (size_t i = 0; i < n; ++i) w.lanes[i].state = LaneState::Ready;
+  if (w.counter) w.counter->flush();
   ++w.rounds;
   ++w.epoch;
   return true;
@@ -446,6 +452,7 @@ void run_plain(Worker& w, size_t n) {
   for (size_t k = 0; k < n; ++k) {
     w.current = &w.lanes[nth(k, n, order, w.tg_tag)];
     w.launch->fn(w.launch->p->buffers, &w.current->attrs);
+    if (w.counter && order == 0 && (k + 1) % kSimdWidth == 0) w.counter->flush();  // a SIMD-group done
   }
 }
 
@@ -473,15 +480,21 @@ void run_threadgroup(Worker& w, uint64_t g) {
   reset_threadgroup_memory(w);
   ++w.epoch;
   if (w.sg_epochs.size() < n / kSimdWidth + 1) w.sg_epochs.resize(n / kSimdWidth + 1);
+  if (w.counter) w.counter->begin(n);
   if (w.fibers) run_fibers(w, n);
   else run_plain(w, n);
   w.current = nullptr;
+  if (w.counter) w.counter->end_threadgroup(n, w.tg_bytes);
 }
 
 void worker_main(Launch* L) {
   Worker w;
   w.launch = L;
   w.fibers = L->p->fibers != 0;
+  const LaunchParams* p = L->p;
+  counting::Counter counter{p->count_line_bytes, p->count_banks, p->count_bank_bytes,
+                            L->unique ? L->unique->rows.data() : nullptr};
+  if (L->unique) w.counter = &counter;
   tl_worker = &w;
   for (;;) {
     if (L->stop.load(std::memory_order_relaxed)) break;
@@ -492,6 +505,12 @@ void worker_main(Launch* L) {
   L->switches += w.switches;
   L->rounds += w.rounds;
   L->syncs += w.syncs;
+  if (w.counter) {
+    std::lock_guard<std::mutex> lock(L->mu);
+    for (int i = 0; i < counting::kCounts; ++i)
+      L->counts[i] = i == counting::kTgMemoryBytes ? std::max(L->counts[i], counter.totals[i])
+                                                   : L->counts[i] + counter.totals[i];
+  }
   tl_worker = nullptr;
 }
 
@@ -509,6 +528,11 @@ int launch(const LaunchParams* p, LaneFn fn, char* err, int errlen) {
     L.groups[d] = ceil_div(p->grid[d], t);
     L.total_groups *= L.groups[d];
   }
+  std::unique_ptr<counting::Unique> unique;
+  if (p->count) {
+    unique = std::make_unique<counting::Unique>(p);
+    L.unique = unique.get();
+  }
   int nthreads = int(std::max<uint64_t>(1, std::min<uint64_t>(uint64_t(std::max(p->threads, 1)), L.total_groups)));
   std::vector<std::thread> threads;
   for (int i = 1; i < nthreads; ++i) threads.emplace_back(worker_main, &L);
@@ -519,6 +543,10 @@ int launch(const LaunchParams* p, LaneFn fn, char* err, int errlen) {
   stats[1] = L.switches.load();
   stats[2] = L.rounds.load();
   stats[3] = L.syncs.load();
+  if (unique) {
+    L.counts[counting::kDeviceUniqueLines] = unique->lines();
+    std::copy(std::begin(L.counts), std::end(L.counts), const_cast<LaunchParams*>(p)->counts);
+  }
   if (L.error.empty()) return 0;
   std::snprintf(err, size_t(errlen), "%s", L.error.c_str());
   return 1;
@@ -704,6 +732,7 @@ void tg_touch(const Buffer* buf, int64_t off, int64_t size, Site site) {
   auto* shadow = reinterpret_cast<Shadow*>(buf->mask);
   const int64_t es = std::max<int32_t>(buf->elem_size, 1);
   const ThreadAttrs& a = w->current->attrs;
+  if (w->counter) w->counter->tg_access(a, buf, off, size, site);
   const uint32_t lane = a.thread_index_in_threadgroup + 1, sg = a.simdgroup_index_in_threadgroup;
   const uint64_t sg_epoch = sg < w->sg_epochs.size() ? w->sg_epochs[sg] : 0;
   const int64_t count = buf->bytes / es;
@@ -762,6 +791,14 @@ void atomic_stored(const void* cell) {
             "is lost; use one atomic_fetch_*_explicit (or a compare-exchange loop)",
             unsigned(other & 0xFFFFFFFFu), (unsigned long long)(other >> 32), a.thread_index_in_threadgroup,
             (unsigned long long)group, buf ? buf->name : "a buffer", index).c_str());
+}
+
+void count_access(const Buffer* buf, int64_t offset, int64_t size, Site site) {
+  Worker* w = tl_worker;
+  if (!w || !w->counter || !w->current) return;
+  const LaunchParams* p = w->launch->p;
+  const ptrdiff_t index = buf - p->buffers;
+  if (index >= 0 && index < p->nbuffers) w->counter->device_access(w->current->attrs, int(index), offset, size, site);
 }
 
 uint32_t current_simd_lane() {
