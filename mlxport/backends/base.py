@@ -24,7 +24,6 @@ ArgInfo = ArrayInfo | int | float | bool
 
 
 ORDERS = ("forward", "reversed", "shuffled")  # thread orders a reordering backend runs
-POISON_BYTES = {"nan": 0xFF, "finite": 0x3F}  # what outputs without an init_value start as
 
 
 def cache_root() -> Path:
@@ -119,9 +118,9 @@ class Backend(Protocol):
         ``order`` (where ``reorders``): ``reversed`` or ``shuffled`` runs the threads of each
         threadgroup, and the threadgroups, in that order (one of ORDERS), so a result that depends
         on the order of unsynchronised threads changes. ``poison``: what outputs without an
-        init_value hold before the launch, ``nan`` (every bit set: NaN, or -1 for integers) or
-        ``finite`` (bytes 0x3F: 0.747 in float32), so a kernel that reads an output before writing
-        it gives another answer."""
+        init_value hold before the launch, ``nan`` (NaNs) or ``finite`` (numbers), so a kernel that
+        reads an output before writing it gives another answer (the simulator draws them for each
+        run and element; the GPU backends fill NaN or mlx_kernel.FINITE_POISON)."""
 
     def run_op(
         self, folder: Path, arrays: list[np.ndarray], dtypes: list[str], params: dict[str, Any]

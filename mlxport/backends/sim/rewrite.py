@@ -6,8 +6,9 @@ MSL differs from C++ mostly in its address spaces, so the rewrite is token based
   bounds-checked pointer; ``thread T*`` becomes a plain pointer; ``AS T&`` drops the keyword.
 - ``threadgroup T name[A][B];`` becomes a handle bound to per-threadgroup storage (one array
   shared by the group's lanes, as on the GPU), numbered by a slot per declaration.
-- ``&p[i]`` of a buffer or pointer in an address space becomes ``(p + (i))``, a checked pointer
-  too (a plain address would escape the bounds, written-mask and race checks);
+- ``&p[i]`` (or ``&(p[i])``) of a buffer or pointer in an address space becomes ``(p + (i))``,
+  a checked pointer too (a plain address would escape the bounds, written-mask and race checks),
+  and ``&*p`` becomes ``p``;
 - ``[const] auto* p`` becomes ``auto p``: what it points into may be a checked pointer, which
   ``auto*`` cannot deduce (its constness comes with the deduced type);
 - program-scope ``constant`` variables become ``const``; ``reinterpret_cast`` to a rewritten
@@ -163,13 +164,28 @@ class _Rewriter:
             prev.kind in ("ident", "number") and prev.text != "return" or prev.text in _OPERAND_END
         ):
             return  # a binary &
-        if i + 2 >= len(toks) or toks[i + 1].text not in self.pointers or toks[i + 2].text != "[":
+        if i + 1 < len(toks) and toks[i + 1].text == "*":
+            # &*p is p: a checked pointer stays one
+            self.edit(toks[i].start, toks[i + 1].end, "")
             return
-        close = _matching(toks, i + 2, "[", "]")
-        if close + 1 < len(toks) and toks[close + 1].text in _MEMBER:
+        parens = 0  # &(p[i]) is &p[i]
+        while i + 1 + parens < len(toks) and toks[i + 1 + parens].text == "(":
+            parens += 1
+        name = i + 1 + parens
+        if name + 1 >= len(toks) or toks[name].text not in self.pointers:
+            return
+        if toks[name + 1].text != "[":
+            return
+        close = _matching(toks, name + 1, "[", "]")
+        after = toks[close + 1 : close + 1 + parens]
+        if len(after) < parens or any(t.text != ")" for t in after):
+            return
+        if close + 1 + parens < len(toks) and toks[close + 1 + parens].text in _MEMBER:
+            return
+        if parens and close + 1 < len(toks) and toks[close + 1].text in _MEMBER:
             return
         self.edit(toks[i].start, toks[i].end, "(")
-        self.edit(toks[i + 2].start, toks[i + 2].end, " + (")
+        self.edit(toks[name + 1].start, toks[name + 1].end, " + (")
         self.edit(toks[close].start, toks[close].end, "))")
 
     def _note_sync(self, i: int) -> None:

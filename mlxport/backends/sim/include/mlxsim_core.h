@@ -154,8 +154,13 @@ class Ptr {
   bool operator==(U* o) const {
     return static_cast<const void*>(p_) == static_cast<const void*>(o);
   }
-  // (uintptr_t)p, as alignment checks do
-  explicit operator uintptr_t() const { return addr(); }
+  // (uintptr_t)p, as CUDA's alignment checks do. An MSL pointer has no integer form: the address
+  // would come back as a pointer out of reach of the checks.
+  explicit operator uintptr_t() const
+    requires(AS == AS_GENERIC)
+  {
+    return addr();
+  }
   template <class U>
   bool operator<(const Ptr<U, AS>& o) const {
     return addr() < o.addr();
@@ -172,9 +177,8 @@ class Ptr {
   bool operator>=(const Ptr<U, AS>& o) const {
     return addr() >= o.addr();
   }
-  uintptr_t addr() const { return reinterpret_cast<uintptr_t>(p_); }
-
  private:
+  uintptr_t addr() const { return reinterpret_cast<uintptr_t>(p_); }
   T* shifted(int64_t n) const {
     return reinterpret_cast<T*>(reinterpret_cast<intptr_t>(p_) + n * intptr_t(sizeof(T)));
   }
@@ -387,5 +391,11 @@ uint64_t segment_bits(const Exchange* ex, uint32_t j, bool (*pick)(const Exchang
 
 inline bool pick_true(const Exchange* ex, uint32_t k) { return in_of<bool>(ex, k); }
 inline bool pick_any(const Exchange*, uint32_t) { return true; }
+
+// Whether T is a checked pointer: its bits are no value a kernel may read.
+template <class T>
+inline constexpr bool is_checked_pointer = false;
+template <class T, int AS>
+inline constexpr bool is_checked_pointer<Ptr<T, AS>> = true;
 
 }  // namespace mlxsim
