@@ -226,9 +226,11 @@ def link_flags(cc: Compiler) -> list[str]:
     read-only data apart from its code (GNU ld merges them on some targets; lld never does). The
     runtime's object goes first on the line, so where both define an inline function the
     runtime's own copy is the one linked."""
-    flags = ["-shared", "-Wl,-z,defs", "-Wl,-z,noexecstack"]
-    if not any("ziglang" in part for part in cc.command):
-        flags.append("-Wl,-z,separate-code")
+    flags = ["-shared", "-Wl,-z,defs"]
+    if sys.platform.startswith("linux"):  # ELF linkers (Mach-O's keeps data out of code itself)
+        flags.append("-Wl,-z,noexecstack")
+        if not any("ziglang" in part for part in cc.command):
+            flags.append("-Wl,-z,separate-code")
     return flags
 
 

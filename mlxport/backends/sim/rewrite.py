@@ -3,7 +3,9 @@
 MSL differs from C++ mostly in its address spaces, so the rewrite is token based and small:
 
 - ``[const] device|constant|threadgroup T*`` becomes ``::mlxsim::Ptr<[const] T, AS>``, a
-  bounds-checked pointer; ``thread T*`` becomes a plain pointer; ``AS T&`` drops the keyword.
+  bounds-checked pointer; ``thread T*`` becomes a plain pointer, and a C-style cast to one,
+  ``(thread T*)x``, ``(T*)(::mlxsim::PtrOnly)x``, which takes no integer and no checked pointer's
+  own storage; ``AS T&`` drops the keyword.
 - ``threadgroup T name[A][B];`` becomes a handle bound to per-threadgroup storage (one array
   shared by the group's lanes, as on the GPU), numbered by a slot per declaration.
 - ``&p[i]`` (or ``&(p[i])``) of a buffer or pointer in an address space becomes ``(p + (i))``,
@@ -234,6 +236,8 @@ class _Rewriter:
         stop = toks[j].text
         if stop == "*":
             self._pointer(toks[start_i].start, toks[j].end, space, cv, type_toks)
+            if space == "thread" and self._is_cast(start_i, j):
+                self.edit(toks[j + 1].start, toks[j + 1].end, ")(::mlxsim::PtrOnly)")
             return j + 1
         if stop in ("&", "&&"):
             self.edit(toks[i].start, toks[i].end, "")
@@ -246,6 +250,21 @@ class _Rewriter:
         else:
             self.edit(toks[i].start, toks[i].end, "")
         return i + 1
+
+    def _is_cast(self, first: int, star: int) -> bool:
+        """Whether the type from ``toks[first]`` to the ``*`` at ``star`` is a C-style cast's:
+        in parentheses of its own, not a call's or a declaration's (``f(thread float*)``)."""
+        toks = self.toks
+        if first < 1 or toks[first - 1].text != "(" or star + 1 >= len(toks):
+            return False
+        if toks[star + 1].text != ")":
+            return False
+        before = toks[first - 2] if first >= 2 else None
+        return (
+            before is None
+            or before.text == "return"
+            or (before.kind == "punct" and before.text not in (")", "]"))
+        )
 
     def _edited(self, offset: int) -> bool:
         return any(s <= offset < e for s, e, _ in self.edits)

@@ -398,4 +398,31 @@ inline constexpr bool is_checked_pointer = false;
 template <class T, int AS>
 inline constexpr bool is_checked_pointer<Ptr<T, AS>> = true;
 
+// What a C-style cast to a thread pointer, `(thread T*)x`, starts from (the simulator writes it
+// `(T*)(::mlxsim::PtrOnly)x`): a pointer, never an integer, whose bits could be a buffer's
+// address out of reach of the checks, and never the storage of a checked pointer, whose bits are
+// that address.
+template <class>
+inline constexpr bool never = false;
+
+struct PtrOnly {
+  void* p;
+  PtrOnly(std::nullptr_t) : p(nullptr) {}
+  template <class U>
+  PtrOnly(U* u) : p(const_cast<void*>(static_cast<const volatile void*>(u))) {
+    static_assert(!is_checked_pointer<std::remove_cv_t<U>>,
+                  "a thread pointer to a device, constant or threadgroup pointer's own storage: its bits "
+                  "are an address out of reach of the checks");
+  }
+  template <class I>
+    requires std::is_integral_v<I>
+  PtrOnly(I) : p(nullptr) {
+    static_assert(never<I>, "an integer cast to a pointer: a Metal kernel's pointers have no integer form");
+  }
+  template <class U>
+  explicit operator U*() const {
+    return static_cast<U*>(p);
+  }
+};
+
 }  // namespace mlxsim
