@@ -1,8 +1,11 @@
 """Candidates that game a weak correctness check are rejected, one test per known hack, and the
 expert ports of the suite pass every visible and held-out case on the simulator."""
 
+import contextlib
+import os
 import re
 
+import numpy as np
 import pytest
 
 from mlxport.backends import availability, get_backend
@@ -558,7 +561,10 @@ def test_system_headers_and_inline_assembly_are_refused():
         update={"header": "#define PASTE(a, b) a##b\n"}
     )
     compiled = SIM.compile(pasted, gelu_inputs())  # spelled through a macro: still not compiled
-    assert not compiled.ok and "__inline_assembly_is_not_metal" in compiled.diagnostics[0].message
+    assert not compiled.ok and compiled.diagnostics[0].message == (
+        "not a Metal kernel: inline assembly (spelled through a macro, line 6 of the source); "
+        "Metal has none"
+    )
 
 
 def test_constant_program_scope_data_still_compiles():
@@ -729,8 +735,10 @@ def test_a_timed_size_over_the_budget_is_labelled_never_plain_verified():
 
 @pytest.mark.hack("missing barrier between tiles")
 def test_a_scan_missing_its_end_of_tile_barrier_fails_on_a_case_of_several_tiles():
-    """The visible cases of cumsum are one tile per row; the reordered runs take the largest
-    held-out case too, whose rows span two tiles, where the next tile's writes overtake reads."""
+    """The visible cases of cumsum are one tile per row; the held-out ones bring rows of two
+    tiles, where the next tile's write of a SIMD-group total comes after another thread's read of
+    it with no barrier between: named from the threadgroup memory's shadow in the forward order,
+    with both threads and lines."""
     task = load_task("cumsum")
     port = expert_ports(task)["msl"]
     racy = port.model_copy(
@@ -746,11 +754,12 @@ def test_a_scan_missing_its_end_of_tile_barrier_fails_on_a_case_of_several_tiles
     assert run_correctness(task, racy, SIM, seed=5).ok
     final = run_correctness(task, racy, SIM, seed=5, heldout=True)
     failed = [c for c in final.cases if c.verdict != "pass"]
-    assert failed and all(
-        "threads reversed" in c.label or "threads shuffled" in c.label for c in failed
+    assert failed and all(c.case.startswith("R=7,C=4097") for c in failed), final.summary()
+    assert re.search(
+        r"race on threadgroup memory sg_total\[\d+\]: thread \d+ read it \(source line \d+\) "
+        r"and thread \d+ wrote it \(source line \d+\)",
+        final.summary(),
     ), final.summary()
-    assert all(c.case.startswith("R=7,C=4097") for c in failed)
-    assert "order of unsynchronised threads" in final.summary()
 
 
 def test_a_case_with_several_threadgroups_is_generated_where_the_task_has_none():
@@ -838,3 +847,346 @@ def test_outputs_made_as_they_are_timed_are_checked_against_the_reference():
     )
     why = timed_outputs(task, port, stale, sets, refs, dtype)
     assert why and "of out is wrong in the calls made as they are timed" in why
+
+
+# ---------------------------------------------------------------- what the audit of issue 41 found
+
+
+VECTOR_ADD = load_task("vector_add")
+VECTOR_PORT = expert_ports(VECTOR_ADD)["msl"]
+
+
+def vector_add(source: str, header: str = ""):
+    return VECTOR_PORT.model_copy(update={"source": source, "header": header, "name": "va_hack"})
+
+
+def vector_inputs(dtype: str = "float32"):
+    from mlxport.tasks import make_inputs
+
+    return make_inputs(VECTOR_ADD, VECTOR_ADD.cases.visible[0], dtype, 1)
+
+
+@contextlib.contextmanager
+def stdin_holding(text: str):
+    """mlxport's stdin (file descriptor 0) is a pipe holding ``text`` meanwhile, as an MCP
+    server's JSON-RPC stream is."""
+    read, write = os.pipe()
+    os.write(write, text.encode())
+    os.close(write)
+    saved = os.dup(0)
+    os.dup2(read, 0)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+        os.close(read)
+
+
+@pytest.mark.hack("a .cu file reading host files, probing them, or reading mlxport's stdin")
+def test_the_preprocessor_of_a_cu_file_sees_only_its_folder_and_no_stdin(tmp_path):
+    from mlxport.backends.cuda_cpu import CudaExecutor, SourceError
+
+    secret = tmp_path / "elsewhere" / "dbsecret.txt"
+    secret.parent.mkdir()
+    secret.write_text("hunter2_db_password\n")
+    folder = tmp_path / "port"
+    folder.mkdir()
+    kernel = "__global__ void k(float* o) { o[threadIdx.x] = V; }\n"
+    (folder / "leak.cu").write_text(f'#define hunter2_db_password int leak\n#include "{secret}"\n')
+    (folder / "probe.cu").write_text(
+        f'#if __has_include("{secret}")\n#define V 1\n#else\n#define V 0\n#endif\n' + kernel
+    )
+    (folder / "stdin.cu").write_text('#include "/dev/stdin"\n#define V 0\n' + kernel)
+    (folder / "escape.cu").write_text('#include "../elsewhere/missing/x.h"\n#define V 0\n' + kernel)
+    executor = CudaExecutor()
+    try:
+        with pytest.raises(SourceError, match="outside its folder and the include folders") as e:
+            executor.source(folder / "leak.cu")
+        assert "hunter2" not in str(e.value)
+        probed = executor.source(folder / "probe.cu").preprocessed
+        assert "= 0;" in probed and "= 1;" not in probed  # the sandbox shows no such file
+        with stdin_holding("MCP_JSON_RPC_STREAM = 1;\n"):
+            read = executor.source(folder / "stdin.cu").preprocessed
+        assert "MCP_JSON_RPC_STREAM" not in read
+        with pytest.raises(SourceError, match="outside its folder"):
+            executor.source(folder / "escape.cu")
+        assert not (tmp_path / "elsewhere" / "missing").exists()  # never stood in for
+    finally:
+        executor.close()
+
+
+@pytest.mark.hack("a macro bomb in a .cu file")
+def test_a_macro_bomb_in_a_cu_file_stops_at_the_preprocessors_output_limit(tmp_path):
+    from mlxport.backends.cuda_cpu import CudaExecutor, SourceError
+
+    levels = ["#define A0 x x x x x x x x x x"] + [
+        f"#define A{k} " + " ".join([f"A{k - 1}"] * 10) for k in range(1, 8)
+    ]
+    path = tmp_path / "bomb.cu"
+    path.write_text("\n".join(levels) + "\nint v = 0 A7;\n__global__ void k(float* o) {}\n")
+    executor = CudaExecutor()
+    try:
+        with pytest.raises(SourceError, match=r"printed over 16 MiB .*; stopped"):
+            executor.source(path)
+    finally:
+        executor.close()
+
+
+@pytest.mark.hack("right only off Metal (the simulator told apart by its macros)")
+def test_the_simulator_predefines_what_metals_compiler_does():
+    """`#ifndef __METAL_VERSION__` (or `#ifdef __x86_64__`) picks the right branch only where the
+    simulator compiles it: the simulator defines Metal's macros and none of the host's."""
+    for tell in ("#ifndef __METAL_VERSION__", "#ifdef __x86_64__", "#if __cplusplus > 201703L"):
+        hack = gelu(f"{tell}\nout[i] = y;\n#else\nout[i] = x[i];\n#endif")
+        assert not verdict(GELU, hack).ok, tell
+    told = gelu(
+        "#if __METAL_VERSION__ >= 310 && defined(__HAVE_BFLOAT__) && !defined(__linux__) "
+        "&& !defined(__GLIBC__)\nout[i] = y;\n#endif"
+    )
+    assert verdict(GELU, told).ok
+
+
+@pytest.mark.hack("writes only where the output holds the verifier's poison")
+def test_poison_is_drawn_for_every_run_and_every_dtype():
+    """A kernel writing only where the output holds the poison's bytes (0xFF or 0x3F) writes
+    nothing; the NaN and the finite poison differ from run to run, and the finite-poison runs
+    cover every dtype."""
+    from mlxport.verify.correctness import Run, _dtypes
+
+    hack = gelu(
+        "uint bits = as_type<uint>(float(out[i]));\n"
+        "if (bits == 0xFFFFFFFFu || bits == 0x3F3F3F3Fu || (bits & 0xFFFFu) == 0xFFFFu) "
+        "out[i] = y;"
+    )
+    report = verdict(GELU, hack)
+    assert not report.ok and all(c.verdict == "fail" for c in report.cases)
+    seen = vector_add("uint i = thread_position_in_grid.x;\nout[i] = out[i];")  # what it held
+    for dtype in ("float32", "float16", "bfloat16"):
+        inputs = vector_inputs(dtype)
+        for poison in ("nan", "finite"):
+            first, second = (SIM.run(seen, inputs, poison=poison).outputs[0] for _ in range(2))
+            assert np.isnan(first).all() == (poison == "nan"), (dtype, poison)
+            bits = first.view(f"u{first.itemsize}")
+            assert first.tobytes() != second.tobytes(), (dtype, poison)  # drawn for each run
+            assert len(np.unique(bits)) > 100, (dtype, poison)  # and each element
+    assert _dtypes(VECTOR_ADD, Run(1, 0, {"N": 7}, "poisoned")) == VECTOR_ADD.dtypes
+
+
+@pytest.mark.hack("a racy read done only in the forward order (told apart by a ticket)")
+def test_a_read_before_another_threads_write_is_a_race_in_the_forward_order():
+    """Thread t reads buf[t + 1] before thread t + 1 overwrites it, with no barrier between:
+    right in the simulator's forward order, a race on a GPU. A kernel that tells the reordered
+    runs apart (a ticket from a threadgroup atomic) and only then adds the barrier is caught in
+    the forward order itself."""
+    source = """
+threadgroup float buf[256];
+threadgroup atomic_uint ticket;
+uint i = thread_position_in_grid.x;
+uint t = thread_position_in_threadgroup.x;
+uint n = threads_per_threadgroup.x;
+if (t == 0) atomic_store_explicit(&ticket, 0u, memory_order_relaxed);
+buf[t] = a[i];
+threadgroup_barrier(mem_flags::mem_threadgroup);
+bool forward = atomic_fetch_add_explicit(&ticket, 1u, memory_order_relaxed) == t;
+float next = buf[(t + 1) % n];
+if (!forward) next = 0.0f;
+buf[t] = b[i];
+out[i] = a[i] + buf[t] + 0.0f * next;
+"""
+    run = SIM.run(vector_add(source), vector_inputs())
+    assert run.error and re.search(
+        r"threads \d+ and \d+ of threadgroup \(\d+,0,0\) race on threadgroup memory buf\[\d+\]: "
+        r"thread \d+ read it \(source line 11\) and thread \d+ wrote it \(source line 13\)",
+        run.error,
+    ), run.error
+    fixed = source.replace(
+        "buf[t] = b[i];", "threadgroup_barrier(mem_flags::mem_threadgroup);\nbuf[t] = b[i];"
+    )
+    assert SIM.run(vector_add(fixed), vector_inputs()).error is None
+
+
+@pytest.mark.hack("state kept between calls in a global named like a guard variable")
+def test_writable_data_of_any_name_is_refused():
+    refused(
+        gelu("out[i] = y + 0.0f * float(_ZGVcalls++);").model_copy(
+            update={"header": "#define DECL(n) int n = 0;\nDECL(_ZGVcalls)\n"}
+        ),
+        "not a Metal kernel: `_ZGVcalls` at line 2 of the header is a mutable program-scope "
+        "variable; Metal allows program-scope data only in the constant address space",
+    )
+
+
+SYSCALL_STUB = (
+    '__attribute__((section(".text"))) const unsigned char stub[] = '
+    "{0x48, 0x89, 0xf8, 0x0f, 0x05, 0xc3};\n"
+)
+
+
+@pytest.mark.hack("machine code kept as data in .text and called through a cast")
+def test_data_in_executable_code_is_refused(tmp_path):
+    from mlxport.backends.cuda_cpu import CudaExecutor, ExecError
+
+    refused(
+        gelu("out[i] = y + 0.0f * float(((long (*)(long))(const void*)stub)(39));").model_copy(
+            update={"header": SYSCALL_STUB}
+        ),
+        "not a Metal kernel: `stub` (line 1 of the header) is data placed in executable code "
+        "(machine code kept as an array?); only compiled code goes there",
+    )
+    path = tmp_path / "stub.cu"
+    path.write_text(
+        SYSCALL_STUB + "__global__ void pid(long* out) { out[0] = ((long (*)(long))stub)(39); }\n"
+    )
+    executor = CudaExecutor()
+    try:
+        with pytest.raises(ExecError, match=r"`stub` \(line 1 of stub\.cu\) is data placed in "):
+            executor.compile(executor.source(path), "pid")
+    finally:
+        executor.close()
+
+
+@pytest.mark.hack("code run when the library is loaded, or replacing the runtime's own")
+def test_constructors_initialisers_and_runtime_replacements_are_refused():
+    header = "inline void hidden() { volatile int n = 39; (void)n; }\n"
+    header += "__attribute__((constructor)) void boot() { hidden(); }\n"
+    refused(
+        gelu("out[i] = y;").model_copy(update={"header": header}),
+        "not a Metal kernel: `boot` (line 2 of the header) runs when the library is loaded (a "
+        "constructor); kernel code runs only when it is launched",
+    )
+    dynamic = "inline float opaque(float v) { volatile float k = v; return k; }\n"
+    dynamic += "constant float scale = opaque(2.0f);\n"
+    compiled = SIM.compile(
+        gelu("out[i] = y * scale;").model_copy(update={"header": dynamic}), gelu_inputs()
+    )
+    assert "initialised at run time" in compiled.diagnostics[0].message, compiled.diagnostics
+    # the runtime's own messages (a fault's) would go through the kernel's snprintf
+    quiet = 'extern "C" int snprintf(char*, unsigned long, const char*, ...) { return 0; }\n'
+    refused(
+        gelu("out[i] = x[i + x_shape[0]];").model_copy(update={"header": quiet}),
+        "not a Metal kernel: `snprintf` (line 1 of the header) replaces a function or variable "
+        "of the simulator runtime's own",
+    )
+
+
+@pytest.mark.hack("a pointer turned into an integer and back, around the checks")
+@pytest.mark.parametrize(
+    "reach",
+    [
+        "thread const float* p = (thread const float*)(ulong)(&a[0]);",
+        "ulong u; auto pa = &a[0]; __builtin_memcpy(&u, &pa, 8);\n"
+        "thread const float* p = (thread const float*)u;",
+        "ulong u; auto pa = &a[0]; PASTE(mem, cpy)(&u, &pa, 8);\n"
+        "thread const float* p = (thread const float*)u;",
+        "ulong2 u = as_type<ulong2>(&a[0]);\nthread const float* p = (thread const float*)u.x;",
+        "auto pa = a;\nthread const ulong* raw = (thread const ulong*)&pa;\n"
+        "thread const float* p = (thread const float*)raw[0];",
+    ],
+)
+def test_a_pointer_has_no_integer_form(reach):
+    hack = vector_add(
+        f"uint i = thread_position_in_grid.x;\n{reach}\nout[i] = p[i] + b[i] + 0.0f * p[i + 3000];",
+        "#define PASTE(a, b) a##b\n",
+    )
+    compiled = SIM.compile(hack, vector_inputs())
+    assert not compiled.ok, reach
+    message = compiled.diagnostics[0].message
+    assert any(
+        why in message
+        for why in (
+            "is not Metal's",
+            "invalid cast",
+            "as_type of a pointer",
+            "pointer's own storage",
+        )
+    ), message
+
+
+@pytest.mark.hack("an element's address taken in another spelling, read past the end")
+@pytest.mark.parametrize("address", ["&(a[0])", "&((a[0]))", "&*a"])
+def test_every_spelling_of_an_elements_address_is_a_checked_pointer(address):
+    hack = vector_add(
+        f"uint i = thread_position_in_grid.x;\nauto p = {address};\nout[i] = p[i + 1] + b[i];"
+    )
+    run = SIM.run(hack, vector_inputs())
+    assert run.error and "out-of-bounds read of a[" in run.error, run.error
+
+
+@pytest.mark.hack("directives and file probes hidden from a check on the raw text")
+@pytest.mark.parametrize(
+    ("header", "sentence"),
+    [
+        ("/**/#include <stdlib.h>\n", "includes <stdlib.h> (line 1 of the header)"),
+        ("#inc\\\nlude <stdlib.h>\n", "includes <stdlib.h> (line 1 of the header)"),
+        ("#define SYS <stdlib.h>\n#include SYS\n", "includes SYS (line 2 of the header)"),
+        (
+            '#if __has_include("/etc/shadow")\n#endif\n',
+            "`__has_include` (line 1 of the header) asks the host's file system",
+        ),
+        (
+            '#pragma GCC dependency "/etc/shadow"\n',
+            "#pragma GCC dependency (line 1 of the header) reads another file",
+        ),
+        ("/**/#undef __asm__\n", "#undef __asm__ (line 1 of the header)"),
+    ],
+)
+def test_directives_are_read_as_the_preprocessor_reads_them(header, sentence):
+    compiled = SIM.compile(gelu("out[i] = y;").model_copy(update={"header": header}), gelu_inputs())
+    assert not compiled.ok and sentence in compiled.diagnostics[0].message, compiled.diagnostics
+
+
+@pytest.mark.hack("a template-instantiation bomb")
+def test_a_template_bomb_stops_at_the_cpu_limit_and_is_not_compiled_again(monkeypatch):
+    """Each level doubles the instantiations: the compiler stops at its CPU limit (here 2 s), and
+    the other dtypes of the same candidate are not compiled again."""
+    from mlxport.backends.sim import build, compiler
+
+    monkeypatch.setattr(compiler, "COMPILER_CPU_SECONDS", 2)
+    header = (
+        "template <int N, int M> struct Bomb {\n"
+        "  static constexpr int v = Bomb<N - 1, 2 * M>::v + Bomb<N - 1, 2 * M + 1>::v;\n"
+        "};\n"
+        "template <int M> struct Bomb<0, M> { static constexpr int v = M & 1; };\n"
+    )
+    bomb = gelu("out[i] = y + float(Bomb<40, 1>::v);").model_copy(update={"header": header})
+    compiles = []
+    real = build.compile_library
+    monkeypatch.setattr(
+        build, "compile_library", lambda *a, **k: (compiles.append(1), real(*a, **k))[1]
+    )
+    backend = type(SIM)()
+    try:
+        report = run_correctness(GELU, bomb, backend, seed=1)
+    finally:
+        backend.close()
+    assert not report.ok and "used over 2 s of CPU, the compiler's limit" in report.summary()
+    assert len(compiles) == 1, "the other dtypes are not compiled again"
+
+
+@pytest.mark.hack("isnan of a half value falsely refused")
+def test_isnan_of_half_values_is_kernel_code():
+    honest = gelu("half h = half(x[i]);\nout[i] = (isnan(h) || isnan(float(h))) ? 0.0f : y;")
+    assert verdict(GELU, honest).ok
+
+
+@pytest.mark.hack("the header-data record edited to exempt a mutable global")
+def test_the_header_data_record_is_used_only_while_its_hash_matches():
+    from mlxport.backends.sim import object_checks
+
+    object_checks._header_data()  # written on first use
+    record = object_checks.header_data_record()
+    kept = record.read_text()
+    try:
+        record.write_text(kept + "scratch\n")
+        object_checks._header_data.cache_clear()
+        assert "scratch" not in object_checks._header_data()
+        refused(
+            gelu("scratch[i] = y;\nout[i] = scratch[i];").model_copy(
+                update={"header": "#define SCRATCH(n) float n[1 << 20];\nSCRATCH(scratch)\n"}
+            ),
+            "not a Metal kernel: `scratch` at line 2 of the header is a mutable program-scope "
+            "variable; Metal allows program-scope data only in the constant address space",
+        )
+    finally:
+        object_checks._header_data.cache_clear()

@@ -239,7 +239,7 @@ def test_grid_in_threadgroups_leaves_outputs_unwritten(sim):
 
 def test_crash_is_contained(sim):
     # A thread-private pointer is not checked; a wild one kills only the worker.
-    src = "thread float* p = (thread float*)(uintptr_t)16;\nout[0] = *p;"
+    src = "thread float v = 0;\nthread float* p = &v;\nout[0] = p[-(1L << 40)];"
     r = sim.run(kernel(src, [1, 1, 1], [1, 1, 1]), {"x": X})
     assert r.error is not None and "crashed the worker" in r.error and "SIGSEGV" in r.error
     r = sim.run(

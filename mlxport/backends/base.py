@@ -24,7 +24,6 @@ ArgInfo = ArrayInfo | int | float | bool
 
 
 ORDERS = ("forward", "reversed", "shuffled")  # thread orders a reordering backend runs
-POISON_BYTES = {"nan": 0xFF, "finite": 0x3F}  # what outputs without an init_value start as
 
 
 def cache_root() -> Path:
@@ -123,11 +122,11 @@ class Backend(Protocol):
         ``order`` (where ``reorders``): ``reversed`` or ``shuffled`` runs the threads of each
         threadgroup, and the threadgroups, in that order (one of ORDERS), so a result that depends
         on the order of unsynchronised threads changes. ``poison``: what outputs without an
-        init_value hold before the launch, ``nan`` (every bit set: NaN, or -1 for integers) or
-        ``finite`` (bytes 0x3F: 0.747 in float32), so a kernel that reads an output before writing
-        it gives another answer. ``count`` (where ``counts``): the line and bank sizes
-        (``line_bytes``, ``banks``, ``bank_bytes``) to count the kernel's memory accesses in, for
-        ``RunResult.counts``."""
+        init_value hold before the launch, ``nan`` (NaNs) or ``finite`` (numbers), so a kernel that
+        reads an output before writing it gives another answer (the simulator draws them for each
+        run and element; the GPU backends fill NaN or mlx_kernel.FINITE_POISON). ``count`` (where
+        ``counts``): the line and bank sizes (``line_bytes``, ``banks``, ``bank_bytes``) to count
+        the kernel's memory accesses in, for ``RunResult.counts``."""
 
     def run_op(
         self, folder: Path, arrays: list[np.ndarray], dtypes: list[str], params: dict[str, Any]

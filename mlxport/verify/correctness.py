@@ -190,9 +190,10 @@ def _final_runs(
 
 
 def _dtypes(task: KernelTask, run: Run) -> list[str]:
-    """What reordered, poisoned, generated and other-distribution runs look for does not depend
-    on the dtype: they run in the first."""
-    if run.inputs != "task" or run.mode == "poisoned":
+    """What reordered, generated and other-distribution runs look for does not depend on the
+    dtype: they run in the first. Poisoned runs run in every dtype (a kernel could read its output
+    first in one dtype only)."""
+    if run.inputs != "task":
         return task.dtypes[:1]
     if run.mode in ("reversed", "shuffled", "generated") and run.ci >= len(task.cases.visible):
         return task.dtypes[:1]

@@ -5,12 +5,11 @@ compile time, and unknown system headers dropped."""
 from __future__ import annotations
 
 import re
-import subprocess
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from mlxport.backends.cuda_cpu.source import SourceError
-from mlxport.backends.sim.compiler import compiler_env
+from mlxport.backends.sim.compiler import BuildError, run
 
 # Headers the executor provides (or that are safe to take from the compiler at compile time):
 # during preprocessing they expand to nothing, so the user's text is all that is rewritten.
@@ -115,11 +114,17 @@ _MISSING = re.compile(
 )
 
 
+# What the preprocessed text of a .cu file may come to: mlxport reads and parses all of it.
+PREPROCESSED_BYTES = 16 << 20
+
+
 def preprocess(
     path: Path, compiler: tuple[str, ...], stubs: Path, includes: list[Path] = ()
 ) -> tuple[str, list[str]]:
     """The file after the preprocessor, and the system headers dropped because nothing provides them
-    (each stands in as an empty file of a folder of this call's own)."""
+    (each stands in as an empty file of a folder of this call's own). The preprocessor runs in the
+    compiler's sandbox: it sees the file's folder, the include folders named and the system, no
+    stdin, within the compiler's limits and PREPROCESSED_BYTES of output."""
     dropped: list[str] = []
     with tempfile.TemporaryDirectory(prefix="mlxport-dropped-") as tmp:
         cmd = [
@@ -141,9 +146,7 @@ def preprocess(
             str(path),
         ]
         for _ in range(64):
-            done = subprocess.run(
-                cmd, capture_output=True, text=True, timeout=120, env=compiler_env()
-            )
+            done = _run(cmd, path)
             if done.returncode == 0:
                 library = _library_headers(done.stdout, stubs)
                 return _without_system_headers(done.stdout), library + dropped
@@ -152,11 +155,35 @@ def preprocess(
                 raise SourceError(f"{path.name} does not preprocess: {_first_error(done.stderr)}")
             # a system header, or a local one of a library not here (ATen/ATen.h)
             name = missing.group(1) or missing.group(2)
-            stub = Path(tmp) / name
-            stub.parent.mkdir(parents=True, exist_ok=True)
-            stub.write_text("")
+            _stand_in(Path(tmp), name, path)
             dropped.append(name)
     raise SourceError(f"{path.name} includes too many headers the executor does not know")
+
+
+def _run(cmd: list[str], path: Path):
+    try:
+        return run(
+            cmd,
+            f"{path.name}'s preprocessor pass",
+            output_bytes=PREPROCESSED_BYTES,
+            action="running",
+        )
+    except BuildError as e:
+        raise SourceError(f"{path.name} does not preprocess: {e}") from e
+
+
+def _stand_in(folder: Path, name: str, path: Path) -> None:
+    """An empty file for the missing header ``name`` in ``folder``; a name that leaves the folder
+    (absolute, or through ``..``) names a file the sandbox does not show, never stood in for."""
+    rel = PurePosixPath(name)
+    if rel.is_absolute() or ".." in rel.parts or not rel.parts:
+        raise SourceError(
+            f"{path.name} includes {name}, which is outside its folder and the include folders "
+            "(-I): copy the header next to it, or pass its folder with -I"
+        )
+    stub = folder / rel
+    stub.parent.mkdir(parents=True, exist_ok=True)
+    stub.write_text("")
 
 
 _LINE_MARK = re.compile(r'^# \d+ "[^"]*"((?: \d)*)$')

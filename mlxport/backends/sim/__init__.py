@@ -17,7 +17,6 @@ import numpy as np
 
 from mlxport.backends.base import (
     ORDERS,
-    POISON_BYTES,
     Arg,
     ArgInfo,
     Availability,
@@ -26,7 +25,12 @@ from mlxport.backends.base import (
 )
 from mlxport.backends.sim.build import BuildResult, build_kernel
 from mlxport.backends.sim.cache import cache_dir
-from mlxport.backends.sim.compiler import BuildError, CompilerMissing, find_compiler
+from mlxport.backends.sim.compiler import (
+    BuildError,
+    CompilerMissing,
+    LimitError,
+    find_compiler,
+)
 from mlxport.backends.sim.counters import counts_of
 from mlxport.backends.sim.host import (
     STORAGE,
@@ -74,6 +78,9 @@ class SimBackend:
             **({"memory_bytes": memory_bytes} if memory_bytes else {}),
         )
         self._builds: dict[str, BuildResult] = {}
+        # candidate text (header, source) -> the limit its compile ran past: its other dtypes and
+        # launches would run past it too, so they are not compiled again
+        self._over_limit: dict[tuple[str, str], str] = {}
 
     # ------------------------------------------------------------ protocol
 
@@ -158,9 +165,7 @@ class SimBackend:
     ) -> RunResult:
         t0 = time.perf_counter()
         try:
-            return self._run(
-                candidate, inputs, timeout, t0, ORDERS.index(order), POISON_BYTES[poison], count
-            )
+            return self._run(candidate, inputs, timeout, t0, ORDERS.index(order), poison, count)
         except (ExprError, SignatureError, CompilerMissing, BuildError) as e:
             return RunResult(error=str(e), seconds=time.perf_counter() - t0)
 
@@ -193,6 +198,16 @@ class SimBackend:
         return build_signature(candidate, args, launch)
 
     def _compile(self, src: SimSource) -> BuildResult:
+        text = (src.header.original, src.body.original)
+        if text in self._over_limit:
+            raise LimitError(self._over_limit[text])
+        try:
+            return self._build(src)
+        except LimitError as e:
+            self._over_limit[text] = str(e)
+            raise
+
+    def _build(self, src: SimSource) -> BuildResult:
         key = src.text
         if key in self._builds:
             old = self._builds[key]
@@ -216,7 +231,7 @@ class SimBackend:
         timeout: float,
         t0: float,
         order: int,
-        poison: int,
+        poison: str,
         count: dict[str, int] | None = None,
     ) -> RunResult:
         missing = [n for n in candidate.input_names if n not in inputs]
@@ -252,7 +267,7 @@ class SimBackend:
             )
         header, arrays = self._request(sig, src, built, hosts, launch, candidate.init_value)
         header["reverse"] = order  # the runtime's order: 0 forward, 1 reversed, 2 shuffled
-        header["poison"] = poison
+        header["poison"] = poison  # the runner draws the poison itself, for this run
         if count:
             header["count"] = count
         try:
@@ -303,6 +318,7 @@ class SimBackend:
                         "space": "device",
                         "elem_size": ITEMSIZE[dtype],
                         "storage": STORAGE[dtype],
+                        "dtype": dtype,
                         "shape": list(launch.output_shapes[i]),
                         "fill": output_fill(dtype, init_value),
                     }

@@ -53,14 +53,17 @@ from mlxport.backends.sim.compiler import (
     OPT_LEVEL,
     RUNTIME_SOURCE,
     BuildError,
+    Compiler,
     find_compiler,
+    metal_prelude,
     run,
 )
-from mlxport.backends.sim.diagnostics import diagnostics
-from mlxport.backends.sim.object_checks import object_problem
+from mlxport.backends.sim.diagnostics import diagnostics, log_line
+from mlxport.backends.sim.object_checks import library_problem, object_problem
 from mlxport.backends.sim.signature import SimSource
 from mlxport.backends.sim.source_checks import (
     NO_ASM,
+    expanded_problem,
     inline_assembly,
     msl_data_problem,
     msl_text_problem,
@@ -94,7 +97,8 @@ def build_kernel(src: SimSource) -> BuildResult:
     t0 = time.perf_counter()
     if problem := msl_text_problem(src):
         return _refused(problem, t0)
-    text = src.text.replace('#line 1 "header"\n', NO_ASM + '#line 1 "header"\n', 1)
+    prelude = NO_ASM + metal_prelude(find_compiler())
+    text = src.text.replace('#line 1 "header"\n', prelude + '#line 1 "header"\n', 1)
     result = compile_library(text, (INCLUDE,), language="msl", declared=msl_data_problem(src))
     if not result.ok:
         result.diagnostics = diagnostics(result.log, src)
@@ -168,27 +172,21 @@ def compile_library(
         rt_copy = Path(tmpdir) / "mlxsim_rt.o"  # what the compiler sees: the checked bytes
         rt_copy.write_bytes(rt_bytes)
         dirs = [arg for d in include for arg in ("-I", str(d))]
+        if language == "msl" and (refusal := _expanded_refusal([*cc.command, *flags, *dirs], cpp)):
+            return BuildResult(False, None, seconds=time.perf_counter() - t0, **refusal)
         out = run([*cc.command, *flags, *dirs, "-c", str(cpp), "-o", str(obj)], "the kernel")
         if out.returncode == 0:
-            # -z defs: a function declared but never defined (a template never specialised for
-            # the types it is built at) fails here, named, instead of when the library is loaded
             out = run(
-                [
-                    *cc.command,
-                    *flags,
-                    "-shared",
-                    "-Wl,-z,defs",
-                    str(obj),
-                    str(rt_copy),
-                    "-o",
-                    str(so),
-                ],
+                [*cc.command, *flags, *link_flags(cc), str(rt_copy), str(obj), "-o", str(so)],
                 "the kernel",
             )
         if out.returncode != 0:
             return BuildResult(False, None, seconds=time.perf_counter() - t0, log=out.stderr)
         _regular(obj, so)
-        if refusal := object_problem(obj, rt, text, language, declared):
+        refusal = object_problem(obj, rt, text, language, declared)
+        if refusal is None and (sentence := library_problem(so, language)):
+            refusal = sentence, log_line(None, sentence)
+        if refusal:
             sentence, log = refusal
             return BuildResult(
                 False, None, seconds=time.perf_counter() - t0, log=log, refused=sentence
@@ -196,6 +194,44 @@ def compile_library(
         # a refused library is never published
         sha = _publish(_read_output(so), lib)
     return BuildResult(True, lib, seconds=time.perf_counter() - t0, sha256=sha)
+
+
+# What the preprocessed translation unit of an MSL kernel may come to (about 0.3 MiB, almost all
+# of it the simulator's headers): mlxport reads it whole.
+PREPROCESSED_BYTES = 16 << 20
+
+
+def _expanded_refusal(command: list[str], cpp: Path) -> dict | None:
+    """The translation unit after the preprocessor, as the compiler will read it (the same text
+    in the same sandbox), checked in the candidate's part (source_checks.expanded_problem): the
+    BuildResult fields refusing it, or None."""
+    out = run(
+        [*command, "-E", str(cpp)],
+        "the kernel",
+        output_bytes=PREPROCESSED_BYTES,
+        action="preprocessing",
+    )
+    if out.returncode != 0:
+        return {"log": out.stderr}
+    if problem := expanded_problem(out.stdout):
+        sentence, where, line = problem
+        place = (where, line, 1) if line else None
+        return {"log": log_line(place, sentence), "refused": sentence}
+    return None
+
+
+def link_flags(cc: Compiler) -> list[str]:
+    """A shared library whose every symbol is defined (-z defs: a template never specialised for
+    the types it is built at fails here, named, not when the library is loaded), with its
+    read-only data apart from its code (GNU ld merges them on some targets; lld never does). The
+    runtime's object goes first on the line, so where both define an inline function the
+    runtime's own copy is the one linked."""
+    flags = ["-shared", "-Wl,-z,defs"]
+    if sys.platform.startswith("linux"):  # ELF linkers (Mach-O's keeps data out of code itself)
+        flags.append("-Wl,-z,noexecstack")
+        if not any("ziglang" in part for part in cc.command):
+            flags.append("-Wl,-z,separate-code")
+    return flags
 
 
 def _publish(data: bytes, final: Path) -> str:

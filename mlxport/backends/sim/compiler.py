@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlxport.backends import confine, processes
+from mlxport.backends.sim import cache
 from mlxport.backends.sim.cache import cache_dir
 
 HERE = Path(__file__).resolve().parent
@@ -28,9 +29,10 @@ RUNTIME_SOURCE = HERE / "rt" / "mlxsim_rt.cpp"
 OPT_LEVEL = os.environ.get("MLXPORT_SIM_OPT", "-O1")
 COMPILE_TIMEOUT = 300.0
 # Per compiler process (cc1plus, ld): a template-instantiation bomb ends at these, never at the
-# machine's memory.
-COMPILER_MEMORY = int(os.environ.get("MLXPORT_COMPILER_MEMORY", str(4 << 30)))
-COMPILER_CPU_SECONDS = int(os.environ.get("MLXPORT_COMPILER_CPU_SECONDS", "120"))
+# machine's memory: an honest kernel takes well under a second of CPU and 200 MiB, the runtime two
+# seconds, so a bomb stops in seconds.
+COMPILER_MEMORY = int(os.environ.get("MLXPORT_COMPILER_MEMORY", str(2 << 30)))
+COMPILER_CPU_SECONDS = int(os.environ.get("MLXPORT_COMPILER_CPU_SECONDS", "20"))
 COMPILER_OUTPUT = 64 << 20  # its diagnostics (and the preprocessor's text)
 
 
@@ -154,6 +156,10 @@ class BuildError(RuntimeError):
     does not compile."""
 
 
+class LimitError(BuildError):
+    """The compiler ran past one of its limits: the same text would again."""
+
+
 def compiler_env(home: str | None = None) -> dict[str, str]:
     """The compiler's environment: the allowlisted names of any sandboxed process (no API key or
     token); zig keeps its caches under mlxport's, so no lock on the user's ~/.cache/zig (another
@@ -222,14 +228,17 @@ def run(
     writes: list[str] | None = None,
     reads: list[str] | None = None,
     cpu_seconds: int | None = None,
+    output_bytes: int = COMPILER_OUTPUT,
+    action: str = "compiling",
 ) -> subprocess.CompletedProcess[str]:
     """Run a compiler command in the sandbox: it sees the system, the compiler, mlxport's headers
     and the paths its command names (and ``reads``), and writes only into the folder of its
     output (``writes``: those folders instead; a scratch folder where there is no output); no
     secrets in its environment, no stdin, limits on memory and CPU time per process
     (MLXPORT_COMPILER_MEMORY, MLXPORT_COMPILER_CPU_SECONDS), on its output and on wall time
-    (``timeout``; ``cpu_seconds`` for a longer build of mlxport's own). Past a limit: BuildError,
-    naming it."""
+    (``timeout``; ``cpu_seconds`` for a longer build of mlxport's own; ``output_bytes``, its
+    diagnostics and what it prints). Past a limit: BuildError, naming it (``action`` and ``what``:
+    what was being done)."""
     cpu = cpu_seconds or COMPILER_CPU_SECONDS
     named, outputs = _paths(cmd)
     cmd, install = _located(cmd)
@@ -249,25 +258,26 @@ def run(
             limits,
             env=compiler_env(own[0]),
             timeout=timeout,
-            output_bytes=COMPILER_OUTPUT,
+            output_bytes=output_bytes,
             cwd=own[0],
         )
     if done.limit == "time":
-        raise BuildError(f"compiling {what} took over {timeout:g} s")
+        raise LimitError(f"{action} {what} took over {timeout:g} s")
     if done.limit == "output":
-        raise BuildError(
-            f"compiling {what} printed over {COMPILER_OUTPUT >> 20} MiB of diagnostics; stopped"
+        raise LimitError(
+            f"{action} {what} printed over {output_bytes >> 20} MiB (macros or templates "
+            "expanding without end?); stopped"
         )
     failed = done.returncode != 0
     if failed and (_OUT_OF_MEMORY.search(done.stderr) or done.signal == "SIGKILL"):
-        raise BuildError(
-            f"compiling {what} needed over {COMPILER_MEMORY >> 20} MiB of memory, the "
+        raise LimitError(
+            f"{action} {what} needed over {COMPILER_MEMORY >> 20} MiB of memory, the "
             "compiler's limit (MLXPORT_COMPILER_MEMORY): templates instantiated without end?"
         )
     if failed and (_CPU.search(done.stderr) or done.signal == "SIGXCPU"):
-        raise BuildError(
-            f"compiling {what} used over {cpu} s of CPU, the compiler's limit "
-            "(MLXPORT_COMPILER_CPU_SECONDS)"
+        raise LimitError(
+            f"{action} {what} used over {cpu} s of CPU, the compiler's limit "
+            "(MLXPORT_COMPILER_CPU_SECONDS): templates instantiated without end?"
         )
     return subprocess.CompletedProcess(cmd, done.returncode, done.stdout, done.stderr)
 
@@ -294,3 +304,61 @@ def syntax_log(text: str, include: tuple[Path, ...]) -> str:
             [*cc.command, *cc.flags(), "-fsyntax-only", cc.no_error_limit(), *dirs, str(cpp)],
             "a constant",
         ).stderr
+
+
+# What Metal's compiler predefines for the language version MLX compiles with on macOS 15 (3.2,
+# C++14-based), so that `#ifdef __METAL_VERSION__` and the like read in the simulator as on a GPU.
+METAL_MACROS = {
+    "__METAL_VERSION__": "320",
+    "__METAL__": "1",
+    "__METAL_MACOS__": "1",
+    "__HAVE_BFLOAT__": "1",
+    "__AIR64__": "1",
+    "__APPLE__": "1",
+    "__clang__": "1",
+    "__GNUC__": "4",
+    "__GNUC_MINOR__": "2",
+    "__GNUC_PATCHLEVEL__": "1",
+    "__cplusplus": "201402L",
+}
+# The host compiler's predefined macros that describe types and their limits, which the C
+# library's macros expand to (FLT_MAX, INT_MAX) and every compiler defines alike; its others (the
+# CPU, the system, the compiler and its version, C++20's features) are not Metal's.
+_SHARED_MACROS = re.compile(
+    r"__(?:FLT|DBL|LDBL|BFLT|INT|UINT|SIZE|PTRDIFF|CHAR|SCHAR|SHRT|WCHAR|WINT|LONG|INTMAX|UINTMAX|"
+    r"SIG_ATOMIC|INTPTR|UINTPTR|SIZEOF|BYTE_ORDER|ORDER_|FLOAT_WORD_ORDER|BIGGEST_ALIGNMENT|"
+    r"STDC|CHAR16|CHAR32|GCC_IEC_559|FLT_EVAL|DEC|ATOMIC_)\w*"
+)
+# Macros the C and C++ libraries define that name them (glibc, libstdc++, libc++).
+_LIBRARY_MACROS = ("__GLIBC__", "__GLIBC_MINOR__", "__GNU_LIBRARY__", "__GLIBCXX__")
+_LIBRARY_MACROS += ("_GLIBCXX_RELEASE", "_LIBCPP_VERSION", "__USE_GNU")
+
+
+def metal_prelude(cc: Compiler) -> str:
+    """What goes between the simulator's headers and a candidate's text: the host compiler's own
+    predefined macros undefined and Metal's defined, so that the candidate sees the macros a
+    Metal compile has, not the host's."""
+    names = sorted(n for n in _predefined(cc) if n not in METAL_MACROS) + list(_LIBRARY_MACROS)
+    return "".join(f"#undef {n}\n" for n in [*names, *METAL_MACROS]) + "".join(
+        f"#define {k} {v}\n" for k, v in METAL_MACROS.items()
+    )
+
+
+@functools.cache
+def _predefined(cc: Compiler) -> frozenset[str]:
+    """The names the compiler predefines with the simulator's flags, less _SHARED_MACROS; kept
+    on disk per compiler and flags, used while it matches the hash recorded with it."""
+    key = cache.digest("predefined", " ".join(cc.flags()), cc.version, " ".join(cc.command))
+    record = cache_dir() / f"predefined-{key}.txt"
+    kept = cache.read_verified(record)
+    if kept is None:
+        with tempfile.TemporaryDirectory(prefix="mlxsim-") as tmp:
+            empty = Path(tmp) / "empty.cpp"
+            empty.write_text("")
+            out = run([*cc.command, *cc.flags(), "-dM", "-E", str(empty)], "an empty file")
+        if out.returncode != 0:
+            raise BuildError(f"the compiler's predefined macros: {out.stderr.strip()[:300]}")
+        names = sorted({m.group(1) for m in re.finditer(r"^#define (\w+)", out.stdout, re.M)})
+        kept = ("\n".join(names) + "\n").encode()
+        cache.publish_bytes(kept, record)
+    return frozenset(n for n in kept.decode().split() if not _SHARED_MACROS.fullmatch(n))

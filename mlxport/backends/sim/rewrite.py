@@ -3,11 +3,14 @@
 MSL differs from C++ mostly in its address spaces, so the rewrite is token based and small:
 
 - ``[const] device|constant|threadgroup T*`` becomes ``::mlxsim::Ptr<[const] T, AS>``, a
-  bounds-checked pointer; ``thread T*`` becomes a plain pointer; ``AS T&`` drops the keyword.
+  bounds-checked pointer; ``thread T*`` becomes a plain pointer, and a C-style cast to one,
+  ``(thread T*)x``, ``(T*)(::mlxsim::PtrOnly)x``, which takes no integer and no checked pointer's
+  own storage; ``AS T&`` drops the keyword.
 - ``threadgroup T name[A][B];`` becomes a handle bound to per-threadgroup storage (one array
   shared by the group's lanes, as on the GPU), numbered by a slot per declaration.
-- ``&p[i]`` of a buffer or pointer in an address space becomes ``(p + (i))``, a checked pointer
-  too (a plain address would escape the bounds, written-mask and race checks);
+- ``&p[i]`` (or ``&(p[i])``) of a buffer or pointer in an address space becomes ``(p + (i))``,
+  a checked pointer too (a plain address would escape the bounds, written-mask and race checks),
+  and ``&*p`` becomes ``p``;
 - ``[const] auto* p`` becomes ``auto p``: what it points into may be a checked pointer, which
   ``auto*`` cannot deduce (its constness comes with the deduced type);
 - program-scope ``constant`` variables become ``const``; ``reinterpret_cast`` to a rewritten
@@ -163,13 +166,28 @@ class _Rewriter:
             prev.kind in ("ident", "number") and prev.text != "return" or prev.text in _OPERAND_END
         ):
             return  # a binary &
-        if i + 2 >= len(toks) or toks[i + 1].text not in self.pointers or toks[i + 2].text != "[":
+        if i + 1 < len(toks) and toks[i + 1].text == "*":
+            # &*p is p: a checked pointer stays one
+            self.edit(toks[i].start, toks[i + 1].end, "")
             return
-        close = _matching(toks, i + 2, "[", "]")
-        if close + 1 < len(toks) and toks[close + 1].text in _MEMBER:
+        parens = 0  # &(p[i]) is &p[i]
+        while i + 1 + parens < len(toks) and toks[i + 1 + parens].text == "(":
+            parens += 1
+        name = i + 1 + parens
+        if name + 1 >= len(toks) or toks[name].text not in self.pointers:
+            return
+        if toks[name + 1].text != "[":
+            return
+        close = _matching(toks, name + 1, "[", "]")
+        after = toks[close + 1 : close + 1 + parens]
+        if len(after) < parens or any(t.text != ")" for t in after):
+            return
+        if close + 1 + parens < len(toks) and toks[close + 1 + parens].text in _MEMBER:
+            return
+        if parens and close + 1 < len(toks) and toks[close + 1].text in _MEMBER:
             return
         self.edit(toks[i].start, toks[i].end, "(")
-        self.edit(toks[i + 2].start, toks[i + 2].end, " + (")
+        self.edit(toks[name + 1].start, toks[name + 1].end, " + (")
         self.edit(toks[close].start, toks[close].end, "))")
 
     def _note_sync(self, i: int) -> None:
@@ -218,6 +236,8 @@ class _Rewriter:
         stop = toks[j].text
         if stop == "*":
             self._pointer(toks[start_i].start, toks[j].end, space, cv, type_toks)
+            if space == "thread" and self._is_cast(start_i, j):
+                self.edit(toks[j + 1].start, toks[j + 1].end, ")(::mlxsim::PtrOnly)")
             return j + 1
         if stop in ("&", "&&"):
             self.edit(toks[i].start, toks[i].end, "")
@@ -230,6 +250,21 @@ class _Rewriter:
         else:
             self.edit(toks[i].start, toks[i].end, "")
         return i + 1
+
+    def _is_cast(self, first: int, star: int) -> bool:
+        """Whether the type from ``toks[first]`` to the ``*`` at ``star`` is a C-style cast's:
+        in parentheses of its own, not a call's or a declaration's (``f(thread float*)``)."""
+        toks = self.toks
+        if first < 1 or toks[first - 1].text != "(" or star + 1 >= len(toks):
+            return False
+        if toks[star + 1].text != ")":
+            return False
+        before = toks[first - 2] if first >= 2 else None
+        return (
+            before is None
+            or before.text == "return"
+            or (before.kind == "punct" and before.text not in (")", "]"))
+        )
 
     def _edited(self, offset: int) -> bool:
         return any(s <= offset < e for s, e, _ in self.edits)

@@ -66,15 +66,47 @@ def _library(path: str) -> Any:
     return _libraries[path]
 
 
-def _filled(storage: str, shape: list[int], fill: Any, poison: int = 0xFF) -> np.ndarray:
-    out = np.empty(shape, dtype=np.dtype(storage))
+def _filled(slot: dict[str, Any], poison: str) -> np.ndarray:
+    storage, fill = slot["storage"], slot["fill"]
     if fill is None:
-        out.view(np.uint8).fill(poison)  # poison: what a GPU leaves is garbage, not zeros
-    elif isinstance(fill, dict):  # bfloat16 bits
+        return _poisoned(slot.get("dtype", storage), storage, slot["shape"], poison)
+    out = np.empty(slot["shape"], dtype=np.dtype(storage))
+    if isinstance(fill, dict):  # bfloat16 bits
         out.fill(fill["bits"])
     else:
         out.fill(fill)
     return out
+
+
+# (exponent bits, mantissa bits) of the float dtypes
+_FLOAT_BITS = {"float32": (8, 23), "float16": (5, 10), "bfloat16": (8, 7)}
+
+
+def _poisoned(dtype: str, storage: str, shape: list[int], poison: str) -> np.ndarray:
+    """What an output starts as without an init_value: garbage, as a GPU leaves it, drawn for this
+    run and element from the system's randomness, so a kernel cannot recognise the verifier's
+    fill. ``poison`` "nan": NaNs of any sign and payload (a value read before it is written
+    shows); "finite": numbers such as data holds (a kernel folding what the output held into its
+    result, max(out, y), is wrong). Integers get random bits either way."""
+    rng = np.random.default_rng()
+    size = int(np.prod(shape, dtype=np.int64))
+    if dtype not in _FLOAT_BITS:
+        bits = rng.integers(0, 256, size * np.dtype(storage).itemsize, dtype=np.uint8)
+        if dtype == "bool":
+            bits &= 1
+        return bits.view(np.dtype(storage)).reshape(shape)
+    exponent, mantissa = _FLOAT_BITS[dtype]
+    if poison == "finite":
+        values = rng.standard_normal(size, dtype=np.float32) * np.float32(10 ** rng.uniform(-1, 1))
+        if dtype == "bfloat16":
+            return (values.view(np.uint32) >> 16).astype(np.uint16).reshape(shape)
+        return values.astype(np.dtype(storage)).reshape(shape)
+    unsigned = np.uint32 if dtype == "float32" else np.uint16
+    # quiet NaNs (the payload's top bit set): a signalling one would raise on the host's converts
+    payload = rng.integers(1 << (mantissa - 1), 1 << mantissa, size, dtype=unsigned)
+    sign = rng.integers(0, 2, size, dtype=unsigned) << unsigned(exponent + mantissa)
+    nan = sign | unsigned(((1 << exponent) - 1) << mantissa) | payload
+    return nan.view(np.dtype(storage)).reshape(shape)
 
 
 def handle(
@@ -106,9 +138,7 @@ def run(
     for k, slot in enumerate(slots):
         role = slot["role"]
         if role == "output":
-            data = _filled(
-                slot["storage"], slot["shape"], slot["fill"], int(header.get("poison", 0xFF))
-            )
+            data = _filled(slot, str(header.get("poison", "nan")))
         else:
             data = np.array(next(inputs), copy=True)  # writable and aligned, owned by this process
         mask = (

@@ -1,9 +1,13 @@
 """What a candidate's own text holds that kernel code may not, read before it compiles.
 
-An MSL candidate includes only the <metal_*> headers, holds no inline assembly and keeps no mutable
-program-scope or static data (Metal allows program-scope data only in the constant address space);
-a CUDA candidate keeps no state between calls; a .cu file run on the CPU executor holds no inline
-assembly. Each finding is one sentence naming the construct and its line.
+An MSL candidate includes only the <metal_*> headers, asks no questions of the file system
+(``__has_include``, ``#pragma GCC dependency``), holds no inline assembly, copies no bytes of a
+pointer (``memcpy``, ``bit_cast``, builtins Metal does not have) and keeps no mutable program-scope
+or static data (Metal allows program-scope data only in the constant address space); a CUDA
+candidate keeps no state between calls; a .cu file run on the CPU executor holds no inline
+assembly. The directives are read on the text as the preprocessor reads it (lines spliced,
+comments gone), everything else on the text after the preprocessor too (macros expanded), which is
+what the compiler reads. Each finding is one sentence naming the construct and its line.
 """
 
 from __future__ import annotations
@@ -15,35 +19,78 @@ from mlxport.backends.sim.rewrite import tokenize
 from mlxport.backends.sim.signature import SimSource
 
 # Preprocessor directives an MSL kernel may not hold: an #include of anything but a <metal_*> header
-# (the system's headers are not Metal's), and a macro named as the inline-assembly keywords (which
-# the compile defines away, below). Directives never come out of a macro, so reading them off the
-# text (lines spliced, `%:` read as `#`) finds them all.
+# (the system's headers are not Metal's), a macro named as the inline-assembly keywords (which the
+# compile defines away, below) and a pragma that reads a file. Directives never come out of a
+# macro, so reading them off the text as the preprocessor sees it (lines spliced, comments gone,
+# `%:` read as `#`) finds them all.
 _DIRECTIVE = re.compile(
-    r"^[ \t]*(?:#|%:)[ \t]*(include|include_next|import|embed|define|undef)\b[ \t]*(\S*)",
+    r"^[ \t]*(?:#|%:)[ \t]*(include|include_next|import|embed|define|undef|pragma|line|\d+)\b"
+    r"[ \t]*(\S*)([^\n]*)",
     re.MULTILINE,
 )
 ASM_KEYWORDS = ("asm", "__asm", "__asm__")
 # After the simulator's own headers, inline assembly spelled through a macro (``__as##m__``) is a
 # name that does not compile: Metal has no inline assembly, and on the simulator it would be the
 # host's instructions, out of reach of every check here.
-NO_ASM = "".join(f"#define {k} __inline_assembly_is_not_metal\n" for k in ASM_KEYWORDS)
+ASM_STAND_IN = "__inline_assembly_is_not_metal"
+NO_ASM = "".join(f"#define {k} {ASM_STAND_IN}\n" for k in ASM_KEYWORDS)
+# Questions to the file system: the compiler's answer would come from the host's files.
+_FILE_PROBES = ("__has_include", "__has_include_next")
+# Ways to copy a pointer's bytes into an integer and back (Metal has none of them): the address
+# that comes out would be out of reach of the bounds, written-mask and race checks.
+_BYTE_COPIES = frozenset(
+    ["memcpy", "memmove", "bit_cast", "addressof", "launder", "start_lifetime_as"]
+)
+# The builtins the simulator's headers' macros expand to (INFINITY, NAN, offsetof) and the
+# classification and hint ones; any other ``__builtin_`` is the host compiler's, not Metal's.
+_BUILTINS = re.compile(
+    r"__builtin_(?:(?:inf|nans?|huge_val)[fl]?|offsetof|expect|unreachable|fpclassify|signbit|"
+    r"is(?:nan|inf|finite|normal|unordered|greater|greaterequal|less|lessequal|lessgreater))"
+)
 
 
 def msl_text_problem(src: SimSource) -> tuple[str, str, int | None] | None:
     """What in an MSL candidate's own text is not Metal whatever it compiles to: an #include of
-    anything but a <metal_*> header, inline assembly, a macro named ``asm``. (sentence, where,
-    line) or None."""
+    anything but a <metal_*> header, a question to the file system, inline assembly, a macro named
+    ``asm``, a copy of a pointer's bytes. (sentence, where, line) or None."""
     for where, rewritten in (("header", src.header), ("source", src.body)):
         text = rewritten.original
-        if problem := _directive_problem(text, where) or _asm_problem(text, where):
+        comments_gone = as_preprocessed(text)
+        if problem := _directive_problem(text, comments_gone, where):
             return problem
+        for t in tokenize(comments_gone):
+            if t.kind != "ident":
+                continue
+            line = _spliced_line(text, t.start)
+            if problem := _token_problem(t.text, f"line {line} of the {where}", where, line):
+                return problem
     return None
 
 
-def _directive_problem(text: str, where: str) -> tuple[str, str, int] | None:
+def as_preprocessed(text: str) -> str:
+    """``text`` as the preprocessor reads it: backslash-newlines removed, and comments blanked
+    (each character of a comment but its newlines made a space, so that offsets stay those of
+    the spliced text)."""
     spliced = text.replace("\\\r\n", "").replace("\\\n", "")
-    for m in _DIRECTIVE.finditer(spliced):
-        directive, target = m.group(1), m.group(2)
+
+    def blank(m: re.Match[str]) -> str:
+        if m.group("comment") is None:
+            return m.group()
+        return re.sub(r"[^\n]", " ", m.group())
+
+    return _COMMENT_OR_LITERAL.sub(blank, spliced)
+
+
+_COMMENT_OR_LITERAL = re.compile(
+    r"""(?P<literal>R"(?P<delim>[^()\\\s]{0,16})\(.*?\)(?P=delim)"|"""
+    r""""(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')|(?P<comment>//[^\n]*|/\*.*?\*/)""",
+    re.DOTALL,
+)
+
+
+def _directive_problem(text: str, comments_gone: str, where: str) -> tuple[str, str, int] | None:
+    for m in _DIRECTIVE.finditer(comments_gone):
+        directive, target, rest = m.group(1), m.group(2), m.group(3)
         line = _spliced_line(text, m.start())
         if directive in ("define", "undef"):
             name = re.match(r"\w*", target).group()
@@ -55,8 +102,24 @@ def _directive_problem(text: str, where: str) -> tuple[str, str, int] | None:
                     line,
                 )
             continue
+        if directive == "pragma":
+            if "dependency" in f"{target} {rest}":
+                return (
+                    f"not a Metal kernel: #pragma {target} dependency (line {line} of the "
+                    f"{where}) reads another file",
+                    where,
+                    line,
+                )
+            continue
         if directive == "include" and re.fullmatch(r"<metal_\w+>", target):
             continue
+        if directive == "line" or directive.isdigit():
+            return (
+                f"not a Metal kernel: a #line directive (line {line} of the {where}) would hide "
+                "where its code is",
+                where,
+                line,
+            )
         return (
             f"not a Metal kernel: includes {target or 'a file'} (line {line} of the {where}); a "
             "Metal kernel includes only the <metal_*> headers",
@@ -66,17 +129,62 @@ def _directive_problem(text: str, where: str) -> tuple[str, str, int] | None:
     return None
 
 
-def _asm_problem(text: str, where: str) -> tuple[str, str, int] | None:
-    for t in tokenize(text):
-        if t.kind == "ident" and t.text in ASM_KEYWORDS:
-            line = text.count("\n", 0, t.start) + 1
-            return (
-                f"not a Metal kernel: inline assembly (`{t.text}`, line {line} of the {where}); "
-                "Metal has none",
-                where,
-                line,
-            )
+def _token_problem(name: str, at: str, where: str, line: int | None):
+    """The sentence refusing identifier ``name`` (found ``at``), or None where kernels may use
+    it."""
+    if name in ASM_KEYWORDS or name == ASM_STAND_IN:
+        shown = f"`{name}`, " if name != ASM_STAND_IN else "spelled through a macro, "
+        return f"not a Metal kernel: inline assembly ({shown}{at}); Metal has none", where, line
+    if name in _FILE_PROBES:
+        return (
+            f"not a Metal kernel: `{name}` ({at}) asks the host's file system; a Metal kernel "
+            "includes only the <metal_*> headers",
+            where,
+            line,
+        )
+    if name in _BYTE_COPIES or name.startswith("__builtin_") and not _BUILTINS.fullmatch(name):
+        return (
+            f"not a Metal kernel: `{name}` ({at}) is not Metal's; a kernel reads a value's bits "
+            "with as_type, and a pointer's never",
+            where,
+            line,
+        )
     return None
+
+
+def expanded_problem(preprocessed: str) -> tuple[str, str, int | None] | None:
+    """What the candidate's part of the whole translation unit after the preprocessor holds that
+    kernel code may not (macros expanded, so a name pasted together or hidden in a macro shows):
+    a file entered from it (an #include however spelled), inline assembly, a builtin or copy of a
+    pointer's bytes. Its part starts at the first line marker of the candidate's header, the
+    generated signature or its source (the candidate writes no line markers: #line is refused);
+    (sentence, where, line) or None."""
+    start = re.search(r'^# \d+ "(?:header|generated|source)"', preprocessed, re.MULTILINE)
+    if start is None:
+        return None
+    file, line = "header", 1
+    for raw in preprocessed[start.start() :].split("\n"):
+        marker = _LINE_MARKER.match(raw)
+        if marker:
+            file, line = marker.group(2), int(marker.group(1))
+            if " 1" in marker.group(3):  # flag 1: a file entered
+                return (
+                    f"not a Metal kernel: includes {file}; a Metal kernel includes only the "
+                    "<metal_*> headers",
+                    "generated",
+                    None,
+                )
+            continue
+        if file != "generated":  # the candidate's, or a file it entered
+            at = f"line {line} of the {file}"
+            for t in tokenize(raw):
+                if t.kind == "ident" and (problem := _token_problem(t.text, at, file, line)):
+                    return problem
+        line += 1
+    return None
+
+
+_LINE_MARKER = re.compile(r'^# (\d+) "((?:\\.|[^"\\])*)"((?: \d)*)\s*$')
 
 
 _CONST = frozenset({"const", "constexpr"})

@@ -16,10 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SHT_SYMTAB, SHT_DYNSYM, SHT_SYMTAB_SHNDX = 2, 11, 18
-SHF_WRITE, SHF_ALLOC = 0x1, 0x2
+SHT_NOBITS, SHT_INIT_ARRAY, SHT_FINI_ARRAY, SHT_PREINIT_ARRAY = 8, 14, 15, 16
+SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR = 0x1, 0x2, 0x4
+PT_LOAD, PT_GNU_STACK, PF_X, PF_W = 1, 0x6474E551, 0x1, 0x2
 SHN_UNDEF, SHN_ABS, SHN_COMMON, SHN_XINDEX, SHN_LORESERVE = 0, 0xFFF1, 0xFFF2, 0xFFFF, 0xFF00
 STB_LOCAL, STB_GLOBAL, STB_WEAK = 0, 1, 2
 STT_NOTYPE, STT_OBJECT, STT_FUNC, STT_SECTION, STT_FILE, STT_COMMON, STT_TLS = 0, 1, 2, 3, 4, 5, 6
+STT_GNU_IFUNC = 10  # a function chosen by a resolver the loader runs
 
 
 class NotElf(ValueError):
@@ -35,6 +38,7 @@ class Symbol:
     # data the program may change: a writable allocated section (not RELRO), or common
     writable: bool
     size: int
+    in_code: bool = False  # defined in an executable section
 
     @property
     def undefined(self) -> bool:
@@ -46,19 +50,33 @@ class Symbol:
 
 
 @dataclass(frozen=True)
-class _Section:
+class Section:
     name: str
     type: int
     flags: int
+    address: int
     offset: int
     size: int
     link: int
+    info: int
     entsize: int
 
+    @property
+    def executable(self) -> bool:
+        return bool(self.flags & SHF_EXECINSTR)
 
-def read_symbols(path: str | Path, *, dynamic: bool = False) -> list[Symbol]:
-    """Every named symbol of the object's static symbol table (``.symtab``), or of its dynamic
-    one (``.dynsym``) with ``dynamic``. Raises NotElf for anything but an ELF file."""
+
+@dataclass(frozen=True)
+class Segment:
+    """A program header: what the loader maps (PT_LOAD) or how (PT_GNU_STACK)."""
+
+    type: int
+    flags: int  # PF_*
+    address: int
+    size: int  # in memory
+
+
+def _read(path: str | Path) -> tuple[bytes, bool, str]:
     data = Path(path).read_bytes()
     if data[:4] != b"\x7fELF" or len(data) < 52:
         raise NotElf(f"{path} is not an ELF file")
@@ -66,21 +84,58 @@ def read_symbols(path: str | Path, *, dynamic: bool = False) -> list[Symbol]:
     order = {1: "<", 2: ">"}.get(data[5])
     if wide is None or order is None:
         raise NotElf(f"{path}: unknown ELF class or byte order")
+    return data, wide, order
+
+
+def read_symbols(path: str | Path, *, dynamic: bool = False) -> list[Symbol]:
+    """Every named symbol of the object's static symbol table (``.symtab``), or of its dynamic
+    one (``.dynsym``) with ``dynamic``. Raises NotElf for anything but an ELF file."""
+    data, wide, order = _read(path)
     try:
         return _symbols(data, wide, order, SHT_DYNSYM if dynamic else SHT_SYMTAB)
     except (struct.error, IndexError, ValueError) as e:
         raise NotElf(f"{path}: malformed ELF ({e})") from e
 
 
-def _symbols(data: bytes, wide: bool, order: str, table: int) -> list[Symbol]:
+def read_sections(path: str | Path) -> list[Section]:
+    """Every section of the object (the null section 0 included, so indices match)."""
+    data, wide, order = _read(path)
+    try:
+        return _sections(data, wide, order)
+    except (struct.error, IndexError, ValueError) as e:
+        raise NotElf(f"{path}: malformed ELF ({e})") from e
+
+
+def read_segments(path: str | Path) -> list[Segment]:
+    """The program headers of a linked object (none in a relocatable one)."""
+    data, wide, order = _read(path)
+    try:
+        if wide:
+            (phoff,) = struct.unpack_from(order + "Q", data, 0x20)
+            phentsize, phnum = struct.unpack_from(order + "HH", data, 0x36)
+            fmt, fields = order + "IIQQQQQQ", (0, 1, 3, 6)  # type flags offset vaddr ... memsz
+        else:
+            (phoff,) = struct.unpack_from(order + "I", data, 0x1C)
+            phentsize, phnum = struct.unpack_from(order + "HH", data, 0x2A)
+            fmt, fields = order + "IIIIIIII", (0, 6, 2, 5)  # type offset vaddr ... memsz flags
+        out = []
+        for k in range(phnum if phoff else 0):
+            h = struct.unpack_from(fmt, data, phoff + k * phentsize)
+            out.append(Segment(*(h[f] for f in fields)))
+        return out
+    except (struct.error, IndexError, ValueError) as e:
+        raise NotElf(f"{path}: malformed ELF ({e})") from e
+
+
+def _sections(data: bytes, wide: bool, order: str) -> list[Section]:
     if wide:
         (shoff,) = struct.unpack_from(order + "Q", data, 0x28)
         shentsize, shnum, shstrndx = struct.unpack_from(order + "HHH", data, 0x3A)
-        sh_fmt, sym_fmt = order + "IIQQQQIIQQ", order + "IBBHQQ"
+        sh_fmt = order + "IIQQQQIIQQ"
     else:
         (shoff,) = struct.unpack_from(order + "I", data, 0x20)
         shentsize, shnum, shstrndx = struct.unpack_from(order + "HHH", data, 0x2E)
-        sh_fmt, sym_fmt = order + "IIIIIIIIII", order + "IIIBBH"
+        sh_fmt = order + "IIIIIIIIII"
     if shoff == 0:
         return []
 
@@ -95,9 +150,15 @@ def _symbols(data: bytes, wide: bool, order: str, table: int) -> list[Symbol]:
     raw = [header(k) for k in range(shnum)]
     # (name, type, flags, addr, offset, size, link, info, addralign, entsize) in both classes
     names_at = raw[shstrndx][4]
-    sections = [
-        _Section(_cstr(data, names_at + h[0]), h[1], h[2], h[4], h[5], h[6], h[9]) for h in raw
+    return [
+        Section(_cstr(data, names_at + h[0]), h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[9])
+        for h in raw
     ]
+
+
+def _symbols(data: bytes, wide: bool, order: str, table: int) -> list[Symbol]:
+    sym_fmt = order + ("IBBHQQ" if wide else "IIIBBH")
+    sections = _sections(data, wide, order)
     out: list[Symbol] = []
     for index, sec in enumerate(sections):
         if sec.type != table or not sec.entsize:
@@ -120,6 +181,7 @@ def _symbols(data: bytes, wide: bool, order: str, table: int) -> list[Symbol]:
                 continue
             if st_shndx == SHN_XINDEX and xindex is not None:
                 (st_shndx,) = struct.unpack_from(order + "I", data, xindex.offset + 4 * k)
+            in_code = False
             if st_shndx == SHN_UNDEF:
                 section, writable = None, False
             elif st_shndx == SHN_COMMON or kind == STT_COMMON:
@@ -135,8 +197,46 @@ def _symbols(data: bytes, wide: bool, order: str, table: int) -> list[Symbol]:
                     and bool(s.flags & SHF_ALLOC)
                     and not s.name.startswith(".data.rel.ro")
                 )
-            out.append(Symbol(name, st_info >> 4, kind, section, writable, st_size))
+                in_code = s.executable
+            out.append(Symbol(name, st_info >> 4, kind, section, writable, st_size, in_code))
     return out
+
+
+SHT_RELA, SHT_REL = 4, 9
+LOADER_ARRAYS = (SHT_INIT_ARRAY, SHT_FINI_ARRAY, SHT_PREINIT_ARRAY)
+
+
+def loader_entries(path: str | Path) -> list[str]:
+    """What the object's init, fini and preinit arrays point to (the loader calls each when the
+    library is loaded or unloaded), by symbol name: a function's own name, or a section's
+    (``.text.startup``) for code the compiler made, such as a variable's dynamic initialiser."""
+    data, wide, order = _read(path)
+    try:
+        sections = _sections(data, wide, order)
+        out = []
+        for rel in sections:
+            if rel.type not in (SHT_RELA, SHT_REL) or not rel.entsize:
+                continue
+            if sections[rel.info].type not in LOADER_ARRAYS:
+                continue
+            symtab = sections[rel.link]
+            strtab = sections[symtab.link].offset
+            for k in range(rel.size // rel.entsize):
+                at = rel.offset + k * rel.entsize
+                if wide:
+                    (info,) = struct.unpack_from(order + "Q", data, at + 8)
+                    index = info >> 32
+                else:
+                    (info,) = struct.unpack_from(order + "I", data, at + 4)
+                    index = info >> 8
+                sym = symtab.offset + index * symtab.entsize
+                st_name = struct.unpack_from(order + "I", data, sym)[0]
+                shndx = struct.unpack_from(order + "H", data, sym + (6 if wide else 14))[0]
+                name = _cstr(data, strtab + st_name)
+                out.append(name or (sections[shndx].name if shndx < len(sections) else "?"))
+        return out
+    except (struct.error, IndexError, ValueError) as e:
+        raise NotElf(f"{path}: malformed ELF ({e})") from e
 
 
 def _cstr(data: bytes, at: int) -> str:
@@ -284,19 +384,18 @@ LANGUAGE = frozenset(
     ]
 )
 # GCC's: the linker-made table PIC code addresses data through (a symbol, not a call), and libgcc's
-# conversions of half and bfloat16 on CPUs without instructions for them.
+# soft-float helpers for half and bfloat16 on CPUs without instructions for them: conversions,
+# comparisons (isnan(h) is h != h, __nehf2), arithmetic. Each computes on its arguments alone.
+_SMALL = ("hf", "bf")
+_FLOATS = ("hf", "bf", "sf", "df", "xf", "tf")
+_INTS = ("si", "di", "ti")
 GCC = frozenset(
-    [
-        "_GLOBAL_OFFSET_TABLE_",
-        "__extendhfsf2",
-        "__extendhfdf2",
-        "__truncsfhf2",
-        "__truncdfhf2",
-        "__extendbfsf2",
-        "__truncsfbf2",
-        "__truncdfbf2",
-        "__trunchfbf2",
-    ]
+    ["_GLOBAL_OFFSET_TABLE_"]
+    + [f"__{op}{t}2" for t in _SMALL for op in ("eq", "ne", "lt", "le", "gt", "ge", "unord", "neg")]
+    + [f"__{op}{t}3" for t in _SMALL for op in ("add", "sub", "mul", "div")]
+    + [f"__{op}{a}{b}2" for a in _FLOATS for b in _FLOATS for op in ("extend", "trunc") if a != b]
+    + [f"__float{u}{i}{t}" for t in _SMALL for i in _INTS for u in ("", "un")]
+    + [f"__fix{u}{t}{i}" for t in _SMALL for i in _INTS for u in ("", "uns")]
 )
 KERNEL_LIBRARY = LIBM | MEMORY | LANGUAGE | GCC
 
@@ -394,7 +493,7 @@ def readable(symbol: str) -> tuple[str, list[str]]:
         if not nested:
             break
     shown = [p for p in parts if p and p != "__1"]  # libc++'s inline namespace
-    if not shown:
-        return symbol, []
+    if not shown:  # not a mangled name after all (a C name that starts with _Z)
+        return symbol, [symbol] if re.fullmatch(r"[A-Za-z_]\w*", symbol) else []
     idents = [p.lstrip("~") for p in reversed(shown) if re.fullmatch(r"~?[A-Za-z_]\w*", p)]
     return "::".join(shown), [p for p in idents if p != "std"]

@@ -156,8 +156,13 @@ class Ptr {
   bool operator==(U* o) const {
     return static_cast<const void*>(p_) == static_cast<const void*>(o);
   }
-  // (uintptr_t)p, as alignment checks do
-  explicit operator uintptr_t() const { return addr(); }
+  // (uintptr_t)p, as CUDA's alignment checks do. An MSL pointer has no integer form: the address
+  // would come back as a pointer out of reach of the checks.
+  explicit operator uintptr_t() const
+    requires(AS == AS_GENERIC)
+  {
+    return addr();
+  }
   template <class U>
   bool operator<(const Ptr<U, AS>& o) const {
     return addr() < o.addr();
@@ -174,9 +179,8 @@ class Ptr {
   bool operator>=(const Ptr<U, AS>& o) const {
     return addr() >= o.addr();
   }
-  uintptr_t addr() const { return reinterpret_cast<uintptr_t>(p_); }
-
  private:
+  uintptr_t addr() const { return reinterpret_cast<uintptr_t>(p_); }
   T* shifted(int64_t n) const {
     return reinterpret_cast<T*>(reinterpret_cast<intptr_t>(p_) + n * intptr_t(sizeof(T)));
   }
@@ -389,5 +393,38 @@ uint64_t segment_bits(const Exchange* ex, uint32_t j, bool (*pick)(const Exchang
 
 inline bool pick_true(const Exchange* ex, uint32_t k) { return in_of<bool>(ex, k); }
 inline bool pick_any(const Exchange*, uint32_t) { return true; }
+
+// Whether T is a checked pointer: its bits are no value a kernel may read.
+template <class T>
+inline constexpr bool is_checked_pointer = false;
+template <class T, int AS>
+inline constexpr bool is_checked_pointer<Ptr<T, AS>> = true;
+
+// What a C-style cast to a thread pointer, `(thread T*)x`, starts from (the simulator writes it
+// `(T*)(::mlxsim::PtrOnly)x`): a pointer, never an integer, whose bits could be a buffer's
+// address out of reach of the checks, and never the storage of a checked pointer, whose bits are
+// that address.
+template <class>
+inline constexpr bool never = false;
+
+struct PtrOnly {
+  void* p;
+  PtrOnly(std::nullptr_t) : p(nullptr) {}
+  template <class U>
+  PtrOnly(U* u) : p(const_cast<void*>(static_cast<const volatile void*>(u))) {
+    static_assert(!is_checked_pointer<std::remove_cv_t<U>>,
+                  "a thread pointer to a device, constant or threadgroup pointer's own storage: its bits "
+                  "are an address out of reach of the checks");
+  }
+  template <class I>
+    requires std::is_integral_v<I>
+  PtrOnly(I) : p(nullptr) {
+    static_assert(never<I>, "an integer cast to a pointer: a Metal kernel's pointers have no integer form");
+  }
+  template <class U>
+  explicit operator U*() const {
+    return static_cast<U*>(p);
+  }
+};
 
 }  // namespace mlxsim

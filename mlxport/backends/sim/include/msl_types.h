@@ -15,6 +15,8 @@
 #include <limits>
 #include <type_traits>
 
+#include "mlxsim_core.h"  // is_checked_pointer
+
 using half = _Float16;
 using uchar = unsigned char;
 using ushort = unsigned short;
@@ -634,6 +636,10 @@ inline To as_type(const From& from) {
     else return from;
   }();
   static_assert(sizeof(To) == sizeof(f), "as_type needs types of equal size");
+  using F = std::remove_cvref_t<decltype(f)>;
+  static_assert(!std::is_pointer_v<F> && !std::is_pointer_v<To> && !::mlxsim::is_checked_pointer<F> &&
+                    !::mlxsim::is_checked_pointer<To>,
+                "as_type of a pointer: a pointer's bits are no value a Metal kernel reads");
   To to;
   std::memcpy(static_cast<void*>(&to), static_cast<const void*>(&f), sizeof(To));
   return to;

@@ -110,7 +110,8 @@ struct Lane {
 };
 
 // Per element of threadgroup memory: the thread that touched it last since the last barrier,
-// the value it saw (a changed value is a write), and whether that thread wrote it.
+// the value it saw (a changed value is a write), and whether that thread wrote it; and another
+// thread that read it in the same interval, which races with a write whichever ran first.
 struct Shadow {
   uint64_t epoch = 0;  // Worker::epoch of the access
   uint64_t sg_epoch = 0;  // its SIMD-group's count of syncs then
@@ -120,6 +121,18 @@ struct Shadow {
   uint32_t lane = 0;  // thread_index_in_threadgroup + 1; 0: untouched
   uint32_t simdgroup = 0;
   bool wrote = false;
+  uint32_t reader = 0;  // another thread that read it since the last barrier (lane + 1); 0: none
+  uint32_t reader_simdgroup = 0;
+  uint64_t reader_sg_epoch = 0;
+  Site read_at{};
+};
+
+// An element of threadgroup memory touched since the last barrier: checked for a write no later
+// access saw when the threads reach the barrier.
+struct Touched {
+  Shadow* shadow;
+  const Buffer* buf;
+  int64_t element;
 };
 
 struct TgSlot {
@@ -163,6 +176,7 @@ struct Worker {
   std::deque<TgSlot> slots;
   TgSlot dynamic;  // CUDA's extern __shared__ memory, LaunchParams::shared_bytes of it
   std::vector<char*> arena;  // owned allocations of this threadgroup
+  std::vector<Touched> touched;  // threadgroup memory touched since the last barrier
   size_t tg_bytes = 0;
   int64_t switches = 0, rounds = 0, syncs = 0;
   counting::Counter* counter = nullptr;  // a counted launch only
@@ -334,6 +348,8 @@ bool release_simd(Worker& w, size_t n) {
 
 std::string lane_pos(const Lane& l) { return pos3(l.attrs.thread_position_in_threadgroup); }
 
+bool unseen_writes_race(Worker& w);
+
 // All lanes are at a barrier or finished: release them, or report why they never could.
 bool release_barrier(Worker& w, size_t n) {
   const Lane* waiting = nullptr;
@@ -372,6 +388,7 @@ bool release_barrier(Worker& w, size_t n) {
                                group));
     return false;
   }
+  if (!unseen_writes_race(w)) return false;
   for (size_t i = 0; i < n; ++i) w.lanes[i].state = LaneState::Ready;
   if (w.counter) w.counter->flush();
   ++w.rounds;
@@ -381,6 +398,7 @@ bool release_barrier(Worker& w, size_t n) {
 
 void reset_threadgroup_memory(Worker& w) {
   for (TgSlot& s : w.slots) s.storage = nullptr;
+  w.touched.clear();
   w.dynamic.storage = nullptr;
   for (char* a : w.arena) std::free(a);
   w.arena.clear();
@@ -485,6 +503,7 @@ void run_threadgroup(Worker& w, uint64_t g) {
   else run_plain(w, n);
   w.current = nullptr;
   if (w.counter) w.counter->end_threadgroup(n, w.tg_bytes);
+  if (!L.stop.load(std::memory_order_relaxed)) unseen_writes_race(w);  // the end is a barrier too
 }
 
 void worker_main(Launch* L) {
@@ -726,6 +745,44 @@ void shared_output(const Buffer* buf, int64_t index, uint32_t other_tag) {
             other_tag - 1, mine - 1, buf->name, (long long)index).c_str());
 }
 
+namespace {
+
+// Whether an access by a thread of SIMD-group `sg` (at its count of syncs `sg_epoch`) is ordered
+// after one by a thread of `other` at `other_epoch`: the same SIMD-group, synchronised between.
+bool ordered(uint32_t sg, uint64_t sg_epoch, uint32_t other, uint64_t other_epoch) {
+  return sg == other && sg_epoch != other_epoch;
+}
+
+std::string read_then_written(const Shadow& s, uint32_t writer, const Site& wrote_at, const uint32_t* tg,
+                              const Buffer* buf, int64_t e) {
+  return fmt("threads %u and %u of threadgroup %s race on threadgroup memory %s[%lld]: thread %u read it (%s) and "
+             "thread %u wrote it (%s) with no threadgroup_barrier between, so on a GPU the read may see either "
+             "value; add threadgroup_barrier(mem_flags::mem_threadgroup) between the read and the write",
+             s.reader - 1, writer - 1, pos3(tg).c_str(), buf->name, (long long)e, s.reader - 1,
+             where(s.read_at).c_str(), writer - 1, where(wrote_at).c_str());
+}
+
+// What the last thread to touch an element did is known only at the next access: at a barrier
+// (and at the end), an element whose value changed since its last access was written by that
+// thread, which races with another thread's read of it in the same interval.
+bool unseen_writes_race(Worker& w) {
+  for (const Touched& t : w.touched) {
+    const Shadow& s = *t.shadow;
+    if (!s.reader || s.reader == s.lane || s.epoch != w.epoch) continue;
+    const int64_t es = std::max<int32_t>(t.buf->elem_size, 1);
+    uint64_t bits = 0;
+    std::memcpy(&bits, t.buf->base + t.element * es, size_t(std::min<int64_t>(es, 8)));
+    if (bits == s.bits || ordered(s.simdgroup, s.sg_epoch, s.reader_simdgroup, s.reader_sg_epoch)) continue;
+    const uint32_t* tg = w.lanes[s.lane - 1].attrs.threadgroup_position_in_grid;
+    record_error(w.launch, read_then_written(s, s.lane, s.site, tg, t.buf, t.element));
+    return false;
+  }
+  w.touched.clear();
+  return true;
+}
+
+}  // namespace
+
 void tg_touch(const Buffer* buf, int64_t off, int64_t size, Site site) {
   Worker* w = tl_worker;
   if (!w || !w->current || !buf->mask) return;
@@ -741,10 +798,17 @@ void tg_touch(const Buffer* buf, int64_t off, int64_t size, Site site) {
     uint64_t bits = 0;
     std::memcpy(&bits, buf->base + e * es, size_t(std::min<int64_t>(es, 8)));
     const bool changed = bits != s.bits;
-    if (s.lane == lane && s.epoch == w->epoch) {
-      if (changed) s.wrote = true, s.wrote_at = s.site;
-    } else if (s.lane && s.epoch == w->epoch && !(s.simdgroup == sg && s.sg_epoch != sg_epoch) &&
-               (s.wrote || changed)) {
+    const bool now = s.lane && s.epoch == w->epoch;  // touched since the last barrier
+    if (!now) {
+      s.wrote = false, s.reader = 0;
+      w->touched.push_back(Touched{&s, buf, e});
+    } else if (s.lane == lane) {
+      if (changed) {
+        s.wrote = true, s.wrote_at = s.site;
+        if (s.reader && s.reader != lane && !ordered(sg, sg_epoch, s.reader_simdgroup, s.reader_sg_epoch))
+          fault(read_then_written(s, lane, s.site, a.threadgroup_position_in_grid, buf, e).c_str());
+      }
+    } else if (!ordered(sg, sg_epoch, s.simdgroup, s.sg_epoch) && (s.wrote || changed)) {
       const Site wrote = changed ? s.site : s.wrote_at;
       fault(fmt("threads %u and %u of threadgroup %s race on threadgroup memory %s[%lld]: thread %u wrote it (%s) "
                 "and thread %u touched it (%s) with no threadgroup_barrier between (two threads writing one element "
@@ -753,6 +817,9 @@ void tg_touch(const Buffer* buf, int64_t off, int64_t size, Site site) {
                 s.lane - 1, lane - 1, pos3(a.threadgroup_position_in_grid).c_str(), buf->name, (long long)e,
                 s.lane - 1, where(wrote).c_str(), lane - 1, where(site).c_str()).c_str());
     } else {
+      // the last thread read it: a write by another thread before the next barrier races with that read
+      if ((!s.reader || s.reader == lane) && !ordered(sg, sg_epoch, s.simdgroup, s.sg_epoch))
+        s.reader = s.lane, s.reader_simdgroup = s.simdgroup, s.reader_sg_epoch = s.sg_epoch, s.read_at = s.site;
       s.wrote = false;
     }
     s.lane = lane, s.simdgroup = sg, s.sg_epoch = sg_epoch, s.epoch = w->epoch, s.bits = bits, s.site = site;
