@@ -87,15 +87,17 @@ def _buffer_sizes(task: KernelTask) -> dict[str, str]:
 
 
 PROBES = 2  # sizes drawn under one rule before the rule is given up
+RULES = 12  # rules tried at most: each runs the original PROBES times
 
 
 def supported_sizes(
     task: KernelTask, count: int, rng: np.random.Generator, executor: CudaExecutor
 ) -> tuple[KernelTask, list[dict[str, Any]], list[str]]:
     """Up to ``count`` sizes no case has that the original runs at (`original_at`), drawn freely
-    first; where the original refuses those, each size in multiples of 2, 4, 8... (up to what its
-    values at the task's cases share), then also the sizes equal at every case kept equal (a
-    matmul's inner dimensions): the rule of the first draws it runs at. (the task with the
+    first; where the original refuses those, with the sizes equal at every case kept equal (a
+    matmul's inner dimensions), then each size in multiples of 2, 4, 8... (up to what its values
+    at the task's cases share), alone and with those kept equal: the rule of the first draws it
+    runs at. (the task with the
     original's launches there, the cases, notes saying what was left out and the rule used.)"""
     refused: list[str] = []
     runner = runner_for(task, executor)
@@ -132,9 +134,9 @@ def _templates_kept(task: KernelTask, runner: CaseRunner) -> KernelTask:
     return task.model_copy(update={"cases": task.cases.model_copy(update={"choices": choices})})
 
 
-def _rules(task: KernelTask):
-    """(multiples, groups of sizes kept equal) to draw under, loosest first. A size is taken in
-    multiples of m only where m divides its value at every case."""
+def _rules(task: KernelTask) -> list[tuple[dict[str, int], list[list[str]]]]:
+    """(multiples, groups of sizes kept equal) to draw under, loosest first, RULES at most. A size
+    is taken in multiples of m only where m divides its value at every case."""
     names = [n for n in size_names(task) if n not in task.cases.choices]
     seen = {n: [c[n] for c in task.all_cases()] for n in names}
     top = {n: power_of_two_dividing(seen[n]) for n in names}
@@ -142,9 +144,12 @@ def _rules(task: KernelTask):
     for n in names:
         groups.setdefault(tuple(seen[n]), []).append(n)
     together = [g for g in groups.values() if len(g) > 1]
-    for tie in [[], together] if together else [[]]:
-        for m in doublings(max(top.values(), default=1)):
-            yield {**{n: min(m, top[n]) for n in names if top[n] > 1}, **task.cases.multiples}, tie
+    rules = [
+        ({**{n: min(m, top[n]) for n in names if top[n] > 1}, **task.cases.multiples}, tie)
+        for m in doublings(max(top.values(), default=1))
+        for tie in ([[], together] if together else [[]])
+    ]
+    return rules[:RULES]
 
 
 def _said(multiples: dict[str, int], together: list[list[str]], given: dict[str, int]) -> str:
