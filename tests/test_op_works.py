@@ -502,3 +502,27 @@ def test_sizes_equal_at_every_case_are_kept_equal_where_the_original_needs_it(tm
     found = op_cases(task, translate_task(task, "msl").candidate, seed=3)
     assert found.fresh and all(c["n"] == c["m"] != 100 for c in found.fresh), found.fresh
     assert found.notes[-1] == "so the op was called at sizes m = n", found.notes
+
+
+EMBED = """
+__global__ void embed(float* out, const int* idx, const float* table, int C) {
+    int i = blockIdx.x, c = threadIdx.x;
+    out[i * C + c] = table[idx[i] * C + c];
+}
+void run(float* out, const int* idx, const float* table, int N, int C) {
+    embed<<<N, C>>>(out, idx, table, C);
+}
+"""
+
+
+def test_an_index_into_a_table_no_host_code_sizes_is_never_drawn_all_zero(tmp_path):
+    """Measured with indices of zero, the table is one row long, and [0, 1) held every index
+    (llm.c's encoder verified on zeros): refused, and given with the flags it names."""
+    path = tmp_path / "embed.cu"
+    path.write_text(EMBED)
+    with pytest.raises(ValueError, match=r"give them with --inputs 'idx:int32\[0,N\)' \(and"):
+        from_cuda(TaskRequest.of(source=path, cases=["N=8,C=32"]), heldout=0)
+    given = dict(cases=["N=8,C=32,V=16"], inputs="idx:int32[0,V)", shapes=["table=V*C"])
+    built = from_cuda(TaskRequest.of(source=path, **given), heldout=0)
+    idx, table = built.task["inputs"]
+    assert idx["init"]["high"] == "V" and table["shape"] == ["V", "C"]
