@@ -110,6 +110,7 @@ def stage_task(path: Path, entry: dict, root: Path, folder: Path):
         cases=[entry["case"]],
         dtypes=entry.get("dtypes"),
         shapes=entry.get("shapes", []),
+        inputs=entry.get("domains"),
         grid=entry.get("grid"),
         block=entry.get("block"),
         shared_bytes=entry.get("shared_bytes"),

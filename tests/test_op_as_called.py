@@ -53,3 +53,6 @@ def test_a_product_is_split_with_the_row_stride_last():
     assert row_strides(body, "in") == {"yy", "w"} and dims("w * h", {"yy", "w"}) == ["h", "w"]
     assert dims("rows * cols", row_strides(body, "t")) == ["rows", "cols"]
     assert dims("2 * n") == ["2 * n"]
+    row = "const float* x = inp + bt * C; float* w = weight + oc * C;"  # llm.c's matmul
+    assert dims("C * BT", row_strides(row, "inp")) == ["BT", "C"]
+    assert dims("C * OC", row_strides(row, "weight")) == ["OC", "C"]

@@ -312,3 +312,217 @@ def test_an_integer_bound_at_zero_is_kept_when_sizes_are_drawn(tmp_path):
     task = load_task(write_task(built, tmp_path / "task", path))
     drawn = fresh_sizes(task, 3, np.random.default_rng(0))
     assert drawn and all(c["offset"] == 0 and c["n"] != 300 for c in drawn), drawn
+
+
+TILES = """
+#define TILE 16
+__global__ void copy_tiles(float* out, const float* in, int width, int height) {
+    int x = blockIdx.x * TILE + threadIdx.x;
+    int y = blockIdx.y * TILE + threadIdx.y;
+    out[x * height + y] = in[y * width + x];
+}
+void run(float* out, const float* in, int width, int height) {
+    copy_tiles<<<dim3(width / TILE, height / TILE), dim3(TILE, TILE)>>>(out, in, width, height);
+}
+"""
+
+
+def test_the_op_is_called_at_fresh_sizes_the_original_runs_whole_at(tmp_path):
+    """No bounds checks, whole tiles only: at 67 columns the original writes 64 of them. Such a
+    size is no test of the port; the op check draws in multiples until the original runs whole,
+    and says so."""
+    from mlxport.tasks.make.at_sizes import original_at
+    from mlxport.tools.final import op_cases
+    from mlxport.verify.golden import shared_executor
+
+    path = tmp_path / "tiles.cu"
+    path.write_text(TILES)
+    built = from_cuda(TaskRequest(source=path, cases=[{"width": 64, "height": 64}]), heldout=2)
+    # held out: twice the sizes, and odd sizes in other ratios rounded up to whole tiles
+    assert built.task["cases"]["heldout"] == [
+        {"width": 128, "height": 192},
+        {"width": 80, "height": 96},
+    ]
+    task = load_task(write_task(built, tmp_path / "task", path))
+    _, cases, (why,) = original_at(task, [{"width": 67, "height": 64}], shared_executor())
+    assert not cases and "writes 4096 of the 4288 elements of out" in why, why
+    found = op_cases(task, translate_task(task, "msl").candidate, seed=5)
+    assert len(found.fresh) == 3, found.notes
+    assert all(c["width"] % 16 == 0 == c["height"] % 16 for c in found.fresh), found.fresh
+    assert (
+        found.notes[-1]
+        == "so the op was called at sizes height in multiples of 16, width in multiples of 16"
+    )
+
+
+RMS_STEP = """
+__global__ void rms_step(float* p, const float* g, float* v, int n, float beta) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float vi = beta * v[i] + (1.0f - beta) * g[i] * g[i];
+    v[i] = vi;
+    p[i] -= 0.01f * g[i] / sqrtf(vi);
+}
+void step(float* p, const float* g, float* v, int n, float beta) {
+    rms_step<<<(n + 127) / 128, 128>>>(p, g, v, n, beta);
+}
+"""
+
+
+def test_a_nan_the_kernel_writes_to_an_in_out_buffer_is_kept(tmp_path):
+    """An in-out output starts as NaN in MLX and the op took every NaN left for the input's: but
+    an output the original writes whole holds only what the kernel wrote, NaN included."""
+    op, built = ported(tmp_path, RMS_STEP, {"n": 300, "beta": 0.9})
+    rng = np.random.default_rng(4)
+    p, g, v = (rng.standard_normal(500).astype(np.float32) for _ in range(3))
+    new_p, new_v = op.rms_step(mx.array(p), mx.array(g), mx.array(v), beta=0.9)
+    vi = 0.9 * v + 0.1 * g * g
+    with np.errstate(invalid="ignore"):
+        want = p - 0.01 * g / np.sqrt(vi)
+    assert np.isnan(want).any() and not np.isnan(want).all()
+    assert np.allclose(np.array(new_v), vi, atol=1e-6)
+    assert np.allclose(np.array(new_p), want, atol=1e-5, equal_nan=True)
+
+
+OUTER = """
+__global__ void outer(const float* a, const float* b, float* out, int n, int m) {
+    int i = blockIdx.x * 16 + threadIdx.x;
+    int j = blockIdx.y * 16 + threadIdx.y;
+    if (i < m && j < n) out[j * m + i] = a[j] * b[i];
+}
+void run(const float* a, const float* b, float* out, int n, int m) {
+    outer<<<dim3((m + 15) / 16, (n + 15) / 16), dim3(16, 16)>>>(a, b, out, n, m);
+}
+"""
+
+
+def test_held_out_sizes_change_the_ratios_of_the_visible_ones(tmp_path):
+    """At m = 2 n, a grid of ceildiv(n, 8) blocks is the host's ceildiv(m, 16): sizes doubled or
+    made odd alike keep that, so the held-out case of odd sizes moves each by its own factor."""
+    from mlxport.backends import get_backend
+    from mlxport.verify.correctness import run_correctness
+
+    path = tmp_path / "outer.cu"
+    path.write_text(OUTER)
+    built = from_cuda(TaskRequest(source=path, cases=[{"n": 64, "m": 128}]), heldout=2)
+    task = load_task(write_task(built, tmp_path / "task", path))
+    odd = task.cases.heldout[1]
+    assert odd["n"] % 2 == odd["m"] % 2 == 1 and odd["m"] > 2 * odd["n"], task.cases.heldout
+    candidate = translate_task(task, "msl").candidate
+    grid = ["ceildiv(a.shape[0], 8) * 16", *candidate.grid[1:]]
+    assert candidate.grid[0] != grid[0], candidate.grid
+    wrong = candidate.model_copy(update={"grid": grid})
+    sim = get_backend("sim")
+    assert run_correctness(task, candidate, sim, heldout=True, seed=1).ok
+    assert run_correctness(task, wrong, sim, seed=1).ok  # right at the visible case
+    assert not run_correctness(task, wrong, sim, heldout=True, seed=1, stop_after=1).ok
+
+
+BITS = """
+template <int bits>
+__global__ void scale_bits(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] * bits;
+}
+void run(const float* x, float* y, int n, int bits) {
+    if (bits == 2) scale_bits<2><<<(n + 127) / 128, 128>>>(x, y, n);
+    if (bits == 4) scale_bits<4><<<(n + 127) / 128, 128>>>(x, y, n);
+}
+"""
+
+
+def test_a_template_argument_the_case_binds_is_no_size_the_op_check_draws(tmp_path):
+    """The op is the kernel at bits = 4 and takes no bits: the original at bits = 2 is no golden
+    for it, and held-out cases keep bits too."""
+    from mlxport.tools.final import op_cases
+
+    path = tmp_path / "bits.cu"
+    path.write_text(BITS)
+    built = from_cuda(TaskRequest(source=path, cases=[{"n": 300, "bits": 4}]), heldout=1)
+    task = load_task(write_task(built, tmp_path / "task", path))
+    found = op_cases(task, translate_task(task, "msl").candidate, seed=2)
+    assert len(found.fresh) == 3 and all(c["bits"] == 4 for c in found.fresh), found.fresh
+    assert len({c["n"] for c in found.fresh}) == 3
+
+
+FLIP = """
+__global__ void flip(float* out, const float* in, int width, int height) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y;
+    if (x < width) out[y * width + (width - 1 - x)] = in[y * width + x];
+}
+void run(int size_x, int size_y) {
+    float *d_in, *d_out;
+    cudaMalloc(&d_in, size_x * size_y * sizeof(float));
+    cudaMalloc(&d_out, size_x * size_y * sizeof(float));
+    flip<<<dim3((size_x + 63) / 64, size_y), 64>>>(d_out, d_in, size_x, size_y);
+}
+"""
+
+
+def test_a_row_stride_passed_under_another_name_is_the_last_dimension(tmp_path):
+    """The kernel's rows are ``width`` long, the host passes size_x as width and sizes the buffer
+    ``size_x * size_y``: the op takes [size_y, size_x]."""
+    path = tmp_path / "flip.cu"
+    path.write_text(FLIP)
+    built = from_cuda(TaskRequest(source=path, cases=[{"size_x": 100, "size_y": 30}]), heldout=0)
+    shapes = {t["name"]: t["shape"] for t in built.task["inputs"] + built.task["outputs"]}
+    assert shapes == {"in_": ["size_y", "size_x"], "out": ["size_y", "size_x"]}, shapes
+
+
+def test_a_case_binds_a_field_of_a_struct_the_host_takes(tmp_path):
+    """cuda-samples' matrixMul takes ``const dim3 &dimsA``: --case binds dimsA.x by that name."""
+    path = tmp_path / "dims.cu"
+    path.write_text(
+        "__global__ void twice(float* out, const float* x, int w) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < w) out[i] = 2 * x[i];\n}\n"
+        "void run(float* out, const float* x, const dim3 &dims) {\n"
+        "  twice<<<(dims.x + 63) / 64, 64>>>(out, x, dims.x);\n}\n"
+    )
+    built = from_cuda(TaskRequest.of(source=path, cases=["dims.x=100"]), heldout=0)
+    assert built.task["cases"]["visible"] == [{"dims.x": 100, "w": 100}]
+    with pytest.raises(ValueError, match="--case binds dimz.x, which nothing in dims.cu uses"):
+        from_cuda(TaskRequest.of(source=path, cases=["dimz.x=100"]), heldout=0)
+
+
+def test_sizes_equal_at_every_case_are_kept_equal_where_the_original_needs_it(tmp_path):
+    """The host sizes out by m and the kernel writes n elements: only n = m runs whole (as a
+    matmul's inner dimensions must agree), so the op check draws them as one."""
+    from mlxport.tools.final import op_cases
+
+    path = tmp_path / "pair.cu"
+    path.write_text(
+        "__global__ void add(float* out, const float* a, const float* b, int n) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = a[i] + b[i];\n}\n"
+        "void run(int n, int m) {\n  float *a, *b, *out;\n  cudaMalloc(&a, n * sizeof(float));\n"
+        "  cudaMalloc(&b, m * sizeof(float));\n  cudaMalloc(&out, m * sizeof(float));\n"
+        "  add<<<(n + 63) / 64, 64>>>(out, a, b, n);\n}\n"
+    )
+    built = from_cuda(TaskRequest(source=path, cases=[{"n": 100, "m": 100}]), heldout=1)
+    task = load_task(write_task(built, tmp_path / "task", path))
+    found = op_cases(task, translate_task(task, "msl").candidate, seed=3)
+    assert found.fresh and all(c["n"] == c["m"] != 100 for c in found.fresh), found.fresh
+    assert found.notes[-1] == "so the op was called at sizes m = n", found.notes
+
+
+EMBED = """
+__global__ void embed(float* out, const int* idx, const float* table, int C) {
+    int i = blockIdx.x, c = threadIdx.x;
+    out[i * C + c] = table[idx[i] * C + c];
+}
+void run(float* out, const int* idx, const float* table, int N, int C) {
+    embed<<<N, C>>>(out, idx, table, C);
+}
+"""
+
+
+def test_an_index_into_a_table_no_host_code_sizes_is_never_drawn_all_zero(tmp_path):
+    """Measured with indices of zero, the table is one row long, and [0, 1) held every index
+    (llm.c's encoder verified on zeros): refused, and given with the flags it names."""
+    path = tmp_path / "embed.cu"
+    path.write_text(EMBED)
+    with pytest.raises(ValueError, match=r"give them with --inputs 'idx:int32\[0,N\)' \(and"):
+        from_cuda(TaskRequest.of(source=path, cases=["N=8,C=32"]), heldout=0)
+    given = dict(cases=["N=8,C=32,V=16"], inputs="idx:int32[0,V)", shapes=["table=V*C"])
+    built = from_cuda(TaskRequest.of(source=path, **given), heldout=0)
+    idx, table = built.task["inputs"]
+    assert idx["init"]["high"] == "V" and table["shape"] == ["V", "C"]

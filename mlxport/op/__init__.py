@@ -20,7 +20,7 @@ import numpy as np
 
 from mlxport.expr import names_used
 from mlxport.redaction import write_text
-from mlxport.spec import KernelCandidate, KernelTask
+from mlxport.spec import KernelCandidate, KernelTask, TensorSpec
 from mlxport.spec.toml import dumps
 from mlxport.tasks.sizes import TUNING
 from mlxport.verify.correctness import output_order
@@ -150,12 +150,21 @@ def op_contract(
         "inputs": [_input(t) for t in task.inputs],
         "params": params,
         "outputs": [
-            {"name": t.name, "dtype": t.dtype, "shape": list(t.shape)} for t in task.outputs
+            {"name": t.name, "dtype": t.dtype, "shape": list(t.shape), "whole": _whole(task, t)}
+            for t in task.outputs
         ],
         "order": output_order(task, candidate),
         "requires": list(task.cases.requires),
         "tolerance": {d: {"atol": t.atol, "rtol": t.rtol} for d, t in task.tolerance.items()},
     }
+
+
+def _whole(task: KernelTask, t: TensorSpec) -> bool:
+    """Whether the original writes every element of output ``t`` (a task made from a .cu file
+    says so: an output it writes in part starts as a fill). The op takes an in-out output's NaN
+    for an element its kernel left, the input's, only where the original leaves some: elsewhere
+    a NaN is what the kernel wrote (an AdamW step on a negative second moment)."""
+    return task.original is not None and task.reference is None and t.init.kind != "full"
 
 
 def _input(t) -> dict[str, Any]:

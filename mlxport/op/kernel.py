@@ -318,9 +318,13 @@ def _reference():
 
 
 def _started_as(outs: list[mx.array], scope: dict) -> list[mx.array]:
-    """In-out outputs: what the kernel never wrote (still NaN) is the input's."""
+    """In-out outputs: what the kernel never wrote (still NaN) is the input's, for an output the
+    original writes only in part (of one it writes whole, a NaN is a value the kernel wrote)."""
+    whole = {OP["order"][i] for i, t in enumerate(OP["outputs"]) if t.get("whole")}
     for name, src in CANDIDATE["inout"].items():
         k = CANDIDATE["output_names"].index(name)
+        if k in whole:
+            continue
         start = scope[src].reshape(outs[k].shape).astype(outs[k].dtype)
         outs[k] = mx.where(mx.isnan(outs[k]), start, outs[k])
     return outs

@@ -43,9 +43,15 @@ def size_names(task: KernelTask) -> list[str]:
     return [n for n in names if all(_integer(c.get(n)) for c in cases)]
 
 
-def fresh_sizes(task: KernelTask, count: int, rng: np.random.Generator) -> list[dict[str, Any]]:
+def fresh_sizes(
+    task: KernelTask,
+    count: int,
+    rng: np.random.Generator,
+    together: list[list[str]] = (),
+) -> list[dict[str, Any]]:
     """Up to ``count`` cases, each a visible case with its sizes drawn afresh, none equal to a case
-    of the task or to each other (fewer where the sizes leave no room; none where none varies)."""
+    of the task or to each other (fewer where the sizes leave no room; none where none varies).
+    The sizes of a group in ``together`` take one value."""
     names = size_names(task)
     seen = task.all_cases()
     values = {n: [c[n] for c in seen] for n in names}
@@ -63,7 +69,10 @@ def fresh_sizes(task: KernelTask, count: int, rng: np.random.Generator) -> list[
             case[n] = _draw(values[n], task.cases.choices.get(n), rng)
             m = task.cases.multiples.get(n, 1)
             case[n] = max(m, case[n] // m * m)
-        if _key(case, names) in keys or (_coincide(case, free) and attempt < TRIES // 2):
+        for group in together:
+            case.update(dict.fromkeys(group, case[group[0]]))
+        untied = [n for n in free if not any(n in g[1:] for g in together)]
+        if _key(case, names) in keys or (_coincide(case, untied) and attempt < TRIES // 2):
             continue
         try:
             if _extent(task, case, names) > limit or not _allowed(task, case):
@@ -73,6 +82,43 @@ def fresh_sizes(task: KernelTask, count: int, rng: np.random.Generator) -> list[
         keys.add(_key(case, names))
         out.append(case)
     return out
+
+
+# The factors sizes move by in a held-out case of odd sizes: each its own, so two sizes in one
+# ratio at the visible cases (OC = 2 C) are not in it there.
+RATIOS = (1.0, 1.25, 0.75, 1.5)
+
+
+def odd(v: int) -> int:
+    """The next odd number above ``v``."""
+    return v + 1 if v % 2 == 0 else v + 2
+
+
+def odd_sizes(base: dict[str, Any], free: list[str]) -> dict[str, int]:
+    """``free`` sizes of ``base`` made odd, each moved by its own factor first (a grid read as
+    ``ceildiv(C, 8)`` where the host launches ``ceildiv(OC, 16)`` is right wherever OC = 2 C:
+    sizes made odd alike keep that), and apart."""
+    moved = {k: odd(int(base[k] * RATIOS[i % len(RATIOS)])) for i, k in enumerate(free)}
+    return apart(moved, dict.fromkeys(free, 2))
+
+
+def power_of_two_dividing(values: list[int]) -> int:
+    """The largest power of two dividing every value, at most half the largest (so sizes drawn up
+    to twice that in its multiples take at least four values)."""
+    m = 1
+    while all(v % (2 * m) == 0 for v in values) and 4 * m <= max(values):
+        m *= 2
+    return m
+
+
+def doublings(top: int) -> list[int]:
+    """1, 2, 4... up to ``top``."""
+    return [1 << k for k in range(max(top, 1).bit_length())]
+
+
+def in_multiples(sizes: dict[str, int], steps: dict[str, int]) -> dict[str, int]:
+    """Each size rounded up to a multiple of its step, and apart."""
+    return apart({k: -(-v // steps[k]) * steps[k] for k, v in sizes.items()}, steps)
 
 
 def apart(sizes: dict[str, int], steps: dict[str, int]) -> dict[str, int]:

@@ -160,7 +160,6 @@ def _timed_size(session: Session, record) -> dict[str, Any]:
         raise Rejected(record.candidate.id, reason=str(e)) from e
 
 
-POOL = 2  # fresh sizes drawn per op case (the original may refuse some)
 REPLAY = 1 << 20  # elements of the largest tensor of a case test_kernel.py replays, at most
 
 
@@ -182,16 +181,11 @@ def op_cases(task: KernelTask, candidate: KernelCandidate, seed: int) -> OpCases
     a size-dependent condition of the candidate (verify/paths.py) that no case takes, found by
     moving the sizes as far as PATH_CAP allows; with the original's launches there, for a task
     whose golden it is."""
-    from mlxport.tasks.sizes import fresh_sizes
     from mlxport.verify.correctness import varied
     from mlxport.verify.paths import missing_paths
 
-    rng = np.random.default_rng(seed)
-    pool = fresh_sizes(task, POOL * OP_CASES, rng)
-    notes: list[str] = []
-    task, pool, left = _at_original(task, pool)
-    notes += [f"left out {n}" for n in left] if len(pool) < OP_CASES else []
-    cases = pool[:OP_CASES]
+    task, cases, notes = _fresh(task, np.random.default_rng(seed))
+    refused = bool(notes) and not cases
     paths, said = missing_paths(task, candidate, task.all_cases() + cases)
     notes += said
     task, probes, _ = _at_original(task, [c for p in paths for c in p.cases])
@@ -199,10 +193,24 @@ def op_cases(task: KernelTask, candidate: KernelCandidate, seed: int) -> OpCases
     notes += said
     if not cases and not extra:
         cases = task.cases.visible[:1]
-        notes.append("no size of the task varies: the op was called at its first visible case")
+        why = "the original runs at no size drawn" if refused else "no size of the task varies"
+        notes.append(f"{why}: the op was called at its first visible case")
     cases = [varied(task, c, seed + i) for i, c in enumerate(cases)]  # eps within its range
     extra = [varied(task, c, seed + 977 + i) for i, c in enumerate(extra)]
     return OpCases(task, cases, extra, notes, unreached)
+
+
+def _fresh(task: KernelTask, rng: np.random.Generator):
+    """(the task, OP_CASES sizes no case has, notes): for a task whose golden is the original,
+    sizes it runs at, with the original's launches there (`supported_sizes`)."""
+    from mlxport.tasks.sizes import fresh_sizes
+
+    if task.reference is not None or task.original is None:
+        return task, fresh_sizes(task, OP_CASES, rng), []
+    from mlxport.tasks.make.at_sizes import supported_sizes
+    from mlxport.verify.golden import shared_executor
+
+    return supported_sizes(task, OP_CASES, rng, shared_executor())
 
 
 def _at_original(task: KernelTask, bounds: list[dict[str, Any]]):

@@ -23,7 +23,7 @@ from mlxport.tasks.make.kernel import (
     storage,
 )
 from mlxport.tasks.request import TaskRequest
-from mlxport.tasks.sizes import TUNING, apart
+from mlxport.tasks.sizes import TUNING, apart, odd, odd_sizes
 from mlxport.translate.host.evaluate import evaluate_launch, file_constants
 from mlxport.translate.host.values import Buffer, HostArg, HostLaunch, Tensor, Unknown, number
 from mlxport.translate.reading.cudafile import Param
@@ -49,11 +49,17 @@ class CaseRunner:
         self.buffer_shapes: dict[str, list[str]] = {}  # from the first case that gives one
         self.partial: dict[str, str] = {}  # outputs written only in part -> the note saying so
         self.whole: set[str] = set()  # outputs written whole at the visible cases
+        self.aliases: dict[str, str] = {}  # scalar parameter -> the host's name it is passed
 
     def case(self, bound: dict[str, Any], heldout: bool = False) -> tuple[dict, HostLaunch]:
         """The full case (the names bound, every scalar parameter, every buffer's extent) and its
         launch. A held-out case must be one the original supports as it does the visible ones."""
         launch = self.launch_at(bound)
+        self.aliases = {
+            p.name: a.text.strip()
+            for p, a in zip(self.info.params, launch.args, strict=True)
+            if not p.is_pointer and a.text.strip().isidentifier()
+        }
         case = {k: v for k, v in bound.items() if isinstance(v, int | float | bool)}
         unknown: list[str] = []
         for p, arg in zip(self.info.params, launch.args, strict=True):
@@ -157,7 +163,7 @@ class CaseRunner:
         (or --shape does), ``[n_<name>]`` where it states only a number, None where it states
         nothing."""
         if p.name in self.shapes:
-            return dims(self.shapes[p.name], self._strides(p.name))
+            return dims(self.shapes[p.name], self.strides(p.name))
         v = arg.value
         size = itemsize(storage(p, self.sig.typenames))
         if isinstance(v, Tensor) and v.shape() is not None:
@@ -177,14 +183,16 @@ class CaseRunner:
             expr = c_expr(bare.group(1) if bare else f"({v.size_text}) / {size}", self.macros)
             try:
                 if int(evaluate(expr, dict(bound))) == n:
-                    return dims(expr, self._strides(p.name))
+                    return dims(expr, self.strides(p.name))
             except UserError:
                 pass
         return [f"n_{p.name}"]
 
-    def _strides(self, buffer: str) -> set[str]:
-        """The row strides the kernel's body indexes its parameter ``buffer`` with."""
-        return row_strides(self.info.body or self.kf.text, buffer)
+    def strides(self, buffer: str) -> set[str]:
+        """The row strides the kernel's body indexes its parameter ``buffer`` with, and the host's
+        names for those it is passed (``width`` passed ``size_x``: size_x)."""
+        found = row_strides(self.info.body or self.kf.text, buffer)
+        return found | {self.aliases[n] for n in found if n in self.aliases}
 
     def _extent(self, p: Param, arg: HostArg, bound: dict[str, Any]) -> int:
         if p.name in self.shapes:
@@ -351,19 +359,19 @@ class CaseRunner:
 
     def heldout_candidates(self, cases: list[dict[str, Any]]) -> list[tuple[dict, str]]:
         """Sizes near the visible cases: every size at twice its largest visible value, every size
-        odd, then each size made odd alone (block sizes, tile sizes and template arguments stay)."""
+        odd (`odd_sizes`), then each size made odd alone (block sizes, tile sizes and template
+        arguments stay)."""
         base = cases[0]
         free = self.free_sizes(base)
         if not free:
             return []
         largest = {k: max(c.get(k, base[k]) for c in cases) for k in free}
         twice = apart({k: 2 * largest[k] for k in free}, largest)
-        odd = apart({k: _odd(base[k]) for k in free}, dict.fromkeys(free, 2))
         out = [
             ({**base, **twice}, "every size at least twice its largest visible"),
-            ({**base, **odd}, "every size odd"),
+            ({**base, **odd_sizes(base, free)}, "every size odd and in other ratios"),
         ]
-        out += [({**base, k: _odd(base[k])}, f"{k}={_odd(base[k])}") for k in free]
+        out += [({**base, k: odd(base[k])}, f"{k}={odd(base[k])}") for k in free]
         return out
 
     def free_sizes(self, case: dict[str, Any]) -> list[str]:
@@ -391,10 +399,6 @@ class CaseRunner:
         return all(self.elements(n, ca) == self.elements(n, cb) for n in buffers)
 
 
-def _odd(v: int) -> int:
-    return v + 1 if v % 2 == 0 else v + 2
-
-
 def dims(expr: str, strides: set[str] = frozenset()) -> list[str]:
     """A buffer the host sizes ``rows * cols`` is a ``[rows, cols]`` array: the op takes it so and
     its sizes come from its shape. Of two factors, the one the kernel indexes the buffer with as a
@@ -409,11 +413,14 @@ def dims(expr: str, strides: set[str] = frozenset()) -> list[str]:
 
 
 def row_strides(source: str, buffer: str) -> set[str]:
-    """Names the kernel multiplies an index by inside ``buffer[...]`` (``in[yy * w + xx]``: w)."""
+    """Names the kernel multiplies an index by inside ``buffer[...]`` (``in[yy * w + xx]``: w) or
+    in an offset added to it (``inp + bt * C``: C)."""
     found: set[str] = set()
-    for m in re.finditer(rf"\b{re.escape(buffer)}\s*\[([^\]]*)\]", source):
-        found |= set(re.findall(r"\*\s*([A-Za-z_]\w*)\b", m.group(1)))
-        found |= set(re.findall(r"\b([A-Za-z_]\w*)\s*\*", m.group(1)))
+    name = re.escape(buffer)
+    for m in re.finditer(rf"\b{name}\s*(?:\[([^\]]*)\]|\+\s*([^;,)\]]*))", source):
+        index = m.group(1) if m.group(1) is not None else m.group(2)
+        found |= set(re.findall(r"\*\s*([A-Za-z_]\w*)\b", index))
+        found |= set(re.findall(r"\b([A-Za-z_]\w*)\s*\*", index))
     return found
 
 

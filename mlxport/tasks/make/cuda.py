@@ -35,7 +35,7 @@ from mlxport.tasks.make.kernel import (
 )
 from mlxport.tasks.make.tensors import Arrays, arrays, launches, name_measured
 from mlxport.tasks.request import TaskRequest
-from mlxport.tasks.sizes import moved
+from mlxport.tasks.sizes import doublings, in_multiples, moved, power_of_two_dividing
 from mlxport.translate.host.constants import with_host_constants
 from mlxport.translate.host.values import HostEvalError
 
@@ -134,7 +134,7 @@ def _heldout(
     for bound, why in runner.heldout_candidates(cases)[: max(count, 0)]:
         say(f"running the original at {label(bound)}, a held-out case with {why}")
         try:
-            run = runner.case(bound, heldout=True)
+            run, bound, why = _supported(runner, bound, why, cases)
         except (CudaTaskError, HostEvalError) as e:
             notes.append(
                 f"no held-out case with {why}: the original kernel does not support it ({e})"
@@ -146,6 +146,28 @@ def _heldout(
         held.append(run)
         bounds.append(bound)
     return held, bounds
+
+
+def _supported(runner: CaseRunner, bound: dict, why: str, cases: list[dict]):
+    """The original run at held-out sizes ``bound``; where it does not run there, at those sizes
+    rounded up to multiples of 2, 4, 8... (each size as far as its visible values share), as a
+    kernel without bounds checks needs; (the run, the sizes, what they are). The first refusal is
+    raised where it runs at none."""
+    free = [k for k in runner.free_sizes(cases[0]) if k in bound]
+    top = {k: power_of_two_dividing([c[k] for c in cases]) for k in free}
+    tried, first = [], None
+    for m in doublings(max(top.values(), default=1)):
+        steps = {k: min(m, top[k]) for k in free}
+        sizes = {**bound, **in_multiples({k: bound[k] for k in free}, steps)}
+        if sizes in tried:
+            continue
+        tried.append(sizes)
+        try:
+            said = why if m == 1 else f"{why}, rounded up to multiples of {m}"
+            return runner.case(sizes, heldout=True), sizes, said
+        except (CudaTaskError, HostEvalError) as e:
+            first = first or e
+    raise first
 
 
 def _ranges(params: list[dict], bound: set[str]) -> list[str]:

@@ -64,7 +64,8 @@ def integer_domains(
             raise CudaTaskError(
                 f"the values of {p.name} (an integer input) decide which elements the kernel "
                 f"reads, and no size of the case bounds them at {case}: give them with --inputs "
-                f"'{p.name}:{storage(p, sig.typenames)}[0,N)'"
+                f"'{p.name}:{storage(p, sig.typenames)}[0,N)' (and the size of a buffer they "
+                f"index that the host code does not size, with --shape)"
             )
         out[p.name] = {"kind": "randint", "low": domain[0], "high": domain[1]}
         notes.append(f"{p.name} takes the values [{domain[0]}, {domain[1]}): {domain[2]}")
@@ -123,7 +124,7 @@ def _bounds(runner: CaseRunner, case: dict[str, Any]) -> list[str]:
             v = evaluate(e, dict(case))
         except (UserError, KeyError):
             continue
-        if isinstance(v, int) and v > 0:
+        if isinstance(v, int) and v > 1:  # [0, 1) is all zeros: an index into one row
             values.setdefault(e, v)
     return sorted(values, key=values.get)
 

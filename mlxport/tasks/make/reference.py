@@ -10,7 +10,7 @@ from pathlib import Path
 from mlxport.spec.toml import dumps
 from mlxport.tasks.folder import TaskError
 from mlxport.tasks.request import TaskRequest
-from mlxport.tasks.sizes import TUNING, apart
+from mlxport.tasks.sizes import TUNING, apart, odd_sizes
 
 _TENSOR = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::\s*(\w+))?\s*\[([^\]]*)\]\s*$")
 TOLERANCE = {"float32": (1e-4, 1e-4), "float16": (2e-3, 2e-3), "bfloat16": (2e-2, 2e-2)}
@@ -54,8 +54,8 @@ def from_reference(request: TaskRequest, folder: Path) -> Path:
 
 def _heldout(cases: list[dict]) -> list[dict]:
     """Held-out cases where the user gave none: every size at least twice its largest visible
-    value, and every size odd, sizes bound to different names at different values (sizes are the
-    integers the cases bind, block and tile sizes aside)."""
+    value, and every size odd (`odd_sizes`), sizes bound to different names at different values
+    (sizes are the integers the cases bind, block and tile sizes aside)."""
     base = cases[0]
     free = [
         k
@@ -65,9 +65,8 @@ def _heldout(cases: list[dict]) -> list[dict]:
     if not free:
         return []
     largest = {k: max(c.get(k, base[k]) for c in cases) for k in free}
-    odd = {k: base[k] + 1 if base[k] % 2 == 0 else base[k] + 2 for k in free}
     twice = apart({k: 2 * largest[k] for k in free}, largest)
-    return [{**base, **twice}, {**base, **apart(odd, dict.fromkeys(free, 2))}]
+    return [{**base, **twice}, {**base, **odd_sizes(base, free)}]
 
 
 def _reference_module(module: str, fn: str, folder: Path) -> None:

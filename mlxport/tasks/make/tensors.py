@@ -12,7 +12,7 @@ from typing import Any
 
 from mlxport.errors import UserError
 from mlxport.expr import evaluate
-from mlxport.tasks.make.cases import CaseRunner, dims, label, row_strides
+from mlxport.tasks.make.cases import CaseRunner, dims, label
 from mlxport.tasks.make.kernel import CudaTaskError, dtype, param_type
 from mlxport.translate.host.values import HostLaunch
 
@@ -121,7 +121,7 @@ def name_measured(runner: CaseRunner, cases: list[dict[str, Any]]) -> None:
         found = next((c for c in candidates if _equals_at(_product(c), own, cases)), None)
         if found is None:
             continue
-        shapes[p.name] = strided(list(found), row_strides(info.body or runner.kf.text, p.name))
+        shapes[p.name] = strided(list(found), runner.strides(p.name))
         if not any(re.search(rf"\b{own}\b", str(d)) for sh in shapes.values() for d in sh):
             for c in cases:
                 c.pop(own, None)
