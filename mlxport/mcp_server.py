@@ -375,6 +375,10 @@ def create_task(
     includes: Annotated[
         list[str] | None, Field(description="Folders of the file's local headers.")
     ] = None,
+    inputs: Annotated[
+        str | None,
+        Field(description="The values an integer input takes, e.g. 'idx:int32[0,V)'."),
+    ] = None,
     folder: Annotated[str, Field(description="Parent folder of the new task.")] = "mlxport-tasks",
     name: Annotated[str | None, Field(description="Task name; default: the kernel's.")] = None,
 ) -> CallToolResult:
@@ -401,6 +405,7 @@ def create_task(
             shared_bytes=shared_bytes,
             template=template,
             includes=[Path(p) for p in includes or []],
+            inputs=inputs,
             name=name,
         )
 

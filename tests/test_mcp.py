@@ -115,6 +115,7 @@ async def session_calls(tmp_path: Path) -> dict:
             {"source": SCALE_CU, "cases": ["s=2.5"], "folder": str(tmp_path / "tasks")},
             "bad_create",
         )
+        await indexed_task(call, tmp_path)
         await call(
             "port",
             {
@@ -171,6 +172,28 @@ async def text_held_port(call, tmp_path: Path) -> None:
     await call("run_correctness", {"task": task, "candidate_id": cid}, "after_finish")
     await call("session", {"task": task}, "session_closed")
     await call("session", {"task": task, "new": True}, "session_new")
+
+
+EMBED_CU = """
+__global__ void embed(float* out, const int* idx, const float* table, int C) {
+    out[blockIdx.x * C + threadIdx.x] = table[idx[blockIdx.x] * C + threadIdx.x];
+}
+void run(float* out, const int* idx, const float* table, int N, int C) {
+    embed<<<N, C>>>(out, idx, table, C);
+}
+"""
+
+
+async def indexed_task(call, tmp_path: Path) -> None:
+    """An index input whose values the host code does not bound: refused naming the arguments
+    that give them, then made with them."""
+    given = {"source": EMBED_CU, "folder": str(tmp_path / "tasks")}
+    await call("create_task", {**given, "cases": ["N=8,C=32"]}, "embed_refused")
+    await call(
+        "create_task",
+        {**given, "cases": ["N=8,C=32,V=16"], "inputs": "idx:int32[0,V)", "shapes": ["table=V*C"]},
+        "embed_made",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -347,6 +370,10 @@ def test_mistakes_come_back_naming_the_tool_and_argument_that_fix_them(got):
     bad_create = text(got["bad_create"])
     assert got["bad_create"].is_error and "create_task's `cases`" in bad_create
     assert "--" not in bad_create
+    refused = text(got["embed_refused"])
+    assert got["embed_refused"].is_error and "create_task's `inputs`" in refused, refused
+    assert "--" not in refused
+    assert got["embed_made"].structured_content["cases"] == ["N=8,C=32,V=16"]
 
 
 def test_docs_show_the_transcript_of_this_test(got, tmp_path_factory):
