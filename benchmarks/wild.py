@@ -5,7 +5,7 @@ The kernels' code is not in this repository: it is read from repository snapshot
 search tool's fetch (a bare git dir per repository, OWNER+NAME/repo under the folder given).
 
     python benchmarks/wild.py /work/.mirror [--only ID,...] [--stages read,run,port,op]
-        [--out DIR] [--manifest F]
+        [--out DIR] [--manifest F] [--jobs N]
 
 Stage ``op`` calls a verified port's written kernel.py as a user would, at sizes drawn afresh, and
 compares it with the original: "op correct". Writes DIR/wild.json (per kernel: parsed, executed,
@@ -23,6 +23,7 @@ import sys
 import time
 import tomllib
 import traceback
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -171,6 +172,41 @@ def stage_op(folder: Path, port: Path) -> dict:
     return {"op_correct": False, "op_reason": f"{bad.case} {bad.dtype}: {bad.error or bad.pattern}"}
 
 
+def run_entry(entry: dict, mirror: Path, out: Path, stages: set[str]) -> dict:
+    """One kernel through ``stages``: its row of the table."""
+    t0 = time.perf_counter()
+    row = {
+        "id": entry["id"],
+        "parsed": False,
+        "executed": False,
+        "translated": False,
+        "verified": False,
+        "op_correct": False,
+        "reason": "",
+    }
+    try:
+        root = snapshot(mirror, entry["repo"], entry["commit"], out / "src")
+        path = root / entry["path"]
+        if entry.get("defines"):
+            path = with_defines(path, entry["defines"], out / "src")
+        row.update(stage_read(path, entry, root))
+        if "run" in stages:
+            folder = stage_task(path, entry, root, out / "tasks" / re.sub(r"\W", "_", entry["id"]))
+            row["executed"] = True
+            if "port" in stages:
+                row.update(stage_port(folder, out / "ports"))
+            if "op" in stages and row["verified"]:
+                row.update(stage_op(folder, out / "ports" / load_name(folder)))
+    except UserError as e:
+        row["reason"] = str(e)
+    except Exception as e:  # a crash is a finding too: recorded, the corpus goes on
+        row["reason"] = (
+            f"{type(e).__name__}: {e} | {traceback.format_exc().splitlines()[-3].strip()}"
+        )
+    row["seconds"] = round(time.perf_counter() - t0, 1)
+    return row
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("mirror", type=Path, help="folder of fetched snapshots (OWNER+NAME/repo)")
@@ -178,6 +214,7 @@ def main() -> None:
     ap.add_argument("--stages", default="read,run,port,op")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "wild")
     ap.add_argument("--manifest", type=Path, default=MANIFEST)
+    ap.add_argument("--jobs", type=int, default=1, help="kernels run at once, each in a process")
     args = ap.parse_args()
     entries = tomllib.loads(args.manifest.read_text())["kernel"]
     if args.only:
@@ -185,49 +222,23 @@ def main() -> None:
         entries = [e for e in entries if e["id"] in wanted]
     stages = set(args.stages.split(","))
     args.out.mkdir(parents=True, exist_ok=True)
-    work = args.out / "src"
-    rows = []
-    for entry in entries:
-        t0 = time.perf_counter()
-        row = {
-            "id": entry["id"],
-            "parsed": False,
-            "executed": False,
-            "translated": False,
-            "verified": False,
-            "op_correct": False,
-            "reason": "",
-        }
-        try:
-            root = snapshot(args.mirror, entry["repo"], entry["commit"], work)
-            path = root / entry["path"]
-            if entry.get("defines"):
-                path = with_defines(path, entry["defines"], work)
-            row.update(stage_read(path, entry, root))
-            if "run" in stages:
-                folder = stage_task(
-                    path, entry, root, args.out / "tasks" / re.sub(r"\W", "_", entry["id"])
-                )
-                row["executed"] = True
-                if "port" in stages:
-                    row.update(stage_port(folder, args.out / "ports"))
-                if "op" in stages and row["verified"]:
-                    row.update(stage_op(folder, args.out / "ports" / load_name(folder)))
-        except UserError as e:
-            row["reason"] = str(e)
-        except Exception as e:  # a crash is a finding too: recorded, the corpus goes on
-            row["reason"] = (
-                f"{type(e).__name__}: {e} | {traceback.format_exc().splitlines()[-3].strip()}"
+    for repo, commit in dict.fromkeys((e["repo"], e["commit"]) for e in entries):
+        snapshot(args.mirror, repo, commit, args.out / "src")  # once, before the workers read it
+    order = {e["id"]: i for i, e in enumerate(entries)}
+    rows: list[dict] = []
+    with ProcessPoolExecutor(args.jobs) as pool:
+        running = [pool.submit(run_entry, e, args.mirror, args.out, stages) for e in entries]
+        for done in as_completed(running):
+            row = done.result()
+            rows.append(row)
+            rows.sort(key=lambda r: order[r["id"]])
+            print(
+                f"{row['id']:<48} parsed={row['parsed']!s:<5} executed={row['executed']!s:<5} "
+                f"verified={row['verified']!s:<5} op={row['op_correct']!s:<5} "
+                f"{(row['reason'] or row.get('op_reason', ''))[:150]}",
+                flush=True,
             )
-        row["seconds"] = round(time.perf_counter() - t0, 1)
-        rows.append(row)
-        print(
-            f"{row['id']:<48} parsed={row['parsed']!s:<5} executed={row['executed']!s:<5} "
-            f"verified={row['verified']!s:<5} op={row['op_correct']!s:<5} "
-            f"{(row['reason'] or row.get('op_reason', ''))[:150]}",
-            flush=True,
-        )
-        write(args.out, rows)
+            write(args.out, rows)
 
 
 def write(out: Path, rows: list[dict]) -> None:

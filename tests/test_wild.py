@@ -46,13 +46,17 @@ def test_the_wild_script_reads_runs_ports_and_calls_the_op_of_a_kernel_from_a_sn
             str(manifest),
             "--out",
             str(out),
+            "--jobs",
+            "2",
         ],
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    rows = {r["id"]: r for r in json.loads((out / "wild.json").read_text())}
+    listed = json.loads((out / "wild.json").read_text())
+    assert [r["id"] for r in listed] == ["mine/softmax_rows", "mine/missing"]  # manifest order
+    rows = {r["id"]: r for r in listed}
     assert rows["mine/softmax_rows"] | {"seconds": 0} == {
         "id": "mine/softmax_rows",
         "parsed": True,
