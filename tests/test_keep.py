@@ -36,7 +36,14 @@ NOT_KEPT = {  # what makes the second loop's chunks possibly not the first's
     "the bound changed between them": [("int m = n;", "n = n / 2;")],
     "another offset": [(SECOND, SECOND.replace("xr[c]", "xr[c + 1]"))],
     "another bound": [(SECOND, SECOND.replace("c < n;", "c < n - 8;"))],
-    "shared memory": SHARED,  # written again between them, for all the loops can tell
+    # another thread's element written between the reads: for all the loops can tell, theirs
+    "shared memory written again": [
+        *SHARED,
+        (
+            "__syncthreads();",
+            "__syncthreads();\n    if (threadIdx.x == 0) row[0] = 1.0f;\n    __syncthreads();",
+        ),
+    ],
 }
 
 
@@ -65,11 +72,12 @@ def test_chunks_that_may_differ_are_loaded_again(why):
     assert not keeps(edited(NOT_KEPT[why])), why
 
 
-def test_the_same_loops_over_device_memory_are_kept():
-    """The shared-memory case's last two loops reading the input instead: taken."""
-    src = edited([(old, new.replace("out2[c] = row[c]", "out2[c] = xr[c]")) for old, new in SHARED])
-    got = keeps(src.replace("out[c] = row[c]", "out[c] = xr[c]"))
-    assert len(got) == 3 and sum(bool(k.saves) for k in got.values()) == 1
+def test_what_a_loop_wrote_to_shared_memory_nothing_else_writes_is_kept():
+    """A row staged in shared memory (layernorm's): the loops after the barrier take what the
+    first one stored from its registers; beside a write elsewhere, they load it."""
+    got = keeps(edited(SHARED))
+    assert len(got) == 3 and list(got[0].saves.values()) == ["mlxport_keep0_w0"]  # row's
+    assert list(got[1].uses.values()) == list(got[2].uses.values()) == ["mlxport_keep0_w0"]
 
 
 def test_softmax_keeps_its_row_and_matches_the_chunked_variant_bit_for_bit(
@@ -87,6 +95,25 @@ def test_softmax_keeps_its_row_and_matches_the_chunked_variant_bit_for_bit(
     head, _, tail = kept.source.rpartition("mlxport_keep0_r0[mlxport_q];")
     stale = kept.model_copy(update={"source": head + "mlxport_keep0_r0[0];" + tail})
     case = {"R": 3, "C": 8196}
+    want = run_on_executor(executor, tmp_path / "a.cu", t, plain, case, "bfloat16")["out"]
+    got = run_on_executor(executor, tmp_path / "b.cu", t, kept, case, "bfloat16")["out"]
+    bad = run_on_executor(executor, tmp_path / "c.cu", t, stale, case, "bfloat16")["out"]
+    np.testing.assert_array_equal(got, want)
+    assert not np.array_equal(bad, want)
+
+
+def test_layernorm_keeps_its_staged_row_and_matches_bit_for_bit(executor, tmp_path):  # noqa: F811
+    """Rows of 4090 elements staged in shared memory by 128 threads, 8 four-element chunks each:
+    the variance and the output take the row from registers in rows 0 and 2 (row 1 starts 4
+    bytes off and runs as written). The same bits as vector=4 alone; a variant whose last loop
+    takes the first step's chunk at every step differs."""
+    t = load_task("layernorm")
+    search = Search(t, "cuda")
+    kept = search.variant("vector=4 + keep=8 + LN_BLOCK=128 + __restrict__").candidate
+    plain = search.variant("vector=4 + LN_BLOCK=128 + __restrict__").candidate
+    head, _, tail = kept.source.rpartition("mlxport_keep0_w1[mlxport_q];")
+    stale = kept.model_copy(update={"source": head + "mlxport_keep0_w1[0];" + tail})
+    case = {"R": 3, "D": 4090}
     want = run_on_executor(executor, tmp_path / "a.cu", t, plain, case, "bfloat16")["out"]
     got = run_on_executor(executor, tmp_path / "b.cu", t, kept, case, "bfloat16")["out"]
     bad = run_on_executor(executor, tmp_path / "c.cu", t, stale, case, "bfloat16")["out"]

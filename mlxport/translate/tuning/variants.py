@@ -12,10 +12,11 @@ passing every check. The knobs:
   which loops keep their meaning, and the run-time test that falls back to the loop as written).
   Sums a thread carries across a stride loop's iterations combine the same terms in another
   grouping.
-- ``keep=K`` (CUDA, with ``vector=V``): a stride loop reading the chunks an earlier one read (the
-  same buffer of device memory at the same elements: softmax's two passes over its row) takes them
-  from registers, where every thread has at most K chunk steps; the first loop loads all of its K
-  before its first step (``Keep`` in ``vector_code.py``). The same results bit for bit as vector=V.
+- ``keep=K`` (CUDA, with ``vector=V``): a stride loop reading the chunks an earlier one read or
+  wrote (softmax's two passes over its row, layernorm's row staged in shared memory) takes them
+  from registers, where every thread has at most K chunk steps; both load all they read for their
+  K steps before the first (``Keep`` in ``vector_code.py``). The same results bit for bit as
+  vector=V.
 - ``selects=1`` (CUDA): a branch in a loop whose arms only update float scalars (softmax's online
   update) becomes selects: both arms computed, the taken one kept, a math call both make made once
   (``ifconvert.py``: which arms are safe to run on the other path). The same results bit for bit;
@@ -45,13 +46,13 @@ The search is greedy and driven by timings (``Search.next``): ``__restrict__`` a
 vector=4, selects, coarsen=4 and 8, keep=4 and 8, unroll=4 and 8 (what the translation loses
 against the expert ports is mostly bytes in flight per thread and work per element), each on top of
 the fastest variant so far, then each integer's values in turn (those sizing the block first), then
-the vector widths and unroll factors again on top of that (a smaller block gives a stride loop the
-iterations a chunk or unrolling needs), then the integers sizing the block again, the source's own
-value among them (more items a thread can want another block: a row scanned in one tile rather than
-four), then the integers that only size an array. A variant that would time the same code and
-launch as the translation or a variant already offered is skipped, as is one whose knobs edit the
-same source (a tuned constant inside a rewritten loop). ``tuning_variants`` is the search when no
-variant is timed.
+the vector widths, keeps and unroll factors again on top of that (a smaller block gives a stride
+loop the iterations a chunk, a keep or unrolling needs), then the integers sizing the block again,
+the source's own value among them (more items a thread can want another block: a row scanned in one
+tile rather than four), then the integers that only size an array. A variant that would time the
+same code and launch as the translation or a variant already offered is skipped, as is one whose
+knobs edit the same source (a tuned constant inside a rewritten loop). ``tuning_variants`` is the
+search when no variant is timed.
 """
 
 from __future__ import annotations
@@ -198,7 +199,10 @@ class Search:
             yield {}
         first = [(k, k.values) for k in self.knobs if not k.capacity]
         again = [
-            (k, k.values) for name in ("vector", "unroll") for k in self.knobs if k.name == name
+            (k, k.values)
+            for name in ("vector", "keep", "unroll")
+            for k in self.knobs
+            if k.name == name
         ]
         # the source's own value too
         blocks = [(k, [k.value, *k.values]) for k in self.knobs if k.block]

@@ -70,11 +70,12 @@ class StrideLoop:
 
 @dataclass
 class Keep:
-    """Chunks a stride loop reads that a later loop over the same elements reads again, held in
-    registers between them: the first loop (``saves``) loads each into ``mlxport_keepN[q]`` for its
-    q-th step, all before the first step, where every thread has at most ``steps`` steps
-    (``mlxport_keptI`` says so), and a later one (``uses``) takes them from there at the same steps,
-    where that holds and its own chunks are aligned."""
+    """Chunks a stride loop reads or writes that a later loop over the same elements reads, held in
+    registers between them: the first loop (``saves``) loads each it reads into
+    ``mlxport_keepI_rN[q]`` for its q-th step, all before the first step, and copies each it writes
+    there as it stores it, where every thread has at most ``steps`` steps (``mlxport_keptI`` says
+    so); a later one (``uses``) takes them from there at the same steps, where that holds and its
+    own chunks are aligned."""
 
     steps: int
     flag: str  # mlxport_keptI
@@ -90,32 +91,40 @@ class Keep:
         return self.flag
 
     def code(self, ok: str, v: int, loop: StrideLoop) -> str:
+        """The kept steps: every chunk a step reads from memory loaded for all steps first (the
+        loads in flight together), then the steps."""
         t, c0 = loop.type, "mlxport_c0"
-        head = steps = ""
+        head = ""
         if self.saves:
             head = f"const bool {self.flag} = {self.held(ok, v, loop)};\n" + "".join(
                 f"mlxport_chunk<{self.elems[r]}, {v}> {r}[{self.steps}];\n"
                 for r in self.saves.values()
             )
-            loads = "".join(
-                f"{self.saves[ch.name]}[mlxport_q] = "
-                f"*reinterpret_cast<const mlxport_chunk<{ch.elem}, {v}>*>({ch.pointer(c0)}); "
-                for ch in loop.chunks
-                if ch.name in self.saves
-            )
-            steps = self._steps(loop, v, f"{{ {loads}}}")
-        step = _chunk_step(
-            loop.chunks,
-            v,
-            c0,
-            t,
-            loop.var,
-            loop.vector_body,
-            {c: f"{r}[mlxport_q]" for c, r in {**self.saves, **self.uses}.items()},
+        regs = {**self.saves, **self.uses}
+        ahead = {  # read from memory here: into registers of this loop's own
+            ch.name: f"{ch.name}_q"
+            for ch in loop.chunks
+            if not ch.write and ch.name not in self.uses
+        }
+        regs.update({c: r for c, r in ahead.items() if c not in self.saves})
+        chunks = {ch.name: ch for ch in loop.chunks}
+        loads = "".join(
+            f"{regs[c]}[mlxport_q] = "
+            f"*reinterpret_cast<const mlxport_chunk<{chunks[c].elem}, {v}>*>"
+            f"({chunks[c].pointer(c0)}); "
+            for c in ahead
         )
+        slots = "".join(
+            f"mlxport_chunk<{chunks[c].elem}, {v}> {r}[{self.steps}];\n"
+            for c, r in ahead.items()
+            if c not in self.saves
+        )
+        kept = {c: f"{r}[mlxport_q]" for c, r in regs.items()}
+        step = _chunk_step(loop.chunks, v, c0, t, loop.var, loop.vector_body, kept)
         when = self.flag if self.saves else f"{ok} && {self.flag}"
+        first = self._steps(loop, v, f"{{ {loads}}}") if loads else ""
         body = self._steps(loop, v, "{\n" + step + "}")
-        return f"{head}if ({when}) {{\n{steps}{body}}}\n"
+        return f"{head}if ({when}) {{\n{slots}{first}{body}}}\n"
 
     def _steps(self, loop: StrideLoop, v: int, code: str) -> str:
         """``code`` for each of a thread's chunk steps, unrolled, where its chunk is whole."""
@@ -192,7 +201,7 @@ def _chunk_step(
     kept: dict[str, str] | None = None,
 ) -> str:
     """One chunk's loads (one held in registers taken from there, ``kept``), the V iterations of
-    the body on them, and its stores."""
+    the body on them, and its stores (one to hold also copied to its registers)."""
     kept = kept or {}
     loads = "".join(
         f"    const mlxport_chunk<{ch.elem}, {v}> {ch.name} = "
@@ -208,6 +217,7 @@ def _chunk_step(
     slots = "".join(f"    mlxport_chunk<{ch.elem}, {v}> {ch.name};\n" for ch in chunks if ch.write)
     stores = "".join(
         f"    *reinterpret_cast<mlxport_chunk<{ch.elem}, {v}>*>({ch.pointer(at)}) = {ch.name};\n"
+        + (f"    {kept[ch.name]} = {ch.name};\n" if ch.name in kept else "")
         for ch in chunks
         if ch.write
     )

@@ -66,15 +66,17 @@ What keeps the meaning, checked on the syntax tree (a loop that fails any check 
   touched nowhere else, and one it reads is written nowhere else, except a __shared__ one across a
   statement that waits for the whole block; no macro the kernel names may name it.
 
-With ``keep=K``, a later stride loop that reads a chunk an earlier one read (the same buffer at
-the same offset, the loops' start, bound and step the same text, and no statement between them
-changing a name those or the offset name) takes it from registers rather than memory: the earlier
-loop loads its kept chunks for up to K steps into ``mlxport_keepI_r0[K]`` before its first step
-(``mlxport_keptI``: every thread has at most K steps and its chunks are aligned), and the later one
-reads them at the same steps where ``mlxport_keptI`` holds and its own chunks are aligned; the
-chunk steps as above otherwise. A thread takes the same elements at the same steps either way, and
-the chunk holds what memory holds: only device memory that no statement of the kernel writes
-(``alone``) is kept, never shared memory, which a statement between the loops could write.
+With ``keep=K``, a later stride loop that reads a chunk an earlier one read or wrote (the same
+buffer at the same offset, the loops' start, bound and step the same text, and no statement between
+them changing a name those or the offset name) takes it from registers rather than memory: the
+earlier loop keeps its chunks for up to K steps in ``mlxport_keepI_r0[K]`` (``mlxport_keptI``:
+every thread has at most K steps and its chunks are aligned), and the later one reads them at the
+same steps where ``mlxport_keptI`` holds and its own chunks are aligned; the chunk steps as above
+otherwise. Where they run from registers, both loops load every chunk they read for all their steps
+before the first. A thread takes the same elements at the same steps either way, and the registers
+hold what memory holds: a chunk both loops read is device memory no statement of the kernel writes
+(``alone``); one the earlier loop writes (layernorm's row staged in shared memory) is memory nothing
+but that loop writes (``written_only_in``), each element by the one thread that later reads it.
 
 A run is ``for (int k = 0; k < K; ++k)`` anywhere in the kernel over a thread's own consecutive
 elements (CUB's blocked arrangement: ``xr[first + k]`` with ``first = tile + threadIdx.x * ITEMS``).
@@ -118,6 +120,7 @@ from mlxport.translate.reading.cudafile import CudaFile
 from mlxport.translate.reading.macros import normalize
 from mlxport.translate.tuning.kernel_tree import holder_of, params_of, pointer_params, spliced
 from mlxport.translate.tuning.vector_accesses import changed_names
+from mlxport.translate.tuning.vector_checks import written_only_in
 from mlxport.translate.tuning.vector_code import HELPERS, Keep, StrideLoop, ThreadRun
 from mlxport.translate.tuning.vector_facts import KernelFacts
 from mlxport.translate.tuning.vector_loops import stride_loop, thread_run
@@ -206,10 +209,10 @@ def _plan(raw: bytes, root: Node, cf: CudaFile, kernel: str) -> VectorPlan | Non
 
 
 def _keeps(loops: list[StrideLoop | ThreadRun], facts: KernelFacts) -> dict[int, Keep]:
-    """Stride loops that read a chunk an earlier one read (the same buffer at the same offset, over
-    the same start, bound and step, none of their names changed in between): the earlier keeps it,
-    the later takes it. Only device memory no statement of the kernel writes (shared memory may be
-    written again between them)."""
+    """Stride loops that read a chunk an earlier one read or wrote (the same buffer at the same
+    offset, over the same start, bound and step, none of their names changed in between): the
+    earlier keeps it, the later takes it. What both read is device memory no statement of the
+    kernel writes; what the earlier writes, memory nothing else writes (``written_only_in``)."""
     keeps: dict[int, Keep] = {}
     for j, later in enumerate(loops):
         if not isinstance(later, StrideLoop):
@@ -220,9 +223,14 @@ def _keeps(loops: list[StrideLoop | ThreadRun], facts: KernelFacts) -> dict[int,
             pairs = {
                 b.name: a
                 for b in later.chunks
-                if not b.write and not facts.buffers[b.root].shared
+                if not b.write
                 for a in first.chunks
-                if not a.write and (a.root, _bare(a.offset)) == (b.root, _bare(b.offset))
+                if (a.root, _bare(a.offset)) == (b.root, _bare(b.offset))
+                and (
+                    written_only_in(first.start, first.end, a.root, facts)
+                    if a.write
+                    else not facts.buffers[b.root].shared
+                )
             }
             if not pairs or not _same_steps(first, later, facts):
                 continue
