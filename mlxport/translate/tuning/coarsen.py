@@ -56,7 +56,7 @@ from mlxport.translate.bind.result import Untranslatable
 from mlxport.translate.reading.cudafile import CudaFile
 from mlxport.translate.reading.macros import normalize
 from mlxport.translate.tuning.coarsen_jam import Jam, Refused, Scopes, name_node
-from mlxport.translate.tuning.kernel_tree import params_of
+from mlxport.translate.tuning.kernel_tree import params_of, template_types
 from mlxport.translate.tuning.vector_facts import KernelFacts
 
 COARSEN = (4, 8)  # blocks of the launch as written that a block runs
@@ -103,7 +103,7 @@ def _rewrite(raw: bytes, root: Node, cf: CudaFile, kernel: str, factor: int) -> 
     if first is None:
         raise Refused("no block index")
     tail = statements[first:]
-    jam = Jam(raw, tail, factor)
+    jam = Jam(raw, tail, factor, set(facts.functions), template_types(kn))
     _check_tail(tail, jam.scopes, facts)
     _check_outputs(kn, body, facts)
     code = jam.code()
@@ -205,6 +205,7 @@ def _check_tail(tail: list[Node], scopes: Scopes, facts: KernelFacts) -> None:
                 for i, a in enumerate(args):
                     if facts.modifies_argument(n, i):
                         _check_write(a, scopes, facts)
+                    _check_handed(a, scopes, facts)
 
 
 def _top_guard(ret: Node, tail: list[Node]) -> bool:
@@ -238,6 +239,33 @@ def _check_write(target: Node | None, scopes: Scopes, facts: KernelFacts) -> Non
         return
     if text(root) not in _outputs_of(facts):
         raise Refused(f"a write into {text(root)}, which is not an output")
+
+
+def _check_handed(arg: Node, scopes: Scopes, facts: KernelFacts) -> None:
+    """Memory handed to a function is a buffer's (an output's is checked as one) or the copy's
+    own: a local array or pointer from before the copies would be one for all of them."""
+    root = _memory_root(arg)
+    if (
+        root is not None
+        and scopes.binding(root) is None
+        and text(root) in _memory_locals(facts)
+        and text(root) not in facts.buffers
+    ):
+        raise Refused(f"{text(root)} handed on, which every copy shares")
+
+
+def _memory_locals(facts: KernelFacts) -> set[str]:
+    """The kernel's local arrays and pointers (and autos, which may be either)."""
+    out = set()
+    for d in walk(facts.body):
+        if d.type != "declaration":
+            continue
+        auto = "auto" in text(d.child_by_field_name("type"))
+        for x in d.children_by_field_name("declarator"):
+            kinds = {n.type for n in walk(x) if n.type.endswith("_declarator")}
+            if auto or kinds & {"array_declarator", "pointer_declarator", "reference_declarator"}:
+                out.add(declared_name(x))
+    return out
 
 
 def _check_address(arg: Node | None, scopes: Scopes, facts: KernelFacts) -> None:

@@ -37,6 +37,11 @@ _SCALAR = re.compile(
     r"(const\s+)?(((unsigned|signed)\s+)?(char|short|int|long|long\s+long|float|double)|"
     r"unsigned|signed|bool|size_t|ptrdiff_t|u?int(8|16|32|64)_t)(\s+const)?"
 )
+# CUDA's vector and 16-bit float types: no constructor that does anything
+_VECTOR = re.compile(
+    r"(u?(char|short|int|long|longlong)|float|double)[1-4]|__half2?|half2?|__nv_bfloat162?|"
+    r"nv_bfloat162?"
+)
 SINCOS = frozenset({"sincosf", "__sincosf", "sincospif"})
 _MEMO_CALLS = re.compile(
     r"^(__\w+f|__f\w+_r[nzud]|[a-z]+\d*f|min|max|static_cast|int|float|unsigned)$"
@@ -111,8 +116,12 @@ class Scopes:
 class Jam:
     """Writes the statements once per copy (``factor`` copies), as the module says."""
 
-    def __init__(self, raw: bytes, statements: list[Node], factor: int) -> None:
-        self.raw, self.factor = raw, factor
+    def __init__(
+        self, raw: bytes, statements: list[Node], factor: int, functions: set[str], types: set[str]
+    ) -> None:
+        """``functions``: the file's own, which a call names instead of CUDA's math; ``types``:
+        the kernel's template type parameters (MLX's dtypes)."""
+        self.raw, self.factor, self.functions, self.types = raw, factor, functions, types
         self.scopes = Scopes(statements)
         self.shared: set[int] = set()  # jammed loops' indices: one for every copy
         self.memos = 0
@@ -146,7 +155,7 @@ class Jam:
                 out.append(self._declaration(st))
             elif st.type == "for_statement" and self._invariant(st):
                 out.append(self._loop(st, pragma))
-            elif (memo := _sincos(st)) is not None:
+            elif (memo := _sincos(st)) is not None and memo[0] not in self.functions:
                 out.append(self._memo(st, *memo))
             else:
                 self._per_copy_ok(st)
@@ -185,7 +194,11 @@ class Jam:
             raise Refused("a declaration of a type it does not name")
         decls = st.children_by_field_name("declarator")
         valued = [d for d in decls if d.type == "init_declarator"]
-        if not valued:  # float s, c; float items[4];
+        if not valued:  # float s, c; float items[4]; constructed by every copy, run or not
+            plain = re.sub(r"\b(const|volatile)\b", "", text(st.child_by_field_name("type")))
+            plain = plain.strip()
+            if not (_SCALAR.fullmatch(plain) or _VECTOR.fullmatch(plain) or plain in self.types):
+                raise Refused(f"a {plain} constructed where its copy may not run")
             return "".join(self._copy(st, j) + "\n" for j in range(self.factor))
         if len(decls) != 1 or (
             decls[0].child_by_field_name("value") is None
@@ -263,7 +276,9 @@ class Jam:
         body = loop.child_by_field_name("body")
         statements = list(body.named_children) if body.type == "compound_statement" else [body]
         head = self.raw[loop.start_byte : body.start_byte].decode("utf-8", "replace").rstrip()
-        return f"{pragma}{head} {{\n{self._items(statements, top=False)}}}\n"
+        # its start, bound and step evaluated only where a copy would have evaluated them
+        live = " || ".join(f"mlxport_live{j}" for j in range(self.factor))
+        return f"if ({live}) {{\n{pragma}{head} {{\n{self._items(statements, top=False)}}}\n}}\n"
 
     def _memo(self, st: Node, fn: str, arg: Node, s: Node, c: Node) -> str:
         k, self.memos = self.memos, self.memos + 1
