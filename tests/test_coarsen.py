@@ -82,6 +82,10 @@ LEFT = {  # (what is replaced, by what): each lets a block see another's work, o
         (LOOP, "        put(held, s);\n        put(outr + i, held[0]);\n"),
     ],
     "a launch with a grid list": ("k<<<grid, block>>>", "k<<<{4, 1, 1}, block>>>"),
+    "cooperative groups": (
+        "    int count = 0;\n",
+        "    int count = 0;\n    auto g = cooperative_groups::this_grid();\n",
+    ),
 }
 
 
@@ -132,6 +136,23 @@ def test_rope_and_vector_add_get_the_knob_and_the_row_kernels_do_not():
         "coarsen=4 + unroll=8 + block.x@54=16 + ROWS_PER_BLOCK=8 + __restrict__"
     )
     assert stacked is not None and "#pragma unroll 8" in stacked.candidate.source
+
+
+def test_coarsen_is_tried_alone_where_it_does_not_stack_on_the_fastest():
+    """Rope's coarsened source has no vector knob: with vector=8 fastest, coarsen is timed on the
+    translation rather than skipped, and the search goes on from vector=8."""
+    search, times, offered = Search(load_task("rope"), "cuda"), {}, []
+    while (v := search.next(times, 100.0)) is not None and len(offered) < 7:
+        offered.append(v[0])
+        times[v[0]] = 50.0 if v[0] == "vector=8 + __restrict__" else 90.0
+    assert offered[1:] == [
+        "vector=8 + __restrict__",
+        "vector=4 + __restrict__",
+        "coarsen=4 + __restrict__",
+        "coarsen=8 + __restrict__",
+        "vector=8 + unroll=4 + __restrict__",
+        "vector=8 + unroll=8 + __restrict__",
+    ]
 
 
 def _labels(name: str):

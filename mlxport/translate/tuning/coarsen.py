@@ -19,9 +19,10 @@ bit. That holds only where no copy can see another's work, which is checked on t
 kernel that fails any check is left as it is):
 
 - ``blockIdx`` is named only as ``blockIdx.x``, by the kernel alone (no function it calls, no
-  macro); ``gridDim`` nowhere; no atomics, asm or file-scope variables a kernel may change; the
-  kernel is declared once, launched only with ``<<<>>>``, with a block count the launch can divide
-  (an expression, or a ``dim3`` built or declared in the launching function);
+  macro); ``gridDim`` and cooperative groups nowhere; no atomics, asm or file-scope variables a
+  kernel may change; the kernel is declared once, launched only with ``<<<>>>``, with a block
+  count the launch can divide (an expression, or a ``dim3`` built or declared in the launching
+  function);
 - from the first statement naming ``blockIdx`` on: no barrier, shuffle, vote or other exchange
   between threads (in a function called either), no macro but constants, no ``__shared__`` or
   ``static`` declaration, no write to shared memory, no return but ``if (COND) return;`` as a
@@ -37,7 +38,9 @@ kernel that fails any check is left as it is):
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from tree_sitter import Node
 
@@ -56,13 +59,15 @@ from mlxport.translate.bind.result import Untranslatable
 from mlxport.translate.reading.cudafile import CudaFile
 from mlxport.translate.reading.macros import normalize
 from mlxport.translate.tuning.coarsen_jam import Jam, Refused, Scopes, name_node
-from mlxport.translate.tuning.kernel_tree import params_of, template_types
+from mlxport.translate.tuning.kernel_tree import holder_of, params_of, template_types
+from mlxport.translate.tuning.vector_code import HELPERS
 from mlxport.translate.tuning.vector_facts import KernelFacts
 
 COARSEN = (4, 8)  # blocks of the launch as written that a block runs
 _ATOMIC = re.compile(r"^(atomic\w*|__atomic\w*|__nv_atomic\w*)$")
+_GROUPS = ("this_thread_block", "this_grid", "this_cluster", "coalesced_threads")
 _CASTS = frozenset({"reinterpret_cast", "static_cast", "const_cast"})
-_OWN_NAMES = re.compile(r"^(nblk|live\d+|j\d+_\w+|m\d+(_[asxc])?)$")  # mlxport_ + these
+_OWN_NAMES = re.compile(r"^(nblk|bdx|p|live\d+|j\d+_\w+|m\d+(_[asxc])?)$")  # mlxport_ + these
 
 
 @dataclass
@@ -80,16 +85,32 @@ class Coarsened:
 def coarsened(source: str, cf: CudaFile, kernel: str, factor: int) -> Coarsened | None:
     """The source with the kernel's blocks doing ``factor`` blocks' work each, or None where the
     kernel fails a check."""
+    return rewritten(source, cf, kernel, factor, BLOCKS)
+
+
+class Mode(NamedTuple):
+    """What the copies are: blocks of the launch (``BLOCKS``), or threads of a block
+    (coarsen_lanes.py)."""
+
+    index: tuple[str, ...]  # the copies start at the first statement naming one's .x
+    count: str  # the kernel parameter holding how many there are as launched
+    check: Callable  # (root, kn, cf, facts, helpers) -> None, raising Refused
+    check_tail: Callable  # (tail, scopes, facts) -> None
+    launches: Callable  # (root, cf, kernel, factor) -> edits
+    lanes: Callable | None = None  # facts -> Lanes, where the copies are threads
+
+
+def rewritten(source: str, cf: CudaFile, kernel: str, factor: int, mode: Mode) -> Coarsened | None:
     raw = source.encode("utf-8", "replace")
     data = normalize(raw)  # what the translator parses, offsets kept
     with reading_source(data):
         try:
-            return _rewrite(raw, parse(data).root_node, cf, kernel, factor)
+            return _rewrite(raw, parse(data).root_node, cf, kernel, factor, mode)
         except (Refused, UserError, Untranslatable, RecursionError):
             return None
 
 
-def _rewrite(raw: bytes, root: Node, cf: CudaFile, kernel: str, factor: int) -> Coarsened:
+def _rewrite(raw: bytes, root: Node, cf: CudaFile, kernel: str, factor: int, mode: Mode):
     info = pick_kernel(cf, kernel)
     kn = kernel_node(root, info)
     body = kn.child_by_field_name("body")
@@ -97,21 +118,31 @@ def _rewrite(raw: bytes, root: Node, cf: CudaFile, kernel: str, factor: int) -> 
         raise Refused("no body")
     facts = KernelFacts(root, kn, cf)
     helpers = [n for ns in helper_nodes(root, reachable(cf, info)).values() for n in ns]
-    _check_file(root, kn, cf, facts, helpers, kernel)
+    _check_file(root, kn, facts, helpers, kernel)
+    mode.check(root, kn, cf, facts, helpers)
     statements = list(body.named_children)
-    first = next((i for i, st in enumerate(statements) if _names_block(st)), None)
+    first = next(
+        (i for i, st in enumerate(statements) if any(names_index(st, x) for x in mode.index)),
+        None,
+    )
     if first is None:
-        raise Refused("no block index")
+        raise Refused(f"no {mode.index[0]}")
     tail = statements[first:]
-    jam = Jam(raw, tail, factor, set(facts.functions), template_types(kn))
-    _check_tail(tail, jam.scopes, facts)
-    _check_outputs(kn, body, facts)
+    lanes = mode.lanes(facts) if mode.lanes else None
+    jam = Jam(raw, tail, factor, set(facts.functions), template_types(kn), lanes)
+    mode.check_tail(tail, jam.scopes, facts)
     code = jam.code()
+    if lanes is not None and not jam.pairs:
+        raise Refused("no accesses to pair")
     start = raw.rfind(b"\n", 0, tail[0].start_byte) + 1
     end = body.end_byte - 1  # the closing brace
     old = raw[start:end]
     new = code.encode()
-    edits = [(start, end, new), *_parameter(kn), *_launches(root, cf, kernel, factor)]
+    edits = [(start, end, new), *_parameter(kn, mode.count)]
+    if lanes is not None:
+        at = holder_of(kn).start_byte
+        edits.append((at, at, HELPERS.encode()))  # the pairs' mlxport_chunk
+    edits += mode.launches(root, cf, kernel, factor)
     out = raw
     for s, e, text_ in sorted(edits, reverse=True):
         out = out[:s] + text_ + out[e:]
@@ -120,19 +151,14 @@ def _rewrite(raw: bytes, root: Node, cf: CudaFile, kernel: str, factor: int) -> 
     return Coarsened(out.decode("utf-8", "replace"), end_line, delta)
 
 
-def _check_file(root: Node, kn: Node, cf: CudaFile, facts: KernelFacts, helpers, kernel) -> None:
+def _check_file(root: Node, kn: Node, facts: KernelFacts, helpers, kernel: str) -> None:
+    """What either kind of copies needs of the file."""
     if any(n.type == "identifier" and text(n).startswith("mlxport_") for n in walk(root)):
         raise Refused("the rewrite's own names")
     if any(
         _OWN_NAMES.match(declared_name(p.child_by_field_name("declarator"))) for p in params_of(kn)
     ):
         raise Refused("a parameter the translation would name as the rewrite does")
-    for m in cf.macros:
-        if re.search(r"\b(blockIdx|gridDim)\b", m.body):
-            raise Refused("a macro naming the block")
-    for fn in helpers:
-        if any(n.type == "identifier" and text(n) in ("blockIdx", "gridDim") for n in walk(fn)):
-            raise Refused("a function naming the block")
     for scope in [kn, *helpers]:
         for n in walk(scope):
             if n.type in ("gnu_asm_expression", "asm_statement", "lambda_expression"):
@@ -141,17 +167,6 @@ def _check_file(root: Node, kn: Node, cf: CudaFile, facts: KernelFacts, helpers,
                 raise Refused("an atomic")
             if n.type == "identifier" and text(n) in facts.globals:
                 raise Refused("a file-scope variable")
-    for n in walk(kn):
-        if n.type == "identifier" and text(n) == "gridDim":
-            raise Refused("gridDim")
-        if n.type == "identifier" and text(n) == "blockIdx":
-            parent = n.parent
-            if (
-                parent is None
-                or parent.type != "field_expression"
-                or text(parent.child_by_field_name("field")) != "x"
-            ):
-                raise Refused("a block index other than blockIdx.x")
     declared = 0
     for n in walk(root):
         if n.type in ("function_definition", "declaration", "field_declaration"):
@@ -162,8 +177,46 @@ def _check_file(root: Node, kn: Node, cf: CudaFile, facts: KernelFacts, helpers,
         raise Refused("the kernel declared more than once")
 
 
-def _names_block(node: Node) -> bool:
-    return any(n.type == "identifier" and text(n) == "blockIdx" for n in walk(node))
+def only_x(kn: Node, cf: CudaFile, helpers, names: tuple, whole: tuple, fields=("x",)) -> None:
+    """``names`` only as fields (``.x``) in the kernel and nowhere in a function it calls or a
+    macro; ``whole`` and cooperative groups (a thread's or block's index by another name) nowhere
+    at all."""
+    whole += _GROUPS
+    for m in cf.macros:
+        if re.search(r"\b(" + "|".join(names + whole) + r")\b", m.body):
+            raise Refused("a macro naming the copies' index")
+    for fn in helpers:
+        if any(n.type == "identifier" and text(n) in names + whole for n in walk(fn)):
+            raise Refused("a function naming the copies' index")
+    for n in walk(kn):
+        if n.type == "identifier" and text(n) in whole:
+            raise Refused(text(n))
+        if n.type == "identifier" and text(n) in names:
+            parent = n.parent
+            if (
+                parent is None
+                or parent.type != "field_expression"
+                or text(parent.child_by_field_name("field")) not in fields
+            ):
+                raise Refused(f"{text(n)} other than {text(n)}.x")
+
+
+def _check_blocks(root: Node, kn: Node, cf: CudaFile, facts: KernelFacts, helpers) -> None:
+    only_x(kn, cf, helpers, ("blockIdx",), ("gridDim",))
+
+
+def _check_block_tail(tail: list[Node], scopes: Scopes, facts: KernelFacts) -> None:
+    _check_tail(tail, scopes, facts)
+    _check_outputs(facts.kn, facts.body, facts)
+
+
+def names_index(node: Node, index: str) -> bool:
+    return any(
+        n.type == "field_expression"
+        and text(n.child_by_field_name("argument")) == index
+        and text(n.child_by_field_name("field")) == "x"
+        for n in walk(node)
+    )
 
 
 def _check_tail(tail: list[Node], scopes: Scopes, facts: KernelFacts) -> None:
@@ -185,7 +238,7 @@ def _check_tail(tail: list[Node], scopes: Scopes, facts: KernelFacts) -> None:
                 raise Refused("shared or static memory declared per block")
             if n.type == "call_expression" and facts.reaches(n, _touches_shared(facts)):
                 raise Refused("a function touching shared memory")
-            if n.type == "return_statement" and not _top_guard(n, tail):
+            if n.type == "return_statement" and not top_guard(n, tail):
                 raise Refused("a return")
             if n.type in ("assignment_expression", "update_expression"):
                 target = n.child_by_field_name(
@@ -205,10 +258,14 @@ def _check_tail(tail: list[Node], scopes: Scopes, facts: KernelFacts) -> None:
                 for i, a in enumerate(args):
                     if facts.modifies_argument(n, i):
                         _check_write(a, scopes, facts)
-                    _check_handed(a, scopes, facts)
+                    check_handed(a, scopes, facts)
+            if n.type in ("init_declarator", "assignment_expression"):
+                value = n.child_by_field_name("value" if n.type == "init_declarator" else "right")
+                if value is not None:
+                    check_handed(value, scopes, facts)
 
 
-def _top_guard(ret: Node, tail: list[Node]) -> bool:
+def top_guard(ret: Node, tail: list[Node]) -> bool:
     cur = ret.parent
     if cur is not None and cur.type == "compound_statement" and len(cur.named_children) == 1:
         cur = cur.parent
@@ -224,37 +281,58 @@ def _top_guard(ret: Node, tail: list[Node]) -> bool:
 def _check_write(target: Node | None, scopes: Scopes, facts: KernelFacts) -> None:
     """A name written must be the copy's own; memory written, an output's or an array of the
     copy's own."""
-    target = _unparenthesized(target)
+    target = unparenthesized(target)
     if target is None:
         raise Refused("a write to something unnamed")
     if target.type == "identifier":
         if scopes.binding(target) is None:
             raise Refused(f"a write to {text(target)}, which every copy shares")
         return
-    root = _memory_root(target)
+    root = memory_root(target)
     if root is None:
         raise Refused("a write through an expression")
     b = scopes.binding(root)
     if b is not None and b in scopes.arrays:
         return
-    if text(root) not in _outputs_of(facts):
+    if text(root) not in outputs_of(facts):
         raise Refused(f"a write into {text(root)}, which is not an output")
 
 
-def _check_handed(arg: Node, scopes: Scopes, facts: KernelFacts) -> None:
-    """Memory handed to a function is a buffer's (an output's is checked as one) or the copy's
-    own: a local array or pointer from before the copies would be one for all of them."""
-    root = _memory_root(arg)
+def check_handed(arg: Node, scopes: Scopes, facts: KernelFacts) -> None:
+    """Memory handed to a function or a name is a buffer's (an output's is checked as one) or the
+    copy's own: a local array or pointer from before the copies would be one for all of them."""
+    root = _address_root(arg)
     if (
         root is not None
         and scopes.binding(root) is None
-        and text(root) in _memory_locals(facts)
+        and text(root) in memory_locals(facts)
         and text(root) not in facts.buffers
     ):
         raise Refused(f"{text(root)} handed on, which every copy shares")
 
 
-def _memory_locals(facts: KernelFacts) -> set[str]:
+def _address_root(expr: Node | None) -> Node | None:
+    """The name an address is taken from (``a``, ``a + i``, ``&a[i]``, casts of those); None for
+    a value read from memory (``a[i]``)."""
+    expr = unparenthesized(expr)
+    if expr is None:
+        return None
+    if expr.type == "identifier":
+        return expr
+    if expr.type == "pointer_expression" and text(expr.child_by_field_name("operator")) == "&":
+        return memory_root(expr.child_by_field_name("argument"))
+    if expr.type == "cast_expression":
+        return _address_root(expr.child_by_field_name("value"))
+    if expr.type == "call_expression" and bare_callee(expr) in _CASTS:
+        args = expr.child_by_field_name("arguments").named_children
+        return _address_root(args[0]) if len(args) == 1 else None
+    if expr.type == "binary_expression" and text(expr.child_by_field_name("operator")) in "+-":
+        left = _address_root(expr.child_by_field_name("left"))
+        return left or _address_root(expr.child_by_field_name("right"))
+    return None
+
+
+def memory_locals(facts: KernelFacts) -> set[str]:
     """The kernel's local arrays and pointers (and autos, which may be either)."""
     out = set()
     for d in walk(facts.body):
@@ -269,19 +347,19 @@ def _memory_locals(facts: KernelFacts) -> set[str]:
 
 
 def _check_address(arg: Node | None, scopes: Scopes, facts: KernelFacts) -> None:
-    arg = _unparenthesized(arg)
+    arg = unparenthesized(arg)
     if arg is not None and arg.type == "identifier":
         if scopes.binding(arg) is None:
             raise Refused(f"the address of {text(arg)}, which every copy shares")
         return
-    root = _memory_root(arg) if arg is not None else None
+    root = memory_root(arg) if arg is not None else None
     if root is None:
         raise Refused("an address of an expression")
     b = scopes.binding(root)
     if b is not None and b in scopes.arrays:
         return
     name = text(root)
-    if name not in _outputs_of(facts) and name not in facts.buffers or name in facts.shared:
+    if name not in outputs_of(facts) and name not in facts.buffers or name in facts.shared:
         raise Refused(f"an address into {name}")
 
 
@@ -318,7 +396,7 @@ def _touches_shared(facts: KernelFacts):
     return found
 
 
-def _outputs_of(facts: KernelFacts) -> set[str]:
+def outputs_of(facts: KernelFacts) -> set[str]:
     if not hasattr(facts, "_coarsen_outputs"):
         facts._coarsen_outputs = _outputs(facts.kn, facts.body)  # type: ignore[attr-defined]
     return facts._coarsen_outputs  # type: ignore[attr-defined]
@@ -342,7 +420,7 @@ def _outputs(kn: Node, body: Node) -> set[str]:
             if d.type != "init_declarator" or declared_name(d) in out:
                 continue
             value = d.child_by_field_name("value")
-            root = _memory_root(value) if value is not None else None
+            root = memory_root(value) if value is not None else None
             if root is not None and text(root) in out:
                 out.add(declared_name(d))
                 grew = True
@@ -351,7 +429,7 @@ def _outputs(kn: Node, body: Node) -> set[str]:
 
 def _check_outputs(kn: Node, body: Node, facts: KernelFacts) -> None:
     """Every use of an output writes it: see the module's list."""
-    outputs = _outputs_of(facts)
+    outputs = outputs_of(facts)
     names = [
         name_node(d)
         for n in walk(kn)
@@ -425,11 +503,11 @@ def _written_by(call: Node | None, arg: Node, facts: KernelFacts) -> bool:
     return accessor is not None and accessor[1].get(args.index(arg)) == "write"
 
 
-def _memory_root(node: Node | None) -> Node | None:
+def memory_root(node: Node | None) -> Node | None:
     """The name an element access or pointer expression is based on: ``p`` of ``p[i]``, ``*p``,
     ``*(p + i)``, ``&p[i]``, ``reinterpret_cast<float4*>(p)[i]``, ``p + i``; None if there is no
     one such name."""
-    cur = _unparenthesized(node)
+    cur = unparenthesized(node)
     for _ in range(64):
         if cur is None:
             return None
@@ -443,23 +521,23 @@ def _memory_root(node: Node | None) -> Node | None:
             args = cur.child_by_field_name("arguments").named_children
             cur = args[0] if len(args) == 1 else None
         elif cur.type == "binary_expression" and text(cur.child_by_field_name("operator")) in "+-":
-            left = _memory_root(cur.child_by_field_name("left"))
-            right = _memory_root(cur.child_by_field_name("right"))
+            left = memory_root(cur.child_by_field_name("left"))
+            right = memory_root(cur.child_by_field_name("right"))
             return left if right is None else right if left is None else None
         else:
             return None
-        cur = _unparenthesized(cur)
+        cur = unparenthesized(cur)
     return None
 
 
-def _unparenthesized(n: Node | None) -> Node | None:
+def unparenthesized(n: Node | None) -> Node | None:
     while n is not None and n.type == "parenthesized_expression" and len(n.named_children) == 1:
         n = n.named_children[0]
     return n
 
 
-def _parameter(kn: Node) -> list[tuple[int, int, bytes]]:
-    """The block count as written, a parameter of its own."""
+def _parameter(kn: Node, name: str) -> list[tuple[int, int, bytes]]:
+    """The copies' count as launched, a parameter of its own."""
     _, decl = function_declarator(kn)
     params = decl.child_by_field_name("parameters") if decl is not None else None
     if params is None or any(
@@ -468,11 +546,19 @@ def _parameter(kn: Node) -> list[tuple[int, int, bytes]]:
         raise Refused("no parameter list to add to")
     at = params.end_byte - 1
     comma = ", " if params.named_children else ""
-    return [(at, at, f"{comma}int mlxport_nblk".encode())]
+    return [(at, at, f"{comma}int {name}".encode())]
 
 
 def _launches(root: Node, cf: CudaFile, kernel: str, factor: int) -> list[tuple[int, int, bytes]]:
     """Each launch of the kernel with 1/factor of its blocks, passing their count as written."""
+    return launch_edits(root, cf, kernel, factor, 0)
+
+
+def launch_edits(
+    root: Node, cf: CudaFile, kernel: str, factor: int, which: int
+) -> list[tuple[int, int, bytes]]:
+    """Each launch of the kernel with 1/factor of the x extent of its grid (``which`` 0) or its
+    block (1), passing that extent as launched."""
     if any(s.kernel == kernel and s.api != "<<<>>>" for s in cf.launches):
         raise Refused("a launch through the runtime API")
     edits = []
@@ -485,7 +571,8 @@ def _launches(root: Node, cf: CudaFile, kernel: str, factor: int) -> list[tuple[
             fn = fn.child_by_field_name("name")
         if fn is None or text(fn).replace(" ", "").split("::")[-1] != kernel:
             continue
-        grid = next((c for c in config.named_children if c.type != "comment"), None)
+        dims = [c for c in config.named_children if c.type != "comment"]
+        grid = dims[which] if len(dims) > which else None
         args = call.child_by_field_name("arguments")
         if grid is None or args is None:
             raise Refused("a launch without a grid")
@@ -553,3 +640,6 @@ def _is_dim3(name: Node) -> bool:
                 if declared_name(x) == text(name):
                     return True
     return False
+
+
+BLOCKS = Mode(("blockIdx",), "mlxport_nblk", _check_blocks, _check_block_tail, _launches)

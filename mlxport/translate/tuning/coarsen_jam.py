@@ -25,10 +25,14 @@ blocks, which coarsen.py allows only where no copy can see another's work."""
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from tree_sitter import Node
 
 from mlxport.cuda_syntax import bare_callee, text, walk
+
+if TYPE_CHECKING:
+    from mlxport.translate.tuning.coarsen_lanes import Lanes
 
 _LOOPS = frozenset({"for_statement", "while_statement", "do_statement", "for_range_loop"})
 _NAME_WRAPPERS = frozenset({"init_declarator", "pointer_declarator", "array_declarator"})
@@ -117,23 +121,38 @@ class Jam:
     """Writes the statements once per copy (``factor`` copies), as the module says."""
 
     def __init__(
-        self, raw: bytes, statements: list[Node], factor: int, functions: set[str], types: set[str]
+        self,
+        raw: bytes,
+        statements: list[Node],
+        factor: int,
+        functions: set[str],
+        types: set[str],
+        lanes: Lanes | None = None,
     ) -> None:
         """``functions``: the file's own, which a call names instead of CUDA's math; ``types``:
-        the kernel's template type parameters (MLX's dtypes)."""
+        the kernel's template type parameters (MLX's dtypes); ``lanes``: the copies are threads of
+        a block (``threadIdx.x``), not blocks."""
         self.raw, self.factor, self.functions, self.types = raw, factor, functions, types
+        self.lanes = lanes
         self.scopes = Scopes(statements)
         self.shared: set[int] = set()  # jammed loops' indices: one for every copy
-        self.memos = 0
+        self.memos = self.pairs = 0
         self.statements = statements
 
     def code(self) -> str:
-        starts = "".join(
-            f"bool mlxport_live{j} = (long long)blockIdx.x + {j}LL * (long long)gridDim.x "
-            f"< (long long)(mlxport_nblk);\n"
-            for j in range(1, self.factor)
-        )
-        return "bool mlxport_live0 = true;\n" + starts + self._items(self.statements, top=True)
+        if self.lanes is not None:
+            starts = "".join(
+                f"bool mlxport_live{j} = {self.factor}LL * threadIdx.x + {j} "
+                f"< (long long)(mlxport_bdx);\n"
+                for j in range(self.factor)
+            )
+        else:
+            starts = "bool mlxport_live0 = true;\n" + "".join(
+                f"bool mlxport_live{j} = (long long)blockIdx.x + {j}LL * (long long)gridDim.x "
+                f"< (long long)(mlxport_nblk);\n"
+                for j in range(1, self.factor)
+            )
+        return starts + self._items(self.statements, top=True)
 
     def _items(self, statements: list[Node], top: bool) -> str:
         out, pragma = [], ""
@@ -148,7 +167,7 @@ class Jam:
             elif top and _guard(st) is not None:
                 cond = _guard(st)
                 out += [
-                    f"mlxport_live{j} = mlxport_live{j} && !({self._copy(cond, j)});\n"
+                    f"mlxport_live{j} = mlxport_live{j} && !({self.copy(cond, j)});\n"
                     for j in range(self.factor)
                 ]
             elif st.type == "declaration":
@@ -157,29 +176,36 @@ class Jam:
                 out.append(self._loop(st, pragma))
             elif (memo := _sincos(st)) is not None and memo[0] not in self.functions:
                 out.append(self._memo(st, *memo))
+            elif self.lanes is not None and _barrier(st):
+                out.append(text(st) + "\n")  # every copy reaches it: the thread waits once
+            elif self.lanes is not None and (pair := self.lanes.pair(self, st)) is not None:
+                self.pairs += 1
+                out.append(pair)
             else:
                 self._per_copy_ok(st)
                 out += [
-                    f"if (mlxport_live{j}) {{\n{pragma}{self._copy(st, j)}\n}}\n"
+                    f"if (mlxport_live{j}) {{\n{pragma}{self.copy(st, j)}\n}}\n"
                     for j in range(self.factor)
                 ]
             pragma = ""
         return "".join(out)
 
-    def _copy(self, node: Node, j: int) -> str:
-        """The node's text in copy j: its names and ``blockIdx.x`` those of copy j."""
+    def copy(self, node: Node, j: int, end: int | None = None) -> str:
+        """The node's text (up to ``end``) in copy j: its names and its block's or thread's index
+        those of copy j (and in lanes, ``blockDim.x`` the block's as launched)."""
+        end = node.end_byte if end is None else end
         edits = []
         for n in walk(node):
+            if n.start_byte >= end:
+                continue
             if n.type == "identifier":
                 b = self.scopes.binding(n)
                 if b is not None and b not in self.shared and j > 0:
                     edits.append((n.start_byte, n.end_byte, f"mlxport_j{j}_{text(n)}"))
-            elif (
-                j > 0
-                and n.type == "field_expression"
-                and text(n.child_by_field_name("argument")) == "blockIdx"
-            ):
-                edits.append((n.start_byte, n.end_byte, f"(blockIdx.x + {j}u * gridDim.x)"))
+            elif n.type == "field_expression" and text(n.child_by_field_name("field")) == "x":
+                new = self._index(text(n.child_by_field_name("argument")), j)
+                if new is not None:
+                    edits.append((n.start_byte, n.end_byte, new))
         edits.sort()
         out, at = [], node.start_byte
         for s, e, new in edits:
@@ -187,7 +213,15 @@ class Jam:
                 continue
             out += [self.raw[at:s].decode("utf-8", "replace"), new]
             at = e
-        return "".join(out) + self.raw[at : node.end_byte].decode("utf-8", "replace")
+        return "".join(out) + self.raw[at:end].decode("utf-8", "replace")
+
+    def _index(self, name: str, j: int) -> str | None:
+        """What ``name.x`` is in copy j (None: as written)."""
+        if self.lanes is None:
+            return f"(blockIdx.x + {j}u * gridDim.x)" if name == "blockIdx" and j > 0 else None
+        if name == "threadIdx":
+            return f"({self.factor}u * threadIdx.x + {j}u)"
+        return "((unsigned)mlxport_bdx)" if name == "blockDim" else None
 
     def _declaration(self, st: Node) -> str:
         if "auto" in text(st.child_by_field_name("type")):
@@ -199,7 +233,7 @@ class Jam:
             plain = plain.strip()
             if not (_SCALAR.fullmatch(plain) or _VECTOR.fullmatch(plain) or plain in self.types):
                 raise Refused(f"a {plain} constructed where its copy may not run")
-            return "".join(self._copy(st, j) + "\n" for j in range(self.factor))
+            return "".join(self.copy(st, j) + "\n" for j in range(self.factor))
         if len(decls) != 1 or (
             decls[0].child_by_field_name("value") is None
             or decls[0].child_by_field_name("value").type == "initializer_list"
@@ -218,7 +252,7 @@ class Jam:
         value = d.child_by_field_name("value")
         out = []
         for j in range(self.factor):
-            declared, v = self._copy(name, j), self._copy(value, j)
+            declared, v = self.copy(name, j), self.copy(value, j)
             # a pointer's conditional has the value's type; a scalar is converted first
             pick = (
                 f"({v}) : nullptr"
@@ -249,8 +283,11 @@ class Jam:
                     b = self.scopes.binding(n)
                     if b is not None and b not in own:
                         return False
-                if n.type == "field_expression" and text(n.child_by_field_name("argument")) in (
-                    "blockIdx",
+                if (
+                    n.type == "field_expression"
+                    and text(n.child_by_field_name("field")) == "x"
+                    and text(n.child_by_field_name("argument"))
+                    == ("blockIdx" if self.lanes is None else "threadIdx")
                 ):
                     return False
                 if n.type in ("call_expression", "comma_expression"):
@@ -275,7 +312,7 @@ class Jam:
     def _loop(self, loop: Node, pragma: str) -> str:
         body = loop.child_by_field_name("body")
         statements = list(body.named_children) if body.type == "compound_statement" else [body]
-        head = self.raw[loop.start_byte : body.start_byte].decode("utf-8", "replace").rstrip()
+        head = self.copy(loop, 0, body.start_byte).rstrip()
         # its start, bound and step evaluated only where a copy would have evaluated them
         live = " || ".join(f"mlxport_live{j}" for j in range(self.factor))
         return f"if ({live}) {{\n{pragma}{head} {{\n{self._items(statements, top=False)}}}\n}}\n"
@@ -285,9 +322,9 @@ class Jam:
         m = f"mlxport_m{k}"
         out = [f"float {m}_a = 0.0f, {m}_s = 0.0f, {m}_c = 0.0f; bool {m} = false;\n"]
         for j in range(self.factor):
-            sj, cj = self._copy(s, j), self._copy(c, j)
+            sj, cj = self.copy(s, j), self.copy(c, j)
             out.append(
-                f"if (mlxport_live{j}) {{ const float {m}_x = ({self._copy(arg, j)}); "
+                f"if (mlxport_live{j}) {{ const float {m}_x = ({self.copy(arg, j)}); "
                 f"if ({m} && __float_as_uint({m}_x) == __float_as_uint({m}_a)) "
                 f"{{ {sj} = {m}_s; {cj} = {m}_c; }} else {{ {fn}({m}_x, &{sj}, &{cj}); "
                 f"{m} = true; {m}_a = {m}_x; {m}_s = {sj}; {m}_c = {cj}; }} }}\n"
@@ -296,7 +333,10 @@ class Jam:
 
     def _per_copy_ok(self, st: Node) -> None:
         """A statement run per copy must not leave what encloses it: no return (the thread would
-        leave every copy), and no break or continue of a loop around it."""
+        leave every copy), and no break or continue of a loop around it; nor, for threads, wait
+        for the block."""
+        if self.lanes is not None:
+            self.lanes.refuse_per_copy(st)
         for n in walk(st):
             if n.type in ("return_statement", "goto_statement", "labeled_statement"):
                 raise Refused("a return or jump")
@@ -312,6 +352,17 @@ class Jam:
                     cur = cur.parent
                 if not inside:
                     raise Refused("a break or continue of a loop every copy runs")
+
+
+def _barrier(st: Node) -> bool:
+    """``__syncthreads();`` as a statement of its own."""
+    return (
+        st.type == "expression_statement"
+        and len(st.named_children) == 1
+        and st.named_children[0].type == "call_expression"
+        and bare_callee(st.named_children[0]) == "__syncthreads"
+        and not st.named_children[0].child_by_field_name("arguments").named_children
+    )
 
 
 def name_node(declarator: Node | None) -> Node | None:
@@ -365,12 +416,12 @@ def _sincos(st: Node) -> tuple[str, Node, Node, Node] | None:
         ):
             return None
         outs.append(arg)
-    if text(outs[0]) == text(outs[1]) or not _pure(args[0]):
+    if text(outs[0]) == text(outs[1]) or not pure(args[0]):
         return None
     return bare_callee(call), args[0], outs[0], outs[1]
 
 
-def _pure(expr: Node) -> bool:
+def pure(expr: Node) -> bool:
     for n in walk(expr):
         if n.type in ("assignment_expression", "update_expression", "comma_expression"):
             return False

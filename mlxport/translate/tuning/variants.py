@@ -75,6 +75,7 @@ from mlxport.translate.reading.reader import read_cuda
 from mlxport.translate.render.cuda_kernel import restrict_buffers
 from mlxport.translate.translator import translate
 from mlxport.translate.tuning.coarsen import COARSEN, coarsened
+from mlxport.translate.tuning.coarsen_lanes import LANES, laned
 from mlxport.translate.tuning.ifconvert import if_converted
 from mlxport.translate.tuning.vectorize import VECTOR, vector_plan
 from mlxport.verify.benchmark import primary_dtype
@@ -84,7 +85,8 @@ UNROLL = (4, 8)
 KEEP = (4, 8)  # chunk steps a thread holds in registers between two loops over the same elements
 MAX_VARIANTS = 20
 RESTRICT = "__restrict__"
-_NO_EDITS = frozenset({"selects", "coarsen", "keep"})  # knobs with no edits of their own
+_NO_EDITS = frozenset({"selects", "coarsen", "lanes", "keep"})  # knobs with no edits of their own
+_REWRITES = ("selects", "coarsen", "lanes")  # knobs that rewrite the source the others edit
 _DEFINE = re.compile(rb"^[ \t]*#define[ \t]+(\w+)[ \t]+(\d+)[ \t]*(?://.*)?$", re.M)
 _CONSTEXPR = re.compile(
     rb"\bconstexpr\s+(?:unsigned\s+|signed\s+)?(?:int|long|size_t|short)\s+(\w+)\s*=\s*(\d+)\s*;"
@@ -133,16 +135,19 @@ class Search:
         self.restrict = target == "cuda" and restrict_buffers(base) is not None
         self._base_key = _as_timed(task, base)
         self.knobs = _knobs(task, target, task.source_text(), cf)
-        # the sources the other knobs edit, by (selects, coarsen); None where there is none
-        self._sources: dict[tuple[int, int], tuple[bytes, dict[str, Knob]] | None] = {
-            (0, 0): (self.source, {k.name: k for k in self.knobs})
+        # the sources the other knobs edit, by (selects, coarsen, lanes); None where there is none
+        self._sources: dict[tuple[int, int, int], tuple[bytes, dict[str, Knob]] | None] = {
+            (0, 0, 0): (self.source, {k.name: k for k in self.knobs})
         }
         at = next((i + 1 for i, k in enumerate(self.knobs) if k.name == "vector"), 0)
-        if target == "cuda" and self._source((1, 0)) is not None:
-            self.knobs.insert(at, Knob("selects", None, [1], lambda _: []))
-            at += 1
-        if self._source((0, COARSEN[0])) is not None:
-            self.knobs.insert(at, Knob("coarsen", None, list(COARSEN), lambda _: []))
+        for name, key, values, cuda in (
+            ("selects", (1, 0, 0), [1], True),
+            ("coarsen", (0, COARSEN[0], 0), list(COARSEN), False),
+            ("lanes", (0, 0, LANES[0]), list(LANES), True),
+        ):
+            if (target == "cuda" or not cuda) and self._source(key) is not None:
+                self.knobs.insert(at, Knob(name, None, values, lambda _: []))
+                at += 1
 
     def next(
         self, times: dict[str, float | None], base: float | None = None
@@ -209,11 +214,21 @@ class Search:
         capacities = [(k, k.values) for k in self.knobs if k.capacity]
         for knob, values in first + again + blocks + capacities:
             for v in values:
-                yield {
+                step = {
                     n: x
                     for n, x in {**best(), knob.name: v}.items()
                     if n != knob.name or v != knob.value
                 }
+                yield self._stacked(step) if knob.name in _REWRITES else step
+
+    def _stacked(self, step: dict[str, int]) -> dict[str, int]:
+        """A rewrite's step without the settings its rewritten source has no knob for (vector=8
+        where rope is coarsened): tried on what it stacks with, not skipped."""
+        key = tuple(step.get(name, 0) for name in _REWRITES)
+        got = self._source(key) if any(key) else None
+        if got is None:
+            return step
+        return {n: x for n, x in step.items() if n in got[1] or n in _NO_EDITS}
 
     def _label(self, settings: dict[str, int]) -> str:
         order = [k.name for k in self.knobs]
@@ -225,8 +240,9 @@ class Search:
     ) -> tuple[dict[str, int], Translation | None, str | None]:
         if label not in self._built:
             data, knobs = self.source, self.knobs
-            got = self._source((settings.get("selects", 0), settings.get("coarsen", 0)))
-            if got is not None and (settings.get("selects") or settings.get("coarsen")):
+            key = tuple(settings.get(name, 0) for name in _REWRITES)
+            got = self._source(key)
+            if got is not None and any(key):
                 data, by_name = got
                 knobs = [
                     by_name.get(k.name, k if k.name in _NO_EDITS else None) for k in self.knobs
@@ -270,26 +286,26 @@ class Search:
             )
         return self._built[label]
 
-    def _source(self, key: tuple[int, int]) -> tuple[bytes, dict[str, Knob]] | None:
-        """The source with selects (key[0]) and coarsened by key[1], and the knobs that edit it,
-        named as the source's own (a line the rewrite moved is named by where it was)."""
+    def _source(self, key: tuple[int, int, int]) -> tuple[bytes, dict[str, Knob]] | None:
+        """The source with selects (key[0]), coarsened by key[1] or its threads running key[2]
+        lanes, and the knobs that edit it, named as the source's own (a line the rewrite moved is
+        named by where it was)."""
         if key not in self._sources:
             self._sources[key] = self._rewritten(*key)
         return self._sources[key]
 
-    def _rewritten(self, selects: int, factor: int) -> tuple[bytes, dict[str, Knob]] | None:
+    def _rewritten(
+        self, selects: int, factor: int, lanes: int
+    ) -> tuple[bytes, dict[str, Knob]] | None:
         source, line = self.task.source_text(), None
-        if factor:
-            below = self._source((selects, 0))
-            done = (
-                None
-                if below is None
-                else coarsened(
-                    below[0].decode("utf-8", "replace"),
-                    read_cuda(below[0].decode("utf-8", "replace"), name=self.task.source),
-                    self.task.kernel,
-                    factor,
-                )
+        if factor or lanes:
+            below = self._source((selects, 0, 0))
+            if below is None or (factor and lanes):
+                return None
+            text_ = below[0].decode("utf-8", "replace")
+            rewrite = coarsened if factor else laned
+            done = rewrite(
+                text_, read_cuda(text_, name=self.task.source), self.task.kernel, factor or lanes
             )
             if done is None:
                 return None
