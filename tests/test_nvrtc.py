@@ -116,3 +116,27 @@ def test_the_combined_variants_the_h200_search_chose_compile(name, label):
     variant = Search(task, "cuda").variant(label)
     assert variant is not None, label
     compiled(task, variant.candidate, task.bench_cases()[0], primary_dtype(task))
+
+
+@pytest.mark.parametrize(
+    ("name", "label"),
+    [
+        # eight blocks' rows a block, 32 pairs a thread
+        ("rope", "coarsen=8 + unroll=8 + block.x@54=16 + ROWS_PER_BLOCK=8 + __restrict__"),
+        # eight 16-byte chunks a thread held between the two loops
+        ("softmax_rows", "vector=8 + selects=1 + keep=8 + block@84=128 + __restrict__"),
+        # two threads' tile rows a thread, their 2-byte loads and stores paired
+        ("transpose_tiled", "lanes=2 + __restrict__"),
+        ("transpose_tiled", "lanes=2 + TILE_DIM=64 + BLOCK_ROWS=4 + __restrict__"),
+    ],
+)
+def test_coarsened_and_kept_variants_build_without_spills(name, label):
+    """The knobs that hold more in registers (several blocks' or threads' work a thread, a row
+    between two loops) at their largest values: ptxas keeps it all in registers."""
+    from mlxport.translate.tuning.variants import Search
+
+    task = load_task(name)
+    variant = Search(task, "cuda").variant(label)
+    assert variant is not None, label
+    log = compiled(task, variant.candidate, task.bench_cases()[0], primary_dtype(task))
+    assert "0 bytes spill stores" in log and "0 bytes stack frame" in log, log[-2000:]

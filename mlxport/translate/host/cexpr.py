@@ -149,6 +149,8 @@ class CToAst:
             return num(t == "true")
         if t in ("identifier", "qualified_identifier"):
             return self.name(text(n).replace(" ", ""), line)
+        if t == "field_expression" and text(n.child_by_field_name("operator")) == ".":
+            return self.name(re.sub(r"\s+", "", text(n)), line)  # a dim3's grid.x
         if t == "parenthesized_expression":
             return self.node(n.named_children[-1], line)
         if t == "cast_expression":

@@ -146,6 +146,9 @@ class _Host:
 
     def conv(self, env: dict) -> CToAst:
         def lookup(name: str) -> ast.expr | None:
+            base, _, part = name.partition(".")
+            if part in ("x", "y", "z") and isinstance(env.get(base), Dim3):  # grid.x
+                return env[base].parts["xyz".index(part)]
             v = env.get(name)
             if isinstance(v, _Lazy):
                 raise v.error

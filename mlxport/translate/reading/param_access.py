@@ -57,6 +57,8 @@ def _climb(node: Node) -> tuple[Node, bool]:
                 deref = False
         elif t in ("parenthesized_expression", "cast_expression"):
             pass
+        elif t == "conditional_expression" and parent.child_by_field_name("condition") != cur:
+            pass  # `live ? p + off : q`: either pointer
         elif t == "binary_expression" and source_text(parent.child_by_field_name("operator")) in (
             "+",
             "-",

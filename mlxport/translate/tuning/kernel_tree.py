@@ -164,3 +164,19 @@ def spliced(raw: bytes, node: Node, edits: list[tuple[int, int, str]]) -> str:
         out += [raw[at:s].decode("utf-8", "replace"), new]
         at = e
     return "".join(out) + raw[at : node.end_byte].decode("utf-8", "replace")
+
+
+def template_types(fn: Node) -> set[str]:
+    """The type parameters of the template a function is defined in (MLX instantiates a kernel's
+    with its dtypes)."""
+    holder = holder_of(fn)
+    if holder.type != "template_declaration":
+        return set()
+    params = holder.child_by_field_name("parameters")
+    return {
+        text(c)
+        for p in (params.named_children if params is not None else [])
+        if p.type == "type_parameter_declaration"
+        for c in p.named_children
+        if c.type == "type_identifier"
+    }

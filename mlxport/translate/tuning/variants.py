@@ -12,10 +12,20 @@ passing every check. The knobs:
   which loops keep their meaning, and the run-time test that falls back to the loop as written).
   Sums a thread carries across a stride loop's iterations combine the same terms in another
   grouping.
+- ``keep=K`` (CUDA, with ``vector=V``): a stride loop reading the chunks an earlier one read or
+  wrote (softmax's two passes over its row, layernorm's row staged in shared memory) takes them
+  from registers, where every thread has at most K chunk steps; both load all they read for their
+  K steps before the first (``Keep`` in ``vector_code.py``). The same results bit for bit as
+  vector=V.
 - ``selects=1`` (CUDA): a branch in a loop whose arms only update float scalars (softmax's online
   update) becomes selects: both arms computed, the taken one kept, a math call both make made once
   (``ifconvert.py``: which arms are safe to run on the other path). The same results bit for bit;
   the other knobs then apply to the converted source, whose lines are the source's.
+- ``coarsen=F``: the kernel launched with F times fewer blocks, each running F of the launch's
+  blocks as written, statement by statement, from the kernel's first use of ``blockIdx`` on; what
+  comes before runs once, and a sincos the F copies share is computed once (``coarsen.py``: which
+  kernels keep their meaning). The same results bit for bit; the other knobs then apply to the
+  coarsened source, and a line it moved is named by where it was.
 - ``unroll=U``: ``#pragma unroll U`` before each block- or grid-stride loop (a ``+=`` step, a bound
   known only at run time) of the kernel and the device functions it calls. Each thread still runs
   the same operations in the same order (the CPU executor's results match bit for bit); the
@@ -34,16 +44,17 @@ passing every check. The knobs:
 
 The search is greedy and driven by timings (``Search.next``; on the simulator, which never times,
 by its labelled cost estimate of each variant at the bench case, verify/estimate.py, which the rules
-policy passes in their place): ``__restrict__`` alone, vector=8 and
-vector=4, selects, unroll=4 and unroll=8 (what the translation loses against the expert ports is
-mostly bytes in flight per thread), each on top of the fastest variant so far, then each integer's
-values in turn (those sizing the block first), then the vector widths and unroll factors again on
-top of that (a smaller block gives a stride loop the iterations a chunk or unrolling needs), then
-the integers sizing the block again, the source's own value among them (more items a thread can
-want another block: a row scanned in one tile rather than four), then the integers that only size
-an array. A variant that would time the same code and launch as the translation or a variant
-already offered is skipped, as is one whose knobs edit the same source (a tuned constant inside a
-rewritten loop). ``tuning_variants`` is the search when no variant is timed.
+policy passes in their place): ``__restrict__`` alone, vector=8 and vector=4, selects, coarsen=4
+and 8, keep=4 and 8, unroll=4 and 8 (what the translation loses
+against the expert ports is mostly bytes in flight per thread and work per element), each on top of
+the fastest variant so far, then each integer's values in turn (those sizing the block first), then
+the vector widths, keeps and unroll factors again on top of that (a smaller block gives a stride
+loop the iterations a chunk, a keep or unrolling needs), then the integers sizing the block again,
+the source's own value among them (more items a thread can want another block: a row scanned in one
+tile rather than four), then the integers that only size an array. A variant that would time the
+same code and launch as the translation or a variant already offered is skipped, as is one whose
+knobs edit the same source (a tuned constant inside a rewritten loop). ``tuning_variants`` is the
+search when no variant is timed.
 """
 
 from __future__ import annotations
@@ -65,14 +76,19 @@ from mlxport.translate.reading.macros import normalize
 from mlxport.translate.reading.reader import read_cuda
 from mlxport.translate.render.cuda_kernel import restrict_buffers
 from mlxport.translate.translator import translate
+from mlxport.translate.tuning.coarsen import COARSEN, coarsened
+from mlxport.translate.tuning.coarsen_lanes import LANES, laned
 from mlxport.translate.tuning.ifconvert import if_converted
 from mlxport.translate.tuning.vectorize import VECTOR, vector_plan
 from mlxport.verify.benchmark import primary_dtype
 
 THREADGROUP_SIZES = (64, 128, 256, 512, 1024)
 UNROLL = (4, 8)
+KEEP = (4, 8)  # chunk steps a thread holds in registers between two loops over the same elements
 MAX_VARIANTS = 20
 RESTRICT = "__restrict__"
+_NO_EDITS = frozenset({"selects", "coarsen", "lanes", "keep"})  # knobs with no edits of their own
+_REWRITES = ("selects", "coarsen", "lanes")  # knobs that rewrite the source the others edit
 _DEFINE = re.compile(rb"^[ \t]*#define[ \t]+(\w+)[ \t]+(\d+)[ \t]*(?://.*)?$", re.M)
 _CONSTEXPR = re.compile(
     rb"\bconstexpr\s+(?:unsigned\s+|signed\s+)?(?:int|long|size_t|short)\s+(\w+)\s*=\s*(\d+)\s*;"
@@ -91,6 +107,7 @@ class Knob(NamedTuple):
     edits: Callable[[int], list[Edit]]
     block: bool = False  # sizes the block: tried again after the second pass
     capacity: bool = False  # only ever an array's size: tried last of all
+    takes: str = ""  # another knob whose value its edits take too (vector takes keep)
 
 
 class Search:
@@ -120,17 +137,19 @@ class Search:
         self.restrict = target == "cuda" and restrict_buffers(base) is not None
         self._base_key = _as_timed(task, base)
         self.knobs = _knobs(task, target, task.source_text(), cf)
-        converted = if_converted(task.source_text(), cf, task.kernel) if target == "cuda" else None
-        self._converted: tuple[bytes, dict[str, Knob]] | None = None
-        # the other knobs again, on the converted source (its lines are the same)
-        if converted is not None:
-            ccf = read_cuda(converted, name=task.source)
-            self._converted = (
-                converted.encode("utf-8", "replace"),
-                {k.name: k for k in _knobs(task, target, converted, ccf)},
-            )
-            at = next((i + 1 for i, k in enumerate(self.knobs) if k.name == "vector"), 0)
-            self.knobs.insert(at, Knob("selects", None, [1], lambda _: []))
+        # the sources the other knobs edit, by (selects, coarsen, lanes); None where there is none
+        self._sources: dict[tuple[int, int, int], tuple[bytes, dict[str, Knob]] | None] = {
+            (0, 0, 0): (self.source, {k.name: k for k in self.knobs})
+        }
+        at = next((i + 1 for i, k in enumerate(self.knobs) if k.name == "vector"), 0)
+        for name, key, values, cuda in (
+            ("selects", (1, 0, 0), [1], True),
+            ("coarsen", (0, COARSEN[0], 0), list(COARSEN), False),
+            ("lanes", (0, 0, LANES[0]), list(LANES), True),
+        ):
+            if (target == "cuda" or not cuda) and self._source(key) is not None:
+                self.knobs.insert(at, Knob(name, None, values, lambda _: []))
+                at += 1
 
     def next(
         self, times: dict[str, float | None], base: float | None = None
@@ -188,18 +207,31 @@ class Search:
             yield {}
         first = [(k, k.values) for k in self.knobs if not k.capacity]
         again = [
-            (k, k.values) for name in ("vector", "unroll") for k in self.knobs if k.name == name
+            (k, k.values)
+            for name in ("vector", "keep", "unroll")
+            for k in self.knobs
+            if k.name == name
         ]
         # the source's own value too
         blocks = [(k, [k.value, *k.values]) for k in self.knobs if k.block]
         capacities = [(k, k.values) for k in self.knobs if k.capacity]
         for knob, values in first + again + blocks + capacities:
             for v in values:
-                yield {
+                step = {
                     n: x
                     for n, x in {**best(), knob.name: v}.items()
                     if n != knob.name or v != knob.value
                 }
+                yield self._stacked(step) if knob.name in _REWRITES else step
+
+    def _stacked(self, step: dict[str, int]) -> dict[str, int]:
+        """A rewrite's step without the settings its rewritten source has no knob for (vector=8
+        where rope is coarsened): tried on what it stacks with, not skipped."""
+        key = tuple(step.get(name, 0) for name in _REWRITES)
+        got = self._source(key) if any(key) else None
+        if got is None:
+            return step
+        return {n: x for n, x in step.items() if n in got[1] or n in _NO_EDITS}
 
     def _label(self, settings: dict[str, int]) -> str:
         order = [k.name for k in self.knobs]
@@ -211,19 +243,25 @@ class Search:
     ) -> tuple[dict[str, int], Translation | None, str | None]:
         if label not in self._built:
             data, knobs = self.source, self.knobs
-            if settings.get("selects") and self._converted is not None:
-                data, by_name = self._converted
+            key = tuple(settings.get(name, 0) for name in _REWRITES)
+            got = self._source(key)
+            if got is not None and any(key):
+                data, by_name = got
                 knobs = [
-                    by_name.get(k.name, k if k.name == "selects" else None) for k in self.knobs
+                    by_name.get(k.name, k if k.name in _NO_EDITS else None) for k in self.knobs
                 ]
-            missing = any(
+            missing = got is None or any(
                 k is None and own.name in settings for k, own in zip(knobs, self.knobs, strict=True)
             )
             edits = sorted(
                 e
                 for k in knobs
                 if k is not None and k.name in settings and settings[k.name] != k.value
-                for e in k.edits(settings[k.name])
+                for e in (
+                    k.edits(settings[k.name], settings.get(k.takes, 0))
+                    if k.takes
+                    else k.edits(settings[k.name])
+                )
             )
             # a value in a rewritten loop
             clash = missing or any(b[0] < a[1] for a, b in zip(edits, edits[1:], strict=False))
@@ -251,20 +289,62 @@ class Search:
             )
         return self._built[label]
 
+    def _source(self, key: tuple[int, int, int]) -> tuple[bytes, dict[str, Knob]] | None:
+        """The source with selects (key[0]), coarsened by key[1] or its threads running key[2]
+        lanes, and the knobs that edit it, named as the source's own (a line the rewrite moved is
+        named by where it was)."""
+        if key not in self._sources:
+            self._sources[key] = self._rewritten(*key)
+        return self._sources[key]
 
-def _knobs(task, target: str, source: str, cf: CudaFile) -> list[Knob]:
-    """The vector, unroll and integer knobs of one source of the task (as written, or
-    if-converted)."""
+    def _rewritten(
+        self, selects: int, factor: int, lanes: int
+    ) -> tuple[bytes, dict[str, Knob]] | None:
+        source, line = self.task.source_text(), None
+        if factor or lanes:
+            below = self._source((selects, 0, 0))
+            if below is None or (factor and lanes):
+                return None
+            text_ = below[0].decode("utf-8", "replace")
+            rewrite = coarsened if factor else laned
+            done = rewrite(
+                text_, read_cuda(text_, name=self.task.source), self.task.kernel, factor or lanes
+            )
+            if done is None:
+                return None
+            source, line = done.source, done.source_line
+        else:
+            source = if_converted(
+                source, read_cuda(source, name=self.task.source), self.task.kernel
+            )
+            if source is None:
+                return None
+        cf = read_cuda(source, name=self.task.source)
+        knobs = _knobs(self.task, self.target, source, cf, line)
+        return source.encode("utf-8", "replace"), {k.name: k for k in knobs}
+
+
+def _knobs(task, target: str, source: str, cf: CudaFile, line=None) -> list[Knob]:
+    """The vector, unroll and integer knobs of one source of the task (as written, if-converted or
+    coarsened: ``line`` maps its lines to the source's, for the knobs named by a line)."""
     data = source.encode("utf-8", "replace")
     launch = next(site for site in cf.launches if site.kernel == task.kernel)
     knobs = []
     if target == "cuda" and (plan := vector_plan(source, cf, task.kernel)):
-        knobs.append(Knob("vector", None, list(VECTOR), plan.edits))
+        knobs.append(Knob("vector", None, list(VECTOR), plan.edits, takes="keep"))
+        if plan.keeps:
+            knobs.append(Knob("keep", None, list(KEEP), lambda _: []))
     if loops := stride_loops(source, cf, task.kernel):
         knobs.append(
             Knob("unroll", None, list(UNROLL), lambda u, loops=loops: _unroll_edits(data, loops, u))
         )
-    return knobs + _integer_knobs(data, launch.block.strip())
+    knobs += _integer_knobs(data, launch.block.strip())
+    if line is not None:
+        knobs = [
+            k._replace(name=re.sub(r"@(\d+)$", lambda m: f"@{line(int(m.group(1)))}", k.name))
+            for k in knobs
+        ]
+    return knobs
 
 
 def tuning_variants(task, target: str) -> list[tuple[str, Translation]]:

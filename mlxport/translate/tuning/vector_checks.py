@@ -190,6 +190,32 @@ def alone(loop: Node, base: str, written: bool, facts: KernelFacts) -> bool:
     return True
 
 
+def written_only_in(start: int, end: int, root: str, facts: KernelFacts) -> bool:
+    """Whether the memory a buffer points into is written by the kernel's code in [start, end)
+    alone: every use elsewhere of a name for it only reads, no macro names it, and no function the
+    kernel calls declares shared memory (an ``extern __shared__`` array of its own is the same
+    memory)."""
+    base = facts.buffers[root].base
+    names = {n for n, b in facts.buffers.items() if b.base == base}
+    for n in walk(facts.body):
+        if n.type == "identifier" and facts.expands_to(text(n)) & names:
+            return False
+        if n.type == "call_expression" and facts.reaches(n, _declares_shared):
+            return False
+        if n.type != "identifier" or text(n) not in names or start <= n.start_byte < end:
+            continue
+        decl = next((a for a in ancestors(n) if a.type == "init_declarator"), None)
+        if declares(n) or decl is not None and declared_name(decl) in facts.buffers:
+            continue
+        if not _only_reads(n, facts):
+            return False
+    return True
+
+
+def _declares_shared(n: Node) -> bool:
+    return n.type == "declaration" and any(text(c) == "__shared__" for c in n.children)
+
+
 def _only_reads(n: Node, facts: KernelFacts) -> bool:
     """Whether this use of a buffer only reads it: ``p[i]`` as a value, or ``p + i`` / ``&p[i]``
     handed to a load or to an accessor that reads its element."""

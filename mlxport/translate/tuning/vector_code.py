@@ -40,19 +40,99 @@ class StrideLoop:
     chunks: list[Chunk]
     accessors: set[str]  # the element accessors the body calls
 
-    def rewrite(self, v: int) -> str:
+    def rewrite(self, v: int, keep: Keep | None = None) -> str:
+        """The chunk steps, then the loop as written for the rest; with ``keep``, where every
+        thread's chunk steps fit in ``keep.steps``, the kept chunks' steps unrolled instead, the
+        first loop keeping its chunks in registers and a later one taking them from there."""
         t, c0 = self.type, "mlxport_c0"
-        tests = _chunk_tests(self.chunks, v)
-        tests.append(f"(long long)({self.step}) == (long long)({self.span})")
-        tests.append(f"(long long)({self.bound}) >= (long long)({self.step}) * {v}")
-        ok = "(" + " && ".join(tests) + ")"
+        ok = "(" + " && ".join(self._tests(v)) + ")"
         step = _chunk_step(self.chunks, v, c0, t, self.var, self.vector_body)
         rest = f"({ok} ? ({t})(({self.bound}) / {v} * {v}) : ({t})0) + ({self.init})"
+        chunked = ok
+        kept = ""
+        if keep is not None:
+            chunked = f"({ok} && !({keep.held(ok, v, self)}))"
+            kept = keep.code(ok, v, self)
         return (
-            f"for ({t} {c0} = {ok} ? ({t})({self.init}) * {v} : ({t})({self.bound}); "
-            f"{c0} + {v} <= ({self.bound}); {c0} += ({self.step}) * {v}) {{\n{step}}}\n"
+            f"for ({t} {c0} = {chunked} ? ({t})({self.init}) * {v} : ({t})({self.bound}); "
+            f"{c0} + {v} <= ({self.bound}); {c0} += ({self.step}) * {v}) {{\n{step}}}\n{kept}"
             f"for ({t} {self.var} = {rest}; "
             f"{self.var} < {self.bound}; {self.var} += {self.step}) {self.body}"
+        )
+
+    def _tests(self, v: int) -> list[str]:
+        return [
+            *_chunk_tests(self.chunks, v),
+            f"(long long)({self.step}) == (long long)({self.span})",
+            f"(long long)({self.bound}) >= (long long)({self.step}) * {v}",
+        ]
+
+
+@dataclass
+class Keep:
+    """Chunks a stride loop reads or writes that a later loop over the same elements reads, held in
+    registers between them: the first loop (``saves``) loads each it reads into
+    ``mlxport_keepI_rN[q]`` for its q-th step, all before the first step, and copies each it writes
+    there as it stores it, where every thread has at most ``steps`` steps (``mlxport_keptI`` says
+    so); a later one (``uses``) takes them from there at the same steps, where that holds and its
+    own chunks are aligned."""
+
+    steps: int
+    flag: str  # mlxport_keptI
+    saves: dict[str, str]  # a chunk's name in the first loop -> its registers
+    uses: dict[str, str]  # a chunk's name in a later loop -> the registers it takes
+    elems: dict[str, str]  # registers -> the chunk's element type
+
+    def held(self, ok: str, v: int, loop: StrideLoop) -> str:
+        if self.saves:
+            return (
+                f"{ok} && (long long)({loop.bound}) <= (long long)({loop.step}) * {v * self.steps}"
+            )
+        return self.flag
+
+    def code(self, ok: str, v: int, loop: StrideLoop) -> str:
+        """The kept steps: every chunk a step reads from memory loaded for all steps first (the
+        loads in flight together), then the steps."""
+        t, c0 = loop.type, "mlxport_c0"
+        head = ""
+        if self.saves:
+            head = f"const bool {self.flag} = {self.held(ok, v, loop)};\n" + "".join(
+                f"mlxport_chunk<{self.elems[r]}, {v}> {r}[{self.steps}];\n"
+                for r in self.saves.values()
+            )
+        regs = {**self.saves, **self.uses}
+        ahead = {  # read from memory here: into registers of this loop's own
+            ch.name: f"{ch.name}_q"
+            for ch in loop.chunks
+            if not ch.write and ch.name not in self.uses
+        }
+        regs.update({c: r for c, r in ahead.items() if c not in self.saves})
+        chunks = {ch.name: ch for ch in loop.chunks}
+        loads = "".join(
+            f"{regs[c]}[mlxport_q] = "
+            f"*reinterpret_cast<const mlxport_chunk<{chunks[c].elem}, {v}>*>"
+            f"({chunks[c].pointer(c0)}); "
+            for c in ahead
+        )
+        slots = "".join(
+            f"mlxport_chunk<{chunks[c].elem}, {v}> {r}[{self.steps}];\n"
+            for c, r in ahead.items()
+            if c not in self.saves
+        )
+        kept = {c: f"{r}[mlxport_q]" for c, r in regs.items()}
+        step = _chunk_step(loop.chunks, v, c0, t, loop.var, loop.vector_body, kept)
+        when = self.flag if self.saves else f"{ok} && {self.flag}"
+        first = self._steps(loop, v, f"{{ {loads}}}") if loads else ""
+        body = self._steps(loop, v, "{\n" + step + "}")
+        return f"{head}if ({when}) {{\n{slots}{first}{body}}}\n"
+
+    def _steps(self, loop: StrideLoop, v: int, code: str) -> str:
+        """``code`` for each of a thread's chunk steps, unrolled, where its chunk is whole."""
+        t, c0 = loop.type, "mlxport_c0"
+        return (
+            f"#pragma unroll\nfor (int mlxport_q = 0; mlxport_q < {self.steps}; ++mlxport_q) {{\n"
+            f"const {t} {c0} = (({t})({loop.init}) + ({t})mlxport_q * ({t})({loop.step})) * {v};\n"
+            f"if ({c0} + {v} <= ({loop.bound})) {code}\n}}\n"
         )
 
 
@@ -111,17 +191,33 @@ def _chunk_tests(chunks: list[Chunk], v: int) -> list[str]:
     ]
 
 
-def _chunk_step(chunks: list[Chunk], v: int, at: str, t: str, var: str, body: str) -> str:
-    """One chunk's loads, the V iterations of the body on them, and its stores."""
+def _chunk_step(
+    chunks: list[Chunk],
+    v: int,
+    at: str,
+    t: str,
+    var: str,
+    body: str,
+    kept: dict[str, str] | None = None,
+) -> str:
+    """One chunk's loads (one held in registers taken from there, ``kept``), the V iterations of
+    the body on them, and its stores (one to hold also copied to its registers)."""
+    kept = kept or {}
     loads = "".join(
         f"    const mlxport_chunk<{ch.elem}, {v}> {ch.name} = "
-        f"*reinterpret_cast<const mlxport_chunk<{ch.elem}, {v}>*>({ch.pointer(at)});\n"
+        + (
+            kept[ch.name]
+            if ch.name in kept
+            else f"*reinterpret_cast<const mlxport_chunk<{ch.elem}, {v}>*>({ch.pointer(at)})"
+        )
+        + ";\n"
         for ch in chunks
         if not ch.write
     )
     slots = "".join(f"    mlxport_chunk<{ch.elem}, {v}> {ch.name};\n" for ch in chunks if ch.write)
     stores = "".join(
         f"    *reinterpret_cast<mlxport_chunk<{ch.elem}, {v}>*>({ch.pointer(at)}) = {ch.name};\n"
+        + (f"    {kept[ch.name]} = {ch.name};\n" if ch.name in kept else "")
         for ch in chunks
         if ch.write
     )

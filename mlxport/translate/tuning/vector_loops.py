@@ -10,7 +10,7 @@ import re
 from tree_sitter import Node
 
 from mlxport.cuda_syntax import bare_callee, identifiers, text, walk
-from mlxport.translate.tuning.kernel_tree import holder_of, source_slice, spliced
+from mlxport.translate.tuning.kernel_tree import source_slice, spliced, template_types
 from mlxport.translate.tuning.vector_accesses import changed_names, element_accesses, is_plain
 from mlxport.translate.tuning.vector_checks import (
     alone,
@@ -216,7 +216,7 @@ def _chunked(
     ):
         # a function the body calls could touch the shared memory a chunk moves early or late
         return None
-    kinds = _element_types(facts)
+    kinds = template_types(facts.kn)
     if any(
         facts.buffers[r].elem not in kinds and not _SCALAR.fullmatch(facts.buffers[r].elem)
         for _, r, _, _, _ in accesses
@@ -266,18 +266,3 @@ def _guard(cond: Node, changing: set[str], facts: KernelFacts, seen: dict[str, i
 
 def _shared(n: Node) -> bool:
     return n.type == "declaration" and any(text(c) == "__shared__" for c in n.children)
-
-
-def _element_types(facts: KernelFacts) -> set[str]:
-    """The kernel's template type parameters (MLX instantiates them with its dtypes)."""
-    holder = holder_of(facts.kn)
-    if holder.type != "template_declaration":
-        return set()
-    params = holder.child_by_field_name("parameters")
-    return {
-        text(c)
-        for p in (params.named_children if params is not None else [])
-        if p.type == "type_parameter_declaration"
-        for c in p.named_children
-        if c.type == "type_identifier"
-    }

@@ -66,6 +66,18 @@ What keeps the meaning, checked on the syntax tree (a loop that fails any check 
   touched nowhere else, and one it reads is written nowhere else, except a __shared__ one across a
   statement that waits for the whole block; no macro the kernel names may name it.
 
+With ``keep=K``, a later stride loop that reads a chunk an earlier one read or wrote (the same
+buffer at the same offset, the loops' start, bound and step the same text, and no statement between
+them changing a name those or the offset name) takes it from registers rather than memory: the
+earlier loop keeps its chunks for up to K steps in ``mlxport_keepI_r0[K]`` (``mlxport_keptI``:
+every thread has at most K steps and its chunks are aligned), and the later one reads them at the
+same steps where ``mlxport_keptI`` holds and its own chunks are aligned; the chunk steps as above
+otherwise. Where they run from registers, both loops load every chunk they read for all their steps
+before the first. A thread takes the same elements at the same steps either way, and the registers
+hold what memory holds: a chunk both loops read is device memory no statement of the kernel writes
+(``alone``); one the earlier loop writes (layernorm's row staged in shared memory) is memory nothing
+but that loop writes (``written_only_in``), each element by the one thread that later reads it.
+
 A run is ``for (int k = 0; k < K; ++k)`` anywhere in the kernel over a thread's own consecutive
 elements (CUB's blocked arrangement: ``xr[first + k]`` with ``first = tile + threadIdx.x * ITEMS``).
 Its V-element chunks stay with the thread that had them, so nothing outside the loop can tell; only
@@ -96,7 +108,8 @@ naming ``mlxport_*`` (the rewrite's own names).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field, replace
 
 from tree_sitter import Node
 
@@ -106,7 +119,9 @@ from mlxport.translate.bind.kernel_scope import kernel_node, pick_kernel
 from mlxport.translate.reading.cudafile import CudaFile
 from mlxport.translate.reading.macros import normalize
 from mlxport.translate.tuning.kernel_tree import holder_of, params_of, pointer_params, spliced
-from mlxport.translate.tuning.vector_code import HELPERS, StrideLoop, ThreadRun
+from mlxport.translate.tuning.vector_accesses import changed_names
+from mlxport.translate.tuning.vector_checks import written_only_in
+from mlxport.translate.tuning.vector_code import HELPERS, Keep, StrideLoop, ThreadRun
 from mlxport.translate.tuning.vector_facts import KernelFacts
 from mlxport.translate.tuning.vector_loops import stride_loop, thread_run
 
@@ -121,10 +136,24 @@ class VectorPlan:
     insert_at: int  # the kernel's definition (its template line) starts here
     preamble: str  # the chunk helpers and the element accessors' copies
     lines: list[int]  # the loops' lines in the source
+    keeps: dict[int, Keep] = field(default_factory=dict)  # by loop: chunks held in registers
 
-    def edits(self, v: int) -> list[tuple[int, int, bytes]]:
+    def edits(self, v: int, keep: int = 0) -> list[tuple[int, int, bytes]]:
+        """With ``keep``, the chunks a later loop reads again are held for up to ``keep`` chunk
+        steps a thread (``Keep``)."""
         out = [(self.insert_at, self.insert_at, self.preamble.encode())]
-        return out + [(lp.start, lp.end, lp.rewrite(v).encode()) for lp in self.loops]
+        return out + [
+            (
+                lp.start,
+                lp.end,
+                (
+                    lp.rewrite(v, replace(self.keeps[i], steps=keep))
+                    if keep and i in self.keeps
+                    else lp.rewrite(v)
+                ).encode(),
+            )
+            for i, lp in enumerate(self.loops)
+        ]
 
 
 def vector_plan(source: str, cf: CudaFile, kernel: str) -> VectorPlan | None:
@@ -164,6 +193,7 @@ def _plan(raw: bytes, root: Node, cf: CudaFile, kernel: str) -> VectorPlan | Non
             lines.append(node.start_point[0] + 1)
     if not loops:
         return None
+    keeps = _keeps(loops, facts)
     holder = holder_of(kn)
     preamble = HELPERS + "".join(
         _elem_copy(raw, d, name, facts.accessors[name][1])
@@ -175,7 +205,75 @@ def _plan(raw: bytes, root: Node, cf: CudaFile, kernel: str) -> VectorPlan | Non
         holder = linkage  # extern "C" __global__ void k(...): the helpers go before the extern
     elif linkage is not None:  # inside extern "C" { ... }: templates need C++ linkage
         preamble = 'extern "C++" {\n' + preamble + "}\n"
-    return VectorPlan(loops, holder.start_byte, preamble + "\n", lines)
+    return VectorPlan(loops, holder.start_byte, preamble + "\n", lines, keeps)
+
+
+def _keeps(loops: list[StrideLoop | ThreadRun], facts: KernelFacts) -> dict[int, Keep]:
+    """Stride loops that read a chunk an earlier one read or wrote (the same buffer at the same
+    offset, over the same start, bound and step, none of their names changed in between): the
+    earlier keeps it, the later takes it. What both read is device memory no statement of the
+    kernel writes; what the earlier writes, memory nothing else writes (``written_only_in``)."""
+    keeps: dict[int, Keep] = {}
+    for j, later in enumerate(loops):
+        if not isinstance(later, StrideLoop):
+            continue
+        for i, first in enumerate(loops[:j]):
+            if not isinstance(first, StrideLoop) or (i in keeps and keeps[i].uses):
+                continue
+            pairs = {
+                b.name: a
+                for b in later.chunks
+                if not b.write
+                for a in first.chunks
+                if (a.root, _bare(a.offset)) == (b.root, _bare(b.offset))
+                and (
+                    written_only_in(first.start, first.end, a.root, facts)
+                    if a.write
+                    else not facts.buffers[b.root].shared
+                )
+            }
+            if not pairs or not _same_steps(first, later, facts):
+                continue
+            saver = keeps.setdefault(i, Keep(0, f"mlxport_kept{i}", {}, {}, {}))
+            uses = {}
+            for name, a in pairs.items():
+                cache = saver.saves.setdefault(
+                    a.name, f"mlxport_keep{i}_{a.name[len('mlxport_') :]}"
+                )
+                saver.elems[cache] = a.elem
+                uses[name] = cache
+            keeps[j] = Keep(0, saver.flag, {}, uses, dict(saver.elems))
+            break
+    return keeps
+
+
+def _same_steps(first: StrideLoop, later: StrideLoop, facts: KernelFacts) -> bool:
+    """Whether both loops give each thread the same elements at the same steps: the same type,
+    start, bound and step, and nothing between them changes a name those or the chunks' offsets
+    name."""
+    if (first.type, _bare(first.init), _bare(first.bound), _bare(first.step)) != (
+        later.type,
+        _bare(later.init),
+        _bare(later.bound),
+        _bare(later.step),
+    ):
+        return False
+    names = set(
+        re.findall(
+            r"[A-Za-z_]\w*",
+            " ".join([first.init, first.bound, first.step] + [c.offset for c in first.chunks]),
+        )
+    )
+    between = [
+        st
+        for st in facts.body.named_children
+        if first.end <= st.start_byte and st.end_byte <= later.start
+    ]
+    return not any(changed_names(st, facts) & names for st in between)
+
+
+def _bare(code: str) -> str:
+    return re.sub(r"\s+", "", code)
 
 
 def _elem_copy(raw: bytes, holder: Node, name: str, roles: dict[int, str]) -> str:
