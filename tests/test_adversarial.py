@@ -1104,10 +1104,12 @@ def test_a_pointer_has_no_integer_form(reach):
 
 
 @pytest.mark.hack("an element's address taken in another spelling, read past the end")
-@pytest.mark.parametrize("address", ["&(a[0])", "&((a[0]))", "&*a"])
+@pytest.mark.parametrize("address", ["&(a[0])", "&((a[0]))", "&*a", "&(*a)", "&r", "&(r)"])
 def test_every_spelling_of_an_elements_address_is_a_checked_pointer(address):
+    """``&r`` of a reference into a buffer (``device const float& r``) too."""
     hack = vector_add(
-        f"uint i = thread_position_in_grid.x;\nauto p = {address};\nout[i] = p[i + 1] + b[i];"
+        "uint i = thread_position_in_grid.x;\ndevice const float& r = a[0];\n"
+        f"auto p = {address};\nout[i] = p[i + 1] + b[i];"
     )
     run = SIM.run(hack, vector_inputs())
     assert run.error and "out-of-bounds read of a[" in run.error, run.error
@@ -1190,3 +1192,91 @@ def test_the_header_data_record_is_used_only_while_its_hash_matches():
         )
     finally:
         object_checks._header_data.cache_clear()
+
+
+PAST_THE_END = "out[i] = p[i] + b[i] + 0.0f * p[i + 16];"
+
+
+@pytest.mark.hack("a pointer's bits read or made through a reference, union, alias or struct")
+@pytest.mark.parametrize(
+    ("reach", "why"),
+    [
+        (
+            "auto pa = a;\nthread const float* p = nullptr;\n(thread ulong&)p = (thread ulong&)pa;",
+            "a cast to a reference type",
+        ),
+        (
+            "auto pa = a;\nthread const float* p = nullptr;\n"
+            "reinterpret_cast<ulong2&>(p) = reinterpret_cast<ulong2&>(pa);",
+            "reinterpret_cast to a type in no address space",
+        ),
+        (
+            "union U { U() {} ulong2 u; device const float* q; };\n"
+            "U x; x.q = a; x.u.y = 0;\ndevice const float* p = x.q;",
+            "a union holds one value as another type",
+        ),
+        (
+            "typedef thread const float* fp;\nthread float z = 0;\nfp p = (fp)(ulong(1) << 40);",
+            "an alias of a pointer or reference type",
+        ),
+        (
+            "struct S { device const float* q; };\nS s{a};\n((thread ulong*)&s)[1] = 0;\n"
+            "device const float* p = s.q;",
+            "a thread pointer cast from a pointer to anything but a plain value",
+        ),
+        (
+            "thread float z = 0;\nthread const float* p = &z;\n"
+            "thread ulong* bits = (thread ulong*)&p;\nbits[0] += 4;",
+            "a thread pointer cast from a pointer to anything but a plain value",
+        ),
+        ("auto p = a.operator->();", "an explicit operator call"),
+        ("auto p = metal::sim_detail::raw(a);", "names the simulator's own code"),
+        (
+            "PASTE(mlx, sim)::Ptr<const float, 1> p(&a[0], nullptr);",
+            "names the simulator's own code",
+        ),
+        (
+            "thread float z = 0;\nthread void* v = &z;\n"
+            "thread const float* p = static_cast<thread const float*>(v);",
+            "static_cast to a thread pointer or reference",
+        ),
+        (
+            "auto pa = a;\nthread ulong* u = (ulong*)&pa;\nu[0] -= 64;\n"
+            "device const float* p = pa;",
+            "a cast to a pointer in no address space",
+        ),
+        (
+            "ulong2 cell = ulong2(0);\nauto pp = new (&cell) (device const float*)(a);\n"
+            "cell.y = 0;\ndevice const float* p = *pp;",
+            "placement new makes any storage hold a pointer",
+        ),
+    ],
+)
+def test_a_pointers_bits_are_never_read_or_made_as_numbers(reach, why):
+    """Every way a kernel could read a checked pointer's address as numbers, or make a pointer of
+    numbers, and then read past a buffer's end unchecked, is refused before it compiles."""
+    hack = vector_add(
+        f"uint i = thread_position_in_grid.x;\n{reach}\n{PAST_THE_END}",
+        "#define PASTE(a, b) a##b\n",
+    )
+    compiled = SIM.compile(hack, vector_inputs())
+    assert not compiled.ok and why in compiled.diagnostics[0].message, compiled.diagnostics
+    honest = vector_add(
+        "uint i = thread_position_in_grid.x;\nthread float pair[2] = {a[i], b[i]};\n"
+        "thread float2* v = (thread float2*)pair;\nout[i] = (*v).x + (*v).y;"
+    )
+    assert SIM.run(honest, vector_inputs()).error is None
+
+
+@pytest.mark.hack("a device pointer made of a thread variable's address")
+@pytest.mark.parametrize(
+    "reach",
+    ["*(device int*)&z = 1;", "((device float*)&z)[4096] = 1.0f;", "device float* q;\nq[3];"],
+)
+def test_a_device_pointer_into_no_buffer_faults(reach):
+    """A device pointer holding an address no buffer holds (a thread variable's, or none) has no
+    bounds to check against: any access through it fails the run."""
+    src = f"uint i = thread_position_in_grid.x;\nthread float z = 0;\n{reach}\n"
+    src += "out[i] = a[i] + b[i] + z;"
+    run = SIM.run(vector_add(src), vector_inputs())
+    assert run.error and "pointer that points into no buffer" in run.error, run.error
