@@ -1280,3 +1280,27 @@ def test_a_device_pointer_into_no_buffer_faults(reach):
     src += "out[i] = a[i] + b[i] + z;"
     run = SIM.run(vector_add(src), vector_inputs())
     assert run.error and "pointer that points into no buffer" in run.error, run.error
+
+
+@pytest.mark.hack("a write through an address made around the checks")
+@pytest.mark.parametrize(
+    ("write", "sentence"),
+    [
+        (
+            "if (i != 0) return;\ndevice float4& v = ((device float4*)out)[0];\n"
+            "(&v.x)[a_shape[0] - 1] = 1.0f;",
+            "the kernel changed out[1048575], which no checked access touched",
+        ),
+        (
+            "device const float4& v = ((device const float4*)a)[0];\n"
+            "*(thread float*)&v.x = 0.0f;\nout[i] = a[i] + b[i];",
+            "the kernel changed its read-only buffer a",
+        ),
+    ],
+)
+def test_a_write_no_checked_pointer_made_fails_the_run(write, sentence):
+    """A write through a raw address (of a member of a reference into a buffer, say) marks
+    nothing: an output element it changed that no checked access touched, or a changed input,
+    fails the run."""
+    run = SIM.run(vector_add(f"uint i = thread_position_in_grid.x;\n{write}"), vector_inputs())
+    assert run.error and run.error.startswith(sentence), run.error
