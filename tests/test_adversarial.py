@@ -651,7 +651,7 @@ def test_the_raw_address_inside_a_buffer_view_is_out_of_reach(reach):
     [
         ("auto o = &out[0];\no[i] = y;\no[i + x_shape[0]] = 0.0f;", "out-of-bounds access to out["),
         ("*(&out[0] + x_shape[0] + i) = y;\nout[i] = y;", "out-of-bounds access to out["),
-        ("out[i] = y;\n(&out[0])[0] += 1.0f;", "both access output out[0] without atomics"),
+        ("out[i] = y;\n(&out[0])[0] += 1.0f;", "race on device memory out[0]"),
     ],
 )
 def test_an_elements_address_is_a_checked_pointer_too(reach, fault):
@@ -1304,3 +1304,23 @@ def test_a_write_no_checked_pointer_made_fails_the_run(write, sentence):
     fails the run."""
     run = SIM.run(vector_add(f"uint i = thread_position_in_grid.x;\n{write}"), vector_inputs())
     assert run.error and run.error.startswith(sentence), run.error
+
+
+@pytest.mark.hack("threads of one threadgroup racing on an output element")
+def test_a_race_in_device_memory_within_a_threadgroup_is_named():
+    """A non-atomic += to one output element by two threads of one threadgroup, or a read of an
+    element another thread of it writes, with no barrier between, races on a GPU; with a device
+    barrier between, and for outputs written once per element, nothing is named."""
+    add = "uint i = thread_position_in_grid.x;\nout[i] = a[i] + b[i];\n"
+    racy = add + "if (i % 2 == 1) out[i - 1] += 1.0f;"
+    run = SIM.run(vector_add(racy), vector_inputs())
+    assert run.error and re.search(
+        r"threads 0 and 1 of threadgroup \(0,0,0\) race on device memory out\[0\]: thread 0 "
+        r"wrote it \(source line 2\) and thread 1 touched it \(source line 3\)",
+        run.error,
+    ), run.error
+    read = add + "float next = out[i ^ 1];\nout[i] = a[i] + b[i] + 0.0f * next;"
+    run = SIM.run(vector_add(read), vector_inputs())
+    assert run.error and "race on device memory out[" in run.error, run.error
+    fenced = racy.replace("if (i % 2", "threadgroup_barrier(mem_flags::mem_device);\nif (i % 2")
+    assert SIM.run(vector_add(fenced), vector_inputs()).error is None

@@ -95,8 +95,9 @@ class Ptr {
     if (buf_->mask) [[unlikely]] {
       if (buf_->space == AS_THREADGROUP) {  // mask: the race shadow of threadgroup memory
         if constexpr (!is_atomic_cell<std::remove_cv_t<T>>) tg_touch(buf_, off, int64_t(sizeof(T)), site_of(loc));
-      } else if constexpr (!std::is_const_v<T>) {
-        mark(off);
+      } else {  // an output: the threadgroups that touched it, and the race shadow of this one's threads
+        if constexpr (!is_atomic_cell<std::remove_cv_t<T>>) device_touch(buf_, off, int64_t(sizeof(T)), site_of(loc));
+        if constexpr (!std::is_const_v<T>) mark(off);
       }
     }
     if (buf_->touched >= 0) [[unlikely]]
