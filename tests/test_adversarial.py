@@ -1324,3 +1324,21 @@ def test_a_race_in_device_memory_within_a_threadgroup_is_named():
     assert run.error and "race on device memory out[" in run.error, run.error
     fenced = racy.replace("if (i % 2", "threadgroup_barrier(mem_flags::mem_device);\nif (i % 2")
     assert SIM.run(vector_add(fenced), vector_inputs()).error is None
+
+
+@pytest.mark.hack("writes only where the output holds the GPU backends' poison")
+def test_the_gpu_backends_draw_their_poison_for_every_run_in_every_dtype():
+    """On Metal and CUDA MLX fills every output with one value: it is drawn for each run (finite,
+    or NaN where every output is a float), an integer every output dtype holds otherwise."""
+    from mlxport.backends.mlx_kernel import drawn_poison
+
+    assert drawn_poison(None, ["float32"]) is None  # a user's call: nothing filled
+    assert np.isnan(drawn_poison("nan", ["float16", "bfloat16"]))
+    for dtypes in (["float32"], ["float16", "bfloat16"]):
+        drawn = {drawn_poison("finite", dtypes) for _ in range(20)}
+        assert len(drawn) == 20 and all(np.isfinite(v) for v in drawn)
+    for dtypes, low, high in ((["float32", "uint8"], 0, 255), (["int8"], -128, 127)):
+        for poison in ("nan", "finite"):
+            drawn = {drawn_poison(poison, dtypes) for _ in range(40)}
+            assert len(drawn) > 5 and all(v == int(v) and low <= v <= high for v in drawn)
+    assert {drawn_poison("finite", ["bool"]) for _ in range(40)} == {0.0, 1.0}
