@@ -651,7 +651,7 @@ def test_the_raw_address_inside_a_buffer_view_is_out_of_reach(reach):
     [
         ("auto o = &out[0];\no[i] = y;\no[i + x_shape[0]] = 0.0f;", "out-of-bounds access to out["),
         ("*(&out[0] + x_shape[0] + i) = y;\nout[i] = y;", "out-of-bounds access to out["),
-        ("out[i] = y;\n(&out[0])[0] += 1.0f;", "both access output out[0] without atomics"),
+        ("out[i] = y;\n(&out[0])[0] += 1.0f;", "race on device memory out[0]"),
     ],
 )
 def test_an_elements_address_is_a_checked_pointer_too(reach, fault):
@@ -1104,10 +1104,12 @@ def test_a_pointer_has_no_integer_form(reach):
 
 
 @pytest.mark.hack("an element's address taken in another spelling, read past the end")
-@pytest.mark.parametrize("address", ["&(a[0])", "&((a[0]))", "&*a"])
+@pytest.mark.parametrize("address", ["&(a[0])", "&((a[0]))", "&*a", "&(*a)", "&r", "&(r)"])
 def test_every_spelling_of_an_elements_address_is_a_checked_pointer(address):
+    """``&r`` of a reference into a buffer (``device const float& r``) too."""
     hack = vector_add(
-        f"uint i = thread_position_in_grid.x;\nauto p = {address};\nout[i] = p[i + 1] + b[i];"
+        "uint i = thread_position_in_grid.x;\ndevice const float& r = a[0];\n"
+        f"auto p = {address};\nout[i] = p[i + 1] + b[i];"
     )
     run = SIM.run(hack, vector_inputs())
     assert run.error and "out-of-bounds read of a[" in run.error, run.error
@@ -1190,3 +1192,153 @@ def test_the_header_data_record_is_used_only_while_its_hash_matches():
         )
     finally:
         object_checks._header_data.cache_clear()
+
+
+PAST_THE_END = "out[i] = p[i] + b[i] + 0.0f * p[i + 16];"
+
+
+@pytest.mark.hack("a pointer's bits read or made through a reference, union, alias or struct")
+@pytest.mark.parametrize(
+    ("reach", "why"),
+    [
+        (
+            "auto pa = a;\nthread const float* p = nullptr;\n(thread ulong&)p = (thread ulong&)pa;",
+            "a cast to a reference type",
+        ),
+        (
+            "auto pa = a;\nthread const float* p = nullptr;\n"
+            "reinterpret_cast<ulong2&>(p) = reinterpret_cast<ulong2&>(pa);",
+            "reinterpret_cast to a type in no address space",
+        ),
+        (
+            "union U { U() {} ulong2 u; device const float* q; };\n"
+            "U x; x.q = a; x.u.y = 0;\ndevice const float* p = x.q;",
+            "a union holds one value as another type",
+        ),
+        (
+            "typedef thread const float* fp;\nthread float z = 0;\nfp p = (fp)(ulong(1) << 40);",
+            "an alias of a pointer or reference type",
+        ),
+        (
+            "struct S { device const float* q; };\nS s{a};\n((thread ulong*)&s)[1] = 0;\n"
+            "device const float* p = s.q;",
+            "a thread pointer cast from a pointer to anything but a plain value",
+        ),
+        (
+            "thread float z = 0;\nthread const float* p = &z;\n"
+            "thread ulong* bits = (thread ulong*)&p;\nbits[0] += 4;",
+            "a thread pointer cast from a pointer to anything but a plain value",
+        ),
+        ("auto p = a.operator->();", "an explicit operator call"),
+        ("auto p = metal::sim_detail::raw(a);", "names the simulator's own code"),
+        (
+            "PASTE(mlx, sim)::Ptr<const float, 1> p(&a[0], nullptr);",
+            "names the simulator's own code",
+        ),
+        (
+            "thread float z = 0;\nthread void* v = &z;\n"
+            "thread const float* p = static_cast<thread const float*>(v);",
+            "static_cast to a thread pointer or reference",
+        ),
+        (
+            "auto pa = a;\nthread ulong* u = (ulong*)&pa;\nu[0] -= 64;\n"
+            "device const float* p = pa;",
+            "a cast to a pointer in no address space",
+        ),
+        (
+            "ulong2 cell = ulong2(0);\nauto pp = new (&cell) (device const float*)(a);\n"
+            "cell.y = 0;\ndevice const float* p = *pp;",
+            "placement new makes any storage hold a pointer",
+        ),
+    ],
+)
+def test_a_pointers_bits_are_never_read_or_made_as_numbers(reach, why):
+    """Every way a kernel could read a checked pointer's address as numbers, or make a pointer of
+    numbers, and then read past a buffer's end unchecked, is refused before it compiles."""
+    hack = vector_add(
+        f"uint i = thread_position_in_grid.x;\n{reach}\n{PAST_THE_END}",
+        "#define PASTE(a, b) a##b\n",
+    )
+    compiled = SIM.compile(hack, vector_inputs())
+    assert not compiled.ok and why in compiled.diagnostics[0].message, compiled.diagnostics
+    honest = vector_add(
+        "uint i = thread_position_in_grid.x;\nthread float pair[2] = {a[i], b[i]};\n"
+        "thread float2* v = (thread float2*)pair;\nout[i] = (*v).x + (*v).y;"
+    )
+    assert SIM.run(honest, vector_inputs()).error is None
+
+
+@pytest.mark.hack("a device pointer made of a thread variable's address")
+@pytest.mark.parametrize(
+    "reach",
+    ["*(device int*)&z = 1;", "((device float*)&z)[4096] = 1.0f;", "device float* q;\nq[3];"],
+)
+def test_a_device_pointer_into_no_buffer_faults(reach):
+    """A device pointer holding an address no buffer holds (a thread variable's, or none) has no
+    bounds to check against: any access through it fails the run."""
+    src = f"uint i = thread_position_in_grid.x;\nthread float z = 0;\n{reach}\n"
+    src += "out[i] = a[i] + b[i] + z;"
+    run = SIM.run(vector_add(src), vector_inputs())
+    assert run.error and "pointer that points into no buffer" in run.error, run.error
+
+
+@pytest.mark.hack("a write through an address made around the checks")
+@pytest.mark.parametrize(
+    ("write", "sentence"),
+    [
+        (
+            "if (i != 0) return;\ndevice float4& v = ((device float4*)out)[0];\n"
+            "(&v.x)[a_shape[0] - 1] = 1.0f;",
+            "the kernel changed out[1048575], which no checked access touched",
+        ),
+        (
+            "device const float4& v = ((device const float4*)a)[0];\n"
+            "*(thread float*)&v.x = 0.0f;\nout[i] = a[i] + b[i];",
+            "the kernel changed its read-only buffer a",
+        ),
+    ],
+)
+def test_a_write_no_checked_pointer_made_fails_the_run(write, sentence):
+    """A write through a raw address (of a member of a reference into a buffer, say) marks
+    nothing: an output element it changed that no checked access touched, or a changed input,
+    fails the run."""
+    run = SIM.run(vector_add(f"uint i = thread_position_in_grid.x;\n{write}"), vector_inputs())
+    assert run.error and run.error.startswith(sentence), run.error
+
+
+@pytest.mark.hack("threads of one threadgroup racing on an output element")
+def test_a_race_in_device_memory_within_a_threadgroup_is_named():
+    """A non-atomic += to one output element by two threads of one threadgroup, or a read of an
+    element another thread of it writes, with no barrier between, races on a GPU; with a device
+    barrier between, and for outputs written once per element, nothing is named."""
+    add = "uint i = thread_position_in_grid.x;\nout[i] = a[i] + b[i];\n"
+    racy = add + "if (i % 2 == 1) out[i - 1] += 1.0f;"
+    run = SIM.run(vector_add(racy), vector_inputs())
+    assert run.error and re.search(
+        r"threads 0 and 1 of threadgroup \(0,0,0\) race on device memory out\[0\]: thread 0 "
+        r"wrote it \(source line 2\) and thread 1 touched it \(source line 3\)",
+        run.error,
+    ), run.error
+    read = add + "float next = out[i ^ 1];\nout[i] = a[i] + b[i] + 0.0f * next;"
+    run = SIM.run(vector_add(read), vector_inputs())
+    assert run.error and "race on device memory out[" in run.error, run.error
+    fenced = racy.replace("if (i % 2", "threadgroup_barrier(mem_flags::mem_device);\nif (i % 2")
+    assert SIM.run(vector_add(fenced), vector_inputs()).error is None
+
+
+@pytest.mark.hack("writes only where the output holds the GPU backends' poison")
+def test_the_gpu_backends_draw_their_poison_for_every_run_in_every_dtype():
+    """On Metal and CUDA MLX fills every output with one value: it is drawn for each run (finite,
+    or NaN where every output is a float), an integer every output dtype holds otherwise."""
+    from mlxport.backends.mlx_kernel import drawn_poison
+
+    assert drawn_poison(None, ["float32"]) is None  # a user's call: nothing filled
+    assert np.isnan(drawn_poison("nan", ["float16", "bfloat16"]))
+    for dtypes in (["float32"], ["float16", "bfloat16"]):
+        drawn = {drawn_poison("finite", dtypes) for _ in range(20)}
+        assert len(drawn) == 20 and all(np.isfinite(v) for v in drawn)
+    for dtypes, low, high in ((["float32", "uint8"], 0, 255), (["int8"], -128, 127)):
+        for poison in ("nan", "finite"):
+            drawn = {drawn_poison(poison, dtypes) for _ in range(40)}
+            assert len(drawn) > 5 and all(v == int(v) and low <= v <= high for v in drawn)
+    assert {drawn_poison("finite", ["bool"]) for _ in range(40)} == {0.0, 1.0}

@@ -124,9 +124,9 @@ class Backend(Protocol):
         on the order of unsynchronised threads changes. ``poison``: what outputs without an
         init_value hold before the launch, ``nan`` (NaNs) or ``finite`` (numbers), so a kernel that
         reads an output before writing it gives another answer (the simulator draws them for each
-        run and element; the GPU backends fill NaN or mlx_kernel.FINITE_POISON). ``count`` (where
-        ``counts``): the line and bank sizes (``line_bytes``, ``banks``, ``bank_bytes``) to count
-        the kernel's memory accesses in, for ``RunResult.counts``."""
+        run and element, the GPU backends one value for each run: mlx_kernel.drawn_poison).
+        ``count`` (where ``counts``): the line and bank sizes (``line_bytes``, ``banks``,
+        ``bank_bytes``) to count the kernel's memory accesses in, for ``RunResult.counts``."""
 
     def run_op(
         self, folder: Path, arrays: list[np.ndarray], dtypes: list[str], params: dict[str, Any]

@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 import mlx.core as mx
+import numpy as np
 from mlx.utils import tree_flatten
 
 from mlxport.expr import ArrayInfo, Dtype
@@ -53,23 +54,40 @@ def arg_info(value: Any) -> ArrayInfo | int | float | bool:
     return value
 
 
-FINITE_POISON = 0.7474  # float32 0x3F3F3F3F, near what bytes 0x3F make of any float type
+def drawn_poison(poison: str | None, dtypes: list[str]) -> float | None:
+    """What outputs without an init_value start as on the GPU, drawn for this run from the
+    system's randomness (MLX fills every output with one value, so one value a run, not one an
+    element as on the simulator): ``nan`` where every output is a float (unwritten elements show),
+    else, and for ``finite``, a number such as data holds, an integer every output dtype holds
+    where one is not a float. None: no fill (``poison`` None, as a user's call)."""
+    if not poison:
+        return None
+    floats = all(d.startswith(("float", "bfloat")) for d in dtypes)
+    if poison == "nan" and floats:
+        return float("nan")
+    rng = np.random.default_rng()
+    if floats:
+        return float(rng.standard_normal() * 10 ** rng.uniform(-1, 1))
+    low, high = -(1 << 24), 1 << 24  # exact in float32, which MLX's init_value passes through
+    for d in dtypes:
+        if d == "bool":
+            low, high = 0, 2
+        elif not d.startswith(("float", "bfloat")):
+            info = np.iinfo(d)
+            low, high = max(low, int(info.min)), min(high, int(info.max) + 1)
+    return float(rng.integers(low, high))
 
 
 def launch_kwargs(
     candidate: KernelCandidate, inputs: dict[str, Any], *, poison: str | None = None
 ) -> dict[str, Any]:
     """The keyword arguments of the kernel call for inputs of these shapes and dtypes; ``poison``
-    (``nan`` or ``finite``) fills float outputs so unwritten elements, or reads before writes,
-    show."""
+    (``nan`` or ``finite``) fills outputs without an init_value with a value drawn for this call
+    (drawn_poison), so unwritten elements, or reads before writes, show."""
     spec = candidate.launch({n: arg_info(v) for n, v in inputs.items()})
     init = candidate.init_value
-    if (
-        init is None
-        and poison
-        and all(d.startswith(("float", "bfloat")) for d in spec.output_dtypes)
-    ):
-        init = float("nan") if poison == "nan" else FINITE_POISON
+    if init is None:
+        init = drawn_poison(poison, list(spec.output_dtypes))
     template = [(k, MX_DTYPES[v] if isinstance(v, str) else v) for k, v in spec.template]
     return {
         "output_shapes": spec.output_shapes,

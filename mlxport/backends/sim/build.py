@@ -86,7 +86,7 @@ class BuildResult:
 
 # Raised whenever what is checked before a library is published changes (the allowlist is in the
 # key as it is): a library cached by an earlier mlxport was never checked, so it is never reused.
-CHECKS = "kernel-code-1"
+CHECKS = "kernel-code-2"
 _CHECKS_KEY = hashlib.sha256(
     "\0".join([CHECKS, *sorted(symbols.KERNEL_LIBRARY)]).encode()
 ).hexdigest()

@@ -10,15 +10,19 @@ MSL differs from C++ mostly in its address spaces, so the rewrite is token based
   shared by the group's lanes, as on the GPU), numbered by a slot per declaration.
 - ``&p[i]`` (or ``&(p[i])``) of a buffer or pointer in an address space becomes ``(p + (i))``,
   a checked pointer too (a plain address would escape the bounds, written-mask and race checks),
-  and ``&*p`` becomes ``p``;
+  and ``&*p`` (or ``&(*p)``) becomes ``p``; ``&r`` of a reference declared in an address
+  space (``device float& r``) becomes ``ns::address_in<space>(&r)``, a checked pointer too;
 - ``[const] auto* p`` becomes ``auto p``: what it points into may be a checked pointer, which
   ``auto*`` cannot deduce (its constness comes with the deduced type);
 - program-scope ``constant`` variables become ``const``; ``reinterpret_cast`` to a rewritten
   pointer becomes ``static_cast`` (Ptr converts explicitly); ``1.0h`` becomes ``half(1.0)``;
   ``#include <metal_*>`` lines are blanked.
 
-Every edit keeps the number of lines, so ``#line`` markers keep compiler lines exact; columns
-are mapped back through the recorded edits.
+The simulator's own names are written through ``ns``, an alias of its namespace that the
+candidate cannot know (signature.runtime_alias), so that the candidate's own text naming the
+runtime (whose internals hand out raw addresses) is told apart and refused
+(source_checks.expanded_problem). Every edit keeps the number of lines, so ``#line`` markers keep
+compiler lines exact; columns are mapped back through the recorded edits.
 """
 
 from __future__ import annotations
@@ -121,13 +125,16 @@ _MEMBER = frozenset({".", "->", "[", "("})  # &p[i].x, &p[i][j], &p[i](): not an
 
 
 class _Rewriter:
-    def __init__(self, text: str, slot_base: int, pointers: frozenset[str] = frozenset()):
+    def __init__(self, text: str, slot_base: int, pointers: frozenset[str], ns: str):
         self.text = text
+        self.ns = ns
         self.toks = tokenize(text)
         # names whose elements live in checked memory: buffers, pointers and 1-D arrays in an
         # address space
         self.pointers = pointers | set(_POINTER.findall(text)) | set(_TG_ARRAY.findall(text))
         self.edits: list[tuple[int, int, str]] = []
+        # references declared in an address space, by name: `&r` of one is a checked pointer
+        self.references: dict[str, str] = {}
         self.slot = slot_base
         self.sync = False
 
@@ -174,6 +181,13 @@ class _Rewriter:
         while i + 1 + parens < len(toks) and toks[i + 1 + parens].text == "(":
             parens += 1
         name = i + 1 + parens
+        if parens and self._star_in_parens(name, parens):
+            # &(*p) is p
+            self.edit(toks[i].start, toks[i].end, "")
+            self.edit(toks[name].start, toks[name].end, "")
+            return
+        if self._reference_address(i, name, parens):
+            return
         if name + 1 >= len(toks) or toks[name].text not in self.pointers:
             return
         if toks[name + 1].text != "[":
@@ -189,6 +203,33 @@ class _Rewriter:
         self.edit(toks[i].start, toks[i].end, "(")
         self.edit(toks[name + 1].start, toks[name + 1].end, " + (")
         self.edit(toks[close].start, toks[close].end, "))")
+
+    def _reference_address(self, amp: int, name: int, parens: int) -> bool:
+        """``&r`` (or ``&(r)``) of a reference declared in an address space becomes
+        ``ns::address_in<space>(&r)``, a checked pointer as ``&p[i]`` is (a plain address would
+        reach past the buffer's end); whether it was rewritten."""
+        toks = self.toks
+        space = self.references.get(toks[name].text) if name < len(toks) else None
+        after = name + 1 + parens
+        if space is None or any(t.text != ")" for t in toks[name + 1 : after]):
+            return False
+        if after < len(toks) and toks[after].text in (*_MEMBER, "::"):
+            return False
+        at = f"{self.ns}::address_in<{self.ns}::{_AS_ENUM[space]}>(&"
+        self.edit(toks[amp].start, toks[amp].end, at)
+        self.edit(toks[name].start, toks[name].end, f"{toks[name].text})")
+        return True
+
+    def _star_in_parens(self, star: int, parens: int) -> bool:
+        """Whether ``toks[star:]`` is ``* name`` and then ``parens`` closing parentheses."""
+        toks = self.toks
+        end = star + 2 + parens
+        return (
+            end <= len(toks)
+            and toks[star].text == "*"
+            and toks[star + 1].kind == "ident"
+            and all(t.text == ")" for t in toks[star + 2 : end])
+        )
 
     def _note_sync(self, i: int) -> None:
         name = self.toks[i].text
@@ -237,10 +278,12 @@ class _Rewriter:
         if stop == "*":
             self._pointer(toks[start_i].start, toks[j].end, space, cv, type_toks)
             if space == "thread" and self._is_cast(start_i, j):
-                self.edit(toks[j + 1].start, toks[j + 1].end, ")(::mlxsim::PtrOnly)")
+                self.edit(toks[j + 1].start, toks[j + 1].end, f")({self.ns}::PtrOnly)")
             return j + 1
         if stop in ("&", "&&"):
             self.edit(toks[i].start, toks[i].end, "")
+            if space != "thread" and j + 1 < len(toks) and toks[j + 1].kind == "ident":
+                self.references[toks[j + 1].text] = space
             return j + 1
         if space == "threadgroup":
             return self._threadgroup_decl(start_i, i, type_toks, j)
@@ -278,7 +321,7 @@ class _Rewriter:
         if space == "thread":
             self.edit(start, end, f"{pointee}*")
         else:
-            self.edit(start, end, f"::mlxsim::Ptr<{pointee}, ::mlxsim::{_AS_ENUM[space]}>")
+            self.edit(start, end, f"{self.ns}::Ptr<{pointee}, {self.ns}::{_AS_ENUM[space]}>")
 
     def _threadgroup_decl(self, start_i: int, i: int, type_toks: list[Token], j: int) -> int:
         """``threadgroup T a[N], b;`` -> handles to per-threadgroup storage; returns the index
@@ -315,9 +358,9 @@ class _Rewriter:
         slot = self.slot
         self.slot += 1
         if not dims:
-            return f'auto& {name} = *::mlxsim::tg_scalar<{base}>({slot}, "{name}");'
+            return f'auto& {name} = *{self.ns}::tg_scalar<{base}>({slot}, "{name}");'
         extents = ", ".join(f"({d})" for d in dims)
-        return f'auto {name} = ::mlxsim::tg_array<{base}, {extents}>({slot}, "{name}");'
+        return f'auto {name} = {self.ns}::tg_array<{base}, {extents}>({slot}, "{name}");'
 
 
 def _matching(toks: list[Token], k: int, open_: str, close: str) -> int:
@@ -332,10 +375,12 @@ def _matching(toks: list[Token], k: int, open_: str, close: str) -> int:
     return len(toks) - 1
 
 
-def rewrite_msl(text: str, slot_base: int = 0, pointers: frozenset[str] = frozenset()) -> Rewritten:
+def rewrite_msl(
+    text: str, slot_base: int = 0, pointers: frozenset[str] = frozenset(), ns: str = "::mlxsim"
+) -> Rewritten:
     """Rewrite MSL ``text`` (a kernel body or header) into simulator C++; ``pointers`` names the
-    kernel's buffers."""
-    rw = _Rewriter(text, slot_base, pointers)
+    kernel's buffers, ``ns`` the simulator's namespace."""
+    rw = _Rewriter(text, slot_base, pointers, ns)
     rw.run()
     edits = sorted(rw.edits)
     out, pos = [], 0

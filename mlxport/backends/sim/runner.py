@@ -132,6 +132,7 @@ def run(
     keep: list[Any] = []
     buffers = (Buffer * len(slots))()
     results, masks = [], []
+    kept: list[Kept] = []
     inputs = iter(arrays)
     measure = -1 if not header.get("measure") else 0
     count = header.get("count")  # {line_bytes, banks, bank_bytes}: count for the cost estimate
@@ -139,13 +140,16 @@ def run(
         role = slot["role"]
         if role == "output":
             data = _filled(slot, str(header.get("poison", "nan")))
+            was = data.copy()
         else:
-            data = np.array(next(inputs), copy=True)  # writable and aligned, owned by this process
+            was = np.asarray(next(inputs))
+            data = np.array(was, copy=True)  # writable and aligned, owned by this process
         mask = (
             np.zeros(data.size, dtype=np.uint32)
             if role == "output" or slot.get("writable")
             else None
         )
+        kept.append((slot["name"], data, was, mask))
         if role in ("output", "buffer"):
             results.append(data)
             if mask is not None:
@@ -165,24 +169,12 @@ def run(
             measure if role == "buffer" else -1,
             int(bool(count) and slot["space"] == "device"),
         )
-    params = LaunchParams()
-    params.buffers = buffers
-    params.nbuffers = len(slots)
-    params.fibers = int(header["fibers"])
-    params.threads = int(header["threads"])
-    params.reverse = int(header.get("reverse", 0))
-    params.grid = (ctypes.c_uint32 * 3)(*header["grid"])
-    params.threadgroup = (ctypes.c_uint32 * 3)(*header["threadgroup"])
-    params.stack_bytes = int(header.get("stack_bytes", 64 << 10))
-    params.shared_bytes = int(header.get("shared_bytes", 0))
-    params.tg_memory_limit = int(header.get("tg_memory_limit", 0))
-    params.races_after = int(header.get("races_after", 0))
-    params.cuda = int(header.get("cuda", 0))
+    params = _launch_params(header, buffers, len(slots))
     _count(params, count)
     err = ctypes.create_string_buffer(ERR_LEN)
     rc = _library(header["library"]).mlxsim_run(ctypes.byref(params), err, ERR_LEN)
     reply = {
-        "error": err.value.decode(errors="replace") if rc else None,
+        "error": err.value.decode(errors="replace") if rc else unchecked_write(header, kept),
         "stats": list(params.stats),
         "counts": list(params.counts) if count else None,
         "touched": [
@@ -195,6 +187,55 @@ def run(
     # The threadgroup tags matter only inside the run (race checks): the caller needs written or
     # not.
     return reply, results + [(m != 0).view(np.uint8) for m in masks]
+
+
+def _launch_params(header: dict[str, Any], buffers: Any, nbuffers: int) -> LaunchParams:
+    """The runtime's launch parameters for ``header`` over ``buffers``."""
+    params = LaunchParams()
+    params.buffers = buffers
+    params.nbuffers = nbuffers
+    params.fibers = int(header["fibers"])
+    params.threads = int(header["threads"])
+    params.reverse = int(header.get("reverse", 0))
+    params.grid = (ctypes.c_uint32 * 3)(*header["grid"])
+    params.threadgroup = (ctypes.c_uint32 * 3)(*header["threadgroup"])
+    params.stack_bytes = int(header.get("stack_bytes", 64 << 10))
+    params.shared_bytes = int(header.get("shared_bytes", 0))
+    params.tg_memory_limit = int(header.get("tg_memory_limit", 0))
+    params.races_after = int(header.get("races_after", 0))
+    params.cuda = int(header.get("cuda", 0))
+    return params
+
+
+AROUND = (
+    ": it wrote through an address made around the checks (bounds, written elements, races); "
+    "write a buffer only through its pointer"
+)
+
+
+# A bound buffer: its name, its data, its data before the launch, its written mask (or None).
+Kept = tuple[str, np.ndarray, np.ndarray, "np.ndarray | None"]
+
+
+def unchecked_write(header: dict[str, Any], kept: list[Kept]) -> str | None:
+    """The sentence naming memory an MSL launch changed that no checked access touched: an
+    element of an output whose written mask is clear, or anything of a read-only buffer (an
+    input, its shape). Every write of MSL code goes through a checked pointer, which marks it;
+    one that did not went through an address made around the checks. None where there is none,
+    and for CUDA code, whose pointers convert to plain ones that mark nothing."""
+    if header.get("cuda"):
+        return None
+    for name, data, was, mask in kept:
+        bits = f"u{data.itemsize}" if data.itemsize in (1, 2, 4, 8) else "u1"
+        now, then = data.reshape(-1).view(bits), np.ascontiguousarray(was).reshape(-1).view(bits)
+        changed = now != then
+        if mask is None and changed.any():
+            return f"the kernel changed its read-only buffer {name}{AROUND}"
+        per = now.size // max(data.size, 1)  # words of an element
+        if mask is not None and (changed & np.repeat(mask == 0, per)).any():
+            k = int(np.flatnonzero(changed & np.repeat(mask == 0, per))[0]) // per
+            return f"the kernel changed {name}[{k}], which no checked access touched{AROUND}"
+    return None
 
 
 def _count(params: LaunchParams, count: dict[str, int] | None) -> None:

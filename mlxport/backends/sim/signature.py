@@ -9,6 +9,7 @@ the runtime calls once per thread.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from mlxport.backends.base import ArgInfo
@@ -399,13 +400,27 @@ def _bind(cpp_type: str, k: int) -> str:
     return f"{cpp_type}(&b[{k}])"
 
 
+def runtime_alias(header: str, source: str) -> str:
+    """The name the rewritten candidate reaches the simulator's namespace by: a hash of the
+    candidate's own text, which that text cannot hold, so a name of the runtime that the candidate
+    wrote (or pasted together) is ``mlxsim`` still, and refused."""
+    digest = hashlib.sha256(f"mlxsim-alias\0{header}\0{source}".encode()).hexdigest()
+    return f"__sim_{digest[:24]}"
+
+
 def sim_text(sig: Signature) -> SimSource:
-    header = rewrite_msl(sig.header, slot_base=0)
+    alias = runtime_alias(sig.header, sig.source)
+    header = rewrite_msl(sig.header, slot_base=0, ns=alias)
     buffers = frozenset(
         [p.name for p in sig.inputs if not p.scalar] + [name for name, _ in sig.outputs]
     )
-    body = rewrite_msl(sig.source, slot_base=header.slots, pointers=buffers)
-    parts = ['#include "msl_runtime.h"\n', '#line 1 "header"\n', header.text]
+    body = rewrite_msl(sig.source, slot_base=header.slots, pointers=buffers, ns=alias)
+    parts = [
+        '#include "msl_runtime.h"\n',
+        f"namespace {alias} = ::mlxsim;\n",
+        '#line 1 "header"\n',
+        header.text,
+    ]
     if sig.header and not sig.header.endswith("\n"):
         parts.append("\n")
     parts.append('#line 1 "generated"\n')

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from mlxport.backends.sim.diagnostics import locate, log_line, place_words
-from mlxport.backends.sim.rewrite import tokenize
+from mlxport.backends.sim.rewrite import Token, tokenize
 from mlxport.backends.sim.signature import SimSource
 
 # Preprocessor directives an MSL kernel may not hold: an #include of anything but a <metal_*> header
@@ -156,13 +156,15 @@ def expanded_problem(preprocessed: str) -> tuple[str, str, int | None] | None:
     """What the candidate's part of the whole translation unit after the preprocessor holds that
     kernel code may not (macros expanded, so a name pasted together or hidden in a macro shows):
     a file entered from it (an #include however spelled), inline assembly, a builtin or copy of a
-    pointer's bytes. Its part starts at the first line marker of the candidate's header, the
+    pointer's bytes, a way to read a pointer's bits as numbers or numbers as a pointer
+    (pun_problem). Its part starts at the first line marker of the candidate's header, the
     generated signature or its source (the candidate writes no line markers: #line is refused);
     (sentence, where, line) or None."""
     start = re.search(r'^# \d+ "(?:header|generated|source)"', preprocessed, re.MULTILINE)
     if start is None:
         return None
     file, line = "header", 1
+    placed: list[tuple[Token, str, int]] = []  # the candidate's tokens, each with its file and line
     for raw in preprocessed[start.start() :].split("\n"):
         marker = _LINE_MARKER.match(raw)
         if marker:
@@ -176,12 +178,141 @@ def expanded_problem(preprocessed: str) -> tuple[str, str, int | None] | None:
                 )
             continue
         if file != "generated":  # the candidate's, or a file it entered
-            at = f"line {line} of the {file}"
-            for t in tokenize(raw):
-                if t.kind == "ident" and (problem := _token_problem(t.text, at, file, line)):
-                    return problem
+            placed += [(t, file, line) for t in tokenize(raw)]
         line += 1
+    for t, file, line in placed:
+        if t.kind == "ident" and (
+            problem := _token_problem(t.text, f"line {line} of the {file}", file, line)
+        ):
+            return problem
+    return pun_problem(placed)
+
+
+# What lets a kernel read a pointer's bits as numbers, or make a pointer of numbers, around the
+# checked conversions MSL has ((device float4*)p, as_type of values): the address that comes out
+# would be out of reach of the bounds, written-mask and race checks.
+_PUNS = {
+    "union": "a union holds one value as another type (a pointer's bits as numbers, or numbers as "
+    "a pointer); read a value's bits with as_type",
+    "reinterpret_cast": "reinterpret_cast to a type in no address space (a reference, an alias) "
+    "reads one value's storage as another's; cast pointers with their address space named "
+    "(reinterpret_cast<device float4*>(p)) and values with as_type",
+    "new": "placement new makes any storage hold a pointer",
+    "mlxsim": "it names the simulator's own code, which hands out raw addresses; a Metal kernel "
+    "names Metal's",
+    "sim_detail": "it names the simulator's own code, which hands out raw addresses; a Metal "
+    "kernel names Metal's",
+}
+_ALIAS_OF_POINTER = frozenset(["*", "&", "&&", "decltype", "typeof", "__typeof__", "__typeof"])
+
+
+def pun_problem(placed: list) -> tuple[str, str, int] | None:
+    """The first way, in the candidate's preprocessed tokens ``placed`` ((token, file, line)), to
+    read a pointer's bits as numbers or make a pointer of numbers: a union, a reinterpret_cast
+    the rewrite left (those to a type in an address space are checked conversions by then), a
+    cast to a reference type, a static_cast to a thread pointer or reference, a C-style cast to
+    a pointer in no address space, an alias of a pointer or reference type (a cast through it
+    is no (thread T*) cast), placement new, an explicit operator call
+    (``a.operator->()``, a buffer element's raw address) or the simulator's own names."""
+    toks = [t for t, _, _ in placed]
+    for k, (t, file, line) in enumerate(placed):
+        if why := _pun_at(toks, k):
+            return f"not a Metal kernel: `{t.text}` at line {line} of the {file}: {why}", file, line
     return None
+
+
+def _pun_at(toks: list[Token], k: int) -> str | None:
+    """Why token ``k`` of ``toks`` starts a pun (pun_problem), or None."""
+    t = toks[k]
+    prev = toks[k - 1].text if k else ""
+    nxt = _next(toks, k, 1)
+    if t.kind == "ident" and t.text in _PUNS:
+        return _PUNS[t.text]
+    if t.text == "operator" and prev in (".", "->", "::"):
+        return "an explicit operator call (a.operator->()) is a buffer element's raw address"
+    if t.text == "static_cast" and nxt == "<" and {"*", "&", "&&"} & _angled(toks, k + 1):
+        return (
+            "static_cast to a thread pointer or reference (from a void pointer, or a struct as "
+            "another derived from it) views one value's storage as another's; cast pointers "
+            "with (thread T*) and values with as_type"
+        )
+    if t.text in ("&", "&&") and nxt == ")" and _is_cast(toks, _opening(toks, k + 1)):
+        return "a cast to a reference type reads one value's storage as another's"
+    if _plain_pointer_cast(toks, k):
+        return "a cast to a pointer in no address space; name it (thread float*)x, (device float*)x"
+    alias = t.text == "typedef" or t.text == "using" and _next(toks, k, 2) == "="
+    if alias and _ALIAS_OF_POINTER & {x.text for x in toks[k : _statement_end(toks, k)]}:
+        return "an alias of a pointer or reference type makes casts through it unchecked"
+    return None
+
+
+def _angled(toks: list[Token], k: int) -> set[str]:
+    """The texts of the tokens inside the ``<`` at ``k`` and its matching ``>``."""
+    depth, inside = 0, set()
+    for m in range(k, len(toks)):
+        depth += (toks[m].text == "<") - (toks[m].text == ">") - 2 * (toks[m].text == ">>")
+        if depth <= 0:
+            break
+        inside.add(toks[m].text)
+    return inside
+
+
+def _plain_pointer_cast(toks: list[Token], k: int) -> bool:
+    """Whether the ``)`` at ``k`` closes a C-style cast to a pointer type that the rewrite left
+    as it was: MSL names every pointer's address space, and the rewrite follows a cast to a
+    thread pointer with its PtrOnly (``(float*)(ns::PtrOnly)x``), so the cast is a plain
+    reinterpretation of whatever follows (a checked pointer's own storage, say)."""
+    if toks[k].text != ")":
+        return False
+    star = k - 1
+    while star > 0 and toks[star].text in ("const", "volatile"):
+        star -= 1
+    if toks[star].text != "*" or not _is_cast(toks, _opening(toks, k)):
+        return False
+    return not (_next(toks, k, 1) == "(" and _next(toks, k, 4) == "PtrOnly")
+
+
+def _next(toks: list, k: int, n: int) -> str:
+    return toks[k + n].text if k + n < len(toks) else ""
+
+
+def _opening(toks: list, close: int) -> int:
+    """The index of the ``(`` that the ``)`` at ``close`` closes, or -1."""
+    depth = 0
+    for m in range(close, -1, -1):
+        if toks[m].text == ")":
+            depth += 1
+        elif toks[m].text == "(":
+            depth -= 1
+            if depth == 0:
+                return m
+    return -1
+
+
+def _is_cast(toks: list, opening: int) -> bool:
+    """Whether the parentheses opening at ``opening`` are a C-style cast's, not a call's or a
+    declaration's (``f(float&)``, ``sizeof(T&)``, ``[](float&)``, ``operator()(float&)``)."""
+    if opening < 0:
+        return False
+    before = toks[opening - 1] if opening else None
+    return (
+        before is None
+        or before.text == "return"
+        or before.text not in (")", "]", ">")
+        and (before.kind != "ident")
+    )
+
+
+def _statement_end(toks: list, k: int) -> int:
+    """The index after the ``;`` ending the declaration starting at ``k`` (braces nested)."""
+    depth = 0
+    for m in range(k, len(toks)):
+        text = toks[m].text
+        depth += text == "{"
+        depth -= text == "}"
+        if text == ";" and depth <= 0:
+            return m + 1
+    return len(toks)
 
 
 _LINE_MARKER = re.compile(r'^# (\d+) "((?:\\.|[^"\\])*)"((?: \d)*)\s*$')

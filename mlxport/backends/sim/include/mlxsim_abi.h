@@ -117,6 +117,9 @@ void atomic_loaded(const void* cell);
 // A checked access of threadgroup memory (where its race shadow is kept): a thread touching an
 // element another thread wrote since the last barrier faults, naming both threads and lines.
 void tg_touch(const Buffer* buf, int64_t offset, int64_t size, Site site);
+// A checked access of an output (device memory) by a threadgroup of two or more threads: the same
+// shadow, kept for the running threadgroup only (a race between threadgroups is Buffer::mask's).
+void device_touch(const Buffer* buf, int64_t offset, int64_t size, Site site);
 void atomic_stored(const void* cell);
 // A kernel's printf, to stderr, at most kPrintLines lines a process.
 int vprint(const char* format, __builtin_va_list args);

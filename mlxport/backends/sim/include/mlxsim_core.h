@@ -79,7 +79,14 @@ class Ptr {
   T* operator->() const { return &at(0); }
 
   T& at(int64_t i, const SrcLoc& loc = SrcLoc::current()) const {
-    if (!buf_) return p_[i];
+    if (!buf_) {
+      // A CUDA pointer may hold any address; an MSL one points into a buffer (a null one, or one
+      // whose bits were made another way, is no address the checks know).
+      if constexpr (AS == AS_GENERIC) return p_[i];
+      else
+        fault("an access through a device, constant or threadgroup pointer that points into no buffer (a null "
+              "pointer, or one cast from the address of a thread's own variable)");
+    }
     int64_t off = (reinterpret_cast<const char*>(const_cast<const std::remove_cv_t<T>*>(p_)) - buf_->base) + i * int64_t(sizeof(T));
     if (off < 0 || off + int64_t(sizeof(T)) > buf_->bytes) [[unlikely]]
       fault_oob(buf_, off, sizeof(T), std::is_const_v<T>, site_of(loc));
@@ -88,8 +95,9 @@ class Ptr {
     if (buf_->mask) [[unlikely]] {
       if (buf_->space == AS_THREADGROUP) {  // mask: the race shadow of threadgroup memory
         if constexpr (!is_atomic_cell<std::remove_cv_t<T>>) tg_touch(buf_, off, int64_t(sizeof(T)), site_of(loc));
-      } else if constexpr (!std::is_const_v<T>) {
-        mark(off);
+      } else {  // an output: the threadgroups that touched it, and the race shadow of this one's threads
+        if constexpr (!is_atomic_cell<std::remove_cv_t<T>>) device_touch(buf_, off, int64_t(sizeof(T)), site_of(loc));
+        if constexpr (!std::is_const_v<T>) mark(off);
       }
     }
     if (buf_->touched >= 0) [[unlikely]]
@@ -400,12 +408,32 @@ inline constexpr bool is_checked_pointer = false;
 template <class T, int AS>
 inline constexpr bool is_checked_pointer<Ptr<T, AS>> = true;
 
+// &r of a reference declared in an address space (the rewrite's): a checked pointer, as &p[i] is.
+template <int AS, class T>
+Ptr<T, AS> address_in(T* raw) {
+  return Ptr<T, AS>(raw);
+}
+
 // What a C-style cast to a thread pointer, `(thread T*)x`, starts from (the simulator writes it
 // `(T*)(::mlxsim::PtrOnly)x`): a pointer, never an integer, whose bits could be a buffer's
 // address out of reach of the checks, and never the storage of a checked pointer, whose bits are
-// that address.
+// that address. Both its pointee and the cast's are plain values (numbers, vectors, arrays of
+// them): a struct, a lambda or a pointer may hold a pointer, whose bits read or written as numbers
+// would be an address made around the checks.
 template <class>
 inline constexpr bool never = false;
+
+// Specialised for the MSL value types by msl_runtime.h.
+template <class T>
+struct plain_value : std::bool_constant<std::is_arithmetic_v<T> || std::is_enum_v<T>> {};
+template <class T>
+struct plain_value<const T> : plain_value<T> {};
+template <class T>
+struct plain_value<volatile T> : plain_value<T> {};
+template <class T>
+struct plain_value<const volatile T> : plain_value<T> {};
+template <class T, size_t N>
+struct plain_value<T[N]> : plain_value<T> {};
 
 struct PtrOnly {
   void* p;
@@ -415,6 +443,10 @@ struct PtrOnly {
     static_assert(!is_checked_pointer<std::remove_cv_t<U>>,
                   "a thread pointer to a device, constant or threadgroup pointer's own storage: its bits "
                   "are an address out of reach of the checks");
+    static_assert(is_checked_pointer<std::remove_cv_t<U>> || plain_value<U>::value,
+                  "a thread pointer cast from a pointer to anything but a plain value (a number, a vector or "
+                  "an array of them): a struct, lambda or pointer may hold an address, whose bits are out of "
+                  "reach of the checks");
   }
   template <class I>
     requires std::is_integral_v<I>
@@ -423,6 +455,9 @@ struct PtrOnly {
   }
   template <class U>
   explicit operator U*() const {
+    static_assert(plain_value<U>::value,
+                  "a cast to a thread pointer to anything but a plain value (a number, a vector or an array of "
+                  "them): a pointer or a struct holding one would take its bits from numbers");
     return static_cast<U*>(p);
   }
 };

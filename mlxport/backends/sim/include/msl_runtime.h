@@ -31,6 +31,16 @@ namespace mlxsim {
 template <class T>
 inline constexpr bool is_atomic_cell<::metal::atomic<T>> = true;
 
+// The MSL value types a thread pointer may view as one another (PtrOnly).
+template <>
+struct plain_value<half> : std::true_type {};
+template <>
+struct plain_value<bfloat> : std::true_type {};
+template <class T, int N>
+struct plain_value<::metal::vec<T, N>> : plain_value<T> {};
+template <class T, int N>
+struct plain_value<::metal::packed_vec<T, N>> : plain_value<T> {};
+
 // ---------------------------------------------------------------- thread attributes
 
 inline metal::vec<uint, 3> u3(const uint32_t* v) { return metal::vec<uint, 3>(v[0], v[1], v[2]); }

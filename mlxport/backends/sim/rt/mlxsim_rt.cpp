@@ -109,7 +109,8 @@ struct Lane {
   uint8_t loaded_next = 0;
 };
 
-// Per element of threadgroup memory: the thread that touched it last since the last barrier,
+// Per element of threadgroup memory, and of an output a threadgroup touched (device memory): the
+// thread that touched it last since the last barrier,
 // the value it saw (a changed value is a write), and whether that thread wrote it; and another
 // thread that read it in the same interval, which races with a write whichever ran first.
 struct Shadow {
@@ -127,8 +128,8 @@ struct Shadow {
   Site read_at{};
 };
 
-// An element of threadgroup memory touched since the last barrier: checked for a write no later
-// access saw when the threads reach the barrier.
+// An element of threadgroup or device memory touched since the last barrier: checked for a write
+// no later access saw when the threads reach the barrier.
 struct Touched {
   Shadow* shadow;
   const Buffer* buf;
@@ -176,7 +177,11 @@ struct Worker {
   std::deque<TgSlot> slots;
   TgSlot dynamic;  // CUDA's extern __shared__ memory, LaunchParams::shared_bytes of it
   std::vector<char*> arena;  // owned allocations of this threadgroup
-  std::vector<Touched> touched;  // threadgroup memory touched since the last barrier
+  std::vector<Touched> touched;  // threadgroup and device memory touched since the last barrier
+  // The shadow of the output elements the running threadgroup touched, by address: its size is
+  // what one threadgroup touches, not the output's.
+  std::unordered_map<const char*, Shadow> device_shadow;
+  size_t group_threads = 0;  // threads of the running threadgroup
   size_t tg_bytes = 0;
   int64_t switches = 0, rounds = 0, syncs = 0;
   counting::Counter* counter = nullptr;  // a counted launch only
@@ -399,6 +404,7 @@ bool release_barrier(Worker& w, size_t n) {
 void reset_threadgroup_memory(Worker& w) {
   for (TgSlot& s : w.slots) s.storage = nullptr;
   w.touched.clear();
+  w.device_shadow.clear();
   w.dynamic.storage = nullptr;
   for (char* a : w.arena) std::free(a);
   w.arena.clear();
@@ -485,6 +491,7 @@ void run_threadgroup(Worker& w, uint64_t g) {
   tg[2] = uint32_t(g / (uint64_t(L.groups[0]) * L.groups[1]));
   for (int d = 0; d < 3; ++d) size[d] = std::min(dispatch[d], grid[d] - tg[d] * dispatch[d]);
   size_t n = size_t(size[0]) * size[1] * size[2];
+  w.group_threads = n;
   if (w.lanes.size() < n) w.lanes.resize(n);
   if (w.simds.size() < n / kSimdWidth + 1) w.simds.resize(n / kSimdWidth + 1);
   for (uint32_t z = 0; z < size[2]; ++z)
@@ -753,13 +760,21 @@ bool ordered(uint32_t sg, uint64_t sg_epoch, uint32_t other, uint64_t other_epoc
   return sg == other && sg_epoch != other_epoch;
 }
 
+// The memory a shadowed buffer is, and the barrier flag that orders it.
+const char* memory_of(const Buffer* buf) {
+  return buf->space == AS_THREADGROUP ? "threadgroup memory" : "device memory";
+}
+const char* flag_of(const Buffer* buf) {
+  return buf->space == AS_THREADGROUP ? "mem_flags::mem_threadgroup" : "mem_flags::mem_device";
+}
+
 std::string read_then_written(const Shadow& s, uint32_t writer, const Site& wrote_at, const uint32_t* tg,
                               const Buffer* buf, int64_t e) {
-  return fmt("threads %u and %u of threadgroup %s race on threadgroup memory %s[%lld]: thread %u read it (%s) and "
-             "thread %u wrote it (%s) with no threadgroup_barrier between, so on a GPU the read may see either "
-             "value; add threadgroup_barrier(mem_flags::mem_threadgroup) between the read and the write",
-             s.reader - 1, writer - 1, pos3(tg).c_str(), buf->name, (long long)e, s.reader - 1,
-             where(s.read_at).c_str(), writer - 1, where(wrote_at).c_str());
+  return fmt("threads %u and %u of threadgroup %s race on %s %s[%lld]: thread %u read it (%s) and thread %u wrote "
+             "it (%s) with no threadgroup_barrier between, so on a GPU the read may see either value; add "
+             "threadgroup_barrier(%s) between the read and the write",
+             s.reader - 1, writer - 1, pos3(tg).c_str(), memory_of(buf), buf->name, (long long)e, s.reader - 1,
+             where(s.read_at).c_str(), writer - 1, where(wrote_at).c_str(), flag_of(buf));
 }
 
 // What the last thread to touch an element did is known only at the next access: at a barrier
@@ -781,6 +796,43 @@ bool unseen_writes_race(Worker& w) {
   return true;
 }
 
+// One element's shadow at an access by the running thread (tg_touch, device_touch): touching what
+// another thread wrote, or writing what another thread read, since the last barrier faults.
+void touch(Worker* w, Shadow& s, const Buffer* buf, int64_t e, Site site) {
+  const int64_t es = std::max<int32_t>(buf->elem_size, 1);
+  const ThreadAttrs& a = w->current->attrs;
+  const uint32_t lane = a.thread_index_in_threadgroup + 1, sg = a.simdgroup_index_in_threadgroup;
+  const uint64_t sg_epoch = sg < w->sg_epochs.size() ? w->sg_epochs[sg] : 0;
+  uint64_t bits = 0;
+  std::memcpy(&bits, buf->base + e * es, size_t(std::min<int64_t>(es, 8)));
+  const bool changed = bits != s.bits;
+  const bool now = s.lane && s.epoch == w->epoch;  // touched since the last barrier
+  if (!now) {
+    s.wrote = false, s.reader = 0;
+    w->touched.push_back(Touched{&s, buf, e});
+  } else if (s.lane == lane) {
+    if (changed) {
+      s.wrote = true, s.wrote_at = s.site;
+      if (s.reader && s.reader != lane && !ordered(sg, sg_epoch, s.reader_simdgroup, s.reader_sg_epoch))
+        fault(read_then_written(s, lane, s.site, a.threadgroup_position_in_grid, buf, e).c_str());
+    }
+  } else if (!ordered(sg, sg_epoch, s.simdgroup, s.sg_epoch) && (s.wrote || changed)) {
+    const Site wrote = changed ? s.site : s.wrote_at;
+    fault(fmt("threads %u and %u of threadgroup %s race on %s %s[%lld]: thread %u wrote it (%s) and thread %u "
+              "touched it (%s) with no threadgroup_barrier between (two threads writing one element race too, "
+              "even with one value: let one thread write it); add threadgroup_barrier(%s) after the write",
+              s.lane - 1, lane - 1, pos3(a.threadgroup_position_in_grid).c_str(), memory_of(buf), buf->name,
+              (long long)e, s.lane - 1, where(wrote).c_str(), lane - 1, where(site).c_str(), flag_of(buf))
+              .c_str());
+  } else {
+    // the last thread read it: a write by another thread before the next barrier races with that read
+    if ((!s.reader || s.reader == lane) && !ordered(sg, sg_epoch, s.simdgroup, s.sg_epoch))
+      s.reader = s.lane, s.reader_simdgroup = s.simdgroup, s.reader_sg_epoch = s.sg_epoch, s.read_at = s.site;
+    s.wrote = false;
+  }
+  s.lane = lane, s.simdgroup = sg, s.sg_epoch = sg_epoch, s.epoch = w->epoch, s.bits = bits, s.site = site;
+}
+
 }  // namespace
 
 void tg_touch(const Buffer* buf, int64_t off, int64_t size, Site site) {
@@ -788,42 +840,18 @@ void tg_touch(const Buffer* buf, int64_t off, int64_t size, Site site) {
   if (!w || !w->current || !buf->mask) return;
   auto* shadow = reinterpret_cast<Shadow*>(buf->mask);
   const int64_t es = std::max<int32_t>(buf->elem_size, 1);
-  const ThreadAttrs& a = w->current->attrs;
-  if (w->counter) w->counter->tg_access(a, buf, off, size, site);
-  const uint32_t lane = a.thread_index_in_threadgroup + 1, sg = a.simdgroup_index_in_threadgroup;
-  const uint64_t sg_epoch = sg < w->sg_epochs.size() ? w->sg_epochs[sg] : 0;
+  if (w->counter) w->counter->tg_access(w->current->attrs, buf, off, size, site);
   const int64_t count = buf->bytes / es;
-  for (int64_t e = off / es; e <= (off + size - 1) / es && e < count; ++e) {
-    Shadow& s = shadow[e];
-    uint64_t bits = 0;
-    std::memcpy(&bits, buf->base + e * es, size_t(std::min<int64_t>(es, 8)));
-    const bool changed = bits != s.bits;
-    const bool now = s.lane && s.epoch == w->epoch;  // touched since the last barrier
-    if (!now) {
-      s.wrote = false, s.reader = 0;
-      w->touched.push_back(Touched{&s, buf, e});
-    } else if (s.lane == lane) {
-      if (changed) {
-        s.wrote = true, s.wrote_at = s.site;
-        if (s.reader && s.reader != lane && !ordered(sg, sg_epoch, s.reader_simdgroup, s.reader_sg_epoch))
-          fault(read_then_written(s, lane, s.site, a.threadgroup_position_in_grid, buf, e).c_str());
-      }
-    } else if (!ordered(sg, sg_epoch, s.simdgroup, s.sg_epoch) && (s.wrote || changed)) {
-      const Site wrote = changed ? s.site : s.wrote_at;
-      fault(fmt("threads %u and %u of threadgroup %s race on threadgroup memory %s[%lld]: thread %u wrote it (%s) "
-                "and thread %u touched it (%s) with no threadgroup_barrier between (two threads writing one element "
-                "race too, even with one value: let one thread write it); add "
-                "threadgroup_barrier(mem_flags::mem_threadgroup) after the write",
-                s.lane - 1, lane - 1, pos3(a.threadgroup_position_in_grid).c_str(), buf->name, (long long)e,
-                s.lane - 1, where(wrote).c_str(), lane - 1, where(site).c_str()).c_str());
-    } else {
-      // the last thread read it: a write by another thread before the next barrier races with that read
-      if ((!s.reader || s.reader == lane) && !ordered(sg, sg_epoch, s.simdgroup, s.sg_epoch))
-        s.reader = s.lane, s.reader_simdgroup = s.simdgroup, s.reader_sg_epoch = s.sg_epoch, s.read_at = s.site;
-      s.wrote = false;
-    }
-    s.lane = lane, s.simdgroup = sg, s.sg_epoch = sg_epoch, s.epoch = w->epoch, s.bits = bits, s.site = site;
-  }
+  for (int64_t e = off / es; e <= (off + size - 1) / es && e < count; ++e) touch(w, shadow[e], buf, e, site);
+}
+
+void device_touch(const Buffer* buf, int64_t off, int64_t size, Site site) {
+  Worker* w = tl_worker;
+  if (!w || !w->current || w->group_threads < 2 || w->launch->p->cuda) return;
+  const int64_t es = std::max<int32_t>(buf->elem_size, 1);
+  const int64_t count = buf->bytes / es;
+  for (int64_t e = off / es; e <= (off + size - 1) / es && e < count; ++e)
+    touch(w, w->device_shadow[buf->base + e * es], buf, e, site);
 }
 
 void atomic_loaded(const void* cell) {
