@@ -53,6 +53,10 @@ int main() {
     cout << "done in " << (Clock::now() - t0).count() << std::endl;
     return 0;
 }
+
+// macros of a header the executor drops (caffe's layer instantiations)
+INSTANTIATE_LAYER_GPU_FUNCS(ScaleLayer);
+namespace proj { REGISTER_LAYER_CLASS(Scale); }
 """
 
 

@@ -168,11 +168,15 @@ def test_tasks_new_from_a_file_then_check_runs_the_original_twice_at_every_case(
 def test_a_task_made_with_include_folders_carries_the_headers_it_reads_and_nothing_else(
     tmp_path, cli
 ):
+    """The header's macro (a grid-stride loop) is what the kernel is: an -I folder given relative
+    to the user's folder is found, not dropped (which left a kernel that wrote nothing)."""
     lib = tmp_path / "repo" / "include"
     (lib / "proj").mkdir(parents=True)
     (lib / "proj" / "scale.cuh").write_text(
         '#pragma once\n#include "detail.cuh"\n'
         "__device__ inline float scale(float x) { return twice(x) + 1.0f; }\n"
+        "#define EACH(i, n) \\\n  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < (n); \\\n"
+        "       i += blockDim.x * gridDim.x)\n"
     )
     (lib / "proj" / "detail.cuh").write_text(
         "#pragma once\n__device__ inline float twice(float x) { return 2 * x; }\n"
@@ -182,7 +186,7 @@ def test_a_task_made_with_include_folders_carries_the_headers_it_reads_and_nothi
     src.mkdir()
     (src / "k.cu").write_text(
         "#include <proj/scale.cuh>\n__global__ void k(const float* x, float* y, int n) {\n"
-        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = scale(x[i]);\n}\n"
+        "  EACH(i, n) { y[i] = scale(x[i]); }\n}\n"
         "void run(const float* x, float* y, int n) { k<<<(n + 127) / 128, 128>>>(x, y, n); }\n"
     )
     made = cli(
@@ -192,11 +196,12 @@ def test_a_task_made_with_include_folders_carries_the_headers_it_reads_and_nothi
         "--from",
         str(src / "k.cu"),
         "-I",
-        str(lib),
+        "include",  # relative to where the user is, not where the preprocessor runs
         "--case",
         "n=300",
         "--dir",
         str(tmp_path / "tasks"),
+        cwd=lib.parent,
     )
     assert made.returncode == 0, made.stderr
     folder = tmp_path / "tasks" / "mine"

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mlxport.errors import UserError
 
@@ -36,6 +36,15 @@ class TaskRequest(BaseModel):
     reference: str | None = None  # module:function or file.py:function
     inputs: str | None = None  # with a reference: 'x[R,C];w:float32[C]'
     outputs: str | None = None  # with a reference: 'out[R,C]'
+
+    @field_validator("includes")
+    @classmethod
+    def _folders(cls, includes: list[Path]) -> list[Path]:
+        """Absolute: the file is preprocessed in a sandbox, whose folder is not the user's."""
+        for folder in includes:
+            if not folder.is_dir():
+                raise ValueError(f"-I {folder}: no such folder; pass the folder of its headers")
+        return [folder.resolve() for folder in includes]
 
     @classmethod
     def of(cls, **flags: Any) -> TaskRequest:

@@ -142,6 +142,7 @@ class CudaExecutor:
         """The device code of ``path`` prepared for the executor (kept while the file is
         unchanged)."""
         path = Path(path).resolve()
+        includes = tuple(Path(i).resolve() for i in includes)  # the preprocessor runs elsewhere
         key = (path, path.stat().st_mtime_ns, includes)
         if key not in self._sources:
             cc = find_compiler()

@@ -324,6 +324,13 @@ class Rewriter:
             return self.blank(node)
         return self._declaration_with_pointers(node)
 
+    def _expression_statement(self, node: Node) -> str:
+        # after preprocessing, a statement at file or namespace scope is a macro of a dropped
+        # header (caffe's INSTANTIATE_LAYER_GPU_FUNCS(SoftmaxLayer);): host code
+        if node.parent is not None and node.parent.type in ("translation_unit", "declaration_list"):
+            return self.blank(node)
+        return self.children(node)
+
     def _field_declaration(self, node: Node) -> str:
         # a struct passed by value carries its buffers as checked pointers, each bound to its own
         # buffer; a union's members stay plain (a checked pointer is not trivially constructible)

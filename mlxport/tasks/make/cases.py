@@ -307,9 +307,12 @@ class CaseRunner:
         at = f"{p.name} at {label(case)}"
         part = f"the original writes {int(written.sum())} of the {written.size} elements of {at}"
         if not written.any():
+            missing = "".join(
+                f'; #include "{h}" was not found: pass its folder with -I' for h in self.kf.missing
+            )
             raise CudaTaskError(
                 f"the original writes none of the {written.size} elements of {at}: is its size "
-                f"right? (--shape {p.name}=EXPR)"
+                f"right? (--shape {p.name}=EXPR){missing}"
             )
         if written.all():
             if not heldout:
