@@ -301,3 +301,45 @@ def test_a_size_the_host_reads_off_a_tensor_is_named():
     """
     launch = evaluate_launch(textwrap.dedent(source), "k", {})
     assert launch.args[2].value.why == "d is x.size(1), which the case does not give"
+
+
+def test_a_parenthesized_half_cast_of_a_read_back_buffer(tmp_path):
+    """`(half)(a + b)` reads to the grammar as a call of `half`: it stays the type; the buffer
+    read back after its own write is compared as a float (GCC compares two widened halves in
+    half precision, through libgcc's __nehf2 where the CPU has no half instructions)."""
+    source = """
+    #include <cuda_fp16.h>
+    __global__ void accumulate(half* dest, half* src, int size) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < size) dest[i] = (half)((float)dest[i] + (float)src[i]);
+    }
+    void run(half* dest, half* src, int size) {
+        accumulate<<<(size + 255) / 256, 256>>>(dest, src, size);
+    }
+    """
+    _, _, translation = _ported(tmp_path, source, [{"size": 1000}])
+    assert "(half)((float)mlxport_read_back(" in translation.candidate.source
+
+
+def test_vector_stores_into_a_buffer_read_and_written_go_to_its_output(tmp_path):
+    """`C` is read and written: a store through a `(pair*)` pointer into it, copied as a uint2,
+    and one through `reinterpret_cast<float2*>(&C[i])` both land in C's output."""
+    source = """
+    typedef struct __align__(8) { float a; float b; } pair;
+    __global__ void fold4(const float* x, float* C, float alpha, float beta, int n) {
+        int i = (blockIdx.x * blockDim.x + threadIdx.x) * 4;
+        if (i + 4 > n) return;
+        pair* p = (pair*)(C + i);
+        pair q;
+        ((uint2*)&q)[0] = ((uint2*)p)[0];
+        q.a = q.a + q.b;
+        ((uint2*)p)[0] = ((uint2*)&q)[0];
+        float4 v = reinterpret_cast<const float4*>(&x[i])[0];
+        reinterpret_cast<float2*>(&C[i + 2])[0] = make_float2(alpha * v.z, beta * v.w);
+    }
+    void run(const float* x, float* C, float alpha, float beta, int n) {
+        fold4<<<(n / 4 + 63) / 64, 64>>>(x, C, alpha, beta, n);
+    }
+    """
+    _, _, translation = _ported(tmp_path, source, [{"n": 1024, "alpha": 0.5, "beta": 2.0}])
+    assert "mlxport_ptr_cast<float2>((C_out + (i + 2)))[0] =" in translation.candidate.source

@@ -284,10 +284,18 @@ LANGUAGE = frozenset(
     ]
 )
 # GCC's: the linker-made table PIC code addresses data through (a symbol, not a call), and libgcc's
-# conversions of half and bfloat16 on CPUs without instructions for them.
+# conversions and comparisons of half and bfloat16 on CPUs without instructions for them (GCC
+# compares two widened halves as halves: `float(h) != float(h)` calls __nehf2).
 GCC = frozenset(
     [
         "_GLOBAL_OFFSET_TABLE_",
+        "__eqhf2",
+        "__nehf2",
+        "__lthf2",
+        "__lehf2",
+        "__gthf2",
+        "__gehf2",
+        "__unordhf2",
         "__extendhfsf2",
         "__extendhfdf2",
         "__truncsfhf2",

@@ -85,7 +85,7 @@ def fitted_dim(job: KernelJob, tensor: str, axis: int) -> ast.expr | None:
 
 def _atoms(job: KernelJob, cases: list[dict]) -> Iterator[tuple[ast.expr, list[int]]]:
     """Each param and input dimension the port sees, with its value at every case, then their
-    products of two and three and their exact quotients."""
+    products of two to four and their exact quotients."""
     task = job.task
     dtype = task.dtypes[0]
     shapes = [task.shapes(c, dtype) for c in cases]
@@ -98,7 +98,8 @@ def _atoms(job: KernelJob, cases: list[dict]) -> Iterator[tuple[ast.expr, list[i
         if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
             single.append((ast.Name(p.name), values))
     yield from single
-    for n in (2, 3):
+    # products of up to four (attention's B * NH * T * T) while the names are few
+    for n in (2, 3, 4) if len(single) <= 8 else (2, 3):
         for group in itertools.combinations_with_replacement(single, n):
             expr, values = group[0]
             for e, v in group[1:]:

@@ -45,14 +45,23 @@ def call_args(call: Node) -> list[Node]:
     return [c for c in a.named_children if c.type != "comment"] if a is not None else []
 
 
+_LVALUES = ("subscript_expression", "field_expression", "pointer_expression")
+
+
 def root_name(node: Node | None) -> str | None:
     """The variable a pointer or lvalue expression is based on (`p` in `((float4*)p)[i].x`)."""
+    leaf = root_node(node)
+    return text(leaf) if leaf is not None else None
+
+
+def root_node(node: Node | None) -> Node | None:
+    """The identifier `root_name` names."""
     for _ in range(64):
         if node is None:
             return None
         t = node.type
         if t == "identifier":
-            return text(node)
+            return node
         if t == "binary_expression":
             node = node.child_by_field_name("left")
         elif t == "cast_expression":
@@ -179,7 +188,7 @@ class TreeRender:
     READ_BACK = {
         "msl": "template <typename P, typename Q, typename I>\n"
         "inline auto mlxport_read_back(P out, Q in, I i) {\n"
-        "  auto v = out[i];\n  return isnan(v) ? decltype(v)(in[i]) : v;\n}\n",
+        "  auto v = out[i];\n  return isnan(float(v)) ? decltype(v)(in[i]) : v;\n}\n",
         "cuda": "template <typename P, typename Q, typename I>\n"
         "__device__ inline auto mlxport_read_back(P out, Q in, I i) {\n"
         "  auto v = out[i];\n  return isnan(float(v)) ? decltype(v)(in[i]) : v;\n}\n",
@@ -252,6 +261,15 @@ class TreeRender:
             return new
         if not node.children:
             return self.render(node, ctx)
+        leaf = root_node(node)
+        if node.type not in _LVALUES and leaf is not None:
+            # `(uint4*)b_ptr`, `reinterpret_cast<float4*>(&C[i])`, `C + off`: rendered by the
+            # rules, C renamed (an lvalue's own subscript is no read, so it is copied piecewise)
+            self.override[leaf.id] = lambda _n: new
+            try:
+                return self.render(node, ctx)
+            finally:
+                self.override.pop(leaf.id, None)
         out, pos = [], node.start_byte
         arg = node.child_by_field_name("argument") or node.child_by_field_name("left")
         for c in node.children:

@@ -76,7 +76,9 @@ def render_msl(
             )
     for out in facts.rw.values():
         ctx.spaces[out] = frozenset({"device"})
+    mark = len(r.emitted)
     body = r.render(job.node.child_by_field_name("body"), ctx)
+    kernel_defs = r.definitions_since(mark)
     views = _vector_views(job, facts)
     if views:  # the kernel's own block shadows each buffer with its vector view
         r.ptr_casts = True
@@ -87,7 +89,7 @@ def render_msl(
     if "blockDim" not in r.used_builtins:
         # the renderer writes to this list
         job.notes[:] = [n for n in job.notes if not n.startswith("blockDim.")]
-    header = _tidy(_header(job, r, nodes, rendered))
+    header = _tidy(_header(job, r, nodes, rendered) + kernel_defs)
     if r.reads_back:
         header = r.READ_BACK["msl"] + header
     prologue = _prologue(job, r, block, scalars, ports)
@@ -271,6 +273,11 @@ class _FileItems:
         self.unused = _unused_declarations(
             job, "".join(text(d) for defs in nodes.values() for d in defs)
         )
+        self.namespaces = {
+            text(x.child_by_field_name("name"))
+            for x in walk(job.root)
+            if x.type == "namespace_definition"
+        }
 
     def render(self, n: Node) -> str | None:
         t = n.type
@@ -290,9 +297,18 @@ class _FileItems:
             return self.linkage(n)
         if t in _CONTAINERS:
             return self.r.copy(n, self.ctx, self.render)
+        if t == "using_declaration" and not self.own_namespace(n):
+            return ""  # using namespace cooperative_groups: a library Metal does not have
         if t in _TYPE_ITEMS:
             return self.r.render(n, self.ctx)
         return self.stray(n)
+
+    def own_namespace(self, n: Node) -> bool:
+        """`using` names the file's own namespace (or Metal's), or a name, not a namespace."""
+        if not re.match(r"using\s+namespace\b", text(n)):
+            return True
+        name = re.sub(r"\s+", "", text(n))[len("usingnamespace") :].rstrip(";").split("::")[0]
+        return name == "metal" or name in self.namespaces
 
     def definition(self, n: Node) -> str:
         """A struct template rendered (its methods are its own, not helpers); a function that is

@@ -28,7 +28,13 @@ from mlxport.translate.render.msl_declarators import declarator_kind, is_pointer
 from mlxport.translate.render.msl_groups import group_call, group_declaration
 from mlxport.translate.render.msl_helpers import HelperSet, helper_call
 from mlxport.translate.render.msl_spaces import spaces_of
-from mlxport.translate.render.msl_warp import check_mask, check_width, warp_reduction
+from mlxport.translate.render.msl_warp import (
+    check_mask,
+    full_mask,
+    segment_shuffle,
+    shuffle_width,
+    warp_reduction,
+)
 
 _DROPPED = (
     "__device__",
@@ -63,6 +69,14 @@ class MslRender(TreeRender):
         self.ptr_casts = False
         self.renames = _user_type_renames(src)
         self.atomic_ptrs: set[str] = set()  # pointers into atomic outputs: device atomic<T>* too
+        # definitions the rendering made (name -> MSL), and the names each use asked for, in order
+        self.generated: dict[str, str] = {}
+        self.emitted: list[str] = []
+
+    def definitions_since(self, mark: int) -> str:
+        """The generated definitions the code rendered since `mark` (len(emitted)) uses, each
+        under its own include guard, to go before that code."""
+        return "".join(self.generated[n] for n in dict.fromkeys(self.emitted[mark:]))
 
     def atomic_root(self, name: str) -> bool:
         """An output MLX made atomic (every output is, once one is), or a pointer into one."""
@@ -84,6 +98,8 @@ class MslRender(TreeRender):
                 return "32"
             if t in BUILTINS:
                 self.used_builtins.add(t)
+            if (t in RESERVED or t in TYPE_MAP) and _cast_type(node):
+                return self.type_name(t, node)  # `(half)(x + y)`, read by the grammar as a call
             return leaf_name(t)
         if node.type in ("type_identifier", "primitive_type"):
             if t in self.renames:
@@ -210,24 +226,58 @@ class MslRender(TreeRender):
     def warp_call(self, name: str, args: list[Node], ctx: FnCtx) -> str | None:
         """Shuffles and votes as simd_* functions."""
         entry = CALLS[name]
-        if entry.form == "shuffle":
-            if len(args) < 3:
-                return None
-            check_mask(args[0], name, self.macros)
-            if len(args) > 3:
-                check_width(args[3], name, self.macros)
-            lane = self.render(args[2], ctx)
-            if name == "__shfl_sync":
+        if entry.form in ("shuffle", "old_shuffle"):
+            if entry.form == "shuffle":
+                if len(args) < 3:
+                    return None
+                self.partial_mask_note(args[0], name)
+                args = args[1:]
+            width = shuffle_width(args[2], name, self.macros) if len(args) > 2 else 32
+            value, lane = self.render(args[0], ctx), self.render(args[1], ctx)
+            if width != 32:
+                kind = name.removeprefix("__shfl").removesuffix("_sync").lstrip("_") or "idx"
+                w = self.render(args[2], ctx) if width is None else width
+                return segment_shuffle(kind, value, lane, w, self.lane_id(ctx))
+            if name in ("__shfl_sync", "__shfl"):
                 lane = f"ushort(({lane}) & 31)"
-            return f"{entry.target}({self.render(args[1], ctx)}, {lane})"
-        if entry.form == "old_shuffle":
-            if len(args) > 2:
-                check_width(args[2], name, self.macros)
-            return f"{entry.target}({self.render(args[0], ctx)}, {self.render(args[1], ctx)})"
+            return f"{entry.target}({value}, {lane})"
         if entry.form == "vote":
-            check_mask(args[0], name, self.macros)
-            return entry.target.format(None, self.render(args[1], ctx))
+            return self.vote(entry, name, args, ctx)
         return "((uint)(simd_vote::vote_t)simd_active_threads_mask())"
+
+    def vote(self, entry: Call, name: str, args: list[Node], ctx: FnCtx) -> str:
+        """A vote over the lanes of its mask: the full mask as the simd_ function, a partial one
+        with each lane's own bit of the mask."""
+        p = self.render(args[1], ctx)
+        if name.startswith("__reduce"):  # a reduction over the lanes that call it
+            self.partial_mask_note(args[0], name)
+            return entry.target.format(None, p)
+        if full_mask(args[0], self.macros):
+            return entry.target.format(None, p)
+        mask = f"uint({self.render(args[0], ctx)})"
+        mine = f"((({mask}) >> {self.lane_id(ctx)}) & 1u)"
+        if name == "__any_sync":
+            return f"simd_any(({p}) && {mine})"
+        if name == "__all_sync":
+            return f"simd_all(!{mine} || ({p}))"
+        return f"({entry.target.format(None, p)} & {mask})"
+
+    def partial_mask_note(self, mask: Node, name: str) -> None:
+        if full_mask(mask, self.macros):
+            return
+        note = (
+            f"{name} with mask `{text(mask).strip()}` (line {line(mask)}): Metal's SIMD functions "
+            "act on the lanes that call them, which CUDA requires the mask to name"
+        )
+        if note not in self.notes:
+            self.notes.append(note)
+
+    def lane_id(self, ctx: FnCtx) -> str:
+        """The caller's lane in its SIMD-group: an attribute of the kernel; in a helper, from the
+        thread's index in the threadgroup (its built-ins are passed in)."""
+        if ctx.kind == "kernel":
+            return "thread_index_in_simdgroup"
+        return "((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u)"
 
     def intrinsic(self, node: Node, name: str, args: list[Node], ctx: FnCtx) -> str | None:
         """Math, conversion and half-arithmetic intrinsics and make_<vector> constructors."""
@@ -283,7 +333,8 @@ class MslRender(TreeRender):
         if got is None:
             return None
         v, fn, call = got
-        check_mask(call_args(call)[0], callee(call), self.macros)
+        if not full_mask(call_args(call)[0], self.macros):
+            return None  # a butterfly over part of a SIMD-group: each shuffle as it is
         self.notes.append(f"warp reduction loop at line {line(node)} -> {fn}")
         return f"{leaf_name(v)} = {fn}({leaf_name(v)});"
 
@@ -554,6 +605,20 @@ class MslRender(TreeRender):
             return self.render(node, ctx)
         finally:
             self.facts.atomic = saved
+
+
+def _cast_type(node: Node) -> bool:
+    """``half`` in ``(half)(x)``: the parenthesized name a call is made of, which C reads as a
+    cast when the name is a type."""
+    paren = node.parent
+    call = paren.parent if paren is not None else None
+    return (
+        paren is not None
+        and paren.type == "parenthesized_expression"
+        and call is not None
+        and call.type == "call_expression"
+        and call.child_by_field_name("function") == paren
+    )
 
 
 def leaf_name(v: str) -> str:

@@ -41,20 +41,44 @@ def _value(node: Node | None, macros: Macros) -> int | bool | None:
         return None
 
 
-def check_mask(mask: Node, name: str, macros: Macros) -> None:
+def full_mask(mask: Node, macros: Macros) -> bool:
+    """The mask names every lane: a literal, a #define, or a local constant initialised to one
+    (`unsigned mask = 0xffffffff;` never assigned again)."""
     t = text(mask).strip()
     if t in _FULL_MASKS:
-        return
+        return True
+    if re.fullmatch(r"\w+\s*\(\s*\)", t) and "activemask" in t:
+        return True
+    if mask.type == "identifier" and (init := _local_constant(mask)) is not None:
+        return full_mask(init, macros)
     v = _value(mask, macros)
-    if v is None and re.fullmatch(r"\w+\s*\(\s*\)", t) and "activemask" in t:
-        return
-    if not isinstance(v, int) or (v & 0xFFFFFFFF) != 0xFFFFFFFF:
+    return isinstance(v, int) and (v & 0xFFFFFFFF) == 0xFFFFFFFF
+
+
+def check_mask(mask: Node, name: str, macros: Macros) -> None:
+    if not full_mask(mask, macros):
         raise RenderError(
-            f"{name} with mask {t}",
+            f"{name} with mask {text(mask).strip()}",
             line(mask),
-            "partial-mask warp operations have no Metal form (SIMD functions act on all "
-            "active lanes)",
+            "a barrier of part of a SIMD-group has no Metal form",
         )
+
+
+def _local_constant(name: Node) -> Node | None:
+    """The initializer of the local variable `name` refers to, where the function assigns it
+    nowhere else."""
+    fn = next((a for a in _ancestors(name) if a.type == "function_definition"), None)
+    if fn is None:
+        return None
+    inits = []
+    for n in walk(fn):
+        if n.type == "init_declarator" and text(n.child_by_field_name("declarator")) == text(name):
+            inits.append(n.child_by_field_name("value"))
+        elif n.type in ("assignment_expression", "update_expression") and text(
+            n.child_by_field_name("left") or n.child_by_field_name("argument")
+        ) == text(name):
+            return None
+    return inits[0] if len(inits) == 1 else None
 
 
 def _template_default(node: Node) -> Node | None:
@@ -95,15 +119,42 @@ def _ancestors(node: Node):
         yield node
 
 
-def check_width(width: Node, name: str, macros: Macros) -> None:
+def shuffle_width(width: Node, name: str, macros: Macros) -> int | None:
+    """The segment width of a shuffle: 32, a smaller power of two (lane arithmetic), or None
+    where it is not a constant (the lane arithmetic reads it at run time)."""
     if width.type == "identifier" and (default := _template_default(width)) is not None:
         width = default
-    if _value(width, macros) != 32 and text(width).strip() not in ("warpSize", "WARP_SIZE"):
+    if text(width).strip() in ("warpSize", "WARP_SIZE"):
+        return 32
+    w = _value(width, macros)
+    if w is None:
+        return None
+    if not isinstance(w, int) or isinstance(w, bool) or w < 1 or w > 32 or w & (w - 1):
         raise RenderError(
             f"{name} with width {text(width)}",
             line(width),
-            "sub-warp shuffle widths have no direct Metal form",
+            "CUDA shuffle widths are powers of two up to 32",
         )
+    return w
+
+
+def segment_shuffle(kind: str, value: str, arg: str, width: int | str, lane: str) -> str:
+    """A shuffle within segments of `width` lanes (a number, or the C text of one) as simd_shuffle
+    from the lane CUDA reads: a source outside the caller's segment leaves the caller's own
+    value, as in CUDA."""
+    if isinstance(width, int):
+        low, high, w = f"{width - 1}u", f"{32 - width}u", f"{width}u"
+    else:
+        w = f"uint({width})"
+        low, high = f"({w} - 1u)", f"(31u & ~({w} - 1u))"
+    a = f"uint({arg})"
+    source = {
+        "idx": f"({lane} & {high}) | ({a} & {low})",
+        "up": f"({lane} & {low}) >= {a} ? {lane} - {a} : {lane}",
+        "down": f"({lane} & {low}) + {a} < {w} ? {lane} + {a} : {lane}",
+        "xor": f"({lane} ^ {a}) < ({lane} & {high}) + {w} ? ({lane} ^ {a}) : {lane}",
+    }[kind]
+    return f"simd_shuffle({value}, ushort({source}))"
 
 
 def warp_reduction(loop: Node, macros: Macros) -> tuple[str, str, Node] | None:
