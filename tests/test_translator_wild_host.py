@@ -179,3 +179,39 @@ def test_a_quotient_by_zero_in_host_code_is_named_not_a_crash():
     """
     with pytest.raises(HostEvalError, match="takes a remainder by zero at this case"):
         evaluate_launch(textwrap.dedent(source), "k", {"n": 64, "parts": 0})
+
+
+def test_a_torch_warp_size_a_braced_block_and_a_comment_on_the_launch_line(tmp_path):
+    """`{C10_WARP_SIZE * 4, 1, 1}` is the block, the launch's own comment is no statement, and a
+    templated helper's `static __shared__ T` is the type its call deduces (float, in a kernel of
+    halves)."""
+    source = """
+    #include <cuda_fp16.h>
+    template <typename T>
+    __device__ T block_sum(T v) {
+        static __shared__ T part[32];
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+        if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = v;
+        __syncthreads();
+        T t = 0;
+        for (int w = 0; w < blockDim.x / 32; ++w) t += part[w];
+        return t;
+    }
+    __global__ void row_norm(const half* x, half* y, int cols) {
+        float acc = 0.f;
+        for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+            float v = __half2float(x[blockIdx.x * cols + c]);
+            acc += v * v;
+        }
+        float total = block_sum(acc);
+        float inv = rsqrtf(total / cols + 1e-5f);
+        for (int c = threadIdx.x; c < cols; c += blockDim.x)
+            y[blockIdx.x * cols + c] = __float2half(__half2float(x[blockIdx.x * cols + c]) * inv);
+    }
+    void run(const half* x, half* y, int rows, int cols) {
+        row_norm<<<rows, {C10_WARP_SIZE * 4, 1, 1}>>>(x, y, cols);  // one block per row
+    }
+    """
+    translation = _ported(tmp_path, source, [{"rows": 6, "cols": 300}])
+    assert translation.candidate.threadgroup == [128, 1, 1]
+    assert "threadgroup float block_sum_part[32];" in translation.candidate.source

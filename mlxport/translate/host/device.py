@@ -64,6 +64,8 @@ class DeviceQueries:
         """`prop.multiProcessorCount` (any variable: the field names a cudaDeviceProp's), or a
         variable the file assigns only from one such field (llm.c's `cuda_num_SMs =
         deviceProp.multiProcessorCount;` in its setup)."""
+        if name == "C10_WARP_SIZE":  # PyTorch's warp size on CUDA, a SIMD-group on Metal
+            return ast.Constant(self.values["warpSize"])
         _, _, field = name.rpartition(".")
         if "." in name and field in self.values:
             return self._fixed(field, name)

@@ -241,6 +241,8 @@ class HostFunction:
         self, stmts: list[Node], env: dict, conds: list[ast.expr], lines: dict[int, LaunchSite]
     ) -> None:
         for st in stmts:
+            if st.type == "comment":  # one sharing a launch's line
+                continue
             if not self._contains(st, lines):
                 self._apply(st, env)
                 continue
@@ -502,6 +504,8 @@ class HostFunction:
             return _Unknown(e)
 
     def _dims(self, src: str, env: dict, ln: int) -> list[ast.expr]:
+        if src.strip().startswith("{"):  # <<<n, {X, Y, 1}>>>
+            src = f"dim3{src.strip()}"
         node = parse_expr(src)
         if node is not None and node.type == "identifier" and isinstance(env.get(text(node)), Dim3):
             return list(env[text(node)].parts)

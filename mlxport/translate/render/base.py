@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import callee, line, text
+from mlxport.cuda_syntax import callee, declared_name, line, text, walk
 from mlxport.translate.bind.kernel_facts import KernelFacts
 
 
@@ -46,6 +46,21 @@ def call_args(call: Node) -> list[Node]:
 
 
 _LVALUES = ("subscript_expression", "field_expression", "pointer_expression")
+
+
+def declared_type(value: Node) -> str | None:
+    """The type a local variable or parameter named by ``value`` is declared with, as written."""
+    if value.type != "identifier":
+        return None
+    fn = value
+    while fn is not None and fn.type != "function_definition":
+        fn = fn.parent
+    for n in walk(fn) if fn is not None else []:
+        if n.type in ("declaration", "parameter_declaration") and any(
+            declared_name(d) == text(value) for d in n.children_by_field_name("declarator")
+        ):
+            return text(n.child_by_field_name("type")).strip()
+    return None
 
 
 def root_name(node: Node | None) -> str | None:

@@ -8,8 +8,8 @@ import re
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import declared_name, line, text, walk
-from mlxport.translate.render.base import FnCtx, RenderError
+from mlxport.cuda_syntax import line, text, walk
+from mlxport.translate.render.base import FnCtx, RenderError, declared_type
 
 BLOCK = 0  # the width recorded for a thread_block
 _TILE = re.compile(
@@ -248,7 +248,7 @@ def _custom_reduce(r, node: Node, op: Node, value: Node, width: int, ctx: FnCtx)
 def _struct_shuffle(value: Node) -> str:
     """`mlxport_shuffle_xor` of the struct the reduced variable is, field by field ("" for a
     number)."""
-    type_name = _declared_type(value)
+    type_name = declared_type(value)
     fields = _struct_fields(value, type_name) if type_name else None
     if not fields:
         return ""
@@ -259,21 +259,6 @@ def _struct_shuffle(value: Node) -> str:
         f"inline {type_name} mlxport_shuffle_xor({type_name} v, ushort m) {{ {body} return v; }}\n"
         "#endif\n"
     )
-
-
-def _declared_type(value: Node) -> str | None:
-    """The type name a local variable or parameter is declared with."""
-    if value.type != "identifier":
-        return None
-    fn = value
-    while fn is not None and fn.type != "function_definition":
-        fn = fn.parent
-    for n in walk(fn) if fn is not None else []:
-        if n.type in ("declaration", "parameter_declaration") and any(
-            declared_name(d) == text(value) for d in n.children_by_field_name("declarator")
-        ):
-            return text(n.child_by_field_name("type")).strip()
-    return None
 
 
 def _struct_fields(anywhere: Node, type_name: str) -> list[str] | None:

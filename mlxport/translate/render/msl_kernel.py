@@ -17,7 +17,7 @@ from mlxport.translate.bind.result import Untranslatable
 from mlxport.translate.bind.scalars import Scalars, prologue_consts
 from mlxport.translate.reading.calls import BUILTIN_NAMES, rule
 from mlxport.translate.reading.names import TYPE_MAP
-from mlxport.translate.render.base import FnCtx, float_limit_guards
+from mlxport.translate.render.base import FnCtx, call_args, declared_type, float_limit_guards
 from mlxport.translate.render.msl_declarators import declarator_kind
 from mlxport.translate.render.msl_helpers import render_helper, variant_for
 from mlxport.translate.render.msl_render import MslRender, leaf_name
@@ -160,6 +160,8 @@ def _hoisted_decl(
     """The kernel-scope declaration of a helper's __shared__ array, sized by the kernel's call."""
     ctx = FnCtx("helper", name=owner)
     ty = r.render(decl.child_by_field_name("type"), ctx)
+    deduced = _deduced(job, owner, call)
+    ty = deduced.get(ty.strip(), ty)  # `static __shared__ T shared[32]` where the call makes T
     d = next(x for x in decl.children_by_field_name("declarator") if declared_name(x) == var)
     dims = []
     x = d
@@ -175,7 +177,7 @@ def _hoisted_decl(
         else None
     )
     tparams = _template_params(job, owner)
-    subst = (
+    subst = deduced | (
         dict(zip(tparams, [text(a) for a in targs.named_children], strict=False)) if targs else {}
     )
     out_dims = []
@@ -230,6 +232,23 @@ def _expand(dim: str, constants: dict[str, str]) -> str:
             break
         dim = expanded
     return dim
+
+
+def _deduced(job: KernelJob, owner: str, call: Node) -> dict[str, str]:
+    """The helper's template types the call sets: explicit (`f<float>(x)`), or deduced from an
+    argument a `T` parameter takes whose declared type the kernel states (`float v; f(v)`)."""
+    helper = next((d for d in job.cf.device_functions if d.name == owner), None)
+    if helper is None:
+        return {}
+    tparams = [t.name for t in helper.template_params if t.kind == "typename"]
+    fn = call.child_by_field_name("function")
+    targs = fn.child_by_field_name("arguments") if fn.type == "template_function" else None
+    out = dict(zip(tparams, [text(a) for a in targs.named_children], strict=False)) if targs else {}
+    for p, a in zip(helper.params, call_args(call), strict=False):
+        base = re.sub(r"\bconst\b|&", "", p.base_type).strip()
+        if base in tparams and base not in out and (t := declared_type(a)) is not None:
+            out[base] = re.sub(r"\bconst\b", "", t).strip()
+    return {k: TYPE_MAP.get(v, v) for k, v in out.items()}
 
 
 def _template_params(job: KernelJob, owner: str) -> list[str]:
