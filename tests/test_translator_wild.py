@@ -343,3 +343,54 @@ def test_vector_stores_into_a_buffer_read_and_written_go_to_its_output(tmp_path)
     """
     _, _, translation = _ported(tmp_path, source, [{"n": 1024, "alpha": 0.5, "beta": 2.0}])
     assert "mlxport_ptr_cast<float2>((C_out + (i + 2)))[0] =" in translation.candidate.source
+
+
+def test_the_getpointer_shared_memory_idiom_in_a_helper_called_with_a_null_buffer(tmp_path):
+    """apex's norms: `SharedMemory<U> s; U* buf = s.getPointer();` is the dynamic shared array,
+    a helper's (hoisted into the kernel, sized by the launch), PyTorch's WARP_SHFL shuffles, a
+    `nullptr` for a buffer the RMS form does not write, and a printf of no result dropped."""
+    source = """
+    template <typename T> struct SharedMemory;
+    template <> struct SharedMemory<float> {
+        __device__ float* getPointer() { extern __shared__ float s_float[]; return s_float; }
+    };
+    template <typename U>
+    __device__ void row_stats(const U* x, U* mean, U* rstd, int cols, bool rms_only) {
+        SharedMemory<U> shared;
+        U* buf = shared.getPointer();
+        U sum = 0, sq = 0;
+        for (int c = threadIdx.x; c < cols; c += 32) { sum += x[c]; sq += x[c] * x[c]; }
+        for (int o = 16; o > 0; o /= 2) {
+            sum += WARP_SHFL_XOR(sum, o);
+            sq += WARP_SHFL_XOR(sq, o);
+        }
+        if (threadIdx.x == 0) { buf[0] = sum / cols; buf[1] = sq / cols; }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            if (!rms_only) mean[blockIdx.x] = buf[0];
+            rstd[blockIdx.x] = rsqrtf(buf[1] - (rms_only ? 0.f : buf[0] * buf[0]) + 1e-5f);
+            if (blockIdx.x == 0) printf("row 0: %f\\n", buf[0]);
+        }
+    }
+    template <typename U>
+    __global__ void rms_stats(const U* x, U* rstd, int cols) {
+        row_stats<U>(x + blockIdx.x * cols, nullptr, rstd, cols, true);
+    }
+    void run(const float* x, float* rstd, int rows, int cols) {
+        rms_stats<float><<<rows, 32, 2 * sizeof(float)>>>(x, rstd, cols);
+    }
+    """
+    _, _, translation = _ported(tmp_path, source, [{"rows": 5, "cols": 200}])
+    assert "threadgroup U row_stats_buf[SMEM_BUF];" in translation.candidate.source
+    assert any("printf at line" in n for n in translation.notes)
+
+
+def test_a_printf_that_changes_state_is_refused_not_dropped():
+    source = """
+    __global__ void count(const float* x, float* y, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) { printf("%d\\n", i++); y[i - 1] = x[i - 1]; }
+    }
+    """
+    with pytest.raises(Untranslatable, match=r"printf with side effects.*move them out"):
+        translate(textwrap.dedent(source), kernel="count")

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from mlxport.translate.render.msl_render import MslRender
 
 _INDIRECT = ("pointer", "reference", "array")
-_LANE_CALLS = ("__shfl", "__any_sync", "__all_sync", "__ballot_sync")
+_LANE_CALLS = ("__shfl", "WARP_SHFL", "__any_sync", "__all_sync", "__ballot_sync")
 _GROUPS = re.compile(r"\b(?:thread_block|thread_block_tile|thread_group|this_thread_block)\b")
 # (the helper that declares it, its name, its declaration)
 SharedVar = tuple[str, str, Node]
@@ -133,6 +133,8 @@ def helper_call(r: MslRender, node: Node, name: str, args: list[Node], ctx: FnCt
             choices.append([f"group{ctx.groups[text(a)]}"])
         elif i in positions:
             sp = spaces_of(a, ctx)
+            if sp is None and text(a) in ("nullptr", "NULL"):
+                sp = frozenset({"device"})  # a null pointer is one of any address space
             if sp is None:
                 sp = frozenset({"thread"}) if positions[i] == "reference" else None
             if sp is None:
@@ -225,8 +227,10 @@ def _shared_param(
     ty = r.render(decl_node.child_by_field_name("type"), ctx)
     d = next(x for x in decl_node.children_by_field_name("declarator") if declared_name(x) == var)
     dims = array_size_nodes(d)
-    if not dims:
+    if not dims and declarator_kind(d) != "array":  # `extern __shared__ U buf[]` is an array
         return f"threadgroup {ty}& {pname}"
+    if not dims:
+        return f"threadgroup {ty}* {pname}"
     if len(dims) == 1:
         return f"threadgroup {ty}* {pname}"
     if not own:

@@ -167,7 +167,8 @@ def _hoisted_decl(
     x = d
     while x is not None and x.type == "array_declarator":
         size = x.child_by_field_name("size")
-        dims.insert(0, r.render(size, ctx) if size is not None else "")
+        # extern __shared__ T buf[]: as many elements as the launch's dynamic bytes hold
+        dims.insert(0, r.render(size, ctx) if size is not None else r.facts.dynamic.get(var, ""))
         x = x.child_by_field_name("declarator")
     dims = [_expand(dim, _local_constants(r, decl, ctx)) for dim in dims]
     fn = call.child_by_field_name("function")

@@ -9,7 +9,7 @@ import re
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import callee, declared_name, line, text
+from mlxport.cuda_syntax import callee, declared_name, line, text, walk
 from mlxport.translate.bind.kernel_facts import KernelFacts
 from mlxport.translate.host.cexpr import Macros
 from mlxport.translate.reading.calls import CALLS, Call, rule
@@ -31,8 +31,7 @@ from mlxport.translate.render.msl_spaces import spaces_of
 from mlxport.translate.render.msl_warp import (
     check_mask,
     full_mask,
-    segment_shuffle,
-    shuffle_width,
+    warp_call,
     warp_reduction,
 )
 
@@ -134,6 +133,8 @@ class MslRender(TreeRender):
         if t == "sized_type_specifier":
             key = re.sub(r"\s+", " ", text(node)).strip()
             return TYPE_MAP.get(key, key)
+        if t == "qualified_identifier" and re.sub(r"\s+", "", text(node)) in TYPE_MAP:
+            return TYPE_MAP[re.sub(r"\s+", "", text(node))]  # at::Half
         if t == "call_expression":
             return self.call(node, ctx)
         if t == "cast_expression":
@@ -179,6 +180,8 @@ class MslRender(TreeRender):
         args = call_args(node)
         ln = line(node)
         entry = CALLS.get(name)
+        if not name.startswith("__") and name in self.helpers.nodes:
+            entry = None  # the file's own WARP_SHFL, say: what it defines is what it calls
         if entry is not None and entry.needs_rewrite:
             raise RenderError(name, ln, entry.refusal())
         grouped = group_call(self, node, name, args, ctx)
@@ -199,7 +202,7 @@ class MslRender(TreeRender):
             or form in ("old_shuffle", "vote")
             and len(args) >= 2
         ):
-            return self.warp_call(name, args, ctx)
+            return warp_call(self, name, args, ctx)
         if form == "atomic":
             return self.atomic(node, entry, args, ctx)
         if name == "sincosf" or name == "sincos":
@@ -222,62 +225,6 @@ class MslRender(TreeRender):
         if name in self.helpers.nodes:
             return helper_call(self, node, name, args, ctx)
         return None
-
-    def warp_call(self, name: str, args: list[Node], ctx: FnCtx) -> str | None:
-        """Shuffles and votes as simd_* functions."""
-        entry = CALLS[name]
-        if entry.form in ("shuffle", "old_shuffle"):
-            if entry.form == "shuffle":
-                if len(args) < 3:
-                    return None
-                self.partial_mask_note(args[0], name)
-                args = args[1:]
-            width = shuffle_width(args[2], name, self.macros) if len(args) > 2 else 32
-            value, lane = self.render(args[0], ctx), self.render(args[1], ctx)
-            if width != 32:
-                kind = name.removeprefix("__shfl").removesuffix("_sync").lstrip("_") or "idx"
-                w = self.render(args[2], ctx) if width is None else width
-                return segment_shuffle(kind, value, lane, w, self.lane_id(ctx))
-            if name in ("__shfl_sync", "__shfl"):
-                lane = f"ushort(({lane}) & 31)"
-            return f"{entry.target}({value}, {lane})"
-        if entry.form == "vote":
-            return self.vote(entry, name, args, ctx)
-        return "((uint)(simd_vote::vote_t)simd_active_threads_mask())"
-
-    def vote(self, entry: Call, name: str, args: list[Node], ctx: FnCtx) -> str:
-        """A vote over the lanes of its mask: the full mask as the simd_ function, a partial one
-        with each lane's own bit of the mask."""
-        p = self.render(args[1], ctx)
-        if name.startswith("__reduce"):  # a reduction over the lanes that call it
-            self.partial_mask_note(args[0], name)
-            return entry.target.format(None, p)
-        if full_mask(args[0], self.macros):
-            return entry.target.format(None, p)
-        mask = f"uint({self.render(args[0], ctx)})"
-        mine = f"((({mask}) >> {self.lane_id(ctx)}) & 1u)"
-        if name == "__any_sync":
-            return f"simd_any(({p}) && {mine})"
-        if name == "__all_sync":
-            return f"simd_all(!{mine} || ({p}))"
-        return f"({entry.target.format(None, p)} & {mask})"
-
-    def partial_mask_note(self, mask: Node, name: str) -> None:
-        if full_mask(mask, self.macros):
-            return
-        note = (
-            f"{name} with mask `{text(mask).strip()}` (line {line(mask)}): Metal's SIMD functions "
-            "act on the lanes that call them, which CUDA requires the mask to name"
-        )
-        if note not in self.notes:
-            self.notes.append(note)
-
-    def lane_id(self, ctx: FnCtx) -> str:
-        """The caller's lane in its SIMD-group: an attribute of the kernel; in a helper, from the
-        thread's index in the threadgroup (its built-ins are passed in)."""
-        if ctx.kind == "kernel":
-            return "thread_index_in_simdgroup"
-        return "((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u)"
 
     def intrinsic(self, node: Node, name: str, args: list[Node], ctx: FnCtx) -> str | None:
         """Math, conversion and half-arithmetic intrinsics and make_<vector> constructors."""
@@ -507,12 +454,11 @@ class MslRender(TreeRender):
                 c = self.render(args[2].child_by_field_name("argument"), ctx)
                 fn = "metal::fast::sincos" if callee(e) == "__sincosf" else "metal::sincos"
                 return f"{s} = {fn}({self.render(args[0], ctx)}, {c});"
-        if (
-            e is not None
-            and e.type == "call_expression"
-            and callee(e) in ("assert", "__assert_fail")
-        ):
-            self.notes.append(f"assert at line {line(e)} dropped: Metal kernels have no assert")
+        if e is not None and e.type == "call_expression" and callee(e) in _DROPPED_CALLS:
+            if any(n.type in ("assignment_expression", "update_expression") for n in walk(e)):
+                raise RenderError(f"{callee(e)} with side effects", line(e), "move them out")
+            what = "assert" if callee(e) == "__assert_fail" else callee(e)
+            self.notes.append(f"{what} at line {line(e)} dropped: Metal kernels have no {what}")
             return ";"
         return None
 
@@ -605,6 +551,9 @@ class MslRender(TreeRender):
             return self.render(node, ctx)
         finally:
             self.facts.atomic = saved
+
+
+_DROPPED_CALLS = ("assert", "__assert_fail", "printf")  # statements with no result
 
 
 def _cast_type(node: Node) -> bool:

@@ -1,6 +1,8 @@
-"""Warp operations in Metal terms: SIMD functions act on all active lanes with a width of 32, so
-masks must be full and shuffle widths 32; `for (o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(...)`
-loops are recognised as whole-SIMD-group reductions."""
+"""Warp operations in Metal terms: SIMD functions act on the lanes that call them (the lanes CUDA
+requires a mask to name) with a width of 32; a shuffle within segments of fewer lanes is a
+simd_shuffle from the lane CUDA reads, a vote over part of a warp tests each lane's bit of the
+mask, and `for (o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(full, ...)` loops are recognised as
+whole-SIMD-group reductions."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ from tree_sitter import Node
 
 from mlxport.cuda_syntax import callee, line, parse_expr, text, walk
 from mlxport.translate.host.cexpr import CExprError, CToAst, Macros, const_value, simplify
-from mlxport.translate.render.base import RenderError
+from mlxport.translate.reading.calls import CALLS, Call
+from mlxport.translate.render.base import FnCtx, RenderError
 
 _FULL_MASKS = (
     "__activemask()",
@@ -209,3 +212,63 @@ def _halving_loop_var(loop: Node, macros: Macros) -> str | None:
     ):
         return None
     return var
+
+
+def warp_call(r, name: str, args: list[Node], ctx: FnCtx) -> str | None:
+    """Shuffles and votes as simd_* functions."""
+    entry = CALLS[name]
+    if entry.form in ("shuffle", "old_shuffle"):
+        if entry.form == "shuffle":
+            if len(args) < 3:
+                return None
+            partial_mask_note(r, args[0], name)
+            args = args[1:]
+        width = shuffle_width(args[2], name, r.macros) if len(args) > 2 else 32
+        value, lane = r.render(args[0], ctx), r.render(args[1], ctx)
+        kind = entry.target.removeprefix("simd_shuffle").lstrip("_") or "idx"
+        if width != 32:
+            w = r.render(args[2], ctx) if width is None else width
+            return segment_shuffle(kind, value, lane, w, lane_id(ctx))
+        if kind == "idx":
+            lane = f"ushort(({lane}) & 31)"
+        return f"{entry.target}({value}, {lane})"
+    if entry.form == "vote":
+        return _vote(r, entry, name, args, ctx)
+    return "((uint)(simd_vote::vote_t)simd_active_threads_mask())"
+
+
+def _vote(r, entry: Call, name: str, args: list[Node], ctx: FnCtx) -> str:
+    """A vote over the lanes of its mask: the full mask as the simd_ function, a partial one
+    with each lane's own bit of the mask."""
+    p = r.render(args[1], ctx)
+    if name.startswith("__reduce"):  # a reduction over the lanes that call it
+        partial_mask_note(r, args[0], name)
+        return entry.target.format(None, p)
+    if full_mask(args[0], r.macros):
+        return entry.target.format(None, p)
+    mask = f"uint({r.render(args[0], ctx)})"
+    mine = f"((({mask}) >> {lane_id(ctx)}) & 1u)"
+    if name == "__any_sync":
+        return f"simd_any(({p}) && {mine})"
+    if name == "__all_sync":
+        return f"simd_all(!{mine} || ({p}))"
+    return f"({entry.target.format(None, p)} & {mask})"
+
+
+def partial_mask_note(r, mask: Node, name: str) -> None:
+    if full_mask(mask, r.macros):
+        return
+    note = (
+        f"{name} with mask `{text(mask).strip()}` (line {line(mask)}): Metal's SIMD functions "
+        "act on the lanes that call them, which CUDA requires the mask to name"
+    )
+    if note not in r.notes:
+        r.notes.append(note)
+
+
+def lane_id(ctx: FnCtx) -> str:
+    """The caller's lane in its SIMD-group: an attribute of the kernel; in a helper, from the
+    thread's index in the threadgroup (its built-ins are passed in)."""
+    if ctx.kind == "kernel":
+        return "thread_index_in_simdgroup"
+    return "((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u)"
