@@ -394,3 +394,39 @@ def test_a_printf_that_changes_state_is_refused_not_dropped():
     """
     with pytest.raises(Untranslatable, match=r"printf with side effects.*move them out"):
         translate(textwrap.dedent(source), kernel="count")
+
+
+def test_an_output_the_files_own_constants_size_is_that_many_elements(tmp_path):
+    """`#define N` sizes both buffers and the case binds nothing: the output's extent is the
+    number the task's one case gives it, though no input is said to share it."""
+    source = """
+    #define N 64
+    #define TILE 16
+    __global__ void transpose(int *input, int *output) {
+        __shared__ int tile[TILE][TILE + 1];
+        int x = threadIdx.x + blockIdx.x * TILE, y = threadIdx.y + blockIdx.y * TILE;
+        tile[threadIdx.x][threadIdx.y] = input[y * N + x];
+        __syncthreads();
+        int tx = threadIdx.x + blockIdx.y * TILE, ty = threadIdx.y + blockIdx.x * TILE;
+        output[ty * N + tx] = tile[threadIdx.y][threadIdx.x];
+    }
+    int main(void) {
+        int *d_a, *d_b;
+        int size = N * N * sizeof(int);
+        cudaMalloc((void **)&d_a, size);
+        cudaMalloc((void **)&d_b, size);
+        dim3 block(TILE, TILE, 1), grid(N / TILE, N / TILE, 1);
+        transpose<<<grid, block>>>(d_a, d_b);
+        return 0;
+    }
+    """
+    _, _, translation = _ported(tmp_path, source, [{}])
+    assert translation.candidate.output_shapes == [[4096]]
+    # a name the case binds may size it: one case cannot tell how
+    bound = source.replace("int *output)", "int *output, int scale)")
+    bound = bound.replace("(d_a, d_b)", "(d_a, d_b, scale)").replace("main(void)", "run(int scale)")
+    path = _file(tmp_path, bound)
+    built = from_cuda(TaskRequest(source=path, cases=[{"scale": 3}]), heldout=0)
+    task = load_task(write_task(built, tmp_path / "bound", path))
+    with pytest.raises(Untranslatable, match="output dimension n_output"):
+        translate_task(task, "msl")

@@ -73,11 +73,14 @@ def fitted_plan(job: KernelJob) -> LaunchPlan | None:
 
 def fitted_dim(job: KernelJob, tensor: str, axis: int) -> ast.expr | None:
     """An output's dimension that no input or param names (a measured extent, a host variable),
-    as what gives its size at every case of the task."""
+    as what gives its size at every case of the task. One case tells only where the file's own
+    constants size every buffer (`#define N`: the original binds no name), and then as a number."""
     task = job.task
-    if task is None or len(task.all_cases()) < 2:
+    if task is None or not task.all_cases():
         return None
     cases = task.all_cases()
+    if len(cases) == 1 and (task.original is None or task.original.bound):
+        return None
     values = [task.shapes(c, task.dtypes[0])[tensor][axis] for c in cases]
     got = _fit(values, list(_atoms(job, cases)))
     return None if got is None or isinstance(got, ast.Constant) and len(set(values)) > 1 else got
