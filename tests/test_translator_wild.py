@@ -430,3 +430,26 @@ def test_an_output_the_files_own_constants_size_is_that_many_elements(tmp_path):
     task = load_task(write_task(built, tmp_path / "bound", path))
     with pytest.raises(Untranslatable, match="output dimension n_output"):
         translate_task(task, "msl")
+
+
+def test_atomic_inc_dec_and_compare_and_swap_are_exchange_loops(tmp_path):
+    """CUDA's wrapping counters and compare-and-swap, which Metal lacks, on an int output seen
+    as unsigned (cuda-samples' simpleAtomicIntrinsics) and on an unsigned one whose old value is
+    used."""
+    source = """
+    __global__ void atomics(int *out, unsigned int *hits, int n) {
+        const unsigned int tid = blockDim.x * blockIdx.x + threadIdx.x;
+        if (tid >= n) return;
+        atomicAdd(&out[0], 10);
+        atomicInc((unsigned int *)&out[1], 17);
+        atomicDec((unsigned int *)&out[2], 137);
+        if (atomicCAS(&out[3], 0, 7) == 0) atomicAdd(&out[5], 1);
+        unsigned int slot = atomicInc(&hits[0], 1000000);
+        if (slot < 4) atomicMax(&out[4], (int)slot);
+    }
+    void run(int *out, unsigned int *hits, int n) {
+        atomics<<<(n + 63) / 64, 64>>>(out, hits, n);
+    }
+    """
+    _, _, translation = _ported(tmp_path, source, [{"n": 200}])
+    assert "mlxport_atomic_inc((out + (1)), 17);" in translation.candidate.source

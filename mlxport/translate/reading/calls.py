@@ -53,6 +53,7 @@ _FAST = "fast variant; MLX compiles with math_mode='safe' by default"
 _MASK = "Metal SIMD functions take no mask; they act on the active lanes"
 _OLD = "pre-CUDA 9 form without mask"
 _TORCH = "PyTorch's shuffle, its mask full by default"
+_CAS_LOOP = "an atomic_compare_exchange_weak_explicit loop"
 _BALLOT = "returns a 64-bit simd_vote; use the low 32 bits"
 _TEXTURE = "texture fetches: pass the data as a device buffer"
 _LOAD = "(*({0}))"
@@ -363,17 +364,10 @@ CALLS: dict[str, Call] = {
     "atomicOr": _rule("atomic", "atomic", "atomic_fetch_or_explicit"),
     "atomicXor": _rule("atomic", "atomic", "atomic_fetch_xor_explicit"),
     "atomicExch": _rule("atomic", "atomic", "atomic_exchange_explicit"),
-    "atomicCAS": _hint(
-        "atomic",
-        "atomic_compare_exchange_weak_explicit",
-        "compare-and-swap has a different form in Metal",
-    ),
-    "atomicInc": _hint(
-        "atomic", "atomic_compare_exchange_weak_explicit loop", "no atomicInc in Metal"
-    ),
-    "atomicDec": _hint(
-        "atomic", "atomic_compare_exchange_weak_explicit loop", "no atomicDec in Metal"
-    ),
+    # no such call in Metal: an atomic_compare_exchange_weak_explicit loop each (msl_atomics.py)
+    "atomicCAS": _rule("atomic", "atomic", "mlxport_atomic_cas", _CAS_LOOP),
+    "atomicInc": _rule("atomic", "atomic", "mlxport_atomic_inc", _CAS_LOOP),
+    "atomicDec": _rule("atomic", "atomic", "mlxport_atomic_dec", _CAS_LOOP),
     # debugging
     "assert": _rule("debug", "code", "", "nothing: dropped", "Metal kernels have no assert"),
     "__assert_fail": _rule("debug", "code", "", "nothing: dropped", "Metal kernels have no assert"),

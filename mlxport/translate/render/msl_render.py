@@ -12,7 +12,7 @@ from tree_sitter import Node
 from mlxport.cuda_syntax import callee, declared_name, line, text, walk
 from mlxport.translate.bind.kernel_facts import KernelFacts
 from mlxport.translate.host.cexpr import Macros
-from mlxport.translate.reading.calls import CALLS, Call, rule
+from mlxport.translate.reading.calls import CALLS, rule
 from mlxport.translate.reading.names import BUILTINS, RESERVED, TYPE_MAP
 from mlxport.translate.render.base import (
     FnCtx,
@@ -24,6 +24,7 @@ from mlxport.translate.render.base import (
     root_name,
     short,
 )
+from mlxport.translate.render.msl_atomics import atomic_call
 from mlxport.translate.render.msl_declarators import declarator_kind, is_pointer_type
 from mlxport.translate.render.msl_groups import group_call, group_declaration
 from mlxport.translate.render.msl_helpers import HelperSet, helper_call
@@ -204,7 +205,7 @@ class MslRender(TreeRender):
         ):
             return warp_call(self, name, args, ctx)
         if form == "atomic":
-            return self.atomic(node, entry, args, ctx)
+            return atomic_call(self, node, entry, args, ctx)
         if name == "sincosf" or name == "sincos":
             raise RenderError(
                 name, ln, "sincos is translated only as a statement `sincosf(x, &s, &c);`"
@@ -252,26 +253,6 @@ class MslRender(TreeRender):
 
     def joined(self, args: list[Node], ctx: FnCtx) -> str:
         return ", ".join(self.render(a, ctx) for a in args)
-
-    def atomic(self, node: Node, entry: Call, args: list[Node], ctx: FnCtx) -> str:
-        name = callee(node)
-        ln = line(node)
-        if len(args) != 2:
-            raise RenderError(name, ln, "unexpected argument count")
-        spaces = spaces_of(args[0], ctx)
-        root = root_name(args[0])
-        if (
-            spaces != frozenset({"device"})
-            or ctx.kind != "kernel"
-            or not self.atomic_root(root)
-            and root not in self.facts.outputs
-        ):
-            where = "threadgroup memory" if spaces == frozenset({"threadgroup"}) else "this pointer"
-            raise RenderError(
-                f"{name} on {where}", ln, "only atomics on kernel outputs map to MLX atomic outputs"
-            )
-        pointer, value = self.raw(args[0], ctx), self.render(args[1], ctx)
-        return f"{entry.target}({pointer}, {value}, memory_order_relaxed)"
 
     def warp_reduction(self, node: Node) -> str | None:
         """`for (o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(full, v, o);` ->
