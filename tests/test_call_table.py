@@ -32,7 +32,9 @@ CODE = {
     "__activemask": "    out[i] = x[i] + {name}();",
     "assert": "    {name}(x[i] >= 0.0f);\n    out[i] = x[i];",
     "__assert_fail": '    {name}("x", "k.cu", 3, "k");\n    out[i] = x[i];',
+    "printf": '    {name}("%d\\n", x[i]);\n    out[i] = x[i];',
 }
+ATOMIC_CAS = "    {name}(out, 0, x[i]);"  # compare-and-swap takes the value compared too
 SINCOS = "    float s, c;\n    {name}(x[i], &s, &c);\n    out[i] = s + c;"
 
 
@@ -41,7 +43,7 @@ def _kernel(name: str) -> str:
     if entry.form == "code":
         body = CODE.get(name, SINCOS)
     elif entry.category == "atomic":
-        body = BODIES["atomic"]
+        body = ATOMIC_CAS if name == "atomicCAS" else BODIES["atomic"]
     else:
         body = BODIES.get(entry.form, BODIES["call"])
     element = "int" if entry.category == "atomic" else "float"

@@ -530,9 +530,9 @@ REFUSALS = [
     ("", '    float y; asm("mov.b32 %0, %1;" : "=f"(y) : "f"(x[0]));\n    out[0] = y;', "PTX", 2),
     (
         "",
-        "    out[threadIdx.x] = __shfl_xor_sync(0x0000ffff, x[threadIdx.x], 1);",
+        "    out[threadIdx.x] = x[threadIdx.x];\n    __syncwarp(0x0000ffff);",
         "mask 0x0000ffff",
-        2,
+        3,
     ),
     (
         "#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n",

@@ -301,3 +301,154 @@ def test_a_size_the_host_reads_off_a_tensor_is_named():
     """
     launch = evaluate_launch(textwrap.dedent(source), "k", {})
     assert launch.args[2].value.why == "d is x.size(1), which the case does not give"
+
+
+def test_a_parenthesized_half_cast_of_a_read_back_buffer(tmp_path):
+    """`(half)(a + b)` reads to the grammar as a call of `half`: it stays the type; the buffer
+    read back after its own write is compared as a float (GCC compares two widened halves in
+    half precision, through libgcc's __nehf2 where the CPU has no half instructions)."""
+    source = """
+    #include <cuda_fp16.h>
+    __global__ void accumulate(half* dest, half* src, int size) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < size) dest[i] = (half)((float)dest[i] + (float)src[i]);
+    }
+    void run(half* dest, half* src, int size) {
+        accumulate<<<(size + 255) / 256, 256>>>(dest, src, size);
+    }
+    """
+    _, _, translation = _ported(tmp_path, source, [{"size": 1000}])
+    assert "(half)((float)mlxport_read_back(" in translation.candidate.source
+
+
+def test_vector_stores_into_a_buffer_read_and_written_go_to_its_output(tmp_path):
+    """`C` is read and written: a store through a `(pair*)` pointer into it, copied as a uint2,
+    and one through `reinterpret_cast<float2*>(&C[i])` both land in C's output. (A local struct
+    copied through a `(uint2*)&q` cast is refused by the simulator: a struct may hold a pointer's
+    bits.)"""
+    source = """
+    typedef struct __align__(8) { float a; float b; } pair;
+    __global__ void fold4(const float* x, float* C, float alpha, float beta, int n) {
+        int i = (blockIdx.x * blockDim.x + threadIdx.x) * 4;
+        if (i + 4 > n) return;
+        pair* p = (pair*)(C + i);
+        ((uint2*)p)[0] = ((uint2*)p)[1];
+        float4 v = reinterpret_cast<const float4*>(&x[i])[0];
+        reinterpret_cast<float2*>(&C[i + 2])[0] = make_float2(alpha * v.z, beta * v.w);
+    }
+    void run(const float* x, float* C, float alpha, float beta, int n) {
+        fold4<<<(n / 4 + 63) / 64, 64>>>(x, C, alpha, beta, n);
+    }
+    """
+    _, _, translation = _ported(tmp_path, source, [{"n": 1024, "alpha": 0.5, "beta": 2.0}])
+    assert "mlxport_ptr_cast<float2>((C_out + (i + 2)))[0] =" in translation.candidate.source
+
+
+def test_the_getpointer_shared_memory_idiom_in_a_helper_called_with_a_null_buffer(tmp_path):
+    """apex's norms: `SharedMemory<U> s; U* buf = s.getPointer();` is the dynamic shared array,
+    a helper's (hoisted into the kernel, sized by the launch), PyTorch's WARP_SHFL shuffles, a
+    `nullptr` for a buffer the RMS form does not write, and a printf of no result dropped."""
+    source = """
+    template <typename T> struct SharedMemory;
+    template <> struct SharedMemory<float> {
+        __device__ float* getPointer() { extern __shared__ float s_float[]; return s_float; }
+    };
+    template <typename U>
+    __device__ void row_stats(const U* x, U* mean, U* rstd, int cols, bool rms_only) {
+        SharedMemory<U> shared;
+        U* buf = shared.getPointer();
+        U sum = 0, sq = 0;
+        for (int c = threadIdx.x; c < cols; c += 32) { sum += x[c]; sq += x[c] * x[c]; }
+        for (int o = 16; o > 0; o /= 2) {
+            sum += WARP_SHFL_XOR(sum, o);
+            sq += WARP_SHFL_XOR(sq, o);
+        }
+        if (threadIdx.x == 0) { buf[0] = sum / cols; buf[1] = sq / cols; }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            if (!rms_only) mean[blockIdx.x] = buf[0];
+            rstd[blockIdx.x] = rsqrtf(buf[1] - (rms_only ? 0.f : buf[0] * buf[0]) + 1e-5f);
+            if (blockIdx.x == 0) printf("row 0: %f\\n", buf[0]);
+        }
+    }
+    template <typename U>
+    __global__ void rms_stats(const U* x, U* rstd, int cols) {
+        row_stats<U>(x + blockIdx.x * cols, nullptr, rstd, cols, true);
+    }
+    void run(const float* x, float* rstd, int rows, int cols) {
+        rms_stats<float><<<rows, 32, 2 * sizeof(float)>>>(x, rstd, cols);
+    }
+    """
+    _, _, translation = _ported(tmp_path, source, [{"rows": 5, "cols": 200}])
+    assert "threadgroup U row_stats_buf[SMEM_BUF];" in translation.candidate.source
+    assert any("printf at line" in n for n in translation.notes)
+
+
+def test_a_printf_that_changes_state_is_refused_not_dropped():
+    source = """
+    __global__ void count(const float* x, float* y, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) { printf("%d\\n", i++); y[i - 1] = x[i - 1]; }
+    }
+    """
+    with pytest.raises(Untranslatable, match=r"printf with side effects.*move them out"):
+        translate(textwrap.dedent(source), kernel="count")
+
+
+def test_an_output_the_files_own_constants_size_is_that_many_elements(tmp_path):
+    """`#define N` sizes both buffers and the case binds nothing: the output's extent is the
+    number the task's one case gives it, though no input is said to share it."""
+    source = """
+    #define N 64
+    #define TILE 16
+    __global__ void transpose(int *input, int *output) {
+        __shared__ int tile[TILE][TILE + 1];
+        int x = threadIdx.x + blockIdx.x * TILE, y = threadIdx.y + blockIdx.y * TILE;
+        tile[threadIdx.x][threadIdx.y] = input[y * N + x];
+        __syncthreads();
+        int tx = threadIdx.x + blockIdx.y * TILE, ty = threadIdx.y + blockIdx.x * TILE;
+        output[ty * N + tx] = tile[threadIdx.y][threadIdx.x];
+    }
+    int main(void) {
+        int *d_a, *d_b;
+        int size = N * N * sizeof(int);
+        cudaMalloc((void **)&d_a, size);
+        cudaMalloc((void **)&d_b, size);
+        dim3 block(TILE, TILE, 1), grid(N / TILE, N / TILE, 1);
+        transpose<<<grid, block>>>(d_a, d_b);
+        return 0;
+    }
+    """
+    _, _, translation = _ported(tmp_path, source, [{}])
+    assert translation.candidate.output_shapes == [[4096]]
+    # a name the case binds may size it: one case cannot tell how
+    bound = source.replace("int *output)", "int *output, int scale)")
+    bound = bound.replace("(d_a, d_b)", "(d_a, d_b, scale)").replace("main(void)", "run(int scale)")
+    path = _file(tmp_path, bound)
+    built = from_cuda(TaskRequest(source=path, cases=[{"scale": 3}]), heldout=0)
+    task = load_task(write_task(built, tmp_path / "bound", path))
+    with pytest.raises(Untranslatable, match="output dimension n_output"):
+        translate_task(task, "msl")
+
+
+def test_atomic_inc_dec_and_compare_and_swap_are_exchange_loops(tmp_path):
+    """CUDA's wrapping counters and compare-and-swap, which Metal lacks, on an int output seen
+    as unsigned (cuda-samples' simpleAtomicIntrinsics) and on an unsigned one whose old value is
+    used."""
+    source = """
+    __global__ void atomics(int *out, unsigned int *hits, int n) {
+        const unsigned int tid = blockDim.x * blockIdx.x + threadIdx.x;
+        if (tid >= n) return;
+        atomicAdd(&out[0], 10);
+        atomicInc((unsigned int *)&out[1], 17);
+        atomicDec((unsigned int *)&out[2], 137);
+        if (atomicCAS(&out[3], 0, 7) == 0) atomicAdd(&out[5], 1);
+        unsigned int slot = atomicInc(&hits[0], 1000000);
+        if (slot < 4) atomicMax(&out[4], (int)slot);
+    }
+    void run(int *out, unsigned int *hits, int n) {
+        atomics<<<(n + 63) / 64, 64>>>(out, hits, n);
+    }
+    """
+    _, _, translation = _ported(tmp_path, source, [{"n": 200}])
+    assert "mlxport_atomic_inc((out + (1)), 17);" in translation.candidate.source

@@ -6,13 +6,22 @@ from __future__ import annotations
 import ast
 import re
 
+from mlxport.expr import ITEMSIZE, ExprError, evaluate
+from mlxport.tasks.inputs import case_infos
 from mlxport.translate.bind.job import KernelJob
 from mlxport.translate.bind.kernel_facts import KernelFacts
 from mlxport.translate.bind.launch_fit import fitted_plan
 from mlxport.translate.bind.result import Untranslatable
 from mlxport.translate.host.binding import atom
 from mlxport.translate.host.cexpr import TYPE_SIZES, CExprError, lower, simplify, to_expr
-from mlxport.translate.host.launch import LaunchPlan, find_unknown, plan_launch
+from mlxport.translate.host.launch import (
+    LaunchPlan,
+    Sites,
+    combined,
+    find_unknown,
+    launch_sites,
+    one_site,
+)
 from mlxport.translate.reading.cudafile import SharedDecl
 
 Template = dict[str, str | int | bool]
@@ -40,7 +49,18 @@ class TypeSizes:
         host_t = self.host_typenames.get(name)
         if host_t:
             return self(host_t)
-        return None
+        return self._pointee(name)
+
+    def _pointee(self, name: str) -> ast.expr | None:
+        """sizeof(floatX) where a kernel pointer is a floatX* (a typedef the dtype picks): the
+        itemsize of the tensor bound to it."""
+        if self.job.task is None:
+            return None
+        t = typename_tensor(self.job, name)
+        if t is not None:
+            return atom(f"{t}.itemsize")
+        fixed = typename_dtype(self.job, name)
+        return ast.Constant(ITEMSIZE[fixed]) if fixed in ITEMSIZE else None
 
 
 def typename_dtype(job: KernelJob, tname: str) -> str | None:
@@ -71,14 +91,20 @@ def typename_tensor(job: KernelJob, tname: str) -> str | None:
 def plan(job: KernelJob, sizes: TypeSizes) -> LaunchPlan:
     """The launch from the host code; where that cannot be followed and the task records the
     original's launches, the launch they fit (launch_fit)."""
+    found = None
     try:
-        got = plan_launch(job.cf, job.root, job.info, job.binder, sizes)
+        found = launch_sites(job.cf, job.root, job.info, job.binder, sizes, job.target)
+        got = None if found is None else combined(found)
     except CExprError as e:
         got, problem = None, Untranslatable(e.what, e.line, _ERR)
     except Untranslatable as e:
         got, problem = None, e
     else:
         problem = None if got is None else _unknown(got)
+    if problem is not None and found is not None and len(found.values) > 1:
+        taken = site_the_cases_take(job, found)
+        if taken is not None:
+            got, problem = taken, None
     if got is None and problem is None:
         problem = Untranslatable(
             f"kernel {job.info.name}",
@@ -92,6 +118,79 @@ def plan(job: KernelJob, sizes: TypeSizes) -> LaunchPlan:
         got = fitted
     job.notes.extend(got.notes)
     return got
+
+
+def site_the_cases_take(job: KernelJob, found: Sites) -> LaunchPlan | None:
+    """Where the launches' branches cannot be combined into one expression, the one launch whose
+    values reproduce the original's launch at every case of the task (None if not exactly one)."""
+    task = job.task
+    if task is None or task.original is None:
+        return None
+    fits = []
+    for site in found.values:
+        plan = one_site(found, site, "")
+        if _unknown(plan) is None and all(
+            _reproduces(job, plan, case) for case in task.all_cases()
+        ):
+            fits.append(plan)
+    if not fits or any(_values(p) != _values(fits[0]) for p in fits[1:]):
+        return None
+    fits[0].notes[-1] = (
+        f"the launch at line {fits[0].line} of {found.host}(): of its {len(found.values)} "
+        f"launches of {job.info.name}, the one whose grid, block and template arguments are the "
+        "original's at every case of the task (its branch conditions could not be combined into "
+        "one expression); sizes where the host code takes another branch are not this port's"
+    )
+    return fits[0]
+
+
+def _values(plan: LaunchPlan) -> str:
+    return (
+        ast.dump(ast.Tuple([*plan.blocks, *plan.threads, plan.smem or ast.Constant(0)]))
+        + str(sorted((k, ast.dump(v)) for k, v in plan.targs.items()))
+        + str(
+            sorted(
+                (k, ast.dump(v) if isinstance(v, ast.AST) else str(v))
+                for k, v in plan.kargs.items()
+            )
+        )
+    )
+
+
+def _reproduces(job: KernelJob, plan: LaunchPlan, case: dict) -> bool:
+    """The launch values at `case` are those the original's launch had there."""
+    task = job.task
+    launch = task.original.launch(task.case_label(case))
+    names = case_infos(task, case, task.dtypes[0])
+    kinds = {t.name: t.kind for t in job.info.template_params}
+    want: list[tuple[ast.expr | None, object, bool]] = [
+        *zip(plan.blocks, launch.grid, [False] * 3, strict=True),
+        *zip(plan.threads, launch.block, [False] * 3, strict=True),
+        (plan.smem, launch.shared_bytes, False),
+    ]
+    for i, tp in enumerate(job.info.template_params):
+        if tp.kind != "typename" and tp.name in plan.targs and i < len(launch.template):
+            want.append(
+                (plan.targs[tp.name], _literal(launch.template[i]), kinds[tp.name] == "bool")
+            )
+    try:
+        for e, value, boolean in want:
+            got = 0 if e is None else to_expr(lower(e, want_bool=boolean))
+            if evaluate(got, names) != value:
+                return False
+    except (CExprError, ExprError, ValueError, KeyError):
+        return False
+    return True
+
+
+def _literal(text: str) -> object:
+    t = text.strip()
+    if t in ("true", "false"):
+        return t == "true"
+    try:
+        return int(t.rstrip("uUlL"), 0)
+    except ValueError:
+        return t
 
 
 def _unknown(got: LaunchPlan) -> Untranslatable | None:

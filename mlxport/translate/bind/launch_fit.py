@@ -73,11 +73,14 @@ def fitted_plan(job: KernelJob) -> LaunchPlan | None:
 
 def fitted_dim(job: KernelJob, tensor: str, axis: int) -> ast.expr | None:
     """An output's dimension that no input or param names (a measured extent, a host variable),
-    as what gives its size at every case of the task."""
+    as what gives its size at every case of the task. One case tells only where the file's own
+    constants size every buffer (`#define N`: the original binds no name), and then as a number."""
     task = job.task
-    if task is None or len(task.all_cases()) < 2:
+    if task is None or not task.all_cases():
         return None
     cases = task.all_cases()
+    if len(cases) == 1 and (task.original is None or task.original.bound):
+        return None
     values = [task.shapes(c, task.dtypes[0])[tensor][axis] for c in cases]
     got = _fit(values, list(_atoms(job, cases)))
     return None if got is None or isinstance(got, ast.Constant) and len(set(values)) > 1 else got
@@ -85,7 +88,7 @@ def fitted_dim(job: KernelJob, tensor: str, axis: int) -> ast.expr | None:
 
 def _atoms(job: KernelJob, cases: list[dict]) -> Iterator[tuple[ast.expr, list[int]]]:
     """Each param and input dimension the port sees, with its value at every case, then their
-    products of two and three and their exact quotients."""
+    products of two to four and their exact quotients."""
     task = job.task
     dtype = task.dtypes[0]
     shapes = [task.shapes(c, dtype) for c in cases]
@@ -98,7 +101,8 @@ def _atoms(job: KernelJob, cases: list[dict]) -> Iterator[tuple[ast.expr, list[i
         if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
             single.append((ast.Name(p.name), values))
     yield from single
-    for n in (2, 3):
+    # products of up to four (attention's B * NH * T * T) while the names are few
+    for n in (2, 3, 4) if len(single) <= 8 else (2, 3):
         for group in itertools.combinations_with_replacement(single, n):
             expr, values = group[0]
             for e, v in group[1:]:

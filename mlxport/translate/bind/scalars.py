@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mlxport.translate.bind.job import KernelJob
 from mlxport.translate.bind.result import Untranslatable
-from mlxport.translate.host.cexpr import CExprError, lower, simplify, to_c
+from mlxport.translate.host.cexpr import CExprError, const_value, lower, simplify
 from mlxport.translate.host.launch import LaunchPlan, find_unknown
 from mlxport.translate.reading.cudafile import Param
 from mlxport.translate.reading.names import TYPE_MAP
+
+# std::bool_constant<Atomic>: a parameter that only selects a template instantiation
+_TAG = re.compile(r"(?:std::)?(?:bool_constant|integral_constant|true_type|false_type)\b.*")
 
 
 @dataclass
@@ -25,8 +29,8 @@ class Scalars:
 def bind_scalars(job: KernelJob, plan: LaunchPlan) -> Scalars:
     out = Scalars()
     for p in job.info.params:
-        if p.is_pointer or p.is_reference:
-            continue
+        if p.is_pointer or p.is_reference or _TAG.fullmatch(p.base_type.strip()):
+            continue  # a tag type carries no value: its template argument is the launch's
         value = _value(job, plan, p)
         params = set(job.binder.params) if job.task else {p.name}
         if isinstance(value, ast.Name) and value.id in params:
@@ -108,3 +112,52 @@ def _size_c(job: KernelJob, tensor: str) -> str:
 def _ctype(job: KernelJob, t: str) -> str:
     t = re.sub(r"\b(const|__restrict__)\b", "", t).strip()
     return TYPE_MAP.get(t, t) if job.target == "msl" else t
+
+
+def to_c(
+    e: ast.expr,
+    shape_of: Callable[[str, int], str],
+    size_of: Callable[[str], str],
+    scalar: Callable[[str], str],
+    minmax: str = "",
+) -> str:
+    """C text for a body-local constant: ``x.shape[i]`` reads the shape buffer MLX passes."""
+
+    def go(n: ast.expr) -> str:
+        if isinstance(n, ast.Constant):
+            return str(int(n.value)) if isinstance(n.value, bool) else repr(n.value)
+        if isinstance(n, ast.Name):
+            return scalar(n.id)
+        if (
+            isinstance(n, ast.Subscript)
+            and isinstance(n.value, ast.Attribute)
+            and n.value.attr == "shape"
+        ):
+            idx = const_value(n.slice)
+            if not isinstance(idx, int):
+                raise CExprError("a computed shape index")
+            return shape_of(n.value.value.id, idx)
+        if isinstance(n, ast.Attribute) and n.attr == "size":
+            return size_of(n.value.id)
+        if isinstance(n, ast.BinOp):
+            ops = {
+                ast.Add: "+",
+                ast.Sub: "-",
+                ast.Mult: "*",
+                ast.FloorDiv: "/",
+                ast.Mod: "%",
+                ast.LShift: "<<",
+                ast.RShift: ">>",
+            }
+            return f"({go(n.left)} {ops[type(n.op)]} {go(n.right)})"
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
+            return f"(-{go(n.operand)})"
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
+            args = [go(a) for a in n.args]
+            if n.func.id == "ceildiv":
+                return f"(({args[0]} + {args[1]} - 1) / {args[1]})"
+            if n.func.id in ("min", "max"):
+                return f"{minmax}{n.func.id}({', '.join(args)})"
+        raise CExprError(f"expression {ast.unparse(n)!r} in a kernel constant")
+
+    return go(e)

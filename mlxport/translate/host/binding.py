@@ -128,6 +128,13 @@ def _monomial(expr: str) -> dict[str, int] | None:
     return out if walk(node) else None
 
 
+def _factors(n: ast.expr) -> list[ast.expr]:
+    """The operands of a product, nested products flattened."""
+    if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult):
+        return _factors(n.left) + _factors(n.right)
+    return [n]
+
+
 def norm(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", name.lower())
 
@@ -259,6 +266,47 @@ class Binder:
                     if got is not None:
                         return got
         return self._role(key) or self.constant(name)
+
+    def binds(self, name: str) -> bool:
+        """The task's cases give ``name`` a value."""
+        return self.task is not None and any(name in c for c in self.task.all_cases())
+
+    def bound(self, name: str) -> ast.expr | None:
+        """What the case binds ``name`` to, by its own name only: a param, a dimension of an input,
+        or one number at every case (a device query the case fixes, `cuda_num_SMs=8`)."""
+        if not self.binds(name):
+            return None
+        if name in self.params:
+            return ast.Name(name)
+        got = self.dim(name)
+        if got is not None:
+            return got
+        got = self.solve(name)
+        if got is None:
+            got = self.factor_of(name)
+        return got if got is not None else self.constant(name)
+
+    def factor_of(self, name: str) -> ast.expr | None:
+        """`name` where an input's dimension is `name` times an expression of params
+        (`M*(1<<log2N)`): that dimension divided by the rest."""
+        for t in self.inputs:
+            for i, d in enumerate(t.shape):
+                if not isinstance(d, str):
+                    continue
+                try:
+                    factors = _factors(ast.parse(d, mode="eval").body)
+                except SyntaxError:
+                    continue
+                mine = [f for f in factors if isinstance(f, ast.Name) and f.id == name]
+                rest = [f for f in factors if f not in mine]
+                used = {n.id for f in rest for n in ast.walk(f) if isinstance(n, ast.Name)}
+                if len(mine) != 1 or name in used or not used <= set(self.params):
+                    continue
+                out: ast.expr = atom(f"{t.name}.shape[{i}]")
+                for f in rest:
+                    out = ast.BinOp(out, ast.FloorDiv(), f)
+                return out
+        return None
 
     def constant(self, name: str) -> ast.expr | None:
         """A name every case of the task binds to one number (a user's kernel's block size, say)."""

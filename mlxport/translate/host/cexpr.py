@@ -1,8 +1,9 @@
-"""C integer expressions (host launch math) -> mlxport's expression language, and back to C.
+"""C integer expressions (host launch math) -> mlxport's expression language.
 
 Expressions are held as Python ``ast`` trees: C `/` on integers becomes `//`, casts are dropped,
 `(a + b - 1) / b` becomes ``ceildiv(a, b)``, and conditions (`c ? a : b`, comparisons) become
-min/max or 0/1 indicator arithmetic, since the expression language has neither.
+min/max or 0/1 indicator arithmetic, since the expression language has neither. (Back to C, for a
+body-local constant: `bind.scalars`.)
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from collections.abc import Callable
 from tree_sitter import Node
 
 from mlxport.cuda_syntax import parse_expr, text
+from mlxport.translate.host.values import truncated
 
-__all__ = ["CExprError", "CToAst", "const_value", "lower", "simplify", "to_c", "to_expr"]
+__all__ = ["CExprError", "CToAst", "const_value", "lower", "simplify", "to_expr"]
 
 TYPE_SIZES = {
     "float": 4,
@@ -185,6 +187,9 @@ class CToAst:
             return got
         if t == "call_expression":
             return self.call(n, line)
+        if t == "field_expression" and n.child_by_field_name("field").type == "field_identifier":
+            # a field of a host dim3 or struct (`block.x`, `dimsA.x`) the lookup knows
+            return self.name(re.sub(r"\s+", "", text(n)).replace("->", "."), line)
         raise CExprError(f"{t.replace('_', ' ')} `{_short(text(n))}` in a host expression", line)
 
     def name(self, name: str, line: int) -> ast.expr:
@@ -215,9 +220,11 @@ class CToAst:
             return ast.Compare(a, [cmps[op]()], [b])
         if op in ("&&", "||", "and", "or"):
             return ast.BoolOp(ast.And() if op in ("&&", "and") else ast.Or(), [a, b])
-        if op in ("<<", ">>") and const_value(b) is not None:
+        if op in ("<<", ">>") and isinstance(const_value(b), int) and 0 <= const_value(b) < 64:
             factor = num(2 ** int(const_value(b)))
             return ast.BinOp(a, ast.Mult() if op == "<<" else ast.FloorDiv(), factor)
+        if op in ("<<", ">>"):
+            return ast.BinOp(a, ast.LShift() if op == "<<" else ast.RShift(), b)
         raise CExprError(f"operator {op} in a host expression", line)
 
     def call(self, n: Node, line: int) -> ast.expr:
@@ -393,9 +400,11 @@ def _binop(a: ast.expr, op: ast.operator, b: ast.expr) -> ast.expr:
         if isinstance(op, ast.Mult):
             return num(va * vb)
         if isinstance(op, ast.FloorDiv) and vb:
-            return num(int(va / vb))  # C truncates
+            return num(truncated(va, vb))  # C truncates
         if isinstance(op, ast.Mod) and vb:
-            return num(va - vb * int(va / vb))
+            return num(va - vb * truncated(va, vb))
+        if isinstance(op, ast.LShift | ast.RShift) and 0 <= vb < 64:
+            return num(va << vb if isinstance(op, ast.LShift) else va >> vb)
     if isinstance(op, ast.Mult):
         if va == 1:
             return b
@@ -443,6 +452,12 @@ def _binop(a: ast.expr, op: ast.operator, b: ast.expr) -> ast.expr:
         and _same(a.left.right, b)
     ):
         return ast.Call(ast.Name("ceildiv"), [a.left.left, b], [])
+    # (x * k) // x -> k (sizeof(T) * 128 // sizeof(T))
+    if isinstance(op, ast.FloorDiv) and isinstance(a, ast.BinOp) and isinstance(a.op, ast.Mult):
+        if _same(a.left, b):
+            return a.right
+        if _same(a.right, b):
+            return a.left
     # (a * k) // k -> a
     if (
         isinstance(op, ast.FloorDiv)
@@ -589,14 +604,15 @@ def to_expr(e: ast.expr) -> str | int | bool:
     if v is not None:
         return v
     out = ast.unparse(e)
+    plain = out.replace("<<", "").replace(">>", "")  # shifts are in the language, comparisons not
     if (
         "/" in out.replace("//", "")
         or " if " in out
         or " and " in out
         or " or " in out
         or "not " in out
-        or "<" in out
-        or ">" in out
+        or "<" in plain
+        or ">" in plain
         or "==" in out
         or "!=" in out
     ):
@@ -604,44 +620,3 @@ def to_expr(e: ast.expr) -> str | int | bool:
     if isinstance(e, ast.Constant):
         raise CExprError(f"non-integer launch value {out}")
     return out
-
-
-def to_c(
-    e: ast.expr,
-    shape_of: Callable[[str, int], str],
-    size_of: Callable[[str], str],
-    scalar: Callable[[str], str],
-    minmax: str = "",
-) -> str:
-    """C text for a body-local constant: ``x.shape[i]`` reads the shape buffer MLX passes."""
-
-    def go(n: ast.expr) -> str:
-        if isinstance(n, ast.Constant):
-            return str(int(n.value)) if isinstance(n.value, bool) else repr(n.value)
-        if isinstance(n, ast.Name):
-            return scalar(n.id)
-        if (
-            isinstance(n, ast.Subscript)
-            and isinstance(n.value, ast.Attribute)
-            and n.value.attr == "shape"
-        ):
-            idx = const_value(n.slice)
-            if not isinstance(idx, int):
-                raise CExprError("a computed shape index")
-            return shape_of(n.value.value.id, idx)
-        if isinstance(n, ast.Attribute) and n.attr == "size":
-            return size_of(n.value.id)
-        if isinstance(n, ast.BinOp):
-            ops = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "/", ast.Mod: "%"}
-            return f"({go(n.left)} {ops[type(n.op)]} {go(n.right)})"
-        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
-            return f"(-{go(n.operand)})"
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
-            args = [go(a) for a in n.args]
-            if n.func.id == "ceildiv":
-                return f"(({args[0]} + {args[1]} - 1) / {args[1]})"
-            if n.func.id in ("min", "max"):
-                return f"{minmax}{n.func.id}({', '.join(args)})"
-        raise CExprError(f"expression {ast.unparse(n)!r} in a kernel constant")
-
-    return go(e)

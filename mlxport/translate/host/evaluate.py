@@ -74,6 +74,14 @@ def evaluate_launch(
             f"the host code never launches {kernel} with <<<...>>>: pass --grid and --block"
         )
     taken = [s for s in sites if ev.taken(s)]  # `if (cols <= 1024) k<T, 128><<<...>>> else ...`
+    if sites and not taken:  # a launcher called with other arguments by another caller
+        for route in (r for s in sites for r in ev.routes(s)):
+            ev.route = route
+            taken = [s for s in sites if ev.taken(s)]
+            if taken:
+                break
+        else:
+            ev.route = {}
     if sites and not taken and (grid is None or block is None):
         raise HostEvalError(
             f"at this case the host code never launches {kernel}: each launch (line "
@@ -82,7 +90,7 @@ def evaluate_launch(
         )
     if len(taken) > 1 and (why := ev.undecided(taken[0], kernel)):
         raise HostEvalError(why)
-    chosen = len(sites) > 1
+    chosen = len(sites) > 1 or bool(ev.route)
     sites = taken
     errors = []
     for site in sites or [None]:
@@ -105,6 +113,11 @@ class Decision:
     arm: str
     taken: bool | None
     value: Any
+
+
+def _short(s: str) -> str:
+    s = re.sub(r"\s+", " ", s)
+    return s if len(s) <= 60 else s[:57] + "..."
 
 
 def _label(arm: Node) -> str:
@@ -181,6 +194,7 @@ class HostEvaluator(HostStatements):
         ]
         self.data = data
         self.inlining = 0
+        self.route: dict[str, Node] = {}  # function -> the call its parameters come from
         self.functions = {
             function_name(n)[0].split("::")[-1]: n
             for n in walk(root)
@@ -283,9 +297,13 @@ class HostEvaluator(HostStatements):
             {n for d in chosen for n in identifiers(_condition(d.stmt)) if n in self.case}
         )
         bound = ", ".join(f"{n}={self.case[n]}" for n in names)
+        through = "".join(
+            f", reached through `{_short(text(c))}` (line {self.line(c)})"
+            for c in self.route.values()
+        )
         return (
             f"the launch of {kernel} at line {self.line(site)} is the one in {where}, "
-            f"which the case takes" + (f" ({bound})" if bound else "")
+            f"which the case takes" + (f" ({bound})" if bound else "") + through
         )
 
     def undecided(self, site: Node, kernel: str) -> str | None:
@@ -389,10 +407,28 @@ class HostEvaluator(HostStatements):
         return env
 
     def caller(self, name: str) -> Node | None:
-        for n in walk(self.root):
-            if n.type == "call_expression" and host_callee(n) == name:
-                return n
-        return None
+        """The call the launcher's parameters come from: the one `routes` chose, else the
+        first."""
+        if name in self.route:
+            return self.route[name]
+        return next(iter(self.callers(name)), None)
+
+    def callers(self, name: str) -> list[Node]:
+        return [
+            n for n in walk(self.root) if n.type == "call_expression" and host_callee(n) == name
+        ]
+
+    def routes(self, node: Node, depth: int = 0) -> list[dict[str, Node]]:
+        """Each choice of a call for each function between ``node`` and the host code's entry
+        (`timing(h_x, d_x, 2)` among main's three calls of timing), at most 64."""
+        fn = next((a for a in ancestors(node) if a.type == "function_definition"), None)
+        if fn is None or depth >= 4:
+            return [{}]
+        name = function_name(fn)[0].split("::")[-1]
+        out = []
+        for call in self.callers(name)[:8]:
+            out += [{name: call, **rest} for rest in self.routes(call, depth + 1)]
+        return out[:64] or [{}]
 
     def statements_before(self, fn: Node | None, node: Node) -> list[Node]:
         """The statements that run before ``node``: those preceding it in each enclosing block."""

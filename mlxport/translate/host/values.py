@@ -178,6 +178,12 @@ def number(lit: str) -> int | float:
         return float(s if not lit.endswith(("f", "F")) else lit.rstrip("fF"))
 
 
+def truncated(a: int, b: int) -> int:
+    """C's integer quotient (towards zero), exact at any size."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
 def binop(op: str, a: float, b: float) -> float | int | bool:
     both_int = isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool)
     match op:
@@ -187,14 +193,17 @@ def binop(op: str, a: float, b: float) -> float | int | bool:
             return a - b
         case "*":
             return a * b
+        case "/" | "%" if b == 0:
+            raise HostEvalError(
+                f"the host code takes {'a remainder' if op == '%' else 'a quotient'} by zero at "
+                "this case: bind other sizes with --case"
+            )
         case "/":
-            if b == 0:
-                raise HostEvalError(
-                    "the host code divides by zero at this case: bind other sizes with --case"
-                )
-            return int(a / b) if both_int else a / b  # C truncates towards zero
+            return truncated(a, b) if both_int else a / b  # C truncates towards zero
         case "%":
-            return int(math.fmod(a, b)) if both_int else math.fmod(a, b)
+            return a - b * truncated(a, b) if both_int else math.fmod(a, b)
+        case "<<" | ">>" if not 0 <= int(b) < 64:
+            raise HostEvalError(f"the host code shifts by {int(b)} bits at this case")
         case "<<":
             return int(a) << int(b)
         case ">>":

@@ -52,6 +52,8 @@ def _hint(category: str, metal: str, reason: str) -> Call:
 _FAST = "fast variant; MLX compiles with math_mode='safe' by default"
 _MASK = "Metal SIMD functions take no mask; they act on the active lanes"
 _OLD = "pre-CUDA 9 form without mask"
+_TORCH = "PyTorch's shuffle, its mask full by default"
+_CAS_LOOP = "an atomic_compare_exchange_weak_explicit loop"
 _BALLOT = "returns a 64-bit simd_vote; use the low 32 bits"
 _TEXTURE = "texture fetches: pass the data as a device buffer"
 _LOAD = "(*({0}))"
@@ -321,6 +323,17 @@ CALLS: dict[str, Call] = {
         "warp", "old_shuffle", "simd_shuffle_down", "simd_shuffle_down(v, d)", _OLD
     ),
     "__shfl_xor": _rule("warp", "old_shuffle", "simd_shuffle_xor", "simd_shuffle_xor(v, m)", _OLD),
+    # PyTorch's (ATen/cuda/DeviceUtils.cuh): (value, lane or delta[, width[, mask]])
+    "WARP_SHFL": _rule("warp", "old_shuffle", "simd_shuffle", "simd_shuffle(v, lane)", _TORCH),
+    "WARP_SHFL_UP": _rule(
+        "warp", "old_shuffle", "simd_shuffle_up", "simd_shuffle_up(v, d)", _TORCH
+    ),
+    "WARP_SHFL_DOWN": _rule(
+        "warp", "old_shuffle", "simd_shuffle_down", "simd_shuffle_down(v, d)", _TORCH
+    ),
+    "WARP_SHFL_XOR": _rule(
+        "warp", "old_shuffle", "simd_shuffle_xor", "simd_shuffle_xor(v, m)", _TORCH
+    ),
     "__any_sync": _rule("warp", "vote", "simd_any({1})", "simd_any(p)", _MASK),
     "__all_sync": _rule("warp", "vote", "simd_all({1})", "simd_all(p)", _MASK),
     "__ballot_sync": _rule(
@@ -351,23 +364,20 @@ CALLS: dict[str, Call] = {
     "atomicOr": _rule("atomic", "atomic", "atomic_fetch_or_explicit"),
     "atomicXor": _rule("atomic", "atomic", "atomic_fetch_xor_explicit"),
     "atomicExch": _rule("atomic", "atomic", "atomic_exchange_explicit"),
-    "atomicCAS": _hint(
-        "atomic",
-        "atomic_compare_exchange_weak_explicit",
-        "compare-and-swap has a different form in Metal",
-    ),
-    "atomicInc": _hint(
-        "atomic", "atomic_compare_exchange_weak_explicit loop", "no atomicInc in Metal"
-    ),
-    "atomicDec": _hint(
-        "atomic", "atomic_compare_exchange_weak_explicit loop", "no atomicDec in Metal"
-    ),
+    # no such call in Metal: an atomic_compare_exchange_weak_explicit loop each (msl_atomics.py)
+    "atomicCAS": _rule("atomic", "atomic", "mlxport_atomic_cas", _CAS_LOOP),
+    "atomicInc": _rule("atomic", "atomic", "mlxport_atomic_inc", _CAS_LOOP),
+    "atomicDec": _rule("atomic", "atomic", "mlxport_atomic_dec", _CAS_LOOP),
     # debugging
     "assert": _rule("debug", "code", "", "nothing: dropped", "Metal kernels have no assert"),
     "__assert_fail": _rule("debug", "code", "", "nothing: dropped", "Metal kernels have no assert"),
-    "printf": _refusal(
+    "printf": _rule(
         "debug",
-        "no printf in metal_kernel bodies: drop it (os_log needs MSL 3.2 and MLX debug builds)",
+        "code",
+        "",
+        "nothing: dropped",
+        "no printf in metal_kernel bodies (os_log needs MSL 3.2 and MLX debug builds); what it "
+        "prints is no result",
     ),
     "clock": _refusal("debug", "no cycle counter in Metal: drop it"),
     "clock64": _refusal("debug", "no cycle counter in Metal: drop it"),

@@ -221,6 +221,7 @@ def _shared_memory_structs(text: bytes) -> bytes:
             text,
         )
     }
+    text = _getpointer_structs(text)
     if not names:
         return text
     pattern = (
@@ -228,14 +229,42 @@ def _shared_memory_structs(text: bytes) -> bytes:
         + b"|".join(names)
         + rb")\s*<[^;]*>\s*\(\s*\)\s*;"
     )
+    return re.sub(pattern, _as_extern_shared, text)
 
-    def rewrite(m: re.Match) -> bytes:
-        new = m.group(1) + b"extern __shared__ " + m.group(2) + b" " + m.group(3) + b"[];"
-        return (
-            new + b" " * (len(m.group(0)) - len(new)) if len(new) <= len(m.group(0)) else m.group(0)
+
+def _as_extern_shared(m: re.Match) -> bytes:
+    """``T *s = ...;`` (groups: indent, T, s) as ``extern __shared__ T s[];``, padded."""
+    new = m.group(1) + b"extern __shared__ " + m.group(2) + b" " + m.group(3) + b"[];"
+    return new + b" " * (len(m.group(0)) - len(new)) if len(new) <= len(m.group(0)) else m.group(0)
+
+
+def _getpointer_structs(text: bytes) -> bytes:
+    """``SharedMemory<T> smem; T *s = smem.getPointer();``, where a method of the struct (or of
+    each of its specialisations) returns an ``extern __shared__`` array: the array, the object's
+    declaration blanked."""
+    methods = {
+        (m.group(1), m.group(2))
+        for m in re.finditer(
+            rb"\bstruct\s+(\w+)\s*(?:<[^{;]*>)?\s*\{[^{}]*?\*\s*(\w+)\s*\(\s*\)\s*(?:const\s*)?"
+            rb"\{[^{}]*extern\s+__shared__",
+            text,
         )
-
-    return re.sub(pattern, rewrite, text)
+    }
+    for struct, method in methods:
+        objects = re.findall(rb"(?m)^\s*" + struct + rb"\s*<[^;{}]*>\s+(\w+)\s*;", text)
+        for obj in set(objects):
+            use = (
+                rb"(?m)^(\s*)((?:const\s+)?[\w:]+)\s*\*\s*(\w+)\s*=\s*"
+                + obj
+                + rb"\s*\.\s*"
+                + method
+                + rb"\s*\(\s*\)\s*;"
+            )
+            text, n = re.subn(use, _as_extern_shared, text)
+            if n:
+                declared = rb"(?m)^(\s*)" + struct + rb"\s*<[^;{}]*>\s+" + obj + rb"\s*;"
+                text = re.sub(declared, lambda d: re.sub(rb"\S", b" ", d.group()), text)
+    return text
 
 
 def preprocess(data: bytes, name: str) -> tuple[list[MacroDef], bytes, list[tuple]]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import callee, line, text
+from mlxport.cuda_syntax import callee, declared_name, line, text, walk
 from mlxport.translate.bind.kernel_facts import KernelFacts
 
 
@@ -45,14 +45,38 @@ def call_args(call: Node) -> list[Node]:
     return [c for c in a.named_children if c.type != "comment"] if a is not None else []
 
 
+_LVALUES = ("subscript_expression", "field_expression", "pointer_expression")
+
+
+def declared_type(value: Node) -> str | None:
+    """The type a local variable or parameter named by ``value`` is declared with, as written."""
+    if value.type != "identifier":
+        return None
+    fn = value
+    while fn is not None and fn.type != "function_definition":
+        fn = fn.parent
+    for n in walk(fn) if fn is not None else []:
+        if n.type in ("declaration", "parameter_declaration") and any(
+            declared_name(d) == text(value) for d in n.children_by_field_name("declarator")
+        ):
+            return text(n.child_by_field_name("type")).strip()
+    return None
+
+
 def root_name(node: Node | None) -> str | None:
     """The variable a pointer or lvalue expression is based on (`p` in `((float4*)p)[i].x`)."""
+    leaf = root_node(node)
+    return text(leaf) if leaf is not None else None
+
+
+def root_node(node: Node | None) -> Node | None:
+    """The identifier `root_name` names."""
     for _ in range(64):
         if node is None:
             return None
         t = node.type
         if t == "identifier":
-            return text(node)
+            return node
         if t == "binary_expression":
             node = node.child_by_field_name("left")
         elif t == "cast_expression":
@@ -179,7 +203,7 @@ class TreeRender:
     READ_BACK = {
         "msl": "template <typename P, typename Q, typename I>\n"
         "inline auto mlxport_read_back(P out, Q in, I i) {\n"
-        "  auto v = out[i];\n  return isnan(v) ? decltype(v)(in[i]) : v;\n}\n",
+        "  auto v = out[i];\n  return isnan(float(v)) ? decltype(v)(in[i]) : v;\n}\n",
         "cuda": "template <typename P, typename Q, typename I>\n"
         "__device__ inline auto mlxport_read_back(P out, Q in, I i) {\n"
         "  auto v = out[i];\n  return isnan(float(v)) ? decltype(v)(in[i]) : v;\n}\n",
@@ -252,6 +276,15 @@ class TreeRender:
             return new
         if not node.children:
             return self.render(node, ctx)
+        leaf = root_node(node)
+        if node.type not in _LVALUES and leaf is not None:
+            # `(uint4*)b_ptr`, `reinterpret_cast<float4*>(&C[i])`, `C + off`: rendered by the
+            # rules, C renamed (an lvalue's own subscript is no read, so it is copied piecewise)
+            self.override[leaf.id] = lambda _n: new
+            try:
+                return self.render(node, ctx)
+            finally:
+                self.override.pop(leaf.id, None)
         out, pos = [], node.start_byte
         arg = node.child_by_field_name("argument") or node.child_by_field_name("left")
         for c in node.children:

@@ -8,14 +8,16 @@ import re
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import line, text
-from mlxport.translate.render.base import FnCtx, RenderError
+from mlxport.cuda_syntax import line, text, walk
+from mlxport.translate.render.base import FnCtx, RenderError, declared_type
 
 BLOCK = 0  # the width recorded for a thread_block
 _TILE = re.compile(
     r"(?:(?:cooperative_groups|cg)::)?(?:thread_block_tile|tiled_partition)\s*<\s*(\d+)\s*>"
 )
-_BLOCK_TYPE = re.compile(r"^(?:const\s+)?(?:(?:cooperative_groups|cg)::)?thread_block$")
+_BLOCK_TYPE = re.compile(r"^(?:const\s+)?(?:(?:cooperative_groups|cg)::)?thread_block\s*&?$")
+_GENERIC = re.compile(r"^(?:const\s+)?(?:(?:cooperative_groups|cg)::)?thread_group\s*&?$")
+_RUNTIME_TILE = re.compile(r"tiled_partition\s*\(\s*\w+\s*,\s*(\d+)\s*\)")
 _PREFIX = {32: "simd", 4: "quad"}
 _OPS = {
     "plus": "sum",
@@ -31,9 +33,12 @@ _BLOCK_SIZE = "(threads_per_threadgroup.x * threads_per_threadgroup.y * threads_
 def group_width(type_text: str, value_text: str) -> int | None:
     """BLOCK for a thread block, the tile width for a tile, None for anything else."""
     t = re.sub(r"\s+", " ", type_text).strip()
-    if _BLOCK_TYPE.match(t) or re.search(r"this_thread_block\s*\(", value_text) and t == "auto":
+    generic = t == "auto" or _GENERIC.match(t) is not None
+    if _BLOCK_TYPE.match(t) or re.search(r"this_thread_block\s*\(", value_text) and generic:
         return BLOCK
-    m = _TILE.search(t) or (_TILE.search(value_text) if t == "auto" else None)
+    m = _TILE.search(t) or (_TILE.search(value_text) if generic else None)
+    if m is None and generic:
+        m = _RUNTIME_TILE.search(value_text)  # cg::tiled_partition(block, 32)
     return int(m.group(1)) if m else None
 
 
@@ -70,7 +75,31 @@ def _remember(node: Node, name: str, width: int | None, ctx: FnCtx) -> str | Non
             "Metal groups threads in SIMD-groups of 32 and quads of 4 only",
         )
     ctx.groups[name] = width
-    return f"/* {name}: {'the threadgroup' if width == BLOCK else f'{_PREFIX[width]}-group'} */"
+    what = "the threadgroup" if width == BLOCK else f"{_PREFIX[width]}-group"
+    return f"const ushort {name} = {width}; /* {what} */"  # passed to helpers as it is
+
+
+def group_parameter(p: Node, ctx: FnCtx, passed: int | None = None) -> str | None:
+    """A helper's group parameter (`cg::thread_block_tile<32>& warp`, or a `group_t` its calls
+    pass a group of width `passed`): remembered, and passed as the number its declaration
+    became."""
+    d = p.child_by_field_name("declarator")
+    while d is not None and d.type in ("reference_declarator", "pointer_declarator"):
+        d = next((c for c in d.named_children if c.type == "identifier"), None)
+    width = group_width(text(p.child_by_field_name("type")), "")
+    if width is None and passed is not None and d is not None:
+        ctx.groups[text(d)] = passed
+        return text(p)  # `group_t group`: the template parameter is deduced as the number
+    if width is None or d is None:
+        return None
+    if width not in (BLOCK, 32, 4):
+        raise RenderError(
+            f"a tile of {width} threads",
+            line(p),
+            "Metal groups threads in SIMD-groups of 32 and quads of 4 only",
+        )
+    ctx.groups[text(d)] = width
+    return f"const ushort {text(d)}"
 
 
 def group_call(r, node: Node, name: str, args: list[Node], ctx: FnCtx) -> str | None:
@@ -95,12 +124,10 @@ def group_call(r, node: Node, name: str, args: list[Node], ctx: FnCtx) -> str | 
         value = r.render(args[1], ctx)
         if base == "reduce":
             op = next((v for k, v in _OPS.items() if len(args) > 2 and k in text(args[2])), None)
+            if op is None and len(args) > 2:
+                return _custom_reduce(r, node, args[2], args[1], width, ctx)
             if op is None:
-                raise RenderError(
-                    f"cg::reduce with `{text(args[2]) if len(args) > 2 else ''}`",
-                    line(node),
-                    "only cg::plus, less, greater and bit_* operations have simd_ forms",
-                )
+                raise RenderError("cg::reduce without an operation", line(node), "pass one")
             return f"{_PREFIX[width]}_{op}({value})"
         if len(args) > 2 and "plus" not in text(args[2]):
             raise RenderError(
@@ -114,8 +141,32 @@ def group_call(r, node: Node, name: str, args: list[Node], ctx: FnCtx) -> str | 
     return None
 
 
+# a helper reads the thread's place from the built-ins passed to it (attributes are the kernel's)
+_LINEAR = "(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z))"
+_HELPER_BLOCK_SIZE = "(blockDim.x * blockDim.y * blockDim.z)"
+_IN_HELPER = {
+    "thread_rank": _LINEAR,
+    "size": _HELPER_BLOCK_SIZE,
+    "num_threads": _HELPER_BLOCK_SIZE,
+    "group_index": "blockIdx",
+    "thread_index": "threadIdx",
+    "group_dim": "blockDim",
+    "dim_threads": "blockDim",
+}
+
+
 def _member(r, node: Node, width: int, member: str, args: list[Node], ctx: FnCtx) -> str:
     a = [r.render(x, ctx) for x in args]
+    if ctx.kind == "helper" and member in ("thread_rank", "meta_group_rank", "meta_group_size"):
+        if width == BLOCK:
+            return _IN_HELPER[member]
+        return {
+            "thread_rank": f"({_LINEAR} % {width}u)",
+            "meta_group_rank": f"({_LINEAR} / {width}u)",
+            "meta_group_size": f"(({_HELPER_BLOCK_SIZE} + {width - 1}u) / {width}u)",
+        }[member]
+    if ctx.kind == "helper" and width == BLOCK and member in _IN_HELPER:
+        return _IN_HELPER[member]
     if width == BLOCK:
         block = {
             "sync": "threadgroup_barrier(mem_flags::mem_threadgroup)",
@@ -157,3 +208,83 @@ def _member(r, node: Node, width: int, member: str, args: list[Node], ctx: FnCtx
         if member == "ballot" and len(a) == 1:
             return f"((uint)({p}_vote::vote_t){p}_ballot({a[0]}))"
     raise RenderError(f"`{text(node)}`", line(node), f"no Metal form of this group's {member}()")
+
+
+SHUFFLE_XOR = (
+    "#ifndef MLXPORT_SHUFFLE_XOR\n#define MLXPORT_SHUFFLE_XOR\n"
+    + "".join(
+        f"inline {t} mlxport_shuffle_xor({t} v, ushort m) {{ return simd_shuffle_xor(v, m); }}\n"
+        for t in ("float", "half", "bfloat", "int", "uint", "short", "ushort", "char", "uchar")
+        + tuple(f"{b}{n}" for b in ("float", "half", "int", "uint") for n in (2, 3, 4))
+    )
+    + "#endif\n"
+)
+
+
+def _custom_reduce(r, node: Node, op: Node, value: Node, width: int, ctx: FnCtx) -> str:
+    """``cg::reduce(tile, v, op)`` with the file's own operation: a butterfly of shuffles, each
+    lane combining its value with its partner's (a struct shuffled field by field), as a helper
+    defined before the code that first uses it."""
+    if op.type == "lambda_expression":
+        raise RenderError(
+            "cg::reduce with a lambda", line(op), "name the operation as a __device__ function"
+        )
+    rendered = r.render(op, ctx)
+    stem = re.sub(r"\W+", "_", rendered).strip("_")
+    name = f"mlxport_reduce_{stem}_{width}"
+    r.generated[name] = (
+        SHUFFLE_XOR
+        + _struct_shuffle(value)
+        + f"#ifndef {name.upper()}\n#define {name.upper()}\n"
+        + f"template <typename T> T {name}(T v) {{\n"
+        + f"  for (ushort o = {width // 2}; o > 0; o >>= 1)\n"
+        + f"    v = {rendered}(v, mlxport_shuffle_xor(v, o));\n"
+        + "  return v;\n}\n#endif\n"
+    )
+    r.emitted.append(name)
+    return f"{name}({r.render(value, ctx)})"
+
+
+def _struct_shuffle(value: Node) -> str:
+    """`mlxport_shuffle_xor` of the struct the reduced variable is, field by field ("" for a
+    number)."""
+    type_name = declared_type(value)
+    fields = _struct_fields(value, type_name) if type_name else None
+    if not fields:
+        return ""
+    body = " ".join(f"v.{f} = mlxport_shuffle_xor(v.{f}, m);" for f in fields)
+    guard = f"MLXPORT_SHUFFLE_XOR_{type_name.upper()}"
+    return (
+        f"#ifndef {guard}\n#define {guard}\n"
+        f"inline {type_name} mlxport_shuffle_xor({type_name} v, ushort m) {{ {body} return v; }}\n"
+        "#endif\n"
+    )
+
+
+def _struct_fields(anywhere: Node, type_name: str) -> list[str] | None:
+    """The fields of the file's struct `type_name`, each an element (`a`, `b[0]`, `b[1]`)."""
+    root = anywhere
+    while root.parent is not None:
+        root = root.parent
+    for n in walk(root):
+        if n.type != "struct_specifier" or text(n.child_by_field_name("name")) != type_name:
+            continue
+        body = n.child_by_field_name("body")
+        if body is None:
+            continue
+        out = []
+        for f in body.named_children:
+            if f.type != "field_declaration":
+                continue
+            for d in f.children_by_field_name("declarator"):
+                if d.type == "field_identifier":
+                    out.append(text(d))
+                elif d.type == "array_declarator" and (size := d.child_by_field_name("size")):
+                    if not text(size).isdigit():
+                        return None
+                    base = text(d.child_by_field_name("declarator"))
+                    out += [f"{base}[{i}]" for i in range(int(text(size)))]
+                else:
+                    return None
+        return out
+    return None

@@ -5,6 +5,7 @@ and passed in."""
 
 from __future__ import annotations
 
+import re
 from itertools import product
 from typing import TYPE_CHECKING
 
@@ -19,12 +20,15 @@ from mlxport.translate.render.msl_declarators import (
     function_node,
     param_nodes,
 )
+from mlxport.translate.render.msl_groups import group_parameter
 from mlxport.translate.render.msl_spaces import spaces_of
 
 if TYPE_CHECKING:
     from mlxport.translate.render.msl_render import MslRender
 
 _INDIRECT = ("pointer", "reference", "array")
+_LANE_CALLS = ("__shfl", "WARP_SHFL", "__any_sync", "__all_sync", "__ballot_sync")
+_GROUPS = re.compile(r"\b(?:thread_block|thread_block_tile|thread_group|this_thread_block)\b")
 # (the helper that declares it, its name, its declaration)
 SharedVar = tuple[str, str, Node]
 
@@ -82,11 +86,15 @@ def _direct_uses(
         body = fn.child_by_field_name("body") if fn is not None else None
         if body is None:
             continue
+        if _GROUPS.search(text(fn)):
+            used |= {"threadIdx", "blockDim", "blockIdx"}  # a group's members, in a helper
         for n in walk(body):
             if n.type == "identifier" and text(n) in BUILTINS:
                 used.add(text(n))
             elif n.type == "call_expression" and callee(n) in helpers:
                 called.add(callee(n))
+            elif n.type == "call_expression" and callee(n).startswith(_LANE_CALLS):
+                used |= {"threadIdx", "blockDim"}  # the lane, for widths and partial masks
             elif n.type == "declaration" and any(
                 text(c) == "__shared__" for c in n.children if c.type == "type_qualifier"
             ):
@@ -102,8 +110,16 @@ def variant_for(d: Node, variant: tuple | None) -> tuple | None:
     if variant is None or len(variant) != len(params):
         return None
     kinds = [declarator_kind(p.child_by_field_name("declarator")) for p in params]
-    out = tuple(v if k in _INDIRECT else None for v, k in zip(variant, kinds, strict=True))
+    out = tuple(
+        v if k in _INDIRECT or _group_of(v) is not None else None
+        for v, k in zip(variant, kinds, strict=True)
+    )
     return out if any(out) else None
+
+
+def _group_of(v: object) -> int | None:
+    """The width a variant passes a group of (`group32`) at a position, or None."""
+    return int(v[5:]) if isinstance(v, str) and v.startswith("group") else None
 
 
 def helper_call(r: MslRender, node: Node, name: str, args: list[Node], ctx: FnCtx) -> str:
@@ -113,8 +129,12 @@ def helper_call(r: MslRender, node: Node, name: str, args: list[Node], ctx: FnCt
     positions = helpers.pointer_positions(name, len(args))
     choices = []
     for i, a in enumerate(args):
-        if i in positions:
+        if a.type == "identifier" and text(a) in ctx.groups:  # a group to a `group_t` parameter
+            choices.append([f"group{ctx.groups[text(a)]}"])
+        elif i in positions:
             sp = spaces_of(a, ctx)
+            if sp is None and text(a) in ("nullptr", "NULL"):
+                sp = frozenset({"device"})  # a null pointer is one of any address space
             if sp is None:
                 sp = frozenset({"thread"}) if positions[i] == "reference" else None
             if sp is None:
@@ -149,9 +169,13 @@ def render_helper(r: MslRender, d: Node, variant: tuple | None) -> str:
     name, decl = function_name(fn)
     ctx = FnCtx("helper", name=name)
     spaces: dict[int, str] = {}
+    groups: dict[int, str] = {}
     for i, p in enumerate(param_nodes(d)):
         k = declarator_kind(p.child_by_field_name("declarator"))
-        if k in _INDIRECT:
+        passed = _group_of(variant[i]) if variant is not None and i < len(variant) else None
+        if (as_group := group_parameter(p, ctx, passed)) is not None:
+            groups[p.id] = as_group
+        elif k in _INDIRECT:
             space = (
                 variant[i] if variant is not None and i < len(variant) and variant[i] else "thread"
             )
@@ -162,16 +186,27 @@ def render_helper(r: MslRender, d: Node, variant: tuple | None) -> str:
     plist = decl.child_by_field_name("parameters") if decl is not None else None
     if plist is None:
         return r.render(d, ctx)
-    r.override[plist.id] = lambda n: _param_list(r, n, name, ctx, spaces)
+    r.override[plist.id] = lambda n: _param_list(r, n, name, ctx, spaces, groups)
+    mark = len(r.emitted)
     try:
-        return r.render(d, ctx)
+        rendered = r.render(d, ctx)
     finally:
         r.override.pop(plist.id, None)
+    return r.definitions_since(mark) + rendered
 
 
-def _param_list(r: MslRender, plist: Node, name: str, ctx: FnCtx, spaces: dict[int, str]) -> str:
+def _param_list(
+    r: MslRender,
+    plist: Node,
+    name: str,
+    ctx: FnCtx,
+    spaces: dict[int, str],
+    groups: dict[int, str],
+) -> str:
     body = r.copy(
-        plist, ctx, lambda c: f"{spaces[c.id]} {r.copy(c, ctx)}" if c.id in spaces else None
+        plist,
+        ctx,
+        lambda c: f"{spaces[c.id]} {r.copy(c, ctx)}" if c.id in spaces else groups.get(c.id),
     )
     extra = [f"uint3 {b}" for b in r.helpers.builtins.get(name, [])]
     for owner, var, decl_node in r.helpers.shared.get(name, []):
@@ -192,8 +227,10 @@ def _shared_param(
     ty = r.render(decl_node.child_by_field_name("type"), ctx)
     d = next(x for x in decl_node.children_by_field_name("declarator") if declared_name(x) == var)
     dims = array_size_nodes(d)
-    if not dims:
+    if not dims and declarator_kind(d) != "array":  # `extern __shared__ U buf[]` is an array
         return f"threadgroup {ty}& {pname}"
+    if not dims:
+        return f"threadgroup {ty}* {pname}"
     if len(dims) == 1:
         return f"threadgroup {ty}* {pname}"
     if not own:

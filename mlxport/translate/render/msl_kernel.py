@@ -17,7 +17,7 @@ from mlxport.translate.bind.result import Untranslatable
 from mlxport.translate.bind.scalars import Scalars, prologue_consts
 from mlxport.translate.reading.calls import BUILTIN_NAMES, rule
 from mlxport.translate.reading.names import TYPE_MAP
-from mlxport.translate.render.base import FnCtx, float_limit_guards
+from mlxport.translate.render.base import FnCtx, call_args, declared_type, float_limit_guards
 from mlxport.translate.render.msl_declarators import declarator_kind
 from mlxport.translate.render.msl_helpers import render_helper, variant_for
 from mlxport.translate.render.msl_render import MslRender, leaf_name
@@ -76,7 +76,9 @@ def render_msl(
             )
     for out in facts.rw.values():
         ctx.spaces[out] = frozenset({"device"})
+    mark = len(r.emitted)
     body = r.render(job.node.child_by_field_name("body"), ctx)
+    kernel_defs = r.definitions_since(mark)
     views = _vector_views(job, facts)
     if views:  # the kernel's own block shadows each buffer with its vector view
         r.ptr_casts = True
@@ -87,7 +89,7 @@ def render_msl(
     if "blockDim" not in r.used_builtins:
         # the renderer writes to this list
         job.notes[:] = [n for n in job.notes if not n.startswith("blockDim.")]
-    header = _tidy(_header(job, r, nodes, rendered))
+    header = _tidy(_header(job, r, nodes, rendered) + kernel_defs)
     if r.reads_back:
         header = r.READ_BACK["msl"] + header
     prologue = _prologue(job, r, block, scalars, ports)
@@ -158,12 +160,15 @@ def _hoisted_decl(
     """The kernel-scope declaration of a helper's __shared__ array, sized by the kernel's call."""
     ctx = FnCtx("helper", name=owner)
     ty = r.render(decl.child_by_field_name("type"), ctx)
+    deduced = _deduced(job, owner, call)
+    ty = deduced.get(ty.strip(), ty)  # `static __shared__ T shared[32]` where the call makes T
     d = next(x for x in decl.children_by_field_name("declarator") if declared_name(x) == var)
     dims = []
     x = d
     while x is not None and x.type == "array_declarator":
         size = x.child_by_field_name("size")
-        dims.insert(0, r.render(size, ctx) if size is not None else "")
+        # extern __shared__ T buf[]: as many elements as the launch's dynamic bytes hold
+        dims.insert(0, r.render(size, ctx) if size is not None else r.facts.dynamic.get(var, ""))
         x = x.child_by_field_name("declarator")
     dims = [_expand(dim, _local_constants(r, decl, ctx)) for dim in dims]
     fn = call.child_by_field_name("function")
@@ -173,7 +178,7 @@ def _hoisted_decl(
         else None
     )
     tparams = _template_params(job, owner)
-    subst = (
+    subst = deduced | (
         dict(zip(tparams, [text(a) for a in targs.named_children], strict=False)) if targs else {}
     )
     out_dims = []
@@ -230,6 +235,23 @@ def _expand(dim: str, constants: dict[str, str]) -> str:
     return dim
 
 
+def _deduced(job: KernelJob, owner: str, call: Node) -> dict[str, str]:
+    """The helper's template types the call sets: explicit (`f<float>(x)`), or deduced from an
+    argument a `T` parameter takes whose declared type the kernel states (`float v; f(v)`)."""
+    helper = next((d for d in job.cf.device_functions if d.name == owner), None)
+    if helper is None:
+        return {}
+    tparams = [t.name for t in helper.template_params if t.kind == "typename"]
+    fn = call.child_by_field_name("function")
+    targs = fn.child_by_field_name("arguments") if fn.type == "template_function" else None
+    out = dict(zip(tparams, [text(a) for a in targs.named_children], strict=False)) if targs else {}
+    for p, a in zip(helper.params, call_args(call), strict=False):
+        base = re.sub(r"\bconst\b|&", "", p.base_type).strip()
+        if base in tparams and base not in out and (t := declared_type(a)) is not None:
+            out[base] = re.sub(r"\bconst\b", "", t).strip()
+    return {k: TYPE_MAP.get(v, v) for k, v in out.items()}
+
+
 def _template_params(job: KernelJob, owner: str) -> list[str]:
     for d in job.cf.device_functions:
         if d.name == owner and d.template_params:
@@ -271,6 +293,11 @@ class _FileItems:
         self.unused = _unused_declarations(
             job, "".join(text(d) for defs in nodes.values() for d in defs)
         )
+        self.namespaces = {
+            text(x.child_by_field_name("name"))
+            for x in walk(job.root)
+            if x.type == "namespace_definition"
+        }
 
     def render(self, n: Node) -> str | None:
         t = n.type
@@ -290,9 +317,18 @@ class _FileItems:
             return self.linkage(n)
         if t in _CONTAINERS:
             return self.r.copy(n, self.ctx, self.render)
+        if t == "using_declaration" and not self.own_namespace(n):
+            return ""  # using namespace cooperative_groups: a library Metal does not have
         if t in _TYPE_ITEMS:
             return self.r.render(n, self.ctx)
         return self.stray(n)
+
+    def own_namespace(self, n: Node) -> bool:
+        """`using` names the file's own namespace (or Metal's), or a name, not a namespace."""
+        if not re.match(r"using\s+namespace\b", text(n)):
+            return True
+        name = re.sub(r"\s+", "", text(n))[len("usingnamespace") :].rstrip(";").split("::")[0]
+        return name == "metal" or name in self.namespaces
 
     def definition(self, n: Node) -> str:
         """A struct template rendered (its methods are its own, not helpers); a function that is

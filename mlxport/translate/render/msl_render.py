@@ -9,10 +9,10 @@ import re
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import callee, declared_name, line, text
+from mlxport.cuda_syntax import callee, declared_name, line, text, walk
 from mlxport.translate.bind.kernel_facts import KernelFacts
 from mlxport.translate.host.cexpr import Macros
-from mlxport.translate.reading.calls import CALLS, Call, rule
+from mlxport.translate.reading.calls import CALLS, rule
 from mlxport.translate.reading.names import BUILTINS, RESERVED, TYPE_MAP
 from mlxport.translate.render.base import (
     FnCtx,
@@ -24,11 +24,17 @@ from mlxport.translate.render.base import (
     root_name,
     short,
 )
+from mlxport.translate.render.msl_atomics import atomic_call
 from mlxport.translate.render.msl_declarators import declarator_kind, is_pointer_type
 from mlxport.translate.render.msl_groups import group_call, group_declaration
 from mlxport.translate.render.msl_helpers import HelperSet, helper_call
 from mlxport.translate.render.msl_spaces import spaces_of
-from mlxport.translate.render.msl_warp import check_mask, check_width, warp_reduction
+from mlxport.translate.render.msl_warp import (
+    check_mask,
+    full_mask,
+    warp_call,
+    warp_reduction,
+)
 
 _DROPPED = (
     "__device__",
@@ -63,6 +69,14 @@ class MslRender(TreeRender):
         self.ptr_casts = False
         self.renames = _user_type_renames(src)
         self.atomic_ptrs: set[str] = set()  # pointers into atomic outputs: device atomic<T>* too
+        # definitions the rendering made (name -> MSL), and the names each use asked for, in order
+        self.generated: dict[str, str] = {}
+        self.emitted: list[str] = []
+
+    def definitions_since(self, mark: int) -> str:
+        """The generated definitions the code rendered since `mark` (len(emitted)) uses, each
+        under its own include guard, to go before that code."""
+        return "".join(self.generated[n] for n in dict.fromkeys(self.emitted[mark:]))
 
     def atomic_root(self, name: str) -> bool:
         """An output MLX made atomic (every output is, once one is), or a pointer into one."""
@@ -84,6 +98,8 @@ class MslRender(TreeRender):
                 return "32"
             if t in BUILTINS:
                 self.used_builtins.add(t)
+            if (t in RESERVED or t in TYPE_MAP) and _cast_type(node):
+                return self.type_name(t, node)  # `(half)(x + y)`, read by the grammar as a call
             return leaf_name(t)
         if node.type in ("type_identifier", "primitive_type"):
             if t in self.renames:
@@ -118,6 +134,8 @@ class MslRender(TreeRender):
         if t == "sized_type_specifier":
             key = re.sub(r"\s+", " ", text(node)).strip()
             return TYPE_MAP.get(key, key)
+        if t == "qualified_identifier" and re.sub(r"\s+", "", text(node)) in TYPE_MAP:
+            return TYPE_MAP[re.sub(r"\s+", "", text(node))]  # at::Half
         if t == "call_expression":
             return self.call(node, ctx)
         if t == "cast_expression":
@@ -163,6 +181,8 @@ class MslRender(TreeRender):
         args = call_args(node)
         ln = line(node)
         entry = CALLS.get(name)
+        if not name.startswith("__") and name in self.helpers.nodes:
+            entry = None  # the file's own WARP_SHFL, say: what it defines is what it calls
         if entry is not None and entry.needs_rewrite:
             raise RenderError(name, ln, entry.refusal())
         grouped = group_call(self, node, name, args, ctx)
@@ -183,9 +203,9 @@ class MslRender(TreeRender):
             or form in ("old_shuffle", "vote")
             and len(args) >= 2
         ):
-            return self.warp_call(name, args, ctx)
+            return warp_call(self, name, args, ctx)
         if form == "atomic":
-            return self.atomic(node, entry, args, ctx)
+            return atomic_call(self, node, entry, args, ctx)
         if name == "sincosf" or name == "sincos":
             raise RenderError(
                 name, ln, "sincos is translated only as a statement `sincosf(x, &s, &c);`"
@@ -206,28 +226,6 @@ class MslRender(TreeRender):
         if name in self.helpers.nodes:
             return helper_call(self, node, name, args, ctx)
         return None
-
-    def warp_call(self, name: str, args: list[Node], ctx: FnCtx) -> str | None:
-        """Shuffles and votes as simd_* functions."""
-        entry = CALLS[name]
-        if entry.form == "shuffle":
-            if len(args) < 3:
-                return None
-            check_mask(args[0], name, self.macros)
-            if len(args) > 3:
-                check_width(args[3], name, self.macros)
-            lane = self.render(args[2], ctx)
-            if name == "__shfl_sync":
-                lane = f"ushort(({lane}) & 31)"
-            return f"{entry.target}({self.render(args[1], ctx)}, {lane})"
-        if entry.form == "old_shuffle":
-            if len(args) > 2:
-                check_width(args[2], name, self.macros)
-            return f"{entry.target}({self.render(args[0], ctx)}, {self.render(args[1], ctx)})"
-        if entry.form == "vote":
-            check_mask(args[0], name, self.macros)
-            return entry.target.format(None, self.render(args[1], ctx))
-        return "((uint)(simd_vote::vote_t)simd_active_threads_mask())"
 
     def intrinsic(self, node: Node, name: str, args: list[Node], ctx: FnCtx) -> str | None:
         """Math, conversion and half-arithmetic intrinsics and make_<vector> constructors."""
@@ -256,26 +254,6 @@ class MslRender(TreeRender):
     def joined(self, args: list[Node], ctx: FnCtx) -> str:
         return ", ".join(self.render(a, ctx) for a in args)
 
-    def atomic(self, node: Node, entry: Call, args: list[Node], ctx: FnCtx) -> str:
-        name = callee(node)
-        ln = line(node)
-        if len(args) != 2:
-            raise RenderError(name, ln, "unexpected argument count")
-        spaces = spaces_of(args[0], ctx)
-        root = root_name(args[0])
-        if (
-            spaces != frozenset({"device"})
-            or ctx.kind != "kernel"
-            or not self.atomic_root(root)
-            and root not in self.facts.outputs
-        ):
-            where = "threadgroup memory" if spaces == frozenset({"threadgroup"}) else "this pointer"
-            raise RenderError(
-                f"{name} on {where}", ln, "only atomics on kernel outputs map to MLX atomic outputs"
-            )
-        pointer, value = self.raw(args[0], ctx), self.render(args[1], ctx)
-        return f"{entry.target}({pointer}, {value}, memory_order_relaxed)"
-
     def warp_reduction(self, node: Node) -> str | None:
         """`for (o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(full, v, o);` ->
         `v = simd_sum(v);`."""
@@ -283,7 +261,8 @@ class MslRender(TreeRender):
         if got is None:
             return None
         v, fn, call = got
-        check_mask(call_args(call)[0], callee(call), self.macros)
+        if not full_mask(call_args(call)[0], self.macros):
+            return None  # a butterfly over part of a SIMD-group: each shuffle as it is
         self.notes.append(f"warp reduction loop at line {line(node)} -> {fn}")
         return f"{leaf_name(v)} = {fn}({leaf_name(v)});"
 
@@ -456,12 +435,11 @@ class MslRender(TreeRender):
                 c = self.render(args[2].child_by_field_name("argument"), ctx)
                 fn = "metal::fast::sincos" if callee(e) == "__sincosf" else "metal::sincos"
                 return f"{s} = {fn}({self.render(args[0], ctx)}, {c});"
-        if (
-            e is not None
-            and e.type == "call_expression"
-            and callee(e) in ("assert", "__assert_fail")
-        ):
-            self.notes.append(f"assert at line {line(e)} dropped: Metal kernels have no assert")
+        if e is not None and e.type == "call_expression" and callee(e) in _DROPPED_CALLS:
+            if any(n.type in ("assignment_expression", "update_expression") for n in walk(e)):
+                raise RenderError(f"{callee(e)} with side effects", line(e), "move them out")
+            what = "assert" if callee(e) == "__assert_fail" else callee(e)
+            self.notes.append(f"{what} at line {line(e)} dropped: Metal kernels have no {what}")
             return ";"
         return None
 
@@ -554,6 +532,23 @@ class MslRender(TreeRender):
             return self.render(node, ctx)
         finally:
             self.facts.atomic = saved
+
+
+_DROPPED_CALLS = ("assert", "__assert_fail", "printf")  # statements with no result
+
+
+def _cast_type(node: Node) -> bool:
+    """``half`` in ``(half)(x)``: the parenthesized name a call is made of, which C reads as a
+    cast when the name is a type."""
+    paren = node.parent
+    call = paren.parent if paren is not None else None
+    return (
+        paren is not None
+        and paren.type == "parenthesized_expression"
+        and call is not None
+        and call.type == "call_expression"
+        and call.child_by_field_name("function") == paren
+    )
 
 
 def leaf_name(v: str) -> str:

@@ -1,6 +1,8 @@
-"""Warp operations in Metal terms: SIMD functions act on all active lanes with a width of 32, so
-masks must be full and shuffle widths 32; `for (o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(...)`
-loops are recognised as whole-SIMD-group reductions."""
+"""Warp operations in Metal terms: SIMD functions act on the lanes that call them (the lanes CUDA
+requires a mask to name) with a width of 32; a shuffle within segments of fewer lanes is a
+simd_shuffle from the lane CUDA reads, a vote over part of a warp tests each lane's bit of the
+mask, and `for (o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(full, ...)` loops are recognised as
+whole-SIMD-group reductions."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ from tree_sitter import Node
 
 from mlxport.cuda_syntax import callee, line, parse_expr, text, walk
 from mlxport.translate.host.cexpr import CExprError, CToAst, Macros, const_value, simplify
-from mlxport.translate.render.base import RenderError
+from mlxport.translate.reading.calls import CALLS, Call
+from mlxport.translate.render.base import FnCtx, RenderError
 
 _FULL_MASKS = (
     "__activemask()",
@@ -41,20 +44,44 @@ def _value(node: Node | None, macros: Macros) -> int | bool | None:
         return None
 
 
-def check_mask(mask: Node, name: str, macros: Macros) -> None:
+def full_mask(mask: Node, macros: Macros) -> bool:
+    """The mask names every lane: a literal, a #define, or a local constant initialised to one
+    (`unsigned mask = 0xffffffff;` never assigned again)."""
     t = text(mask).strip()
     if t in _FULL_MASKS:
-        return
+        return True
+    if re.fullmatch(r"\w+\s*\(\s*\)", t) and "activemask" in t:
+        return True
+    if mask.type == "identifier" and (init := _local_constant(mask)) is not None:
+        return full_mask(init, macros)
     v = _value(mask, macros)
-    if v is None and re.fullmatch(r"\w+\s*\(\s*\)", t) and "activemask" in t:
-        return
-    if not isinstance(v, int) or (v & 0xFFFFFFFF) != 0xFFFFFFFF:
+    return isinstance(v, int) and (v & 0xFFFFFFFF) == 0xFFFFFFFF
+
+
+def check_mask(mask: Node, name: str, macros: Macros) -> None:
+    if not full_mask(mask, macros):
         raise RenderError(
-            f"{name} with mask {t}",
+            f"{name} with mask {text(mask).strip()}",
             line(mask),
-            "partial-mask warp operations have no Metal form (SIMD functions act on all "
-            "active lanes)",
+            "a barrier of part of a SIMD-group has no Metal form",
         )
+
+
+def _local_constant(name: Node) -> Node | None:
+    """The initializer of the local variable `name` refers to, where the function assigns it
+    nowhere else."""
+    fn = next((a for a in _ancestors(name) if a.type == "function_definition"), None)
+    if fn is None:
+        return None
+    inits = []
+    for n in walk(fn):
+        if n.type == "init_declarator" and text(n.child_by_field_name("declarator")) == text(name):
+            inits.append(n.child_by_field_name("value"))
+        elif n.type in ("assignment_expression", "update_expression") and text(
+            n.child_by_field_name("left") or n.child_by_field_name("argument")
+        ) == text(name):
+            return None
+    return inits[0] if len(inits) == 1 else None
 
 
 def _template_default(node: Node) -> Node | None:
@@ -95,15 +122,42 @@ def _ancestors(node: Node):
         yield node
 
 
-def check_width(width: Node, name: str, macros: Macros) -> None:
+def shuffle_width(width: Node, name: str, macros: Macros) -> int | None:
+    """The segment width of a shuffle: 32, a smaller power of two (lane arithmetic), or None
+    where it is not a constant (the lane arithmetic reads it at run time)."""
     if width.type == "identifier" and (default := _template_default(width)) is not None:
         width = default
-    if _value(width, macros) != 32 and text(width).strip() not in ("warpSize", "WARP_SIZE"):
+    if text(width).strip() in ("warpSize", "WARP_SIZE"):
+        return 32
+    w = _value(width, macros)
+    if w is None:
+        return None
+    if not isinstance(w, int) or isinstance(w, bool) or w < 1 or w > 32 or w & (w - 1):
         raise RenderError(
             f"{name} with width {text(width)}",
             line(width),
-            "sub-warp shuffle widths have no direct Metal form",
+            "CUDA shuffle widths are powers of two up to 32",
         )
+    return w
+
+
+def segment_shuffle(kind: str, value: str, arg: str, width: int | str, lane: str) -> str:
+    """A shuffle within segments of `width` lanes (a number, or the C text of one) as simd_shuffle
+    from the lane CUDA reads: a source outside the caller's segment leaves the caller's own
+    value, as in CUDA."""
+    if isinstance(width, int):
+        low, high, w = f"{width - 1}u", f"{32 - width}u", f"{width}u"
+    else:
+        w = f"uint({width})"
+        low, high = f"({w} - 1u)", f"(31u & ~({w} - 1u))"
+    a = f"uint({arg})"
+    source = {
+        "idx": f"({lane} & {high}) | ({a} & {low})",
+        "up": f"({lane} & {low}) >= {a} ? {lane} - {a} : {lane}",
+        "down": f"({lane} & {low}) + {a} < {w} ? {lane} + {a} : {lane}",
+        "xor": f"({lane} ^ {a}) < ({lane} & {high}) + {w} ? ({lane} ^ {a}) : {lane}",
+    }[kind]
+    return f"simd_shuffle({value}, ushort({source}))"
 
 
 def warp_reduction(loop: Node, macros: Macros) -> tuple[str, str, Node] | None:
@@ -158,3 +212,63 @@ def _halving_loop_var(loop: Node, macros: Macros) -> str | None:
     ):
         return None
     return var
+
+
+def warp_call(r, name: str, args: list[Node], ctx: FnCtx) -> str | None:
+    """Shuffles and votes as simd_* functions."""
+    entry = CALLS[name]
+    if entry.form in ("shuffle", "old_shuffle"):
+        if entry.form == "shuffle":
+            if len(args) < 3:
+                return None
+            partial_mask_note(r, args[0], name)
+            args = args[1:]
+        width = shuffle_width(args[2], name, r.macros) if len(args) > 2 else 32
+        value, lane = r.render(args[0], ctx), r.render(args[1], ctx)
+        kind = entry.target.removeprefix("simd_shuffle").lstrip("_") or "idx"
+        if width != 32:
+            w = r.render(args[2], ctx) if width is None else width
+            return segment_shuffle(kind, value, lane, w, lane_id(ctx))
+        if kind == "idx":
+            lane = f"ushort(({lane}) & 31)"
+        return f"{entry.target}({value}, {lane})"
+    if entry.form == "vote":
+        return _vote(r, entry, name, args, ctx)
+    return "((uint)(simd_vote::vote_t)simd_active_threads_mask())"
+
+
+def _vote(r, entry: Call, name: str, args: list[Node], ctx: FnCtx) -> str:
+    """A vote over the lanes of its mask: the full mask as the simd_ function, a partial one
+    with each lane's own bit of the mask."""
+    p = r.render(args[1], ctx)
+    if name.startswith("__reduce"):  # a reduction over the lanes that call it
+        partial_mask_note(r, args[0], name)
+        return entry.target.format(None, p)
+    if full_mask(args[0], r.macros):
+        return entry.target.format(None, p)
+    mask = f"uint({r.render(args[0], ctx)})"
+    mine = f"((({mask}) >> {lane_id(ctx)}) & 1u)"
+    if name == "__any_sync":
+        return f"simd_any(({p}) && {mine})"
+    if name == "__all_sync":
+        return f"simd_all(!{mine} || ({p}))"
+    return f"({entry.target.format(None, p)} & {mask})"
+
+
+def partial_mask_note(r, mask: Node, name: str) -> None:
+    if full_mask(mask, r.macros):
+        return
+    note = (
+        f"{name} with mask `{text(mask).strip()}` (line {line(mask)}): Metal's SIMD functions "
+        "act on the lanes that call them, which CUDA requires the mask to name"
+    )
+    if note not in r.notes:
+        r.notes.append(note)
+
+
+def lane_id(ctx: FnCtx) -> str:
+    """The caller's lane in its SIMD-group: an attribute of the kernel; in a helper, from the
+    thread's index in the threadgroup (its built-ins are passed in)."""
+    if ctx.kind == "kernel":
+        return "thread_index_in_simdgroup"
+    return "((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u)"
