@@ -1115,6 +1115,18 @@ def test_every_spelling_of_an_elements_address_is_a_checked_pointer(address):
     assert run.error and "out-of-bounds read of a[" in run.error, run.error
 
 
+def test_the_address_of_a_member_of_a_reference_into_a_buffer_is_a_checked_pointer():
+    """``&v.x`` of ``device const float4& v``: reading past the buffer through it is out of
+    bounds, as through ``&r``."""
+    hack = vector_add(
+        "uint i = thread_position_in_grid.x;\n"
+        "device const float4& v = ((device const float4*)a)[0];\n"
+        "auto p = &v.x;\nout[i] = p[i + 1] + b[i];"
+    )
+    run = SIM.run(hack, vector_inputs())
+    assert run.error and "out-of-bounds read of a[" in run.error, run.error
+
+
 @pytest.mark.hack("directives and file probes hidden from a check on the raw text")
 @pytest.mark.parametrize(
     ("header", "sentence"),
@@ -1288,8 +1300,8 @@ def test_a_device_pointer_into_no_buffer_faults(reach):
     [
         (
             "if (i != 0) return;\ndevice float4& v = ((device float4*)out)[0];\n"
-            "(&v.x)[a_shape[0] - 1] = 1.0f;",
-            "the kernel changed out[1048575], which no checked access touched",
+            "(&v.x)[a_shape[0]] = 1.0f;",  # &v.x is a checked pointer: past the end is caught
+            "out-of-bounds access to out[1048576]",
         ),
         (
             "device const float4& v = ((device const float4*)a)[0];\n"

@@ -11,7 +11,8 @@ MSL differs from C++ mostly in its address spaces, so the rewrite is token based
 - ``&p[i]`` (or ``&(p[i])``) of a buffer or pointer in an address space becomes ``(p + (i))``,
   a checked pointer too (a plain address would escape the bounds, written-mask and race checks),
   and ``&*p`` (or ``&(*p)``) becomes ``p``; ``&r`` of a reference declared in an address
-  space (``device float& r``) becomes ``ns::address_in<space>(&r)``, a checked pointer too;
+  space (``device float& r``) becomes ``ns::address_in<space>(&r)``, a checked pointer too, as
+  ``&r.x`` of a member does;
 - ``[const] auto* p`` becomes ``auto p``: what it points into may be a checked pointer, which
   ``auto*`` cannot deduce (its constness comes with the deduced type);
 - program-scope ``constant`` variables become ``const``; ``reinterpret_cast`` to a rewritten
@@ -213,11 +214,22 @@ class _Rewriter:
         after = name + 1 + parens
         if space is None or any(t.text != ")" for t in toks[name + 1 : after]):
             return False
+        last = name
         if after < len(toks) and toks[after].text in (*_MEMBER, "::"):
-            return False
+            # &v.x of a vector or struct the reference names: its member's address is checked too
+            member = after + 1
+            if not (
+                parens == 0
+                and toks[after].text == "."
+                and member < len(toks)
+                and toks[member].kind == "ident"
+                and (member + 1 >= len(toks) or toks[member + 1].text not in ("(", "[", *_MEMBER))
+            ):
+                return False
+            last = member
         at = f"{self.ns}::address_in<{self.ns}::{_AS_ENUM[space]}>(&"
         self.edit(toks[amp].start, toks[amp].end, at)
-        self.edit(toks[name].start, toks[name].end, f"{toks[name].text})")
+        self.edit(toks[last].start, toks[last].end, f"{toks[last].text})")
         return True
 
     def _star_in_parens(self, star: int, parens: int) -> bool:
