@@ -35,10 +35,14 @@ using std::vector;
 using std::generate;
 using std::cout;
 typedef std::chrono::high_resolution_clock Clock;
+// ggml's, in a header: a struct the kernel reaches, with a `void*` member
+struct init_params { size_t mem_size; void* mem_buffer; bool no_alloc; };
+__device__ float size_of(const init_params& p) { return float(p.mem_size); }
 
 __global__ void scale_kernel(const float* x, float* y, float a, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = a * x[i];
+    if (n < 0) y[0] = size_of(init_params{});
 }
 
 int main() {

@@ -41,6 +41,8 @@ class Ptr {
 
  public:
   using element_type = T;
+  // T& where T is a value: a struct's `void* data` member (ggml's) still makes a Ptr<void>.
+  using Ref = std::add_lvalue_reference_t<T>;
 
   Ptr() = default;
   Ptr(std::nullptr_t) {}
@@ -64,7 +66,7 @@ class Ptr {
     requires(!(std::is_convertible_v<U*, T*> && AS2 == AS))
   explicit Ptr(const Ptr<U, AS2>& o) : p_((T*)(o.p_)), buf_(o.buf_) {}
 
-  T& operator[](Subscript s) const
+  Ref operator[](Subscript s) const
     requires(AS != AS_GENERIC)
   {
     return at(s.i, s.loc);
@@ -72,13 +74,13 @@ class Ptr {
   // CUDA pointers also convert to plain ones: an exact match keeps p[i] from being ambiguous.
   template <class I>
     requires(std::is_convertible_v<I, int64_t> && AS == AS_GENERIC)
-  T& operator[](I i) const {
+  Ref operator[](I i) const {
     return at(int64_t(i));
   }
-  T& operator*() const { return at(0); }
+  Ref operator*() const { return at(0); }
   T* operator->() const { return &at(0); }
 
-  T& at(int64_t i, const SrcLoc& loc = SrcLoc::current()) const {
+  Ref at(int64_t i, const SrcLoc& loc = SrcLoc::current()) const {
     if (!buf_) {
       // A CUDA pointer may hold any address; an MSL one points into a buffer (a null one, or one
       // whose bits were made another way, is no address the checks know).
