@@ -21,6 +21,14 @@ SECONDS = float(os.environ.get("MLXPORT_REFERENCE_SECONDS", "300"))
 _local = threading.local()
 
 
+def _profile() -> str | None:
+    """The GPU workers' sandbox where MLX has a GPU here: its arrays live in the GPU's memory even
+    on the CPU stream (MLX's CUDA backend allocates every array with cudaMallocManaged), so the
+    workers' system-call allowlist, which has no GPU driver in it, would stop the first one."""
+    gpu = mx.cuda.is_available() if hasattr(mx, "cuda") else False
+    return "gpu" if gpu or mx.metal.is_available() else None
+
+
 def reference_outputs(
     task: KernelTask, inputs: dict[str, mx.array], case: dict[str, Any]
 ) -> list[np.ndarray]:
@@ -40,7 +48,7 @@ def _run(
 ) -> list[np.ndarray]:
     worker = getattr(_local, "worker", None)
     if worker is None:
-        worker = _local.worker = Worker(f"{__name__}:serve", memory_bytes=0)
+        worker = _local.worker = Worker(f"{__name__}:serve", memory_bytes=0, profile=_profile())
     with MLX_LOCK:
         arrays = [
             np.array(a.view(mx.uint16) if a.dtype == mx.bfloat16 else a) for a in inputs.values()
