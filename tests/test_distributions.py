@@ -105,3 +105,20 @@ def test_a_held_out_case_with_a_visible_cases_extents_is_not_counted():
     assert held and not any(c.counted for c in held) and "not counted" in held[0].label
     final = {"verified": True, "backend": "sim", "verification": report.model_dump(mode="json")}
     assert "no held-out case changes an extent" in verdict_label(final)
+
+
+def test_a_constant_row_sums_exactly_in_any_order():
+    """A constant row's mean is the same whichever order a kernel and the golden add in (on the
+    H100, one rounding of it, times rsqrt(eps), failed every layernorm variant)."""
+    import numpy as np
+
+    from mlxport.tasks.inputs import make_inputs
+
+    task = load_task("layernorm")
+    x = np.array(make_inputs(task, {"R": 8, "D": 4096}, "float32", seed=5, dist="rows")["x"])
+    assert not x[0].any() and len(set(x[-1].tolist())) == 1
+    row = x[-1].astype(np.float32)
+    forward, pairwise = np.float32(0), row.reshape(64, 64).sum(axis=0, dtype=np.float32)
+    for v in row:
+        forward = np.float32(forward + v)
+    assert forward == pairwise.sum(dtype=np.float32) == np.float64(row[0]) * 4096
