@@ -1,5 +1,5 @@
-"""An MLX op that mlxport ported from CUDA and verified: call it as the function named in op.toml
-(``from kernel import softmax_rows``), with its inputs as MLX arrays and its params as keywords.
+"""An MLX op that mlxport ported from CUDA and verified: call it as the function op.toml names
+(``from kernel import NAME``), with its inputs as MLX arrays and its params as keywords.
 
 Everything specific to the port sits beside this file: candidate.toml (the kernel and its launch
 expressions), op.toml (the op's contract: inputs and the sizes their shapes give, params,
