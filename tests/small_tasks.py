@@ -1,6 +1,7 @@
 """Suite tasks with cases the simulator checks in a moment, for tests that use a task only as a
-vehicle (a port, an eval, a batch): the same kernel, reference and expert ports, with a tail
-block and a one-block case as the suite's cases have, but thousands of elements, not millions."""
+vehicle (a port, an eval, a batch): the same kernel, reference and expert ports, with cases of
+the suite's kinds (even visible sizes, odd held-out ones, a tail block, a one-block case), but
+thousands of elements, not millions."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from mlxport.tasks import SUITE_DIR
 
 ELEMENTWISE = (
     "[cases]\n"
-    "visible = [{ N = 1025 }, { N = 4096 }]\n"
+    "visible = [{ N = 2048 }, { N = 4096 }]\n"
     "heldout = [{ N = 1003 }, { N = 7 }, { N = 517 }]\n"
     "bench = [{ N = 65536 }]\n"
 )
