@@ -4,6 +4,7 @@ import json
 
 import pytest
 from langgraph.runtime import Runtime
+from small_tasks import small_task
 
 from mlxport.agent.graph import assess
 from mlxport.agent.models import ScriptedModel
@@ -15,6 +16,15 @@ from mlxport.tools.session import Record
 
 TASK = load_task("vector_add")
 PORT = expert_ports(TASK)["msl"]
+PORTED = TASK  # what the ports below run on: _ported_task makes it small
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _ported_task(tmp_path_factory):
+    """The ports run on vector_add with small cases: these tests are about the graph, not the
+    suite's sizes."""
+    global PORTED
+    PORTED = load_task(small_task("vector_add", tmp_path_factory.mktemp("tasks")))
 
 
 def compile_call(candidate: KernelCandidate = PORT, **overrides) -> dict:
@@ -41,7 +51,7 @@ def port(tmp_path, scripted, **config) -> dict:
     # (one verification table per seed) are test_scripted_expert_port_is_verified_and_written's,
     # which asks for the default count.
     cfg = RunConfig(backend="sim", **{"max_iterations": 12, "extra_seeds": 0, **config})
-    return run_port(TASK, cfg, tmp_path, model=scripted)
+    return run_port(PORTED, cfg, tmp_path, model=scripted)
 
 
 def test_scripted_expert_port_is_verified_and_written(tmp_path, written_tests):
@@ -78,7 +88,7 @@ def test_scripted_expert_port_is_verified_and_written(tmp_path, written_tests):
     report = (folder / "report.md").read_text()
     assert (
         "verified on sim" in report
-        and "timed size N=16777216 was not checked" in report
+        and "timed size N=65536 was not checked" in report
         and "Not timed" in report
     )
     # one table per seed, and one of the op as shipped
@@ -475,7 +485,7 @@ def test_the_rules_policy_reads_outcomes_not_the_words_of_tool_summaries(tmp_pat
             for c in m["tool_calls"] or []
         ]
 
-    plain = run_port(TASK, RunConfig(backend="sim", extra_seeds=0), tmp_path / "plain")
+    plain = run_port(PORTED, RunConfig(backend="sim", extra_seeds=0), tmp_path / "plain")
     real = graph.run_tool
 
     def reworded(session, name, args):
@@ -487,7 +497,7 @@ def test_the_rules_policy_reads_outcomes_not_the_words_of_tool_summaries(tmp_pat
         )
 
     monkeypatch.setattr(graph, "run_tool", reworded)
-    other = run_port(TASK, RunConfig(backend="sim", extra_seeds=0), tmp_path / "reworded")
+    other = run_port(PORTED, RunConfig(backend="sim", extra_seeds=0), tmp_path / "reworded")
     assert (
         "in other words" in (tmp_path / "reworded" / "vector_add" / "transcript.jsonl").read_text()
     )
@@ -555,7 +565,7 @@ def test_ask_user_with_a_person_pauses_before_the_turns_tools_run_and_returns_th
     graph = build_graph(model=scripted, checkpointer=InMemorySaver())
     cfg = {"configurable": {"thread_id": "t"}}
     context = RunConfig(backend="sim", approve=True)
-    graph.invoke({"task_dir": str(TASK.folder)}, cfg, context=context)
+    graph.invoke({"task_dir": str(PORTED.folder)}, cfg, context=context)
     snap = graph.get_state(cfg)
     assert [i.value for t in snap.tasks for i in t.interrupts] == [
         {"kind": "ask", "question": "float16 too?"}

@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from small_tasks import small_task
 
 from mlxport.batch import load_jobs, read_events, run_batch
 from mlxport.errors import UserError
@@ -121,7 +122,9 @@ def start_batch(source: Path, out: Path) -> subprocess.Popen:
 
 
 def test_killed_batch_restarts_without_running_a_task_twice(tmp_path):
-    source = manifest(tmp_path, "".join(f'[[port]]\ntask = "{t}"\n' for t in FOUR))
+    # the tasks with small cases: what is tested is the restart, not the kernels
+    tasks = [small_task(t, tmp_path / "tasks") for t in FOUR]
+    source = manifest(tmp_path, "".join(f'[[port]]\ntask = "{t}"\n' for t in tasks))
     out = tmp_path / "out"
     first = start_batch(source, out)
     deadline = time.monotonic() + 240
@@ -160,7 +163,7 @@ def test_the_batch_command_runs_with_its_flags(cli, tmp_path):
     """The CLI's flags reach every port's config (search among them); a verified batch exits 0."""
     result = cli(
         "batch",
-        str(SUITE_DIR / "vector_add"),
+        str(small_task("vector_add", tmp_path / "tasks")),
         "--backend",
         "sim",
         "--search",
@@ -168,12 +171,13 @@ def test_the_batch_command_runs_with_its_flags(cli, tmp_path):
         "--budget",
         "extra_seeds=0",
         "--out",
-        str(tmp_path),
+        str(tmp_path / "out"),
         "--json",
     )
     assert result.returncode == 0, result.stderr[-2000:]
     summary = json.loads(result.stdout)
     assert summary["totals"]["verified"] == 1
     assert (
-        json.loads((tmp_path / "vector_add" / "run.json").read_text())["config"]["search"] == "tree"
+        json.loads((tmp_path / "out" / "vector_add" / "run.json").read_text())["config"]["search"]
+        == "tree"
     )

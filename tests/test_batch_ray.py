@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from small_tasks import small_task
 
 from mlxport.batch import read_events, run_batch
 from mlxport.errors import UserError
@@ -73,7 +74,8 @@ def cluster():
 
 def test_batch_runs_on_a_ray_cluster(cluster, tmp_path):
     manifest = tmp_path / "batch.toml"
-    manifest.write_text('[[port]]\ntask = "vector_add"\n\n[[port]]\ntask = "softmax_rows"\n')
+    tasks = [small_task(t, tmp_path / "tasks") for t in ("vector_add", "softmax_rows")]
+    manifest.write_text("".join(f'[[port]]\ntask = "{t}"\n' for t in tasks))
     out = tmp_path / "out"
     summary = json.loads(
         run_batch(

@@ -17,6 +17,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 from rich.console import Console
+from small_tasks import small_task
 
 from mlxport.agent.chat import chat
 from mlxport.agent.chat.view import CHAT_ID
@@ -28,6 +29,17 @@ from mlxport.tasks import expert_ports, load_task
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 TASK = load_task("vector_add")
 PORT = expert_ports(TASK)["msl"]
+PORTED = TASK  # what the sessions below port: _ported_task makes it small
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _ported_task(tmp_path_factory):
+    """The sessions port vector_add with small cases: these tests are about the chat, not the
+    suite's sizes."""
+    global PORTED
+    PORTED = load_task(small_task("vector_add", tmp_path_factory.mktemp("tasks")))
+
+
 GUIDANCE = "keep it to one thread per element please"
 IDEA = "one thread per element"
 
@@ -148,7 +160,7 @@ def test_chat_in_a_terminal_guidance_approval_quit_and_resume(tmp_path, tmux):
         [
             *chat_cmd,
             "--task",
-            "vector_add",
+            str(PORTED.folder),
             "--backend",
             "sim",
             "--model",
@@ -233,7 +245,7 @@ def test_reject_inspect_and_resume_at_an_approval(tmp_path):
         screen,
         [("accept it?", 1, "/best"), ("awaits your approval", 1, "n"), ("accept it?", 2, "/quit")],
     )
-    session = chat(TASK, config, tmp_path, model=scripted, console=console, read=first.read)
+    session = chat(PORTED, config, tmp_path, model=scripted, console=console, read=first.read)
     text = screen.getvalue()
     assert f"rejected candidate {PORT.id}" in text and "resume with" in text
     assert f"candidate {PORT.id} awaits your approval (y/n); until then the best is none" in text
@@ -279,7 +291,7 @@ def test_guidance_to_the_rules_baseline_is_kept_and_said_to_be_unread(tmp_path):
     person = Person(
         screen, [("accept it?", 1, "use float4 loads"), ("does not read guidance", 1, "/quit")]
     )
-    session = chat(TASK, RunConfig(backend="sim"), tmp_path, console=console, read=person.read)
+    session = chat(PORTED, RunConfig(backend="sim"), tmp_path, console=console, read=person.read)
     text = screen.getvalue()
     assert "the rules baseline reads no guidance" in text and "type guidance any time" not in text
     assert "it does not read guidance (kept in the transcript); use --model provider:model" in text
@@ -302,7 +314,12 @@ def test_a_question_from_the_model_waits_for_the_persons_answer(tmp_path):
         ],
     )
     session = chat(
-        TASK, RunConfig(backend="sim"), tmp_path, model=scripted, console=console, read=person.read
+        PORTED,
+        RunConfig(backend="sim"),
+        tmp_path,
+        model=scripted,
+        console=console,
+        read=person.read,
     )
     state = checkpointed(tmp_path / "vector_add", session)
     answers = [m for m in state["messages"] if getattr(m, "type", "") == "tool"]

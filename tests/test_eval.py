@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from evals_scripts.scripts import USAGE, buggy_kernels, write_scripts
+from small_tasks import small_task
 
 from mlxport.agent.port import run_port
 from mlxport.agent.state import RunConfig
@@ -34,10 +35,18 @@ PRICE_IN, PRICE_OUT = CONFIG["prices"]
 class Evaluated:
     def __init__(self, root: Path) -> None:
         self.specs = write_scripts(root / "scripts", TASKS)
+        # the suite's tasks with small cases: what is measured is the runner, not the kernels
+        self.tasks = [str(small_task(name, root / "tasks")) for name in TASKS]
         self.out = root / "eval"
         self.events: list[dict] = []
         run_eval(
-            list(self.specs.values()), TASKS, 1, CONFIG, 2, self.out, on_progress=self.events.append
+            list(self.specs.values()),
+            self.tasks,
+            1,
+            CONFIG,
+            2,
+            self.out,
+            on_progress=self.events.append,
         )
         self.runs = load_runs(self.out)
         self.rows = {r["label"]: r for r in M.leaderboard(self.runs, expected_per_model=len(TASKS))}
@@ -174,7 +183,7 @@ def test_resume_skips_finished_runs_resumes_interrupted_ones_and_retries_errors(
 
     with pytest.raises(KeyboardInterrupt):  # a port killed after its compile step
         run_port(
-            load_task("vector_add"),
+            load_task(ev.tasks[0]),
             RunConfig(model=expert, seed=0, **CONFIG),
             seed_dir(out, model_slug(expert), 0),
             session="expert-killed",
@@ -185,7 +194,7 @@ def test_resume_skips_finished_runs_resumes_interrupted_ones_and_retries_errors(
     events = []
     run_eval(
         [*ev.specs.values(), f"scripted:{broken}"],
-        TASKS,
+        ev.tasks,
         1,
         CONFIG,
         1,
@@ -220,7 +229,7 @@ def test_resume_skips_finished_runs_resumes_interrupted_ones_and_retries_errors(
     events.clear()
     run_eval(
         [*ev.specs.values(), f"scripted:{broken}"],
-        TASKS,
+        ev.tasks,
         1,
         CONFIG,
         1,
@@ -233,7 +242,7 @@ def test_resume_skips_finished_runs_resumes_interrupted_ones_and_retries_errors(
 
 def test_an_eval_folder_keeps_one_budget(ev):
     with pytest.raises(UserError, match="max_iterations"):
-        run_eval([], TASKS, 1, {**CONFIG, "max_iterations": 9}, 1, ev.out)
+        run_eval([], ev.tasks, 1, {**CONFIG, "max_iterations": 9}, 1, ev.out)
 
 
 def test_inputs_are_checked_before_any_work(tmp_path):
@@ -266,7 +275,7 @@ def test_parse_budget():
 
 def test_the_same_model_with_tree_search_is_its_own_entrant(tmp_path):
     out = tmp_path / "eval"
-    run_eval(["rules@tree"], ["vector_add"], 1, CONFIG, 1, out)
+    run_eval(["rules@tree"], [str(small_task("vector_add", tmp_path))], 1, CONFIG, 1, out)
     runs = {r["model"]: r for r in load_runs(out)}
     assert set(runs) == {"rules", "rules@tree"}
     assert (
@@ -282,7 +291,7 @@ def test_eval_without_models_runs_the_rules_baseline(tmp_path, cli):
     result = cli(
         "eval",
         "--tasks",
-        "vector_add",
+        str(small_task("vector_add", tmp_path)),
         "--backend",
         "sim",
         "--budget",

@@ -80,27 +80,19 @@ def elementwise(
 # ------------------------------------------------------------------------------------------ suite
 
 
-def test_suite_translates_and_passes_the_simulator(sim):
+@pytest.mark.parametrize("name", suite_names())  # one test a task, so pytest-xdist spreads them
+def test_suite_translates_and_passes_the_simulator(sim, name):
     from mlxport.verify.correctness import run_correctness
 
-    outcomes: dict[str, str] = {}
-    for name in suite_names():
-        task = load_task(name)
-        try:
-            tr = translate_task(task, "msl")
-        except Untranslatable as e:
-            assert e.construct and e.line >= 0 and str(e).startswith("cannot translate ")
-            outcomes[name] = f"untranslatable: {e.construct} (line {e.line})"
-            continue
-        assert isinstance(tr, Translation) and tr.candidate.language == "msl"
-        report = run_correctness(task, tr.candidate, sim, seed=0, heldout=True, stop_after=1)
-        outcomes[name] = (
-            "pass" if report.ok else "fail: " + report.summary(limit=1).splitlines()[-1].strip()
-        )
-    table = "\n".join(f"  {k}: {v}" for k, v in outcomes.items())
-    passed = sum(v == "pass" for v in outcomes.values())
-    print(f"translator on the simulator, {passed}/{len(outcomes)} pass:\n{table}")
-    assert passed == len(outcomes), f"only {passed}/{len(outcomes)} tasks pass:\n{table}"
+    task = load_task(name)
+    try:
+        tr = translate_task(task, "msl")
+    except Untranslatable as e:
+        assert e.construct and e.line >= 0 and str(e).startswith("cannot translate ")
+        pytest.fail(f"{name} is untranslatable: {e.construct} (line {e.line})")
+    assert isinstance(tr, Translation) and tr.candidate.language == "msl"
+    report = run_correctness(task, tr.candidate, sim, seed=0, heldout=True, stop_after=1)
+    assert report.ok, f"{name} fails: " + report.summary(limit=1).splitlines()[-1].strip()
 
 
 @pytest.mark.parametrize("name", suite_names())
