@@ -35,6 +35,7 @@ using std::vector;
 using std::generate;
 using std::cout;
 typedef std::chrono::high_resolution_clock Clock;
+const char* sample_name = "scale";  // cuda-samples' sSDKsample: a host pointer, no device value
 // ggml's, in a header: a struct the kernel reaches, with a `void*` member
 struct init_params { size_t mem_size; void* mem_buffer; bool no_alloc; };
 __device__ float size_of(const init_params& p) { return float(p.mem_size); }
@@ -54,7 +55,7 @@ int main() {
     cudaMalloc(&y, n * sizeof(float));
     auto t0 = Clock::now();
     scale_kernel<<<(n + 255) / 256, 256>>>(x, y, 2.0f, n);
-    cout << "done in " << (Clock::now() - t0).count() << std::endl;
+    cout << sample_name << " done in " << (Clock::now() - t0).count() << std::endl;
     return 0;
 }
 

@@ -88,7 +88,19 @@ def keeps_global(node: Node) -> bool:
         return bool(words & {"__device__", "__global__"}) or any(
             c.type in DEVICE for c in node.children
         )
-    return bool(words & {"__device__", "__constant__", "__managed__", "const", "constexpr"})
+    if words & {"__device__", "__constant__", "__managed__"}:
+        return True
+    # a const host global device code may read is a value; a pointer (`const char* name = "x"`,
+    # the pointee const) points into host memory, which device code cannot read
+    values = [d for d in node.children_by_field_name("declarator") if not _points(d)]
+    return bool(words & {"const", "constexpr"}) and bool(values)
+
+
+def _points(d: Node) -> bool:
+    """Whether the declarator declares a pointer (``*p``, ``*p = ...``)."""
+    if d.type == "init_declarator":
+        d = d.child_by_field_name("declarator")
+    return d is not None and d.type == "pointer_declarator"
 
 
 def function_declarator(node: Node) -> Node | None:
