@@ -4,6 +4,7 @@ the translator and the CPU executor."""
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -11,7 +12,9 @@ from contextvars import ContextVar
 import tree_sitter_cuda
 from tree_sitter import Language, Node, Parser, Tree
 
-_PARSER: Parser | None = None
+# One parser a thread: tree-sitter does not promise a Parser is safe to share, and a batch ports
+# in threads.
+_PARSERS = threading.local()
 
 # The source of the tree being read. Trees parsed through a read callback keep no text, and
 # Node.text would call the callback again, so `source_text` slices it from here.
@@ -19,10 +22,9 @@ _SOURCE: ContextVar[bytes] = ContextVar("_SOURCE", default=b"")
 
 
 def parser() -> Parser:
-    global _PARSER
-    if _PARSER is None:
-        _PARSER = Parser(Language(tree_sitter_cuda.language()))
-    return _PARSER
+    if getattr(_PARSERS, "parser", None) is None:
+        _PARSERS.parser = Parser(Language(tree_sitter_cuda.language()))
+    return _PARSERS.parser
 
 
 def parse(src: bytes) -> Tree:
