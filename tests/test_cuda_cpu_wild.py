@@ -36,6 +36,9 @@ using std::generate;
 using std::cout;
 typedef std::chrono::high_resolution_clock Clock;
 const char* sample_name = "scale";  // cuda-samples' sSDKsample: a host pointer, no device value
+#include <gflags/gflags.h>
+namespace gflags = google;  // caffe: a dropped header's namespace, named in its path
+template <typename T> void host_gemm(const CBLAS_TRANSPOSE t, T* c);  // caffe's math prototypes
 // ggml's, in a header: a struct the kernel reaches, with a `void*` member
 struct init_params { size_t mem_size; void* mem_buffer; bool no_alloc; };
 __device__ float size_of(const init_params& p) { return float(p.mem_size); }

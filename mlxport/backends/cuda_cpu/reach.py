@@ -9,6 +9,8 @@ import re
 
 from mlxport.backends.cuda_cpu.source import DeviceSource
 
+_MARKER = re.compile(r"^# \d+ .*$", re.M)
+
 
 def only(source: DeviceSource, kernel: str, names: str = "") -> str:
     """The text with every other kernel's definition blanked, and every device function, type and
@@ -27,7 +29,8 @@ def only(source: DeviceSource, kernel: str, names: str = "") -> str:
         if key.startswith("~"):
             index.setdefault(key.rpartition("::")[2].lstrip("~"), []).append(key)
     todo: list[tuple[str, list[str]]] = [
-        ("", [source.text[a:b] for a, b in outside] + [names]),
+        # the preprocessor's line markers name files, not code (`# 1 ".../gflags/gflags.h"`)
+        ("", [_MARKER.sub("", source.text[a:b]) for a, b in outside] + [names]),
         ("", [source.text[a:b] for a, b in source.spans.get(kernel, [])]),
     ]
     while todo:

@@ -269,6 +269,8 @@ class Rewriter:
                 return f"\x00{name}\x00{self.children(node)}\x00\x00"
             if helper := helper_name(inner):
                 return f"\x00~{self.qualified(helper)}\x00{self.children(node)}\x00\x00"
+        if inner is not None and inner.type == "declaration" and not keeps_global(inner):
+            return self.blank(node)  # a host function template's prototype (caffe's math)
         return self.children(node)
 
     def _using_declaration(self, node: Node) -> str:
@@ -293,6 +295,11 @@ class Rewriter:
         return self._where_named(node, name)
 
     def _alias_declaration(self, node: Node) -> str:
+        name = node.child_by_field_name("name")
+        return self._where_named(node, name.text.decode() if name is not None else None)
+
+    def _namespace_alias_definition(self, node: Node) -> str:
+        # `namespace gflags = google;` (caffe): the aliased namespace may be a dropped header's
         name = node.child_by_field_name("name")
         return self._where_named(node, name.text.decode() if name is not None else None)
 
