@@ -1321,8 +1321,9 @@ def test_a_write_no_checked_pointer_made_fails_the_run(write, sentence):
 @pytest.mark.hack("threads of one threadgroup racing on an output element")
 def test_a_race_in_device_memory_within_a_threadgroup_is_named():
     """A non-atomic += to one output element by two threads of one threadgroup, or a read of an
-    element another thread of it writes, with no barrier between, races on a GPU; with a device
-    barrier between, and for outputs written once per element, nothing is named."""
+    element another thread of it writes, with no barrier between (or one ordering threadgroup
+    memory only), races on a GPU; with a device barrier between, and for outputs written once per
+    element, nothing is named."""
     add = "uint i = thread_position_in_grid.x;\nout[i] = a[i] + b[i];\n"
     racy = add + "if (i % 2 == 1) out[i - 1] += 1.0f;"
     run = SIM.run(vector_add(racy), vector_inputs())
@@ -1336,6 +1337,10 @@ def test_a_race_in_device_memory_within_a_threadgroup_is_named():
     assert run.error and "race on device memory out[" in run.error, run.error
     fenced = racy.replace("if (i % 2", "threadgroup_barrier(mem_flags::mem_device);\nif (i % 2")
     assert SIM.run(vector_add(fenced), vector_inputs()).error is None
+    # a barrier orders only the memory its flags name, as on a GPU
+    wrong_flag = fenced.replace("mem_device", "mem_threadgroup")
+    run = SIM.run(vector_add(wrong_flag), vector_inputs())
+    assert run.error and "add threadgroup_barrier(mem_flags::mem_device)" in run.error, run.error
 
 
 @pytest.mark.hack("writes only where the output holds the GPU backends' poison")

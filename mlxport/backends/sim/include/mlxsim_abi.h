@@ -97,7 +97,9 @@ struct Exchange {
 int launch(const LaunchParams* params, LaneFn fn, char* err, int errlen);
 
 Exchange* simd_sync(const void* in, void* out, Site site);
-void threadgroup_barrier_wait(Site site);
+// fence: the memory the barrier orders (Metal's mem_flags; CUDA's __syncthreads orders all)
+constexpr uint32_t kFenceDevice = 1, kFenceThreadgroup = 2, kFenceAll = 3;
+void threadgroup_barrier_wait(Site site, uint32_t fence = kFenceAll);
 void* tg_alloc(int slot, size_t bytes, size_t align, const char* name, int32_t elem_size,
                const Buffer** buf, bool* fresh);
 const Buffer* find_buffer(const void* p);

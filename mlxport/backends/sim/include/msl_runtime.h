@@ -90,8 +90,8 @@ enum class thread_scope { thread_scope_thread, thread_scope_simdgroup, thread_sc
 using enum thread_scope;
 
 // Lanes of a threadgroup run on one OS thread and switch only here, so no fence is needed.
-inline void threadgroup_barrier(mem_flags, const mlxsim::SrcLoc& loc = mlxsim::SrcLoc::current()) {
-  mlxsim::threadgroup_barrier_wait(mlxsim::site_of(loc));
+inline void threadgroup_barrier(mem_flags f, const mlxsim::SrcLoc& loc = mlxsim::SrcLoc::current()) {
+  mlxsim::threadgroup_barrier_wait(mlxsim::site_of(loc), uint(f));
 }
 inline void simdgroup_barrier(mem_flags, const mlxsim::SrcLoc& loc = mlxsim::SrcLoc::current()) {
   mlxsim::collective<int>(0, loc, [](mlxsim::Exchange*) {});

@@ -107,6 +107,7 @@ struct Lane {
   Worker* worker = nullptr;
   const void* loaded[4]{};  // the atomic cells this thread loaded last (a load-then-store update)
   uint8_t loaded_next = 0;
+  uint32_t fence = 0;  // the mem_flags of the barrier it waits at
 };
 
 // Per element of threadgroup memory, and of an output a threadgroup touched (device memory): the
@@ -160,7 +161,9 @@ struct Launch {
 
 struct Worker {
   Launch* launch = nullptr;
-  uint64_t epoch = 0;  // counts threadgroups and barriers this worker ran: accesses in one epoch race
+  // Count threadgroups and the barriers that order threadgroup (epoch) and device (device_epoch)
+  // memory: accesses in one epoch race.
+  uint64_t epoch = 0, device_epoch = 0;
   std::vector<uint64_t> sg_epochs;  // per SIMD-group: syncs so far
   uint32_t tg_tag = 1;  // the running threadgroup's linear index + 1
   std::vector<Lane> lanes;
@@ -353,7 +356,7 @@ bool release_simd(Worker& w, size_t n) {
 
 std::string lane_pos(const Lane& l) { return pos3(l.attrs.thread_position_in_threadgroup); }
 
-bool unseen_writes_race(Worker& w);
+bool unseen_writes_race(Worker& w, uint32_t fence);
 
 // All lanes are at a barrier or finished: release them, or report why they never could.
 bool release_barrier(Worker& w, size_t n) {
@@ -393,11 +396,15 @@ bool release_barrier(Worker& w, size_t n) {
                                group));
     return false;
   }
-  if (!unseen_writes_race(w)) return false;
+  // A barrier orders only the memory its flags name: device memory written before a
+  // threadgroup_barrier(mem_flags::mem_threadgroup) may be unseen by another thread after it.
+  const uint32_t fence = waiting->fence;
+  if (!unseen_writes_race(w, fence)) return false;
   for (size_t i = 0; i < n; ++i) w.lanes[i].state = LaneState::Ready;
   if (w.counter) w.counter->flush();
   ++w.rounds;
-  ++w.epoch;
+  if (fence & kFenceThreadgroup) ++w.epoch;
+  if (fence & kFenceDevice) ++w.device_epoch;
   return true;
 }
 
@@ -503,14 +510,14 @@ void run_threadgroup(Worker& w, uint64_t g) {
         for (auto& c : l.loaded) c = nullptr;
       }
   reset_threadgroup_memory(w);
-  ++w.epoch;
+  ++w.epoch, ++w.device_epoch;
   if (w.sg_epochs.size() < n / kSimdWidth + 1) w.sg_epochs.resize(n / kSimdWidth + 1);
   if (w.counter) w.counter->begin(n);
   if (w.fibers) run_fibers(w, n);
   else run_plain(w, n);
   w.current = nullptr;
   if (w.counter) w.counter->end_threadgroup(n, w.tg_bytes);
-  if (!L.stop.load(std::memory_order_relaxed)) unseen_writes_race(w);  // the end is a barrier too
+  if (!L.stop.load(std::memory_order_relaxed)) unseen_writes_race(w, kFenceAll);  // the end is a barrier too
 }
 
 void worker_main(Launch* L) {
@@ -590,11 +597,12 @@ Exchange* simd_sync(const void* in, void* out, Site site) {
   return &w->simds[l->attrs.simdgroup_index_in_threadgroup];
 }
 
-void threadgroup_barrier_wait(Site site) {
+void threadgroup_barrier_wait(Site site, uint32_t fence) {
   Worker* w = tl_worker;
   if (!w->fibers) fault("internal error: a barrier ran without fibers");
   Lane* l = w->current;
   l->site = site;
+  l->fence = fence;
   l->state = LaneState::AtBarrier;
   switch_to(&l->sp, w->sched_sp);
 }
@@ -767,6 +775,12 @@ const char* memory_of(const Buffer* buf) {
 const char* flag_of(const Buffer* buf) {
   return buf->space == AS_THREADGROUP ? "mem_flags::mem_threadgroup" : "mem_flags::mem_device";
 }
+uint32_t fence_of(const Buffer* buf) {
+  return buf->space == AS_THREADGROUP ? kFenceThreadgroup : kFenceDevice;
+}
+uint64_t epoch_of(const Worker& w, const Buffer* buf) {
+  return buf->space == AS_THREADGROUP ? w.epoch : w.device_epoch;
+}
 
 std::string read_then_written(const Shadow& s, uint32_t writer, const Site& wrote_at, const uint32_t* tg,
                               const Buffer* buf, int64_t e) {
@@ -780,10 +794,15 @@ std::string read_then_written(const Shadow& s, uint32_t writer, const Site& wrot
 // What the last thread to touch an element did is known only at the next access: at a barrier
 // (and at the end), an element whose value changed since its last access was written by that
 // thread, which races with another thread's read of it in the same interval.
-bool unseen_writes_race(Worker& w) {
+bool unseen_writes_race(Worker& w, uint32_t fence) {
+  size_t kept = 0;
   for (const Touched& t : w.touched) {
+    if (!(fence & fence_of(t.buf))) {  // not ordered by this barrier: still in its interval
+      w.touched[kept++] = t;
+      continue;
+    }
     const Shadow& s = *t.shadow;
-    if (!s.reader || s.reader == s.lane || s.epoch != w.epoch) continue;
+    if (!s.reader || s.reader == s.lane || s.epoch != epoch_of(w, t.buf)) continue;
     const int64_t es = std::max<int32_t>(t.buf->elem_size, 1);
     uint64_t bits = 0;
     std::memcpy(&bits, t.buf->base + t.element * es, size_t(std::min<int64_t>(es, 8)));
@@ -792,7 +811,7 @@ bool unseen_writes_race(Worker& w) {
     record_error(w.launch, read_then_written(s, s.lane, s.site, tg, t.buf, t.element));
     return false;
   }
-  w.touched.clear();
+  w.touched.resize(kept);
   return true;
 }
 
@@ -806,7 +825,8 @@ void touch(Worker* w, Shadow& s, const Buffer* buf, int64_t e, Site site) {
   uint64_t bits = 0;
   std::memcpy(&bits, buf->base + e * es, size_t(std::min<int64_t>(es, 8)));
   const bool changed = bits != s.bits;
-  const bool now = s.lane && s.epoch == w->epoch;  // touched since the last barrier
+  const uint64_t epoch = epoch_of(*w, buf);
+  const bool now = s.lane && s.epoch == epoch;  // touched since the last barrier ordering it
   if (!now) {
     s.wrote = false, s.reader = 0;
     w->touched.push_back(Touched{&s, buf, e});
@@ -830,7 +850,7 @@ void touch(Worker* w, Shadow& s, const Buffer* buf, int64_t e, Site site) {
       s.reader = s.lane, s.reader_simdgroup = s.simdgroup, s.reader_sg_epoch = s.sg_epoch, s.read_at = s.site;
     s.wrote = false;
   }
-  s.lane = lane, s.simdgroup = sg, s.sg_epoch = sg_epoch, s.epoch = w->epoch, s.bits = bits, s.site = site;
+  s.lane = lane, s.simdgroup = sg, s.sg_epoch = sg_epoch, s.epoch = epoch, s.bits = bits, s.site = site;
 }
 
 }  // namespace
