@@ -1280,6 +1280,45 @@ def test_a_pointers_bits_are_never_read_or_made_as_numbers(reach, why):
     assert SIM.run(honest, vector_inputs()).error is None
 
 
+TABLE = "constant float TABLE[2][4] = {{1, 2, 3, 4}, {5, 6, 7, 8}};"
+
+
+def test_a_pointer_into_a_program_scope_constant_array_is_checked():
+    """A lookup table at program scope is read through a constant pointer as in Metal: within the
+    array it runs, past its end it faults naming it, and it cannot be written."""
+    read = "uint i = thread_position_in_grid.x;\nconstant float* t = {start};\n"
+    read += "out[i] = a[i] + b[i] + 0.0f * t[i % {n}];"
+    for start in ("TABLE[0]", "&TABLE[1][0]"):
+        run = SIM.run(vector_add(read.format(start=start, n=4), TABLE), vector_inputs())
+        assert run.error is None, run.error
+    run = SIM.run(vector_add(read.format(start="&TABLE[1][2]", n=4), TABLE), vector_inputs())
+    assert run.error and "constant buffer TABLE has 8 elements" in run.error, run.error
+    write = "uint i = thread_position_in_grid.x;\nconstant float* t = TABLE[0];\nt[0] = a[i];\n"
+    compiled = SIM.compile(vector_add(write + "out[i] = b[i];", TABLE), vector_inputs())
+    assert not compiled.ok and "read-only" in compiled.diagnostics[0].message
+
+
+@pytest.mark.parametrize(
+    ("header", "refused"),
+    [
+        ("struct Q { float x; float y[1]; };", False),
+        ("struct Q { float x; device float* p; };", True),
+        ("struct P { device float* p; };\nstruct Q { float x; P inner; };", True),
+    ],
+)
+def test_a_structs_bits_read_as_numbers_only_where_no_member_can_hold_an_address(header, refused):
+    """``*(thread uint2*)&q`` of a struct of plain values is an honest bit copy; of one with a
+    pointer member, at any depth, it would read an address as numbers and is refused."""
+    src = "uint i = thread_position_in_grid.x;\nQ q; q.x = a[i];\n"
+    src += "uint2 u = *(thread uint2*)&q;\nout[i] = as_type<float>(u.x) + b[i];"
+    compiled = SIM.compile(vector_add(src, header), vector_inputs())
+    assert compiled.ok is not refused, compiled.diagnostics
+    if refused:
+        assert "may hold an address" in compiled.diagnostics[0].message
+    else:
+        assert SIM.run(vector_add(src, header), vector_inputs()).error is None
+
+
 @pytest.mark.hack("a device pointer made of a thread variable's address")
 @pytest.mark.parametrize(
     "reach",

@@ -87,6 +87,9 @@ class Rewritten:
     edits: list[tuple[int, int, str]] = field(default_factory=list)  # (start, end, replacement)
     slots: int = 0  # threadgroup declarations numbered so far (slot ids are global to a kernel)
     sync: bool = False  # uses barriers, SIMD-group functions or simdgroup_matrix (needs fibers)
+    # program-scope `constant` arrays: the runtime knows their extents, so a pointer into one
+    # is checked like one into a buffer
+    constant_arrays: tuple[str, ...] = ()
 
     def original_position(self, line: int, column: int) -> tuple[int, int]:
         """Map a 1-based (line, column) in ``text`` to the same place in ``original``."""
@@ -126,8 +129,11 @@ _MEMBER = frozenset({".", "->", "[", "("})  # &p[i].x, &p[i][j], &p[i](): not an
 
 
 class _Rewriter:
-    def __init__(self, text: str, slot_base: int, pointers: frozenset[str], ns: str):
+    def __init__(
+        self, text: str, slot_base: int, pointers: frozenset[str], ns: str, program_scope: bool
+    ):
         self.text = text
+        self.program_scope = program_scope
         self.ns = ns
         self.toks = tokenize(text)
         # names whose elements live in checked memory: buffers, pointers and 1-D arrays in an
@@ -138,6 +144,7 @@ class _Rewriter:
         self.references: dict[str, str] = {}
         self.slot = slot_base
         self.sync = False
+        self.constant_arrays: list[str] = []
 
     def edit(self, start: int, end: int, repl: str) -> None:
         # Keep the line count: compiler lines must stay those of the candidate's text.
@@ -166,6 +173,40 @@ class _Rewriter:
             elif t.text == "&":
                 self._address_of(i)
             i += 1
+        if self.program_scope:
+            self._plain_structs()
+
+    def _plain_structs(self) -> None:
+        """After each program-scope ``struct S { float x, y[2]; };`` whose body is only member
+        declarations, specialise ``plain_value<S>`` as the members' own: a thread pointer may
+        read such a struct's bits as numbers (``*(thread uint2*)&s``), since no member can hold
+        an address (the compiler checks each member's type; any other struct stays refused)."""
+        toks, depth = self.toks, 0
+        for i, t in enumerate(toks):
+            if t.text == "{":
+                depth += 1
+            elif t.text == "}":
+                depth -= 1
+            elif (
+                depth == 0
+                and t.text == "struct"
+                and i + 2 < len(toks)
+                and toks[i + 1].kind == "ident"
+                and toks[i + 2].text == "{"
+            ):
+                close = _matching(toks, i + 2, "{", "}")
+                members = _member_names(toks[i + 3 : close])
+                if members and close + 1 < len(toks) and toks[close + 1].text == ";":
+                    name, semi = toks[i + 1].text, toks[close + 1]
+                    each = " && ".join(
+                        f"{self.ns}::plain_value<decltype({name}::{m})>::value" for m in members
+                    )
+                    self.edit(
+                        semi.start,
+                        semi.end,
+                        f"; template <> struct {self.ns}::plain_value<{name}> "
+                        f": std::bool_constant<({each})> {{}};",
+                    )
 
     def _address_of(self, i: int) -> None:
         toks = self.toks
@@ -301,6 +342,8 @@ class _Rewriter:
             return self._threadgroup_decl(start_i, i, type_toks, j)
         if space == "constant":
             has_const = any(t.text in ("const", "constexpr") for t in toks[max(0, i - 2) : j])
+            if stop == "[" and toks[j - 1].kind == "ident":
+                self.constant_arrays.append(toks[j - 1].text)
             self.edit(toks[i].start, toks[i].end, "" if has_const else "const")
         else:
             self.edit(toks[i].start, toks[i].end, "")
@@ -387,12 +430,69 @@ def _matching(toks: list[Token], k: int, open_: str, close: str) -> int:
     return len(toks) - 1
 
 
+_NOT_A_MEMBER_LIST = {
+    "*",
+    "&",
+    "&&",
+    "(",
+    ":",
+    "{",
+    "operator",
+    "template",
+    "union",
+    "struct",
+    "class",
+    "static",
+    "using",
+    "typedef",
+    "friend",
+    "virtual",
+    "enum",
+}
+
+
+def _member_names(body: list[Token]) -> list[str]:
+    """The members a struct body of plain declarations (``T a, b[N] = v;``) declares; none where
+    it holds anything else (functions, pointers, references, nested types, bit-fields)."""
+    if not body or any(t.text in _NOT_A_MEMBER_LIST for t in body) or body[-1].text != ";":
+        return []
+    names, declarator, depth = [], [], 0
+    for t in body:
+        if t.text == "[":
+            depth += 1
+        elif t.text == "]":
+            depth -= 1
+        if depth == 0 and t.text in (",", ";"):
+            idents = [d for d in _before_initializer(declarator) if d.kind == "ident"]
+            if not idents:
+                return []
+            names.append(idents[-1].text)
+            declarator = []
+        else:
+            declarator.append(t)
+    return names
+
+
+def _before_initializer(declarator: list[Token]) -> list[Token]:
+    """A declarator's tokens before its ``=`` and array bounds: the type and the name."""
+    out = []
+    for t in declarator:
+        if t.text in ("=", "["):
+            break
+        out.append(t)
+    return out
+
+
 def rewrite_msl(
-    text: str, slot_base: int = 0, pointers: frozenset[str] = frozenset(), ns: str = "::mlxsim"
+    text: str,
+    slot_base: int = 0,
+    pointers: frozenset[str] = frozenset(),
+    ns: str = "::mlxsim",
+    program_scope: bool = False,
 ) -> Rewritten:
-    """Rewrite MSL ``text`` (a kernel body or header) into simulator C++; ``pointers`` names the
-    kernel's buffers, ``ns`` the simulator's namespace."""
-    rw = _Rewriter(text, slot_base, pointers, ns)
+    """Rewrite MSL ``text`` (a kernel body, or a header: ``program_scope``) into simulator C++;
+    ``pointers`` names the kernel's buffers, ``ns`` the simulator's namespace."""
+    rw = _Rewriter(text, slot_base, pointers, ns, program_scope)
     rw.run()
     edits = sorted(rw.edits)
     out, pos = [], 0
@@ -403,4 +503,4 @@ def rewrite_msl(
         out.append(repl)
         pos = end
     out.append(text[pos:])
-    return Rewritten(text, "".join(out), edits, rw.slot, rw.sync)
+    return Rewritten(text, "".join(out), edits, rw.slot, rw.sync, tuple(rw.constant_arrays))

@@ -362,7 +362,7 @@ def _sim_template_args(template: tuple[tuple[str, TemplateValue], ...]) -> str:
     return "<" + ", ".join(parts) + ">"
 
 
-def _launcher(sig: Signature) -> str:
+def _launcher(sig: Signature, constant_arrays: tuple[str, ...] = ()) -> str:
     args = []
     k = 0
     for p in sig.inputs:
@@ -384,12 +384,18 @@ def _launcher(sig: Signature) -> str:
     args += [f"::mlxsim::attr_{attr}(*a)" for attr in sig.attributes]
     call = sig.kernel_name + (_sim_template_args(sig.template) if sig.template else "")
     joined = ",\n      ".join(args)
+    known = "".join(
+        f"  ::mlxsim::constant_array(::{name}, sizeof(::{name}), "
+        f'sizeof(std::remove_all_extents_t<decltype(::{name})>), "{name}");\n'
+        for name in constant_arrays
+    )
     return (
         'extern "C" __attribute__((visibility("default"))) void mlxsim_lane('
         "const ::mlxsim::Buffer* b, const ::mlxsim::ThreadAttrs* a) {\n"
         f"  (void)b; (void)a;\n  {call}(\n      {joined});\n}}\n"
         'extern "C" __attribute__((visibility("default"))) int mlxsim_run('
         "const ::mlxsim::LaunchParams* p, char* err, int errlen) {\n"
+        f"{known}"
         "  return ::mlxsim::launch(p, &mlxsim_lane, err, errlen);\n}\n"
     )
 
@@ -410,7 +416,7 @@ def runtime_alias(header: str, source: str) -> str:
 
 def sim_text(sig: Signature) -> SimSource:
     alias = runtime_alias(sig.header, sig.source)
-    header = rewrite_msl(sig.header, slot_base=0, ns=alias)
+    header = rewrite_msl(sig.header, slot_base=0, ns=alias, program_scope=True)
     buffers = frozenset(
         [p.name for p in sig.inputs if not p.scalar] + [name for name, _ in sig.outputs]
     )
@@ -434,7 +440,7 @@ def sim_text(sig: Signature) -> SimSource:
     parts.append(body.text)
     gen_lines = "".join(gen).count("\n") + 1
     parts.append(f'\n#line {gen_lines + 1} "generated"\n}}\n')
-    parts.append(_launcher(sig))
+    parts.append(_launcher(sig, header.constant_arrays))
     return SimSource("".join(parts), header, body, sig, header.sync or body.sync)
 
 

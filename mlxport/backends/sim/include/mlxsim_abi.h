@@ -103,6 +103,8 @@ void threadgroup_barrier_wait(Site site, uint32_t fence = kFenceAll);
 void* tg_alloc(int slot, size_t bytes, size_t align, const char* name, int32_t elem_size,
                const Buffer** buf, bool* fresh);
 const Buffer* find_buffer(const void* p);
+// A program-scope `constant` array, known before a launch so that pointers into it are checked.
+void constant_array(const void* base, size_t bytes, int32_t elem_size, const char* name);
 // site: the subscript, named in the report where it is the candidate's own text
 [[noreturn]] void fault_oob(const Buffer* buf, int64_t offset, size_t size, bool read_only, Site site);
 [[noreturn]] void fault(const char* message);

@@ -42,7 +42,8 @@ class Ptr {
  public:
   using element_type = T;
   // T& where T is a value: a struct's `void* data` member (ggml's) still makes a Ptr<void>.
-  using Ref = std::add_lvalue_reference_t<T>;
+  // The constant address space is read-only, as in Metal.
+  using Ref = std::add_lvalue_reference_t<std::conditional_t<AS == AS_CONSTANT, const T, T>>;
 
   Ptr() = default;
   Ptr(std::nullptr_t) {}
@@ -50,6 +51,10 @@ class Ptr {
   Ptr(T* raw, const Buffer* b) : p_(raw), buf_(b) {}
   // &x[i] and friends: find the buffer the address belongs to so checks continue.
   Ptr(T* raw) : p_(raw), buf_(raw ? find_buffer(raw) : nullptr) {}
+  // A program-scope constant array (const in C++) or an address in one.
+  Ptr(const std::remove_cv_t<T>* raw)
+    requires(AS == AS_CONSTANT && !std::is_const_v<T>)
+      : p_(const_cast<T*>(raw)), buf_(raw ? find_buffer(raw) : nullptr) {}
   // A cast of a plain address to another element type: still checked where it is in a buffer.
   template <class U>
     requires(!std::is_convertible_v<U*, T*>)

@@ -196,6 +196,9 @@ struct Worker {
 };
 
 thread_local Worker* tl_worker = nullptr;
+// Program-scope constant arrays, registered by the library's entry before each launch (so
+// read-only while workers run) and forgotten after it.
+std::deque<Buffer> g_constant_arrays;
 
 constexpr size_t kAppleThreadgroupMemory = 32768;
 
@@ -571,6 +574,7 @@ int launch(const LaunchParams* p, LaneFn fn, char* err, int errlen) {
   for (int i = 1; i < nthreads; ++i) threads.emplace_back(worker_main, &L);
   worker_main(&L);
   for (auto& t : threads) t.join();
+  g_constant_arrays.clear();  // the library holding them may be unloaded before the next launch
   auto* stats = const_cast<LaunchParams*>(p)->stats;
   stats[0] = int64_t(std::min<uint64_t>(L.next.load(), L.total_groups));
   stats[1] = L.switches.load();
@@ -683,8 +687,17 @@ const ThreadAttrs* current_attrs() {
   return w && w->current ? &w->current->attrs : nullptr;
 }
 
+void constant_array(const void* base, size_t bytes, int32_t elem_size, const char* name) {
+  for (const Buffer& b : g_constant_arrays)
+    if (b.base == base) return;
+  char* p = const_cast<char*>(static_cast<const char*>(base));
+  g_constant_arrays.push_back(Buffer{name, p, int64_t(bytes), p, elem_size, AS_CONSTANT, nullptr, -1, 0});
+}
+
 const Buffer* find_buffer(const void* p) {
   auto* c = static_cast<const char*>(p);
+  for (const Buffer& b : g_constant_arrays)
+    if (c >= b.base && c < b.base + b.bytes) return &b;
   Worker* w = tl_worker;
   if (!w) return nullptr;
   const LaunchParams* lp = w->launch->p;
