@@ -314,6 +314,19 @@ def test_an_integer_bound_at_zero_is_kept_when_sizes_are_drawn(tmp_path):
     assert drawn and all(c["offset"] == 0 and c["n"] != 300 for c in drawn), drawn
 
 
+def test_drawn_sizes_reach_past_every_value_a_case_had():
+    """A loop over tiles of a size runs further in the op check than in any case: the first drawn
+    case takes the largest size above every value seen, the others drawn small enough to stay
+    within the largest case."""
+    from mlxport.tasks.sizes import fresh_sizes
+
+    task = load_task("attention_fwd")
+    for seed in range(3):
+        first = fresh_sizes(task, 3, np.random.default_rng(seed))[0]
+        seen = task.all_cases()
+        assert any(first[n] > max(s[n] for s in seen) for n in ("Tq", "Tk")), first
+
+
 TILES = """
 #define TILE 16
 __global__ void copy_tiles(float* out, const float* in, int width, int height) {

@@ -6,9 +6,10 @@ is the original kernel, a name the user bound with ``--case``). Sizes that take 
 every case stay at it (the kernel was never shown another); those the task limits to a few
 values (``[cases] choices``) take one of them; the rest are drawn between 1 and twice the
 largest value seen (in multiples of ``[cases] multiples``), and the largest tensor stays within
-the largest of the visible cases', so
-a check on the simulator takes as long as the task's own cases do. Sizes bound to different names
-are drawn at different values where the task leaves room.
+the largest of the visible cases', so a check on the simulator takes as long as the task's own
+cases do. Where the others leave room, the first drawn case has the largest size above every
+value it took: a kernel's loop over tiles of it runs further than any case ran it. Sizes bound
+to different names are drawn at different values where the task leaves room.
 
 Sizes far from any case (`moved`, `probe_sizes`) are where a path of a kernel that the drawn sizes
 never reach runs: a grid of ``min(ceildiv(n, 256), 64)`` blocks changes course only past n = 16384.
@@ -58,6 +59,12 @@ def fresh_sizes(
     free = [n for n in names if _free(task, n, values[n])]
     limit = max(_extent(task, c, names) for c in task.cases.visible)
     keys = {_key(c, names) for c in seen}
+    # The first case first tries the largest size above every value seen, the others drawn to
+    # keep within the limit: a loop over tiles of it then runs more of them than any case did.
+    # (Only the largest: a size that sets a tile's width may be one the port cannot run above.)
+    above = sorted(
+        (n for n in free if not task.cases.choices.get(n)), key=lambda n: -max(values[n])
+    )[:1]
     out: list[dict[str, Any]] = []
     for attempt in range(TRIES):
         if len(out) == count or not free:
@@ -65,9 +72,14 @@ def fresh_sizes(
         case = dict(task.cases.visible[int(rng.integers(len(task.cases.visible)))])
         if _from_cuda(task):  # the names the user bound; the host code computes the rest
             case = {k: v for k, v in case.items() if k in task.original.bound}
+        target = above[len(out)] if len(out) < len(above) and attempt < TRIES // 2 else None
         for n in free:
-            case[n] = _draw(values[n], task.cases.choices.get(n), rng)
             m = task.cases.multiples.get(n, 1)
+            if n == target:
+                top = max(values[n])
+                case[n] = int(rng.integers(top // m + 1, 2 * top // m + 2)) * m
+                continue
+            case[n] = _draw(values[n], task.cases.choices.get(n), rng)
             case[n] = max(m, case[n] // m * m)
         for group in together:
             case.update(dict.fromkeys(group, case[group[0]]))
