@@ -327,6 +327,20 @@ def test_drawn_sizes_reach_past_every_value_a_case_had():
         assert any(first[n] > max(s[n] for s in seen) for n in ("Tq", "Tk")), first
 
 
+def test_a_path_is_looked_for_first_with_one_size_moved():
+    """Sizes the cases tie together (a row's bytes and its elements) stay valid where one size
+    moves alone, so those probes come before ones moving several, smallest first within each."""
+    from mlxport.tasks.sizes import probe_sizes, size_names
+
+    task = load_task("layernorm")
+    base = task.cases.visible[0]
+    probes = probe_sizes(task, base)
+    moved = [sum(case[n] != base[n] for n in size_names(task)) for _, case in probes]
+    assert moved == sorted(moved) and 1 in moved and max(moved) > 1, moved
+    singles = [size for (size, _), m in zip(probes, moved, strict=True) if m == 1]
+    assert singles == sorted(singles)
+
+
 TILES = """
 #define TILE 16
 __global__ void copy_tiles(float* out, const float* in, int width, int height) {

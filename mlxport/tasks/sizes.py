@@ -205,7 +205,8 @@ def moved(base: dict[str, Any], names: list[str], values: tuple[int, ...] = LADD
 def probe_sizes(task: KernelTask, base: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
     """Cases with the free sizes of ``base`` moved far (`moved`), within the values the task
     allows (its choices, multiples and requires), each with its extent (its largest tensor, or
-    the product of its sizes), smallest first."""
+    the product of its sizes): those moving fewest sizes first (sizes bound together, a row's
+    bytes and its elements, mostly stay valid then), then smallest first."""
     names = size_names(task)
     free = [n for n in names if _free(task, n, [c[n] for c in task.all_cases()])]
     if _from_cuda(task):
@@ -222,7 +223,7 @@ def probe_sizes(task: KernelTask, base: dict[str, Any]) -> list[tuple[int, dict[
                 found[key] = (extent(task, case, names), case)
         except (UserError, ValueError):
             continue
-    return sorted(found.values(), key=lambda x: x[0])
+    return sorted(found.values(), key=lambda x: (sum(x[1][n] != base.get(n) for n in free), x[0]))
 
 
 def _allowed_value(task: KernelTask, name: str, v: int) -> int:
