@@ -195,6 +195,7 @@ class HostEvaluator(HostStatements):
         self.data = data
         self.inlining = 0
         self.route: dict[str, Node] = {}  # function -> the call its parameters come from
+        self.calls: dict[str, list[Node]] | None = None  # callee -> its calls, in order
         self.functions = {
             function_name(n)[0].split("::")[-1]: n
             for n in walk(root)
@@ -414,9 +415,12 @@ class HostEvaluator(HostStatements):
         return next(iter(self.callers(name)), None)
 
     def callers(self, name: str) -> list[Node]:
-        return [
-            n for n in walk(self.root) if n.type == "call_expression" and host_callee(n) == name
-        ]
+        if self.calls is None:  # walked once: a large file's host code asks for many callers
+            self.calls = {}
+            for n in walk(self.root):
+                if n.type == "call_expression":
+                    self.calls.setdefault(host_callee(n), []).append(n)
+        return self.calls.get(name, [])
 
     def routes(self, node: Node, depth: int = 0) -> list[dict[str, Node]]:
         """Each choice of a call for each function between ``node`` and the host code's entry
