@@ -426,3 +426,28 @@ def test_a_coalesced_group_is_the_lanes_that_reach_it_together(ex, tmp_path):
     kept = int((src > 0).sum())
     assert r.buffers["count"][0] == kept
     np.testing.assert_array_equal(np.sort(r.buffers["dst"][:kept]), np.sort(src[src > 0]))
+
+
+STAGED = r"""
+#include <cuda/barrier>
+#include <cooperative_groups.h>
+__global__ void reversed_rows(const float* x, float* y) {
+  auto block = cooperative_groups::this_thread_block();
+  __shared__ cuda::barrier<cuda::thread_scope::thread_scope_block> bar;
+  __shared__ float tile[64];
+  if (block.thread_rank() == 0) init(&bar, block.size());
+  __syncthreads();
+  cuda::memcpy_async(&tile[threadIdx.x], &x[blockIdx.x * 64 + threadIdx.x],
+                     cuda::aligned_size_t<4>(sizeof(float)), bar);
+  bar.arrive_and_wait();
+  y[blockIdx.x * 64 + threadIdx.x] = tile[63 - threadIdx.x];
+}
+"""
+
+
+def test_memcpy_async_into_shared_memory_is_seen_after_the_barrier(ex, tmp_path):
+    c = kernel(ex, tmp_path, STAGED, "reversed_rows")
+    x = np.arange(128, dtype=np.float32)
+    r = ex.run(c, Launch((2, 1, 1), (64, 1, 1)), [x, np.zeros(128, np.float32)])
+    assert r.ok, r.error
+    np.testing.assert_array_equal(r.buffers["y"], x.reshape(2, 64)[:, ::-1].reshape(-1))

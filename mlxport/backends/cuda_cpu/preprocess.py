@@ -32,6 +32,7 @@ PROVIDED = (
     "cub/cub.cuh",
     "cub/block/block_reduce.cuh",
     "cub/warp/warp_reduce.cuh",
+    "cuda/barrier",
     "cuda/std/cstdint",
     "stdint.h",
     "cstdint",

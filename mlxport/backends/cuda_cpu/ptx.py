@@ -52,7 +52,7 @@ _CACHE = {"ca", "cg", "cs", "lu", "cv", "wb", "wt", "nc", "volatile", "weak"}
 _SPACES = {"global", "shared", "shared::cta"}
 _CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _CMP |= {"lo": "<", "ls": "<=", "hi": ">", "hs": ">="}
-_AXES = {"x": "x", "y": "y", "z": "z"}
+_AXES = ("x", "y", "z")
 _SPECIAL = {"laneid": "uint64_t(::cusim::lane())"}
 for _reg, _fn in (("tid", "thread_idx"), ("ntid", "block_dim"), ("ctaid", "block_idx")):
     for _a in _AXES:
@@ -124,7 +124,13 @@ def _extended(node: Node) -> bool:
 
 
 def _c_string(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
+    """A C string literal of ``text`` (the user's template among it): every character outside
+    printable ASCII, a quote and a backslash as an octal escape."""
+    return '"' + "".join(c if " " <= c <= "~" and c not in '"\\' else _octal(c) for c in text) + '"'
+
+
+def _octal(c: str) -> str:
+    return "".join(f"\\{b:03o}" for b in c.encode())
 
 
 _ESCAPES = {"\\n": "\n", "\\t": "\t", "\\\\": "\\", '\\"': '"', "\\'": "'", "\\r": ""}

@@ -44,7 +44,7 @@ from mlxport.cuda_syntax import parse
 
 SYNC = re.compile(
     r"__syncthreads|__syncwarp|__shfl|__ballot|__all|__any|__activemask|__match_|__reduce_\w+_sync|"
-    r"cooperative_groups|thread_block|thread_group|tiled_partition|\bvolatile\b|\bcub::"
+    r"cooperative_groups|thread_block|thread_group|tiled_partition|\bvolatile\b|\bcub::|arrive_and_wait"
 )
 
 
@@ -483,7 +483,10 @@ class Rewriter:
     # -- shared memory
 
     def _shared(self, node: Node) -> str:
-        decls = [c for c in node.children if c.type in _DECLARATORS]
+        # the declarator fields: a qualified type (cuda::barrier<...>) is no declarator
+        decls = node.children_by_field_name("declarator") or [
+            c for c in node.children if c.type in _DECLARATORS
+        ]
         type_nodes = (
             [c for c in node.children if c.end_byte <= decls[0].start_byte] if decls else []
         )

@@ -168,6 +168,9 @@ def _launches(site: Node, kernel: str) -> bool:
 
 def _launched(call: Node | None) -> str:
     fn = call.child_by_field_name("function") if call is not None else None
+    # `vllm::kernel<T, true>`: the innermost name, whatever the template arguments hold
+    while fn is not None and fn.type == "qualified_identifier" and fn.child_by_field_name("name"):
+        fn = fn.child_by_field_name("name")
     if fn is not None and fn.type == "template_function":
         fn = fn.child_by_field_name("name")
     return text(fn).split("::")[-1].strip() if fn is not None else ""

@@ -640,5 +640,6 @@ T exclusive_scan(const thread_block_tile<W>& g, T value, CUSIM_LOC) {
 }  // namespace cooperative_groups
 
 #include "cuda_cub.h"
+#include "cuda_libcu.h"
 #include "cuda_ptx.h"
 #include "torch_device.h"
