@@ -326,6 +326,11 @@ __global__ void forges(float* y, unsigned long long bits) {
   asm("mov.b64 %0, %1;" : "=l"(p) : "l"(bits));
   p[0] = 1.0f;
 }
+__global__ void to_int8(const float* x, int* q) {
+  int r;
+  asm("cvt.rni.sat.s8.f32 %0, %1;" : "=r"(r) : "f"(x[threadIdx.x]));
+  q[threadIdx.x] = r;
+}
 """
 
 
@@ -343,6 +348,13 @@ def test_inline_ptx_loads_and_stores_run_through_the_checked_pointers(ex, tmp_pa
     r = ex.run(ex.compile(src, "through_shared"), Launch((1, 1, 1), (64, 1, 1)), [x, x * 0])
     assert r.ok, r.error
     np.testing.assert_array_equal(r.buffers["y"], x[::-1])
+    # cvt rounds ties to even and saturates, NaN to 0, sign-extended into the register
+    x6 = np.array([2.5, -3.5, 300, -300, np.nan, 0.4], np.float32)
+    r = ex.run(
+        ex.compile(src, "to_int8"), Launch((1, 1, 1), (6, 1, 1)), [x6, np.zeros(6, np.int32)]
+    )
+    assert r.ok, r.error
+    np.testing.assert_array_equal(r.buffers["q"], [2, -4, 127, -128, 0, 0])
     # a vector load past the end of the buffer is an out-of-bounds read, as a C++ one is
     r = ex.run(
         ex.compile(src, "past_the_end"),
@@ -451,3 +463,16 @@ def test_memcpy_async_into_shared_memory_is_seen_after_the_barrier(ex, tmp_path)
     r = ex.run(c, Launch((2, 1, 1), (64, 1, 1)), [x, np.zeros(128, np.float32)])
     assert r.ok, r.error
     np.testing.assert_array_equal(r.buffers["y"], x.reshape(2, 64)[:, ::-1].reshape(-1))
+
+
+def test_a_kernel_in_a_namespace_calls_that_namespaces_helpers_unqualified(ex, tmp_path):
+    source = (
+        "namespace act {\ntemplate <typename T> __device__ T twice(const T& x) { return x + x; }\n"
+        "__global__ void doubled(float* y) { y[threadIdx.x] = twice(y[threadIdx.x]); }\n}\n"
+    )
+    r = ex.run(
+        kernel(ex, tmp_path, source, "doubled"),
+        Launch((1, 1, 1), (4, 1, 1)),
+        [np.ones(4, np.float32)],
+    )
+    assert r.ok and (r.buffers["y"] == 2).all(), r.error

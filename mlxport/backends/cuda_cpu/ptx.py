@@ -7,6 +7,8 @@ The subset (what real kernels' memory helpers use, DeepSpeed's and the CUDA samp
   shared or generic space, with any cache hint (``.ca .cg .cs .lu .cv .wb .wt .nc .L1:: .L2::``);
   the address is ``[%n]`` or ``[%n+imm]`` where operand n is a pointer: a checked one, so bounds,
   alignment (of the whole vector), written masks and races are judged as for C++ accesses;
+- ``cvt`` between 8- to 64-bit integers, f32 and f64 (a float to an integer with one of
+  ``.rni .rzi .rmi .rpi``, saturated, NaN to 0);
 - ``mov`` of a register, an immediate or ``%laneid``, ``%tid``, ``%ntid``, ``%ctaid``,
   ``%nctaid``, ``%lanemask_*``; ``setp`` (eq ne lt le gt ge lo ls hi hs) into a predicate;
   ``@p`` and ``@!p`` guards; ``.reg`` declarations; ``{ }`` scopes; ``membar`` and ``fence``;
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
-SUBSET = "ld/st of 1, 2 or 4 values through a pointer, mov, setp and predicates"
+SUBSET = "ld/st of 1, 2 or 4 values through a pointer, mov, cvt, setp and predicates"
 _BITS = {"r": 32, "h": 16, "l": 64, "f": 32, "d": 64, "n": 64}
 _TYPES = {
     "b8": "uint8_t",
@@ -290,9 +292,41 @@ def _instruction(stmt: str, scope: _Scope, origin: str) -> str:
             f"{_reg_name(args[0])} = ::cusim::ptx::as<{_TYPES[parts[2]]}>({a}) "
             f"{_CMP[parts[1]]} ::cusim::ptx::as<{_TYPES[parts[2]]}>({b});"
         )
+    if name == "cvt" and len(args) == 2:
+        dst = _destination(args[0], scope)
+        value = f"{_convert(parts[1:])}({_value(args[1], scope, origin)})"
+        return guard + f"{{ {dst}.bits = {value}; {dst}.kind = 0; }}"
     if name in ("membar", "fence") and not args:
         return guard + "__atomic_thread_fence(__ATOMIC_SEQ_CST);"
     raise Unsupported("")
+
+
+_ROUND_TO_INT = {"rni": "rn", "rzi": "rz", "rmi": "rd", "rpi": "ru"}
+
+
+def _convert(mods: list[str]) -> str:
+    """The header's cvt for ``cvt.MODS.D.S`` between numbers: a float to an integer takes one
+    integer rounding (and saturates, .sat or not); a float result rounds to nearest; an integer
+    to an integer wraps."""
+    if len(mods) < 2 or not {mods[-1], mods[-2]} <= set(_TYPES) - {
+        "f16",
+        "bf16",
+        "f16x2",
+        "bf16x2",
+    }:
+        raise Unsupported("between types other than 8- to 64-bit integers, f32 and f64")
+    d, s, rest = _TYPES[mods[-2]], _TYPES[mods[-1]], set(mods[:-2])
+    rounding = "rn"
+    if d in ("float", "double"):
+        ok = rest <= {"rn"}
+    elif s in ("float", "double"):
+        ok = len(rest - {"sat"}) == 1 and (rest - {"sat"}) <= set(_ROUND_TO_INT)
+        rounding = _ROUND_TO_INT.get(next(iter(rest - {"sat"}), ""), "rn")
+    else:
+        ok = not rest
+    if not ok:
+        raise Unsupported(f"with the modifiers {', '.join(sorted(rest)) or 'none'}")
+    return f"::cusim::ptx::cvt<{d}, {s}, ::cusim::values::rnd::{rounding}>"
 
 
 def _declare(stmt: str, scope: _Scope) -> str:

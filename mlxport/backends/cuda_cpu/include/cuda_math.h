@@ -296,14 +296,11 @@ inline I saturate_int(double t) {
   }
   return I(t);
 }
-// Ties to even, whatever the floating-point environment (clang has the builtin from 17 only).
+// Ties to even, whatever the floating-point environment. Not __builtin_roundeven: GCC lowers it to
+// a call of C23's roundeven, which the kernel library does not have.
 inline double round_even(double x) {
-#if __has_builtin(__builtin_roundeven)
-  return __builtin_roundeven(x);
-#else
   const double r = __builtin_round(x);  // ties away from zero
   return __builtin_fabs(x - __builtin_trunc(x)) == 0.5 ? 2.0 * __builtin_round(x * 0.5) : r;
-#endif
 }
 template <class I, rnd M>
 inline I to_int(double x) {

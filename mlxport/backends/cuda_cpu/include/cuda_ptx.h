@@ -81,6 +81,25 @@ void out(L& dst, const Reg& r, const char* what) {
   }
 }
 
+// cvt between numbers: a float to an integer rounded by M and saturated (NaN to 0), as
+// __float2int_rn and friends; an integer or float to a float at nearest; an integer to another
+// wrapping. Integers come back sign- or zero-extended to the register.
+template <class D, class S, ::cusim::values::rnd M>
+uint64_t cvt(uint64_t bits) {
+  const S x = as<S>(bits);
+  if constexpr (std::is_floating_point_v<D>) {
+    const D d = D(x);
+    uint64_t out = 0;
+    __builtin_memcpy(&out, &d, sizeof(D));
+    return out;
+  } else {
+    D d;
+    if constexpr (std::is_floating_point_v<S>) d = ::cusim::values::to_int<D, M>(double(x));
+    else d = D(x);
+    return std::is_signed_v<D> ? uint64_t(int64_t(d)) : uint64_t(d);
+  }
+}
+
 template <class E, int N>
 struct alignas(sizeof(E) * N) Vec {
   E e[N];
