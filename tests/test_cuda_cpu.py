@@ -476,3 +476,19 @@ def test_a_kernel_in_a_namespace_calls_that_namespaces_helpers_unqualified(ex, t
         [np.ones(4, np.float32)],
     )
     assert r.ok and (r.buffers["y"] == 2).all(), r.error
+
+
+def test_inline_ptx_operands_may_be_members_of_an_anonymous_union(ex, tmp_path):
+    source = (
+        "__global__ void halves(const float* x, short* y) {\n"
+        "  union { short int16; unsigned short bits; };\n"
+        "  int t = threadIdx.x;\n"
+        '  if (t < 2) asm("cvt.rzi.s16.f32 %0, %1;" : "=h"(int16) : "f"(x[t]));\n'
+        "  else int16 = 7;\n"
+        "  y[t] = int16;\n}\n"
+    )
+    c = kernel(ex, tmp_path, source, "halves")
+    x = np.array([-2.7, 40000.0, 0.0], np.float32)
+    r = ex.run(c, Launch((1, 1, 1), (3, 1, 1)), [x, np.zeros(3, np.int16)])
+    assert r.ok, r.error
+    np.testing.assert_array_equal(r.buffers["y"], [-2, 32767, 7])

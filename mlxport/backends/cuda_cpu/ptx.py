@@ -231,7 +231,9 @@ class _Scope:
 
 def _program(statements: list[str], operands: list[Operand], origin: str) -> str:
     scope = _Scope(operands, {})
-    lines = ["[&]() {"]
+    # a GNU statement expression, not a lambda: a lambda cannot capture an anonymous union's
+    # members, which operands name (llm-awq's "=h"(h.int16))
+    lines = ["({"]
     for i, op in enumerate(operands):
         lines.append(_bind(i, op, operands))
     for stmt in statements:
@@ -248,7 +250,7 @@ def _program(statements: list[str], operands: list[Operand], origin: str) -> str
                 f"::cusim::ptx::out<{_BITS[op.letter]}>(({op.expr}), r{i}, "
                 f"{_what(f'%{i}', origin)});"
             )
-    lines.append("}()")
+    lines.append("(void)0; })")
     return " ".join(lines)
 
 
