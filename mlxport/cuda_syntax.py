@@ -128,7 +128,10 @@ def bare_callee(call: Node) -> str:
     if fn is not None and fn.type == "field_expression":
         fn = fn.child_by_field_name("field")
     if fn is not None and fn.type == "qualified_identifier":
-        return collapse_spaces(source_text(fn)).split("::")[-1].split("<")[0].strip()
+        # the innermost name: `ns::store<pwise::granularity>` is `store`, whatever its arguments
+        while fn.type == "qualified_identifier" and fn.child_by_field_name("name") is not None:
+            fn = fn.child_by_field_name("name")
+        return collapse_spaces(source_text(fn)).split("<")[0].strip()
     return collapse_spaces(source_text(fn))
 
 

@@ -160,8 +160,9 @@ struct Load {
 };
 template <typename T>
 struct Store {
+    using index_t = int64_t;  // a member's type named by the struct's own alias
     T* dst;
-    int64_t stride;
+    index_t stride;
     __device__ void operator()(int i, T v) const { dst[i * stride] = v; }
 };
 template <class L, class S>

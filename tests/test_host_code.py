@@ -38,6 +38,31 @@ void run(const float* x, float* y, int ncols, int nrows) {
     assert launch.args[3].value == 256
 
 
+def test_math_outside_its_domain_gives_what_c_gives():
+    launch = _launch(
+        """
+void run(const float* x, float* y, int n) {
+    k<<<1, 32>>>(x, y, floorf(log2f((float)n)) + sqrtf(-1.0f) * 0, n);
+}""",
+        n=0,
+    )
+    # log2f(0) is -inf in C, where Python's math raises; NaN * 0 is NaN
+    assert str(launch.args[2].value) == "nan"
+    launch = _launch(
+        "void run(const float* x, float* y, int n) { k<<<1, 32>>>(x, y, "
+        "floorf(log2f((float)n)), n); }",
+        n=0,
+    )
+    assert launch.args[2].value == float("-inf")
+    # an infinity cast to an integer is no number: C leaves it undefined
+    launch = _launch(
+        "void run(const float* x, float* y, int n) { k<<<1, 32>>>(x, y, 0.5f, "
+        "1u << (unsigned) floorf(log2f((float) n))); }",
+        n=0,
+    )
+    assert "casts -inf to an integer" in launch.args[3].value.why
+
+
 def test_a_helper_that_never_ends_is_named_instead_of_hanging():
     with pytest.raises(
         HostEvalError,

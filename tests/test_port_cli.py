@@ -184,7 +184,7 @@ LANE_ASM = r"""
 __global__ void lane_ids(unsigned* out, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     unsigned lane;
-    asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
+    asm volatile("activemask.b32 %0;" : "=r"(lane));
     if (i < n) out[i] = lane;
 }
 void launch(unsigned* out, int n) { lane_ids<<<(n + 127) / 128, 128>>>(out, n); }

@@ -348,3 +348,26 @@ def test_host_errors_are_tolerated() -> None:
     )
     cf = read_cuda(src)
     assert cf.kernels[0].name == "k" and cf.launches[0].kernel == "k"
+
+
+def test_writes_through_overloads_and_qualified_template_helpers() -> None:
+    cf = read_cuda(
+        """
+namespace mem {
+template <int N> __device__ void put(void* dst, const void* src);
+template <> __device__ void put<16>(void* dst, const void* src) {
+    ((float*)dst)[0] = ((const float*)src)[0];
+}
+}
+namespace pw { constexpr int width = 16; }
+__device__ void fill(float* a, int n) { a[0] = n; }
+__device__ void fill(int n, float* a, float* b) { b[0] = a[0] + n; }
+__global__ void k(float* out, float* both, const float* in) {
+    mem::put<pw::width>(out, in);
+    fill(2, in, both);
+}
+""",
+        name="overloads.cu",
+    )
+    # ns::put<pw::width> is put, not `width>`; fill is the overload of three parameters
+    assert rw(cf, "k")["out"] == "w" and rw(cf, "k")["both"] == "w"

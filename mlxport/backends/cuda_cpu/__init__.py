@@ -346,7 +346,7 @@ def launcher(sig: KernelSig, template_args: list[str], structs: dict | None = No
 # form of.
 UNSUPPORTED = [
     (
-        re.compile(r"undeclared identifier 'cub'|namespace 'cub'|'cub::"),
+        re.compile(r"undeclared identifier 'cub'|namespace 'cub'|'cub::|member of 'cub'"),
         "cub (CUDA's template library)",
     ),
     (re.compile(r"in asm|inline asm|asm statement"), "inline PTX (asm)"),

@@ -31,7 +31,11 @@ def only(source: DeviceSource, kernel: str, names: str = "") -> str:
     todo: list[tuple[str, list[str]]] = [
         # the preprocessor's line markers name files, not code (`# 1 ".../gflags/gflags.h"`)
         ("", [_MARKER.sub("", source.text[a:b]) for a, b in outside] + [names]),
-        ("", [source.text[a:b] for a, b in source.spans.get(kernel, [])]),
+        # the kernel's own namespace: `silu(x)` in vllm::act_kernel is vllm::silu
+        (
+            _namespace_of(source, kernel),
+            [source.text[a:b] for a, b in source.spans.get(kernel, [])],
+        ),
     ]
     while todo:
         scope, texts = todo.pop()
@@ -66,3 +70,8 @@ def _named(word: str, scope: str, index: dict[str, list[str]]) -> list[str]:
     # innermost first wins
     own = [k for ns, k in keys if ns and (scope == ns or scope.startswith(ns + "::"))]
     return own or [k for ns, k in keys if ns == "" or ns.endswith("(anon)")]
+
+
+def _namespace_of(source: DeviceSource, kernel: str) -> str:
+    sig = source.kernels.get(kernel)
+    return sig.name.rpartition("::")[0] if sig is not None else ""

@@ -17,7 +17,9 @@ diagnostics name the original file and line.
 
 from __future__ import annotations
 
+import bisect
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from tree_sitter import Node
@@ -36,12 +38,13 @@ from mlxport.backends.cuda_cpu.declarators import (
     unwrap,
 )
 from mlxport.backends.cuda_cpu.preprocess import preprocess, stub_dir
+from mlxport.backends.cuda_cpu.ptx import asm_cxx
 from mlxport.backends.cuda_cpu.source import DeviceSource, KernelParam, KernelSig, SourceError
 from mlxport.cuda_syntax import parse
 
 SYNC = re.compile(
     r"__syncthreads|__syncwarp|__shfl|__ballot|__all|__any|__activemask|__match_|__reduce_\w+_sync|"
-    r"cooperative_groups|thread_block|thread_group|tiled_partition|\bvolatile\b"
+    r"cooperative_groups|thread_block|thread_group|tiled_partition|\bvolatile\b|\bcub::|arrive_and_wait"
 )
 
 
@@ -75,11 +78,15 @@ _MARK = re.compile(r"\x00(~?[\w:()]*)\x00")
 def _typedefs(root: Node) -> dict[str, str]:
     """File-scope typedefs and aliases, and enums as their underlying type (an enum parameter is
     passed as that integer)."""
+    return _typedefs_of(root.children)
+
+
+def _typedefs_of(nodes: list[Node]) -> dict[str, str]:
     out = {}
-    for n in root.children:
+    for n in nodes:
         if n.type in ("namespace_definition", "linkage_specification"):
             body = n.child_by_field_name("body")
-            out |= _typedefs(body) if body is not None else {}
+            out |= _typedefs_of(body.children) if body is not None else {}
         elif (
             n.type == "enum_specifier"
             or n.type == "declaration"
@@ -139,6 +146,7 @@ _DECLARATORS = {
     "operator_name",
 }
 _STORAGE = {"storage_class_specifier"}
+NEWLINE = b"\n"
 _CASTS = {"reinterpret_cast", "static_cast", "const_cast"}
 
 
@@ -149,6 +157,19 @@ class Rewriter:
         self.kernels: dict[str, KernelSig] = {}
         self.structs: dict[str, tuple[str, tuple[KernelParam, ...], tuple[str, ...]]] = {}
         self.scope: list[str] = []
+        # the preprocessor's line markers: (where the next line starts, its line, its file)
+        self.markers = [
+            (m.end() + 1, int(m.group(1)), Path(m.group(2).decode()).name)
+            for m in re.finditer(rb'^# (\d+) "([^"]*)"[^\n]*$', data, re.M)
+        ]
+
+    def origin(self, offset: int) -> str:
+        """``line N of F``: where ``offset`` of the preprocessed text is in the user's files."""
+        i = bisect.bisect_right([m[0] for m in self.markers], offset) - 1
+        if i < 0:
+            return f"line {self.data.count(NEWLINE, 0, offset) + 1}"
+        start, line, name = self.markers[i]
+        return f"line {line + self.data.count(NEWLINE, start, offset)} of {name}"
 
     def src(self, node: Node) -> str:
         return self.data[node.start_byte : node.end_byte].decode("utf-8", "replace")
@@ -235,15 +256,18 @@ class Rewriter:
         """The data members of a struct a kernel may take by value, in order (its buffers are bound
         one by one), and the struct's template parameters."""
         body = spec.child_by_field_name("body")
+        members = body.named_children if body is not None else []
+        local = _typedefs_of(members)  # `using index_t = uint32_t;` inside the struct
         fields = []
-        for f in body.named_children if body is not None else []:
+        for f in members:
             if f.type != "field_declaration" or any(
                 c.type in ("storage_class_specifier", "function_declarator") for c in f.children
             ):
                 continue
             for d in f.children_by_field_name("declarator"):
                 if d.type != "function_declarator":
-                    fields.append(_member(self, f, d))
+                    m = _member(self, f, d)
+                    fields.append(replace(m, base=local.get(m.base, m.base)))
         tparams = tuple(n for n, _ in self._template_params(template))
         self.structs.setdefault(name, (self.qualified(name), tuple(fields), tparams))
 
@@ -386,6 +410,17 @@ class Rewriter:
                     return f"({rendered}){rest}"
         return self.children(node)
 
+    def _gnu_asm_expression(self, node: Node) -> str:
+        """Inline PTX in a function: what the executor's subset makes of it (ptx.py). Elsewhere
+        it stays asm, which the build refuses."""
+        outer = node.parent
+        while outer is not None and outer.type != "compound_statement":
+            outer = outer.parent
+        if outer is None:
+            return self.children(node)
+        code = asm_cxx(node, self.render, self.origin(node.start_byte))
+        return code + "\n" * self.src(node).count("\n")
+
     # -- pointer types
 
     def _declaration_with_pointers(self, node: Node) -> str:
@@ -448,7 +483,10 @@ class Rewriter:
     # -- shared memory
 
     def _shared(self, node: Node) -> str:
-        decls = [c for c in node.children if c.type in _DECLARATORS]
+        # the declarator fields: a qualified type (cuda::barrier<...>) is no declarator
+        decls = node.children_by_field_name("declarator") or [
+            c for c in node.children if c.type in _DECLARATORS
+        ]
         type_nodes = (
             [c for c in node.children if c.end_byte <= decls[0].start_byte] if decls else []
         )

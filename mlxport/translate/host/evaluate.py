@@ -168,6 +168,9 @@ def _launches(site: Node, kernel: str) -> bool:
 
 def _launched(call: Node | None) -> str:
     fn = call.child_by_field_name("function") if call is not None else None
+    # `vllm::kernel<T, true>`: the innermost name, whatever the template arguments hold
+    while fn is not None and fn.type == "qualified_identifier" and fn.child_by_field_name("name"):
+        fn = fn.child_by_field_name("name")
     if fn is not None and fn.type == "template_function":
         fn = fn.child_by_field_name("name")
     return text(fn).split("::")[-1].strip() if fn is not None else ""
@@ -195,6 +198,7 @@ class HostEvaluator(HostStatements):
         self.data = data
         self.inlining = 0
         self.route: dict[str, Node] = {}  # function -> the call its parameters come from
+        self.calls: dict[str, list[Node]] | None = None  # callee -> its calls, in order
         self.functions = {
             function_name(n)[0].split("::")[-1]: n
             for n in walk(root)
@@ -414,9 +418,12 @@ class HostEvaluator(HostStatements):
         return next(iter(self.callers(name)), None)
 
     def callers(self, name: str) -> list[Node]:
-        return [
-            n for n in walk(self.root) if n.type == "call_expression" and host_callee(n) == name
-        ]
+        if self.calls is None:  # walked once: a large file's host code asks for many callers
+            self.calls = {}
+            for n in walk(self.root):
+                if n.type == "call_expression":
+                    self.calls.setdefault(host_callee(n), []).append(n)
+        return self.calls.get(name, [])
 
     def routes(self, node: Node, depth: int = 0) -> list[dict[str, Node]]:
         """Each choice of a call for each function between ``node`` and the host code's entry

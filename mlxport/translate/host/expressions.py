@@ -23,6 +23,7 @@ from mlxport.translate.host.values import (
     Tensor,
     Unknown,
     binop,
+    c_math,
     integral,
     number,
 )
@@ -117,6 +118,8 @@ class HostExpressions:
         v = self.value(node.child_by_field_name("value"), env)
         tt = text(node.child_by_field_name("type"))
         if isinstance(v, int | float) and "*" not in tt:
+            if integral(tt) and not math.isfinite(v):  # C leaves it undefined
+                return Unknown(f"{text(node)} casts {v} to an integer, which C leaves undefined")
             return int(v) if integral(tt) else float(v)
         return v
 
@@ -212,7 +215,7 @@ class HostExpressions:
             bad = next((v for v in vals if not isinstance(v, int | float)), None)
             if bad is not None:
                 return bad if isinstance(bad, Unknown) else Unknown(f"cannot evaluate {text(node)}")
-            return MATH[name](*vals)
+            return c_math(name, vals)
         if name in ("dim3", "make_uint3", "make_int3"):
             vals = [self.value(a, env) for a in args]
             return (

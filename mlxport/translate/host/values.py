@@ -83,6 +83,27 @@ MATH = {
 }
 
 
+def c_math(name: str, vals: list) -> Any:
+    """``MATH[name](*vals)`` as C's <math.h> gives it where Python's math raises: log2(0) is
+    -inf, sqrt(-1) NaN, an overflow infinite, floor(inf) inf."""
+    try:
+        return MATH[name](*vals)
+    except (ValueError, OverflowError, ZeroDivisionError) as e:
+        x = float(vals[0]) if vals else math.nan
+        if name.startswith("log"):
+            return -math.inf if x == 0 else math.nan
+        if name.startswith(("ceil", "floor", "round")):
+            return x
+        if name.startswith(("exp", "rsqrt")):
+            return math.inf if isinstance(e, OverflowError) or x == 0 else math.nan
+        if name.startswith("pow") and isinstance(e, OverflowError):
+            odd = float(vals[1]).is_integer() and int(vals[1]) % 2 == 1
+            return -math.inf if x < 0 and odd else math.inf
+        if name.startswith("pow") and x == 0:
+            return math.inf
+        return math.nan
+
+
 class HostEvalError(UserError):
     """The host code does not give a launch of the kernel at this case; the message says which name
     to bind (with --case) or which flag sets what is missing."""

@@ -255,8 +255,10 @@ def _call_use(
         rw.written = True
     elif callee in _LOAD_CALLS or callee in CUDA_CALLS:
         rw.read = True
-    elif callee in known and 0 <= index < len(known[callee].params):
-        target = known[callee].params[index]
+    elif (fn := known.get(f"{callee}/{len(args.named_children)}", known.get(callee))) and (
+        0 <= index < len(fn.params)
+    ):
+        target = fn.params[index]
         rw.read |= target.read or not (target.is_pointer or target.is_reference)
         rw.written |= target.written
     else:

@@ -250,6 +250,7 @@ def _analyze_access(infos: list[tuple[KernelInfo, Node]]) -> None:
     for info, _ in infos:
         if info.kind == "device":
             known.setdefault(info.name, info)
+            known.setdefault(f"{info.name}/{len(info.params)}", info)  # overloads, by arity
     # device functions first, twice, so callers see their callees' read/write results
     order = [x for x in infos if x[0].kind == "device"] * 2 + [
         x for x in infos if x[0].kind == "global"

@@ -563,6 +563,26 @@ struct grid_group {
 };
 inline grid_group this_grid() { return {}; }
 
+// The lanes of the warp that reach coalesced_threads() together; ranks follow lane order.
+class coalesced_group {
+ public:
+  explicit coalesced_group(unsigned mask) : mask_(mask) {}
+  unsigned thread_rank() const { return __popc(mask_ & ((1u << ::cusim::lane()) - 1u)); }
+  unsigned size() const { return __popc(mask_); }
+  unsigned num_threads() const { return size(); }
+  void sync(CUSIM_LOC) const { __syncwarp(mask_, loc); }
+  template <class T>
+  T shfl(T v, unsigned src_rank, CUSIM_LOC) const {
+    unsigned m = mask_;
+    for (unsigned r = 0; r < src_rank % size() && m; ++r) m &= m - 1;  // drop the lowest lanes
+    return __shfl_sync(mask_, v, m ? __builtin_ctz(m) : 0, 32, loc);
+  }
+
+ private:
+  unsigned mask_;
+};
+inline coalesced_group coalesced_threads(CUSIM_LOC) { return coalesced_group(__activemask(loc)); }
+
 template <class T>
 struct plus {
   T operator()(const T& a, const T& b) const { return a + b; }
@@ -619,4 +639,7 @@ T exclusive_scan(const thread_block_tile<W>& g, T value, CUSIM_LOC) {
 
 }  // namespace cooperative_groups
 
+#include "cuda_cub.h"
+#include "cuda_libcu.h"
+#include "cuda_ptx.h"
 #include "torch_device.h"

@@ -296,14 +296,11 @@ inline I saturate_int(double t) {
   }
   return I(t);
 }
-// Ties to even, whatever the floating-point environment (clang has the builtin from 17 only).
+// Ties to even, whatever the floating-point environment. Not __builtin_roundeven: GCC lowers it to
+// a call of C23's roundeven, which the kernel library does not have.
 inline double round_even(double x) {
-#if __has_builtin(__builtin_roundeven)
-  return __builtin_roundeven(x);
-#else
   const double r = __builtin_round(x);  // ties away from zero
   return __builtin_fabs(x - __builtin_trunc(x)) == 0.5 ? 2.0 * __builtin_round(x * 0.5) : r;
-#endif
 }
 template <class I, rnd M>
 inline I to_int(double x) {
@@ -834,8 +831,13 @@ constexpr double __int2double_rn(int i) { return double(i); }
 constexpr double __uint2double_rn(unsigned int i) { return double(i); }
 
 // ---------------------------------------------------------------- integer intrinsics
-constexpr int __popc(unsigned int x) { return __builtin_popcount(x); }
-constexpr int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+// Counted by hand: __builtin_popcount calls libgcc's __popcountdi2 on x86-64, outside a kernel's reach.
+constexpr int __popcll(unsigned long long x) {
+  int n = 0;
+  for (; x; x &= x - 1) ++n;
+  return n;
+}
+constexpr int __popc(unsigned int x) { return __popcll(x); }
 constexpr int __clz(int x) { return x == 0 ? 32 : __builtin_clz(unsigned(x)); }
 constexpr int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll((unsigned long long)x); }
 constexpr int __ffs(int x) { return __builtin_ffs(x); }
