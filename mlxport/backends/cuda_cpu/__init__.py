@@ -147,7 +147,7 @@ class CudaExecutor:
         if key not in self._sources:
             cc = find_compiler()
             self._sources[key] = device_source(
-                path, cc.command, cache_dir() / "cuda-stubs-2", list(includes)
+                path, cc.command, cache_dir() / "cuda-stubs", list(includes)
             )
         return self._sources[key]
 

@@ -4,6 +4,7 @@ compile time, and unknown system headers dropped."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 import tempfile
 from pathlib import Path, PurePosixPath
@@ -227,9 +228,12 @@ def stub_dir(root: Path) -> Path:
     only: whatever headers the compiler would find on its own (a CXX that adds -isystem
     /usr/include/c++/13 keeps the C++ library on the search path despite -nostdinc++), the file's
     text alone is expanded, never a library header that needs the C library's macros
-    (``__GLIBC_PREREQ``)."""
+    (``__GLIBC_PREREQ``). Kept in a folder named by the list, so that another version's list
+    (one more provided header) never shows in this one's."""
+    names = (*PROVIDED, *sorted(STANDARD))
+    root = root / hashlib.sha256("\0".join(names).encode()).hexdigest()[:16]
     root.mkdir(parents=True, exist_ok=True)
-    for name in (*PROVIDED, *sorted(STANDARD)):
+    for name in names:
         f = root / name
         if not f.exists():
             f.parent.mkdir(parents=True, exist_ok=True)
