@@ -452,3 +452,40 @@ def test_atomic_inc_dec_and_compare_and_swap_are_exchange_loops(tmp_path):
     """
     _, _, translation = _ported(tmp_path, source, [{"n": 200}])
     assert "mlxport_atomic_inc((out + (1)), 17);" in translation.candidate.source
+
+
+def test_memcpy_of_a_value_s_bytes_is_a_byte_copy_metal_accepts(tmp_path):
+    """A 16-byte pack filled from and read back as an int4 with memcpy (the const member reads a
+    const array's bytes), and a memcpy in the kernel body: Metal has no memcpy."""
+    source = """
+    #include <cstring>
+    template <class E>
+    struct alignas(16) Pack {
+        Pack() = default;
+        __device__ explicit Pack(int4 bits) { memcpy(&vals, &bits, sizeof(bits)); }
+        __device__ int4 bits() const {
+            int4 b;
+            memcpy(&b, &vals, sizeof(b));
+            return b;
+        }
+        static constexpr int size = sizeof(int4) / sizeof(E);
+        E vals[size];
+    };
+    __global__ void twice(const float* x, float* y, int n) {
+        int i = (blockIdx.x * blockDim.x + threadIdx.x) * 4;
+        if (i < n) {
+            Pack<float> p(*reinterpret_cast<const int4*>(x + i));
+            for (int k = 0; k < Pack<float>::size; ++k) p.vals[k] *= 2.f;
+            int4 out = p.bits();
+            float last;
+            memcpy(&last, &out.w, sizeof(float));
+            *reinterpret_cast<int4*>(y + i) = out;
+            y[i + 3] = last + 1.f;
+        }
+    }
+    void run(const float* x, float* y, int n) { twice<<<(n / 4 + 63) / 64, 64>>>(x, y, n); }
+    """
+    _, _, translation = _ported(tmp_path, source, [{"n": 1024}])
+    candidate = translation.candidate
+    assert "memcpy(" not in (candidate.header + candidate.source).replace("mlxport_memcpy(", "")
+    assert "mlxport_memcpy(&last, &out.w, sizeof(float));" in candidate.source

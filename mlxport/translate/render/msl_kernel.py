@@ -47,6 +47,16 @@ template <typename U, typename P> inline const thread U* mlxport_ptr_cast(const 
   return (const thread U*)(p);
 }
 """
+# After _PTR_CAST, which it uses.
+_MEMCPY = """\
+// memcpy, byte by byte (Metal has none; its compiler merges a copy of a constant size).
+template <typename D, typename S> inline D mlxport_memcpy(D to, S from, size_t n) {
+  auto t = mlxport_ptr_cast<uchar>(to);
+  auto f = mlxport_ptr_cast<uchar>(from);
+  for (size_t i = 0; i < n; ++i) t[i] = f[i];
+  return to;
+}
+"""
 
 
 def dry_render(job: KernelJob, ports: Ports, facts: KernelFacts) -> None:
@@ -387,9 +397,10 @@ def _header(job: KernelJob, r: MslRender, nodes: dict[str, list[Node]], rendered
     items = _FileItems(job, r, nodes, rendered)
     out = r.copy(job.root, items.ctx, items.render)
     out = re.sub(r"\n{3,}", "\n\n", out).strip()
-    helper_src = (
-        _PTR_CAST if "mlxport_ptr_cast" in out + "".join(rendered.values()) or r.ptr_casts else ""
-    )
+    code = out + "".join(rendered.values())
+    helper_src = _PTR_CAST if "mlxport_ptr_cast" in code or r.ptr_casts else ""
+    if r.copies_bytes:
+        helper_src = _PTR_CAST + _MEMCPY
     shims = _macro_builtins(out, {d.name for d in job.cf.device_functions})
     return (
         helper_src + float_limit_guards(out + job.src_text) + shims + "\n" + out + "\n"

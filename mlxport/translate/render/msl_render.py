@@ -46,6 +46,7 @@ _DROPPED = (
     "__launch_bounds__",
 )
 _LIBRARIES = ("cub::", "wmma::", "nvcuda::", "thrust::")
+_MEMCPY_NAMES = ("memcpy", "std::memcpy", "::memcpy", "__builtin_memcpy")
 _BUFFER_SPACES = frozenset({"device", "constant", "threadgroup"})  # not a thread-local value
 _MSL_TYPE = re.compile(
     r"(packed_)?(half|float|int|uint|short|ushort|char|uchar|bool|long|ulong|bfloat)"
@@ -67,6 +68,7 @@ class MslRender(TreeRender):
         self.helpers = HelperSet(helpers)
         self.used_builtins: set[str] = set()
         self.ptr_casts = False
+        self.copies_bytes = False  # a memcpy, rendered as mlxport_memcpy
         self.renames = _user_type_renames(src)
         self.atomic_ptrs: set[str] = set()  # pointers into atomic outputs: device atomic<T>* too
         # definitions the rendering made (name -> MSL), and the names each use asked for, in order
@@ -190,6 +192,9 @@ class MslRender(TreeRender):
             return grouped
         if name.startswith((*_LIBRARIES, "cooperative_groups::", "cg::")):
             raise RenderError(name.split("<")[0], ln, "library code has no Metal form")
+        if name in _MEMCPY_NAMES and len(args) == 3:
+            self.copies_bytes = True
+            return f"mlxport_memcpy({self.joined(args, ctx)})"
         if name in ("__syncthreads", "__barrier_sync"):
             return f"threadgroup_barrier({self.facts.barrier_flags})"
         if name == "__syncwarp":
