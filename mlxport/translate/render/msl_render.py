@@ -25,9 +25,14 @@ from mlxport.translate.render.base import (
     short,
 )
 from mlxport.translate.render.msl_atomics import atomic_call
-from mlxport.translate.render.msl_declarators import declarator_kind, is_pointer_type
+from mlxport.translate.render.msl_declarators import (
+    declarator_kind,
+    is_pointer_type,
+    is_reference_type,
+)
 from mlxport.translate.render.msl_groups import group_call, group_declaration
 from mlxport.translate.render.msl_helpers import HelperSet, helper_call
+from mlxport.translate.render.msl_lanes import one_lane_store
 from mlxport.translate.render.msl_spaces import spaces_of
 from mlxport.translate.render.msl_warp import (
     check_mask,
@@ -221,12 +226,11 @@ class MslRender(TreeRender):
         if name in ("reinterpret_cast", "static_cast", "const_cast") and len(args) == 1:
             fn = node.child_by_field_name("function")
             targs = fn.child_by_field_name("arguments") if fn.type == "template_function" else None
-            if (
-                targs is not None
-                and targs.named_children
-                and is_pointer_type(targs.named_children[0])
-            ):
-                return self.pointer_cast(targs.named_children[0], args[0], ctx)
+            target = targs.named_children[0] if targs is not None and targs.named_children else None
+            if target is not None and is_pointer_type(target):
+                return self.pointer_cast(target, args[0], ctx)
+            if target is not None and is_reference_type(target) and name != "const_cast":
+                return self.reference_cast(target, args[0], ctx)
             return None
         if name in self.helpers.nodes:
             return helper_call(self, node, name, args, ctx)
@@ -285,6 +289,8 @@ class MslRender(TreeRender):
     def pointee(self, type_desc: Node, ctx: FnCtx) -> str:
         parts = []
         for c in type_desc.children:
+            if c.type == "abstract_reference_declarator":
+                continue
             if c.type == "abstract_pointer_declarator":
                 if any(x.type == "abstract_pointer_declarator" for x in c.children):
                     raise RenderError(
@@ -300,7 +306,16 @@ class MslRender(TreeRender):
         td = node.child_by_field_name("type")
         if td is not None and is_pointer_type(td):
             return self.pointer_cast(td, node.child_by_field_name("value"), ctx)
+        if td is not None and is_reference_type(td):
+            return self.reference_cast(td, node.child_by_field_name("value"), ctx)
         return None
+
+    def reference_cast(self, type_desc: Node, arg: Node, ctx: FnCtx) -> str:
+        """`(float4&)x`: x's storage as a float4, through a cast of its address (which keeps
+        its address space; Metal has no casts to reference types)."""
+        pointee = self.pointee(type_desc, ctx)
+        self.ptr_casts = True
+        return f"(*mlxport_ptr_cast<{pointee}>(&({self.render(arg, ctx)})))"
 
     def declaration(self, node: Node, ctx: FnCtx) -> str | None:
         quals = {text(c) for c in node.children if c.type == "type_qualifier"}
@@ -440,6 +455,8 @@ class MslRender(TreeRender):
                 c = self.render(args[2].child_by_field_name("argument"), ctx)
                 fn = "metal::fast::sincos" if callee(e) == "__sincosf" else "metal::sincos"
                 return f"{s} = {fn}({self.render(args[0], ctx)}, {c});"
+        if (got := one_lane_store(self, node, ctx)) is not None:
+            return got
         if e is not None and e.type == "call_expression" and callee(e) in _DROPPED_CALLS:
             if any(n.type in ("assignment_expression", "update_expression") for n in walk(e)):
                 raise RenderError(f"{callee(e)} with side effects", line(e), "move them out")
