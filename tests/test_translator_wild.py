@@ -489,3 +489,28 @@ def test_memcpy_of_a_value_s_bytes_is_a_byte_copy_metal_accepts(tmp_path):
     candidate = translation.candidate
     assert "memcpy(" not in (candidate.header + candidate.source).replace("mlxport_memcpy(", "")
     assert "mlxport_memcpy(&last, &out.w, sizeof(float));" in candidate.source
+
+
+def test_a_cast_to_a_reference_type_reads_the_storage_through_a_pointer_cast(tmp_path):
+    """`(float4&)(tile[j])` over threadgroup floats and `float4& s = (float4&)(acc[j])` over a
+    thread array, updated through the reference: Metal has no casts to reference types."""
+    source = """
+    __global__ void dots(const float* x, float* y, int n) {
+        __shared__ float tile[64];
+        float acc[8] = {0.f};
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        tile[threadIdx.x] = i < n ? x[i] : 0.f;
+        __syncthreads();
+        for (int j = 0; j < 64; j += 4) {
+            const float4& t = (float4&)(tile[j]);
+            float4& s = reinterpret_cast<float4&>(acc[j % 8]);
+            s.x += t.x; s.y += t.y * 2.f; s.z += t.z; s.w += t.w;
+        }
+        if (i < n) y[i] = acc[0] + acc[1] + acc[6] + acc[7] + (float)threadIdx.x;
+    }
+    void run(const float* x, float* y, int n) { dots<<<(n + 63) / 64, 64>>>(x, y, n); }
+    """
+    _, _, translation = _ported(tmp_path, source, [{"n": 200}])
+    body = translation.candidate.source
+    assert "threadgroup const float4 & t = (*mlxport_ptr_cast<float4>(&((tile[j]))));" in body
+    assert "thread float4 & s = (*mlxport_ptr_cast<float4>(&(acc[j % 8])));" in body
