@@ -514,3 +514,25 @@ def test_a_cast_to_a_reference_type_reads_the_storage_through_a_pointer_cast(tmp
     body = translation.candidate.source
     assert "threadgroup const float4 & t = (*mlxport_ptr_cast<float4>(&((tile[j]))));" in body
     assert "thread float4 & s = (*mlxport_ptr_cast<float4>(&(acc[j % 8])));" in body
+
+
+def test_a_qualified_call_reaches_only_its_namespace_s_function(tmp_path):
+    """`wt::scale<2>(x, i)` called, and another `scale` in an anonymous namespace (an included
+    file's): only the called one is carried, with the address space its call passes."""
+    source = """
+    namespace wt {
+    template <int K>
+    __device__ float scale(const float* p, int i) { return p[i] * K; }
+    }
+    namespace {
+    __device__ float scale(const float* p, int i) { return p[i] * 3.f + 1.f; }
+    }
+    __global__ void twice(const float* x, float* y, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) y[i] = wt::scale<2>(x, i);
+    }
+    void run(const float* x, float* y, int n) { twice<<<(n + 63) / 64, 64>>>(x, y, n); }
+    """
+    _, _, translation = _ported(tmp_path, source, [{"n": 100}])
+    header = translation.candidate.header
+    assert "float scale(device const float* p, int i)" in header and "3.f" not in header

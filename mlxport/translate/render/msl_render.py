@@ -31,7 +31,7 @@ from mlxport.translate.render.msl_declarators import (
     is_reference_type,
 )
 from mlxport.translate.render.msl_groups import group_call, group_declaration
-from mlxport.translate.render.msl_helpers import HelperSet, helper_call
+from mlxport.translate.render.msl_helpers import HelperSet, helper_call, reached
 from mlxport.translate.render.msl_lanes import one_lane_store
 from mlxport.translate.render.msl_spaces import spaces_of
 from mlxport.translate.render.msl_warp import (
@@ -232,8 +232,9 @@ class MslRender(TreeRender):
             if target is not None and is_reference_type(target) and name != "const_cast":
                 return self.reference_cast(target, args[0], ctx)
             return None
-        if name in self.helpers.nodes:
-            return helper_call(self, node, name, args, ctx)
+        own = reached(self.helpers.nodes, name)
+        if own is not None:
+            return helper_call(self, node, own, args, ctx)
         return None
 
     def intrinsic(self, node: Node, name: str, args: list[Node], ctx: FnCtx) -> str | None:
