@@ -452,3 +452,87 @@ def test_atomic_inc_dec_and_compare_and_swap_are_exchange_loops(tmp_path):
     """
     _, _, translation = _ported(tmp_path, source, [{"n": 200}])
     assert "mlxport_atomic_inc((out + (1)), 17);" in translation.candidate.source
+
+
+def test_memcpy_of_a_value_s_bytes_is_a_byte_copy_metal_accepts(tmp_path):
+    """A 16-byte pack filled from and read back as an int4 with memcpy (the const member reads a
+    const array's bytes), and a memcpy in the kernel body: Metal has no memcpy."""
+    source = """
+    #include <cstring>
+    template <class E>
+    struct alignas(16) Pack {
+        Pack() = default;
+        __device__ explicit Pack(int4 bits) { memcpy(&vals, &bits, sizeof(bits)); }
+        __device__ int4 bits() const {
+            int4 b;
+            memcpy(&b, &vals, sizeof(b));
+            return b;
+        }
+        static constexpr int size = sizeof(int4) / sizeof(E);
+        E vals[size];
+    };
+    __global__ void twice(const float* x, float* y, int n) {
+        int i = (blockIdx.x * blockDim.x + threadIdx.x) * 4;
+        if (i < n) {
+            Pack<float> p(*reinterpret_cast<const int4*>(x + i));
+            for (int k = 0; k < Pack<float>::size; ++k) p.vals[k] *= 2.f;
+            int4 out = p.bits();
+            float last;
+            memcpy(&last, &out.w, sizeof(float));
+            *reinterpret_cast<int4*>(y + i) = out;
+            y[i + 3] = last + 1.f;
+        }
+    }
+    void run(const float* x, float* y, int n) { twice<<<(n / 4 + 63) / 64, 64>>>(x, y, n); }
+    """
+    _, _, translation = _ported(tmp_path, source, [{"n": 1024}])
+    candidate = translation.candidate
+    assert "memcpy(" not in (candidate.header + candidate.source).replace("mlxport_memcpy(", "")
+    assert "mlxport_memcpy(&last, &out.w, sizeof(float));" in candidate.source
+
+
+def test_a_cast_to_a_reference_type_reads_the_storage_through_a_pointer_cast(tmp_path):
+    """`(float4&)(tile[j])` over threadgroup floats and `float4& s = (float4&)(acc[j])` over a
+    thread array, updated through the reference: Metal has no casts to reference types."""
+    source = """
+    __global__ void dots(const float* x, float* y, int n) {
+        __shared__ float tile[64];
+        float acc[8] = {0.f};
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        tile[threadIdx.x] = i < n ? x[i] : 0.f;
+        __syncthreads();
+        for (int j = 0; j < 64; j += 4) {
+            const float4& t = (float4&)(tile[j]);
+            float4& s = reinterpret_cast<float4&>(acc[j % 8]);
+            s.x += t.x; s.y += t.y * 2.f; s.z += t.z; s.w += t.w;
+        }
+        if (i < n) y[i] = acc[0] + acc[1] + acc[6] + acc[7] + (float)threadIdx.x;
+    }
+    void run(const float* x, float* y, int n) { dots<<<(n + 63) / 64, 64>>>(x, y, n); }
+    """
+    _, _, translation = _ported(tmp_path, source, [{"n": 200}])
+    body = translation.candidate.source
+    assert "threadgroup const float4 & t = (*mlxport_ptr_cast<float4>(&((tile[j]))));" in body
+    assert "thread float4 & s = (*mlxport_ptr_cast<float4>(&(acc[j % 8])));" in body
+
+
+def test_a_qualified_call_reaches_only_its_namespace_s_function(tmp_path):
+    """`wt::scale<2>(x, i)` called, and another `scale` in an anonymous namespace (an included
+    file's): only the called one is carried, with the address space its call passes."""
+    source = """
+    namespace wt {
+    template <int K>
+    __device__ float scale(const float* p, int i) { return p[i] * K; }
+    }
+    namespace {
+    __device__ float scale(const float* p, int i) { return p[i] * 3.f + 1.f; }
+    }
+    __global__ void twice(const float* x, float* y, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) y[i] = wt::scale<2>(x, i);
+    }
+    void run(const float* x, float* y, int n) { twice<<<(n + 63) / 64, 64>>>(x, y, n); }
+    """
+    _, _, translation = _ported(tmp_path, source, [{"n": 100}])
+    header = translation.candidate.header
+    assert "float scale(device const float* p, int i)" in header and "3.f" not in header

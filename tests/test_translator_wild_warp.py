@@ -89,3 +89,53 @@ def test_a_custom_reduction_over_a_tile_passed_to_a_helper(tmp_path):
     """
     translation = _ported(tmp_path, source, [{"rows": 10, "cols": 77}])
     assert "mlxport_reduce_combine_32(acc)" in translation.candidate.header
+
+
+def test_every_lane_storing_a_warp_sum_becomes_one_lane_storing_it(tmp_path):
+    """`part[warp] = sum;` by every lane, the sum a butterfly's (inline and in a helper) or a
+    `cg::reduce`'s: one element, one value, and still a race on a GPU, so the first lane storing
+    each element stores it."""
+    source = """
+    #include <cooperative_groups.h>
+    #include <cooperative_groups/reduce.h>
+    namespace cg = cooperative_groups;
+    __device__ float warp_max(float v) {
+        for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, o));
+        return v;
+    }
+    __global__ void row_stats(const float* x, float* y, int cols) {
+        cg::thread_block_tile<32> warp = cg::tiled_partition<32>(cg::this_thread_block());
+        __shared__ float sums[8], maxes[8], sq[8];
+        int w = threadIdx.x / 32;
+        float s = 0.f, q = 0.f, m = -1e30f;
+        for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+            float v = x[blockIdx.x * cols + c];
+            s += v; q += v * v; m = fmaxf(m, v);
+        }
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
+        sums[w] = s;
+        maxes[w] = warp_max(m);
+        float wq = cg::reduce(warp, q, cg::plus<float>());
+        sq[w] = wq;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            float ts = 0.f, tq = 0.f, tm = -1e30f;
+            for (int i = 0; i < blockDim.x / 32; ++i) {
+                ts += sums[i]; tq += sq[i]; tm = fmaxf(tm, maxes[i]);
+            }
+            y[blockIdx.x] = ts + 10.f * tq + 100.f * tm;
+        }
+    }
+    void run(const float* x, float* y, int rows, int cols) { row_stats<<<rows, 128>>>(x, y, cols); }
+    """
+    translation = _ported(tmp_path, source, [{"rows": 6, "cols": 300}])
+    body = translation.candidate.source
+    assert body.count("if (mlxport_first || mlxport_at != mlxport_first_at)") == 3
+    for stored in (
+        "mlxport_value = s;",
+        "mlxport_value = warp_max(m",
+        "sums[mlxport_at]",
+        "maxes[mlxport_at]",
+        "sq[mlxport_at]",
+    ):
+        assert stored in body

@@ -6,12 +6,19 @@ from __future__ import annotations
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import function_name
+from mlxport.cuda_syntax import function_name, text
 
 
 def is_pointer_type(td: Node) -> bool:
     """Whether a type descriptor (`float*` in a cast) is a pointer type."""
     return any(c.type == "abstract_pointer_declarator" for c in td.children)
+
+
+def is_reference_type(td: Node) -> bool:
+    """Whether a type descriptor (`float4&` in a cast) is an lvalue reference type."""
+    return any(
+        c.type == "abstract_reference_declarator" and text(c).strip() == "&" for c in td.children
+    )
 
 
 def declarator_kind(d: Node | None) -> str:

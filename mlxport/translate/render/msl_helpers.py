@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import callee, declared_name, function_name, line, text, walk
+from mlxport.cuda_syntax import (
+    ancestors,
+    callee,
+    declared_name,
+    function_name,
+    line,
+    text,
+    walk,
+)
 from mlxport.translate.reading.names import BUILTINS
 from mlxport.translate.render.base import FnCtx, RenderError, short
 from mlxport.translate.render.msl_declarators import (
@@ -31,6 +39,30 @@ _LANE_CALLS = ("__shfl", "WARP_SHFL", "__any_sync", "__all_sync", "__ballot_sync
 _GROUPS = re.compile(r"\b(?:thread_block|thread_block_tile|thread_group|this_thread_block)\b")
 # (the helper that declares it, its name, its declaration)
 SharedVar = tuple[str, str, Node]
+
+
+def reached(helpers: dict[str, list[Node]], called: str) -> str | None:
+    """The file's function a call names (`wt::load<BM>` calls `load` in namespace wt; `std::max`
+    is no `max` of the file's own), or None."""
+    qual, _, name = called.split("<")[0].rpartition("::")
+    if name not in helpers:
+        return None
+    if not qual or any(f"::{namespace_of(d)}".endswith(f"::{qual}") for d in helpers[name]):
+        return name
+    return None
+
+
+def namespace_of(node: Node) -> str:
+    """The namespace a definition is in, as a call outside it names it (`a::b`; "" for none or
+    an anonymous one)."""
+    names = []
+    for a in ancestors(node):
+        if a.type == "namespace_definition":
+            name = a.child_by_field_name("name")
+            if name is None:
+                return ""
+            names.append(text(name))
+    return "::".join(reversed(names))
 
 
 class HelperSet:
@@ -91,8 +123,8 @@ def _direct_uses(
         for n in walk(body):
             if n.type == "identifier" and text(n) in BUILTINS:
                 used.add(text(n))
-            elif n.type == "call_expression" and callee(n) in helpers:
-                called.add(callee(n))
+            elif n.type == "call_expression" and reached(helpers, callee(n)) is not None:
+                called.add(reached(helpers, callee(n)))
             elif n.type == "call_expression" and callee(n).startswith(_LANE_CALLS):
                 used |= {"threadIdx", "blockDim"}  # the lane, for widths and partial masks
             elif n.type == "declaration" and any(

@@ -8,7 +8,7 @@ import re
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import ancestors, declared_name, line, text, walk
+from mlxport.cuda_syntax import ancestors, callee, declared_name, line, text, walk
 from mlxport.translate.bind.job import KernelJob
 from mlxport.translate.bind.kernel_facts import KernelFacts
 from mlxport.translate.bind.kernel_scope import helper_nodes
@@ -19,7 +19,7 @@ from mlxport.translate.reading.calls import BUILTIN_NAMES, rule
 from mlxport.translate.reading.names import TYPE_MAP
 from mlxport.translate.render.base import FnCtx, call_args, declared_type, float_limit_guards
 from mlxport.translate.render.msl_declarators import declarator_kind
-from mlxport.translate.render.msl_helpers import render_helper, variant_for
+from mlxport.translate.render.msl_helpers import namespace_of, render_helper, variant_for
 from mlxport.translate.render.msl_render import MslRender, leaf_name
 
 Rendered = dict[tuple[str, int, tuple | None], str]  # (helper, definition id, variant) -> MSL
@@ -47,6 +47,16 @@ template <typename U, typename P> inline const thread U* mlxport_ptr_cast(const 
   return (const thread U*)(p);
 }
 """
+# After _PTR_CAST, which it uses.
+_MEMCPY = """\
+// memcpy, byte by byte (Metal has none; its compiler merges a copy of a constant size).
+template <typename D, typename S> inline D mlxport_memcpy(D to, S from, size_t n) {
+  auto t = mlxport_ptr_cast<uchar>(to);
+  auto f = mlxport_ptr_cast<uchar>(from);
+  for (size_t i = 0; i < n; ++i) t[i] = f[i];
+  return to;
+}
+"""
 
 
 def dry_render(job: KernelJob, ports: Ports, facts: KernelFacts) -> None:
@@ -64,7 +74,7 @@ def render_msl(
     job: KernelJob, facts: KernelFacts, scalars: Scalars, block: list, ports: Ports
 ) -> tuple[str, str]:
     """(header, body)."""
-    nodes = helper_nodes(job.root, job.helpers)
+    nodes = _called_definitions(job.node, helper_nodes(job.root, job.helpers))
     r = MslRender(job.src, job.macros, nodes, facts, job.notes)
     ctx = FnCtx("kernel", name=job.info.name)
     for p in job.info.params:
@@ -95,6 +105,24 @@ def render_msl(
     prologue = _prologue(job, r, block, scalars, ports)
     prologue += [f"auto mlxport_view_{p} = mlxport_ptr_cast<{t}>({p});" for p, t in views]
     return header, _tidy("\n".join(prologue) + "\n" + body + "\n")
+
+
+def _called_definitions(kernel: Node, nodes: dict[str, list[Node]]) -> dict[str, list[Node]]:
+    """The definitions the calls reach: where every call names a function as `ns::f`, the
+    definitions of `f` outside namespace `ns` are another function of that name (one in an
+    anonymous namespace of another included file, say) that nothing calls."""
+    qualifiers: dict[str, set[str]] = {}
+    for fn in [kernel, *(d for defs in nodes.values() for d in defs)]:
+        for n in walk(fn):
+            if n.type == "call_expression":
+                qual, _, name = callee(n).split("<")[0].rpartition("::")
+                qualifiers.setdefault(name, set()).add(qual)
+    out = {}
+    for name, defs in nodes.items():
+        quals = qualifiers.get(name, set())
+        kept = [d for d in defs if namespace_of(d) in quals] if "" not in quals else defs
+        out[name] = kept or defs
+    return out
 
 
 def _vector_views(job: KernelJob, facts: KernelFacts) -> list[tuple[str, str]]:
@@ -387,9 +415,10 @@ def _header(job: KernelJob, r: MslRender, nodes: dict[str, list[Node]], rendered
     items = _FileItems(job, r, nodes, rendered)
     out = r.copy(job.root, items.ctx, items.render)
     out = re.sub(r"\n{3,}", "\n\n", out).strip()
-    helper_src = (
-        _PTR_CAST if "mlxport_ptr_cast" in out + "".join(rendered.values()) or r.ptr_casts else ""
-    )
+    code = out + "".join(rendered.values())
+    helper_src = _PTR_CAST if "mlxport_ptr_cast" in code or r.ptr_casts else ""
+    if r.copies_bytes:
+        helper_src = _PTR_CAST + _MEMCPY
     shims = _macro_builtins(out, {d.name for d in job.cf.device_functions})
     return (
         helper_src + float_limit_guards(out + job.src_text) + shims + "\n" + out + "\n"

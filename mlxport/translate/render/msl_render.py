@@ -25,9 +25,14 @@ from mlxport.translate.render.base import (
     short,
 )
 from mlxport.translate.render.msl_atomics import atomic_call
-from mlxport.translate.render.msl_declarators import declarator_kind, is_pointer_type
+from mlxport.translate.render.msl_declarators import (
+    declarator_kind,
+    is_pointer_type,
+    is_reference_type,
+)
 from mlxport.translate.render.msl_groups import group_call, group_declaration
-from mlxport.translate.render.msl_helpers import HelperSet, helper_call
+from mlxport.translate.render.msl_helpers import HelperSet, helper_call, reached
+from mlxport.translate.render.msl_lanes import one_lane_store
 from mlxport.translate.render.msl_spaces import spaces_of
 from mlxport.translate.render.msl_warp import (
     check_mask,
@@ -46,6 +51,7 @@ _DROPPED = (
     "__launch_bounds__",
 )
 _LIBRARIES = ("cub::", "wmma::", "nvcuda::", "thrust::")
+_MEMCPY_NAMES = ("memcpy", "std::memcpy", "::memcpy", "__builtin_memcpy")
 _BUFFER_SPACES = frozenset({"device", "constant", "threadgroup"})  # not a thread-local value
 _MSL_TYPE = re.compile(
     r"(packed_)?(half|float|int|uint|short|ushort|char|uchar|bool|long|ulong|bfloat)"
@@ -67,6 +73,7 @@ class MslRender(TreeRender):
         self.helpers = HelperSet(helpers)
         self.used_builtins: set[str] = set()
         self.ptr_casts = False
+        self.copies_bytes = False  # a memcpy, rendered as mlxport_memcpy
         self.renames = _user_type_renames(src)
         self.atomic_ptrs: set[str] = set()  # pointers into atomic outputs: device atomic<T>* too
         # definitions the rendering made (name -> MSL), and the names each use asked for, in order
@@ -190,6 +197,9 @@ class MslRender(TreeRender):
             return grouped
         if name.startswith((*_LIBRARIES, "cooperative_groups::", "cg::")):
             raise RenderError(name.split("<")[0], ln, "library code has no Metal form")
+        if name in _MEMCPY_NAMES and len(args) == 3:
+            self.copies_bytes = True
+            return f"mlxport_memcpy({self.joined(args, ctx)})"
         if name in ("__syncthreads", "__barrier_sync"):
             return f"threadgroup_barrier({self.facts.barrier_flags})"
         if name == "__syncwarp":
@@ -216,15 +226,15 @@ class MslRender(TreeRender):
         if name in ("reinterpret_cast", "static_cast", "const_cast") and len(args) == 1:
             fn = node.child_by_field_name("function")
             targs = fn.child_by_field_name("arguments") if fn.type == "template_function" else None
-            if (
-                targs is not None
-                and targs.named_children
-                and is_pointer_type(targs.named_children[0])
-            ):
-                return self.pointer_cast(targs.named_children[0], args[0], ctx)
+            target = targs.named_children[0] if targs is not None and targs.named_children else None
+            if target is not None and is_pointer_type(target):
+                return self.pointer_cast(target, args[0], ctx)
+            if target is not None and is_reference_type(target) and name != "const_cast":
+                return self.reference_cast(target, args[0], ctx)
             return None
-        if name in self.helpers.nodes:
-            return helper_call(self, node, name, args, ctx)
+        own = reached(self.helpers.nodes, name)
+        if own is not None:
+            return helper_call(self, node, own, args, ctx)
         return None
 
     def intrinsic(self, node: Node, name: str, args: list[Node], ctx: FnCtx) -> str | None:
@@ -280,6 +290,8 @@ class MslRender(TreeRender):
     def pointee(self, type_desc: Node, ctx: FnCtx) -> str:
         parts = []
         for c in type_desc.children:
+            if c.type == "abstract_reference_declarator":
+                continue
             if c.type == "abstract_pointer_declarator":
                 if any(x.type == "abstract_pointer_declarator" for x in c.children):
                     raise RenderError(
@@ -295,7 +307,16 @@ class MslRender(TreeRender):
         td = node.child_by_field_name("type")
         if td is not None and is_pointer_type(td):
             return self.pointer_cast(td, node.child_by_field_name("value"), ctx)
+        if td is not None and is_reference_type(td):
+            return self.reference_cast(td, node.child_by_field_name("value"), ctx)
         return None
+
+    def reference_cast(self, type_desc: Node, arg: Node, ctx: FnCtx) -> str:
+        """`(float4&)x`: x's storage as a float4, through a cast of its address (which keeps
+        its address space; Metal has no casts to reference types)."""
+        pointee = self.pointee(type_desc, ctx)
+        self.ptr_casts = True
+        return f"(*mlxport_ptr_cast<{pointee}>(&({self.render(arg, ctx)})))"
 
     def declaration(self, node: Node, ctx: FnCtx) -> str | None:
         quals = {text(c) for c in node.children if c.type == "type_qualifier"}
@@ -435,6 +456,8 @@ class MslRender(TreeRender):
                 c = self.render(args[2].child_by_field_name("argument"), ctx)
                 fn = "metal::fast::sincos" if callee(e) == "__sincosf" else "metal::sincos"
                 return f"{s} = {fn}({self.render(args[0], ctx)}, {c});"
+        if (got := one_lane_store(self, node, ctx)) is not None:
+            return got
         if e is not None and e.type == "call_expression" and callee(e) in _DROPPED_CALLS:
             if any(n.type in ("assignment_expression", "update_expression") for n in walk(e)):
                 raise RenderError(f"{callee(e)} with side effects", line(e), "move them out")

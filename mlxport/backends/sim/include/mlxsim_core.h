@@ -441,6 +441,13 @@ template <class T>
 struct plain_value<const volatile T> : plain_value<T> {};
 template <class T, size_t N>
 struct plain_value<T[N]> : plain_value<T> {};
+// (an array of const elements matches both the const and the array forms above)
+template <class T, size_t N>
+struct plain_value<const T[N]> : plain_value<T> {};
+template <class T, size_t N>
+struct plain_value<volatile T[N]> : plain_value<T> {};
+template <class T, size_t N>
+struct plain_value<const volatile T[N]> : plain_value<T> {};
 
 struct PtrOnly {
   void* p;
