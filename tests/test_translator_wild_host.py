@@ -294,3 +294,18 @@ def test_an_output_shaped_as_an_input_expression_is_that_inputs_size(tmp_path):
     shapes = {"x": "M*(1<<log2N)", "y": "M*(1<<log2N)"}
     translation = _ported(tmp_path, source, [{"M": 2, "log2N": 6}], shapes=shapes)
     assert translation.candidate.output_shapes == [["x.shape[0]"]]
+
+
+def test_a_file_constant_the_case_binds_stays_the_bodys_constant(tmp_path):
+    """`N` is the file's constant, which the case binds for the host's launch only: the body reads
+    the file's value, so N is no param of the task (one would hide it from the body)."""
+    source = """
+    const int N = 100000;
+    __global__ void twice(const float* x, float* y) {
+        int n = blockIdx.x * 64 + threadIdx.x;
+        if (n < N) y[n] = 2.f * x[n];
+    }
+    void run(const float* x, float* y) { twice<<<(N + 63) / 64, 64>>>(x, y); }
+    """
+    _ported(tmp_path, source, [{"N": 1000}])
+    assert "N" not in [p.name for p in load_task(tmp_path / "task").params]

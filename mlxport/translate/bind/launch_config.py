@@ -130,7 +130,8 @@ def plan(job: KernelJob, sizes: TypeSizes) -> LaunchPlan:
 def case_bound(job: KernelJob) -> list[str]:
     """The names the launch's grid, block, shared bytes and template arguments need that only the
     task's cases bind: no param or input of the task gives them (a grid of ``B`` by ``NH`` blocks
-    over flat buffers)."""
+    over flat buffers). A constant of the file is none (a param of its name would hide it from
+    the kernel's body, which reads the file's value as the original does)."""
     try:
         found = launch_sites(job.cf, job.root, job.info, job.binder, TypeSizes(job), job.target)
     except CExprError:
@@ -139,7 +140,7 @@ def case_bound(job: KernelJob) -> list[str]:
     for site in found.values if found is not None else []:
         for value in [*site.blocks, *site.threads, site.smem, *site.targs.values()]:
             bad = find_unknown(value)
-            if isinstance(bad, CaseBound) and bad.name not in out:
+            if isinstance(bad, CaseBound) and bad.name not in [*out, *job.macros]:
                 out.append(bad.name)
     return out
 
