@@ -6,6 +6,8 @@ on the CPU executor is the golden), translated, and checked on the simulator."""
 
 import textwrap
 
+import mlx.core as mx
+import numpy as np
 import pytest
 
 from mlxport.backends import get_backend
@@ -215,3 +217,95 @@ def test_a_torch_warp_size_a_braced_block_and_a_comment_on_the_launch_line(tmp_p
     translation = _ported(tmp_path, source, [{"rows": 6, "cols": 300}])
     assert translation.candidate.threadgroup == [128, 1, 1]
     assert "threadgroup float block_sum_part[32];" in translation.candidate.source
+
+
+PARTIAL_SUMS = """
+__global__ void partial_sums(const float* x, float* partial, unsigned int n) {
+    __shared__ float s[128];
+    unsigned int tid = threadIdx.x;
+    float v = 0.f;
+    for (unsigned int i = blockIdx.x * blockDim.x + tid; i < n; i += blockDim.x * gridDim.x)
+        v += x[i];
+    s[tid] = v;
+    __syncthreads();
+    for (unsigned int k = blockDim.x / 2; k > 0; k >>= 1) {
+        if (tid < k) s[tid] += s[tid + k];
+        __syncthreads();
+    }
+    if (tid == 0) partial[blockIdx.x] = s[0];
+}
+void reduce(int size, int blocks, float* x, float* partial) {
+    partial_sums<<<blocks, 128>>>(x, partial, size);
+}
+"""
+
+
+def test_an_output_sized_by_a_name_only_the_case_binds_is_the_ops_argument(tmp_path):
+    """One partial sum a block, `blocks` of them: no input has that size, so `blocks` is a param
+    the op takes from its caller, and the op called at other sizes sums right."""
+    from mlxport.backends.op_call import load
+    from mlxport.op import write_op
+
+    translation = _ported(tmp_path, PARTIAL_SUMS, [{"size": 5000, "blocks": 12}])
+    assert translation.candidate.output_shapes == [["blocks"]]
+    assert translation.candidate.grid[0] == "blocks * 128"
+    task = load_task(tmp_path / "task")
+    assert [p.name for p in task.params] == ["n", "blocks"]
+    op = load(write_op(tmp_path / "op", task, translation.candidate, label="v", model="r"), "sim")
+    x = np.random.default_rng(0).standard_normal(3000).astype(np.float32)
+    assert str(op.SIGNATURE) == "(x, *, blocks)"  # n is x's size; blocks is no shape's
+    got = np.array(op.partial_sums(mx.array(x), blocks=5))
+    assert got.shape == (5,) and np.isclose(got.sum(), x.sum(), atol=1e-3)
+
+
+def test_a_grid_over_names_only_the_case_binds_and_a_templated_std_min(tmp_path):
+    """`dim3 grid(B, NH)` over flat buffers whose sizes no name gives: B and NH are params; the
+    block is `std::min<int64_t>(64, T * hs)`."""
+    source = """
+    #include <cstdint>
+    #include <algorithm>
+    __global__ void scale_heads(const float* q, float* o, int T, int hs) {
+        int bh = blockIdx.x * gridDim.y + blockIdx.y;
+        for (int i = threadIdx.x; i < T * hs; i += blockDim.x)
+            o[bh * T * hs + i] = q[bh * T * hs + i] * 0.5f;
+    }
+    void launch(const float* q, float* o, int B, int NH, int T, int hs) {
+        dim3 grid(B, NH);
+        const int64_t threads = std::min<int64_t>(64, T * hs);
+        scale_heads<<<grid, threads>>>(q, o, T, hs);
+    }
+    """
+    translation = _ported(tmp_path, source, [{"B": 2, "NH": 3, "T": 5, "hs": 8}])
+    assert translation.candidate.grid[1] == "NH"
+    assert [p.name for p in load_task(tmp_path / "task").params] == ["T", "hs", "B", "NH"]
+
+
+def test_an_output_shaped_as_an_input_expression_is_that_inputs_size(tmp_path):
+    """`M*(1<<log2N)` for both: the output is as large as the input, whatever M is."""
+    source = """
+    __global__ void negate(float* y, const float* x, int log2N) {
+        int i = (blockIdx.y << log2N) + blockIdx.x * blockDim.x + threadIdx.x;
+        y[i] = -x[i];
+    }
+    void run(float* y, const float* x, int M, int log2N) {
+        negate<<<dim3((1 << log2N) / 32, M), 32>>>(y, x, log2N);
+    }
+    """
+    shapes = {"x": "M*(1<<log2N)", "y": "M*(1<<log2N)"}
+    translation = _ported(tmp_path, source, [{"M": 2, "log2N": 6}], shapes=shapes)
+    assert translation.candidate.output_shapes == [["x.shape[0]"]]
+
+
+def test_a_file_constant_the_case_binds_stays_the_bodys_constant(tmp_path):
+    """`N` is the file's constant, which the case binds for the host's launch only: the body reads
+    the file's value, so N is no param of the task (one would hide it from the body)."""
+    source = """
+    const int N = 100000;
+    __global__ void twice(const float* x, float* y) {
+        int n = blockIdx.x * 64 + threadIdx.x;
+        if (n < N) y[n] = 2.f * x[n];
+    }
+    void run(const float* x, float* y) { twice<<<(N + 63) / 64, 64>>>(x, y); }
+    """
+    _ported(tmp_path, source, [{"N": 1000}])
+    assert "N" not in [p.name for p in load_task(tmp_path / "task").params]

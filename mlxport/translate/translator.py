@@ -37,7 +37,14 @@ from mlxport.translate.render.base import RenderError
 from mlxport.translate.render.cuda_kernel import STAGE, STAGE_SLOTS, render_cuda
 from mlxport.translate.render.msl_kernel import dry_render, render_msl
 
-__all__ = ["CudaReadError", "Translation", "Untranslatable", "translate", "translate_task"]
+__all__ = [
+    "CudaReadError",
+    "Translation",
+    "Untranslatable",
+    "case_bound_names",
+    "translate",
+    "translate_task",
+]
 
 
 def translate_task(task: KernelTask, target: Target = "msl") -> Translation:
@@ -82,6 +89,17 @@ def translate(
         raise Untranslatable(
             "deeply nested code", 0, "nesting exceeds the translator's limits"
         ) from None
+
+
+def case_bound_names(source: str, task: KernelTask) -> list[str]:
+    """The names the kernel's launch in ``source`` needs that only ``task``'s cases bind (no param
+    or input gives them): the params a task made from the file must have for a port to launch
+    it at sizes of no case."""
+    src, _ = with_host_constants(source)
+    try:
+        return launch_config.case_bound(_open(src, read_cuda(src), task.kernel, "msl", task))
+    except (CExprError, Untranslatable, CudaReadError):
+        return []
 
 
 def _source_text(s: str | Path | CudaFile) -> str:

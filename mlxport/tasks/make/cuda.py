@@ -23,7 +23,7 @@ from mlxport.backends.cuda_cpu import CudaExecutor, ExecError
 from mlxport.expr import names_used
 from mlxport.spec import KernelTask
 from mlxport.tasks.make.cases import CaseRunner, label
-from mlxport.tasks.make.derived import derived_params
+from mlxport.tasks.make.derived import derived_params, given_sizes
 from mlxport.tasks.make.domains import given_domains, integer_domains
 from mlxport.tasks.make.kernel import (
     CudaTaskError,
@@ -115,6 +115,12 @@ def from_cuda(
             )
     notes += _ranges(found.params, bound)
     task = _task(request, kf, sig, found, runner, visible, held)
+    for param in given_sizes(kf.text, task, request.cases):
+        found.params.append(param)
+        notes.append(
+            f"{param['name']}, which the case binds, sizes an output or the launch and no input "
+            f"gives it: the op takes it as an argument"
+        )
     KernelTask.model_validate({k: v for k, v in task.items() if v is not None})
     return Built(task, notes, kf.text, kf.headers)
 

@@ -7,6 +7,9 @@ scalar that stays constant (``const int Bc = 32``) is fixed at its value, one th
 the sizes is matched against a small grammar of expressions over the sizes the user bound and the
 constants' values, simplest first. One that no expression matches at every sample stays a
 parameter the caller gives.
+
+Sizes the user bound that no input or kernel parameter carries but an output's shape or the
+launch needs (`given_sizes`) become params the caller gives, as the original's host takes them.
 """
 
 from __future__ import annotations
@@ -19,11 +22,14 @@ import numpy as np
 
 from mlxport.errors import UserError
 from mlxport.expr import evaluate, names_used
+from mlxport.spec import KernelTask
 from mlxport.tasks.make.cases import CaseRunner
 from mlxport.tasks.sizes import apart
 from mlxport.translate.host.values import HostEvalError
+from mlxport.translate.translator import case_bound_names
 
 SAMPLES = 8  # sizes drawn besides the task's cases
+ROUNDS = 4  # rounds of names the launch needs, at most
 FACTORS = (2, 3, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 
@@ -64,6 +70,35 @@ def derived_params(
         if expr is not None:
             out[name] = expr
     return out
+
+
+def given_sizes(source: str, task: dict[str, Any], bounds: list[dict[str, Any]]) -> list[dict]:
+    """Params for the integers the user bound that an output's shape or the launch needs and no
+    input or param of ``task`` (task.toml's content) gives: a reduction's ``blocks`` partial
+    sums, a grid of ``B`` by ``NH`` blocks over flat buffers. The op takes each from its caller,
+    as the original's host code does, rather than keep the value of the case it was made at.
+    The launch's are those the translator finds it needs, a round at a time (a name resolved
+    can uncover the next)."""
+    first = bounds[0]
+    names = [k for k in first if k.isidentifier() and all(_int(b.get(k)) for b in bounds)]
+    have = {p["name"] for p in task["params"]}
+    in_inputs = {n for t in task["inputs"] for d in t["shape"] for n in names_used(str(d))}
+    in_outputs = {n for t in task["outputs"] for d in t["shape"] for n in names_used(str(d))}
+    out = [n for n in names if n in in_outputs and n not in have | in_inputs]
+    for _ in range(ROUNDS):
+        params = task["params"] + [_size(n, first) for n in out]
+        made = KernelTask.model_validate(
+            {k: v for k, v in {**task, "params": params}.items() if v is not None}
+        )
+        more = [n for n in case_bound_names(source, made) if n in names and n not in have]
+        if not set(more) - set(out):
+            break
+        out += [n for n in more if n not in out]
+    return [_size(n, first) for n in out]
+
+
+def _size(name: str, case: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "type": "int", "default": case[name]}
 
 
 def _probes(

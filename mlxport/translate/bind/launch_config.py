@@ -13,7 +13,14 @@ from mlxport.translate.bind.kernel_facts import KernelFacts
 from mlxport.translate.bind.launch_fit import fitted_plan
 from mlxport.translate.bind.result import Untranslatable
 from mlxport.translate.host.binding import atom
-from mlxport.translate.host.cexpr import TYPE_SIZES, CExprError, lower, simplify, to_expr
+from mlxport.translate.host.cexpr import (
+    TYPE_SIZES,
+    CaseBound,
+    CExprError,
+    lower,
+    simplify,
+    to_expr,
+)
 from mlxport.translate.host.launch import (
     LaunchPlan,
     Sites,
@@ -118,6 +125,24 @@ def plan(job: KernelJob, sizes: TypeSizes) -> LaunchPlan:
         got = fitted
     job.notes.extend(got.notes)
     return got
+
+
+def case_bound(job: KernelJob) -> list[str]:
+    """The names the launch's grid, block, shared bytes and template arguments need that only the
+    task's cases bind: no param or input of the task gives them (a grid of ``B`` by ``NH`` blocks
+    over flat buffers). A constant of the file is none (a param of its name would hide it from
+    the kernel's body, which reads the file's value as the original does)."""
+    try:
+        found = launch_sites(job.cf, job.root, job.info, job.binder, TypeSizes(job), job.target)
+    except CExprError:
+        return []
+    out: list[str] = []
+    for site in found.values if found is not None else []:
+        for value in [*site.blocks, *site.threads, site.smem, *site.targs.values()]:
+            bad = find_unknown(value)
+            if isinstance(bad, CaseBound) and bad.name not in [*out, *job.macros]:
+                out.append(bad.name)
+    return out
 
 
 def site_the_cases_take(job: KernelJob, found: Sites) -> LaunchPlan | None:

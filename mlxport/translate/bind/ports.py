@@ -141,7 +141,7 @@ def output_shape(job: KernelJob, ports: Ports, name: str) -> list[str | int] | s
         if isinstance(d, int):
             out.append(d)
             continue
-        tree = job.binder.solve(d)
+        tree = job.binder.solve(d) or job.binder.dim(d)  # `M*(1<<log2N)`, as an input has it
         if tree is None:
             try:
                 tree = _over_inputs(job, ast.parse(d, mode="eval").body, name, d)

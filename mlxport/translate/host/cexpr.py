@@ -101,6 +101,16 @@ class CExprError(ValueError):
         self.line = line
 
 
+class CaseBound(CExprError):
+    """A host value the task's cases bind that no param or input of the task gives."""
+
+    def __init__(self, name: str, line: int = 0):
+        super().__init__(
+            f"host value `{name}` (the case binds it; no task param or input gives it)", line
+        )
+        self.name = name
+
+
 def num(v: int | bool) -> ast.expr:
     return ast.Constant(v)
 
@@ -235,6 +245,7 @@ class CToAst:
         name = text(
             fn.child_by_field_name("name") if fn.type == "template_function" else fn
         ).replace(" ", "")
+        name = re.sub(r"<[^<>()]*>$", "", name)  # std::min<int64_t>(a, b) is min(a, b)
         if name in ("ceil", "ceilf", "std::ceil") and len(args) == 1:
             quotient = _uncast(args[0])
             if (

@@ -13,7 +13,7 @@ from tree_sitter import Node
 
 from mlxport.cuda_syntax import callee, function_name, line, parse_expr, text, walk
 from mlxport.translate.host.binding import Binder
-from mlxport.translate.host.cexpr import CExprError, CToAst, num
+from mlxport.translate.host.cexpr import CaseBound, CExprError, CToAst, num
 from mlxport.translate.host.device import DeviceQueries
 from mlxport.translate.host.type_constants import scoped_constant
 from mlxport.translate.reading.cudafile import CudaFile, KernelInfo, LaunchSite
@@ -128,9 +128,7 @@ class HostFunction:
             if got is not None:
                 return got
             if bound:  # and the code's own value is not what the original used
-                raise CExprError(
-                    f"host value `{name}` (the case binds it; no task param or input gives it)"
-                )
+                raise CaseBound(name)
             if isinstance(v, _Lazy):
                 raise v.error
             if v is None and "::" in name and name not in self.resolving:
