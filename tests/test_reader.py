@@ -348,3 +348,20 @@ def test_host_errors_are_tolerated() -> None:
     )
     cf = read_cuda(src)
     assert cf.kernels[0].name == "k" and cf.launches[0].kernel == "k"
+
+
+def test_a_read_is_remembered_by_its_whole_text_and_name(tmp_path: Path) -> None:
+    """A port reads one source many times: the second read of the same text is the first's
+    result again, a copy the caller may change; a changed header or another name is a new read."""
+    header = tmp_path / "scale.cuh"
+    header.write_text("#define SCALE 2\n")
+    cu = tmp_path / "k.cu"
+    cu.write_text('#include "scale.cuh"\n__global__ void k(float* a) { a[0] = SCALE; }\n')
+    first = read_cuda(cu)
+    first.kernels[0].name = "changed"
+    first.defines["SCALE"] = "9"
+    again = read_cuda(cu)
+    assert again.kernels[0].name == "k" and again.defines["SCALE"] == "2"
+    header.write_text("#define SCALE 3\n")
+    assert read_cuda(cu).defines["SCALE"] == "3"
+    assert read_cuda(cu.read_text(), name="other.cu").path == "other.cu"
