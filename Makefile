@@ -41,11 +41,13 @@ run: $(RUN_STAMP)
 	@echo "mlxport: porting the suite's softmax_rows with the rules baseline on this machine's backend"
 	$(BIN)/mlxport port --task softmax_rows --out mlxport-out
 
+# worksteal: each worker starts on its own half of the files (a module's fixtures built once) and
+# the one that runs out takes over the other's last tests, so no long test waits alone at the end.
 test: $(TEST_STAMP)
 	@command -v bwrap >/dev/null 2>&1 || [ "$$(uname)" != Linux ] || echo "mlxport: no bwrap here (apt-get install bubblewrap): the namespace tests are skipped"
 	@command -v chromium chromium-browser google-chrome >/dev/null 2>&1 || echo "mlxport: no Chromium here (apt-get install chromium): the report.html browser test is skipped"
 	@echo "mlxport: running the tests on 2 workers (about 6 minutes; skipped tests say why at the end)"
-	$(BIN)/python -m pytest -q -n 2 -rs
+	$(BIN)/python -m pytest -q -n 2 --dist worksteal -rs
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check mlxport tests benchmarks

@@ -371,3 +371,20 @@ __global__ void k(float* out, float* both, const float* in) {
     )
     # ns::put<pw::width> is put, not `width>`; fill is the overload of three parameters
     assert rw(cf, "k")["out"] == "w" and rw(cf, "k")["both"] == "w"
+
+
+def test_a_read_is_remembered_by_its_whole_text_and_name(tmp_path: Path) -> None:
+    """A port reads one source many times: the second read of the same text is the first's
+    result again, a copy the caller may change; a changed header or another name is a new read."""
+    header = tmp_path / "scale.cuh"
+    header.write_text("#define SCALE 2\n")
+    cu = tmp_path / "k.cu"
+    cu.write_text('#include "scale.cuh"\n__global__ void k(float* a) { a[0] = SCALE; }\n')
+    first = read_cuda(cu)
+    first.kernels[0].name = "changed"
+    first.defines["SCALE"] = "9"
+    again = read_cuda(cu)
+    assert again.kernels[0].name == "k" and again.defines["SCALE"] == "2"
+    header.write_text("#define SCALE 3\n")
+    assert read_cuda(cu).defines["SCALE"] == "3"
+    assert read_cuda(cu.read_text(), name="other.cu").path == "other.cu"

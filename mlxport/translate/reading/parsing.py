@@ -1,10 +1,12 @@
 """Loading CUDA input, checking that it is source text, and parsing and walking it within time
-limits."""
+limits; the reads of this process remembered by their text."""
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterator
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -12,7 +14,7 @@ from pathlib import Path
 from tree_sitter import Node, Tree
 
 from mlxport.cuda_syntax import parser, walk
-from mlxport.translate.reading.cudafile import CudaReadError
+from mlxport.translate.reading.cudafile import CudaFile, CudaReadError
 
 MAX_BYTES = 4 * 1024 * 1024
 MAX_WALK_DEPTH = 2000
@@ -20,6 +22,14 @@ MAX_WALK_DEPTH = 2000
 # (deadline, the seconds it allows) of the read in progress
 _DEADLINE: ContextVar[tuple[float, float]] = ContextVar("_DEADLINE", default=(float("inf"), 0.0))
 _STEPS = [0]  # nodes visited by all walks; many small walks must also hit the deadline check
+
+# A port reads the same source many times (the translation, each tuning variant, a resumed run's
+# search): the reads of this process, keyed by the whole text and its name, least recent dropped.
+# Only in memory, so nothing another process writes can change what a read returns.
+REMEMBERED_READS = 128
+REMEMBERED_BYTES = 256 * 1024  # a larger source is read each time (at most 32 MB kept)
+_READS: OrderedDict[tuple[bytes, str], CudaFile] = OrderedDict()
+_READS_LOCK = threading.Lock()
 
 
 def load(source: str | Path, name: str) -> tuple[bytes, str]:
@@ -85,6 +95,24 @@ def source_text_of(data: bytes, name: str) -> str:
     if not text.strip():
         raise CudaReadError(f"{name} is empty: pass a file that defines a __global__ kernel")
     return text
+
+
+def remembered_read(data: bytes, name: str, read: Callable[[bytes, str], CudaFile]) -> CudaFile:
+    """``read(data, name)``, or a copy of what it returned before for the same text and name. A
+    read that raises is not remembered; each caller gets its own copy to change."""
+    key = (data, name)
+    with _READS_LOCK:
+        known = _READS.get(key)
+        if known is not None:
+            _READS.move_to_end(key)
+    if known is None:
+        known = read(data, name)
+        if len(data) <= REMEMBERED_BYTES:
+            with _READS_LOCK:
+                _READS[key] = known
+                while len(_READS) > REMEMBERED_READS:
+                    _READS.popitem(last=False)
+    return known.model_copy(deep=True)
 
 
 def parse_within(data: bytes, name: str, seconds: float) -> Tree:

@@ -22,7 +22,13 @@ from mlxport.translate.reading.cudafile import (
 )
 from mlxport.translate.reading.features import Assessment, assess
 from mlxport.translate.reading.macros import preprocess
-from mlxport.translate.reading.parsing import load, parse_within, read_deadline, source_text_of
+from mlxport.translate.reading.parsing import (
+    load,
+    parse_within,
+    read_deadline,
+    remembered_read,
+    source_text_of,
+)
 from mlxport.translate.reading.structure import build_file
 
 __all__ = [
@@ -53,7 +59,10 @@ def read_cuda(source: str | Path, *, name: str = "<source>") -> CudaFile:
     source text.
     """
     data, file = load(source, name)
-    data = source_text_of(data, file).encode("utf-8")
+    return remembered_read(source_text_of(data, file).encode("utf-8"), file, _read)
+
+
+def _read(data: bytes, file: str) -> CudaFile:
     macros, expanded, spans = preprocess(data, file)
     tree = parse_within(expanded, file, PARSE_SECONDS)
     with reading_source(expanded), read_deadline(READ_SECONDS):
