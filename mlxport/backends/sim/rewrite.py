@@ -342,12 +342,20 @@ class _Rewriter:
             return self._threadgroup_decl(start_i, i, type_toks, j)
         if space == "constant":
             has_const = any(t.text in ("const", "constexpr") for t in toks[max(0, i - 2) : j])
-            if stop == "[" and toks[j - 1].kind == "ident":
+            if stop == "[" and toks[j - 1].kind == "ident" and self._at_program_scope(i):
                 self.constant_arrays.append(toks[j - 1].text)
             self.edit(toks[i].start, toks[i].end, "" if has_const else "const")
         else:
             self.edit(toks[i].start, toks[i].end, "")
         return i + 1
+
+    def _at_program_scope(self, i: int) -> bool:
+        """Whether ``toks[i]`` is outside every brace of a header (a function's local
+        ``constant`` array is no program-scope name)."""
+        if not self.program_scope:
+            return False
+        opened = sum(t.text == "{" for t in self.toks[:i])
+        return opened == sum(t.text == "}" for t in self.toks[:i])
 
     def _is_cast(self, first: int, star: int) -> bool:
         """Whether the type from ``toks[first]`` to the ``*`` at ``star`` is a C-style cast's:
