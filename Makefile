@@ -46,7 +46,7 @@ run: $(RUN_STAMP)
 test: $(TEST_STAMP)
 	@command -v bwrap >/dev/null 2>&1 || [ "$$(uname)" != Linux ] || echo "mlxport: no bwrap here (apt-get install bubblewrap): the namespace tests are skipped"
 	@command -v chromium chromium-browser google-chrome >/dev/null 2>&1 || echo "mlxport: no Chromium here (apt-get install chromium): the report.html browser test is skipped"
-	@echo "mlxport: running the tests on 2 workers (about 6 minutes; skipped tests say why at the end)"
+	@echo "mlxport: running the tests on 2 workers (about 10 minutes on 2 cores; skipped tests say why at the end)"
 	$(BIN)/python -m pytest -q -n 2 --dist worksteal -rs
 
 lint: $(TEST_STAMP)
