@@ -1314,6 +1314,8 @@ def test_a_pointer_into_a_program_scope_constant_array_is_checked():
         ("struct Q { float x; float y[1]; };", False),
         ("struct Q { float x; device float* p; };", True),
         ("struct P { device float* p; };\nstruct Q { float x; P inner; };", True),
+        ("template <class T> struct B { T v; };\nstruct Q { float x; B<device float*> b; };", True),
+        ("template <class T> struct B { T v; };\nstruct Q { float x; B<float> b; };", True),
     ],
 )
 def test_a_structs_bits_read_as_numbers_only_where_no_member_can_hold_an_address(header, refused):

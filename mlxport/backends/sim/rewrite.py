@@ -190,6 +190,7 @@ class _Rewriter:
             elif (
                 depth == 0
                 and t.text == "struct"
+                and (i == 0 or toks[i - 1].text != ">")  # a template's name is no type
                 and i + 2 < len(toks)
                 and toks[i + 1].kind == "ident"
                 and toks[i + 2].text == "{"
