@@ -1309,6 +1309,30 @@ def test_a_pointer_into_a_program_scope_constant_array_is_checked():
 
 
 @pytest.mark.parametrize(
+    "cast",
+    [
+        "device float* t = (device float*)TABLE;",
+        "threadgroup float* t = (threadgroup float*)&TABLE[1][0];",
+        "thread float* t = (thread float*)TABLE[1];",
+        "device float* t = (device float*)(constant float*)TABLE[0];",
+    ],
+)
+def test_a_program_scope_constant_array_never_becomes_a_writable_pointer(cast):
+    """Metal converts no pointer between address spaces: casting the read-only table's address to
+    a device, threadgroup or thread pointer is refused with a sentence (a write through it would
+    otherwise kill the worker), at compile time where the types show it."""
+    src = vector_add(
+        f"uint i = thread_position_in_grid.x;\n{cast}\nt[1] = a[i];\nout[i] = b[i];", TABLE
+    )
+    compiled = SIM.compile(src, vector_inputs())
+    if not compiled.ok:
+        assert "Metal converts no pointer" in compiled.diagnostics[0].message
+        return
+    run = SIM.run(src, vector_inputs())
+    assert run.error and "Metal converts no pointer between address spaces" in run.error, run.error
+
+
+@pytest.mark.parametrize(
     ("header", "refused"),
     [
         ("struct Q { float x; float y[1]; };", False),

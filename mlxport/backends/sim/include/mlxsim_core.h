@@ -50,7 +50,7 @@ class Ptr {
   explicit Ptr(const Buffer* b) : p_(reinterpret_cast<T*>(b->data)), buf_(b) {}
   Ptr(T* raw, const Buffer* b) : p_(raw), buf_(b) {}
   // &x[i] and friends: find the buffer the address belongs to so checks continue.
-  Ptr(T* raw) : p_(raw), buf_(raw ? find_buffer(raw) : nullptr) {}
+  Ptr(T* raw) : p_(raw), buf_(raw ? find_buffer(raw) : nullptr) { keep_space(); }
   // A program-scope constant array (const in C++) or an address in one.
   Ptr(const std::remove_cv_t<T>* raw)
     requires(AS == AS_CONSTANT && !std::is_const_v<T>)
@@ -58,7 +58,7 @@ class Ptr {
   // A cast of a plain address to another element type: still checked where it is in a buffer.
   template <class U>
     requires(!std::is_convertible_v<U*, T*>)
-  explicit Ptr(U* raw) : p_((T*)(raw)), buf_(raw ? find_buffer(raw) : nullptr) {}
+  explicit Ptr(U* raw) : p_((T*)(raw)), buf_(raw ? find_buffer(raw) : nullptr) { keep_space(); }
   // CUDA code rounds addresses as integers: reinterpret_cast<T*>(aligned_uintptr)
   explicit Ptr(uintptr_t addr)
     requires(AS == AS_GENERIC)
@@ -69,7 +69,22 @@ class Ptr {
   // Casts such as (device float4*)x or reinterpret_cast: explicit, and still checked.
   template <class U, int AS2>
     requires(!(std::is_convertible_v<U*, T*> && AS2 == AS))
-  explicit Ptr(const Ptr<U, AS2>& o) : p_((T*)(o.p_)), buf_(o.buf_) {}
+  explicit Ptr(const Ptr<U, AS2>& o) : p_((T*)(o.p_)), buf_(o.buf_) {
+    static_assert(AS2 == AS || AS == AS_GENERIC || AS2 == AS_GENERIC,
+                  "a cast between address spaces (device, constant, threadgroup): Metal converts no "
+                  "pointer from one address space to another");
+  }
+
+  // Metal converts no pointer between address spaces, so a constant array's address never becomes
+  // a device or threadgroup pointer (its storage is read-only: a write would kill the worker).
+  void keep_space() const {
+    if constexpr (AS != AS_CONSTANT && AS != AS_GENERIC)
+      if (buf_ && buf_->space == AS_CONSTANT) [[unlikely]]
+        fault(CONSTANT_CAST);
+  }
+  static constexpr const char* CONSTANT_CAST =
+      "a pointer into a program-scope constant array cast to another address space: Metal converts no "
+      "pointer between address spaces; read the array through a `constant` pointer";
 
   Ref operator[](Subscript s) const
     requires(AS != AS_GENERIC)
@@ -454,6 +469,8 @@ struct PtrOnly {
   PtrOnly(std::nullptr_t) : p(nullptr) {}
   template <class U>
   PtrOnly(U* u) : p(const_cast<void*>(static_cast<const volatile void*>(u))) {
+    if (const Buffer* b = u ? find_buffer(p) : nullptr; b && b->space == AS_CONSTANT) [[unlikely]]
+      fault(Ptr<float, AS_DEVICE>::CONSTANT_CAST);
     static_assert(!is_checked_pointer<std::remove_cv_t<U>>,
                   "a thread pointer to a device, constant or threadgroup pointer's own storage: its bits "
                   "are an address out of reach of the checks");
