@@ -155,3 +155,26 @@ void run(const float* x, float* y, int n) {
 }""",
             n=0,
         )
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        "for (int i = 0; i < ndim; ++i) { n *= x_size[i]; }",
+        "while (n < limit) n *= 2;",
+        "if (limit > ndim) { n = limit; }",
+        "switch (ndim) { case 3: n += 1; break; }",
+    ],
+)
+def test_what_a_loop_or_an_undecided_branch_changes_is_unknown_not_its_old_value(changes):
+    """Host loops are not run, and a branch on a value the case does not give is not taken:
+    a name either may change is unknown (the case can bind it), never silently its old value."""
+    host = f"""
+void run(const float* x, float* y, const int* x_size, int ndim, int limit) {{
+    int n = 1;
+    {changes}
+    k<<<(n + 255) / 256, 256>>>(x, y, 0.5f, n);
+}}"""
+    with pytest.raises(HostEvalError, match=r"n is changed in the (loop|branch|switch) at line"):
+        _launch(host)
+    assert _launch(host, n=4096).grid == (16, 1, 1)

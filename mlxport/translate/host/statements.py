@@ -11,7 +11,7 @@ from typing import Any
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import declared_name, parse_expr, text
+from mlxport.cuda_syntax import declared_name, parse_expr, text, walk
 from mlxport.translate.host.expressions import HostExpressions, host_callee
 from mlxport.translate.host.values import Buffer, Dim3, Tensor, Unknown, binop, integral
 
@@ -45,13 +45,16 @@ class HostStatements(HostExpressions):
             self.declare(stmt, env)
         elif stmt.type == "expression_statement" and stmt.named_children:
             self.effect(stmt.named_children[0], env)
-        elif stmt.type == "for_statement":
+        elif stmt.type in ("for_statement", "while_statement", "do_statement"):
             init = stmt.child_by_field_name("initializer")
             if init is not None and init.type == "declaration":
                 self.declare(init, env)
+            self.forget_changed(stmt, "is changed in the loop", env)
         elif stmt.type == "if_statement":  # a branch the case decides: its statements count
             c = self.value(stmt.child_by_field_name("condition"), env)
-            if isinstance(c, int | float | bool):
+            if not isinstance(c, int | float | bool):
+                self.forget_changed(stmt, "is changed in the branch", env)
+            else:
                 branch = (
                     stmt.child_by_field_name("consequence")
                     if c
@@ -69,11 +72,30 @@ class HostStatements(HostExpressions):
                     self.execute(s, env)
         elif stmt.type == "switch_statement":  # the arms the case runs through, up to a break
             arms = self.switch_arms(stmt, env)
+            if not isinstance(arms, list):
+                self.forget_changed(stmt, "is changed in the switch", env)
             for arm in arms if isinstance(arms, list) else []:
                 for s in arm_statements(arm):
                     if s.type in ("break_statement", "return_statement"):
                         return
                     self.execute(s, env)
+
+    def forget_changed(self, stmt: Node, where: str, env: dict[str, Any]) -> None:
+        """Names a statement the evaluation does not run (a loop; a branch the case does not
+        decide) may change: known only when the program runs, unless the case binds them."""
+        for n in walk(stmt):
+            if n.type == "assignment_expression":
+                target = n.child_by_field_name("left")
+            elif n.type == "update_expression":
+                target = n.child_by_field_name("argument")
+            else:
+                continue
+            name = text(target)
+            if name in env and name not in self.case:
+                env[name] = Unknown(
+                    f"{name} {where} at line {self.line(stmt)}, which is run only when the "
+                    "program runs"
+                )
 
     def switch_arms(self, stmt: Node, env: dict[str, Any]) -> list[Node] | Unknown:
         """The ``case`` arms a ``switch`` runs at the case: from the label its value selects (the
