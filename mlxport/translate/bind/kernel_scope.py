@@ -11,8 +11,8 @@ from mlxport.cuda_syntax import function_name, line, text, walk
 from mlxport.errors import UserError
 from mlxport.translate.bind.job import KernelJob
 from mlxport.translate.bind.result import Untranslatable
-from mlxport.translate.host.constants import runtime_constants
-from mlxport.translate.reading.cudafile import CudaFile, KernelInfo, Param
+from mlxport.translate.host.constants import RuntimeConstant, runtime_constants
+from mlxport.translate.reading.cudafile import CudaFile, GlobalVar, KernelInfo, Param
 from mlxport.translate.reading.features import assess
 
 # Reader feature categories with no translation rule.
@@ -162,32 +162,20 @@ def constant_inputs(job: KernelJob) -> None:
     its code does not state becomes a buffer the kernel takes, as a convolution's filter is an
     argument of the op: a read-only pointer parameter of its name, bound to the task's input of
     that name. Where it cannot be, the refusal names the fix."""
+    if not any(g.space == "constant" and not g.initialized for g in job.cf.globals):
+        return
     helpers = [d for d in job.cf.device_functions if d.name in job.helpers]
     found = {c.name: c for c in runtime_constants(job.src_text)}
     inputs = {t.name for t in job.task.inputs} if job.task is not None else None
     params = list(job.info.params)
     for g in job.cf.globals:
         c = found.get(g.name)
-        by = [d.name for d in helpers if g.name in re.findall(r"\w+", d.body)]
         if c is None or g.space != "constant" or g.initialized:
             continue
+        by = [d.name for d in helpers if g.name in re.findall(r"\w+", d.body)]
         if g.name not in re.findall(r"\w+", job.info.body) and not by:
             continue
-        if by:
-            problem = (
-                f"device function {by[0]} reads it, and a buffer reaches only the kernel: read "
-                f"{g.name} in the kernel and pass what {by[0]} needs as its arguments"
-            )
-        elif len(g.dims) != 1:
-            problem = c.problem
-        elif inputs is not None and g.name not in inputs:
-            problem = c.problem or (
-                f"the task has no input {g.name} to fill it from: add one of its {c.elements} "
-                f"values (a task `mlxport port` makes from the file has it)"
-            )
-        else:
-            problem = ""
-        if problem:
+        if problem := _not_an_input(g, c, by, inputs):
             raise Untranslatable(
                 f"__constant__ {g.name} (declared at line {g.line})",
                 g.line,
@@ -198,6 +186,26 @@ def constant_inputs(job: KernelJob) -> None:
         job.constants.append(g.name)
         job.notes.append(f"{g.name}, filled by the host at run time, is an input of the op")
     job.info = job.info.model_copy(update={"params": params})
+
+
+def _not_an_input(
+    g: GlobalVar, c: RuntimeConstant, readers: list[str], inputs: set[str] | None
+) -> str:
+    """Why the kernel cannot take the constant ``g`` as a buffer; "" where it can (``readers``:
+    device functions that read it; ``inputs``: the task's, None without a task)."""
+    if readers:
+        return (
+            f"device function {readers[0]} reads it, and a buffer reaches only the kernel: read "
+            f"{g.name} in the kernel and pass what {readers[0]} needs as its arguments"
+        )
+    if len(g.dims) != 1:
+        return c.problem
+    if inputs is not None and g.name not in inputs:
+        return c.problem or (
+            f"the task has no input {g.name} to fill it from: add one of its {c.elements} "
+            f"values (a task `mlxport port` makes from the file has it)"
+        )
+    return ""
 
 
 def _buffer_of(name: str, element: str) -> Param:

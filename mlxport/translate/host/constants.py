@@ -88,6 +88,8 @@ def runtime_constants(source: str) -> list[RuntimeConstant]:
     `with_host_constants`, those the host fills from values the file does not state), each with
     why it cannot be an input where it cannot: an array of floats at file scope of a size the file
     states can."""
+    if "__constant__" not in source:
+        return []
     data = source.encode()
     root = parse(data).root_node
     macros, _, _ = preprocess(data, "the source")
