@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from mlxport.backends.cuda_cpu import CudaExecutor, ExecError, Launch
+from mlxport.spec import KernelTask
 from mlxport.translate.translator import Untranslatable, translate
 
 CONV = Path(__file__).parent / "cuda_exec" / "conv1d_constant.cu"
@@ -61,6 +62,9 @@ def test_a_filter_the_host_copies_into_constant_memory_is_an_argument_of_the_op(
     task = tomllib.loads((out / "_tasks" / "conv1d" / "task.toml").read_text())
     assert {"name": "c_k", "dtype": "float32", "shape": [7]} in task["inputs"]
     assert task["original"]["constants"] == {"c_k": "c_k"}
+    task["original"]["constants"] = {"c_k": "filter"}
+    with pytest.raises(ValueError, match="from filter, which is no input"):
+        KernelTask.model_validate(task)
     notes = (out / "_tasks" / "conv1d" / "NOTES.md").read_text()
     assert "c_k, filled by the host at run time, is an input of the op" in notes
     # the op a user imports takes the filter, and a filter it was never checked with gives the

@@ -277,6 +277,14 @@ class KernelTask(Strict):
         for spec in self.inputs + self.outputs:
             for dim in spec.shape:
                 parse(dim) if isinstance(dim, str) else None
+        unfilled = self.original and set(self.original.constants.values()) - {
+            t.name for t in self.inputs
+        }
+        if unfilled:
+            raise ValueError(
+                f"[original] constants fills a __constant__ array from {sorted(unfilled)[0]}, "
+                "which is no input: name an input of the task"
+            )
         for rule in self.cases.requires:
             parse(rule)
         for case in self.all_cases() + self.cases.bench:
