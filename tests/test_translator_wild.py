@@ -248,12 +248,14 @@ def test_constant_memory_the_host_fills_with_stated_values_is_a_constant_array(t
     assert not run_correctness(task, wrong, get_backend("sim")).ok
 
 
-def test_constant_memory_filled_with_values_the_host_computes_names_what_to_change():
+def test_constant_memory_filled_with_values_the_host_computes_is_an_input_or_names_the_fix():
     source = CONSTANT.replace("FILL", "float h[TAPS]; for (int k = 0; k < TAPS; ++k) h[k] = k;")
+    assert "taps" in translate(source, kernel="fir").candidate.input_names
+    computed = source.replace("int two = 2;", "int two = n % 3;")
     with pytest.raises(
-        Untranslatable, match=r"__constant__ taps \(declared at line 3\).*give taps"
+        Untranslatable, match=r"__constant__ lag \(declared at line 4\).*declare it as an array"
     ):
-        translate(source, kernel="fir")
+        translate(computed, kernel="fir")
 
 
 # ---------------------------------------------------------------- what cannot run, said so

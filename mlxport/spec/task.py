@@ -177,6 +177,9 @@ class Original(Strict):
     # a struct passed by value that the host fills at run time (llama.cpp's rope_corr_dims, a
     # std::bool_constant tag): parameter -> its size in bytes, passed as zero bytes
     zeroed: dict[str, int] = Field(default_factory=dict)
+    # a __constant__ array the host fills at run time (cudaMemcpyToSymbol of values the file does
+    # not state, a convolution's filter): its name -> the task input the launch fills it from
+    constants: dict[str, str] = Field(default_factory=dict)
     # what the task was made with (`mlxport port FILE.cu` flags: --kernel, --grid, --template...)
     # and the names its --case bound, so its launch can be evaluated at sizes of no case
     made_with: dict[str, str | dict[str, str]] = Field(default_factory=dict)
@@ -274,6 +277,14 @@ class KernelTask(Strict):
         for spec in self.inputs + self.outputs:
             for dim in spec.shape:
                 parse(dim) if isinstance(dim, str) else None
+        unfilled = self.original and set(self.original.constants.values()) - {
+            t.name for t in self.inputs
+        }
+        if unfilled:
+            raise ValueError(
+                f"[original] constants fills a __constant__ array from {sorted(unfilled)[0]}, "
+                "which is no input: name an input of the task"
+            )
         for rule in self.cases.requires:
             parse(rule)
         for case in self.all_cases() + self.cases.bench:

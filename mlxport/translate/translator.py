@@ -19,6 +19,7 @@ from mlxport.translate.bind.kernel_facts import kernel_facts, port_facts
 from mlxport.translate.bind.kernel_scope import (
     check_features,
     check_grid_sync,
+    constant_inputs,
     kernel_node,
     pick_kernel,
     reachable,
@@ -152,6 +153,7 @@ def _run(job: KernelJob) -> Translation:
     job.helpers = reachable(job.cf, job.info)
     check_grid_sync(job)
     check_features(job)
+    constant_inputs(job)
     ports = bind_pointers(job)
     if job.target == "msl":
         dry_render(job, ports, port_facts(job, ports))

@@ -110,7 +110,8 @@ def run_original(
         element if i < len(names) and names[i] in elements else t
         for i, t in enumerate(launch.template)
     ]
-    compiled = executor.compile(source, task.kernel, template)
+    constants = task.original.constants
+    compiled = executor.compile(source, task.kernel, template, tuple(constants))
     with MLX_LOCK:
         arrays = {n: _numpy(a) for n, a in inputs.items()}
     # a struct of buffers passed by value: its members are the task's parameters
@@ -121,7 +122,8 @@ def run_original(
     if slots:
         args = packed(kernel_sig, slots, {p.name: a for p, a in zip(sig.params, args, strict=True)})
     geometry = Launch(launch.grid, launch.block, launch.shared_bytes)
-    result = unpacked(executor.run(compiled, geometry, args), slots)
+    filled = {c: arrays[t] for c, t in constants.items()}
+    result = unpacked(executor.run(compiled, geometry, args, constants=filled), slots)
     if not result.ok:
         raise TaskError(f"the original kernel {task.kernel} fails at {label}: {result.error}")
     shapes = task.shapes(case, task.dtypes[0])

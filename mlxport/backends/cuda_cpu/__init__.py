@@ -104,6 +104,8 @@ class Compiled:
     sha256: str = ""  # the library's content hash, recorded when it was built
     # structs of buffers passed by value: parameter -> (its type, its data members)
     structs: dict[str, tuple[str, tuple[KernelParam, ...]]] = field(default_factory=dict)
+    # __constant__ arrays the host fills at run time, filled from the launch's buffers
+    constants: tuple[str, ...] = ()
 
     def bindings(self, args: list) -> list[tuple[str, KernelParam, np.ndarray | np.generic]]:
         """Each launch buffer: a parameter, or a data member of a struct of buffers (``p.x``),
@@ -152,8 +154,14 @@ class CudaExecutor:
         return self._sources[key]
 
     def compile(
-        self, source: DeviceSource, kernel: str, template_args: list[str] | None = None
+        self,
+        source: DeviceSource,
+        kernel: str,
+        template_args: list[str] | None = None,
+        constants: tuple[str, ...] = (),
     ) -> Compiled:
+        """The kernel built for the executor; ``constants``: file-scope ``__constant__`` arrays
+        the host fills at run time (cudaMemcpyToSymbol), which every launch fills first."""
         sig = source.kernels.get(kernel)
         if sig is None:
             raise ExecError(
@@ -174,7 +182,7 @@ class CudaExecutor:
             + '#include "cuda_exec.h"\n'
             + only(source, kernel, " ".join(args))
             + "\n"
-            + launcher(sig, args, structs)
+            + launcher(sig, args, structs, constants)
         )
         result = compile_library(text, (INCLUDE, SIM_INCLUDE))
         if not result.ok:
@@ -186,7 +194,7 @@ class CudaExecutor:
                     f"{Path(source.path).name} includes)"
                 )
             raise ExecError(f"{kernel} does not compile for the executor: {why}")
-        return Compiled(result.library, sig, source, result.sha256 or "", structs)
+        return Compiled(result.library, sig, source, result.sha256 or "", structs, constants)
 
     def constant(self, source: DeviceSource, kernel: str, expr: str) -> int | None:
         """An integer constant expression of the device code (``x128::size``, ``sizeof(floatX)``),
@@ -212,12 +220,14 @@ class CudaExecutor:
         measure: bool = False,
         reverse: bool = False,
         timeout: float = 120.0,
+        constants: dict[str, np.ndarray] | None = None,
     ) -> ExecResult:
         """Launch once. ``args`` follow the kernel's parameters: an array for each pointer (its
         dtype the element type's storage: bfloat16 as uint16), a numpy scalar of the parameter's
         type for each value, a dict by member for a struct of buffers passed by value (whose
-        buffers the result names ``p.x``). ``measure``: record how far the kernel reaches into
-        each buffer."""
+        buffers the result names ``p.x``). ``constants``: the values of each ``__constant__``
+        array it was compiled to fill (converted to its element type; zeros past them).
+        ``measure``: record how far the kernel reaches into each buffer."""
         t0 = time.perf_counter()
         sig = compiled.kernel
         if problem := launch.problem():
@@ -239,6 +249,9 @@ class CudaExecutor:
                     "writable": p.pointer and not p.const,
                 }
             )
+            arrays.append(data)
+        for name, data in _constant_values(compiled, constants or {}):
+            slots.append({"role": "input", "name": name, "space": "generic", "elem_size": 8})
             arrays.append(data)
         header = {
             "op": "run",  # the worker sets "library" to its checked copy of compiled.library
@@ -268,6 +281,19 @@ class CudaExecutor:
 
     def close(self) -> None:
         self._worker.close()
+
+
+def _constant_values(
+    compiled: Compiled, given: dict[str, np.ndarray]
+) -> list[tuple[str, np.ndarray]]:
+    """Each ``__constant__`` array's values as doubles, in the order the launcher reads them."""
+    if set(given) != set(compiled.constants):
+        raise ExecError(
+            f"{compiled.kernel.name} was built to fill the __constant__ arrays "
+            f"{', '.join(compiled.constants) or '(none)'}; given values for "
+            f"{', '.join(given) or 'none'}: pass one array for each"
+        )
+    return [(n, np.asarray(given[n], np.float64).reshape(-1)) for n in compiled.constants]
 
 
 def _result(bindings: list, reply: dict, out: list[np.ndarray], seconds: float) -> ExecResult:
@@ -315,9 +341,15 @@ def unpacked(result: ExecResult, members: dict[str, str]) -> ExecResult:
     return result
 
 
-def launcher(sig: KernelSig, template_args: list[str], structs: dict | None = None) -> str:
+def launcher(
+    sig: KernelSig,
+    template_args: list[str],
+    structs: dict | None = None,
+    constants: tuple[str, ...] = (),
+) -> str:
     """The C entry the runtime calls for every thread: the kernel, its arguments bound to
-    buffers (a struct of buffers member by member, from a buffer each)."""
+    buffers (a struct of buffers member by member, from a buffer each); and the launch, which
+    first fills each of ``constants`` from a buffer after the arguments'."""
     targs = f"<{', '.join(template_args)}>" if template_args else ""
     structs = structs or {}
     lines, binds, k = [], [], 0
@@ -334,11 +366,14 @@ def launcher(sig: KernelSig, template_args: list[str], structs: dict | None = No
             k += 1
     export = 'extern "C" __attribute__((visibility("default")))'
     body = "".join(line + "\n" for line in lines)
+    fills = "".join(
+        f"  ::cusim::fill_constant({c}, &p->buffers[{k + i}]);\n" for i, c in enumerate(constants)
+    )
     return (
         f"{export} void mlxsim_lane(const ::mlxsim::Buffer* b, const ::mlxsim::ThreadAttrs*) {{\n"
         f"  (void)b;\n{body}  {sig.name}{targs}({', '.join(binds)});\n}}\n"
         f"{export} int mlxsim_run(const ::mlxsim::LaunchParams* p, char* err, int errlen) {{\n"
-        "  return ::mlxsim::launch(p, &mlxsim_lane, err, errlen);\n}\n"
+        f"{fills}  return ::mlxsim::launch(p, &mlxsim_lane, err, errlen);\n}}\n"
     )
 
 

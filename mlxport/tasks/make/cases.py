@@ -50,6 +50,8 @@ class CaseRunner:
         self.partial: dict[str, str] = {}  # outputs written only in part -> the note saying so
         self.whole: set[str] = set()  # outputs written whole at the visible cases
         self.aliases: dict[str, str] = {}  # scalar parameter -> the host's name it is passed
+        rng = np.random.default_rng(1)  # what the host fills __constant__ arrays with
+        self.constants = {c.name: rng.standard_normal(c.elements) for c in kf.constants}
 
     def case(self, bound: dict[str, Any], heldout: bool = False) -> tuple[dict, HostLaunch]:
         """The full case (the names bound, every scalar parameter, every buffer's extent) and its
@@ -259,16 +261,19 @@ class CaseRunner:
         return ["float" if n in element else a for n, a in zip(names, args, strict=False)]
 
     def run(self, launch: HostLaunch, args: list[np.ndarray], *, measure: bool = False):
-        compiled = self.executor.compile(self.kf.source, self.info.name, self.template(launch))
+        compiled = self.executor.compile(
+            self.kf.source, self.info.name, self.template(launch), tuple(self.constants)
+        )
         geometry = Launch(launch.grid, launch.block, launch.shared_bytes)
+        given = {"measure": measure, "constants": self.constants}
         if not self.kf.members:
-            return self.executor.run(compiled, geometry, args, measure=measure)
+            return self.executor.run(compiled, geometry, args, **given)
         names = [p.name for p in self.info.params]
         result = self.executor.run(
             compiled,
             geometry,
             packed(self.kf.sig, self.kf.members, dict(zip(names, args, strict=True))),
-            measure=measure,
+            **given,
         )
         return unpacked(result, self.kf.members)
 

@@ -36,7 +36,8 @@ from mlxport.tasks.make.kernel import (
 from mlxport.tasks.make.tensors import Arrays, arrays, launches, name_measured
 from mlxport.tasks.request import TaskRequest
 from mlxport.tasks.sizes import doublings, in_multiples, moved, power_of_two_dividing
-from mlxport.translate.host.constants import with_host_constants
+from mlxport.translate.bind.kernel_scope import reachable
+from mlxport.translate.host.constants import RuntimeConstant, runtime_constants, with_host_constants
 from mlxport.translate.host.values import HostEvalError
 
 ARMS = 3  # held-out cases at most for launches of the original no other case takes
@@ -75,6 +76,7 @@ def from_cuda(
     executor = executor or CudaExecutor()
     kf = read_kernel(request, executor)
     kf.text, filled = with_host_constants(kf.text)  # the golden reads what the host copies in
+    kf.constants, filled_later = _runtime_inputs(kf)
     check_bound(kf, request)
     say = on_progress or (lambda _: None)
     try:
@@ -86,7 +88,7 @@ def from_cuda(
             visible.append(runner.case(c))
     except ExecError as e:  # a compiler places a missing `;` at the next line; the reader does not
         raise ExecError("; the reader finds ".join([str(e), *kf.info.warnings[:1]])) from None
-    notes = _reading_notes(kf, sig) + filled
+    notes = _reading_notes(kf, sig) + filled + filled_later
     notes += dict.fromkeys(launch.arm for _, launch in visible if launch.arm)
     held, bounds = _heldout(runner, request.cases, visible, heldout, notes, say)
     arms, arm_bounds = _arms(runner, request.cases, visible + held, notes)
@@ -123,6 +125,33 @@ def from_cuda(
         )
     KernelTask.model_validate({k: v for k, v in task.items() if v is not None})
     return Built(task, notes, kf.text, kf.headers)
+
+
+def _runtime_inputs(kf: KernelFile) -> tuple[list[RuntimeConstant], list[str]]:
+    """The ``__constant__`` arrays the kernel (or a device function it calls) reads that the host
+    fills at run time with values the file does not state: each an input of the op, named after
+    it; and the notes saying so, or why one cannot be (the original then reads zeros)."""
+    helpers = reachable(kf.cf, kf.info)
+    infos = [kf.info] + [d for d in kf.cf.device_functions if d.name in helpers]
+    read = set(re.findall(r"\w+", " ".join(k.body for k in infos)))
+    taken = {p.name for p in kf.info.params}
+    out, notes = [], []
+    for c in runtime_constants(kf.text):
+        if c.name not in read:
+            continue
+        problem = c.problem or ("a parameter of the kernel has its name" if c.name in taken else "")
+        if problem:
+            notes.append(
+                f"__constant__ {c.name}, which the host fills at run time, cannot be an input of "
+                f"the op ({problem}): the original runs with it all zeros"
+            )
+            continue
+        out.append(c)
+        notes.append(
+            f"{c.name}, filled by the host at run time, is an input of the op ({c.elements} "
+            f"{c.type} values, as declared at line {c.line})"
+        )
+    return out, notes
 
 
 def _heldout(
@@ -331,6 +360,7 @@ def _task(
             "launches": launches(runner, visible + held),
             "include": [INCLUDE] if kf.headers else [],
             "zeroed": sig.zeroed,
+            "constants": found.constants,
             "made_with": made_with(request),
             "bound": sorted({k for c in request.cases for k in c}),
         },

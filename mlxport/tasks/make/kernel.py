@@ -15,6 +15,7 @@ from mlxport.backends.cuda_cpu import CudaExecutor
 from mlxport.backends.cuda_cpu.source import DeviceSource, KernelSig, top_level
 from mlxport.errors import UserError, read_text
 from mlxport.tasks.request import TaskRequest
+from mlxport.translate.host.constants import RuntimeConstant
 from mlxport.translate.reading.cudafile import CudaFile, KernelInfo, Param
 from mlxport.translate.reading.includes import amalgamate
 from mlxport.translate.reading.reader import read_cuda
@@ -44,6 +45,8 @@ class KernelFile:
     headers: dict[str, Path]  # headers read from -I folders: path under include/ -> the file
     # members of structs of buffers passed by value, each a parameter of the task: name -> p.x
     members: dict[str, str] = field(default_factory=dict)
+    # __constant__ arrays the host fills at run time that the kernel reads: inputs of the task
+    constants: list[RuntimeConstant] = field(default_factory=list)
 
 
 @dataclass

@@ -26,6 +26,7 @@ class Arrays:
     params: list[dict] = field(default_factory=list)
     args: dict[str, str] = field(default_factory=dict)  # kernel parameter -> input or param
     results: dict[str, str] = field(default_factory=dict)  # output -> kernel parameter
+    constants: dict[str, str] = field(default_factory=dict)  # __constant__ array -> input
 
 
 def arrays(
@@ -64,6 +65,9 @@ def arrays(
             out.results[name] = p.name
     if not out.outputs:
         raise CudaTaskError(f"{info.name} writes none of its pointer arguments: nothing to port")
+    for c in runner.kf.constants:
+        out.inputs.append({"name": c.name, "dtype": c.dtype, "shape": [c.elements]})
+        out.constants[c.name] = c.name
     _output_dtypes(info.name, out, dtypes)
     return out
 

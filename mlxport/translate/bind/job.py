@@ -34,6 +34,8 @@ class KernelJob:
     bindings: dict[str, str] = field(default_factory=dict)
     # template bools that follow a param, as (template name, param): body constants
     param_consts: list[tuple[str, str]] = field(default_factory=list)
+    # __constant__ arrays the host fills at run time, taken as buffers (constant_inputs)
+    constants: list[str] = field(default_factory=list)
 
     def fresh_name(self, name: str, taken: set[str] | None = None) -> str:
         """`name`, or `name_1`, `name_2`...: the first not used in the source nor in `taken`."""

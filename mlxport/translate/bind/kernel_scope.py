@@ -11,7 +11,8 @@ from mlxport.cuda_syntax import function_name, line, text, walk
 from mlxport.errors import UserError
 from mlxport.translate.bind.job import KernelJob
 from mlxport.translate.bind.result import Untranslatable
-from mlxport.translate.reading.cudafile import CudaFile, KernelInfo
+from mlxport.translate.host.constants import RuntimeConstant, runtime_constants
+from mlxport.translate.reading.cudafile import CudaFile, GlobalVar, KernelInfo, Param
 from mlxport.translate.reading.features import assess
 
 # Reader feature categories with no translation rule.
@@ -145,9 +146,7 @@ def check_features(job: KernelJob) -> None:
             raise Untranslatable(
                 f"{_BLOCKING[cat]} ({r.feature})", r.line, r.reason or "no Metal equivalent"
             )
-        if feat == "constant_memory":
-            _refuse_constant(job, r.line)
-        if feat in ("constant_memory", "device_global"):
+        if feat == "device_global":
             raise Untranslatable(
                 f"{feat.replace('_', ' ')} ({r.feature})",
                 r.line,
@@ -158,16 +157,63 @@ def check_features(job: KernelJob) -> None:
             raise Untranslatable(r.feature, r.line, r.reason)
 
 
-def _refuse_constant(job: KernelJob, used_at: int) -> None:
-    """A ``__constant__`` the kernel reads that nothing gives values the translation can hold."""
-    infos = [job.info] + [d for d in job.cf.device_functions if d.name in job.helpers]
-    words = set(re.findall(r"\w+", " ".join(k.body for k in infos)))
+def constant_inputs(job: KernelJob) -> None:
+    """Each ``__constant__`` array the kernel reads that the host fills at run time with values
+    its code does not state becomes a buffer the kernel takes, as a convolution's filter is an
+    argument of the op: a read-only pointer parameter of its name, bound to the task's input of
+    that name. Where it cannot be, the refusal names the fix."""
+    if not any(g.space == "constant" and not g.initialized for g in job.cf.globals):
+        return
+    helpers = [d for d in job.cf.device_functions if d.name in job.helpers]
+    found = {c.name: c for c in runtime_constants(job.src_text)}
+    inputs = {t.name for t in job.task.inputs} if job.task is not None else None
+    params = list(job.info.params)
     for g in job.cf.globals:
-        if g.space == "constant" and not g.initialized and g.name in words:
+        c = found.get(g.name)
+        if c is None or g.space != "constant" or g.initialized:
+            continue
+        by = [d.name for d in helpers if g.name in re.findall(r"\w+", d.body)]
+        if g.name not in re.findall(r"\w+", job.info.body) and not by:
+            continue
+        if problem := _not_an_input(g, c, by, inputs):
             raise Untranslatable(
                 f"__constant__ {g.name} (declared at line {g.line})",
-                used_at,
-                f"the host fills it at run time with values its code does not state (the copy "
-                f"into it, if any, is not from an array of numbers in the file): give {g.name} "
-                f"its values where it is declared, or pass them to the kernel as a buffer",
+                g.line,
+                f"the host fills it at run time with values its code does not state, so the op "
+                f"takes it as an input, but {problem}",
             )
+        params.append(_buffer_of(g.name, c.type))
+        job.constants.append(g.name)
+        job.notes.append(f"{g.name}, filled by the host at run time, is an input of the op")
+    job.info = job.info.model_copy(update={"params": params})
+
+
+def _not_an_input(
+    g: GlobalVar, c: RuntimeConstant, readers: list[str], inputs: set[str] | None
+) -> str:
+    """Why the kernel cannot take the constant ``g`` as a buffer; "" where it can (``readers``:
+    device functions that read it; ``inputs``: the task's, None without a task)."""
+    if readers:
+        return (
+            f"device function {readers[0]} reads it, and a buffer reaches only the kernel: read "
+            f"{g.name} in the kernel and pass what {readers[0]} needs as its arguments"
+        )
+    if len(g.dims) != 1:
+        return c.problem
+    if inputs is not None and g.name not in inputs:
+        return c.problem or (
+            f"the task has no input {g.name} to fill it from: add one of its {c.elements} "
+            f"values (a task `mlxport port` makes from the file has it)"
+        )
+    return ""
+
+
+def _buffer_of(name: str, element: str) -> Param:
+    return Param(
+        name=name,
+        type=f"const {element}*",
+        base_type=element,
+        is_pointer=True,
+        is_const=True,
+        read=True,
+    )

@@ -34,7 +34,8 @@ def bind_scalars(job: KernelJob, plan: LaunchPlan) -> Scalars:
         value = _value(job, plan, p)
         params = set(job.binder.params) if job.task else {p.name}
         if isinstance(value, ast.Name) and value.id in params:
-            out.inputs.append(value.id)
+            if value.id not in out.inputs:  # `pitch` passed `imageW`, itself a parameter
+                out.inputs.append(value.id)
             out.consts.append((p, value, value.id))
             job.bindings[p.name] = value.id
             continue

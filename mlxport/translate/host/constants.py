@@ -3,6 +3,10 @@ array whose values the host code states (``float h[4] = {1, 2, 3, 4};``, no size
 them) is ``__constant__ float coeffs[4] = {1, 2, 3, 4};``. Written into the declaration, the values
 reach the original kernel run on the CPU executor (which never runs host code) and the translation
 (a constant array in the header) alike.
+
+One the host fills from values the file does not state (a filter it reads or computes at run time)
+is a `RuntimeConstant`: an input of the task named after it, which the original's launch on the
+executor is filled from and the translation takes as a buffer.
 """
 
 from __future__ import annotations
@@ -51,6 +55,79 @@ def with_host_constants(source: str) -> tuple[str, list[str]]:
     for at, insert in sorted(edits, reverse=True):
         data = data[:at] + insert + data[at:]
     return data.decode(), notes
+
+
+# the element types a runtime constant may have as an input (the task's dtype of each)
+FLOAT_DTYPES = {
+    "float": "float32",
+    "double": "float32",
+    "half": "float16",
+    "__half": "float16",
+    "__nv_bfloat16": "bfloat16",
+    "nv_bfloat16": "bfloat16",
+}
+
+
+@dataclass(frozen=True)
+class RuntimeConstant:
+    """A ``__constant__`` global the host fills at run time with values the file does not state."""
+
+    name: str
+    type: str  # its element type, as declared
+    elements: int  # as declared; 0 where it cannot be an input
+    line: int  # of its declaration
+    problem: str = ""  # why it cannot be an input of the task; "" where it can
+
+    @property
+    def dtype(self) -> str:
+        return FLOAT_DTYPES.get(self.type, "float32")
+
+
+def runtime_constants(source: str) -> list[RuntimeConstant]:
+    """The ``__constant__`` globals of ``source`` declared without values (after
+    `with_host_constants`, those the host fills from values the file does not state), each with
+    why it cannot be an input where it cannot: an array of floats at file scope of a size the file
+    states can."""
+    if "__constant__" not in source:
+        return []
+    data = source.encode()
+    root = parse(data).root_node
+    macros, _, _ = preprocess(data, "the source")
+    ev = HostEvaluator(root, {}, {m.name: m.body for m in macros if m.params is None}, data)
+    out = []
+    for name, decl in _constant_declarators(root).items():
+        typ = re.sub(r"\b(const|volatile)\b", "", text(decl.parent.child_by_field_name("type")))
+        typ = " ".join(typ.split())
+        sizes = _sizes(ev, decl)
+        problem = _input_problem(decl, typ, sizes)
+        elements = 0 if problem else sizes[0]
+        out.append(RuntimeConstant(name, typ, elements, ev.line(decl), problem))
+    return out
+
+
+def _sizes(ev: HostEvaluator, declarator: Node) -> list[int | None]:
+    """The declared size of each dimension of an array, outermost first (None: not stated)."""
+    out: list[int | None] = []
+    while declarator is not None and declarator.type == "array_declarator":
+        size = declarator.child_by_field_name("size")
+        n = ev.value(size, ev.constants) if size is not None else None
+        out.insert(0, int(n) if isinstance(n, int | float) and n > 0 else None)
+        declarator = declarator.child_by_field_name("declarator")
+    return out
+
+
+def _input_problem(decl: Node, typ: str, sizes: list[int | None]) -> str:
+    if decl.parent.parent is None or decl.parent.parent.type != "translation_unit":
+        return "it is declared inside a namespace: declare it at file scope"
+    if not sizes:
+        return "it is one value, not an array: declare it as an array of one element"
+    if len(sizes) > 1:
+        return f"it has {len(sizes)} dimensions: declare it as a flat array"
+    if sizes[0] is None:
+        return "its size is no number the file states: declare it with one"
+    if typ not in FLOAT_DTYPES:
+        return f"its elements are {typ}, not floating point: only float arrays become inputs"
+    return ""
 
 
 def _filled(root: Node, data: bytes) -> list[Filled]:

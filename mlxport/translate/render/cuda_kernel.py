@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import text, walk
+from mlxport.cuda_syntax import declared_name, text, walk
 from mlxport.spec import KernelCandidate
 from mlxport.translate.bind.job import KernelJob
 from mlxport.translate.bind.kernel_facts import KernelFacts
@@ -239,6 +239,8 @@ def _header(job: KernelJob) -> str:
                 return ""
             if fdecl is not None and "__global__" in quals:
                 return ""
+            if _declares(n, job.constants) and "__constant__" in text(n):
+                return ""  # the host fills it at run time: the kernel takes it as an input
             return text(n)
         if (
             t == "linkage_specification"
@@ -262,6 +264,10 @@ def _header(job: KernelJob) -> str:
     out = _copy(job.src, job.root, top)
     out = re.sub(r"\n{3,}", "\n\n", out).strip()
     return float_limit_guards(out + text(job.node)) + out + "\n"
+
+
+def _declares(n: Node, names: list[str]) -> bool:
+    return any(declared_name(d) in names for d in n.children_by_field_name("declarator"))
 
 
 def _top_function(n: Node, kernel: Node, top: Callable[[Node], str]) -> str:

@@ -108,6 +108,22 @@ void bind(F& field, const ::mlxsim::Buffer* b) {
   else __builtin_memcpy(static_cast<void*>(&field), b->data, sizeof(F));
 }
 
+// A __constant__ array the host fills at run time (cudaMemcpyToSymbol), filled before the launch
+// from a buffer of doubles, each converted to the array's element type; elements past the buffer's
+// are zero.
+template <class A>
+void fill_constant(A& symbol, const ::mlxsim::Buffer* b) {
+  using E = std::remove_all_extents_t<A>;
+  E* out = reinterpret_cast<E*>(&symbol);
+  const double* in = reinterpret_cast<const double*>(b->data);
+  const size_t given = size_t(b->bytes) / sizeof(double);
+  for (size_t i = 0; i < sizeof(A) / sizeof(E); ++i) {
+    const double x = i < given ? in[i] : 0.0;
+    if constexpr (std::is_arithmetic_v<E>) out[i] = static_cast<E>(x);
+    else out[i] = E(float(x));
+  }
+}
+
 // Marks an output element accessed atomically, so two blocks updating it is not a race.
 inline void mark_atomic(const void* addr) {
   const ::mlxsim::Buffer* buf = ::mlxsim::find_buffer(addr);
