@@ -178,3 +178,20 @@ void run(const float* x, float* y, const int* x_size, int ndim, int limit) {{
     with pytest.raises(HostEvalError, match=r"n is changed in the (loop|branch|switch) at line"):
         _launch(host)
     assert _launch(host, n=4096).grid == (16, 1, 1)
+
+
+def test_allocations_inside_error_checking_wrappers_size_their_buffers():
+    """A CHECK(call) macro's block with the call in an initialiser, or a check(call, ...)
+    function: the allocation inside sizes the buffer as one standing alone does."""
+    launch = _launch(
+        """
+void run(int n) {
+    float *x_dev, *y_dev;
+    { const cudaError_t error = cudaMalloc((void**)&x_dev, n * sizeof(float));
+      if (error != cudaSuccess) { exit(1); } }
+    check(cudaMalloc(&y_dev, 2 * n * sizeof(float)), "cudaMalloc", __LINE__);
+    k<<<(n + 255) / 256, 256>>>(x_dev, y_dev, 0.5f, n);
+}""",
+        n=1000,
+    )
+    assert [launch.args[0].value.nbytes, launch.args[1].value.nbytes] == [4000, 8000]

@@ -357,7 +357,7 @@ void run(float* out, const float* in, int width, int height) {
 def test_the_op_is_called_at_fresh_sizes_the_original_runs_whole_at(tmp_path):
     """No bounds checks, whole tiles only: at 67 columns the original writes 64 of them. Such a
     size is no test of the port; the op check draws in multiples until the original runs whole,
-    and says so."""
+    says so, and the op it ships refuses other sizes in one sentence."""
     from mlxport.tasks.make.at_sizes import original_at
     from mlxport.tools.final import op_cases
     from mlxport.verify.golden import shared_executor
@@ -380,6 +380,13 @@ def test_the_op_is_called_at_fresh_sizes_the_original_runs_whole_at(tmp_path):
         found.notes[-1]
         == "so the op was called at sizes height in multiples of 16, width in multiples of 16"
     )
+    assert found.task.cases.multiples == {"height": 16, "width": 16}
+    candidate = translate_task(task, "msl").candidate
+    op = load(write_op(tmp_path / "op", found.task, candidate, label="t", model="t"), "sim")
+    x = mx.array(np.arange(32 * 48, dtype=np.float32).reshape(32, 48))
+    assert np.array_equal(np.array(op.copy_tiles(x)).reshape(48, 32), np.array(x).T)
+    with pytest.raises(ValueError, match=r"verified where width % 16 == 0, and here width=40"):
+        op.copy_tiles(mx.zeros((32, 40)))
 
 
 RMS_STEP = """
@@ -529,6 +536,7 @@ def test_sizes_equal_at_every_case_are_kept_equal_where_the_original_needs_it(tm
     found = op_cases(task, translate_task(task, "msl").candidate, seed=3)
     assert found.fresh and all(c["n"] == c["m"] != 100 for c in found.fresh), found.fresh
     assert found.notes[-1] == "so the op was called at sizes m = n", found.notes
+    assert found.task.cases.requires == ["m == n"] or found.task.cases.requires == ["n == m"]
 
 
 EMBED = """

@@ -169,6 +169,8 @@ def _write_op(
             update={"original": task.original.model_copy(update={"launches": launches})}
         )
     golden = golden_cases(checked, op["cases"], op["seed"]) if op.get("cases") else []
+    if op.get("cases_rule"):  # the sizes the op check found the original runs at
+        task = task.model_copy(update={"cases": task.cases.model_copy(update=op["cases_rule"])})
     write_op(
         out, task, c, label=verdict_label(final), model=str(config.get("model")), golden=golden
     )

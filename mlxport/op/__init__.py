@@ -154,7 +154,8 @@ def op_contract(
             for t in task.outputs
         ],
         "order": output_order(task, candidate),
-        "requires": list(task.cases.requires),
+        "requires": list(task.cases.requires)
+        + [f"{n} % {m} == 0" for n, m in task.cases.multiples.items()],
         "tolerance": {d: {"atol": t.atol, "rtol": t.rtol} for d, t in task.tolerance.items()},
     }
 

@@ -289,6 +289,7 @@ def op_check(session: Session, candidate: KernelCandidate) -> tuple[list[CaseRes
             launches.append(launch_of(task, case))
     return results, {
         "cases": cases,
+        "cases_rule": task.cases.model_dump(include={"multiples", "requires"}),
         "seed": seed,
         "launches": [x.model_dump(mode="json") for x in launches],
         "notes": notes,

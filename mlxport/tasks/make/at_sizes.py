@@ -119,8 +119,21 @@ def supported_sizes(
         rule = _said(multiples, together, task.cases.multiples)
         notes = [f"the original does not run at {r}" for r in refused[:3]]
         notes += [f"so the op was called at sizes {rule}"] if rule else []
-        return task, (cases + extra)[:count], notes
+        return _ruled(task, multiples, together) if rule else task, (cases + extra)[:count], notes
     return task, [], [f"the original does not run at {r}" for r in refused[:3]]
+
+
+def _ruled(task: KernelTask, multiples: dict[str, int], together: list[list[str]]) -> KernelTask:
+    """The task keeping to the rule the original needed: the op it ships refuses other sizes,
+    where the original reads past its buffers or launches nothing."""
+    ties = [f"{a} == {b}" for g in together for a, b in zip(g, g[1:], strict=False)]
+    cases = task.cases.model_copy(
+        update={
+            "multiples": {n: m for n, m in multiples.items() if m > 1},
+            "requires": list(dict.fromkeys(task.cases.requires + ties)),
+        }
+    )
+    return task.model_copy(update={"cases": cases})
 
 
 def _templates_kept(task: KernelTask, runner: CaseRunner) -> KernelTask:

@@ -27,6 +27,10 @@ _ALLOCATORS = {
 }
 
 
+_COPIES = {"cudaMemcpy", "cudaMemcpyAsync", "memcpy"}
+_EFFECTS = _COPIES | _MEMSETS | _ALLOCATORS
+
+
 class HostStatements(HostExpressions):
     """What statements leave in the environment, and the line of the file each one is on."""
 
@@ -43,8 +47,15 @@ class HostStatements(HostExpressions):
     def execute(self, stmt: Node, env: dict[str, Any]) -> None:
         if stmt.type == "declaration":
             self.declare(stmt, env)
+            self.wrapped_calls(stmt, env)  # const cudaError_t err = cudaMalloc(&x, n);
         elif stmt.type == "expression_statement" and stmt.named_children:
-            self.effect(stmt.named_children[0], env)
+            expr = stmt.named_children[0]
+            self.effect(expr, env)
+            if expr.type == "call_expression" and host_callee(expr) not in _EFFECTS:
+                self.wrapped_calls(expr, env)  # CHECK(cudaMalloc(&x, n)) as a function
+        elif stmt.type == "compound_statement":  # { ... } of a macro such as CHECK(call)
+            for s in stmt.named_children:
+                self.execute(s, env)
         elif stmt.type in ("for_statement", "while_statement", "do_statement"):
             init = stmt.child_by_field_name("initializer")
             if init is not None and init.type == "declaration":
@@ -79,6 +90,13 @@ class HostStatements(HostExpressions):
                     if s.type in ("break_statement", "return_statement"):
                         return
                     self.execute(s, env)
+
+    def wrapped_calls(self, node: Node, env: dict[str, Any]) -> None:
+        """Allocations, copies and fills inside another call or an initialiser, as error-checking
+        wrappers put them: their effects count as where they stand alone."""
+        for n in walk(node):
+            if n is not node and n.type == "call_expression" and host_callee(n) in _EFFECTS:
+                self.effect(n, env)
 
     def forget_changed(self, stmt: Node, where: str, env: dict[str, Any]) -> None:
         """Names a statement the evaluation does not run (a loop; a branch the case does not
@@ -250,11 +268,7 @@ class HostStatements(HostExpressions):
             if op != "=" and isinstance(env.get(name), int | float) and isinstance(v, int | float):
                 v = binop(op[:-1], env[name], v)
             env[name] = v
-        elif expr.type == "call_expression" and host_callee(expr) in (
-            "cudaMemcpy",
-            "cudaMemcpyAsync",
-            "memcpy",
-        ):
+        elif expr.type == "call_expression" and host_callee(expr) in _COPIES:
             args = expr.child_by_field_name("arguments").named_children
             target = text(args[0]).replace(" ", "").lstrip("&") if args else ""
             if (
