@@ -561,3 +561,12 @@ def test_an_index_into_a_table_no_host_code_sizes_is_never_drawn_all_zero(tmp_pa
     built = from_cuda(TaskRequest.of(source=path, **given), heldout=0)
     idx, table = built.task["inputs"]
     assert idx["init"]["high"] == "V" and table["shape"] == ["V", "C"]
+
+
+def test_held_out_cases_are_distinct(tmp_path):
+    """With one size, "every size odd" and "n odd alone" are the same case: it is held out once."""
+    path = tmp_path / "step.cu"
+    path.write_text(RMS_STEP)
+    built = from_cuda(TaskRequest(source=path, cases=[{"n": 100, "beta": 0.9}]), heldout=3)
+    held = [tuple(sorted(c.items())) for c in built.task["cases"]["heldout"]]
+    assert len(held) >= 2 and len(set(held)) == len(held), held
