@@ -195,3 +195,20 @@ void run(int n) {
         n=1000,
     )
     assert [launch.args[0].value.nbytes, launch.args[1].value.nbytes] == [4000, 8000]
+
+
+def test_a_program_is_followed_as_run_with_no_arguments():
+    """Options read from the command line keep their defaults: the program run as it is."""
+    launch = _launch(
+        """
+int main(int argc, char** argv) {
+    int n = 1 << 12, block = 128;
+    if (argc > 2) { n = atoi(argv[1]); block = atoi(argv[2]); }
+    for (int i = 1; i < argc; i++) { if (argv[i][0] == 'b') block = 256; }
+    float *x, *y;
+    cudaMalloc(&x, n * sizeof(float));
+    cudaMalloc(&y, n * sizeof(float));
+    k<<<n / block, block>>>(x, y, 0.5f, n);
+}"""
+    )
+    assert (launch.grid, launch.block) == ((32, 1, 1), (128, 1, 1))

@@ -11,7 +11,7 @@ from typing import Any
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import declared_name, parse_expr, text, walk
+from mlxport.cuda_syntax import declared_name, identifiers, parse_expr, text, walk
 from mlxport.translate.host.expressions import HostExpressions, host_callee
 from mlxport.translate.host.values import Buffer, Dim3, Tensor, Unknown, binop, integral
 
@@ -60,11 +60,13 @@ class HostStatements(HostExpressions):
             init = stmt.child_by_field_name("initializer")
             if init is not None and init.type == "declaration":
                 self.declare(init, env)
-            self.forget_changed(stmt, "is changed in the loop", env)
+            if not _on_arguments(stmt):
+                self.forget_changed(stmt, "is changed in the loop", env)
         elif stmt.type == "if_statement":  # a branch the case decides: its statements count
             c = self.value(stmt.child_by_field_name("condition"), env)
             if not isinstance(c, int | float | bool):
-                self.forget_changed(stmt, "is changed in the branch", env)
+                if not _on_arguments(stmt):
+                    self.forget_changed(stmt, "is changed in the branch", env)
             else:
                 branch = (
                     stmt.child_by_field_name("consequence")
@@ -313,6 +315,12 @@ class HostStatements(HostExpressions):
             size_text=old.size_text if known else self.sized_text(args[2], env),
             fill=0.0 if value == 0 else old.fill,
         )
+
+
+def _on_arguments(stmt: Node) -> bool:
+    """Whether a loop or branch turns on the command line (``if (argc > 1) n = atoi(argv[1])``):
+    the program is run as it is, with no arguments, so it changes nothing."""
+    return bool(identifiers(stmt.child_by_field_name("condition")) & {"argc", "argv"})
 
 
 def arm_statements(arm: Node) -> list[Node]:
