@@ -828,6 +828,17 @@ def test_a_kernel_reading_its_output_before_writing_it_fails_under_a_second_pois
     assert "reads an output before writing it" in report.summary()
 
 
+@pytest.mark.hack("right only where the output memory is not zeroed")
+def test_a_kernel_telling_zeroed_output_memory_apart_fails_under_the_second_poison():
+    """Fresh GPU memory is often zeros: the second poison holds zeros among its numbers, so a
+    kernel right only where its output did not start at zero is found out."""
+    hack = gelu("out[i] = float(out[i]) == 0.0f ? -y : y;")
+    # (float32: a float16 poison can round a small number to zero by itself)
+    report = verdict(GELU.model_copy(update={"dtypes": ["float32"]}), hack, heldout=True)
+    failed = [c for c in report.cases if c.verdict != "pass"]
+    assert failed and all("second poison" in c.label for c in failed), report.summary()
+
+
 @pytest.mark.hack("stale outputs while timed (output memory reused between calls)")
 def test_outputs_made_as_they_are_timed_are_checked_against_the_reference():
     """A kernel that keeps what a reused output buffer holds is right on poisoned outputs and

@@ -176,3 +176,21 @@ def test_the_gpu_worker_runs_an_op_from_the_files_its_request_carries(tmp_path):
     header = {"files": files, "backend": "sim", "dtypes": ["float32"] * 2, "params": {}}
     reply, outs = gpu_worker.call_op(header, [a, b])
     assert not reply.get("error") and np.array_equal(outs[0], a + b)
+
+
+def test_a_kernel_asking_for_its_inputs_layout_gets_them_contiguous_as_verified(tmp_path):
+    """Verification passes row-contiguous inputs only: a kernel that sets ensure_row_contiguous =
+    false and ignores the strides would be wrong on a strided view, so the op makes its inputs
+    contiguous, as they were when it was verified."""
+    import importlib.util
+
+    task = load_task("vector_add")
+    blind = expert_ports(task)["msl"].model_copy(update={"ensure_row_contiguous": False})
+    folder = write_op(tmp_path / "op", task, blind, label="t", model="t")
+    spec = importlib.util.spec_from_file_location("op_strided", folder / "kernel.py")
+    op = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(op)
+    op.backend = "sim"
+    big = mx.random.normal((2048,))
+    a, b = big[::2], mx.random.normal((1024,))
+    assert np.allclose(np.array(op.vector_add(a, b)), np.array(a + b), atol=1e-6)

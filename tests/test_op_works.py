@@ -570,3 +570,16 @@ def test_held_out_cases_are_distinct(tmp_path):
     built = from_cuda(TaskRequest(source=path, cases=[{"n": 100, "beta": 0.9}]), heldout=3)
     held = [tuple(sorted(c.items())) for c in built.task["cases"]["heldout"]]
     assert len(held) >= 2 and len(set(held)) == len(held), held
+
+
+def test_the_timed_size_is_checked_at_sizes_drawn_below_it():
+    """A kernel keyed to the sizes it was shown, or to the timed one, passes at both: the size
+    checked at the timed size's scale is drawn between half of it and it, above every case."""
+    from mlxport.tasks.sizes import near
+
+    task = load_task("vector_add")
+    timed = task.bench_cases()[0]
+    drawn = [near(task, timed, np.random.default_rng(s))["N"] for s in range(8)]
+    largest = max(c["N"] for c in task.all_cases())
+    assert all(max(largest, timed["N"] // 2) <= n <= timed["N"] for n in drawn), drawn
+    assert len(set(drawn)) == len(drawn)

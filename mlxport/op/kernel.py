@@ -349,7 +349,9 @@ def op(*args, **kwargs):
             names[p["name"]] = expr.evaluate(p["expr"], names)
     params = {p["name"]: names[p["name"]] for p in OP["params"]}
     arrays = {**arrays, **_filled(names, dtype)}
-    arrays = {t["name"]: arrays[t["name"]] for t in OP["inputs"]}  # in the contract's order
+    # in the contract's order, and row-contiguous as the port was verified on (a kernel that
+    # asked for its inputs' own layout was never checked on a strided one)
+    arrays = {t["name"]: mx.contiguous(arrays[t["name"]]) for t in OP["inputs"]}
     if backend == "none":
         raise RuntimeError(
             f"{NAME}'s kernel needs {GPU}, which is not here, and the port has no MLX reference "

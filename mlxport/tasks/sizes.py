@@ -96,6 +96,24 @@ def fresh_sizes(
     return out
 
 
+def near(task: KernelTask, case: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+    """``case`` (the timed size) with each size that varies drawn between half its value and it,
+    in its multiples: a large size nobody chose, as much work as the timed size at most, so a
+    kernel keyed to the sizes it was shown, or to the timed one, is found out. ``case`` itself
+    where the drawn sizes break the task's rules."""
+    names = size_names(task)
+    seen = task.all_cases() + [case]
+    drawn = dict(case)
+    for n in names:
+        values = [c[n] for c in seen if n in c]
+        if n not in case or task.cases.choices.get(n) or not _free(task, n, values):
+            continue
+        m = task.cases.multiples.get(n, 1)
+        top = case[n] // m
+        drawn[n] = int(rng.integers(max(top // 2, 1), top + 1)) * m
+    return drawn if _allowed(task, drawn) else case
+
+
 # The factors sizes move by in a held-out case of odd sizes: each its own, so two sizes in one
 # ratio at the visible cases (OC = 2 C) are not in it there.
 RATIOS = (1.0, 1.25, 0.75, 1.5)

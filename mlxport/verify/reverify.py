@@ -112,7 +112,8 @@ def verdict_label(final: dict[str, Any]) -> str:
         )
     timed = final.get("timed_size") or {}
     if timed.get("checked", True):
-        return f"verified on {final['backend']} (held-out sizes, extra seeds and the timed size)"
+        size = "a size drawn near the timed one" if timed.get("drawn") else "the timed size"
+        return f"verified on {final['backend']} (held-out sizes, extra seeds and {size})"
     return (
         f"verified on {final['backend']} at the held-out sizes and extra seeds; the timed size "
         f"{timed['case']} was not checked: {timed['why']}"

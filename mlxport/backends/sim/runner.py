@@ -86,8 +86,9 @@ def _poisoned(dtype: str, storage: str, shape: list[int], poison: str) -> np.nda
     """What an output starts as without an init_value: garbage, as a GPU leaves it, drawn for this
     run and element from the system's randomness, so a kernel cannot recognise the verifier's
     fill. ``poison`` "nan": NaNs of any sign and payload (a value read before it is written
-    shows); "finite": numbers such as data holds (a kernel folding what the output held into its
-    result, max(out, y), is wrong). Integers get random bits either way."""
+    shows); "finite": numbers such as data holds, half of them zeros (a kernel folding what the
+    output held into its result, max(out, y), or telling zeroed memory apart, is wrong).
+    Integers get random bits either way."""
     rng = np.random.default_rng()
     size = int(np.prod(shape, dtype=np.int64))
     if dtype not in _FLOAT_BITS:
@@ -98,6 +99,7 @@ def _poisoned(dtype: str, storage: str, shape: list[int], poison: str) -> np.nda
     exponent, mantissa = _FLOAT_BITS[dtype]
     if poison == "finite":
         values = rng.standard_normal(size, dtype=np.float32) * np.float32(10 ** rng.uniform(-1, 1))
+        values[rng.random(size) < 0.5] = 0.0  # fresh GPU memory is often zeros
         if dtype == "bfloat16":
             return (values.view(np.uint32) >> 16).astype(np.uint16).reshape(shape)
         return values.astype(np.dtype(storage)).reshape(shape)
