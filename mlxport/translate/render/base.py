@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import callee, declared_name, line, text, walk
+from mlxport.cuda_syntax import ancestors, callee, declared_name, line, text, walk
 from mlxport.translate.bind.kernel_facts import KernelFacts
 
 
@@ -117,6 +117,26 @@ def dereferences(lvalue: Node | None) -> bool:
         "pointer_expression",
         "field_expression",
     )
+
+
+def namespace_of(node: Node) -> str:
+    """The namespace a definition is in, as a call outside it names it (`a::b`; "" for none or
+    an anonymous one)."""
+    names = []
+    for a in ancestors(node):
+        if a.type == "namespace_definition":
+            name = a.child_by_field_name("name")
+            if name is None:
+                return ""
+            names.append(text(name))
+    return "::".join(reversed(names))
+
+
+def namespace_lines(kernel: Node) -> list[str]:
+    """`using namespace` for each namespace the kernel sits in, outermost first: its body, moved
+    out of them, still names their helpers unqualified (`silu(x)` in `namespace vllm`)."""
+    parts = namespace_of(kernel).split("::") if namespace_of(kernel) else []
+    return [f"using namespace {'::'.join(parts[: i + 1])};" for i in range(len(parts))]
 
 
 def splice(src: bytes, node: Node, part: Callable[[Node], str]) -> str:

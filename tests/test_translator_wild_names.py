@@ -1,0 +1,133 @@
+"""Names the way projects write them: a kernel parameter named as a file-scope constant, a kernel in
+a namespace calling its helpers unqualified, helpers qualified by a macro (`DS_D_INLINE`) with
+explicit specialisations called as `conversion::to<T>`, `half(x)` as a functional cast, and a
+functor struct named like a Metal function. Each is made into a task from the .cu file (the
+original on the CPU executor is the golden), translated, and checked on the simulator."""
+
+import textwrap
+
+from mlxport.backends import get_backend
+from mlxport.tasks import load_task
+from mlxport.tasks.make import TaskRequest, from_cuda, write_task
+from mlxport.translate.translator import translate_task
+from mlxport.verify.correctness import run_correctness
+
+
+def _ported(tmp_path, source: str, cases: list[dict]):
+    """The MSL translation of the task made from ``source``, checked at every case."""
+    path = tmp_path / "kernel_src.cu"
+    path.write_text(textwrap.dedent(source))
+    built = from_cuda(TaskRequest(source=path, cases=cases), heldout=1)
+    task = load_task(write_task(built, tmp_path / "task", path))
+    translation = translate_task(task, "msl")
+    report = run_correctness(task, translation.candidate, get_backend("sim"), heldout=True)
+    assert report.ok, report.summary()
+    return translation
+
+
+def test_a_parameter_named_as_a_file_constant_reads_its_own_input(tmp_path):
+    """Two launches pass the kernel's `N` from different values, so the translation computes it
+    from the inputs, one of which is `N` itself: the constant is declared in the body's block."""
+    source = """
+    const int N = 100000;
+    const int GRID = 64;
+    __global__ void partial_sums(const float* x, float* y, const int N) {
+        __shared__ float s[128];
+        float acc = 0.f;
+        for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < N; i += blockDim.x * gridDim.x)
+            acc += x[i];
+        s[threadIdx.x] = acc;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            float t = 0.f;
+            for (int k = 0; k < blockDim.x; ++k) t += s[k];
+            y[blockIdx.x] = t;
+        }
+    }
+    void run(const float* x, float* y) {
+        partial_sums<<<GRID, 128>>>(x, y, N);
+        partial_sums<<<1, 128>>>(y, y, GRID);
+    }
+    """
+    translation = _ported(tmp_path, source, [{"N": 4096, "GRID": 16}])
+    assert "{ const int N = mlxport_N;" in translation.candidate.source
+
+
+def test_a_kernel_in_a_namespace_calls_its_helpers_unqualified(tmp_path):
+    source = """
+    namespace act {
+    template <typename T> __device__ __forceinline__ T silu(const T& x) {
+        return x / (1.f + expf(-x));
+    }
+    namespace inner {
+    __device__ float twice(float v) { return 2.f * v; }
+    template <typename T>
+    __global__ void silu_mul(T* out, const T* in, int d) {
+        for (int i = threadIdx.x; i < d; i += blockDim.x) {
+            const T x = in[blockIdx.x * 2 * d + i];
+            out[blockIdx.x * d + i] = twice(silu(x)) * in[blockIdx.x * 2 * d + d + i];
+        }
+    }
+    }  // namespace inner
+    }  // namespace act
+    void run(float* out, const float* in, int rows, int d) {
+        act::inner::silu_mul<float><<<rows, 128>>>(out, in, d);
+    }
+    """
+    translation = _ported(tmp_path, source, [{"rows": 8, "d": 300}])
+    assert "using namespace act;\nusing namespace act::inner;" in translation.candidate.source
+
+
+def test_helpers_qualified_by_a_macro_and_their_specialisations_are_carried(tmp_path):
+    """`D_INLINE` expands to `__device__ __forceinline__`; the grammar reads the macro as the
+    return type and leaves the real one (`__half`) in an ERROR node, which is still a type."""
+    source = """
+    #include <cuda_fp16.h>
+    #define D_INLINE __device__ __forceinline__
+    namespace conversion {
+    template <typename TO, typename FROM> D_INLINE TO to(FROM val) { return to(val); }
+    template <> D_INLINE float to(float val) { return val; }
+    template <> D_INLINE __half to(float val) { return __float2half(val); }
+    }  // namespace conversion
+    D_INLINE float twice(float v) { return 2.f * v; }
+    template <typename T>
+    __global__ void scale_q(T* out, const int8_t* q, const float* s, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) out[i] = conversion::to<T>(twice(s[i / 64]) * (float)q[i]);
+    }
+    void run(float* out, const int8_t* q, const float* s, int n) {
+        scale_q<float><<<(n + 127) / 128, 128>>>(out, q, s, n);
+    }
+    """
+    translation = _ported(tmp_path, source, [{"n": 1024}])
+    header = translation.candidate.header
+    assert "template <> D_INLINE half to(float val)" in header
+    assert "D_INLINE float twice(float v)" in header
+
+
+def test_a_half_functional_cast_and_a_functor_named_divide(tmp_path):
+    source = """
+    #include <cuda_fp16.h>
+    template <typename T, int N> struct divide {
+        __device__ void operator()(T* v, T by) const {
+            for (int k = 0; k < N; ++k) v[k] = v[k] / by;
+        }
+    };
+    __global__ void unpack(const uint8_t* q, const half* scale, half* y, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i >= n) return;
+        half v[4];
+        for (int k = 0; k < 2; ++k) {
+            v[2 * k] = half(int(q[2 * i + k] >> 4));
+            v[2 * k + 1] = __half(int(q[2 * i + k] & 0xf));
+        }
+        divide<half, 4>()(v, scale[i / 16]);
+        for (int k = 0; k < 4; ++k) y[4 * i + k] = v[k];
+    }
+    void run(const uint8_t* q, const half* scale, half* y, int n) {
+        unpack<<<(n + 63) / 64, 64>>>(q, scale, y, n);
+    }
+    """
+    translation = _ported(tmp_path, source, [{"n": 256}])
+    assert "v[2 * k] = half(int(" in translation.candidate.source
+    assert "divide_<half, 4>()(v," in translation.candidate.source
