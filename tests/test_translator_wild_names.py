@@ -131,3 +131,28 @@ def test_a_half_functional_cast_and_a_functor_named_divide(tmp_path):
     translation = _ported(tmp_path, source, [{"n": 256}])
     assert "v[2 * k] = half(int(" in translation.candidate.source
     assert "divide_<half, 4>()(v," in translation.candidate.source
+
+
+def test_a_read_write_float4_buffer_updated_component_by_component(tmp_path):
+    """`v[i].x += ...` on a float4 buffer the kernel also reads: the input and its output are
+    both float4 views, each component is read back from the output once written, and the `.w` the
+    kernel never writes keeps the input's value (as MLX's call leaves it: still NaN)."""
+    source = """
+    __global__ void kick(float4* p, float4* v, float dt, int n) {
+        int i = blockDim.x * blockIdx.x + threadIdx.x;
+        if (i < n) {
+            float4 q = p[i];
+            v[i].x += dt * q.x; v[i].y += dt * q.y; v[i].z += dt * q.z;
+        }
+    }
+    int main() {
+        int n = 1000;
+        float* buf;
+        cudaMalloc(&buf, 2 * n * sizeof(float4));
+        kick<<<(n + 127) / 128, 128>>>((float4*)buf, ((float4*)buf) + n, 0.01f, n);
+    }
+    """
+    translation = _ported(tmp_path, source, [{"n": 1000}])
+    assert "auto v = mlxport_view_v; auto v_out = mlxport_view_v_out;" in (
+        translation.candidate.source
+    )

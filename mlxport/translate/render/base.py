@@ -221,9 +221,14 @@ class TreeRender:
 
     # the helper read_back calls, per target; P and Q may be device or constant pointers
     READ_BACK = {
-        "msl": "template <typename P, typename Q, typename I>\n"
+        # a vector element (a float4 view) is read back component by component
+        "msl": "template <typename T> inline T mlxport_kept(T v, T in) {\n"
+        "  return isnan(float(v)) ? in : v;\n}\n"
+        "template <typename T, int N> inline vec<T, N> mlxport_kept(vec<T, N> v, vec<T, N> in) {\n"
+        "  return select(v, in, isnan(vec<float, N>(v)));\n}\n"
+        "template <typename P, typename Q, typename I>\n"
         "inline auto mlxport_read_back(P out, Q in, I i) {\n"
-        "  auto v = out[i];\n  return isnan(float(v)) ? decltype(v)(in[i]) : v;\n}\n",
+        "  auto v = out[i];\n  return mlxport_kept(v, decltype(v)(in[i]));\n}\n",
         "cuda": "template <typename P, typename Q, typename I>\n"
         "__device__ inline auto mlxport_read_back(P out, Q in, I i) {\n"
         "  auto v = out[i];\n  return isnan(float(v)) ? decltype(v)(in[i]) : v;\n}\n",

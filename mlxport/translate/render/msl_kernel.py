@@ -144,10 +144,11 @@ def _vector_views(job: KernelJob, facts: KernelFacts) -> list[tuple[str, str]]:
         if (
             p.is_pointer
             and re.fullmatch(r"(?:float|half|bfloat|u?int|u?short|u?char)[234]", t)
-            and p.name not in facts.rw
             and not facts.atomic
         ):
             out.append((p.name, t))
+            if p.name in facts.rw:  # the input, and the output written and read back
+                out.append((facts.rw[p.name], t))
     return out
 
 
