@@ -156,3 +156,37 @@ def test_a_read_write_float4_buffer_updated_component_by_component(tmp_path):
     assert "auto v = mlxport_view_v; auto v_out = mlxport_view_v_out;" in (
         translation.candidate.source
     )
+
+
+def test_an_alignment_test_on_a_pointers_integer_form(tmp_path):
+    """`reinterpret_cast<uintptr_t>(row) % 4` and `(size_t)p & 3` pick the scalar or the half2
+    path per row (odd rows of an odd width start 2 bytes off): the simulator answers with the
+    pointer's place in its buffer, and a half2 access it let through misaligned would fault."""
+    source = """
+    #include <cuda_fp16.h>
+    #include <stdint.h>
+    __global__ void twice_rows(const half* x, half* y, int cols) {
+        const half* row = x + blockIdx.x * cols;
+        half* out = y + blockIdx.x * cols;
+        int start = 0;
+        if (reinterpret_cast<uintptr_t>(row) % 4 != 0) {
+            if (threadIdx.x == 0) out[0] = row[0] * __float2half(2.f);
+            start = 1;
+        }
+        const bool aligned_out = ((size_t)(out + start) & 3) == 0;
+        for (int c = start + 2 * threadIdx.x; c + 1 < cols; c += 2 * blockDim.x) {
+            half2 v = *reinterpret_cast<const half2*>(row + c);
+            if (aligned_out) {
+                *reinterpret_cast<half2*>(out + c) = __hmul2(v, __float2half2_rn(2.f));
+            } else {
+                out[c] = v.x * __float2half(2.f);
+                out[c + 1] = v.y * __float2half(2.f);
+            }
+        }
+        if (threadIdx.x == 0 && (cols - start) % 2 == 1)
+            out[cols - 1] = row[cols - 1] * __float2half(2.f);
+    }
+    void run(const half* x, half* y, int rows, int cols) { twice_rows<<<rows, 64>>>(x, y, cols); }
+    """
+    translation = _ported(tmp_path, source, [{"rows": 6, "cols": 301}])
+    assert "if (((ulong)(row)) % 4 != 0)" in translation.candidate.source

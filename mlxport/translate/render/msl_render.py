@@ -242,6 +242,10 @@ class MslRender(TreeRender):
                 return self.pointer_cast(target, args[0], ctx)
             if target is not None and is_reference_type(target) and name != "const_cast":
                 return self.reference_cast(target, args[0], ctx)
+            if target is not None and name == "reinterpret_cast":
+                # reinterpret_cast<uintptr_t>(p): a pointer's integer form (what an alignment
+                # test reads), which Metal and the simulator give through a C cast
+                return f"(({self.render(target, ctx)})({self.render(args[0], ctx)}))"
             return None
         own = reached(self.helpers.nodes, name)
         if own is not None:
