@@ -6,10 +6,12 @@ original on the CPU executor is the golden), translated, and checked on the simu
 
 import textwrap
 
+import pytest
+
 from mlxport.backends import get_backend
 from mlxport.tasks import load_task
 from mlxport.tasks.make import TaskRequest, from_cuda, write_task
-from mlxport.translate.translator import translate_task
+from mlxport.translate.translator import Untranslatable, translate, translate_task
 from mlxport.verify.correctness import run_correctness
 
 
@@ -190,3 +192,26 @@ def test_an_alignment_test_on_a_pointers_integer_form(tmp_path):
     """
     translation = _ported(tmp_path, source, [{"rows": 6, "cols": 301}])
     assert "if (((ulong)(row)) % 4 != 0)" in translation.candidate.source
+
+
+def test_libcudacxx_async_copies_are_refused_in_one_sentence():
+    """`cuda::memcpy_async` into shared memory with a `cuda::barrier` (<cuda/barrier>): refused by
+    its rule, not passed on as text no Metal compiler knows."""
+    source = """
+    #include <cuda/barrier>
+    __global__ void stage(const float* x, float* y, int n) {
+        __shared__ float tile[128];
+        __shared__ cuda::barrier<cuda::thread_scope::thread_scope_block> bar;
+        if (threadIdx.x == 0) init(&bar, blockDim.x);
+        __syncthreads();
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        cuda::memcpy_async(&tile[threadIdx.x], &x[i], sizeof(float), bar);
+        bar.arrive_and_wait();
+        y[i] = tile[threadIdx.x] * 2.f;
+    }
+    void run(const float* x, float* y, int n) { stage<<<n / 128, 128>>>(x, y, n); }
+    """
+    with pytest.raises(
+        Untranslatable, match=r"async copies \(cuda::barrier\) at line 5: no async copy in Metal"
+    ):
+        translate(textwrap.dedent(source), target="msl")
