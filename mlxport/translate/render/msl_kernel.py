@@ -23,10 +23,9 @@ from mlxport.translate.render.base import (
     declared_type,
     float_limit_guards,
     namespace_lines,
-    namespace_of,
 )
 from mlxport.translate.render.msl_declarators import declarator_kind
-from mlxport.translate.render.msl_helpers import render_helper, variant_for
+from mlxport.translate.render.msl_helpers import namespace_of, render_helper, variant_for
 from mlxport.translate.render.msl_render import MslRender, leaf_name
 
 Rendered = dict[tuple[str, int, tuple | None], str]  # (helper, definition id, variant) -> MSL
