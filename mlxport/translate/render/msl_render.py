@@ -110,8 +110,12 @@ class MslRender(TreeRender):
             # a member named like an MSL keyword: `static Packed128 constant(...)`
             return leaf_name(t)
         if node.type == "identifier":
-            if t in _MSL_FUNCTIONS and t in self.renames:
-                return self.renames[t]  # `divide<half, 8>()`: the file's struct
+            if (
+                t in self.renames
+                and node.parent is not None
+                and node.parent.type == "template_function"
+            ):
+                return self.renames[t]  # `divide<half, 8>()`: the file's struct template
             if t == "warpSize":
                 return "32"
             if t in BUILTINS:
