@@ -1105,7 +1105,9 @@ def test_constructors_initialisers_and_runtime_replacements_are_refused():
         "thread const float* p = (thread const float*)raw[0];",
     ],
 )
-def test_a_pointer_has_no_integer_form(reach):
+def test_a_pointers_integer_form_never_comes_back_as_a_pointer(reach):
+    """(A pointer's integer form is its place in its buffer, not an address: see
+    test_an_alignment_test_on_a_pointers_integer_form.)"""
     hack = vector_add(
         f"uint i = thread_position_in_grid.x;\n{reach}\nout[i] = p[i] + b[i] + 0.0f * p[i + 3000];",
         "#define PASTE(a, b) a##b\n",
@@ -1120,6 +1122,7 @@ def test_a_pointer_has_no_integer_form(reach):
             "invalid cast",
             "as_type of a pointer",
             "pointer's own storage",
+            "an integer cast to a pointer",
         )
     ), message
 

@@ -84,10 +84,11 @@ def helper_nodes(root: Node, helpers: set[str]) -> dict[str, list[Node]]:
     """The definitions of `helpers` by name (a template's template_declaration, else the
     definition)."""
     out: dict[str, list[Node]] = {}
+    qualifiers = device_macros(root)
     for n in walk(root):
         if n.type != "function_definition" or any(c.type == "__global__" for c in n.children):
             continue
-        if not any(c.type in ("__device__",) for c in n.children):
+        if not device_qualified(n, qualifiers):
             continue
         name, _ = function_name(n)
         if name in helpers:
@@ -96,6 +97,37 @@ def helper_nodes(root: Node, helpers: set[str]) -> dict[str, list[Node]]:
             )
             out.setdefault(name, []).append(holder)
     return out
+
+
+def device_macros(root: Node) -> set[str]:
+    """Object-like macros whose expansion, through the macros it names, holds ``__device__``
+    (``#define DS_D_INLINE __device__ __forceinline__``)."""
+    bodies = {
+        text(n.child_by_field_name("name")): text(n.child_by_field_name("value"))
+        for n in walk(root)
+        if n.type == "preproc_def"
+    }
+    out = {name for name, body in bodies.items() if re.search(r"\b__device__\b", body)}
+    grew = True
+    while grew:
+        more = {
+            name
+            for name, body in bodies.items()
+            if name not in out and out & set(re.findall(r"\w+", body))
+        }
+        out |= more
+        grew = bool(more)
+    return out
+
+
+def device_qualified(fn: Node, macros: set[str]) -> bool:
+    """`__device__` among the definition's qualifiers, or a macro before its declarator that
+    expands to it (the grammar reads `DS_D_INLINE float f(...)` with the macro as the type)."""
+    if any(c.type == "__device__" for c in fn.children):
+        return True
+    decl = fn.child_by_field_name("declarator")
+    head = text(fn)[: decl.start_byte - fn.start_byte] if decl is not None else ""
+    return bool(macros & set(re.findall(r"\w+", head)))
 
 
 def check_grid_sync(job: KernelJob) -> None:

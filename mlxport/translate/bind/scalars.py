@@ -99,7 +99,11 @@ def prologue_consts(job: KernelJob, scalars: Scalars, cuda: bool) -> tuple[list[
             lambda n: f"{n}[0]" if cuda else n,
             "" if cuda else "metal::",
         )
-        outer.append(f"const {ctype} {p.name} = {c};")
+        if p.name in scalars.inputs:  # the value reads the input of the parameter's own name
+            outer.append(f"const {ctype} mlxport_{p.name} = {c};")
+            inner.append(f"const {ctype} {p.name} = mlxport_{p.name};")
+        else:
+            outer.append(f"const {ctype} {p.name} = {c};")
     return outer, inner
 
 

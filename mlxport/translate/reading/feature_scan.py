@@ -64,6 +64,8 @@ def _feature_from_name(
         return f"cub::{name}", F.rule_for(f"cub::{name}")
     if head == "thrust":
         return f"thrust::{name}", F.THRUST
+    if head == "cuda" and name in F.LIBCUDACXX_ASYNC_NAMES:
+        return f"cuda::{name}", F.LIBCUDACXX_ASYNC
     for table in (F.BUILTINS, F.CALLS, F.TYPES):
         if name in table:
             return name, table[name]

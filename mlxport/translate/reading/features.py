@@ -148,6 +148,15 @@ CUB = Rule(
 THRUST = Rule(
     "thrust", None, True, "thrust is host-side/device library code: use MLX ops or a kernel"
 )
+# libcu++'s cuda::memcpy_async, cuda::barrier and cuda::pipeline (<cuda/barrier>, <cuda/pipeline>)
+LIBCUDACXX_ASYNC = Rule(
+    "async_copy",
+    None,
+    True,
+    "no async copy in Metal: load through registers, and wait at threadgroup_barrier where the "
+    "kernel waits on the cuda::barrier",
+)
+LIBCUDACXX_ASYNC_NAMES = frozenset({"memcpy_async", "barrier", "pipeline"})
 
 # Features detected from syntax rather than names.
 SYNTAX: dict[str, Rule] = {
@@ -214,6 +223,8 @@ def rule_for(name: str) -> Rule | None:
         return CUB_WARP if name.split("::")[1].startswith("Warp") else CUB
     if name.startswith("thrust::"):
         return THRUST
+    if name.startswith("cuda::") and name[len("cuda::") :] in LIBCUDACXX_ASYNC_NAMES:
+        return LIBCUDACXX_ASYNC
     if name.startswith("cg::"):
         return COOP.get(name[4:])
     return None
@@ -330,7 +341,10 @@ def assess(kernel: KernelInfo) -> list[Assessment]:
     """One row per distinct feature (and detail) of the kernel, at its first line."""
     rows: dict[tuple[str, str], Assessment] = {}
     for feat in sorted(kernel.features, key=lambda f: f.line):
+        # a library's names share a row (wmma::, cub::); libcu++'s async copies (cuda::) each
+        # have a row of their own, refused by its rule
         group = feat.name.split("::")[0] if "::" in feat.name else ""
+        group = "" if group == "cuda" else group
         key = (group, "") if group else (feat.name, _detail_key(feat.name, feat.detail))
         if key in rows:
             if group and feat.name not in rows[key].feature.split(", "):

@@ -15,6 +15,8 @@ TYPE_MAP = {
     "c10::BFloat16": "bfloat",
     "__nv_bfloat162": "bfloat2",
     "nv_bfloat162": "bfloat2",
+    "uintptr_t": "ulong",
+    "intptr_t": "long",
     "unsigned long long": "ulong",
     "long long": "long",
     "unsigned long long int": "ulong",

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import callee, declared_name, line, text, walk
+from mlxport.cuda_syntax import ancestors, callee, declared_name, line, text, walk
 from mlxport.translate.bind.kernel_facts import KernelFacts
 
 
@@ -119,6 +119,26 @@ def dereferences(lvalue: Node | None) -> bool:
     )
 
 
+def namespace_of(node: Node) -> str:
+    """The namespace a definition is in, as a call outside it names it (`a::b`; "" for none or
+    an anonymous one)."""
+    names = []
+    for a in ancestors(node):
+        if a.type == "namespace_definition":
+            name = a.child_by_field_name("name")
+            if name is None:
+                return ""
+            names.append(text(name))
+    return "::".join(reversed(names))
+
+
+def namespace_lines(kernel: Node) -> list[str]:
+    """`using namespace` for each namespace the kernel sits in, outermost first: its body, moved
+    out of them, still names their helpers unqualified (`silu(x)` in `namespace vllm`)."""
+    parts = namespace_of(kernel).split("::") if namespace_of(kernel) else []
+    return [f"using namespace {'::'.join(parts[: i + 1])};" for i in range(len(parts))]
+
+
 def splice(src: bytes, node: Node, part: Callable[[Node], str]) -> str:
     """The source text of `node` with each child replaced by `part(child)`."""
     out, pos = [], node.start_byte
@@ -201,9 +221,14 @@ class TreeRender:
 
     # the helper read_back calls, per target; P and Q may be device or constant pointers
     READ_BACK = {
-        "msl": "template <typename P, typename Q, typename I>\n"
+        # a vector element (a float4 view) is read back component by component
+        "msl": "template <typename T> inline T mlxport_kept(T v, T in) {\n"
+        "  return isnan(float(v)) ? in : v;\n}\n"
+        "template <typename T, int N> inline vec<T, N> mlxport_kept(vec<T, N> v, vec<T, N> in) {\n"
+        "  return select(v, in, isnan(vec<float, N>(v)));\n}\n"
+        "template <typename P, typename Q, typename I>\n"
         "inline auto mlxport_read_back(P out, Q in, I i) {\n"
-        "  auto v = out[i];\n  return isnan(float(v)) ? decltype(v)(in[i]) : v;\n}\n",
+        "  auto v = out[i];\n  return mlxport_kept(v, decltype(v)(in[i]));\n}\n",
         "cuda": "template <typename P, typename Q, typename I>\n"
         "__device__ inline auto mlxport_read_back(P out, Q in, I i) {\n"
         "  auto v = out[i];\n  return isnan(float(v)) ? decltype(v)(in[i]) : v;\n}\n",

@@ -19,10 +19,17 @@ from mlxport.cuda_syntax import declared_name, text, walk
 from mlxport.spec import KernelCandidate
 from mlxport.translate.bind.job import KernelJob
 from mlxport.translate.bind.kernel_facts import KernelFacts
+from mlxport.translate.bind.kernel_scope import device_macros, device_qualified
 from mlxport.translate.bind.ports import Ports, alias_lines
 from mlxport.translate.bind.result import Translation, Untranslatable
 from mlxport.translate.bind.scalars import Scalars, prologue_consts
-from mlxport.translate.render.base import FnCtx, TreeRender, float_limit_guards, splice
+from mlxport.translate.render.base import (
+    FnCtx,
+    TreeRender,
+    float_limit_guards,
+    namespace_lines,
+    splice,
+)
 
 _CUDA_OK_INCLUDES = ("cuda_fp16", "cuda_bf16", "cooperative_groups", "mma.h", "cuda/")
 _VIEW = re.compile(r"reinterpret_cast\s*<\s*(const\s+)?float([24])\s*\*\s*>")
@@ -196,7 +203,7 @@ def render_cuda(
             "16-bit buffers; only reinterpret_cast<float2/float4*>(p)[i] views are rewritten",
         )
     outer, inner = prologue_consts(job, scalars, cuda=True)
-    lines = alias_lines(ports) + outer
+    lines = alias_lines(ports) + namespace_lines(job.node) + outer
     if inner:
         body = "{\n" + "\n".join(inner) + "\n" + body + "\n}"
     if staged:
@@ -223,6 +230,8 @@ def render_cuda(
 
 
 def _header(job: KernelJob) -> str:
+    qualifiers = device_macros(job.root)
+
     def top(n: Node) -> str:
         t = n.type
         if t == "preproc_include":
@@ -231,7 +240,7 @@ def _header(job: KernelJob) -> str:
         if t == "template_instantiation":
             return ""
         if t in ("function_definition", "template_declaration"):
-            return _top_function(n, job.node, top)
+            return _top_function(n, job.node, top, qualifiers)
         if t == "declaration":
             fdecl = next((c for c in walk(n) if c.type == "function_declarator"), None)
             quals = {c.type for c in walk(n)}
@@ -270,7 +279,7 @@ def _declares(n: Node, names: list[str]) -> bool:
     return any(declared_name(d) in names for d in n.children_by_field_name("declarator"))
 
 
-def _top_function(n: Node, kernel: Node, top: Callable[[Node], str]) -> str:
+def _top_function(n: Node, kernel: Node, top: Callable[[Node], str], macros: set[str]) -> str:
     """A file-scope (template) function: device functions stay, kernels and host code go."""
     fn = (
         n
@@ -281,7 +290,7 @@ def _top_function(n: Node, kernel: Node, top: Callable[[Node], str]) -> str:
         inner = next((c for c in n.named_children if c.type == "template_declaration"), None)
         return top(inner) if inner is not None else text(n)
     quals = {c.type for c in fn.children}
-    if "__global__" in quals or fn.id == kernel.id or "__device__" not in quals:
+    if "__global__" in quals or fn.id == kernel.id or not device_qualified(fn, macros):
         return ""
     return text(n)
 

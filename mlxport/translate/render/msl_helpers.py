@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 from tree_sitter import Node
 
 from mlxport.cuda_syntax import (
-    ancestors,
     callee,
     declared_name,
     function_name,
@@ -21,7 +20,7 @@ from mlxport.cuda_syntax import (
     walk,
 )
 from mlxport.translate.reading.names import BUILTINS
-from mlxport.translate.render.base import FnCtx, RenderError, short
+from mlxport.translate.render.base import FnCtx, RenderError, namespace_of, short
 from mlxport.translate.render.msl_declarators import (
     array_size_nodes,
     declarator_kind,
@@ -50,19 +49,6 @@ def reached(helpers: dict[str, list[Node]], called: str) -> str | None:
     if not qual or any(f"::{namespace_of(d)}".endswith(f"::{qual}") for d in helpers[name]):
         return name
     return None
-
-
-def namespace_of(node: Node) -> str:
-    """The namespace a definition is in, as a call outside it names it (`a::b`; "" for none or
-    an anonymous one)."""
-    names = []
-    for a in ancestors(node):
-        if a.type == "namespace_definition":
-            name = a.child_by_field_name("name")
-            if name is None:
-                return ""
-            names.append(text(name))
-    return "::".join(reversed(names))
 
 
 class HelperSet:

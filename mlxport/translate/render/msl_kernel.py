@@ -17,7 +17,13 @@ from mlxport.translate.bind.result import Untranslatable
 from mlxport.translate.bind.scalars import Scalars, prologue_consts
 from mlxport.translate.reading.calls import BUILTIN_NAMES, rule
 from mlxport.translate.reading.names import TYPE_MAP
-from mlxport.translate.render.base import FnCtx, call_args, declared_type, float_limit_guards
+from mlxport.translate.render.base import (
+    FnCtx,
+    call_args,
+    declared_type,
+    float_limit_guards,
+    namespace_lines,
+)
 from mlxport.translate.render.msl_declarators import declarator_kind
 from mlxport.translate.render.msl_helpers import namespace_of, render_helper, variant_for
 from mlxport.translate.render.msl_render import MslRender, leaf_name
@@ -102,7 +108,9 @@ def render_msl(
     header = _tidy(_header(job, r, nodes, rendered) + kernel_defs)
     if r.reads_back:
         header = r.READ_BACK["msl"] + header
-    prologue = _prologue(job, r, block, scalars, ports)
+    prologue, inner = _prologue(job, r, block, scalars, ports)
+    if inner:  # a constant named as an input it reads is declared inside the body's block
+        body = body.replace("{", "{ " + " ".join(inner), 1)
     prologue += [f"auto mlxport_view_{p} = mlxport_ptr_cast<{t}>({p});" for p, t in views]
     return header, _tidy("\n".join(prologue) + "\n" + body + "\n")
 
@@ -135,10 +143,11 @@ def _vector_views(job: KernelJob, facts: KernelFacts) -> list[tuple[str, str]]:
         if (
             p.is_pointer
             and re.fullmatch(r"(?:float|half|bfloat|u?int|u?short|u?char)[234]", t)
-            and p.name not in facts.rw
             and not facts.atomic
         ):
             out.append((p.name, t))
+            if p.name in facts.rw:  # the input, and the output written and read back
+                out.append((facts.rw[p.name], t))
     return out
 
 
@@ -160,7 +169,8 @@ def _render_helpers(r: MslRender, nodes: dict[str, list[Node]]) -> Rendered:
 
 def _prologue(
     job: KernelJob, r: MslRender, block: list, scalars: Scalars, ports: Ports
-) -> list[str]:
+) -> tuple[list[str], list[str]]:
+    """(lines before the body, lines at the top of its block)."""
     lines = []
     b = r.used_builtins
     if "threadIdx" in b:
@@ -172,14 +182,15 @@ def _prologue(
     if "gridDim" in b:
         lines.append("const uint3 gridDim = threadgroups_per_grid;")
     lines += alias_lines(ports)
+    lines += namespace_lines(job.node)
     outer, inner = prologue_consts(job, scalars, cuda=False)
-    lines += outer + inner
+    lines += outer
     for owner, call in r.helpers.hoisted_calls.items():
         for o, var, decl in r.helpers.shared.get(owner, []):
             if o != owner:
                 continue
             lines.append(_hoisted_decl(job, r, owner, var, decl, call))
-    return lines
+    return lines, inner
 
 
 def _hoisted_decl(

@@ -57,6 +57,15 @@ _MSL_TYPE = re.compile(
     r"(packed_)?(half|float|int|uint|short|ushort|char|uchar|bool|long|ulong|bfloat)"
     r"([234](x[234])?)?|vec|array|atomic|simd_vote"
 )
+# Metal library functions a file's struct may be named like (`struct divide` of a functor set):
+# under MLX's `using namespace metal` the name would be ambiguous
+_MSL_FUNCTIONS = frozenset(
+    re.findall(
+        r"\w+",
+        "abs all any clamp cross distance divide dot fma length max min mix normalize rotate "
+        "saturate select sign step",
+    )
+)
 
 
 class MslRender(TreeRender):
@@ -101,11 +110,17 @@ class MslRender(TreeRender):
             # a member named like an MSL keyword: `static Packed128 constant(...)`
             return leaf_name(t)
         if node.type == "identifier":
+            if (
+                t in self.renames
+                and node.parent is not None
+                and node.parent.type == "template_function"
+            ):
+                return self.renames[t]  # `divide<half, 8>()`: the file's struct template
             if t == "warpSize":
                 return "32"
             if t in BUILTINS:
                 self.used_builtins.add(t)
-            if (t in RESERVED or t in TYPE_MAP) and _cast_type(node):
+            if (t in RESERVED or t in TYPE_MAP) and (_cast_type(node) or _head_type(node)):
                 return self.type_name(t, node)  # `(half)(x + y)`, read by the grammar as a call
             return leaf_name(t)
         if node.type in ("type_identifier", "primitive_type"):
@@ -231,10 +246,16 @@ class MslRender(TreeRender):
                 return self.pointer_cast(target, args[0], ctx)
             if target is not None and is_reference_type(target) and name != "const_cast":
                 return self.reference_cast(target, args[0], ctx)
+            if target is not None and name == "reinterpret_cast":
+                # reinterpret_cast<uintptr_t>(p): a pointer's integer form (what an alignment
+                # test reads), which Metal and the simulator give through a C cast
+                return f"(({self.render(target, ctx)})({self.render(args[0], ctx)}))"
             return None
         own = reached(self.helpers.nodes, name)
         if own is not None:
             return helper_call(self, node, own, args, ctx)
+        if name in _FUNCTIONAL_CASTS or name in TYPE_MAP:  # `half(x)`: a cast, not a call
+            return f"{self.type_name(name, node)}({self.joined(args, ctx)})"
         return None
 
     def intrinsic(self, node: Node, name: str, args: list[Node], ctx: FnCtx) -> str | None:
@@ -574,19 +595,36 @@ def _cast_type(node: Node) -> bool:
     )
 
 
+# the types among Metal's reserved words, which CUDA code calls as functional casts: `half(x)`
+_FUNCTIONAL_CASTS = frozenset({"half", "bfloat", "uint", "ushort", "uchar", "ulong"})
+
+
+def _head_type(node: Node) -> bool:
+    """``__half`` in ``DS_D_INLINE __half to(float)``: with a qualifier macro read as the return
+    type, the grammar leaves the type itself an identifier of an ERROR in the function's head."""
+    err = node.parent
+    return (
+        err is not None
+        and err.type == "ERROR"
+        and err.parent is not None
+        and err.parent.type == "function_definition"
+    )
+
+
 def leaf_name(v: str) -> str:
     """A CUDA name that MSL reserves gets a trailing `_`."""
     return v + "_" if v in RESERVED else v
 
 
 def _user_type_renames(src: bytes) -> dict[str, str]:
-    """User structs/typedefs named like MSL built-in types (a `struct half4`) get a trailing `_`."""
+    """User structs/typedefs named like MSL built-in types (a `struct half4`) or functions (a
+    `struct divide`) get a trailing `_`."""
     out = {}
     for m in re.finditer(
         rb"\b(?:struct|class|union)\s+(?:alignas\s*\(\s*\w+\s*\)\s*)?(\w+)\s*\{", src
     ):
         name = m.group(1).decode()
-        if _MSL_TYPE.fullmatch(name):
+        if _MSL_TYPE.fullmatch(name) or name in _MSL_FUNCTIONS:
             out[name] = name + "_"
     for m in re.finditer(rb"\btypedef\b[^;{}]*?\b(\w+)\s*;", src):
         name = m.group(1).decode()

@@ -186,12 +186,15 @@ class Ptr {
   bool operator==(U* o) const {
     return static_cast<const void*>(p_) == static_cast<const void*>(o);
   }
-  // (uintptr_t)p, as CUDA's alignment checks do. An MSL pointer has no integer form: the address
-  // would come back as a pointer out of reach of the checks.
-  explicit operator uintptr_t() const
-    requires(AS == AS_GENERIC)
-  {
-    return addr();
+  // (uintptr_t)p, as alignment tests do (`(size_t)p % 16`). A CUDA pointer's is its address. An
+  // MSL pointer's is where it points in its buffer, above a base made from the buffer's name and
+  // aligned to 2^32 (MLX's buffers start at least 256-byte aligned): never a host address, which
+  // could come back as a pointer out of reach of the checks (no integer casts to one, anyway).
+  template <class I>
+    requires(std::is_integral_v<I> && !std::is_same_v<I, bool>)
+  explicit operator I() const {
+    if constexpr (AS == AS_GENERIC) return I(addr());
+    else return I(buffer_address());
   }
   template <class U>
   bool operator<(const Ptr<U, AS>& o) const {
@@ -211,6 +214,14 @@ class Ptr {
   }
  private:
   uintptr_t addr() const { return reinterpret_cast<uintptr_t>(p_); }
+  uint64_t buffer_address() const {
+    if (!p_) return 0;
+    if (!buf_) fault("the integer form of a pointer that points into no buffer");
+    uint64_t h = 1469598103934665603ull;  // FNV-1a of the name: distinct buffers, distinct bases
+    for (const char* c = buf_->name; c && *c; ++c) h = (h ^ uint8_t(*c)) * 1099511628211ull;
+    const char* at = reinterpret_cast<const char*>(const_cast<const std::remove_cv_t<T>*>(p_));
+    return (((h & 0xffff) + 1) << 32) + uint64_t(at - buf_->base);
+  }
   T* shifted(int64_t n) const {
     return reinterpret_cast<T*>(reinterpret_cast<intptr_t>(p_) + n * intptr_t(sizeof(T)));
   }
