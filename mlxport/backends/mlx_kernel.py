@@ -66,7 +66,7 @@ def drawn_poison(poison: str | None, dtypes: list[str]) -> float | None:
     if poison == "nan" and floats:
         return float("nan")
     rng = np.random.default_rng()
-    if rng.random() < 0.5:
+    if poison == "finite" and rng.random() < 0.5:
         return 0.0  # fresh GPU memory is often zeros: a kernel telling them apart is found out
     if floats:
         return float(rng.standard_normal() * 10 ** rng.uniform(-1, 1))

@@ -187,9 +187,9 @@ class Ptr {
     return static_cast<const void*>(p_) == static_cast<const void*>(o);
   }
   // (uintptr_t)p, as alignment tests do (`(size_t)p % 16`). A CUDA pointer's is its address. An
-  // MSL pointer's is where it points in its buffer, above a base made from the buffer's name and
-  // aligned to 2^32 (MLX's buffers start at least 256-byte aligned): never a host address, which
-  // could come back as a pointer out of reach of the checks (no integer casts to one, anyway).
+  // MSL pointer's is where it points in its buffer, above a base aligned to 256 bytes as MLX's
+  // buffers are (buffer_address): never a host address, which could come back as a pointer out of
+  // reach of the checks (no integer casts to one, anyway).
   template <class I>
     requires(std::is_integral_v<I> && !std::is_same_v<I, bool>)
   explicit operator I() const {
@@ -217,10 +217,15 @@ class Ptr {
   uint64_t buffer_address() const {
     if (!p_) return 0;
     if (!buf_) fault("the integer form of a pointer that points into no buffer");
-    uint64_t h = 1469598103934665603ull;  // FNV-1a of the name: distinct buffers, distinct bases
-    for (const char* c = buf_->name; c && *c; ++c) h = (h ^ uint8_t(*c)) * 1099511628211ull;
+    // A base mixed from where the host placed the buffer (ASLR and the allocator make it differ
+    // run to run) and aligned to 256 bytes as MLX's are: no fixed pattern a kernel could
+    // recognise the simulator by, and distinct buffers get distinct bases.
+    uint64_t h = reinterpret_cast<uintptr_t>(buf_->base) ^ 0x9e3779b97f4a7c15ull;
+    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+    h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+    h ^= h >> 31;
     const char* at = reinterpret_cast<const char*>(const_cast<const std::remove_cv_t<T>*>(p_));
-    return (((h & 0xffff) + 1) << 32) + uint64_t(at - buf_->base);
+    return (h & 0x0000ffffffffff00ull) + uint64_t(at - buf_->base);
   }
   T* shifted(int64_t n) const {
     return reinterpret_cast<T*>(reinterpret_cast<intptr_t>(p_) + n * intptr_t(sizeof(T)));
