@@ -8,6 +8,7 @@ import re
 
 from mlxport.expr import ITEMSIZE, ExprError, evaluate
 from mlxport.tasks.inputs import case_infos
+from mlxport.translate.bind.arms import arm_rules
 from mlxport.translate.bind.job import KernelJob
 from mlxport.translate.bind.kernel_facts import KernelFacts
 from mlxport.translate.bind.launch_fit import fitted_plan
@@ -108,7 +109,9 @@ def plan(job: KernelJob, sizes: TypeSizes) -> LaunchPlan:
         got, problem = None, e
     else:
         problem = None if got is None else _unknown(got)
-    if problem is not None and found is not None and len(found.values) > 1:
+    several = found is not None and len(found.values) > 1
+    if several and (problem is not None or (job.task is not None and job.task.cases.requires)):
+        # a task whose requires keep it to the arm its cases take carries that arm only
         taken = site_the_cases_take(job, found)
         if taken is not None:
             got, problem = taken, None
@@ -125,6 +128,21 @@ def plan(job: KernelJob, sizes: TypeSizes) -> LaunchPlan:
         got = fitted
     job.notes.extend(got.notes)
     return got
+
+
+def case_rules(job: KernelJob) -> list[str]:
+    """The comparisons over the sizes the task's cases bind under which the host code reaches the
+    launch its visible cases take (`arms.arm_rules`): the task's requires, so the op refuses sizes
+    another arm of the host code would take."""
+    task = job.task
+    if task is None or task.original is None:
+        return []
+    try:
+        found = launch_sites(job.cf, job.root, job.info, job.binder, TypeSizes(job), job.target)
+    except CExprError:
+        return []
+    names = set(task.original.bound) & ({p.name for p in task.params} | task.dims())
+    return arm_rules(found.values, task.cases.visible, names) if found is not None else []
 
 
 def case_bound(job: KernelJob) -> list[str]:
@@ -154,6 +172,7 @@ def site_the_cases_take(job: KernelJob, found: Sites) -> LaunchPlan | None:
     fits = []
     for site in found.values:
         plan = one_site(found, site, "")
+        plan.targs = {k: _fixed_by_cases(job, k, v) for k, v in plan.targs.items()}
         if _unknown(plan) is None and all(
             _reproduces(job, plan, case) for case in task.all_cases()
         ):
@@ -167,6 +186,23 @@ def site_the_cases_take(job: KernelJob, found: Sites) -> LaunchPlan | None:
         "one expression); sizes where the host code takes another branch are not this port's"
     )
     return fits[0]
+
+
+def _fixed_by_cases(job: KernelJob, name: str, value: ast.expr) -> ast.expr:
+    """A template argument the host code leaves unknown (`forward`, a template parameter of the
+    launcher that --template fixed) as the one value the original was built with at every case
+    of the task, where it is a number or a bool."""
+    if find_unknown(value) is None:
+        return value
+    names = [t.name for t in job.info.template_params]
+    launches = job.task.original.launches
+    i = names.index(name) if name in names else len(names)
+    values = {_literal(launch.template[i]) for launch in launches if i < len(launch.template)}
+    if len(values) != 1 or not isinstance(got := values.pop(), int):
+        return value
+    note = f"template {name} = {got}, as the original is built at every case"
+    job.notes += [note] if note not in job.notes else []
+    return ast.Constant(got)
 
 
 def _values(plan: LaunchPlan) -> str:
