@@ -94,6 +94,11 @@ def from_cuda(
     held, bounds = held + arms, bounds + arm_bounds
     name_measured(runner, [c for c, _ in visible + held])
     notes += runner.partial.values()
+    notes += [
+        f"{n} is a null pointer at the case: the op passes the kernel one zero in its place and "
+        f"takes no {n}, so a call cannot take the host code's branch for a {n} given"
+        for n in sorted(runner.nulls)
+    ]
     domains, said = integer_domains(runner, visible + held, given_domains(request.inputs))
     notes += said
     found = arrays(runner, visible[0][0], sig.dtypes, domains)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import re
 
 from mlxport.errors import UserError
 from mlxport.expr import evaluate, names_used, parse
@@ -29,23 +30,26 @@ _FLIP = {
 }
 
 
-def arm_rules(sites: list[SiteValues], cases: list[dict], names: set[str]) -> list[str]:
+def arm_rules(
+    sites: list[SiteValues], cases: list[dict], names: set[str], dims: dict[str, str]
+) -> list[str]:
     """The rules (comparisons over ``names``) that the launch site every case in ``cases`` takes
-    is reached under: of the sites whose rules hold at every case, those they all share."""
-    per_site = [_site_rules(s, names) for s in sites]
+    is reached under: of the sites whose rules hold at every case, those they all share.
+    ``dims``: an input's dimension as the size that names it (``x.shape[1]``: ``ncols``)."""
+    per_site = [_site_rules(s, names, dims) for s in sites]
     taken = [rules for rules in per_site if all(_holds(r, c) for r in rules for c in cases)]
     if not taken:
         return []
     return [r for r in taken[0] if all(r in rules for rules in taken[1:])]
 
 
-def _site_rules(site: SiteValues, names: set[str]) -> list[str]:
+def _site_rules(site: SiteValues, names: set[str], dims: dict[str, str]) -> list[str]:
     out: list[str] = []
     for cond in site.conds:
         if find_unknown(cond) is not None:
             continue  # decided by what the op does not take (a null pointer, --template)
         for c in _conjuncts(copy.deepcopy(cond)):
-            rule = _rule(c)
+            rule = _rule(c, dims)
             if rule is not None and names_used(rule) and names_used(rule) <= names:
                 out.append(rule)
     return list(dict.fromkeys(out))
@@ -67,7 +71,7 @@ def _conjuncts(c: ast.expr) -> list[ast.expr]:
     return [c]
 
 
-def _rule(c: ast.expr) -> str | None:
+def _rule(c: ast.expr, dims: dict[str, str]) -> str | None:
     """A comparison in the expression language: as written where both sides lower to arithmetic,
     else the condition's 0/1 indicator equal to 1 (a switch arm of several labels)."""
     try:
@@ -75,7 +79,7 @@ def _rule(c: ast.expr) -> str | None:
             out = ast.Compare(lower(c.left), c.ops, [lower(c.comparators[0])])
         else:
             out = ast.Compare(lower(c), [ast.Eq()], [ast.Constant(1)])  # its 0/1 indicator
-        text = ast.unparse(out)
+        text = re.sub(r"\w+\.shape\[\d+\]", lambda m: dims.get(m[0], m[0]), ast.unparse(out))
         parse(text)
     except (CExprError, UserError, KeyError, TypeError, AttributeError):
         return None

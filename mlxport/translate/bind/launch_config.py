@@ -30,6 +30,7 @@ from mlxport.translate.host.launch import (
     launch_sites,
     one_site,
 )
+from mlxport.translate.host.symbolic import SiteValues
 from mlxport.translate.reading.cudafile import SharedDecl
 
 Template = dict[str, str | int | bool]
@@ -142,7 +143,26 @@ def case_rules(job: KernelJob) -> list[str]:
     except CExprError:
         return []
     names = set(task.original.bound) & ({p.name for p in task.params} | task.dims())
-    return arm_rules(found.values, task.cases.visible, names) if found is not None else []
+    dims = {
+        f"{t.name}.shape[{i}]": d
+        for t in task.inputs
+        for i, d in enumerate(t.shape)
+        if isinstance(d, str) and d.isidentifier()
+    }
+    if found is None:
+        return []
+    return arm_rules(_sites_taken(job, found) or found.values, task.cases.visible, names, dims)
+
+
+def _sites_taken(job: KernelJob, found: Sites) -> list[SiteValues]:
+    """The launch sites whose values are the original's launch at every visible case."""
+    out = []
+    for site in found.values:
+        plan = one_site(found, site, "")
+        plan.targs = {k: _fixed_by_cases(job, k, v) for k, v in plan.targs.items()}
+        if all(_reproduces(job, plan, case) for case in job.task.cases.visible):
+            out.append(site)
+    return out
 
 
 def case_bound(job: KernelJob) -> list[str]:

@@ -213,6 +213,8 @@ class CToAst:
 
     def binary(self, n: Node, line: int) -> ast.expr:
         op = text(n.child_by_field_name("operator"))
+        if op == "&":
+            return self.mask(n, line)
         a = self.node(n.child_by_field_name("left"), line)
         b = self.node(n.child_by_field_name("right"), line)
         ops = {"+": ast.Add, "-": ast.Sub, "*": ast.Mult, "/": ast.FloorDiv, "%": ast.Mod}
@@ -236,6 +238,28 @@ class CToAst:
         if op in ("<<", ">>"):
             return ast.BinOp(a, ast.LShift() if op == "<<" else ast.RShift(), b)
         raise CExprError(f"operator {op} in a host expression", line)
+
+    def mask(self, n: Node, line: int) -> ast.expr:
+        """``x & ~(m - 1)`` (x rounded down to a multiple of m, ggml's GGML_PAD) and ``x & (m - 1)``
+        (x % m), for a power of two m."""
+        a = self.node(n.child_by_field_name("left"), line)
+        right = n.child_by_field_name("right")
+        while right.type == "parenthesized_expression":
+            right = right.named_children[-1]
+        negated = (
+            right.type == "unary_expression" and text(right.child_by_field_name("operator")) == "~"
+        )
+        low = const_value(
+            simplify(self.node(right.child_by_field_name("argument") if negated else right, line))
+        )
+        if not isinstance(low, int) or isinstance(low, bool) or low < 0 or low & (low + 1):
+            raise CExprError("operator & in a host expression", line)
+        m = num(low + 1)
+        return (
+            ast.BinOp(ast.BinOp(a, ast.FloorDiv(), m), ast.Mult(), m)
+            if negated
+            else (ast.BinOp(a, ast.Mod(), m))
+        )
 
     def call(self, n: Node, line: int) -> ast.expr:
         fn = n.child_by_field_name("function")

@@ -37,6 +37,7 @@ from mlxport.translate.host.values import (
     HostArg,
     HostEvalError,
     HostLaunch,
+    NullPointer,
     Tensor,
     Unknown,
 )
@@ -273,6 +274,7 @@ class HostEvaluator(HostStatements):
             if stmt.type == "if_statement" and branch != stmt.child_by_field_name("condition"):
                 cond = stmt.child_by_field_name("condition")
                 c = self.value(cond, self.scope_before(stmt))
+                c = False if isinstance(c, NullPointer) else c  # `if (bias)`
                 inside = branch == stmt.child_by_field_name("consequence")
                 arm = f"`if {text(cond)}`" if inside else f"the `else` of `if {text(cond)}`"
                 known = isinstance(c, int | float | bool)

@@ -161,6 +161,11 @@ class Unknown:
     why: str
 
 
+@dataclass(frozen=True)
+class NullPointer:
+    """``nullptr``, ``NULL``: a pointer the host passes as none (an optional input left out)."""
+
+
 @dataclass
 class HostArg:
     text: str
