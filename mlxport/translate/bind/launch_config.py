@@ -31,6 +31,7 @@ from mlxport.translate.host.launch import (
     one_site,
 )
 from mlxport.translate.host.symbolic import SiteValues
+from mlxport.translate.host.type_constants import enumerators
 from mlxport.translate.reading.cudafile import SharedDecl
 
 Template = dict[str, str | int | bool]
@@ -212,13 +213,15 @@ def _fixed_by_cases(job: KernelJob, name: str, value: ast.expr) -> ast.expr:
     """A template argument the host code leaves unknown (`forward`, a template parameter of the
     launcher that --template fixed) as the one value the original was built with at every case
     of the task, where it is a number or a bool."""
-    if find_unknown(value) is None:
+    bad = find_unknown(value)
+    if bad is None or not bad.what.startswith("host template parameter"):
         return value
     names = [t.name for t in job.info.template_params]
     launches = job.task.original.launches
     i = names.index(name) if name in names else len(names)
-    values = {_literal(launch.template[i]) for launch in launches if i < len(launch.template)}
-    if len(values) != 1 or not isinstance(got := values.pop(), int):
+    values = {_literal(launch.template[i], job) for launch in launches if i < len(launch.template)}
+    got = values.pop() if len(values) == 1 else None
+    if not isinstance(got, int):
         return value
     note = f"template {name} = {got}, as the original is built at every case"
     job.notes += [note] if note not in job.notes else []
@@ -252,7 +255,7 @@ def _reproduces(job: KernelJob, plan: LaunchPlan, case: dict) -> bool:
     for i, tp in enumerate(job.info.template_params):
         if tp.kind != "typename" and tp.name in plan.targs and i < len(launch.template):
             want.append(
-                (plan.targs[tp.name], _literal(launch.template[i]), kinds[tp.name] == "bool")
+                (plan.targs[tp.name], _literal(launch.template[i], job), kinds[tp.name] == "bool")
             )
     try:
         for e, value, boolean in want:
@@ -264,8 +267,11 @@ def _reproduces(job: KernelJob, plan: LaunchPlan, case: dict) -> bool:
     return True
 
 
-def _literal(text: str) -> object:
+def _literal(text: str, job: KernelJob) -> object:
+    """A template argument as the value it is: a bool, a number, an enumerator's number."""
     t = text.strip()
+    if (value := enumerators(job.root).get(t)) is not None:
+        return value
     if t in ("true", "false"):
         return t == "true"
     try:
