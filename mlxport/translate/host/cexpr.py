@@ -240,25 +240,17 @@ class CToAst:
         raise CExprError(f"operator {op} in a host expression", line)
 
     def mask(self, n: Node, line: int) -> ast.expr:
-        """``x & ~(m - 1)`` (x rounded down to a multiple of m, ggml's GGML_PAD) and ``x & (m - 1)``
-        (x % m), for a power of two m."""
-        a = self.node(n.child_by_field_name("left"), line)
-        right = n.child_by_field_name("right")
-        while right.type == "parenthesized_expression":
-            right = right.named_children[-1]
-        negated = (
-            right.type == "unary_expression" and text(right.child_by_field_name("operator")) == "~"
-        )
-        low = const_value(
-            simplify(self.node(right.child_by_field_name("argument") if negated else right, line))
-        )
-        if not isinstance(low, int) or isinstance(low, bool) or low < 0 or low & (low + 1):
+        """``x & ~(m - 1)`` (x down to a multiple of m: GGML_PAD), ``x & (m - 1)`` (x % m)."""
+        right = _uncast(n.child_by_field_name("right"))
+        neg = right.type == "unary_expression" and text(right.children[0]) == "~"
+        low = const_value(simplify(self.node(right.named_children[-1] if neg else right, line)))
+        if type(low) is not int or low < 0 or low & (low + 1):  # m a power of two
             raise CExprError("operator & in a host expression", line)
-        m = num(low + 1)
+        a, m = self.node(n.child_by_field_name("left"), line), num(low + 1)
         return (
             ast.BinOp(ast.BinOp(a, ast.FloorDiv(), m), ast.Mult(), m)
-            if negated
-            else (ast.BinOp(a, ast.Mod(), m))
+            if neg
+            else ast.BinOp(a, ast.Mod(), m)
         )
 
     def call(self, n: Node, line: int) -> ast.expr:
