@@ -127,18 +127,21 @@ def from_cuda(
             f"{param['name']}, which the case binds, sizes an output or the launch and no input "
             f"gives it: the op takes it as an argument"
         )
-    notes += _arm_contract(kf.text, task)
+    notes += _arm_contract(kf.text, task, [launch for _, launch in visible])
     KernelTask.model_validate({k: v for k, v in task.items() if v is not None})
     return Built(task, notes, kf.text, kf.headers)
 
 
-def _arm_contract(source: str, task: dict[str, Any]) -> list[str]:
+def _arm_contract(source: str, task: dict[str, Any], runs: list) -> list[str]:
     """Where the launch the visible cases run sits in a branch of the host code chosen by sizes
     they bind, the task keeps to that branch: its conditions become ``[cases] requires`` (the op
     refuses sizes another branch takes) and a held-out case outside it is left out; the notes
-    saying so."""
+    saying so. ``runs``: the visible cases' launches."""
     made = KernelTask.model_validate({k: v for k, v in task.items() if v is not None})
-    rules = arm_requires(source, made)
+    # the host code's own evaluation where the translator's cannot follow it (a switch in a macro)
+    rules = arm_requires(source, made) or [
+        r for r in runs[0].rules if all(r in launch.rules for launch in runs)
+    ]
     if not rules:
         return []
     cases = task["cases"]

@@ -182,6 +182,7 @@ class HostLaunch:
     template_args: list[str]
     args: list[HostArg]
     arm: str = ""  # which branch of an `if` or `switch` the launch is in, where the case decides
+    rules: list[str] = field(default_factory=list)  # `K == 256`: the sizes that take that branch
 
 
 def integral(type_text: str) -> bool:
