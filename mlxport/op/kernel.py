@@ -331,6 +331,12 @@ def _started_as(outs: list[mx.array], scope: dict) -> list[mx.array]:
 
 
 def op(*args, **kwargs):
+    made = [t["name"] for t in OP["inputs"] if "fill" in t and t["name"] in kwargs]
+    if made:
+        raise ContractError(
+            f"{NAME} makes {made[0]} itself (the host code it was ported from fills it, or passes "
+            f"none): call it without {made[0]}"
+        )
     bound = SIGNATURE.bind(*args, **kwargs)
     values = dict(bound.arguments)
     arrays = {t["name"]: values.pop(t["name"]) for t in _given()}

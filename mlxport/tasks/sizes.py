@@ -17,6 +17,7 @@ never reach runs: a grid of ``min(ceildiv(n, 256), 64)`` blocks changes course o
 
 from __future__ import annotations
 
+import ast
 import math
 import re
 from typing import Any
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from mlxport.errors import UserError
-from mlxport.expr import evaluate
+from mlxport.expr import evaluate, parse
 from mlxport.spec import KernelTask
 
 # Names that tune a launch rather than size the data (the user's block_size, a tile).
@@ -175,7 +176,22 @@ def _allowed(task: KernelTask, case: dict[str, Any]) -> bool:
     return all(evaluate(rule, names) for rule in task.cases.requires)
 
 
+def _pinned(task: KernelTask) -> set[str]:
+    """Sizes a requirement holds at one value (``K == 128``, the arm of a switch the case takes)."""
+    out = set()
+    for rule in task.cases.requires:
+        node = parse(rule)
+        if isinstance(node, ast.Compare) and isinstance(node.ops[0], ast.Eq):
+            sides = [node.left, node.comparators[0]]
+            names = [n.id for n in sides if isinstance(n, ast.Name)]
+            if len(names) == 1 and any(isinstance(n, ast.Constant) for n in sides):
+                out.add(names[0])
+    return out
+
+
 def _free(task: KernelTask, name: str, seen: list[int]) -> bool:
+    if name in _pinned(task):
+        return False
     if name in task.cases.choices:
         return len(task.cases.choices[name]) > 1
     if max(seen) < 1:

@@ -41,6 +41,7 @@ from mlxport.translate.render.msl_kernel import dry_render, render_msl
 __all__ = [
     "CudaReadError",
     "Translation",
+    "arm_requires",
     "Untranslatable",
     "case_bound_names",
     "translate",
@@ -99,6 +100,16 @@ def case_bound_names(source: str, task: KernelTask) -> list[str]:
     src, _ = with_host_constants(source)
     try:
         return launch_config.case_bound(_open(src, read_cuda(src), task.kernel, "msl", task))
+    except (CExprError, Untranslatable, CudaReadError):
+        return []
+
+
+def arm_requires(source: str, task: KernelTask) -> list[str]:
+    """The comparisons over the sizes ``task``'s cases bind that keep it to the arm of the host
+    code its visible cases take (`launch_config.case_rules`)."""
+    src, _ = with_host_constants(source)
+    try:
+        return launch_config.case_rules(_open(src, read_cuda(src), task.kernel, "msl", task))
     except (CExprError, Untranslatable, CudaReadError):
         return []
 

@@ -25,7 +25,15 @@ from mlxport.tasks.make.kernel import (
 from mlxport.tasks.request import TaskRequest
 from mlxport.tasks.sizes import TUNING, apart, odd, odd_sizes
 from mlxport.translate.host.evaluate import evaluate_launch, file_constants
-from mlxport.translate.host.values import Buffer, HostArg, HostLaunch, Tensor, Unknown, number
+from mlxport.translate.host.values import (
+    Buffer,
+    HostArg,
+    HostLaunch,
+    NullPointer,
+    Tensor,
+    Unknown,
+    number,
+)
 from mlxport.translate.reading.cudafile import Param
 from mlxport.verify.golden import zero_struct
 
@@ -46,6 +54,7 @@ class CaseRunner:
         self.flags = (request.grid, request.block, request.shared_bytes)
         self.atomic = any(f.category == "atomic" for f in kf.info.features)
         self.fills: dict[str, float] = {}
+        self.nulls: set[str] = set()  # pointers the host passes as nullptr
         self.buffer_shapes: dict[str, list[str]] = {}  # from the first case that gives one
         self.partial: dict[str, str] = {}  # outputs written only in part -> the note saying so
         self.whole: set[str] = set()  # outputs written whole at the visible cases
@@ -66,6 +75,12 @@ class CaseRunner:
         unknown: list[str] = []
         for p, arg in zip(self.info.params, launch.args, strict=True):
             if p.name in self.sig.zeroed:
+                continue
+            if p.is_pointer and isinstance(arg.value, NullPointer) and p.name not in self.shapes:
+                # an optional input the case leaves out: the op makes it, one zero, and takes none
+                self.nulls.add(p.name)
+                self.fills[p.name] = 0.0
+                self.buffer_shapes.setdefault(p.name, ["1"])
                 continue
             if p.is_pointer:
                 shape = self.shape_of(p, arg, bound)

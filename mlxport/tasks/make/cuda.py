@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from mlxport.backends.cuda_cpu import CudaExecutor, ExecError
-from mlxport.expr import names_used
+from mlxport.expr import evaluate, names_used
 from mlxport.spec import KernelTask
 from mlxport.tasks.make.cases import CaseRunner, label
 from mlxport.tasks.make.derived import derived_params, given_sizes
@@ -39,6 +39,7 @@ from mlxport.tasks.sizes import doublings, in_multiples, moved, power_of_two_div
 from mlxport.translate.bind.kernel_scope import reachable
 from mlxport.translate.host.constants import RuntimeConstant, runtime_constants, with_host_constants
 from mlxport.translate.host.values import HostEvalError
+from mlxport.translate.translator import arm_requires
 
 ARMS = 3  # held-out cases at most for launches of the original no other case takes
 ARM_CAP = 1 << 20  # the product of a held-out case's sizes for an arm, at most (or a visible's)
@@ -95,6 +96,11 @@ def from_cuda(
     held, bounds = held + arms, bounds + arm_bounds
     name_measured(runner, [c for c, _ in visible + held])
     notes += runner.partial.values()
+    notes += [
+        f"{n} is a null pointer at the case: the op passes the kernel one zero in its place and "
+        f"takes no {n}, so a call cannot take the host code's branch for a {n} given"
+        for n in sorted(runner.nulls)
+    ]
     domains, said = integer_domains(runner, visible + held, given_domains(request.inputs))
     notes += said
     found = arrays(runner, visible[0][0], sig.dtypes, domains)
@@ -123,6 +129,7 @@ def from_cuda(
             f"{param['name']}, which the case binds, sizes an output or the launch and no input "
             f"gives it: the op takes it as an argument"
         )
+    notes += _arm_contract(kf.text, task, [launch for _, launch in visible])
     KernelTask.model_validate({k: v for k, v in task.items() if v is not None})
     return Built(task, notes, kf.text, kf.headers)
 
@@ -152,6 +159,36 @@ def _runtime_inputs(kf: KernelFile) -> tuple[list[RuntimeConstant], list[str]]:
             f"{c.type} values, as declared at line {c.line})"
         )
     return out, notes
+
+
+def _arm_contract(source: str, task: dict[str, Any], runs: list) -> list[str]:
+    """Where the launch the visible cases run sits in a branch of the host code chosen by sizes
+    they bind, the task keeps to that branch: its conditions become ``[cases] requires`` (the op
+    refuses sizes another branch takes) and a held-out case outside it is left out; the notes
+    saying so. ``runs``: the visible cases' launches."""
+    made = KernelTask.model_validate({k: v for k, v in task.items() if v is not None})
+    # the host code's own evaluation where the translator's cannot follow it (a switch in a macro)
+    rules = arm_requires(source, made) or [
+        r for r in runs[0].rules if all(r in launch.rules for launch in runs)
+    ]
+    if not rules:
+        return []
+    cases = task["cases"]
+    cases["requires"] = rules
+    notes = [
+        f"the op takes only sizes where {' and '.join(rules)}: the branch of the host code the "
+        f"case takes; it refuses others, where the host code takes another branch"
+    ]
+    kept = []
+    for case in cases["heldout"]:
+        if all(evaluate(r, made.bindings(case, made.dtypes[0])) for r in rules):
+            kept.append(case)
+            continue
+        notes.append(f"held-out case {label(case)} is left out: the host code takes another branch")
+        launches = task["original"]["launches"]
+        task["original"]["launches"] = [x for x in launches if x["case"] != label(case)]
+    cases["heldout"] = kept
+    return notes
 
 
 def _heldout(

@@ -8,6 +8,7 @@ import re
 
 from mlxport.expr import ITEMSIZE, ExprError, evaluate
 from mlxport.tasks.inputs import case_infos
+from mlxport.translate.bind.arms import arm_rules
 from mlxport.translate.bind.job import KernelJob
 from mlxport.translate.bind.kernel_facts import KernelFacts
 from mlxport.translate.bind.launch_fit import fitted_plan
@@ -29,6 +30,8 @@ from mlxport.translate.host.launch import (
     launch_sites,
     one_site,
 )
+from mlxport.translate.host.symbolic import SiteValues
+from mlxport.translate.host.type_constants import enumerators
 from mlxport.translate.reading.cudafile import SharedDecl
 
 Template = dict[str, str | int | bool]
@@ -108,7 +111,9 @@ def plan(job: KernelJob, sizes: TypeSizes) -> LaunchPlan:
         got, problem = None, e
     else:
         problem = None if got is None else _unknown(got)
-    if problem is not None and found is not None and len(found.values) > 1:
+    several = found is not None and len(found.values) > 1
+    if several and (problem is not None or (job.task is not None and job.task.cases.requires)):
+        # a task whose requires keep it to the arm its cases take carries that arm only
         taken = site_the_cases_take(job, found)
         if taken is not None:
             got, problem = taken, None
@@ -125,6 +130,40 @@ def plan(job: KernelJob, sizes: TypeSizes) -> LaunchPlan:
         got = fitted
     job.notes.extend(got.notes)
     return got
+
+
+def case_rules(job: KernelJob) -> list[str]:
+    """The comparisons over the sizes the task's cases bind under which the host code reaches the
+    launch its visible cases take (`arms.arm_rules`): the task's requires, so the op refuses sizes
+    another arm of the host code would take."""
+    task = job.task
+    if task is None or task.original is None:
+        return []
+    try:
+        found = launch_sites(job.cf, job.root, job.info, job.binder, TypeSizes(job), job.target)
+    except CExprError:
+        return []
+    names = set(task.original.bound) & ({p.name for p in task.params} | task.dims())
+    dims = {
+        f"{t.name}.shape[{i}]": d
+        for t in task.inputs
+        for i, d in enumerate(t.shape)
+        if isinstance(d, str) and d.isidentifier()
+    }
+    if found is None:
+        return []
+    return arm_rules(_sites_taken(job, found) or found.values, task.cases.visible, names, dims)
+
+
+def _sites_taken(job: KernelJob, found: Sites) -> list[SiteValues]:
+    """The launch sites whose values are the original's launch at every visible case."""
+    out = []
+    for site in found.values:
+        plan = one_site(found, site, "")
+        plan.targs = {k: _fixed_by_cases(job, k, v) for k, v in plan.targs.items()}
+        if all(_reproduces(job, plan, case) for case in job.task.cases.visible):
+            out.append(site)
+    return out
 
 
 def case_bound(job: KernelJob) -> list[str]:
@@ -154,6 +193,7 @@ def site_the_cases_take(job: KernelJob, found: Sites) -> LaunchPlan | None:
     fits = []
     for site in found.values:
         plan = one_site(found, site, "")
+        plan.targs = {k: _fixed_by_cases(job, k, v) for k, v in plan.targs.items()}
         if _unknown(plan) is None and all(
             _reproduces(job, plan, case) for case in task.all_cases()
         ):
@@ -167,6 +207,25 @@ def site_the_cases_take(job: KernelJob, found: Sites) -> LaunchPlan | None:
         "one expression); sizes where the host code takes another branch are not this port's"
     )
     return fits[0]
+
+
+def _fixed_by_cases(job: KernelJob, name: str, value: ast.expr) -> ast.expr:
+    """A template argument the host code leaves unknown (`forward`, a template parameter of the
+    launcher that --template fixed) as the one value the original was built with at every case
+    of the task, where it is a number or a bool."""
+    bad = find_unknown(value)
+    if bad is None or not bad.what.startswith("host template parameter"):
+        return value
+    names = [t.name for t in job.info.template_params]
+    launches = job.task.original.launches
+    i = names.index(name) if name in names else len(names)
+    values = {_literal(launch.template[i], job) for launch in launches if i < len(launch.template)}
+    got = values.pop() if len(values) == 1 else None
+    if not isinstance(got, int):
+        return value
+    note = f"template {name} = {got}, as the original is built at every case"
+    job.notes += [note] if note not in job.notes else []
+    return ast.Constant(got)
 
 
 def _values(plan: LaunchPlan) -> str:
@@ -196,7 +255,7 @@ def _reproduces(job: KernelJob, plan: LaunchPlan, case: dict) -> bool:
     for i, tp in enumerate(job.info.template_params):
         if tp.kind != "typename" and tp.name in plan.targs and i < len(launch.template):
             want.append(
-                (plan.targs[tp.name], _literal(launch.template[i]), kinds[tp.name] == "bool")
+                (plan.targs[tp.name], _literal(launch.template[i], job), kinds[tp.name] == "bool")
             )
     try:
         for e, value, boolean in want:
@@ -208,8 +267,11 @@ def _reproduces(job: KernelJob, plan: LaunchPlan, case: dict) -> bool:
     return True
 
 
-def _literal(text: str) -> object:
+def _literal(text: str, job: KernelJob) -> object:
+    """A template argument as the value it is: a bool, a number, an enumerator's number."""
     t = text.strip()
+    if (value := enumerators(job.root).get(t)) is not None:
+        return value
     if t in ("true", "false"):
         return t == "true"
     try:

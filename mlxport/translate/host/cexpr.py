@@ -213,6 +213,8 @@ class CToAst:
 
     def binary(self, n: Node, line: int) -> ast.expr:
         op = text(n.child_by_field_name("operator"))
+        if op == "&":
+            return self.mask(n, line)
         a = self.node(n.child_by_field_name("left"), line)
         b = self.node(n.child_by_field_name("right"), line)
         ops = {"+": ast.Add, "-": ast.Sub, "*": ast.Mult, "/": ast.FloorDiv, "%": ast.Mod}
@@ -236,6 +238,20 @@ class CToAst:
         if op in ("<<", ">>"):
             return ast.BinOp(a, ast.LShift() if op == "<<" else ast.RShift(), b)
         raise CExprError(f"operator {op} in a host expression", line)
+
+    def mask(self, n: Node, line: int) -> ast.expr:
+        """``x & ~(m - 1)`` (x down to a multiple of m: GGML_PAD), ``x & (m - 1)`` (x % m)."""
+        right = _uncast(n.child_by_field_name("right"))
+        neg = right.type == "unary_expression" and text(right.children[0]) == "~"
+        low = const_value(simplify(self.node(right.named_children[-1] if neg else right, line)))
+        if type(low) is not int or low < 0 or low & (low + 1):  # m a power of two
+            raise CExprError("operator & in a host expression", line)
+        a, m = self.node(n.child_by_field_name("left"), line), num(low + 1)
+        return (
+            ast.BinOp(ast.BinOp(a, ast.FloorDiv(), m), ast.Mult(), m)
+            if neg
+            else ast.BinOp(a, ast.Mod(), m)
+        )
 
     def call(self, n: Node, line: int) -> ast.expr:
         fn = n.child_by_field_name("function")

@@ -37,6 +37,7 @@ from mlxport.translate.host.values import (
     HostArg,
     HostEvalError,
     HostLaunch,
+    NullPointer,
     Tensor,
     Unknown,
 )
@@ -100,6 +101,7 @@ def evaluate_launch(
             errors.append(str(e))
             continue
         launch.arm = launch.arm if chosen else ""  # one launch in the file: nothing was chosen
+        launch.rules = ev.rules(site) if chosen and site is not None else []
         return launch
     raise HostEvalError(errors[0])
 
@@ -273,6 +275,7 @@ class HostEvaluator(HostStatements):
             if stmt.type == "if_statement" and branch != stmt.child_by_field_name("condition"):
                 cond = stmt.child_by_field_name("condition")
                 c = self.value(cond, self.scope_before(stmt))
+                c = False if isinstance(c, NullPointer) else c  # `if (bias)`
                 inside = branch == stmt.child_by_field_name("consequence")
                 arm = f"`if {text(cond)}`" if inside else f"the `else` of `if {text(cond)}`"
                 known = isinstance(c, int | float | bool)
@@ -309,6 +312,22 @@ class HostEvaluator(HostStatements):
             f"the launch of {kernel} at line {self.line(site)} is the one in {where}, "
             f"which the case takes" + (f" ({bound})" if bound else "") + through
         )
+
+    def rules(self, site: Node) -> list[str]:
+        """``K == 256`` for each ``switch (K)`` arm the case takes to the launch, K a name the case
+        binds: the sizes that take the same arm."""
+        out = []
+        for d in self.decisions(site):
+            cond = _condition(d.stmt)
+            while cond.type in ("condition_clause", "parenthesized_expression"):
+                cond = cond.named_children[-1]
+            if not d.taken or d.stmt.type != "switch_statement" or text(cond) not in self.case:
+                continue
+            label = d.value[0].child_by_field_name("value")
+            got = self.value(label, self.scope_before(d.stmt)) if label is not None else None
+            if cond.type == "identifier" and type(got) is int:
+                out.append(f"{text(cond)} == {got}")
+        return out
 
     def undecided(self, site: Node, kernel: str) -> str | None:
         """Why the case does not decide the innermost ``switch`` around the launch, or None."""

@@ -20,6 +20,7 @@ from mlxport.translate.host.values import (
     SIZES,
     Buffer,
     Dim3,
+    NullPointer,
     Tensor,
     Unknown,
     binop,
@@ -95,6 +96,9 @@ class HostExpressions:
             return b
         if isinstance(a, Buffer) and isinstance(b, int | float) and op in "+-":
             return a  # x + offset points into x
+        if op in ("==", "!=") and NullPointer() in (a, b):
+            same = _null_equal(a, b)
+            return same if isinstance(same, Unknown) or op == "==" else not same
         if not isinstance(a, int | float) or not isinstance(b, int | float):
             return _cannot(node)
         return binop(op, a, b)
@@ -102,6 +106,8 @@ class HostExpressions:
     def unary(self, node: Node, env: dict[str, Any]) -> Any:
         v = self.value(node.child_by_field_name("argument"), env)
         op = text(node.child_by_field_name("operator"))
+        if isinstance(v, NullPointer) and op in ("!", "not"):
+            return True
         if not isinstance(v, int | float):
             return v if isinstance(v, Unknown) else _cannot(node)
         if op == "~":
@@ -110,6 +116,7 @@ class HostExpressions:
 
     def conditional(self, node: Node, env: dict[str, Any]) -> Any:
         c = self.value(node.child_by_field_name("condition"), env)
+        c = False if isinstance(c, NullPointer) else c
         if not isinstance(c, int | float | bool):
             return Unknown(f"cannot decide {text(node)}")
         return self.value(node.child_by_field_name("consequence" if c else "alternative"), env)
@@ -175,6 +182,8 @@ class HostExpressions:
                 if parsed is not None
                 else Unknown(f"the macro {name} is not a number")
             )
+        if name == "NULL":
+            return NullPointer()
         if name in ("INFINITY", "HUGE_VALF"):
             return math.inf
         if name in ("M_PI",):
@@ -305,6 +314,17 @@ class HostExpressions:
         return re.sub(r"\(\s*(?:size_t|int|long|unsigned)\s*\)", "", out)
 
 
+def _null_equal(a: Any, b: Any) -> bool | Unknown:
+    """Whether a pointer compared with ``nullptr`` is null: none is, of the memory the host made;
+    a launcher's parameter no caller gives is not known."""
+    other = b if isinstance(a, NullPointer) else a
+    if isinstance(other, NullPointer) or other == 0:
+        return True
+    if isinstance(other, Buffer) and (other.nbytes is not None or other.shape is not None):
+        return False
+    return Unknown("whether a pointer is null is not known")
+
+
 def _cannot(node: Node) -> Unknown:
     return Unknown(f"cannot evaluate {text(node)}")
 
@@ -316,6 +336,7 @@ def _inner(ev: HostExpressions, node: Node, env: dict[str, Any]) -> Any:
 _READERS: dict[str, Callable[[HostExpressions, Node, dict[str, Any]], Any]] = {
     "number_literal": lambda ev, node, env: number(text(node)),
     "true": lambda ev, node, env: True,
+    "null": lambda ev, node, env: NullPointer(),
     "false": lambda ev, node, env: False,
     "compound_literal_expression": HostExpressions.compound_literal,
     "initializer_list": HostExpressions.initializer_list,

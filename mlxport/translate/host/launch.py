@@ -128,7 +128,7 @@ def launch_sites(
         raise CExprError(
             "the launch of the kernel (not reached in its host function)", sites[0].line
         )
-    return Sites(host_name or "", values, host.device.notes)
+    return Sites(host_name or "", values, [*host.device.notes, *host.notes])
 
 
 def one_site(found: Sites, site: SiteValues, note: str) -> LaunchPlan:

@@ -13,7 +13,15 @@ from tree_sitter import Node
 
 from mlxport.cuda_syntax import declared_name, identifiers, parse_expr, text, walk
 from mlxport.translate.host.expressions import HostExpressions, host_callee
-from mlxport.translate.host.values import Buffer, Dim3, Tensor, Unknown, binop, integral
+from mlxport.translate.host.values import (
+    Buffer,
+    Dim3,
+    NullPointer,
+    Tensor,
+    Unknown,
+    binop,
+    integral,
+)
 
 # cudaMemset(bins, 0, nbins * sizeof(int)): what the buffer starts as, and how big it is where
 # nothing else says (a histogram's bins, passed in as a pointer)
@@ -207,6 +215,10 @@ class HostStatements(HostExpressions):
                     v = Unknown(f"{name} is {text(value)}, which the case does not give")
                 if isinstance(v, Buffer):
                     v = dataclasses.replace(v, name=name)
+                if isinstance(v, NullPointer):  # `float *d = NULL;` then set where not followed
+                    v = Unknown(
+                        f"{name} starts as a null pointer, set where the host code is not read"
+                    )
                 if isinstance(v, int | float) and type_text.split()[-1:] and integral(type_text):
                     v = int(v)
                 env[name] = v

@@ -15,7 +15,7 @@ from mlxport.cuda_syntax import callee, function_name, line, parse_expr, text, w
 from mlxport.translate.host.binding import Binder
 from mlxport.translate.host.cexpr import CaseBound, CExprError, CToAst, num
 from mlxport.translate.host.device import DeviceQueries
-from mlxport.translate.host.type_constants import scoped_constant
+from mlxport.translate.host.type_constants import enumerators, scoped_constant
 from mlxport.translate.reading.cudafile import CudaFile, KernelInfo, LaunchSite
 
 TypeSize = Callable[[str], ast.expr | None]  # sizeof(type name), None when unknown
@@ -96,6 +96,8 @@ class HostFunction:
         self.sites: list[SiteValues] = []
         self.passed: dict[str, ast.expr] = {}
         self.resolving: set[str] = set()
+        self.enumerators = enumerators(root)
+        self.notes: list[str] = []
         self._bind_params()
 
     def _scoped(self, name: str, env: dict) -> ast.expr | None:
@@ -131,6 +133,8 @@ class HostFunction:
                 raise CaseBound(name)
             if isinstance(v, _Lazy):
                 raise v.error
+            if v is None and (value := self.enumerators.get(name)) is not None:
+                return num(value)
             if v is None and "::" in name and name not in self.resolving:
                 return self._scoped(name, env)
             return v
@@ -263,6 +267,8 @@ class HostFunction:
                     self._block(alt_body, dict(env), conds + [_Not(cond)], lines)
             elif t == "switch_statement":
                 self._switch(st, env, conds, lines)
+            elif t in ("while_statement", "for_statement"):
+                self._first_iteration(st, env, conds, lines)
             elif t in ("expression_statement", "return_statement", "declaration"):
                 for n in walk(st):
                     if (
@@ -278,6 +284,27 @@ class HostFunction:
                 self._apply(st, env)
             else:
                 raise CExprError(f"a launch inside a {t.replace('_', ' ')}", line(st))
+
+    def _first_iteration(
+        self, st: Node, env: dict, conds: list[ast.expr], lines: dict[int, LaunchSite]
+    ) -> None:
+        """A launch in a loop as its first iteration runs it (the one launch a task describes),
+        under the loop's condition."""
+        init = st.child_by_field_name("initializer")
+        if init is not None and init.type == "declaration":
+            self._apply(init, env)
+        elif init is not None and init.type == "assignment_expression":
+            self._assign(init, env)
+        cond_node = st.child_by_field_name("condition")
+        try:
+            cond = [self.conv(env).node(_unparen(cond_node), line(st))] if cond_node else []
+        except CExprError as e:
+            cond = [_Unknown(e)]
+        self.notes.append(
+            f"the launch in the {st.type.split('_')[0]} loop at line {line(st)} is ported as its "
+            f"first iteration runs it"
+        )
+        self._block(st.child_by_field_name("body"), dict(env), conds + cond, lines)
 
     def _switch(
         self, st: Node, env: dict, conds: list[ast.expr], lines: dict[int, LaunchSite]

@@ -127,3 +127,19 @@ def _is_constant(decl: Node) -> bool:
         text(c) for c in decl.children if c.type in ("type_qualifier", "storage_class_specifier")
     }
     return bool(quals & {"constexpr", "const"})
+
+
+def enumerators(root: Node) -> dict[str, int]:
+    """The value of each enumerator the file declares with a plain number or none
+    (``GGML_SORT_ORDER_ASC`` in ``enum ggml_sort_order { GGML_SORT_ORDER_ASC, GGML_SORT_ORDER_DESC
+    }`` is 0)."""
+    out: dict[str, int] = {}
+    for enum in (n for n in walk(root) if n.type == "enumerator_list"):
+        value = -1
+        for e in (c for c in enum.named_children if c.type == "enumerator"):
+            given = e.child_by_field_name("value")
+            if given is not None and not re.fullmatch(r"-?\d+", text(given).strip()):
+                break  # a value this reader does not compute: the later ones are not known
+            value = int(text(given)) if given is not None else value + 1
+            out.setdefault(text(e.child_by_field_name("name")), value)
+    return out

@@ -161,6 +161,11 @@ class Unknown:
     why: str
 
 
+@dataclass(frozen=True)
+class NullPointer:
+    """``nullptr``, ``NULL``: a pointer the host passes as none (an optional input left out)."""
+
+
 @dataclass
 class HostArg:
     text: str
@@ -177,6 +182,7 @@ class HostLaunch:
     template_args: list[str]
     args: list[HostArg]
     arm: str = ""  # which branch of an `if` or `switch` the launch is in, where the case decides
+    rules: list[str] = field(default_factory=list)  # `K == 256`: the sizes that take that branch
 
 
 def integral(type_text: str) -> bool:
