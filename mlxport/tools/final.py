@@ -146,32 +146,26 @@ def _timed_size(session: Session, record) -> dict[str, Any]:
 
     if session.backend.timing:
         return {"checked": True}
-    task, case = _near_timed(session.task)
+    task = session.task
+    case = _near_timed(task)
     try:
         with session.device_lock:
             return check_timed_size(
                 task, record.candidate, session.backend, case, primary_dtype(task), session.seed
-            ) | {"drawn": case != session.task.bench_cases()[0]}
+            ) | {"drawn": case != task.bench_cases()[0]}
     except UserError as e:
         raise Rejected(record.candidate.id, reason=str(e)) from e
 
 
-def _near_timed(task: KernelTask) -> tuple[KernelTask, dict[str, Any]]:
+def _near_timed(task: KernelTask) -> dict[str, Any]:
     """The timed size with its sizes drawn afresh below it (`sizes.near`), from the system's
-    randomness so no candidate can know them; for a task whose golden is the original, with the
-    original's launch there, or the timed size itself where the original refuses the drawn one."""
+    randomness so no candidate can know them, where the golden is a reference; for a task whose
+    golden is the original, the timed size itself (the op check's fresh sizes are those the
+    original runs whole at, which a size drawn here need not be)."""
     from mlxport.tasks.sizes import near
 
     timed = task.bench_cases()[0]
-    case = near(task, timed, np.random.default_rng())
-    if case == timed or task.reference is not None or task.original is None:
-        return task, case
-    from mlxport.tasks.make.at_sizes import original_at
-    from mlxport.verify.golden import shared_executor
-
-    bound = {k: v for k, v in case.items() if k in task.original.bound}
-    extended, cases, _ = original_at(task, [bound], shared_executor())
-    return (extended, cases[0]) if cases else (task, timed)
+    return timed if task.reference is None else near(task, timed, np.random.default_rng())
 
 
 REPLAY = 1 << 20  # elements of the largest tensor of a case test_kernel.py replays, at most

@@ -230,8 +230,12 @@ class HostFunction:
         self.env.update(self.passed)
 
     def _contains(self, node: Node, lines: dict[int, LaunchSite]) -> bool:
+        """Whether a launch is in ``node``: on one of its lines, and a launch under it (a macro
+        puts a whole host function on one line, loops before the launch included)."""
         first, last = node.start_point[0] + 1, node.end_point[0] + 1
-        return any(first <= ln <= last for ln in lines)
+        return any(first <= ln <= last for ln in lines) and any(
+            _is_launch(n, lines) for n in walk(node)
+        )
 
     def _block(
         self, block: Node, env: dict, conds: list[ast.expr], lines: dict[int, LaunchSite]
@@ -271,14 +275,7 @@ class HostFunction:
                 self._first_iteration(st, env, conds, lines)
             elif t in ("expression_statement", "return_statement", "declaration"):
                 for n in walk(st):
-                    if (
-                        n.type == "call_expression"
-                        and line(n) in lines
-                        and (
-                            any(c.type == "kernel_call_syntax" for c in n.children)
-                            or callee(n).startswith("cudaLaunch")
-                        )
-                    ):
+                    if _is_launch(n, lines):
                         self._site(lines[line(n)], env, conds)
                         break
                 self._apply(st, env)
@@ -635,3 +632,14 @@ def find_unknown(e: ast.expr | None) -> CExprError | None:
         if isinstance(n, _Unknown):
             return n.error
     return None
+
+
+def _is_launch(n: Node, lines: dict[int, LaunchSite]) -> bool:
+    return (
+        n.type == "call_expression"
+        and line(n) in lines
+        and (
+            any(c.type == "kernel_call_syntax" for c in n.children)
+            or callee(n).startswith("cudaLaunch")
+        )
+    )
