@@ -1160,6 +1160,53 @@ def test_directives_are_read_as_the_preprocessor_reads_them(header, sentence):
     assert not compiled.ok and sentence in compiled.diagnostics[0].message, compiled.diagnostics
 
 
+@pytest.mark.hack("text the checks and the compiler lex differently")
+@pytest.mark.parametrize(
+    ("header", "sentence"),
+    [
+        # 1'0 read as a character literal '0; ... "' hid a comment from /* to a // */ the
+        # compiler ignores, and the #line and #undef between
+        (
+            "constant int a = 1'0; constant char s[] = \"'/*\";\n#undef __asm__\n// */\n",
+            "a digit separator (1') at line 1 of the header",
+        ),
+        ("constant int a = 0xFF'FF;\n", "a digit separator (0xFF') at line 1"),
+        ("constant int a = 0b1'0;\n", "a digit separator (0b1') at line 1"),
+        ("constant float a = 1e+'0';\n", "a digit separator (1e+') at line 1"),
+        ('constant char s[] = R"x(")x"; union Pun { float f; uint u; };\n', "a raw string"),
+        ('constant char s[] = u8R"(")";\n', "a raw string literal at line 1"),
+        ('constant char s[] = R\\\n"(")";\n', "a raw string literal at line 2"),
+        ("constant char c = 'a;\n", "a literal left open at line 1"),
+        ("// a comment \\  \n#undef __asm__\n", "a backslash followed by spaces"),
+        ("// a comment\r#undef __asm__\n", "a carriage return that ends no line"),
+        ("int \\u0041 = 1;\n", "a backslash in code at line 1"),
+    ],
+)
+def test_text_read_two_ways_is_refused_before_any_check_reads_it(header, sentence):
+    compiled = SIM.compile(gelu("out[i] = y;").model_copy(update={"header": header}), gelu_inputs())
+    assert not compiled.ok and sentence in compiled.diagnostics[0].message, compiled.diagnostics
+
+
+def test_quotes_prefixes_and_splices_kernels_write_still_compile():
+    header = (
+        "constant char q = '\\'', d = '\"', u = u8'a';\nconstant int w = L'a' + u'b' + U'c';\n"
+        "#define TWICE(x) \\\n  (2.0f * (x))\n// a comment: it's é\n"
+        "constant float e = 1.5e+3f + 0x1p-3f + .5f;\n"
+    )
+    ok = gelu("out[i] = TWICE(y) * 0.5f;").model_copy(update={"header": header})
+    assert verdict(GELU, ok).ok
+
+
+@pytest.mark.hack("a line marker made by a macro")
+@pytest.mark.parametrize("mark", ["#", "%:"])
+def test_a_macro_expanding_to_a_line_marker_is_no_line_marker(mark):
+    """The preprocessor prints a `#` a macro made with a space before it: the check after it
+    does not take it for one of its own line markers, and still reads what follows."""
+    header = f'#define MARK {mark} 1 "generated"\nMARK\nunion Pun {{ float f; uint u; }};\n'
+    compiled = SIM.compile(gelu("out[i] = y;").model_copy(update={"header": header}), gelu_inputs())
+    assert not compiled.ok and "`union` at line 3 of the header" in compiled.diagnostics[0].message
+
+
 @pytest.mark.hack("a template-instantiation bomb")
 def test_a_template_bomb_stops_at_the_cpu_limit_and_is_not_compiled_again(monkeypatch):
     """Each level doubles the instantiations: the compiler stops at its CPU limit (here 2 s), and
