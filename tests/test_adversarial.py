@@ -1207,6 +1207,21 @@ def test_a_macro_expanding_to_a_line_marker_is_no_line_marker(mark):
     assert not compiled.ok and "`union` at line 3 of the header" in compiled.diagnostics[0].message
 
 
+@pytest.mark.hack("a file probe through the _Pragma operator")
+@pytest.mark.parametrize(
+    ("header", "sentence"),
+    [
+        ('_Pragma("GCC dependency \\"/etc/hostname\\"")\n', "reads another file"),
+        ('#define P(x) _Pragma(#x)\nP(GCC dependency "/etc/hostname")\n', "one plain string"),
+    ],
+)
+def test_the_pragma_operator_is_held_to_the_rules_of_pragma(header, sentence):
+    compiled = SIM.compile(gelu("out[i] = y;").model_copy(update={"header": header}), gelu_inputs())
+    assert not compiled.ok and sentence in compiled.diagnostics[0].message, compiled.diagnostics
+    unrolled = gelu('_Pragma("unroll") for (int k = 0; k < 1; k++) out[i] = y;')
+    assert SIM.compile(unrolled, gelu_inputs()).ok
+
+
 @pytest.mark.hack("a template-instantiation bomb")
 def test_a_template_bomb_stops_at_the_cpu_limit_and_is_not_compiled_again(monkeypatch):
     """Each level doubles the instantiations: the compiler stops at its CPU limit (here 2 s), and

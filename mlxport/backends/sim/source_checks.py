@@ -60,12 +60,31 @@ def msl_text_problem(src: SimSource) -> tuple[str, str, int | None] | None:
         comments_gone = as_preprocessed(text)
         if problem := _directive_problem(text, comments_gone, where):
             return problem
-        for t in tokenize(comments_gone):
+        toks = tokenize(comments_gone)
+        for k, t in enumerate(toks):
             if t.kind != "ident":
                 continue
             line = _spliced_line(text, t.start)
             if problem := _token_problem(t.text, f"line {line} of the {where}", where, line):
                 return problem
+            if t.text == "_Pragma" and (why := _pragma_operator_problem(toks[k + 1 : k + 4])):
+                return (
+                    f"not a Metal kernel: _Pragma at line {line} of the {where} {why}",
+                    where,
+                    line,
+                )
+    return None
+
+
+def _pragma_operator_problem(operand: list[Token]) -> str | None:
+    """Why a ``_Pragma`` followed by ``operand`` (its next three tokens) is refused: held to the
+    rules of ``#pragma`` (no pragma that reads a file), its text one plain string literal so that
+    those rules read what the preprocessor does."""
+    texts = [t.text for t in operand]
+    if len(texts) < 3 or texts[0] != "(" or texts[2] != ")" or not texts[1].startswith('"'):
+        return "takes anything but one plain string literal; write #pragma instead"
+    if "dependency" in texts[1]:
+        return "reads another file (a dependency pragma)"
     return None
 
 
