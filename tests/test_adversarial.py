@@ -1222,6 +1222,42 @@ def test_the_pragma_operator_is_held_to_the_rules_of_pragma(header, sentence):
     assert SIM.compile(unrolled, gelu_inputs()).ok
 
 
+@pytest.mark.hack("a forged reply on the worker's protocol pipe")
+@pytest.mark.parametrize(
+    ("target", "sentence"),
+    [
+        ("object_dtype", "the worker's reply is malformed: an array's dtype is 'O', not a number"),
+        ("too_few_arrays", "the worker's reply is malformed: 0 arrays for 1 outputs"),
+    ],
+)
+def test_a_forged_worker_reply_fails_the_run_in_one_sentence(target, sentence):
+    from mlxport.backends.sim import SimBackend
+    from mlxport.backends.worker import Worker
+
+    sim = SimBackend()
+    sim._worker.close()
+    sim._worker = Worker(f"tests.workers.forge:{target}")
+    try:
+        run = sim.run(gelu("out[i] = y;"), gelu_inputs())
+    finally:
+        sim.close()
+    assert run.error and run.error.startswith(sentence), run.error
+
+
+def test_a_workers_text_reaches_the_user_without_control_characters():
+    from mlxport.backends.sim import SimBackend
+    from mlxport.backends.worker import Worker
+
+    sim = SimBackend()
+    sim._worker.close()
+    sim._worker = Worker("tests.workers.forge:terminal_escapes")
+    try:
+        run = sim.run(gelu("out[i] = y;"), gelu_inputs())
+    finally:
+        sim.close()
+    assert run.error == "]0;pwned-title[2J[32mPASS"
+
+
 @pytest.mark.hack("a template-instantiation bomb")
 def test_a_template_bomb_stops_at_the_cpu_limit_and_is_not_compiled_again(monkeypatch):
     """Each level doubles the instantiations: the compiler stops at its CPU limit (here 2 s), and

@@ -47,7 +47,7 @@ from mlxport.backends.sim.signature import (
     mlx_source,
     sim_text,
 )
-from mlxport.backends.worker import Worker, WorkerError
+from mlxport.backends.worker import MalformedReply, Worker, WorkerError, malformed, shown
 from mlxport.expr import ITEMSIZE, ArrayInfo, ExprError
 from mlxport.spec import CompileResult, Datasheet, Diagnostic, KernelCandidate, KernelTask, Launch
 
@@ -276,7 +276,12 @@ class SimBackend:
             )
         except WorkerError as e:
             return RunResult(error=str(e), seconds=time.perf_counter() - t0)
-        outputs, unwritten = _results(launch, out)
+        try:
+            outputs, unwritten = _results(launch, out)
+            error, counts = _reply_fields(reply)
+        except MalformedReply as e:
+            self._worker.kill()  # what replied so is no worker to send the next run to
+            return RunResult(error=str(malformed(str(e))), seconds=time.perf_counter() - t0)
         if candidate.init_value is not None and not math.isnan(candidate.init_value):
             # MLX filled them with init_value: defined
             unwritten = [np.zeros_like(u) for u in unwritten]
@@ -293,9 +298,9 @@ class SimBackend:
         return RunResult(
             outputs=outputs,
             unwritten=unwritten,
-            error=reply.get("error"),
+            error=error,
             seconds=time.perf_counter() - t0,
-            counts=counts_of(reply),
+            counts=counts,
         )
 
     def _request(
@@ -375,11 +380,28 @@ def _results(
     launch: Launch, out: list[np.ndarray]
 ) -> tuple[list[np.ndarray], list[np.ndarray | None]]:
     n = len(launch.output_dtypes)
+    if len(out) != 2 * n:
+        raise MalformedReply(f"{len(out)} arrays for {n} outputs and their written masks")
     outputs, unwritten = [], []
     for i, (shape, dtype) in enumerate(
         zip(launch.output_shapes, launch.output_dtypes, strict=True)
     ):
+        size = math.prod(shape)
+        if out[i].size != size or out[n + i].size != size:
+            raise MalformedReply(f"output {i} or its mask is not of {size} elements")
         data = out[i].reshape(shape)
         outputs.append(bfloat16_to_float32(data) if dtype == "bfloat16" else np.array(data))
         unwritten.append((out[n + i] == 0).reshape(shape))
     return outputs, unwritten
+
+
+def _reply_fields(reply: dict[str, Any]) -> tuple[str | None, dict[str, int] | None]:
+    """The error (shown without control characters) and counts a run's reply carries."""
+    error = reply.get("error")
+    if error is not None and not isinstance(error, str):
+        raise MalformedReply("its error is not text")
+    try:
+        counts = counts_of(reply)
+    except (TypeError, ValueError, KeyError, OverflowError):
+        raise MalformedReply("its counts are not a list of integers per counter") from None
+    return (shown(error) if error is not None else None), counts
