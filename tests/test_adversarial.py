@@ -1258,6 +1258,16 @@ def test_a_workers_text_reaches_the_user_without_control_characters():
     assert run.error == "]0;pwned-title[2J[32mPASS"
 
 
+@pytest.mark.hack("outputs sized to take the worker's memory")
+def test_outputs_over_the_simulators_budget_are_refused_before_they_are_allocated():
+    huge = vector_add("uint i = thread_position_in_grid.x;\nout[i] = a[i] + b[i];").model_copy(
+        update={"output_shapes": [["a.size * 1000000"]]}
+    )
+    run = SIM.run(huge, vector_inputs())
+    assert run.error and "over the simulator's 1 GiB for a launch's outputs" in run.error
+    assert not run.outputs
+
+
 @pytest.mark.hack("a template-instantiation bomb")
 def test_a_template_bomb_stops_at_the_cpu_limit_and_is_not_compiled_again(monkeypatch):
     """Each level doubles the instantiations: the compiler stops at its CPU limit (here 2 s), and

@@ -55,6 +55,12 @@ __all__ = ["SimBackend", "mlx_source"]
 
 MAX_THREADS_PER_THREADGROUP = 1024
 STACK_BYTES = int(os.environ.get("MLXPORT_SIM_STACK", str(64 << 10)))
+# The most a launch's outputs may take: the worker holds each output twice (the values and what
+# they were), a 4-byte written mask per element and the inputs, within its address space
+# (WORKER_MEMORY, unless MLXPORT_WORKER_MEMORY says otherwise). An MSL kernel the simulator can
+# run in reasonable time writes far less.
+OUTPUT_BYTES = 1 << 30
+WORKER_MEMORY = 8 << 30
 
 
 def sim_threads() -> int:
@@ -73,6 +79,8 @@ class SimBackend:
 
     def __init__(self, *, threads: int | None = None, memory_bytes: int | None = None):
         self.threads = threads or sim_threads()
+        if not memory_bytes and "MLXPORT_WORKER_MEMORY" not in os.environ:
+            memory_bytes = WORKER_MEMORY
         self._worker = Worker(
             "mlxport.backends.sim.runner:handle",
             **({"memory_bytes": memory_bytes} if memory_bytes else {}),
@@ -251,7 +259,7 @@ class SimBackend:
             for k, v in inputs.items()
         }
         launch = candidate.launch(infos)
-        if problem := launch_problem(launch):
+        if problem := launch_problem(launch) or outputs_problem(launch):
             return RunResult(error=problem, seconds=time.perf_counter() - t0)
         sig = self._signature(candidate, infos, launch)
         src = sim_text(sig)
@@ -374,6 +382,22 @@ def launch_problem(launch: Launch) -> str | None:
     if any(g >= 2**31 for g in launch.grid):
         return f"grid {launch.grid} exceeds the 2^31-1 threads per dimension MLX can dispatch"
     return None
+
+
+def outputs_problem(launch: Launch) -> str | None:
+    """The sentence refusing outputs over the simulator's OUTPUT_BYTES, before anything is
+    allocated for them (a shape such as ``a.size * 1000000`` would take the worker's memory)."""
+    total = sum(
+        math.prod(shape) * ITEMSIZE[dtype]
+        for shape, dtype in zip(launch.output_shapes, launch.output_dtypes, strict=True)
+    )
+    if total <= OUTPUT_BYTES:
+        return None
+    return (
+        f"the outputs' shapes {[list(s) for s in launch.output_shapes]} come to {total:,} bytes, "
+        f"over the simulator's {OUTPUT_BYTES >> 30} GiB for a launch's outputs; give each output "
+        "the shape of the task's"
+    )
 
 
 def _results(
