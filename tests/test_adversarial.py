@@ -1268,6 +1268,22 @@ def test_outputs_over_the_simulators_budget_are_refused_before_they_are_allocate
     assert not run.outputs
 
 
+@pytest.mark.hack("a secret under a name of mlxport's own prefix")
+def test_only_the_listed_names_of_the_environment_reach_a_worker(monkeypatch):
+    from mlxport.backends.worker import Worker
+
+    canaries = ["MLXPORT_OPENAI_PASS", "MLX_PROVIDER", "CUDA_X", "LC_PWD", "ZIG_NOTE", "ANY_NAME"]
+    for name in canaries:
+        monkeypatch.setenv(name, "canary")
+    monkeypatch.setenv("MLXPORT_SIM_THREADS", "2")
+    worker = Worker("tests.workers.probe:handle", memory_bytes=0)
+    try:
+        reply, _ = worker.call({"op": "env"})
+    finally:
+        worker.close()
+    assert not set(canaries) & set(reply["env"]) and "MLXPORT_SIM_THREADS" in reply["env"]
+
+
 @pytest.mark.hack("a template-instantiation bomb")
 def test_a_template_bomb_stops_at_the_cpu_limit_and_is_not_compiled_again(monkeypatch):
     """Each level doubles the instantiations: the compiler stops at its CPU limit (here 2 s), and
