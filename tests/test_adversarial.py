@@ -1174,6 +1174,130 @@ def test_directives_are_read_as_the_preprocessor_reads_them(header, sentence):
     assert not compiled.ok and sentence in compiled.diagnostics[0].message, compiled.diagnostics
 
 
+@pytest.mark.hack("text the checks and the compiler lex differently")
+@pytest.mark.parametrize(
+    ("header", "sentence"),
+    [
+        # 1'0 read as a character literal '0; ... "' hid a comment from /* to a // */ the
+        # compiler ignores, and the #line and #undef between
+        (
+            "constant int a = 1'0; constant char s[] = \"'/*\";\n#undef __asm__\n// */\n",
+            "a digit separator (1') at line 1 of the header",
+        ),
+        ("constant int a = 0xFF'FF;\n", "a digit separator (0xFF') at line 1"),
+        ("constant int a = 0b1'0;\n", "a digit separator (0b1') at line 1"),
+        ("constant float a = 1e+'0';\n", "a digit separator (1e+') at line 1"),
+        ('constant char s[] = R"x(")x"; union Pun { float f; uint u; };\n', "a raw string"),
+        ('constant char s[] = u8R"(")";\n', "a raw string literal at line 1"),
+        ('constant char s[] = R\\\n"(")";\n', "a raw string literal at line 2"),
+        ("constant char c = 'a;\n", "a literal left open at line 1"),
+        ("// a comment \\  \n#undef __asm__\n", "a backslash followed by spaces"),
+        ("// a comment\r#undef __asm__\n", "a carriage return that ends no line"),
+        ("int \\u0041 = 1;\n", "a backslash in code at line 1"),
+    ],
+)
+def test_text_read_two_ways_is_refused_before_any_check_reads_it(header, sentence):
+    compiled = SIM.compile(gelu("out[i] = y;").model_copy(update={"header": header}), gelu_inputs())
+    assert not compiled.ok and sentence in compiled.diagnostics[0].message, compiled.diagnostics
+
+
+def test_quotes_prefixes_and_splices_kernels_write_still_compile():
+    header = (
+        "constant char q = '\\'', d = '\"', u = u8'a';\nconstant int w = L'a' + u'b' + U'c';\n"
+        "#define TWICE(x) \\\n  (2.0f * (x))\n// a comment: it's é\n"
+        "constant float e = 1.5e+3f + 0x1p-3f + .5f;\n"
+    )
+    ok = gelu("out[i] = TWICE(y) * 0.5f;").model_copy(update={"header": header})
+    assert verdict(GELU, ok).ok
+
+
+@pytest.mark.hack("a line marker made by a macro")
+@pytest.mark.parametrize("mark", ["#", "%:"])
+def test_a_macro_expanding_to_a_line_marker_is_no_line_marker(mark):
+    """The preprocessor prints a `#` a macro made with a space before it: the check after it
+    does not take it for one of its own line markers, and still reads what follows."""
+    header = f'#define MARK {mark} 1 "generated"\nMARK\nunion Pun {{ float f; uint u; }};\n'
+    compiled = SIM.compile(gelu("out[i] = y;").model_copy(update={"header": header}), gelu_inputs())
+    assert not compiled.ok and "`union` at line 3 of the header" in compiled.diagnostics[0].message
+
+
+@pytest.mark.hack("a file probe through the _Pragma operator")
+@pytest.mark.parametrize(
+    ("header", "sentence"),
+    [
+        ('_Pragma("GCC dependency \\"/etc/hostname\\"")\n', "reads another file"),
+        ('#define P(x) _Pragma(#x)\nP(GCC dependency "/etc/hostname")\n', "one plain string"),
+    ],
+)
+def test_the_pragma_operator_is_held_to_the_rules_of_pragma(header, sentence):
+    compiled = SIM.compile(gelu("out[i] = y;").model_copy(update={"header": header}), gelu_inputs())
+    assert not compiled.ok and sentence in compiled.diagnostics[0].message, compiled.diagnostics
+    unrolled = gelu('_Pragma("unroll") for (int k = 0; k < 1; k++) out[i] = y;')
+    assert SIM.compile(unrolled, gelu_inputs()).ok
+
+
+@pytest.mark.hack("a forged reply on the worker's protocol pipe")
+@pytest.mark.parametrize(
+    ("target", "sentence"),
+    [
+        ("object_dtype", "the worker's reply is malformed: an array's dtype is 'O', not a number"),
+        ("too_few_arrays", "the worker's reply is malformed: 0 arrays for 1 outputs"),
+    ],
+)
+def test_a_forged_worker_reply_fails_the_run_in_one_sentence(target, sentence):
+    from mlxport.backends.sim import SimBackend
+    from mlxport.backends.worker import Worker
+
+    sim = SimBackend()
+    sim._worker.close()
+    sim._worker = Worker(f"tests.workers.forge:{target}")
+    try:
+        run = sim.run(gelu("out[i] = y;"), gelu_inputs())
+    finally:
+        sim.close()
+    assert run.error and run.error.startswith(sentence), run.error
+
+
+def test_a_workers_text_reaches_the_user_without_control_characters():
+    from mlxport.backends.sim import SimBackend
+    from mlxport.backends.worker import Worker
+
+    sim = SimBackend()
+    sim._worker.close()
+    sim._worker = Worker("tests.workers.forge:terminal_escapes")
+    try:
+        run = sim.run(gelu("out[i] = y;"), gelu_inputs())
+    finally:
+        sim.close()
+    assert run.error == "]0;pwned-title[2J[32mPASS"
+
+
+@pytest.mark.hack("outputs sized to take the worker's memory")
+def test_outputs_over_the_simulators_budget_are_refused_before_they_are_allocated():
+    huge = vector_add("uint i = thread_position_in_grid.x;\nout[i] = a[i] + b[i];").model_copy(
+        update={"output_shapes": [["a.size * 1000000"]]}
+    )
+    run = SIM.run(huge, vector_inputs())
+    assert run.error and "over the simulator's 1 GiB for a launch's outputs" in run.error
+    assert not run.outputs
+
+
+@pytest.mark.hack("a secret under a name of mlxport's own prefix")
+def test_only_the_listed_names_of_the_environment_reach_a_worker(monkeypatch):
+    from mlxport.backends.worker import Worker
+
+    canaries = ["MLXPORT_OPENAI_PASS", "MLX_PROVIDER", "CUDA_X", "LC_PWD", "ZIG_NOTE", "ANY_NAME"]
+    for name in canaries:
+        monkeypatch.setenv(name, "canary")
+    monkeypatch.setenv("MLXPORT_SIM_THREADS", "2")
+    worker = Worker("tests.workers.probe:handle", memory_bytes=0)
+    try:
+        reply, _ = worker.call({"op": "env"})
+    finally:
+        worker.close()
+    assert not set(canaries) & set(reply["env"]) and "MLXPORT_SIM_THREADS" in reply["env"]
+
+
 @pytest.mark.hack("a template-instantiation bomb")
 def test_a_template_bomb_stops_at_the_cpu_limit_and_is_not_compiled_again(monkeypatch):
     """Each level doubles the instantiations: the compiler stops at its CPU limit (here 2 s), and

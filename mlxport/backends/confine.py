@@ -69,19 +69,50 @@ _NAMES = {
     "CXX",
     "SYSTEMROOT",
 }
-_PREFIXES = (
-    "LC_",
-    "MLXPORT_",
-    "MLX_",
-    "METAL_",
-    "CUDA_",
-    "NVIDIA_",
-    "NCCL_",
-    "OMP_",
-    "OPENBLAS_",
-    "MKL_",
-    "ZIG_",
-)
+# mlxport's settings that a sandboxed process reads (the compiler's, the workers', the
+# simulator's), and the GPU runtimes' and math libraries' own: exact names, so that a variable of
+# any other name (MLXPORT_OPENAI_PASS, a provider's key under a name no pattern knows) stays out.
+_NAMES |= {
+    "MLXPORT_BWRAP",
+    "MLXPORT_CACHE",
+    "MLXPORT_COMPILER_CPU_SECONDS",
+    "MLXPORT_COMPILER_MEMORY",
+    "MLXPORT_GPU_SANDBOX",
+    "MLXPORT_KERNEL_BACKEND",
+    "MLXPORT_OUTPUT_BYTES",
+    "MLXPORT_REFERENCE_SECONDS",
+    "MLXPORT_SEATBELT",
+    "MLXPORT_SIM_OPT",
+    "MLXPORT_SIM_STACK",
+    "MLXPORT_SIM_THREADS",
+    "MLXPORT_TIMED_SIZE_SECONDS",
+    "MLXPORT_WORKER_CPU_SECONDS",
+    "MLXPORT_WORKER_MEMORY",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_NUMERIC",
+    "LC_MESSAGES",
+    "ZIG_GLOBAL_CACHE_DIR",
+    "ZIG_LOCAL_CACHE_DIR",
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "MLX_USE_CUDA_GRAPHS",
+    "MLX_METAL_DEBUG",
+    "MLX_MAX_OPS_PER_BUFFER",
+    "MLX_MAX_MB_PER_BUFFER",
+    "MLX_ENABLE_TF32",
+    "MLX_DISABLE_COMPILE",
+    "MLX_CUDA_GRAPH_CACHE_SIZE",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "CUDA_MODULE_LOADING",
+    "CUDA_CACHE_DISABLE",
+    "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_DRIVER_CAPABILITIES",
+}
 
 
 def _env_int(name: str, default: int) -> int:
@@ -101,11 +132,7 @@ WATCH_SECONDS = 0.25
 def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment a sandboxed process starts with: the allowlisted names of ours, never a
     secret."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if (k in _NAMES or k.startswith(_PREFIXES)) and not SECRET_NAME.search(k)
-    }
+    env = {k: v for k, v in os.environ.items() if k in _NAMES and not SECRET_NAME.search(k)}
     env.update(extra or {})
     return env
 

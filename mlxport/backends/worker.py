@@ -24,7 +24,9 @@ import hashlib
 import importlib
 import importlib.util
 import json
+import math
 import os
+import re
 import resource
 import select
 import shutil
@@ -72,12 +74,56 @@ def _encode(header: dict[str, Any], arrays: list[np.ndarray]) -> list[bytes | me
 
 def _decode_arrays(meta: dict[str, Any], read) -> tuple[dict[str, Any], list[np.ndarray]]:
     arrays = []
-    for spec in meta.pop("__arrays__", []):
-        dtype = np.dtype(spec["dtype"])
-        count = int(np.prod(spec["shape"], dtype=np.int64))
+    for dtype, shape in _array_specs(meta.pop("__arrays__", [])):
+        count = int(np.prod(shape, dtype=np.int64))
         data = read(count * dtype.itemsize) if count else b""
-        arrays.append(np.frombuffer(data, dtype=dtype, count=count).reshape(spec["shape"]))
+        arrays.append(np.frombuffer(data, dtype=dtype, count=count).reshape(shape))
     return meta, arrays
+
+
+class MalformedReply(ValueError):
+    """A message that no honest peer sends: a kernel past the checks may write on the pipe."""
+
+
+def _array_specs(specs: Any) -> list[tuple[np.dtype, tuple[int, ...]]]:
+    """The (dtype, shape) of each array a message lists, each a plain number type (never an
+    object, a string or a record) and a shape of a few non-negative ints that fits 64 bits."""
+    if not isinstance(specs, list):
+        raise MalformedReply("its array list is not a list")
+    out = []
+    for spec in specs:
+        name = spec.get("dtype") if isinstance(spec, dict) else None
+        shape = spec.get("shape") if isinstance(spec, dict) else None
+        try:
+            dtype = np.dtype(name) if isinstance(name, str) and len(name) < 8 else None
+        except TypeError:
+            dtype = None
+        if dtype is None or dtype.kind not in "biufc" or dtype.fields or dtype.shape:
+            raise MalformedReply(f"an array's dtype is {shown(repr(name)[:40])}, not a number type")
+        if not isinstance(shape, list) or len(shape) > 32 or not all(_count(d) for d in shape):
+            raise MalformedReply(f"an array's shape is {shown(repr(shape)[:60])}")
+        if math.prod(shape) * dtype.itemsize >= 1 << 62:
+            raise MalformedReply("an array is over 2^62 bytes")
+        out.append((dtype, tuple(shape)))
+    return out
+
+
+def _count(d: Any) -> bool:
+    return type(d) is int and 0 <= d < 1 << 62
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def shown(text: str) -> str:
+    """A worker's text as it may reach the user: without control characters (a terminal's escape
+    sequences, a carriage return overwriting a line)."""
+    return _CONTROL.sub("", text)
+
+
+def malformed(why: str) -> WorkerError:
+    """The failure of a run whose worker replied what it could not have honestly."""
+    return WorkerError("crash", f"the worker's reply is malformed: {why}")
 
 
 def _read_exact(fd: int, n: int, deadline: float | None) -> bytes:
@@ -101,6 +147,18 @@ def _write_all(fd: int, parts: list[bytes | memoryview]) -> None:
         while view.nbytes:
             n = os.write(fd, view)
             view = view[n:]
+
+
+def _reply_header(blob: bytes) -> dict[str, Any]:
+    """A reply's JSON header: an object listing its arrays."""
+    try:
+        meta = json.loads(blob)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise MalformedReply("its header is not JSON") from None
+    if not isinstance(meta, dict):
+        raise MalformedReply("its header is not a JSON object")
+    meta.setdefault("__arrays__", [])
+    return meta
 
 
 # ---------------------------------------------------------------- parent side
@@ -299,15 +357,17 @@ class Worker:
             if n > HEADER_BYTES:
                 self.kill()
                 raise WorkerError("crash", f"the worker replied with a {n}-byte header (garbage)")
-            meta = json.loads(_read_exact(fd, n, deadline))
+            meta = _reply_header(_read_exact(fd, n, deadline))
             size = sum(
-                int(np.prod(a["shape"], dtype=np.int64)) * np.dtype(a["dtype"]).itemsize
-                for a in meta.get("__arrays__", [])
+                math.prod(shape) * t.itemsize for t, shape in _array_specs(meta["__arrays__"])
             )
             if size > budget:
                 self.kill()
                 raise WorkerError("crash", f"the worker replied with {size} bytes, over {budget}")
             reply, out = _decode_arrays(meta, lambda k: _read_exact(fd, k, deadline))
+        except MalformedReply as e:
+            self.kill()
+            raise malformed(str(e)) from None
         except TimeoutError:
             self.kill()
             raise WorkerError("timeout", f"timed out after {timeout:g} s (endless loop?)") from None
@@ -317,7 +377,7 @@ class Worker:
             if reply.get("__kind__") == "FileError":
                 self._held.difference_update(sent)
             kind = "memory" if reply.get("__kind__") == "MemoryError" else "error"
-            raise WorkerError(kind, reply["__error__"])
+            raise WorkerError(kind, shown(str(reply["__error__"])))
         return reply, out
 
     def _crash_reason(self) -> tuple[str, str]:

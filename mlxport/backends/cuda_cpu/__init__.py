@@ -30,7 +30,7 @@ from mlxport.backends.sim.build import compile_library
 from mlxport.backends.sim.cache import cache_dir
 from mlxport.backends.sim.compiler import INCLUDE as SIM_INCLUDE
 from mlxport.backends.sim.compiler import find_compiler, syntax_log
-from mlxport.backends.worker import Worker, WorkerError
+from mlxport.backends.worker import MalformedReply, Worker, WorkerError, malformed, shown
 from mlxport.errors import UserError
 
 INCLUDE = Path(__file__).resolve().parent / "include"
@@ -277,7 +277,11 @@ class CudaExecutor:
             )
         except WorkerError as e:
             return ExecResult(error=str(e), seconds=time.perf_counter() - t0)
-        return _result(bindings, reply, out, time.perf_counter() - t0)
+        try:
+            return _result(bindings, reply, out, time.perf_counter() - t0)
+        except MalformedReply as e:
+            self._worker.kill()  # what replied so is no worker to send the next run to
+            return ExecResult(error=str(malformed(str(e))), seconds=time.perf_counter() - t0)
 
     def close(self) -> None:
         self._worker.close()
@@ -298,9 +302,10 @@ def _constant_values(
 
 def _result(bindings: list, reply: dict, out: list[np.ndarray], seconds: float) -> ExecResult:
     pointers = [(name, p, a) for name, p, a in bindings if p.pointer]
+    _check_reply(pointers, reply, out)
     data = iter(out[: len(pointers)])
     masks = iter(out[len(pointers) :])
-    result = ExecResult(error=reply.get("error"), seconds=seconds)
+    result = ExecResult(error=reply.get("error") and shown(reply["error"]), seconds=seconds)
     conflicts = iter(reply.get("conflicts", []))
     touches = reply.get("touched", [-1] * len(pointers))
     for (name, p, a), touched in zip(pointers, touches, strict=True):
@@ -317,6 +322,24 @@ def _result(bindings: list, reply: dict, out: list[np.ndarray], seconds: float) 
         if touched >= 0:
             result.touched[name] = -(-touched // np.asarray(a).dtype.itemsize)
     return result
+
+
+def _check_reply(pointers: list, reply: dict, out: list[np.ndarray]) -> None:
+    """A run's reply holds each buffer, a written mask and a conflict per buffer the kernel may
+    write, and a touched extent per buffer, all of their sizes; else MalformedReply."""
+    writable = [a for _, p, a in pointers if not p.const]
+    sizes = [np.size(a) for _, _, a in pointers] + [np.size(a) for a in writable]
+    if [a.size for a in out] != sizes:
+        raise MalformedReply(f"{len(out)} arrays, not the {len(sizes)} buffers and masks sent")
+    error = reply.get("error")
+    if error is not None and not isinstance(error, str):
+        raise MalformedReply("its error is not text")
+    for key, n in (("conflicts", len(writable)), ("touched", len(pointers))):
+        values = reply.get(key, [-1] * n)
+        if not (
+            isinstance(values, list) and len(values) == n and all(type(v) is int for v in values)
+        ):
+            raise MalformedReply(f"its {key} are not {n} integers")
 
 
 def packed(sig: KernelSig, members: dict[str, str], values: dict[str, Any]) -> list:

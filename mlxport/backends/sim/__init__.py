@@ -47,7 +47,7 @@ from mlxport.backends.sim.signature import (
     mlx_source,
     sim_text,
 )
-from mlxport.backends.worker import Worker, WorkerError
+from mlxport.backends.worker import MalformedReply, Worker, WorkerError, malformed, shown
 from mlxport.expr import ITEMSIZE, ArrayInfo, ExprError
 from mlxport.spec import CompileResult, Datasheet, Diagnostic, KernelCandidate, KernelTask, Launch
 
@@ -55,6 +55,12 @@ __all__ = ["SimBackend", "mlx_source"]
 
 MAX_THREADS_PER_THREADGROUP = 1024
 STACK_BYTES = int(os.environ.get("MLXPORT_SIM_STACK", str(64 << 10)))
+# The most a launch's outputs may take: the worker holds each output twice (the values and what
+# they were), a 4-byte written mask per element and the inputs, within its address space
+# (WORKER_MEMORY, unless MLXPORT_WORKER_MEMORY says otherwise). An MSL kernel the simulator can
+# run in reasonable time writes far less.
+OUTPUT_BYTES = 1 << 30
+WORKER_MEMORY = 8 << 30
 
 
 def sim_threads() -> int:
@@ -73,6 +79,8 @@ class SimBackend:
 
     def __init__(self, *, threads: int | None = None, memory_bytes: int | None = None):
         self.threads = threads or sim_threads()
+        if not memory_bytes and "MLXPORT_WORKER_MEMORY" not in os.environ:
+            memory_bytes = WORKER_MEMORY
         self._worker = Worker(
             "mlxport.backends.sim.runner:handle",
             **({"memory_bytes": memory_bytes} if memory_bytes else {}),
@@ -251,7 +259,7 @@ class SimBackend:
             for k, v in inputs.items()
         }
         launch = candidate.launch(infos)
-        if problem := launch_problem(launch):
+        if problem := launch_problem(launch) or outputs_problem(launch):
             return RunResult(error=problem, seconds=time.perf_counter() - t0)
         sig = self._signature(candidate, infos, launch)
         src = sim_text(sig)
@@ -276,7 +284,12 @@ class SimBackend:
             )
         except WorkerError as e:
             return RunResult(error=str(e), seconds=time.perf_counter() - t0)
-        outputs, unwritten = _results(launch, out)
+        try:
+            outputs, unwritten = _results(launch, out)
+            error, counts = _reply_fields(reply)
+        except MalformedReply as e:
+            self._worker.kill()  # what replied so is no worker to send the next run to
+            return RunResult(error=str(malformed(str(e))), seconds=time.perf_counter() - t0)
         if candidate.init_value is not None and not math.isnan(candidate.init_value):
             # MLX filled them with init_value: defined
             unwritten = [np.zeros_like(u) for u in unwritten]
@@ -296,9 +309,9 @@ class SimBackend:
         return RunResult(
             outputs=outputs,
             unwritten=unwritten,
-            error=reply.get("error"),
+            error=error,
             seconds=time.perf_counter() - t0,
-            counts=counts_of(reply),
+            counts=counts,
         )
 
     def _request(
@@ -374,15 +387,48 @@ def launch_problem(launch: Launch) -> str | None:
     return None
 
 
+def outputs_problem(launch: Launch) -> str | None:
+    """The sentence refusing outputs over the simulator's OUTPUT_BYTES, before anything is
+    allocated for them (a shape such as ``a.size * 1000000`` would take the worker's memory)."""
+    total = sum(
+        math.prod(shape) * ITEMSIZE[dtype]
+        for shape, dtype in zip(launch.output_shapes, launch.output_dtypes, strict=True)
+    )
+    if total <= OUTPUT_BYTES:
+        return None
+    return (
+        f"the outputs' shapes {[list(s) for s in launch.output_shapes]} come to {total:,} bytes, "
+        f"over the simulator's {OUTPUT_BYTES >> 30} GiB for a launch's outputs; give each output "
+        "the shape of the task's"
+    )
+
+
 def _results(
     launch: Launch, out: list[np.ndarray]
 ) -> tuple[list[np.ndarray], list[np.ndarray | None]]:
     n = len(launch.output_dtypes)
+    if len(out) != 2 * n:
+        raise MalformedReply(f"{len(out)} arrays for {n} outputs and their written masks")
     outputs, unwritten = [], []
     for i, (shape, dtype) in enumerate(
         zip(launch.output_shapes, launch.output_dtypes, strict=True)
     ):
+        size = math.prod(shape)
+        if out[i].size != size or out[n + i].size != size:
+            raise MalformedReply(f"output {i} or its mask is not of {size} elements")
         data = out[i].reshape(shape)
         outputs.append(bfloat16_to_float32(data) if dtype == "bfloat16" else np.array(data))
         unwritten.append((out[n + i] == 0).reshape(shape))
     return outputs, unwritten
+
+
+def _reply_fields(reply: dict[str, Any]) -> tuple[str | None, dict[str, int] | None]:
+    """The error (shown without control characters) and counts a run's reply carries."""
+    error = reply.get("error")
+    if error is not None and not isinstance(error, str):
+        raise MalformedReply("its error is not text")
+    try:
+        counts = counts_of(reply)
+    except (TypeError, ValueError, KeyError, OverflowError):
+        raise MalformedReply("its counts are not a list of integers per counter") from None
+    return (shown(error) if error is not None else None), counts

@@ -55,16 +55,115 @@ def msl_text_problem(src: SimSource) -> tuple[str, str, int | None] | None:
     ``asm``, a copy of a pointer's bytes. (sentence, where, line) or None."""
     for where, rewritten in (("header", src.header), ("source", src.body)):
         text = rewritten.original
+        if problem := lexing_problem(text, where):
+            return problem
         comments_gone = as_preprocessed(text)
         if problem := _directive_problem(text, comments_gone, where):
             return problem
-        for t in tokenize(comments_gone):
+        toks = tokenize(comments_gone)
+        for k, t in enumerate(toks):
             if t.kind != "ident":
                 continue
             line = _spliced_line(text, t.start)
             if problem := _token_problem(t.text, f"line {line} of the {where}", where, line):
                 return problem
+            if t.text == "_Pragma" and (why := _pragma_operator_problem(toks[k + 1 : k + 4])):
+                return (
+                    f"not a Metal kernel: _Pragma at line {line} of the {where} {why}",
+                    where,
+                    line,
+                )
     return None
+
+
+def _pragma_operator_problem(operand: list[Token]) -> str | None:
+    """Why a ``_Pragma`` followed by ``operand`` (its next three tokens) is refused: held to the
+    rules of ``#pragma`` (no pragma that reads a file), its text one plain string literal so that
+    those rules read what the preprocessor does."""
+    texts = [t.text for t in operand]
+    if len(texts) < 3 or texts[0] != "(" or texts[2] != ")" or not texts[1].startswith('"'):
+        return "takes anything but one plain string literal; write #pragma instead"
+    if "dependency" in texts[1]:
+        return "reads another file (a dependency pragma)"
+    return None
+
+
+def lexing_problem(text: str, where: str) -> tuple[str, str, int] | None:
+    """What in ``text`` the compiler could read otherwise than the checks here (which read it
+    as ordinary C++ lexing does), refused before anything else reads it: a raw string literal, a
+    digit separator, a literal left open, a backslash that is not a line's last character, a
+    character outside printable ASCII in code, a control character. A Metal kernel needs none of
+    them. Read by one scanner that stops at the first, so nothing it passes is read two ways."""
+    if m := _ODD_CHARACTER.search(text):
+        what = _ODD_WHY[m.lastgroup] + (f" ({m.group()!r})" if m.lastgroup == "control" else "")
+        return _lexing_refusal(what, where, text.count("\n", 0, m.start()) + 1)
+    spliced = text.replace("\\\r\n", "").replace("\\\n", "")
+    i, n = 0, len(spliced)
+    while i < n:
+        c = spliced[i]
+        if spliced.startswith("//", i):
+            i = _find(spliced, "\n", i)
+        elif spliced.startswith("/*", i):
+            i = _find(spliced, "*/", i + 2) + 2
+        elif c in "\"'":
+            end = _LITERAL[c].match(spliced, i)
+            if end is None:
+                return _lexing_refusal("a literal left open", where, _spliced_line(text, i))
+            i = end.end()
+        elif c == "\\" or not c.isascii():
+            what = "a backslash" if c == "\\" else f"{c!r}"
+            return _lexing_refusal(f"{what} in code", where, _spliced_line(text, i))
+        elif c.isalpha() or c in "_$":
+            word = _WORD.match(spliced, i).group()
+            i += len(word)
+            if word in _RAW_PREFIXES and spliced.startswith('"', i):
+                return _lexing_refusal("a raw string literal", where, _spliced_line(text, i))
+        elif c.isdigit() or c == "." and spliced[i + 1 : i + 2].isdigit():
+            number = _PP_NUMBER.match(spliced, i).group()
+            i += len(number)
+            if spliced.startswith("'", i):
+                return _lexing_refusal(
+                    f"a digit separator ({number}')", where, _spliced_line(text, i)
+                )
+        else:
+            i += 1
+    return None
+
+
+# Lone carriage returns (a line's end to some compilers), control characters and a backslash
+# followed by spaces before a line's end (a line continuation to GCC and clang, not to the checks).
+_ODD_CHARACTER = re.compile(
+    r"(?P<cr>\r(?!\n))|(?P<control>[\x00-\x08\x0e-\x1f\x7f])|(?P<splice>\\[ \t\f\v]+(?=\r?\n))"
+)
+_ODD_WHY = {
+    "cr": "a carriage return that ends no line",
+    "control": "a control character",
+    "splice": "a backslash followed by spaces at a line's end",
+}
+_LITERAL = {
+    '"': re.compile(r'"(?:\\.|[^"\\\n])*"'),
+    "'": re.compile(r"'(?:\\.|[^'\\\n])*'"),
+}
+_WORD = re.compile(r"[A-Za-z0-9_$]+")
+_RAW_PREFIXES = frozenset(["R", "u8R", "uR", "UR", "LR"])
+# GCC's preprocessing number: a digit (or a dot and a digit), then letters, digits, dots, a sign
+# after an exponent's letter, and the digit separator; stopping before a quote, it is refused.
+_PP_NUMBER = re.compile(r"\.?\d(?:[eEpP][+-]|[A-Za-z0-9_.])*")
+
+
+def _find(text: str, what: str, start: int) -> int:
+    at = text.find(what, start)
+    return len(text) if at < 0 else at
+
+
+def _lexing_refusal(what: str, where: str, line: int) -> tuple[str, str, int]:
+    return (
+        f"not a Metal kernel: {what} at line {line} of the {where}, which the checks and the "
+        "compiler could read differently; Metal code needs none (write plain strings, numbers "
+        "and ASCII code)",
+        where,
+        line,
+    )
 
 
 def as_preprocessed(text: str) -> str:
