@@ -300,10 +300,7 @@ class SimBackend:
                 start.data[start.offset :].view(STORAGE[start.dtype])[: outputs[k].size],
                 start.dtype,
             )
-            # as MLX's call does (mlx_kernel.started_as): a NaN is not yet written, even where a
-            # store through a float4 view wrote only some of the vector's components
-            still = unwritten[k] | np.isnan(outputs[k])
-            outputs[k] = np.where(still, values.reshape(outputs[k].shape), outputs[k])
+            outputs[k] = np.where(unwritten[k], values.reshape(outputs[k].shape), outputs[k])
             # what the kernel did not write is the input's
             unwritten[k] = np.zeros_like(unwritten[k])
         return RunResult(

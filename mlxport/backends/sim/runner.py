@@ -187,8 +187,27 @@ def run(
         ],
     }
     # The threadgroup tags matter only inside the run (race checks): the caller needs written or
-    # not.
-    return reply, results + [(m != 0).view(np.uint8) for m in masks]
+    # not. An output element still holding its poison's bits was not written, though a store to
+    # another part of it marked it (`.x` of a float4 view: the whole vector).
+    written = [
+        (m != 0) & ~_same_bits(data, was) if was is not data and slot_role == "output" else m != 0
+        for (_, data, was, m), slot_role in _masked(kept, slots)
+    ]
+    return reply, results + [w.view(np.uint8) for w in written]
+
+
+def _masked(kept: list, slots: list[dict]) -> list:
+    """The kept buffers that have a written mask, with their roles, in the masks' order."""
+    return [
+        (k, slot["role"])
+        for k, slot in zip(kept, slots, strict=True)
+        if slot["role"] in ("output", "buffer") and k[3] is not None
+    ]
+
+
+def _same_bits(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    unsigned = np.dtype(f"u{a.itemsize}")
+    return a.reshape(-1).view(unsigned) == b.reshape(-1).view(unsigned)
 
 
 def _launch_params(header: dict[str, Any], buffers: Any, nbuffers: int) -> LaunchParams:
