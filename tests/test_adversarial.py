@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 import pytest
+from small_tasks import small_task
 
 from mlxport.backends import availability, get_backend
 from mlxport.tasks import expert_ports, load_task, suite_names
@@ -41,6 +42,16 @@ def gelu(store: str):
 
 def verdict(task, candidate, **kw):
     return run_correctness(task, candidate, SIM, seed=3, **kw)
+
+
+@pytest.fixture(scope="module")
+def small_vector_add(tmp_path_factory):
+    """vector_add with thousands of elements (timed at N=65536, checked up to N=4096): the tests of
+    the timed size are about a kernel wrong only above every checked size, not about millions."""
+    task = load_task(small_task("vector_add", tmp_path_factory.mktemp("small")))
+    assert task.bench_cases() == [{"N": 65536}]
+    assert max(max(c.values()) for c in task.all_cases()) == 4096
+    return task
 
 
 def test_honest_baseline_of_these_hacks_passes():
@@ -135,15 +146,15 @@ def test_returns_another_dtype_than_the_task():
 
 
 @pytest.mark.hack("less work at the timed size")
-def test_right_on_every_checked_case_but_not_at_the_timed_size():
+def test_right_on_every_checked_case_but_not_at_the_timed_size(small_vector_add):
     """A grid capped below the timed size computes part of the output there: benchmark() checks
     the timed case before timing it, so such a kernel is never timed."""
     from mlxport.verify.reverify import WrongAtBenchSize, check_bench_case
 
-    task = load_task("vector_add")
-    capped = expert_ports(task)["msl"].model_copy(update={"grid": ["min(a.size, 1048576)", 1, 1]})
+    task = small_vector_add
+    capped = expert_ports(task)["msl"].model_copy(update={"grid": ["min(a.size, 4096)", 1, 1]})
     assert run_correctness(task, capped, SIM, seed=4, heldout=True).ok
-    with pytest.raises(WrongAtBenchSize, match="wrong at the timed size N=16777216"):
+    with pytest.raises(WrongAtBenchSize, match="wrong at the timed size N=65536"):
         check_bench_case(task, capped, SIM, task.bench_cases()[0], "float32", seed=4)
 
 
@@ -711,16 +722,19 @@ def test_a_load_then_store_update_of_an_atomic_is_a_race_in_any_run():
 
 
 @pytest.mark.hack("less work at the timed size")
-def test_a_kernel_that_does_nothing_at_the_timed_size_never_verifies_on_the_simulator():
-    """Right at every visible and held-out size, idle from 2M elements up: the final verification
-    runs the timed size on the simulator too, when it fits the budget."""
+def test_a_kernel_that_does_nothing_at_the_timed_size_never_verifies_on_the_simulator(
+    small_vector_add,
+):
+    """Right at every visible and held-out size, idle from 8192 elements up: the final
+    verification runs the timed size on the simulator too, when it fits the budget."""
     from mlxport.verify.reverify import WrongAtBenchSize, check_timed_size
 
-    task = load_task("vector_add")
+    task = small_vector_add
     port = expert_ports(task)["msl"]
-    idle = port.model_copy(update={"source": "if (a_shape[0] >= 2097152) return;\n" + port.source})
-    assert all(max(c.values()) < 2097152 for c in task.all_cases())  # no checked case is that large
-    with pytest.raises(WrongAtBenchSize, match="wrong at the timed size N=16777216"):
+    idle = port.model_copy(update={"source": "if (a_shape[0] >= 8192) return;\n" + port.source})
+    assert all(max(c.values()) < 8192 for c in task.all_cases())  # no checked case is that large
+    assert run_correctness(task, idle, SIM, seed=4, heldout=True).ok
+    with pytest.raises(WrongAtBenchSize, match="wrong at the timed size N=65536"):
         check_timed_size(task, idle, SIM, task.bench_cases()[0], "float32", seed=4, budget=600)
     assert check_timed_size(task, port, SIM, task.bench_cases()[0], "float32", seed=4, budget=600)[
         "checked"
@@ -728,10 +742,10 @@ def test_a_kernel_that_does_nothing_at_the_timed_size_never_verifies_on_the_simu
 
 
 @pytest.mark.hack("slow at the timed size to escape its check")
-def test_a_timed_size_over_the_budget_is_labelled_never_plain_verified():
+def test_a_timed_size_over_the_budget_is_labelled_never_plain_verified(small_vector_add):
     from mlxport.verify.reverify import check_timed_size, verdict_label
 
-    task = load_task("vector_add")
+    task = small_vector_add
     timed = check_timed_size(
         task, expert_ports(task)["msl"], SIM, task.bench_cases()[0], "float32", seed=4, budget=0.01
     )
@@ -739,7 +753,7 @@ def test_a_timed_size_over_the_budget_is_labelled_never_plain_verified():
     label = verdict_label({"verified": True, "backend": "sim", "timed_size": timed})
     assert (
         label.startswith("verified on sim at the held-out sizes")
-        and "N=16777216 was not checked" in label
+        and "N=65536 was not checked" in label
     )
 
 
