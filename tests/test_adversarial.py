@@ -158,11 +158,17 @@ def test_right_on_every_checked_case_but_not_at_the_timed_size(small_vector_add)
         check_bench_case(task, capped, SIM, task.bench_cases()[0], "float32", seed=4)
 
 
+# Tasks whose every input distribution (tests/test_distributions.py) is drawn and checked.
+EVERY_DISTRIBUTION = ("rmsnorm", "softmax_rows", "layernorm")
+
+
 @pytest.mark.parametrize("name", suite_names())
 def test_expert_msl_port_passes_every_case_on_the_simulator(name):
     task = load_task(name)
     report = run_correctness(task, expert_ports(task)["msl"], SIM, seed=11, heldout=True)
     assert report.ok, report.summary()
+    if name in EVERY_DISTRIBUTION:
+        assert {c.inputs for c in report.cases} == {"task", "wide", "rows", "positive", "negative"}
 
 
 class SyntheticTiming:
