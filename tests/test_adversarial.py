@@ -46,8 +46,9 @@ def verdict(task, candidate, **kw):
 
 @pytest.fixture(scope="module")
 def small_vector_add(tmp_path_factory):
-    """vector_add with thousands of elements (timed at N=65536, checked up to N=4096): the tests of
-    the timed size are about a kernel wrong only above every checked size, not about millions."""
+    """vector_add with thousands of elements (timed at N=65536, checked up to N=4096), for tests
+    about the timed size (a kernel wrong only above every checked size) and calls run together:
+    none of them is about millions of elements."""
     task = load_task(small_task("vector_add", tmp_path_factory.mktemp("small")))
     assert task.bench_cases() == [{"N": 65536}]
     assert max(max(c.values()) for c in task.all_cases()) == 4096
@@ -317,8 +318,8 @@ class OverlappingSim(type(SIM)):
     overlaps = True
 
 
-def test_final_verification_runs_visible_cases_together_where_calls_may_overlap():
-    task = load_task("vector_add")
+def test_final_verification_runs_visible_cases_together_where_calls_may_overlap(small_vector_add):
+    task = small_vector_add
     report = run_correctness(
         task, expert_ports(task)["msl"], OverlappingSim(), seed=5, heldout=True
     )
@@ -342,18 +343,18 @@ class MixingSim(OverlappingSim):
 
 
 @pytest.mark.hack("state shared by calls run at once")
-def test_calls_that_mix_when_run_together_fail_with_the_shared_state_hint():
-    task = load_task("vector_add")
+def test_calls_that_mix_when_run_together_fail_with_the_shared_state_hint(small_vector_add):
+    task = small_vector_add
     report = run_correctness(task, expert_ports(task)["msl"], MixingSim(), seed=5, heldout=True)
     failed = [c for c in report.cases if c.verdict != "pass"]
     assert failed and all("calls at once" in c.label for c in failed)
     assert "module-scope __device__" in report.summary()
 
 
-def test_a_kernel_wrong_on_fresh_inputs_is_not_blamed_on_calls_running_together():
+def test_a_kernel_wrong_on_fresh_inputs_is_not_blamed_on_calls_running_together(small_vector_add):
     """Wrong only when its first input element is large: right on the inputs checked alone, wrong
     on some of the fresh inputs of the together-run, and wrong on them alone too."""
-    task = load_task("vector_add")
+    task = small_vector_add
     picky = expert_ports(task)["msl"].model_copy(
         update={
             "name": "vector_add_picky",
