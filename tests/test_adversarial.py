@@ -7,7 +7,6 @@ import re
 
 import numpy as np
 import pytest
-from small_tasks import small_task
 
 from mlxport.backends import availability, get_backend
 from mlxport.tasks import expert_ports, load_task, suite_names
@@ -49,6 +48,10 @@ def small_vector_add(tmp_path_factory):
     """vector_add with thousands of elements (timed at N=65536, checked up to N=4096), for tests
     about the timed size (a kernel wrong only above every checked size) and calls run together:
     none of them is about millions of elements."""
+    # imported here: tests/test_sandbox.py imports this module as tests.test_adversarial, where
+    # tests/ is not on the path
+    from small_tasks import small_task
+
     task = load_task(small_task("vector_add", tmp_path_factory.mktemp("small")))
     assert task.bench_cases() == [{"N": 65536}]
     assert max(max(c.values()) for c in task.all_cases()) == 4096
