@@ -43,6 +43,21 @@ def verdict(task, candidate, **kw):
     return run_correctness(task, candidate, SIM, seed=3, **kw)
 
 
+@pytest.fixture(scope="module")
+def small_vector_add(tmp_path_factory):
+    """vector_add with thousands of elements (timed at N=65536, checked up to N=4096), for tests
+    about the timed size (a kernel wrong only above every checked size) and calls run together:
+    none of them is about millions of elements."""
+    # imported here: tests/test_sandbox.py imports this module as tests.test_adversarial, where
+    # tests/ is not on the path
+    from small_tasks import small_task
+
+    task = load_task(small_task("vector_add", tmp_path_factory.mktemp("small")))
+    assert task.bench_cases() == [{"N": 65536}]
+    assert max(max(c.values()) for c in task.all_cases()) == 4096
+    return task
+
+
 def test_honest_baseline_of_these_hacks_passes():
     report = verdict(GELU, gelu("out[i] = y;"), heldout=True)
     assert report.ok, report.summary()
@@ -135,16 +150,20 @@ def test_returns_another_dtype_than_the_task():
 
 
 @pytest.mark.hack("less work at the timed size")
-def test_right_on_every_checked_case_but_not_at_the_timed_size():
+def test_right_on_every_checked_case_but_not_at_the_timed_size(small_vector_add):
     """A grid capped below the timed size computes part of the output there: benchmark() checks
     the timed case before timing it, so such a kernel is never timed."""
     from mlxport.verify.reverify import WrongAtBenchSize, check_bench_case
 
-    task = load_task("vector_add")
-    capped = expert_ports(task)["msl"].model_copy(update={"grid": ["min(a.size, 1048576)", 1, 1]})
+    task = small_vector_add
+    capped = expert_ports(task)["msl"].model_copy(update={"grid": ["min(a.size, 4096)", 1, 1]})
     assert run_correctness(task, capped, SIM, seed=4, heldout=True).ok
-    with pytest.raises(WrongAtBenchSize, match="wrong at the timed size N=16777216"):
+    with pytest.raises(WrongAtBenchSize, match="wrong at the timed size N=65536"):
         check_bench_case(task, capped, SIM, task.bench_cases()[0], "float32", seed=4)
+
+
+# Tasks whose every input distribution (tests/test_distributions.py) is drawn and checked.
+EVERY_DISTRIBUTION = ("rmsnorm", "softmax_rows", "layernorm")
 
 
 @pytest.mark.parametrize("name", suite_names())
@@ -152,6 +171,8 @@ def test_expert_msl_port_passes_every_case_on_the_simulator(name):
     task = load_task(name)
     report = run_correctness(task, expert_ports(task)["msl"], SIM, seed=11, heldout=True)
     assert report.ok, report.summary()
+    if name in EVERY_DISTRIBUTION:
+        assert {c.inputs for c in report.cases} == {"task", "wide", "rows", "positive", "negative"}
 
 
 class SyntheticTiming:
@@ -300,8 +321,8 @@ class OverlappingSim(type(SIM)):
     overlaps = True
 
 
-def test_final_verification_runs_visible_cases_together_where_calls_may_overlap():
-    task = load_task("vector_add")
+def test_final_verification_runs_visible_cases_together_where_calls_may_overlap(small_vector_add):
+    task = small_vector_add
     report = run_correctness(
         task, expert_ports(task)["msl"], OverlappingSim(), seed=5, heldout=True
     )
@@ -325,18 +346,18 @@ class MixingSim(OverlappingSim):
 
 
 @pytest.mark.hack("state shared by calls run at once")
-def test_calls_that_mix_when_run_together_fail_with_the_shared_state_hint():
-    task = load_task("vector_add")
+def test_calls_that_mix_when_run_together_fail_with_the_shared_state_hint(small_vector_add):
+    task = small_vector_add
     report = run_correctness(task, expert_ports(task)["msl"], MixingSim(), seed=5, heldout=True)
     failed = [c for c in report.cases if c.verdict != "pass"]
     assert failed and all("calls at once" in c.label for c in failed)
     assert "module-scope __device__" in report.summary()
 
 
-def test_a_kernel_wrong_on_fresh_inputs_is_not_blamed_on_calls_running_together():
+def test_a_kernel_wrong_on_fresh_inputs_is_not_blamed_on_calls_running_together(small_vector_add):
     """Wrong only when its first input element is large: right on the inputs checked alone, wrong
     on some of the fresh inputs of the together-run, and wrong on them alone too."""
-    task = load_task("vector_add")
+    task = small_vector_add
     picky = expert_ports(task)["msl"].model_copy(
         update={
             "name": "vector_add_picky",
@@ -711,16 +732,19 @@ def test_a_load_then_store_update_of_an_atomic_is_a_race_in_any_run():
 
 
 @pytest.mark.hack("less work at the timed size")
-def test_a_kernel_that_does_nothing_at_the_timed_size_never_verifies_on_the_simulator():
-    """Right at every visible and held-out size, idle from 2M elements up: the final verification
-    runs the timed size on the simulator too, when it fits the budget."""
+def test_a_kernel_that_does_nothing_at_the_timed_size_never_verifies_on_the_simulator(
+    small_vector_add,
+):
+    """Right at every visible and held-out size, idle from 8192 elements up: the final
+    verification runs the timed size on the simulator too, when it fits the budget."""
     from mlxport.verify.reverify import WrongAtBenchSize, check_timed_size
 
-    task = load_task("vector_add")
+    task = small_vector_add
     port = expert_ports(task)["msl"]
-    idle = port.model_copy(update={"source": "if (a_shape[0] >= 2097152) return;\n" + port.source})
-    assert all(max(c.values()) < 2097152 for c in task.all_cases())  # no checked case is that large
-    with pytest.raises(WrongAtBenchSize, match="wrong at the timed size N=16777216"):
+    idle = port.model_copy(update={"source": "if (a_shape[0] >= 8192) return;\n" + port.source})
+    assert all(max(c.values()) < 8192 for c in task.all_cases())  # no checked case is that large
+    assert run_correctness(task, idle, SIM, seed=4, heldout=True).ok
+    with pytest.raises(WrongAtBenchSize, match="wrong at the timed size N=65536"):
         check_timed_size(task, idle, SIM, task.bench_cases()[0], "float32", seed=4, budget=600)
     assert check_timed_size(task, port, SIM, task.bench_cases()[0], "float32", seed=4, budget=600)[
         "checked"
@@ -728,10 +752,10 @@ def test_a_kernel_that_does_nothing_at_the_timed_size_never_verifies_on_the_simu
 
 
 @pytest.mark.hack("slow at the timed size to escape its check")
-def test_a_timed_size_over_the_budget_is_labelled_never_plain_verified():
+def test_a_timed_size_over_the_budget_is_labelled_never_plain_verified(small_vector_add):
     from mlxport.verify.reverify import check_timed_size, verdict_label
 
-    task = load_task("vector_add")
+    task = small_vector_add
     timed = check_timed_size(
         task, expert_ports(task)["msl"], SIM, task.bench_cases()[0], "float32", seed=4, budget=0.01
     )
@@ -739,7 +763,7 @@ def test_a_timed_size_over_the_budget_is_labelled_never_plain_verified():
     label = verdict_label({"verified": True, "backend": "sim", "timed_size": timed})
     assert (
         label.startswith("verified on sim at the held-out sizes")
-        and "N=16777216 was not checked" in label
+        and "N=65536 was not checked" in label
     )
 
 

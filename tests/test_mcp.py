@@ -12,6 +12,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from small_tasks import small_task
 
 from mlxport.tasks import SUITE_DIR
 from mlxport.tools import schemas
@@ -116,10 +117,11 @@ async def session_calls(tmp_path: Path) -> dict:
             "bad_create",
         )
         await indexed_task(call, tmp_path)
+        # a small vector_add: what this call shows is the port tool, not the suite's sizes
         await call(
             "port",
             {
-                "task": "vector_add",
+                "task": str(small_task("vector_add", tmp_path / "small")),
                 "out": str(tmp_path / "ported"),
                 "budget": {"max_iterations": 10, "extra_seeds": 0},
             },

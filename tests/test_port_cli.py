@@ -10,20 +10,22 @@ import sys
 import time
 
 import pytest
+from small_tasks import small_task
 
 from mlxport.agent.port import run_port
 from mlxport.agent.state import RunConfig
 from mlxport.tasks import expert_ports, load_task
 
 # Elementwise, a row reduction over SIMD-groups, a threadgroup-memory tile: the suite's three shapes
-# of kernel (tests/test_translator.py translates and checks all twelve).
+# of kernel, with thousands of elements each (tests/test_translator.py translates and checks all
+# twelve at their own sizes).
 DEFAULT_TASKS = ["vector_add", "softmax_rows", "transpose_tiled"]
 
 
 def test_defaults_turn_three_tasks_into_verified_kernels_whose_tests_pass(tmp_path, written_tests):
     for name in DEFAULT_TASKS:
         # the defaults: rules policy, best backend
-        run = run_port(load_task(name), RunConfig(), tmp_path)
+        run = run_port(load_task(small_task(name, tmp_path / "tasks")), RunConfig(), tmp_path)
         assert run["result"]["verified"], (
             name,
             run["stop_reason"],
@@ -70,15 +72,16 @@ def _checkpoints(db) -> int:
 def test_sigkill_mid_run_then_resume_loses_nothing(tmp_path, cli):
     script, port = _script(tmp_path)
     out = tmp_path / "out"
-    # No extra seeds in the final verification (the session keeps its budget across the resume): the
-    # kernel is the expert port, and what this test is about is the kill and the resume.
+    # No extra seeds in the final verification (the session keeps its budget across the resume) and
+    # a small vector_add: the kernel is the expert port, and what this test is about is the kill and
+    # the resume.
     cmd = [
         sys.executable,
         "-m",
         "mlxport.cli",
         "port",
         "--task",
-        "vector_add",
+        str(small_task("vector_add", tmp_path / "tasks")),
         "--backend",
         "sim",
         "--model",
