@@ -17,7 +17,6 @@ from mlxport.translate.reading.features import assess
 # Reader feature categories with no translation rule.
 _BLOCKING = {
     "grid_sync": "cooperative grid sync",
-    "ptx": "inline PTX asm",
     "tensor_core": "wmma / mma",
     "cub": "cub",
     "cluster": "thread-block clusters",
@@ -25,7 +24,8 @@ _BLOCKING = {
     "texture": "textures",
     "async_copy": "async copies",
     "thrust": "thrust",
-}  # cooperative groups: translated by msl_groups.py, or refused there by construct
+}  # cooperative groups: translated by msl_groups.py, or refused there by construct; inline
+# PTX by msl_ptx.py and cub's reductions by msl_cub.py, or refused there naming what they lack
 
 
 def pick_kernel(cf: CudaFile, name: str | None) -> KernelInfo:

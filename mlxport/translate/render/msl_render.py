@@ -33,6 +33,7 @@ from mlxport.translate.render.msl_declarators import (
 from mlxport.translate.render.msl_groups import group_call, group_declaration
 from mlxport.translate.render.msl_helpers import HelperSet, helper_call, reached
 from mlxport.translate.render.msl_lanes import one_lane_store
+from mlxport.translate.render.msl_ptx import asm_msl
 from mlxport.translate.render.msl_spaces import spaces_of
 from mlxport.translate.render.msl_warp import (
     check_mask,
@@ -167,7 +168,7 @@ class MslRender(TreeRender):
         if t == "pointer_expression" and (got := self.row_address(node, ctx)) is not None:
             return got
         if t in ("gnu_asm_expression", "asm_statement"):
-            raise RenderError("inline PTX asm", line(node), "inline PTX has no Metal form")
+            return asm_msl(self, node, ctx)
         if t in ("new_expression", "delete_expression", "throw_statement", "try_statement"):
             raise RenderError(t.replace("_", " "), line(node), "not available in Metal kernels")
         if t == "identifier" and ctx.kind == "kernel" and self.atomic_root(text(node)):
