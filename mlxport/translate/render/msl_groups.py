@@ -142,12 +142,12 @@ def group_call(r, node: Node, name: str, args: list[Node], ctx: FnCtx) -> str | 
 
 
 # a helper reads the thread's place from the built-ins passed to it (attributes are the kernel's)
-_LINEAR = "(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z))"
-_HELPER_BLOCK_SIZE = "(blockDim.x * blockDim.y * blockDim.z)"
+LINEAR = "(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z))"
+HELPER_BLOCK_SIZE = "(blockDim.x * blockDim.y * blockDim.z)"
 _IN_HELPER = {
-    "thread_rank": _LINEAR,
-    "size": _HELPER_BLOCK_SIZE,
-    "num_threads": _HELPER_BLOCK_SIZE,
+    "thread_rank": LINEAR,
+    "size": HELPER_BLOCK_SIZE,
+    "num_threads": HELPER_BLOCK_SIZE,
     "group_index": "blockIdx",
     "thread_index": "threadIdx",
     "group_dim": "blockDim",
@@ -161,9 +161,9 @@ def _member(r, node: Node, width: int, member: str, args: list[Node], ctx: FnCtx
         if width == BLOCK:
             return _IN_HELPER[member]
         return {
-            "thread_rank": f"({_LINEAR} % {width}u)",
-            "meta_group_rank": f"({_LINEAR} / {width}u)",
-            "meta_group_size": f"(({_HELPER_BLOCK_SIZE} + {width - 1}u) / {width}u)",
+            "thread_rank": f"({LINEAR} % {width}u)",
+            "meta_group_rank": f"({LINEAR} / {width}u)",
+            "meta_group_size": f"(({HELPER_BLOCK_SIZE} + {width - 1}u) / {width}u)",
         }[member]
     if ctx.kind == "helper" and width == BLOCK and member in _IN_HELPER:
         return _IN_HELPER[member]
@@ -222,12 +222,17 @@ SHUFFLE_XOR = (
 
 
 def _custom_reduce(r, node: Node, op: Node, value: Node, width: int, ctx: FnCtx) -> str:
-    """``cg::reduce(tile, v, op)`` with the file's own operation: a butterfly of shuffles, each
-    lane combining its value with its partner's (a struct shuffled field by field), as a helper
-    defined before the code that first uses it."""
+    """``cg::reduce(tile, v, op)`` with the file's own operation."""
+    return f"{butterfly(r, op, value, width, ctx)}({r.render(value, ctx)})"
+
+
+def butterfly(r, op: Node, value: Node, width: int, ctx: FnCtx) -> str:
+    """The name of a reduction with the file's own operation over ``width`` lanes: a butterfly
+    of shuffles, each lane combining its value with its partner's (a struct shuffled field by
+    field), as a helper defined before the code that first uses it."""
     if op.type == "lambda_expression":
         raise RenderError(
-            "cg::reduce with a lambda", line(op), "name the operation as a __device__ function"
+            "a reduction with a lambda", line(op), "name the operation as a __device__ function"
         )
     rendered = r.render(op, ctx)
     stem = re.sub(r"\W+", "_", rendered).strip("_")
@@ -242,7 +247,7 @@ def _custom_reduce(r, node: Node, op: Node, value: Node, width: int, ctx: FnCtx)
         + "  return v;\n}\n#endif\n"
     )
     r.emitted.append(name)
-    return f"{name}({r.render(value, ctx)})"
+    return name
 
 
 def _struct_shuffle(value: Node) -> str:

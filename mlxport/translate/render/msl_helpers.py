@@ -290,9 +290,12 @@ def render_declaration(r: MslRender, n: Node, name: str) -> str:
         for p in (plist.named_children if plist is not None else [])
         if p.type in ("parameter_declaration", "optional_parameter_declaration")
     ]
-    variants = [v for v in r.helpers.variants.get(name, set()) if len(v) == len(params)]
-    if plist is None or not variants:
+    if plist is None:
         return r.render(n, FnCtx("helper", name=name))
+    # no call of this arity: rendered as the definitions are, every pointer a thread one
+    variants = [v for v in r.helpers.variants.get(name, set()) if len(v) == len(params)] or [
+        (None,) * len(params)
+    ]
     out = []
     for variant in sorted(variants, key=str):
         ctx = FnCtx("helper", name=name)

@@ -25,6 +25,7 @@ from mlxport.translate.render.base import (
     short,
 )
 from mlxport.translate.render.msl_atomics import atomic_call
+from mlxport.translate.render.msl_cub import cub_call, cub_item
 from mlxport.translate.render.msl_declarators import (
     declarator_kind,
     is_pointer_type,
@@ -52,6 +53,7 @@ _DROPPED = (
     "__launch_bounds__",
 )
 _LIBRARIES = ("cub::", "wmma::", "nvcuda::", "thrust::")
+_CUB_ITEMS = ("alias_declaration", "type_definition", "dependent_type", "qualified_identifier")
 _MEMCPY_NAMES = ("memcpy", "std::memcpy", "::memcpy", "__builtin_memcpy")
 _BUFFER_SPACES = frozenset({"device", "constant", "threadgroup"})  # not a thread-local value
 _MSL_TYPE = re.compile(
@@ -80,6 +82,7 @@ class MslRender(TreeRender):
         # definitions the rendering made (name -> MSL), and the names each use asked for, in order
         self.generated: dict[str, str] = {}
         self.emitted: list[str] = []
+        self.cub_aliases: dict | None = None  # msl_cub's, read from the file when first asked
 
     def definitions_since(self, mark: int) -> str:
         """The generated definitions the code rendered since `mark` (len(emitted)) uses, each
@@ -139,6 +142,8 @@ class MslRender(TreeRender):
 
     def rule(self, node: Node, ctx: FnCtx) -> str | None:
         t = node.type
+        if t in _CUB_ITEMS and (got := cub_item(self, node, ctx)) is not None:
+            return got
         if t == "sized_type_specifier":
             key = re.sub(r"\s+", " ", text(node)).strip()
             return TYPE_MAP.get(key, key)
@@ -185,6 +190,8 @@ class MslRender(TreeRender):
         return None
 
     def call(self, node: Node, ctx: FnCtx) -> str | None:
+        if (got := cub_call(self, node, ctx)) is not None:
+            return got
         name = callee(node)
         args = call_args(node)
         ln = line(node)
