@@ -5,13 +5,10 @@ translated, and checked on the simulator."""
 
 import textwrap
 
-import pytest
-
 from mlxport.backends import get_backend
 from mlxport.tasks import load_task
 from mlxport.tasks.make import TaskRequest, from_cuda, write_task
-from mlxport.translate.bind.result import Untranslatable
-from mlxport.translate.translator import translate, translate_task
+from mlxport.translate.translator import translate_task
 from mlxport.verify.correctness import run_correctness
 
 
@@ -87,18 +84,6 @@ def test_vector_and_predicated_ptx_loads_and_stores(tmp_path):
     """
     translation = _ported(tmp_path, source, [{"n": 500}])
     assert "asm" not in translation.candidate.source + translation.candidate.header
-
-
-def test_ptx_outside_the_subset_is_refused_naming_the_instruction():
-    source = (
-        "__global__ void k(const float* x, float* out, int n) {\n"
-        '    float y; asm("add.f32 %0, %1, %1;" : "=f"(y) : "f"(x[0]));\n'
-        "    out[0] = y;\n}\n"
-        "void run(const float* x, float* out, int n) { k<<<1, 32>>>(x, out, n); }\n"
-    )
-    with pytest.raises(Untranslatable) as info:
-        translate(source, kernel="k")
-    assert "add.f32 %0, %1, %1" in info.value.construct and info.value.line == 2, info.value
 
 
 def test_block_reductions_sum_max_and_the_files_own_operation(tmp_path):
