@@ -123,6 +123,8 @@ class _Writer:
     def convert(self, ins: Instruction) -> str:
         x = _typed(ins.source_type, self.value(ins.src[0]))
         d = ins.type
+        if d == "f64":
+            raise Unsupported("to a double (Metal has none)")
         if d in _FLOATS:
             result = f"ulong(as_type<{_FLOATS[d][1]}>({_FLOATS[d][0]}(mlxport_x)))"
         elif ins.source_type in _FLOATS:
@@ -162,7 +164,11 @@ class _Writer:
             return f"ulong(0x{arg.name[2:]}u)"
         if arg.name[:2].lower() == "0d":
             raise Unsupported("with a double immediate (Metal has no double)")
-        return f"ulong({_literal(int(arg.name.rstrip('uU'), 0) & (2**64 - 1))})"
+        try:
+            number = int(arg.name.rstrip("uU"), 0)
+        except ValueError:
+            raise Unsupported(f"reading the immediate {arg.name}") from None
+        return f"ulong({_literal(number & (2**64 - 1))})"
 
     def special(self, name: str) -> str:
         lane = f"ulong({lane_id(self.ctx)})"
