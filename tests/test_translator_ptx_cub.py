@@ -5,10 +5,13 @@ translated, and checked on the simulator."""
 
 import textwrap
 
+import pytest
+
 from mlxport.backends import get_backend
 from mlxport.tasks import load_task
 from mlxport.tasks.make import TaskRequest, from_cuda, write_task
-from mlxport.translate.translator import translate_task
+from mlxport.translate.bind.result import Untranslatable
+from mlxport.translate.translator import translate, translate_task
 from mlxport.verify.correctness import run_correctness
 
 
@@ -153,3 +156,21 @@ def test_warp_reductions_one_output_per_warp(tmp_path):
     """
     translation = _ported(tmp_path, source, [{"n": 100, "d": 10}])
     assert "simd_sum(sum)" in translation.candidate.source
+
+
+def test_the_cuda_body_refuses_cub_and_keeps_the_ptx():
+    """mx.fast.cuda_kernel's body has no cub include, so cub stays refused there; inline PTX is
+    CUDA, so it stays as it is."""
+    launch = "void run(const float* x, float* out) { k<<<1, 32>>>(x, out); }\n"
+    cub = (
+        "#include <cub/cub.cuh>\n__global__ void k(const float* x, float* out) {\n"
+        "    typedef cub::WarpReduce<float> W;\n    __shared__ typename W::TempStorage t;\n"
+        "    out[threadIdx.x] = W(t).Sum(x[threadIdx.x]);\n}\n"
+    )
+    with pytest.raises(Untranslatable, match="cub"):
+        translate(cub + launch, kernel="k", target="cuda")
+    ptx = (
+        "__global__ void k(const float* x, float* out) {\n    unsigned lane;\n"
+        '    asm("mov.u32 %0, %%laneid;" : "=r"(lane));\n    out[threadIdx.x] = x[lane];\n}\n'
+    )
+    assert "%%laneid" in translate(ptx + launch, kernel="k", target="cuda").candidate.source

@@ -154,6 +154,13 @@ def check_features(job: KernelJob) -> None:
                 r.reason
                 or "globals do not exist in metal_kernel bodies: pass the data as an input",
             )
+        if feat.startswith("cub::") and job.target == "cuda":
+            raise Untranslatable(
+                f"cub ({r.feature})",
+                r.line,
+                "the CUDA body keeps only the includes NVRTC has without cub's (cuda_fp16, "
+                "cooperative_groups, ...): reduce with __shfl_xor_sync and shared memory",
+            )
         if r.needs_rewrite and cat == "atomic" and job.target == "msl":
             raise Untranslatable(r.feature, r.line, r.reason)
 
