@@ -30,9 +30,12 @@ def test_vector_and_predicated_ptx_loads_and_stores(tmp_path):
     """DeepSpeed's memory helpers: v4 and v2 loads with cache hints in explicit specializations
     of a declared template taking void*, a predicated v4 load that gives zeros where the
     predicate is off, a v2 store, a u16 load at an offset, the lane from %laneid and a
-    saturating cvt."""
+    saturating cvt; a tile whose width is a constant of the file."""
     source = """
     #include <cstdint>
+    #include <cooperative_groups.h>
+    namespace cg = cooperative_groups;
+    constexpr int hw_warp_size = 32;
     __device__ void load4(void* dst, const void* src, bool ok) {
         uint4* data = reinterpret_cast<uint4*>(dst);
         asm volatile("{\\n\\t.reg .pred p;\\n\\tsetp.ne.b32 p, %5, 0;\\n\\tmov.b32 %0, 0;\\n"
@@ -64,6 +67,8 @@ def test_vector_and_predicated_ptx_loads_and_stores(tmp_path):
         return lane;
     }
     __global__ void copy(const float* x, const short* h, float* y, int n) {
+        cg::thread_block_tile<hw_warp_size> warp = cg::tiled_partition<hw_warp_size>(
+            cg::this_thread_block());
         int t = blockIdx.x * blockDim.x + threadIdx.x;
         int i = t * 4;
         float v[4], w[4];
@@ -78,7 +83,7 @@ def test_vector_and_predicated_ptx_loads_and_stores(tmp_path):
         if (i < n) {
             store2(y + i, v);
             store2(y + i + 2, v + 2);
-            y[i + 1] += (float)(lane_id() + 1000 * q);
+            y[i + 1] += (float)(lane_id() + 1000 * q + 100000 * (int)warp.thread_rank());
         }
     }
     void run(const float* x, const short* h, float* y, int n) {

@@ -13,7 +13,7 @@ from mlxport.translate.render.base import FnCtx, RenderError, declared_type
 
 BLOCK = 0  # the width recorded for a thread_block
 _TILE = re.compile(
-    r"(?:(?:cooperative_groups|cg)::)?(?:thread_block_tile|tiled_partition)\s*<\s*(\d+)\s*>"
+    r"(?:(?:cooperative_groups|cg)::)?(?:thread_block_tile|tiled_partition)\s*<\s*(\w+)\s*>"
 )
 _BLOCK_TYPE = re.compile(r"^(?:const\s+)?(?:(?:cooperative_groups|cg)::)?thread_block\s*&?$")
 _GENERIC = re.compile(r"^(?:const\s+)?(?:(?:cooperative_groups|cg)::)?thread_group\s*&?$")
@@ -30,8 +30,9 @@ _OPS = {
 _BLOCK_SIZE = "(threads_per_threadgroup.x * threads_per_threadgroup.y * threads_per_threadgroup.z)"
 
 
-def group_width(type_text: str, value_text: str) -> int | None:
-    """BLOCK for a thread block, the tile width for a tile, None for anything else."""
+def group_width(type_text: str, value_text: str, anywhere: Node | None = None) -> int | None:
+    """BLOCK for a thread block, the tile width for a tile (a number, or a constant of the file
+    that ``anywhere`` is in), None for anything else."""
     t = re.sub(r"\s+", " ", type_text).strip()
     generic = t == "auto" or _GENERIC.match(t) is not None
     if _BLOCK_TYPE.match(t) or re.search(r"this_thread_block\s*\(", value_text) and generic:
@@ -39,7 +40,25 @@ def group_width(type_text: str, value_text: str) -> int | None:
     m = _TILE.search(t) or (_TILE.search(value_text) if generic else None)
     if m is None and generic:
         m = _RUNTIME_TILE.search(value_text)  # cg::tiled_partition(block, 32)
-    return int(m.group(1)) if m else None
+    if m is None:
+        return None
+    return int(m.group(1)) if m.group(1).isdigit() else _constant(m.group(1), anywhere)
+
+
+def _constant(name: str, anywhere: Node | None) -> int | None:
+    """The number the file's ``constexpr``/``const`` integer ``name`` is declared with, where the
+    declarations giving a number agree (DeepSpeed's ``hw_warp_size`` is 32 but for HIP, where
+    another constant gives it)."""
+    root = anywhere
+    while root is not None and root.parent is not None:
+        root = root.parent
+    found = set()
+    for n in walk(root) if root is not None else []:
+        if n.type == "init_declarator" and text(n.child_by_field_name("declarator")) == name:
+            value = n.child_by_field_name("value")
+            if value is not None and value.type == "number_literal" and text(value).isdigit():
+                found.add(int(text(value)))
+    return found.pop() if len(found) == 1 else None
 
 
 # tree-sitter reads `cg::thread_block_tile<32> warp = ...;` as comparisons when it cannot tell the
@@ -60,7 +79,7 @@ def group_declaration(node: Node, ctx: FnCtx) -> str | None:
         return None
     d = decls[0]
     value = d.child_by_field_name("value") if d.type == "init_declarator" else None
-    width = group_width(text(type_node), text(value) if value is not None else "")
+    width = group_width(text(type_node), text(value) if value is not None else "", node)
     name = text(d.child_by_field_name("declarator") if d.type == "init_declarator" else d)
     return _remember(node, name, width, ctx)
 
@@ -86,7 +105,7 @@ def group_parameter(p: Node, ctx: FnCtx, passed: int | None = None) -> str | Non
     d = p.child_by_field_name("declarator")
     while d is not None and d.type in ("reference_declarator", "pointer_declarator"):
         d = next((c for c in d.named_children if c.type == "identifier"), None)
-    width = group_width(text(p.child_by_field_name("type")), "")
+    width = group_width(text(p.child_by_field_name("type")), "", p)
     if width is None and passed is not None and d is not None:
         ctx.groups[text(d)] = passed
         return text(p)  # `group_t group`: the template parameter is deduced as the number
