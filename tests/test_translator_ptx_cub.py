@@ -30,7 +30,8 @@ def test_vector_and_predicated_ptx_loads_and_stores(tmp_path):
     """DeepSpeed's memory helpers: v4 and v2 loads with cache hints in explicit specializations
     of a declared template taking void*, a predicated v4 load that gives zeros where the
     predicate is off, a v2 store, a u16 load at an offset, the lane from %laneid and a
-    saturating cvt; a tile whose width is a constant of the file."""
+    saturating cvt; a tile whose width is a constant of the file; asm outside the subset in an
+    #if branch that neither CUDA nor Metal compiles."""
     source = """
     #include <cstdint>
     #include <cooperative_groups.h>
@@ -61,6 +62,15 @@ def test_vector_and_predicated_ptx_loads_and_stores(tmp_path):
         asm volatile("st.global.cs.v2.u32 [%0], {%1, %2};" : : "l"(dst), "r"(data[0].x),
                      "r"(data[0].y) : "memory");
     }
+    __device__ float magnitude(float v) {
+    #if defined(NEVER_DEFINED)
+        float r;
+        asm("abs.f32 %0, %1;" : "=f"(r) : "f"(v));
+        return r;
+    #else
+        return fabsf(v);
+    #endif
+    }
     __device__ unsigned lane_id() {
         unsigned lane;
         asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
@@ -79,7 +89,7 @@ def test_vector_and_predicated_ptx_loads_and_stores(tmp_path):
         asm("ld.global.nc.u16 %0, [%1+2];" : "=h"(s) : "l"(h + t));
         int q;
         asm("cvt.rni.sat.s8.f32 %0, %1;" : "=r"(q) : "f"(v[0] * 10.0f));
-        for (int k = 0; k < 4; k++) v[k] += w[k] + (float)s;
+        for (int k = 0; k < 4; k++) v[k] += magnitude(w[k]) + (float)s;
         if (i < n) {
             store2(y + i, v);
             store2(y + i + 2, v + 2);

@@ -6,6 +6,8 @@ SIMD lane. Outputs are written after the statement, as GCC's operands are."""
 
 from __future__ import annotations
 
+import re
+
 from mlxport.backends.cuda_cpu.ptx import (
     SUBSET,
     Arg,
@@ -16,10 +18,11 @@ from mlxport.backends.cuda_cpu.ptx import (
     reg_name,
     type_bits,
 )
-from mlxport.cuda_syntax import line
+from mlxport.cuda_syntax import ancestors, line
 from mlxport.translate.render.base import FnCtx, RenderError
 from mlxport.translate.render.msl_warp import lane_id
 
+_CONDITIONALS = ("preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "preproc_elifdef")
 _UNSIGNED = {8: "uchar", 16: "ushort", 32: "uint", 64: "ulong"}
 _SIGNED = {8: "char", 16: "short", 32: "int", 64: "long"}
 _FLOATS = {"f32": ("float", "uint"), "f16": ("half", "ushort"), "bf16": ("bfloat", "ushort")}
@@ -36,11 +39,17 @@ def asm_msl(r, node, ctx: FnCtx) -> str:
         return _Writer(r, program, ctx).statement()
     except Unsupported as e:
         why = f"{e.why}: " if e.why else ""
-        raise RenderError(
+        error = RenderError(
             f"inline PTX `{e.shown}`",
             line(node),
             f"{why}outside the subset the translator writes as MSL ({SUBSET})",
-        ) from None
+        )
+        if not any(a.type in _CONDITIONALS for a in ancestors(node)):
+            raise error from None
+        # in a branch of an #if, which Metal's preprocessor decides as CUDA's did: a branch it
+        # drops (DeepSpeed's for CUDA before 11) is no reason to refuse the kernel, and one it
+        # keeps stops the compile here, naming the instruction
+        return "\n#error " + re.sub(r"[^\w `.,:;%()\[\]{}+-]", " ", str(error)) + "\n"
 
 
 class _Writer:
