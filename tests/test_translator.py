@@ -508,7 +508,7 @@ KERNEL = (
 REFUSALS = [
     (
         "#include <cub/cub.cuh>\n",
-        "    typedef cub::BlockReduce<float, 256> R;\n    out[0] = x[0];",
+        "    typedef cub::BlockScan<float, 256> S;\n    out[0] = x[0];",
         "cub",
         3,
     ),
@@ -519,7 +519,7 @@ REFUSALS = [
         "wmma",
         4,
     ),
-    ("", '    float y; asm("mov.b32 %0, %1;" : "=f"(y) : "f"(x[0]));\n    out[0] = y;', "PTX", 2),
+    ("", '    float y; asm("abs.f32 %0, %1;" : "=f"(y) : "f"(x[0]));\n    out[0] = y;', "PTX", 2),
     (
         "",
         "    out[threadIdx.x] = x[threadIdx.x];\n    __syncwarp(0x0000ffff);",

@@ -24,7 +24,7 @@ Outputs are written after the statement, as GCC's operands are.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
@@ -91,26 +91,77 @@ class Operand:
     output: bool
     inout: bool
     tied: int | None  # an input tied to output n ("0")
-    expr: str  # the C++ expression, rendered
+    expr: str  # the expression, rendered
+    node: Node | None = None  # the expression as written
+
+
+@dataclass(frozen=True)
+class Arg:
+    """A value an instruction reads or writes: an operand (``name`` its number), a declared
+    register, a special register (``laneid``, ``tid.x``) or an immediate (its literal)."""
+
+    kind: str  # operand | reg | special | imm
+    name: str
+
+    @property
+    def index(self) -> int:
+        return int(self.name)
+
+
+@dataclass
+class Instruction:
+    """One statement of the subset: ``op`` is ld st mov setp cvt fence reg, or a scope brace."""
+
+    op: str
+    shown: str = ""  # the statement as written, operands as %n
+    guard: tuple[bool, str] | None = None  # (negated, predicate register)
+    dst: list[Arg] = field(default_factory=list)  # ld's values, mov/cvt's target, setp's pred
+    src: list[Arg] = field(default_factory=list)  # st's values, mov/cvt's source, setp's two
+    type: str = ""  # the PTX type (u32, f32, ...); cvt's destination type
+    source_type: str = ""  # cvt's source type
+    rounding: str = "rn"  # cvt's rounding (rn rz rd ru)
+    count: int = 1  # ld/st values
+    shared: bool = False  # ld/st in the shared space
+    address: int = 0  # ld/st: the pointer operand
+    offset: int = 0  # ld/st: bytes past it
+    cmp: str = ""  # setp's comparison, as C writes it
+    regs: list[tuple[str, int]] = field(default_factory=list)  # .reg: (name, bits; 0 a pred)
+
+
+@dataclass
+class Program:
+    """An ``asm`` statement read: its operands and its instructions in order."""
+
+    operands: list[Operand]
+    body: list[Instruction]
+
+
+def parse_asm(node: Node, render) -> Program:
+    """The ``asm`` statement as the subset reads it (``render`` renders an operand's expression);
+    raises Unsupported naming what is outside it."""
+    template = ""
+    try:
+        template = _literal(node.child_by_field_name("assembly_code"))
+        operands, names = _operands(node, render)
+        extended = bool(operands) or _extended(node)
+        statements = _statements(_substituted(template, names, extended))
+        return Program(operands, _parsed(statements, operands))
+    except Unsupported as e:
+        if e.shown is None:
+            e.shown = " ".join(template.replace(";", " ").split()[:4]) or "asm"
+        raise
 
 
 def asm_cxx(node: Node, render, origin: str) -> str:
     """C++ for one ``asm`` statement (``render``: the rewriter's, for the operands' expressions;
     ``origin``: "line N of F"), kept on one line: what the subset says it does, or a call that
     stops the thread naming what is outside it."""
-    code = node.child_by_field_name("assembly_code")
-    template = ""
     try:
-        template = _literal(code)
-        operands, names = _operands(node, render)
-        extended = bool(operands) or _extended(node)
-        statements = _statements(_substituted(template, names, extended))
-        return _program(statements, operands, origin)
+        return _program(parse_asm(node, render), origin)
     except Unsupported as e:
-        shown = e.shown or " ".join(template.replace(";", " ").split()[:4]) or "asm"
         why = f", {e.why}," if e.why else ""
         sentence = (
-            f"inline PTX `{shown}` ({origin}){why} is outside what the CPU executor interprets "
+            f"inline PTX `{e.shown}` ({origin}){why} is outside what the CPU executor interprets "
             f"({SUBSET}): write it in CUDA C++"
         )
         return f"::cusim::ptx::unsupported({_c_string(sentence)})"
@@ -161,15 +212,17 @@ def _literal(code: Node | None) -> str:
 def _operands(node: Node, render) -> tuple[list[Operand], dict[str, int]]:
     operands: list[Operand] = []
     names: dict[str, int] = {}
-    for field, output in (("output_operands", True), ("input_operands", False)):
-        group = node.child_by_field_name(field)
+    for part, output in (("output_operands", True), ("input_operands", False)):
+        group = node.child_by_field_name(part)
         for op in group.children_by_field_name("operand") if group is not None else []:
             constraint = _literal(op.child_by_field_name("constraint"))
             value = op.child_by_field_name("value")
             symbol = op.child_by_field_name("symbol")
             if symbol is not None:
                 names[symbol.text.decode()] = len(operands)
-            operands.append(_operand(constraint, output, render(value), len(operands)))
+            operand = _operand(constraint, output, render(value), len(operands))
+            operand.node = value
+            operands.append(operand)
     return operands, names
 
 
@@ -223,93 +276,75 @@ def _statements(text: str) -> list[str]:
     return out
 
 
-@dataclass
-class _Scope:
-    operands: list[Operand]
-    regs: dict[str, int]  # declared register -> its bits (0: a predicate)
+# ------------------------------------------------------------------------------------- reading
 
 
-def _program(statements: list[str], operands: list[Operand], origin: str) -> str:
-    scope = _Scope(operands, {})
-    # a GNU statement expression, not a lambda: a lambda cannot capture an anonymous union's
-    # members, which operands name (llm-awq's "=h"(h.int16))
-    lines = ["({"]
+def _parsed(statements: list[str], operands: list[Operand]) -> list[Instruction]:
     for i, op in enumerate(operands):
-        lines.append(_bind(i, op, operands))
+        if op.tied is not None and (op.tied >= len(operands) or not operands[op.tied].output):
+            raise Unsupported(f"whose operand %{i} is tied to %{op.tied}, not an output")
+    regs: dict[str, int] = {}  # declared register -> its bits (0: a predicate)
+    out = []
     for stmt in statements:
         if stmt in "{}":
-            lines.append(stmt)
+            out.append(Instruction(stmt))
             continue
         try:
-            lines.append(_instruction(stmt, scope, origin))
+            ins = _instruction(stmt, operands, regs)
         except Unsupported as e:
-            raise Unsupported(e.why, re.sub(r"#(\d+)", r"%\1", stmt)) from None
-    for i, op in enumerate(operands):
-        if op.output:
-            lines.append(
-                f"::cusim::ptx::out<{_BITS[op.letter]}>(({op.expr}), r{i}, "
-                f"{_what(f'%{i}', origin)});"
-            )
-    lines.append("(void)0; })")
-    return " ".join(lines)
+            raise Unsupported(e.why, _shown(stmt)) from None
+        ins.shown = _shown(stmt)
+        out.append(ins)
+    return out
 
 
-def _bind(i: int, op: Operand, operands: list[Operand]) -> str:
-    if op.tied is not None:
-        if op.tied >= len(operands) or not operands[op.tied].output:
-            raise Unsupported(f"whose operand %{i} is tied to %{op.tied}, not an output")
-        letter = operands[op.tied].letter
-        value = f"::cusim::ptx::in<{_BITS[letter]}>(({op.expr}))"
-        return f"r{op.tied} = {value}; auto& r{i} = r{op.tied};"
-    if op.output and not op.inout:
-        return f"::cusim::ptx::Reg r{i}{{}};"
-    return f"::cusim::ptx::Reg r{i} = ::cusim::ptx::in<{_BITS[op.letter]}>(({op.expr}));"
+def _shown(stmt: str) -> str:
+    return re.sub(r"#(\d+)", r"%\1", stmt)
 
 
-def _instruction(stmt: str, scope: _Scope, origin: str) -> str:
+def _instruction(stmt: str, operands: list[Operand], regs: dict[str, int]) -> Instruction:
     if stmt.startswith(".reg "):
-        return _declare(stmt, scope)
-    guard = ""
+        return _declare(stmt, regs)
+    guard = None
     if m := re.match(r"@(!?)(%?[A-Za-z_$][\w$]*)\s+", stmt):
-        if scope.regs.get(m.group(2)) != 0:
+        if regs.get(m.group(2)) != 0:
             raise Unsupported(f"guarded by {m.group(2)}, not a declared predicate")
-        guard = f"if ({m.group(1)}{_reg_name(m.group(2))}) "
+        guard = (bool(m.group(1)), m.group(2))
         stmt = stmt[m.end() :]
     opcode, _, rest = stmt.partition(" ")
     args = _split(rest)
     parts = opcode.split(".")
     name = parts[0]
     if name in ("ld", "st"):
-        return guard + _memory(name, parts[1:], args, scope, origin)
-    if name == "mov" and len(parts) == 2 and parts[1] in _TYPES and len(args) == 2:
-        bits = _type_bits(parts[1])
-        dst = _destination(args[0], scope)
-        value = f"{_value(args[1], scope, origin)} & ::cusim::ptx::mask({bits})"
-        return guard + f"{{ {dst}.bits = {value}; {dst}.kind = 0; }}"
-    if name == "setp" and len(parts) == 3 and parts[1] in _CMP and parts[2] in _TYPES:
-        if len(args) != 3 or scope.regs.get(args[0]) != 0:
+        ins = _memory(name, parts[1:], args, operands, regs)
+    elif name == "mov" and len(parts) == 2 and parts[1] in _TYPES and len(args) == 2:
+        dst, src = _destination(args[0], operands, regs), _value(args[1], operands, regs)
+        ins = Instruction("mov", dst=[dst], src=[src], type=parts[1])
+    elif name == "setp" and len(parts) == 3 and parts[1] in _CMP and parts[2] in _TYPES:
+        if len(args) != 3 or regs.get(args[0]) != 0:
             raise Unsupported("whose first operand is not one declared predicate")
-        a, b = (_value(x, scope, origin) for x in args[1:])
-        return guard + (
-            f"{_reg_name(args[0])} = ::cusim::ptx::as<{_TYPES[parts[2]]}>({a}) "
-            f"{_CMP[parts[1]]} ::cusim::ptx::as<{_TYPES[parts[2]]}>({b});"
-        )
-    if name == "cvt" and len(args) == 2:
-        dst = _destination(args[0], scope)
-        value = f"{_convert(parts[1:])}({_value(args[1], scope, origin)})"
-        return guard + f"{{ {dst}.bits = {value}; {dst}.kind = 0; }}"
-    if name in ("membar", "fence") and not args:
-        return guard + "__atomic_thread_fence(__ATOMIC_SEQ_CST);"
-    raise Unsupported("")
+        src = [_value(x, operands, regs) for x in args[1:]]
+        ins = Instruction("setp", dst=[Arg("reg", args[0])], src=src, type=parts[2])
+        ins.cmp = _CMP[parts[1]]
+    elif name == "cvt" and len(args) == 2:
+        d, s, rounding = _conversion(parts[1:])
+        dst, src = _destination(args[0], operands, regs), _value(args[1], operands, regs)
+        ins = Instruction("cvt", dst=[dst], src=[src], type=d, source_type=s, rounding=rounding)
+    elif name in ("membar", "fence") and not args:
+        ins = Instruction("fence")
+    else:
+        raise Unsupported("")
+    ins.guard = guard
+    return ins
 
 
 _ROUND_TO_INT = {"rni": "rn", "rzi": "rz", "rmi": "rd", "rpi": "ru"}
 
 
-def _convert(mods: list[str]) -> str:
-    """The header's cvt for ``cvt.MODS.D.S`` between numbers: a float to an integer takes one
-    integer rounding (and saturates, .sat or not); a float result rounds to nearest; an integer
-    to an integer wraps."""
+def _conversion(mods: list[str]) -> tuple[str, str, str]:
+    """(destination, source, rounding) of ``cvt.MODS.D.S`` between numbers: a float to an
+    integer takes one integer rounding (and saturates, .sat or not); a float result rounds to
+    nearest; an integer to an integer wraps."""
     if len(mods) < 2 or not {mods[-1], mods[-2]} <= set(_TYPES) - {
         "f16",
         "bf16",
@@ -317,41 +352,39 @@ def _convert(mods: list[str]) -> str:
         "bf16x2",
     }:
         raise Unsupported("between types other than 8- to 64-bit integers, f32 and f64")
-    d, s, rest = _TYPES[mods[-2]], _TYPES[mods[-1]], set(mods[:-2])
+    d, s, rest = mods[-2], mods[-1], set(mods[:-2])
     rounding = "rn"
-    if d in ("float", "double"):
+    if _TYPES[d] in ("float", "double"):
         ok = rest <= {"rn"}
-    elif s in ("float", "double"):
+    elif _TYPES[s] in ("float", "double"):
         ok = len(rest - {"sat"}) == 1 and (rest - {"sat"}) <= set(_ROUND_TO_INT)
         rounding = _ROUND_TO_INT.get(next(iter(rest - {"sat"}), ""), "rn")
     else:
         ok = not rest
     if not ok:
         raise Unsupported(f"with the modifiers {', '.join(sorted(rest)) or 'none'}")
-    return f"::cusim::ptx::cvt<{d}, {s}, ::cusim::values::rnd::{rounding}>"
+    return d, s, rounding
 
 
-def _declare(stmt: str, scope: _Scope) -> str:
+def _declare(stmt: str, regs: dict[str, int]) -> Instruction:
     m = re.fullmatch(r"\.reg \.(\w+) (.+)", stmt)
     if m is None or (m.group(1) != "pred" and m.group(1) not in _TYPES):
         raise Unsupported("")
-    out = []
+    out = Instruction("reg")
     for reg in (r.strip() for r in m.group(2).split(",")):
         if not re.fullmatch(r"%?[A-Za-z_][\w]*", reg):
             raise Unsupported(f"declaring {reg}")
-        if m.group(1) == "pred":
-            scope.regs[reg] = 0
-            out.append(f"bool {_reg_name(reg)} = false;")
-        else:
-            scope.regs[reg] = _type_bits(m.group(1))
-            out.append(f"::cusim::ptx::Reg {_reg_name(reg)}{{}};")
-    return " ".join(out)
+        regs[reg] = 0 if m.group(1) == "pred" else type_bits(m.group(1))
+        out.regs.append((reg, regs[reg]))
+    return out
 
 
-def _memory(name: str, mods: list[str], args: list[str], scope: _Scope, origin: str) -> str:
+def _memory(
+    name: str, mods: list[str], args: list[str], operands: list[Operand], regs: dict[str, int]
+) -> Instruction:
     if not mods or mods[-1] not in _TYPES:
         raise Unsupported("without one of the types the subset reads")
-    elem, count = _TYPES[mods[-1]], 1
+    count = 1
     for mod in mods[:-1]:
         if mod in ("v2", "v4"):
             count = int(mod[1])
@@ -364,17 +397,18 @@ def _memory(name: str, mods: list[str], args: list[str], scope: _Scope, origin: 
     if m is None:
         raise Unsupported("whose address is not [%n] or [%n+offset] of a pointer operand")
     k, offset = int(m.group(1)), int(m.group(2) or "0", 0)
-    if k >= len(scope.operands):
+    if k >= len(operands):
         raise Unsupported(f"naming %{k}, which is no operand")
-    regs = _split(values[1:-1]) if values.startswith("{") and values.endswith("}") else [values]
-    if len(regs) != count:
-        raise Unsupported(f"moving {len(regs)} values where its type says {count}")
-    what = _what(f"{name}.{'.'.join(mods)}", origin)
-    shared = "true" if {"shared", "shared::cta"} & set(mods) else "false"
-    call = f"::cusim::ptx::{name}<{elem}, {count}, {shared}>(r{k}, {offset}, {what}"
+    items = _split(values[1:-1]) if values.startswith("{") and values.endswith("}") else [values]
+    if len(items) != count:
+        raise Unsupported(f"moving {len(items)} values where its type says {count}")
+    ins = Instruction(name, type=mods[-1], count=count, address=k, offset=offset)
+    ins.shared = bool({"shared", "shared::cta"} & set(mods))
     if name == "ld":
-        return call + ", {" + ", ".join(f"&{_destination(r, scope)}" for r in regs) + "});"
-    return call + ", {" + ", ".join(_value(r, scope, origin) for r in regs) + "});"
+        ins.dst = [_destination(r, operands, regs) for r in items]
+    else:
+        ins.src = [_value(r, operands, regs) for r in items]
+    return ins
 
 
 def _split(text: str) -> list[str]:
@@ -390,37 +424,136 @@ def _split(text: str) -> list[str]:
     return [*out, cur.strip()] if cur.strip() else out
 
 
-def _type_bits(t: str) -> int:
+def type_bits(t: str) -> int:
+    """The bits of a PTX type (``u32`` 32, ``f16x2`` 32)."""
     return int(re.search(r"\d+", t).group()) * (2 if t.endswith("x2") else 1)
 
 
-def _reg_name(reg: str) -> str:
-    return "ptx_" + reg.lstrip("%").replace("$", "_S")
-
-
-def _destination(arg: str, scope: _Scope) -> str:
+def _destination(arg: str, operands: list[Operand], regs: dict[str, int]) -> Arg:
     if m := re.fullmatch(r"#(\d+)", arg):
         k = int(m.group(1))
-        if k >= len(scope.operands) or not scope.operands[k].output:
+        if k >= len(operands) or not operands[k].output:
             raise Unsupported(f"writing %{k}, which is not an output operand")
-        return f"r{k}"
-    if scope.regs.get(arg, 0):
-        return _reg_name(arg)
+        return Arg("operand", str(k))
+    if regs.get(arg, 0):
+        return Arg("reg", arg)
     raise Unsupported(f"writing {arg}, which is no output or declared register")
 
 
-def _value(arg: str, scope: _Scope, origin: str) -> str:
+def _value(arg: str, operands: list[Operand], regs: dict[str, int]) -> Arg:
     if m := re.fullmatch(r"#(\d+)", arg):
-        k = int(m.group(1))
-        if k >= len(scope.operands):
-            raise Unsupported(f"reading %{k}, which is no operand")
-        return f"r{k}.value({_what(f'%{k}', origin)})"
-    if scope.regs.get(arg, 0):
-        return f"{_reg_name(arg)}.bits"
+        if int(m.group(1)) >= len(operands):
+            raise Unsupported(f"reading %{m.group(1)}, which is no operand")
+        return Arg("operand", m.group(1))
+    if regs.get(arg, 0):
+        return Arg("reg", arg)
     if arg.startswith("%") and arg[1:] in _SPECIAL:
-        return _SPECIAL[arg[1:]]
+        return Arg("special", arg[1:])
     if _IMM.fullmatch(arg):
-        if arg[:2].lower() in ("0f", "0d"):
-            return f"uint64_t(0x{arg[2:]}ull)"
-        return f"uint64_t(int64_t({arg.rstrip('uU')}ll))"
+        return Arg("imm", arg)
     raise Unsupported(f"reading {arg}")
+
+
+def reg_name(reg: str) -> str:
+    """A declared register's name in C++ and MSL."""
+    return "ptx_" + reg.lstrip("%").replace("$", "_S")
+
+
+# ------------------------------------------------------------------------------------ C++
+
+
+def _program(program: Program, origin: str) -> str:
+    operands = program.operands
+    # a GNU statement expression, not a lambda: a lambda cannot capture an anonymous union's
+    # members, which operands name (llm-awq's "=h"(h.int16))
+    lines = ["({"]
+    for i, op in enumerate(operands):
+        lines.append(_bind(i, op, operands))
+    for ins in program.body:
+        lines.append(_cxx(ins, origin))
+    for i, op in enumerate(operands):
+        if op.output:
+            lines.append(
+                f"::cusim::ptx::out<{_BITS[op.letter]}>(({op.expr}), r{i}, "
+                f"{_what(f'%{i}', origin)});"
+            )
+    lines.append("(void)0; })")
+    return " ".join(lines)
+
+
+def _bind(i: int, op: Operand, operands: list[Operand]) -> str:
+    if op.tied is not None:
+        letter = operands[op.tied].letter
+        value = f"::cusim::ptx::in<{_BITS[letter]}>(({op.expr}))"
+        return f"r{op.tied} = {value}; auto& r{i} = r{op.tied};"
+    if op.output and not op.inout:
+        return f"::cusim::ptx::Reg r{i}{{}};"
+    return f"::cusim::ptx::Reg r{i} = ::cusim::ptx::in<{_BITS[op.letter]}>(({op.expr}));"
+
+
+def _cxx(ins: Instruction, origin: str) -> str:
+    if ins.op in "{}":
+        return ins.op
+    if ins.op == "reg":
+        return " ".join(
+            f"bool {reg_name(r)} = false;" if bits == 0 else f"::cusim::ptx::Reg {reg_name(r)}{{}};"
+            for r, bits in ins.regs
+        )
+    guard = ""
+    if ins.guard is not None:
+        guard = f"if ({'!' if ins.guard[0] else ''}{reg_name(ins.guard[1])}) "
+    return guard + _cxx_action(ins, origin)
+
+
+def _cxx_action(ins: Instruction, origin: str) -> str:
+    if ins.op in ("ld", "st"):
+        what = _what(opcode(ins), origin)
+        shared = "true" if ins.shared else "false"
+        call = (
+            f"::cusim::ptx::{ins.op}<{_TYPES[ins.type]}, {ins.count}, {shared}>"
+            f"(r{ins.address}, {ins.offset}, {what}"
+        )
+        if ins.op == "ld":
+            return call + ", {" + ", ".join(f"&{_cxx_dst(a)}" for a in ins.dst) + "});"
+        return call + ", {" + ", ".join(_cxx_value(a, origin) for a in ins.src) + "});"
+    if ins.op == "mov":
+        dst = _cxx_dst(ins.dst[0])
+        value = f"{_cxx_value(ins.src[0], origin)} & ::cusim::ptx::mask({type_bits(ins.type)})"
+        return f"{{ {dst}.bits = {value}; {dst}.kind = 0; }}"
+    if ins.op == "setp":
+        t = _TYPES[ins.type]
+        a, b = (_cxx_value(x, origin) for x in ins.src)
+        return (
+            f"{reg_name(ins.dst[0].name)} = ::cusim::ptx::as<{t}>({a}) "
+            f"{ins.cmp} ::cusim::ptx::as<{t}>({b});"
+        )
+    if ins.op == "cvt":
+        dst = _cxx_dst(ins.dst[0])
+        convert = (
+            f"::cusim::ptx::cvt<{_TYPES[ins.type]}, {_TYPES[ins.source_type]}, "
+            f"::cusim::values::rnd::{ins.rounding}>"
+        )
+        value = f"{convert}({_cxx_value(ins.src[0], origin)})"
+        return f"{{ {dst}.bits = {value}; {dst}.kind = 0; }}"
+    return "__atomic_thread_fence(__ATOMIC_SEQ_CST);"  # fence
+
+
+def opcode(ins: Instruction) -> str:
+    """The instruction's opcode as written (``ld.global.ca.v4.u32``)."""
+    return re.sub(r"^@!?\S+\s+", "", ins.shown).split(" ")[0]
+
+
+def _cxx_dst(arg: Arg) -> str:
+    return f"r{arg.name}" if arg.kind == "operand" else reg_name(arg.name)
+
+
+def _cxx_value(arg: Arg, origin: str) -> str:
+    if arg.kind == "operand":
+        return f"r{arg.name}.value({_what(f'%{arg.name}', origin)})"
+    if arg.kind == "reg":
+        return f"{reg_name(arg.name)}.bits"
+    if arg.kind == "special":
+        return _SPECIAL[arg.name]
+    if arg.name[:2].lower() in ("0f", "0d"):
+        return f"uint64_t(0x{arg.name[2:]}ull)"
+    return f"uint64_t(int64_t({arg.name.rstrip('uU')}ll))"

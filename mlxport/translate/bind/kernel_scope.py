@@ -18,7 +18,6 @@ from mlxport.translate.reading.features import assess
 # Reader feature categories with no translation rule.
 _BLOCKING = {
     "grid_sync": "cooperative grid sync",
-    "ptx": "inline PTX asm",
     "tensor_core": "wmma / mma",
     "cub": "cub",
     "cluster": "thread-block clusters",
@@ -26,7 +25,8 @@ _BLOCKING = {
     "texture": "textures",
     "async_copy": "async copies",
     "thrust": "thrust",
-}  # cooperative groups: translated by msl_groups.py, or refused there by construct
+}  # cooperative groups: translated by msl_groups.py, or refused there by construct; inline
+# PTX by msl_ptx.py and cub's reductions by msl_cub.py, or refused there naming what they lack
 
 
 def pick_kernel(cf: CudaFile, name: str | None) -> KernelInfo:
@@ -184,6 +184,13 @@ def check_features(job: KernelJob) -> None:
                 r.line,
                 r.reason
                 or "globals do not exist in metal_kernel bodies: pass the data as an input",
+            )
+        if feat.startswith("cub::") and job.target == "cuda":
+            raise Untranslatable(
+                f"cub ({r.feature})",
+                r.line,
+                "the CUDA body keeps only the includes NVRTC has without cub's (cuda_fp16, "
+                "cooperative_groups, ...): reduce with __shfl_xor_sync and shared memory",
             )
         if r.needs_rewrite and cat == "atomic" and job.target == "msl":
             raise Untranslatable(r.feature, r.line, r.reason)

@@ -139,6 +139,12 @@ CUB_WARP = Rule(
     True,
     "cub is not available in Metal: write the reduction with simd_* and threadgroup memory",
 )
+CUB_REDUCE = Rule(
+    "reduction",
+    "simd_sum / simd_max / simd_min, and threadgroup memory across SIMD-groups",
+    reason="BlockReduce and WarpReduce (Sum, Reduce) translate; the result is every thread's",
+)
+_CUB_REDUCE_NAMES = frozenset({"BlockReduce", "WarpReduce", "Sum", "Max", "Min"})
 CUB = Rule(
     "cub",
     None,
@@ -160,7 +166,11 @@ LIBCUDACXX_ASYNC_NAMES = frozenset({"memcpy_async", "barrier", "pipeline"})
 
 # Features detected from syntax rather than names.
 SYNTAX: dict[str, Rule] = {
-    "inline_ptx": Rule("ptx", None, True, "inline PTX has no Metal form: rewrite it in MSL"),
+    "inline_ptx": Rule(
+        "ptx",
+        "plain MSL loads and stores, if for predicates, the SIMD lane for %laneid",
+        reason="the subset the CPU executor reads (ld/st of 1, 2 or 4 values, mov, cvt, setp)",
+    ),
     "mma_ptx": Rule(
         "tensor_core", "simdgroup_matrix 8x8", True, "mma.sync PTX: re-tile for simdgroup_matrix"
     ),
@@ -219,6 +229,8 @@ def rule_for(name: str) -> Rule | None:
             return table[name]
     if name.startswith("wmma::") or name.startswith("mma::"):
         return WMMA
+    if name.startswith("cub::") and name[5:] in _CUB_REDUCE_NAMES:
+        return CUB_REDUCE
     if name.startswith("cub::"):
         return CUB_WARP if name.split("::")[1].startswith("Warp") else CUB
     if name.startswith("thrust::"):

@@ -100,7 +100,7 @@ def analyze_rw(fn: KernelInfo, body: Node, known: dict[str, KernelInfo]) -> None
       `p->x = `, `p[i].x += `, `reinterpret_cast<float4*>(p)[i] = `, `*(p + i) = `, `p[i]++`), is
       passed to an atomic* function, to a known storing call (memcpy/memset destination,
       wmma::store_matrix_sync, cub `.Store`), or to a device function of this file whose matching
-      parameter is written;
+      parameter is written, or is an input operand of an asm statement that stores (``st.``);
     - read: every other use (compound assignments `p[i] += ` are both). A pointer passed to an
       unknown function counts as read only; the parameter records the call in `unknown_calls`.
     By-value scalars are never "written" (the kernel only changes its own copy).
@@ -207,6 +207,10 @@ def _classify(ident: Node, rw: _RW, tracked: dict[str, _RW], known: dict[str, Ke
                 decl.type == "reference_declarator",
             )
             return
+    if t == "gnu_asm_input_operand":
+        rw.read = True
+        rw.written |= _asm_stores(parent)
+        return
     if (
         t == "argument_list"
         and parent.parent is not None
@@ -215,6 +219,14 @@ def _classify(ident: Node, rw: _RW, tracked: dict[str, _RW], known: dict[str, Ke
         _call_use(parent.parent, parent, top, deref, rw, known)
         return
     rw.read = True
+
+
+def _asm_stores(operand: Node) -> bool:
+    """The asm statement an input operand belongs to stores (``st.``): through that operand,
+    perhaps, which is what a conservative "written" takes."""
+    asm = operand.parent.parent if operand.parent is not None else None
+    code = asm.child_by_field_name("assembly_code") if asm is not None else None
+    return code is not None and re.search(r"\bst\.", source_text(code)) is not None
 
 
 def _to_integer(node: Node) -> bool:

@@ -13,7 +13,7 @@ from mlxport.translate.render.base import FnCtx, RenderError, declared_type
 
 BLOCK = 0  # the width recorded for a thread_block
 _TILE = re.compile(
-    r"(?:(?:cooperative_groups|cg)::)?(?:thread_block_tile|tiled_partition)\s*<\s*(\d+)\s*>"
+    r"(?:(?:cooperative_groups|cg)::)?(?:thread_block_tile|tiled_partition)\s*<\s*(\w+)\s*>"
 )
 _BLOCK_TYPE = re.compile(r"^(?:const\s+)?(?:(?:cooperative_groups|cg)::)?thread_block\s*&?$")
 _GENERIC = re.compile(r"^(?:const\s+)?(?:(?:cooperative_groups|cg)::)?thread_group\s*&?$")
@@ -30,8 +30,9 @@ _OPS = {
 _BLOCK_SIZE = "(threads_per_threadgroup.x * threads_per_threadgroup.y * threads_per_threadgroup.z)"
 
 
-def group_width(type_text: str, value_text: str) -> int | None:
-    """BLOCK for a thread block, the tile width for a tile, None for anything else."""
+def group_width(type_text: str, value_text: str, anywhere: Node | None = None) -> int | None:
+    """BLOCK for a thread block, the tile width for a tile (a number, or a constant of the file
+    that ``anywhere`` is in), None for anything else."""
     t = re.sub(r"\s+", " ", type_text).strip()
     generic = t == "auto" or _GENERIC.match(t) is not None
     if _BLOCK_TYPE.match(t) or re.search(r"this_thread_block\s*\(", value_text) and generic:
@@ -39,7 +40,25 @@ def group_width(type_text: str, value_text: str) -> int | None:
     m = _TILE.search(t) or (_TILE.search(value_text) if generic else None)
     if m is None and generic:
         m = _RUNTIME_TILE.search(value_text)  # cg::tiled_partition(block, 32)
-    return int(m.group(1)) if m else None
+    if m is None:
+        return None
+    return int(m.group(1)) if m.group(1).isdigit() else _constant(m.group(1), anywhere)
+
+
+def _constant(name: str, anywhere: Node | None) -> int | None:
+    """The number the file's ``constexpr``/``const`` integer ``name`` is declared with, where the
+    declarations giving a number agree (DeepSpeed's ``hw_warp_size`` is 32 but for HIP, where
+    another constant gives it)."""
+    root = anywhere
+    while root is not None and root.parent is not None:
+        root = root.parent
+    found = set()
+    for n in walk(root) if root is not None else []:
+        if n.type == "init_declarator" and text(n.child_by_field_name("declarator")) == name:
+            value = n.child_by_field_name("value")
+            if value is not None and value.type == "number_literal" and text(value).isdigit():
+                found.add(int(text(value)))
+    return found.pop() if len(found) == 1 else None
 
 
 # tree-sitter reads `cg::thread_block_tile<32> warp = ...;` as comparisons when it cannot tell the
@@ -60,7 +79,7 @@ def group_declaration(node: Node, ctx: FnCtx) -> str | None:
         return None
     d = decls[0]
     value = d.child_by_field_name("value") if d.type == "init_declarator" else None
-    width = group_width(text(type_node), text(value) if value is not None else "")
+    width = group_width(text(type_node), text(value) if value is not None else "", node)
     name = text(d.child_by_field_name("declarator") if d.type == "init_declarator" else d)
     return _remember(node, name, width, ctx)
 
@@ -86,7 +105,7 @@ def group_parameter(p: Node, ctx: FnCtx, passed: int | None = None) -> str | Non
     d = p.child_by_field_name("declarator")
     while d is not None and d.type in ("reference_declarator", "pointer_declarator"):
         d = next((c for c in d.named_children if c.type == "identifier"), None)
-    width = group_width(text(p.child_by_field_name("type")), "")
+    width = group_width(text(p.child_by_field_name("type")), "", p)
     if width is None and passed is not None and d is not None:
         ctx.groups[text(d)] = passed
         return text(p)  # `group_t group`: the template parameter is deduced as the number
@@ -142,12 +161,12 @@ def group_call(r, node: Node, name: str, args: list[Node], ctx: FnCtx) -> str | 
 
 
 # a helper reads the thread's place from the built-ins passed to it (attributes are the kernel's)
-_LINEAR = "(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z))"
-_HELPER_BLOCK_SIZE = "(blockDim.x * blockDim.y * blockDim.z)"
+LINEAR = "(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z))"
+HELPER_BLOCK_SIZE = "(blockDim.x * blockDim.y * blockDim.z)"
 _IN_HELPER = {
-    "thread_rank": _LINEAR,
-    "size": _HELPER_BLOCK_SIZE,
-    "num_threads": _HELPER_BLOCK_SIZE,
+    "thread_rank": LINEAR,
+    "size": HELPER_BLOCK_SIZE,
+    "num_threads": HELPER_BLOCK_SIZE,
     "group_index": "blockIdx",
     "thread_index": "threadIdx",
     "group_dim": "blockDim",
@@ -161,9 +180,9 @@ def _member(r, node: Node, width: int, member: str, args: list[Node], ctx: FnCtx
         if width == BLOCK:
             return _IN_HELPER[member]
         return {
-            "thread_rank": f"({_LINEAR} % {width}u)",
-            "meta_group_rank": f"({_LINEAR} / {width}u)",
-            "meta_group_size": f"(({_HELPER_BLOCK_SIZE} + {width - 1}u) / {width}u)",
+            "thread_rank": f"({LINEAR} % {width}u)",
+            "meta_group_rank": f"({LINEAR} / {width}u)",
+            "meta_group_size": f"(({HELPER_BLOCK_SIZE} + {width - 1}u) / {width}u)",
         }[member]
     if ctx.kind == "helper" and width == BLOCK and member in _IN_HELPER:
         return _IN_HELPER[member]
@@ -222,12 +241,17 @@ SHUFFLE_XOR = (
 
 
 def _custom_reduce(r, node: Node, op: Node, value: Node, width: int, ctx: FnCtx) -> str:
-    """``cg::reduce(tile, v, op)`` with the file's own operation: a butterfly of shuffles, each
-    lane combining its value with its partner's (a struct shuffled field by field), as a helper
-    defined before the code that first uses it."""
+    """``cg::reduce(tile, v, op)`` with the file's own operation."""
+    return f"{butterfly(r, op, value, width, ctx)}({r.render(value, ctx)})"
+
+
+def butterfly(r, op: Node, value: Node, width: int, ctx: FnCtx) -> str:
+    """The name of a reduction with the file's own operation over ``width`` lanes: a butterfly
+    of shuffles, each lane combining its value with its partner's (a struct shuffled field by
+    field), as a helper defined before the code that first uses it."""
     if op.type == "lambda_expression":
         raise RenderError(
-            "cg::reduce with a lambda", line(op), "name the operation as a __device__ function"
+            "a reduction with a lambda", line(op), "name the operation as a __device__ function"
         )
     rendered = r.render(op, ctx)
     stem = re.sub(r"\W+", "_", rendered).strip("_")
@@ -242,7 +266,7 @@ def _custom_reduce(r, node: Node, op: Node, value: Node, width: int, ctx: FnCtx)
         + "  return v;\n}\n#endif\n"
     )
     r.emitted.append(name)
-    return f"{name}({r.render(value, ctx)})"
+    return name
 
 
 def _struct_shuffle(value: Node) -> str:

@@ -36,6 +36,15 @@ if TYPE_CHECKING:
 _INDIRECT = ("pointer", "reference", "array")
 _LANE_CALLS = ("__shfl", "WARP_SHFL", "__any_sync", "__all_sync", "__ballot_sync")
 _GROUPS = re.compile(r"\b(?:thread_block|thread_block_tile|thread_group|this_thread_block)\b")
+_CUB_REDUCE = re.compile(r"\)\.(?:Sum|Reduce)$")
+_PTX_SPECIALS = {
+    "laneid": {"threadIdx", "blockDim"},
+    "lanemask": {"threadIdx", "blockDim"},
+    "tid": {"threadIdx"},
+    "ntid": {"blockDim"},
+    "ctaid": {"blockIdx"},
+    "nctaid": {"gridDim"},
+}
 # (the helper that declares it, its name, its declaration)
 SharedVar = tuple[str, str, Node]
 
@@ -81,6 +90,16 @@ class HelperSet:
             self.builtins[name] = [x for x in BUILTINS if x in b]
             self.shared[name] = s
 
+    def void_positions(self, name: str, arity: int) -> set[int]:
+        """The positions of ``void*`` parameters in the definitions of ``name`` of that arity."""
+        return {
+            i
+            for d in self.nodes.get(name, [])
+            if len(params := param_nodes(d)) == arity
+            for i, p in enumerate(params)
+            if _points_to_void(p)
+        }
+
     def pointer_positions(self, name: str, arity: int) -> dict[int, str]:
         out: dict[int, str] = {}
         for d in self.nodes.get(name, []):
@@ -113,6 +132,10 @@ def _direct_uses(
                 called.add(reached(helpers, callee(n)))
             elif n.type == "call_expression" and callee(n).startswith(_LANE_CALLS):
                 used |= {"threadIdx", "blockDim"}  # the lane, for widths and partial masks
+            elif n.type == "call_expression" and _CUB_REDUCE.search(callee(n)):
+                used |= {"threadIdx", "blockDim"}  # the lane and SIMD-group of a cub reduction
+            elif n.type == "gnu_asm_expression":
+                used |= _ptx_builtins(text(n))
             elif n.type == "declaration" and any(
                 text(c) == "__shared__" for c in n.children if c.type == "type_qualifier"
             ):
@@ -120,6 +143,14 @@ def _direct_uses(
                     if not any(o[1] == declared_name(dd) for o in own):
                         own.append((name, declared_name(dd), n))
     return used, called - {name}, own
+
+
+def _ptx_builtins(asm: str) -> set[str]:
+    """The CUDA built-ins the special registers an asm statement reads need in a helper."""
+    out = set()
+    for reg in re.findall(r"%%?(laneid|lanemask|tid|ntid|ctaid|nctaid)(?![a-z])", asm):
+        out |= _PTX_SPECIALS[reg]
+    return out
 
 
 def variant_for(d: Node, variant: tuple | None) -> tuple | None:
@@ -166,7 +197,7 @@ def helper_call(r: MslRender, node: Node, name: str, args: list[Node], ctx: FnCt
             choices.append([None])
     for combo in product(*choices):
         helpers.variants.setdefault(name, set()).add(tuple(combo))
-    rendered = r.copy(node, ctx)
+    rendered = _with_void_arguments(r, node, helpers.void_positions(name, len(args)), args, ctx)
     extra = list(helpers.builtins.get(name, []))
     r.used_builtins.update(extra)
     for owner, var, _decl in helpers.shared.get(name, []):
@@ -179,6 +210,27 @@ def helper_call(r: MslRender, node: Node, name: str, args: list[Node], ctx: FnCt
     inner = rendered[:close].rstrip()
     sep = "" if inner.endswith("(") else ", "
     return f"{inner}{sep}{', '.join(extra)}{rendered[close:]}"
+
+
+def _with_void_arguments(
+    r: MslRender, node: Node, voids: set[int], args: list[Node], ctx: FnCtx
+) -> str:
+    """The call, each argument to a ``void*`` parameter cast to a uchar pointer in its address
+    space (a ``thread void*`` parameter is rendered as ``thread uchar*``)."""
+    wrapped = {
+        a.id: f"mlxport_ptr_cast<uchar>({r.render(a, ctx)})"
+        for i, a in enumerate(args)
+        if i in voids and text(a) not in ("nullptr", "NULL", "0")
+    }
+    if wrapped:
+        r.ptr_casts = True
+    for key, value in wrapped.items():
+        r.override[key] = lambda _n, v=value: v
+    try:
+        return r.copy(node, ctx)
+    finally:
+        for key in wrapped:
+            r.override.pop(key, None)
 
 
 def render_helper(r: MslRender, d: Node, variant: tuple | None) -> str:
@@ -213,6 +265,39 @@ def render_helper(r: MslRender, d: Node, variant: tuple | None) -> str:
     return r.definitions_since(mark) + rendered
 
 
+def render_declaration(r: MslRender, n: Node, name: str) -> str:
+    """A helper's declaration without a body (the primary template its explicit specializations
+    specialize, say) once for each address-space variant of its arity the definitions are
+    rendered in, so that each specialization matches one."""
+    fdecl = next(c for c in walk(n) if c.type == "function_declarator")
+    plist = fdecl.child_by_field_name("parameters")
+    params = [
+        p
+        for p in (plist.named_children if plist is not None else [])
+        if p.type in ("parameter_declaration", "optional_parameter_declaration")
+    ]
+    if plist is None:
+        return r.render(n, FnCtx("helper", name=name))
+    # no call of this arity: rendered as the definitions are, every pointer a thread one
+    variants = [v for v in r.helpers.variants.get(name, set()) if len(v) == len(params)] or [
+        (None,) * len(params)
+    ]
+    out = []
+    for variant in sorted(variants, key=str):
+        ctx = FnCtx("helper", name=name)
+        spaces = {
+            p.id: variant[i] or "thread"
+            for i, p in enumerate(params)
+            if declarator_kind(p.child_by_field_name("declarator")) in _INDIRECT
+        }
+        r.override[plist.id] = lambda x, c=ctx, sp=spaces: _param_list(r, x, name, c, sp, {})
+        try:
+            out.append(r.render(n, ctx))
+        finally:
+            r.override.pop(plist.id, None)
+    return "\n".join(dict.fromkeys(out))
+
+
 def _param_list(
     r: MslRender,
     plist: Node,
@@ -224,7 +309,7 @@ def _param_list(
     body = r.copy(
         plist,
         ctx,
-        lambda c: f"{spaces[c.id]} {r.copy(c, ctx)}" if c.id in spaces else groups.get(c.id),
+        lambda c: _spaced_param(r, c, spaces[c.id], ctx) if c.id in spaces else groups.get(c.id),
     )
     extra = [f"uint3 {b}" for b in r.helpers.builtins.get(name, [])]
     for owner, var, decl_node in r.helpers.shared.get(name, []):
@@ -237,6 +322,25 @@ def _param_list(
         inner = inner[:-4]
     sep = "" if inner.endswith("(") else ", "
     return f"{inner}{sep}{', '.join(extra)})"
+
+
+def _spaced_param(r: MslRender, p: Node, space: str, ctx: FnCtx) -> str:
+    """A pointer parameter in its address space; a ``thread void*`` one as ``thread uchar*``
+    (its callers cast what they pass), as a thread pointer is cast only from one to plain
+    values."""
+    rendered = f"{space} {r.copy(p, ctx)}"
+    if space == "thread" and _points_to_void(p):
+        rendered = re.sub(r"\bvoid\b", "uchar", rendered, count=1)
+    return rendered
+
+
+def _points_to_void(p: Node) -> bool:
+    t = p.child_by_field_name("type")
+    return (
+        t is not None
+        and text(t) == "void"
+        and declarator_kind(p.child_by_field_name("declarator")) == "pointer"
+    )
 
 
 def _shared_param(

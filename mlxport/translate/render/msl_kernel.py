@@ -25,7 +25,12 @@ from mlxport.translate.render.base import (
     namespace_lines,
 )
 from mlxport.translate.render.msl_declarators import declarator_kind
-from mlxport.translate.render.msl_helpers import namespace_of, render_helper, variant_for
+from mlxport.translate.render.msl_helpers import (
+    namespace_of,
+    render_declaration,
+    render_helper,
+    variant_for,
+)
 from mlxport.translate.render.msl_render import MslRender, leaf_name
 
 Rendered = dict[tuple[str, int, tuple | None], str]  # (helper, definition id, variant) -> MSL
@@ -549,7 +554,7 @@ def _top_declaration(n: Node, r: MslRender, ctx: FnCtx, helpers: set[str]) -> st
         name = text(fdecl.child_by_field_name("declarator")).split("<")[0].strip()
         if name not in helpers:
             return ""
-        return r.render(n, ctx)
+        return render_declaration(r, n, name)
     quals = {text(c) for c in walk(n) if c.type in ("type_qualifier", "storage_class_specifier")}
     if "__constant__" in quals and n.child_by_field_name("declarator").type == "init_declarator":
         # __constant__ float taps[5] = {...}: a program-scope constant array in Metal

@@ -25,6 +25,7 @@ from mlxport.translate.render.base import (
     short,
 )
 from mlxport.translate.render.msl_atomics import atomic_call
+from mlxport.translate.render.msl_cub import cub_call, cub_item
 from mlxport.translate.render.msl_declarators import (
     declarator_kind,
     is_pointer_type,
@@ -33,6 +34,7 @@ from mlxport.translate.render.msl_declarators import (
 from mlxport.translate.render.msl_groups import group_call, group_declaration
 from mlxport.translate.render.msl_helpers import HelperSet, helper_call, reached
 from mlxport.translate.render.msl_lanes import one_lane_store
+from mlxport.translate.render.msl_ptx import asm_msl
 from mlxport.translate.render.msl_spaces import spaces_of
 from mlxport.translate.render.msl_warp import (
     check_mask,
@@ -51,6 +53,7 @@ _DROPPED = (
     "__launch_bounds__",
 )
 _LIBRARIES = ("cub::", "wmma::", "nvcuda::", "thrust::")
+_CUB_ITEMS = ("alias_declaration", "type_definition", "dependent_type", "qualified_identifier")
 _MEMCPY_NAMES = ("memcpy", "std::memcpy", "::memcpy", "__builtin_memcpy")
 _BUFFER_SPACES = frozenset({"device", "constant", "threadgroup"})  # not a thread-local value
 _MSL_TYPE = re.compile(
@@ -88,6 +91,7 @@ class MslRender(TreeRender):
         # definitions the rendering made (name -> MSL), and the names each use asked for, in order
         self.generated: dict[str, str] = {}
         self.emitted: list[str] = []
+        self.cub_aliases: dict | None = None  # msl_cub's, read from the file when first asked
 
     def definitions_since(self, mark: int) -> str:
         """The generated definitions the code rendered since `mark` (len(emitted)) uses, each
@@ -153,6 +157,8 @@ class MslRender(TreeRender):
 
     def rule(self, node: Node, ctx: FnCtx) -> str | None:
         t = node.type
+        if t in _CUB_ITEMS and (got := cub_item(self, node, ctx)) is not None:
+            return got
         if t == "sized_type_specifier":
             key = re.sub(r"\s+", " ", text(node)).strip()
             return TYPE_MAP.get(key, key)
@@ -182,7 +188,7 @@ class MslRender(TreeRender):
         if t == "pointer_expression" and (got := self.row_address(node, ctx)) is not None:
             return got
         if t in ("gnu_asm_expression", "asm_statement"):
-            raise RenderError("inline PTX asm", line(node), "inline PTX has no Metal form")
+            return asm_msl(self, node, ctx)
         if t in ("new_expression", "delete_expression", "throw_statement", "try_statement"):
             raise RenderError(t.replace("_", " "), line(node), "not available in Metal kernels")
         if t == "identifier" and ctx.kind == "kernel" and self.atomic_root(text(node)):
@@ -199,6 +205,8 @@ class MslRender(TreeRender):
         return None
 
     def call(self, node: Node, ctx: FnCtx) -> str | None:
+        if (got := cub_call(self, node, ctx)) is not None:
+            return got
         name = callee(node)
         args = call_args(node)
         ln = line(node)
