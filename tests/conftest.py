@@ -79,3 +79,24 @@ def pytest_terminal_summary(terminalreporter):
         for kind, ok in sorted(kinds.items()):
             if not ok:
                 terminalreporter.write_line(f"  not shown rejected: {kind}")
+
+
+def ported_msl(tmp_path: Path, source: str, cases: list[dict]):
+    """The rule-based MSL translation of the task made from the .cu ``source``, checked on the
+    simulator at every case, held-out ones included."""
+    import textwrap
+
+    from mlxport.backends import get_backend
+    from mlxport.tasks import load_task
+    from mlxport.tasks.make import TaskRequest, from_cuda, write_task
+    from mlxport.translate.translator import translate_task
+    from mlxport.verify.correctness import run_correctness
+
+    path = tmp_path / "kernel_src.cu"
+    path.write_text(textwrap.dedent(source))
+    built = from_cuda(TaskRequest(source=path, cases=cases), heldout=1)
+    task = load_task(write_task(built, tmp_path / "task", path))
+    translation = translate_task(task, "msl")
+    report = run_correctness(task, translation.candidate, get_backend("sim"), heldout=True)
+    assert report.ok, report.summary()
+    return translation

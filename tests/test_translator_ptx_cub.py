@@ -3,27 +3,11 @@ predicated load, %laneid, cvt) and cub's BlockReduce and WarpReduce, translated 
 kernel is made into a task from the .cu file (the original on the CPU executor is the golden),
 translated, and checked on the simulator."""
 
-import textwrap
-
 import pytest
 
-from mlxport.backends import get_backend
-from mlxport.tasks import load_task
-from mlxport.tasks.make import TaskRequest, from_cuda, write_task
 from mlxport.translate.bind.result import Untranslatable
-from mlxport.translate.translator import translate, translate_task
-from mlxport.verify.correctness import run_correctness
-
-
-def _ported(tmp_path, source: str, cases: list[dict]):
-    path = tmp_path / "kernel_src.cu"
-    path.write_text(textwrap.dedent(source))
-    built = from_cuda(TaskRequest(source=path, cases=cases), heldout=1)
-    task = load_task(write_task(built, tmp_path / "task", path))
-    translation = translate_task(task, "msl")
-    report = run_correctness(task, translation.candidate, get_backend("sim"), heldout=True)
-    assert report.ok, report.summary()
-    return translation
+from mlxport.translate.translator import translate
+from tests.conftest import ported_msl
 
 
 def test_vector_and_predicated_ptx_loads_and_stores(tmp_path):
@@ -100,7 +84,7 @@ def test_vector_and_predicated_ptx_loads_and_stores(tmp_path):
         copy<<<(n / 4 + 63) / 64, 64>>>(x, h, y, n);
     }
     """
-    translation = _ported(tmp_path, source, [{"n": 500}])
+    translation = ported_msl(tmp_path, source, [{"n": 500}])
     assert "asm" not in translation.candidate.source + translation.candidate.header
 
 
@@ -142,7 +126,7 @@ def test_block_reductions_sum_max_and_the_files_own_operation(tmp_path):
         stats<<<rows, 96>>>(x, out, cols);
     }
     """
-    translation = _ported(tmp_path, source, [{"rows": 5, "cols": 300}])
+    translation = ported_msl(tmp_path, source, [{"rows": 5, "cols": 300}])
     assert "cub::" not in translation.candidate.source + translation.candidate.header
 
 
@@ -169,7 +153,7 @@ def test_warp_reductions_one_output_per_warp(tmp_path):
         mat_vec<<<(d + 3) / 4, dim3(32, 4)>>>(w, x, y, peak, n, d);
     }
     """
-    translation = _ported(tmp_path, source, [{"n": 100, "d": 10}])
+    translation = ported_msl(tmp_path, source, [{"n": 100, "d": 10}])
     assert "simd_sum(sum)" in translation.candidate.source
 
 

@@ -8,23 +8,8 @@ import textwrap
 
 import pytest
 
-from mlxport.backends import get_backend
-from mlxport.tasks import load_task
-from mlxport.tasks.make import TaskRequest, from_cuda, write_task
-from mlxport.translate.translator import Untranslatable, translate, translate_task
-from mlxport.verify.correctness import run_correctness
-
-
-def _ported(tmp_path, source: str, cases: list[dict]):
-    """The MSL translation of the task made from ``source``, checked at every case."""
-    path = tmp_path / "kernel_src.cu"
-    path.write_text(textwrap.dedent(source))
-    built = from_cuda(TaskRequest(source=path, cases=cases), heldout=1)
-    task = load_task(write_task(built, tmp_path / "task", path))
-    translation = translate_task(task, "msl")
-    report = run_correctness(task, translation.candidate, get_backend("sim"), heldout=True)
-    assert report.ok, report.summary()
-    return translation
+from mlxport.translate.translator import Untranslatable, translate
+from tests.conftest import ported_msl
 
 
 def test_a_parameter_named_as_a_file_constant_reads_its_own_input(tmp_path):
@@ -51,7 +36,7 @@ def test_a_parameter_named_as_a_file_constant_reads_its_own_input(tmp_path):
         partial_sums<<<1, 128>>>(y, y, GRID);
     }
     """
-    translation = _ported(tmp_path, source, [{"N": 4096, "GRID": 16}])
+    translation = ported_msl(tmp_path, source, [{"N": 4096, "GRID": 16}])
     assert "{ const int N = mlxport_N;" in translation.candidate.source
 
 
@@ -76,7 +61,7 @@ def test_a_kernel_in_a_namespace_calls_its_helpers_unqualified(tmp_path):
         act::inner::silu_mul<float><<<rows, 128>>>(out, in, d);
     }
     """
-    translation = _ported(tmp_path, source, [{"rows": 8, "d": 300}])
+    translation = ported_msl(tmp_path, source, [{"rows": 8, "d": 300}])
     assert "using namespace act;\nusing namespace act::inner;" in translation.candidate.source
 
 
@@ -101,7 +86,7 @@ def test_helpers_qualified_by_a_macro_and_their_specialisations_are_carried(tmp_
         scale_q<float><<<(n + 127) / 128, 128>>>(out, q, s, n);
     }
     """
-    translation = _ported(tmp_path, source, [{"n": 1024}])
+    translation = ported_msl(tmp_path, source, [{"n": 1024}])
     header = translation.candidate.header
     assert "template <> D_INLINE half to(float val)" in header
     assert "D_INLINE float twice(float v)" in header
@@ -130,7 +115,7 @@ def test_a_half_functional_cast_and_a_functor_named_divide(tmp_path):
         unpack<<<(n + 63) / 64, 64>>>(q, scale, y, n);
     }
     """
-    translation = _ported(tmp_path, source, [{"n": 256}])
+    translation = ported_msl(tmp_path, source, [{"n": 256}])
     assert "v[2 * k] = half(int(" in translation.candidate.source
     assert "divide_<half, 4>()(v," in translation.candidate.source
 
@@ -154,7 +139,7 @@ def test_a_read_write_float4_buffer_updated_component_by_component(tmp_path):
         kick<<<(n + 127) / 128, 128>>>((float4*)buf, ((float4*)buf) + n, 0.01f, n);
     }
     """
-    translation = _ported(tmp_path, source, [{"n": 1000}])
+    translation = ported_msl(tmp_path, source, [{"n": 1000}])
     assert "auto v = mlxport_view_v; auto v_out = mlxport_view_v_out;" in (
         translation.candidate.source
     )
@@ -190,7 +175,7 @@ def test_an_alignment_test_on_a_pointers_integer_form(tmp_path):
     }
     void run(const half* x, half* y, int rows, int cols) { twice_rows<<<rows, 64>>>(x, y, cols); }
     """
-    translation = _ported(tmp_path, source, [{"rows": 6, "cols": 301}])
+    translation = ported_msl(tmp_path, source, [{"rows": 6, "cols": 301}])
     assert "if (((ulong)(row)) % 4 != 0)" in translation.candidate.source
 
 

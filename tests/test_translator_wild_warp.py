@@ -4,24 +4,7 @@ passed to helpers, run-time `tiled_partition`, `cg::sync`, and `cg::reduce` with
 operation on a struct. Each kernel is made into a task from the .cu file (the original on the CPU
 executor is the golden), translated, and checked on the simulator."""
 
-import textwrap
-
-from mlxport.backends import get_backend
-from mlxport.tasks import load_task
-from mlxport.tasks.make import TaskRequest, from_cuda, write_task
-from mlxport.translate.translator import translate_task
-from mlxport.verify.correctness import run_correctness
-
-
-def _ported(tmp_path, source: str, cases: list[dict]):
-    path = tmp_path / "kernel_src.cu"
-    path.write_text(textwrap.dedent(source))
-    built = from_cuda(TaskRequest(source=path, cases=cases), heldout=1)
-    task = load_task(write_task(built, tmp_path / "task", path))
-    translation = translate_task(task, "msl")
-    report = run_correctness(task, translation.candidate, get_backend("sim"), heldout=True)
-    assert report.ok, report.summary()
-    return translation
+from tests.conftest import ported_msl
 
 
 def test_shuffles_within_segments_and_votes_over_part_of_a_warp(tmp_path):
@@ -47,7 +30,7 @@ def test_shuffles_within_segments_and_votes_over_part_of_a_warp(tmp_path):
     }
     void run(const float* x, float* y, int n) { segments<<<(n + 63) / 64, 64>>>(x, y, n); }
     """
-    translation = _ported(tmp_path, source, [{"n": 300}])
+    translation = ported_msl(tmp_path, source, [{"n": 300}])
     source_msl = translation.candidate.source + translation.candidate.header
     assert "simd_shuffle_down" not in source_msl  # each width became lane arithmetic
     assert "thread_index_in_simdgroup" in translation.candidate.source
@@ -87,7 +70,7 @@ def test_a_custom_reduction_over_a_tile_passed_to_a_helper(tmp_path):
         softmax_rows<<<(rows + 3) / 4, 128>>>(x, y, rows, cols);
     }
     """
-    translation = _ported(tmp_path, source, [{"rows": 10, "cols": 77}])
+    translation = ported_msl(tmp_path, source, [{"rows": 10, "cols": 77}])
     assert "mlxport_reduce_combine_32(acc)" in translation.candidate.header
 
 
@@ -128,7 +111,7 @@ def test_every_lane_storing_a_warp_sum_becomes_one_lane_storing_it(tmp_path):
     }
     void run(const float* x, float* y, int rows, int cols) { row_stats<<<rows, 128>>>(x, y, cols); }
     """
-    translation = _ported(tmp_path, source, [{"rows": 6, "cols": 300}])
+    translation = ported_msl(tmp_path, source, [{"rows": 6, "cols": 300}])
     body = translation.candidate.source
     assert body.count("if (mlxport_first || mlxport_at != mlxport_first_at)") == 3
     for stored in (
