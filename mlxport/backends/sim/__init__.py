@@ -273,7 +273,9 @@ class SimBackend:
                 error=f"compile failed{where}: {first.message if first else 'unknown error'}",
                 seconds=time.perf_counter() - t0,
             )
-        header, arrays = self._request(sig, src, built, hosts, launch, candidate.init_value)
+        header, arrays = self._request(
+            sig, src, built, hosts, launch, candidate.init_value, set(candidate.inout)
+        )
         header["reverse"] = order  # the runtime's order: 0 forward, 1 reversed, 2 shuffled
         header["poison"] = poison  # the runner draws the poison itself, for this run
         if count:
@@ -319,6 +321,7 @@ class SimBackend:
         hosts: dict[str, HostArray],
         launch: Launch,
         init_value: float | None,
+        inout: set[str],
     ) -> tuple[dict[str, Any], list[np.ndarray]]:
         slots, arrays = [], []
         for role, name, dtype in sig.buffer_slots():
@@ -334,6 +337,9 @@ class SimBackend:
                         "dtype": dtype,
                         "shape": list(launch.output_shapes[i]),
                         "fill": output_fill(dtype, init_value),
+                        # filled from its input where still NaN after the call, as MLX's is: it
+                        # starts as NaN in every run
+                        "inout": name in inout,
                     }
                 )
                 continue

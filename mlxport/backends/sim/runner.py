@@ -141,7 +141,7 @@ def run(
     for k, slot in enumerate(slots):
         role = slot["role"]
         if role == "output":
-            data = _filled(slot, str(header.get("poison", "nan")))
+            data = _filled(slot, "nan" if slot.get("inout") else str(header.get("poison", "nan")))
             was = data.copy()
         else:
             was = np.asarray(next(inputs))
@@ -187,10 +187,10 @@ def run(
         ],
     }
     # The threadgroup tags matter only inside the run (race checks): the caller needs written or
-    # not. An output element still holding its poison's bits was not written, though a store to
-    # another part of it marked it (`.x` of a float4 view: the whole vector).
+    # not. An output element still holding its NaN poison's bits was not written, though a store
+    # to another part of it marked it (`.x` of a float4 view: the whole vector).
     written = [
-        (m != 0) & ~_same_bits(data, was) if was is not data and slot_role == "output" else m != 0
+        (m != 0) & ~_still_nan_poison(data, was) if slot_role == "output" else m != 0
         for (_, data, was, m), slot_role in _masked(kept, slots)
     ]
     return reply, results + [w.view(np.uint8) for w in written]
@@ -205,9 +205,14 @@ def _masked(kept: list, slots: list[dict]) -> list:
     ]
 
 
-def _same_bits(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    unsigned = np.dtype(f"u{a.itemsize}")
-    return a.reshape(-1).view(unsigned) == b.reshape(-1).view(unsigned)
+def _still_nan_poison(data: np.ndarray, was: np.ndarray) -> np.ndarray:
+    """Where an output holds the very NaN it was poisoned with (a random payload no arithmetic
+    makes); nowhere for integers, bfloat16's bits and fills."""
+    if data.dtype.kind != "f":
+        return np.zeros(data.size, dtype=bool)
+    unsigned = np.dtype(f"u{data.itemsize}")
+    same = data.reshape(-1).view(unsigned) == was.reshape(-1).view(unsigned)
+    return same & np.isnan(was.reshape(-1))
 
 
 def _launch_params(header: dict[str, Any], buffers: Any, nbuffers: int) -> LaunchParams:
