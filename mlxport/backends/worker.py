@@ -86,8 +86,9 @@ class MalformedReply(ValueError):
 
 
 def _array_specs(specs: Any) -> list[tuple[np.dtype, tuple[int, ...]]]:
-    """The (dtype, shape) of each array a message lists, each a plain number type (never an
-    object, a string or a record) and a shape of a few non-negative ints that fits 64 bits."""
+    """The (dtype, shape) of each array a message lists, each a plain number type or plain bytes
+    (never an object, a string or a record) and a shape of a few non-negative ints that fits 64
+    bits."""
     if not isinstance(specs, list):
         raise MalformedReply("its array list is not a list")
     out = []
@@ -98,7 +99,8 @@ def _array_specs(specs: Any) -> list[tuple[np.dtype, tuple[int, ...]]]:
             dtype = np.dtype(name) if isinstance(name, str) and len(name) < 8 else None
         except TypeError:
             dtype = None
-        if dtype is None or dtype.kind not in "biufc" or dtype.fields or dtype.shape:
+        # "V": plain bytes (a struct passed by value), never a record with fields
+        if dtype is None or dtype.kind not in "biufcV" or dtype.fields or dtype.shape:
             raise MalformedReply(f"an array's dtype is {shown(repr(name)[:40])}, not a number type")
         if not isinstance(shape, list) or len(shape) > 32 or not all(_count(d) for d in shape):
             raise MalformedReply(f"an array's shape is {shown(repr(shape)[:60])}")
