@@ -162,6 +162,7 @@ void run(const float* x, float* y, int n) {
     [
         "for (int i = 0; i < ndim; ++i) { n *= x_size[i]; }",
         "while (n < limit) n *= 2;",
+        "for (int i = 0; i < 4; ++i) { if (x_size[i] > 0) break; n += 1; }",
         "if (limit > ndim) { n = limit; }",
         "switch (ndim) { case 3: n += 1; break; }",
     ],
@@ -212,3 +213,18 @@ int main(int argc, char** argv) {
 }"""
     )
     assert (launch.grid, launch.block) == ((32, 1, 1), (128, 1, 1))
+
+
+def test_a_loop_the_case_decides_is_run():
+    """`while (nth < ncols) nth *= 2;` (llama.cpp's block size) at a case that gives ncols."""
+    host = """
+void run(const float* x, float* y, int ncols) {
+    int nth = 32;
+    while (nth < ncols && nth < 1024) nth *= 2;
+    int pad = 0;
+    for (int i = 0; i < 3; i++) { pad += nth; }
+    k<<<1, nth, pad>>>(x, y, 0.5f, ncols);
+}"""
+    launch = _launch(host, ncols=200)
+    assert (launch.block, launch.shared_bytes) == ((256, 1, 1), 768)
+    assert _launch(host, ncols=5000).block == (1024, 1, 1)

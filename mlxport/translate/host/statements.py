@@ -36,6 +36,8 @@ _ALLOCATORS = {
 
 
 _COPIES = {"cudaMemcpy", "cudaMemcpyAsync", "memcpy"}
+LOOP_STEPS = 4096  # iterations of a host loop run at most
+_JUMPS = ("break_statement", "continue_statement", "return_statement", "goto_statement")
 _EFFECTS = _COPIES | _MEMSETS | _ALLOCATORS
 
 
@@ -68,7 +70,7 @@ class HostStatements(HostExpressions):
             init = stmt.child_by_field_name("initializer")
             if init is not None and init.type == "declaration":
                 self.declare(init, env)
-            if not _on_arguments(stmt):
+            if not _on_arguments(stmt) and not self.run_loop(stmt, env):
                 self.forget_changed(stmt, "is changed in the loop", env)
         elif stmt.type == "if_statement":  # a branch the case decides: its statements count
             c = self.value(stmt.child_by_field_name("condition"), env)
@@ -108,18 +110,38 @@ class HostStatements(HostExpressions):
             if n is not node and n.type == "call_expression" and host_callee(n) in _EFFECTS:
                 self.effect(n, env)
 
+    def run_loop(self, loop: Node, env: dict[str, Any]) -> bool:
+        """Runs a loop that changes names the launch may read, where the case decides its
+        condition every time (`while (nth < ncols) nth *= 2;`), up to LOOP_STEPS iterations and
+        with no jump in it: whether it ran to its end (``env`` is left as it was if not)."""
+        if not _changed(loop, env):
+            return True  # it changes nothing the launch could read
+        if any(n.type in _JUMPS for n in walk(loop)):
+            return False
+        cond, update = loop.child_by_field_name("condition"), loop.child_by_field_name("update")
+        body = loop.child_by_field_name("body")
+        if cond is None or body is None:
+            return False
+        run = dict(env)
+        for step in range(LOOP_STEPS):
+            if step or loop.type != "do_statement":
+                c = self.value(cond, run)
+                if not isinstance(c, int | float | bool):
+                    return False
+                if not c:
+                    env.update(run)
+                    return True
+            for s in body.named_children if body.type == "compound_statement" else [body]:
+                self.execute(s, run)
+            if update is not None:
+                self.effect(update, run)
+        return False
+
     def forget_changed(self, stmt: Node, where: str, env: dict[str, Any]) -> None:
         """Names a statement the evaluation does not run (a loop; a branch the case does not
         decide) may change: known only when the program runs, unless the case binds them."""
-        for n in walk(stmt):
-            if n.type == "assignment_expression":
-                target = n.child_by_field_name("left")
-            elif n.type == "update_expression":
-                target = n.child_by_field_name("argument")
-            else:
-                continue
-            name = text(target)
-            if name in env and name not in self.case:
+        for name in _changed(stmt, env):
+            if name not in self.case:
                 env[name] = Unknown(
                     f"{name} {where} at line {self.line(stmt)}, which is run only when the "
                     "program runs"
@@ -258,7 +280,11 @@ class HostStatements(HostExpressions):
             env[m.group(1)].names[int(m.group(2))] = name
 
     def effect(self, expr: Node, env: dict[str, Any]) -> None:
-        if expr.type == "assignment_expression":
+        if expr.type == "update_expression":  # i++, --n
+            name = text(expr.child_by_field_name("argument"))
+            if isinstance(env.get(name), int) and name not in self.case:
+                env[name] += 1 if "++" in text(expr) else -1
+        elif expr.type == "assignment_expression":
             left, right = expr.child_by_field_name("left"), expr.child_by_field_name("right")
             name = text(left)
             field = re.fullmatch(r"(\w+)\s*\.\s*([xyz])", name)
@@ -327,6 +353,16 @@ class HostStatements(HostExpressions):
             size_text=old.size_text if known else self.sized_text(args[2], env),
             fill=0.0 if value == 0 else old.fill,
         )
+
+
+def _changed(stmt: Node, env: dict[str, Any]) -> list[str]:
+    """The names of ``env`` a statement assigns or steps."""
+    out = []
+    for n in walk(stmt):
+        field = {"assignment_expression": "left", "update_expression": "argument"}.get(n.type)
+        if field and text(n.child_by_field_name(field)) in env:
+            out.append(text(n.child_by_field_name(field)))
+    return out
 
 
 def _on_arguments(stmt: Node) -> bool:
