@@ -223,6 +223,30 @@ def test_tasks_new_takes_inputs_and_refuses_case_names_that_bind_nothing(tmp_pat
     ), said
 
 
+def test_binding_a_define_is_refused_where_it_would_change_nothing(tmp_path, cli):
+    """The preprocessor replaces `N` before a case applies: `--case N=512` used to run the
+    original at the file's 4096 elements and port it there, saying nothing."""
+    path = tmp_path / "twice.cu"
+    path.write_text(
+        "#define N 4096\n"
+        "__global__ void twice(const int n, const float* x, float* y) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = 2.f * x[i];\n}\n"
+        "int main() {\n  float *x, *y;\n  cudaMalloc((void**)&x, N * sizeof(float));\n"
+        "  cudaMalloc((void**)&y, N * sizeof(float));\n  twice<<<N / 256, 256>>>(N, x, y);\n}\n"
+    )
+    bad = cli("port", str(path), "--case", "N=512", "--out", str(tmp_path / "o"))
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr
+    assert (
+        (bad.stdout + bad.stderr)
+        .strip()
+        .endswith(
+            "--case binds N, a #define of twice.cu (line 1), which the preprocessor replaces before "
+            "any case applies: change its value in the file, or bind a name the kernel or its host "
+            "code computes, such as n"
+        )
+    ), bad.stdout + bad.stderr
+
+
 def test_a_float_the_user_bound_varies_in_held_out_cases_within_a_range_said(tmp_path):
     from mlxport.backends import get_backend
     from mlxport.verify.correctness import run_correctness

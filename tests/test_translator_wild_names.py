@@ -200,3 +200,20 @@ def test_libcudacxx_async_copies_are_refused_in_one_sentence():
         Untranslatable, match=r"async copies \(cuda::barrier\) at line 5: no async copy in Metal"
     ):
         translate(textwrap.dedent(source), target="msl")
+
+
+def test_a_grid_stride_macro_is_translated_as_the_loop_it_makes(tmp_path):
+    """Caffe's and OneFlow's `CUDA_1D_KERNEL_LOOP(i, n)` names blockIdx and threadIdx inside a
+    macro: expanded, the kernel's loop is translated; kept, Metal would see CUDA's names."""
+    source = """
+    #define CUDA_1D_KERNEL_LOOP(i, n) \\
+      for (int i = blockIdx.x * blockDim.x + threadIdx.x, step = blockDim.x * gridDim.x; \\
+           i < (n); i += step)
+    __global__ void twice(const int n, const float* x, float* y) {
+      CUDA_1D_KERNEL_LOOP(i, n) { y[i] = 2.0f * x[i]; }
+    }
+    void run(const float* x, float* y, int n) { twice<<<(n + 255) / 256, 256>>>(n, x, y); }
+    """
+    translation = ported_msl(tmp_path, source, [{"n": 1000}])
+    assert "CUDA_1D_KERNEL_LOOP" not in translation.candidate.source
+    assert "blockIdx" not in translation.candidate.header

@@ -131,6 +131,15 @@ def check_bound(kf: KernelFile, request: TaskRequest) -> None:
             f"--case binds {names}, which nothing in {kf.path.name} uses: bind names the kernel "
             f"or its host code uses, such as {', '.join(_bindable(kf)) or 'its parameters'}"
         )
+    bound = {k for c in request.cases for k in c}
+    # the preprocessor replaces a #define before any case applies: binding it would change nothing
+    if macro := next((m for m in kf.cf.macros if m.params is None and m.name in bound), None):
+        raise CudaTaskError(
+            f"--case binds {macro.name}, a #define of {kf.path.name} (line {macro.line}), which "
+            f"the preprocessor replaces before any case applies: change its value in the file, "
+            f"or bind a name the kernel or its host code computes, such as "
+            f"{', '.join(_bindable(kf)) or 'its parameters'}"
+        )
 
 
 def _bindable(kf: KernelFile) -> list[str]:

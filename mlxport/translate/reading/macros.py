@@ -24,6 +24,7 @@ _KERNEL_MARK = re.compile(rb"__global__|__device__|__launch_bounds__|<<<")
 _POINTER_CAST = re.compile(
     rb"reinterpret_cast\s*<[^<>]*\*\s*>|\(\s*(?:const\s+)?[A-Za-z_][\w:]*\s*\*\s*\)"
 )
+_THREAD_INDEX = re.compile(rb"\b(?:threadIdx|blockIdx|blockDim|gridDim)\b")
 _IDENT = re.compile(rb"[A-Za-z_]\w*")
 
 
@@ -71,7 +72,7 @@ class _Expander:
     def __init__(self, macros: list[MacroDef], name: str, kernels: bool = True):
         self.name = name
         self.macros = {m.name.encode(): m for m in macros}
-        self.kernel_macros = (self._kernel_macros() if kernels else {}) | _cast_macros(macros)
+        self.kernel_macros = (self._kernel_macros() if kernels else {}) | _code_macros(macros)
         self.total = 0
 
     def _kernel_macros(self) -> dict[bytes, MacroDef]:
@@ -138,18 +139,21 @@ class _Expander:
         return bytes(out), spans
 
 
-def _cast_macros(macros: list[MacroDef]) -> dict[bytes, MacroDef]:
-    """Function-like macros that view their argument through a pointer cast: expanded, so that
-    loads and stores through them are seen and translated as the casts they are."""
+def _code_macros(macros: list[MacroDef]) -> dict[bytes, MacroDef]:
+    """Function-like macros that view their argument through a pointer cast, or that name CUDA's
+    thread indices (`CUDA_1D_KERNEL_LOOP`): expanded, so that loads and stores through them and
+    the loops they make are seen and translated as the code they are."""
     return {
         m.name.encode(): m
         for m in macros
-        if m.params is not None and _POINTER_CAST.search(m.body.encode())
+        if m.params is not None
+        and (_POINTER_CAST.search(m.body.encode()) or _THREAD_INDEX.search(m.body.encode()))
     }
 
 
 def expand_casts(data: bytes, name: str = "the source") -> bytes:
-    """The text with its pointer-cast macros expanded (what the translator renders)."""
+    """The text with its pointer-cast and thread-index macros expanded (what the translator
+    renders)."""
     skip, directives = _lex(data)
     expanded, _ = _Expander(_collect_macros(data, directives), name, kernels=False).expand(
         data, skip, 0
