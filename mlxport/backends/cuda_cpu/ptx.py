@@ -491,18 +491,25 @@ def _bind(i: int, op: Operand, operands: list[Operand]) -> str:
     return f"::cusim::ptx::Reg r{i} = ::cusim::ptx::in<{_BITS[op.letter]}>(({op.expr}));"
 
 
-def _cxx(ins: Instruction, origin: str) -> str:
+def write(ins: Instruction, register: str, action) -> str:
+    """One instruction as a statement, C++ for the executor or MSL for a translation: braces as
+    they are, `.reg` as declarations (predicates as bools, others of type ``register``), anything
+    else as ``action(ins)`` under its predicate guard."""
     if ins.op in "{}":
         return ins.op
     if ins.op == "reg":
         return " ".join(
-            f"bool {reg_name(r)} = false;" if bits == 0 else f"::cusim::ptx::Reg {reg_name(r)}{{}};"
+            f"bool {reg_name(r)} = false;" if bits == 0 else f"{register} {reg_name(r)}{{}};"
             for r, bits in ins.regs
         )
     guard = ""
     if ins.guard is not None:
         guard = f"if ({'!' if ins.guard[0] else ''}{reg_name(ins.guard[1])}) "
-    return guard + _cxx_action(ins, origin)
+    return guard + action(ins)
+
+
+def _cxx(ins: Instruction, origin: str) -> str:
+    return write(ins, "::cusim::ptx::Reg", lambda i: _cxx_action(i, origin))
 
 
 def _cxx_action(ins: Instruction, origin: str) -> str:

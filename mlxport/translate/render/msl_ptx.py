@@ -17,6 +17,7 @@ from mlxport.backends.cuda_cpu.ptx import (
     parse_asm,
     reg_name,
     type_bits,
+    write,
 )
 from mlxport.cuda_syntax import ancestors, line
 from mlxport.translate.render.base import FnCtx, RenderError
@@ -89,17 +90,7 @@ class _Writer:
         self.r.ptr_casts = True
 
     def instruction(self, ins: Instruction) -> str:
-        if ins.op in "{}":
-            return ins.op
-        if ins.op == "reg":
-            return " ".join(
-                f"bool {reg_name(n)} = false;" if bits == 0 else f"ulong {reg_name(n)} = 0;"
-                for n, bits in ins.regs
-            )
-        guard = ""
-        if ins.guard is not None:
-            guard = f"if ({'!' if ins.guard[0] else ''}{reg_name(ins.guard[1])}) "
-        return guard + "{ " + self.action(ins) + " }"
+        return write(ins, "ulong", lambda i: "{ " + self.action(i) + " }")
 
     def action(self, ins: Instruction) -> str:
         if ins.op in ("ld", "st"):
