@@ -238,11 +238,14 @@ def attention_variants(port: KernelCandidate) -> dict[str, KernelCandidate]:
         data["template"].update(WG=str(wg), WGS="1", MT=str(mt), BK="64", STAGES="2")
         bq = 64 * (mt if wg == 0 else 1)
         rows = "(64 + 5 * 64)" if wg else f"({bq} + 2 * 2 * 64)"
-        data["grid"][1] = (
+        data["grid"][1] = (  # float32 prefill keeps the port's 64 rows a block
             f"{dec} * q.shape[2] + {pre} * ({h16} * ceildiv(q.shape[2], {bq}) + "
-            f"(1 - {h16}) * ceildiv(q.shape[2], 16))"
+            f"(1 - {h16}) * ceildiv(q.shape[2], 64))"
         )
-        data["shared_memory"] = f"{pre} * {h16} * ({rows} * q.shape[3] * 2 + 1024)"
+        data["shared_memory"] = (
+            f"{pre} * ({h16} * ({rows} * q.shape[3] * 2 + 1024) + "
+            f"(1 - {h16}) * (64 + 2 * 2 * 32) * (q.shape[3] + 4) * 4)"
+        )
         label = f"{'wgmma' if wg else 'mma'}_mt{mt}"
         out[label] = KernelCandidate.model_validate({**data, "name": f"attention_fwd_{label}"})
     order = (
