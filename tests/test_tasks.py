@@ -87,33 +87,6 @@ def test_task_has_expert_ports_whose_launch_resolves(name):
                         assert shape == shapes[out_name]
 
 
-def test_the_3xtf32_attention_variant_changes_float32_prefill_alone():
-    """benchmarks/variants/attention_tf32x3.toml is the port with float32 prefill on tensor cores:
-    there it runs MODE 0 with 64 query rows a block and (64 + 2 * 2 * 32) rows of D + 4 floats of
-    shared memory; 16-bit prefill and decode launch as the port does, from the port's own code."""
-    from mlxport.tasks import case_infos, load_candidate
-
-    task = load_task("attention_fwd")
-    port = expert_ports(task)["cuda"]
-    variant = load_candidate(
-        Path(__file__).parents[1] / "benchmarks" / "variants" / "attention_tf32x3.toml"
-    )
-    scalar = (
-        "template <typename T, int D, bool CAUSAL>\n__device__ __forceinline__ void mlxp_attn_sc"
-    )
-    assert port.header.split(scalar)[0] in variant.header  # the 16-bit and decode engines
-    for case in task.all_cases():
-        for dtype in task.dtypes:
-            infos = case_infos(task, case, dtype)
-            mine, theirs = variant.launch(infos), port.launch(infos)
-            if dtype == "float32" and case["Tq"] > 4:
-                assert dict(mine.template)["MODE"] == 0
-                assert mine.grid[1] == math.ceil(case["Tq"] / 64)
-                assert mine.shared_memory == 192 * (case["D"] + 4) * 4
-            else:
-                assert mine == theirs, (task.case_label(case), dtype)
-
-
 def test_show_json_names_the_ports(cli):
     result = cli("tasks", "show", "vector_add", "--json")
     assert result.returncode == 0, result.stderr
