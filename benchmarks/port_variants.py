@@ -226,13 +226,17 @@ def attention_variants(port: KernelCandidate) -> dict[str, KernelCandidate]:
     pipelined loop) or mma.sync (WG 0, 16 * MT query rows a warp, 2 buffers of 64-key tiles, the
     engine of GPUs before Hopper). MT 2 is session 5's port. And the scalar port of session 4,
     session 6's causal block order (longest rows first within each head, heads one after another),
-    and session 7's non-causal order (heads interleaved, as the causal order has them)."""
+    and session 7's non-causal order (heads interleaved, as the causal order has them). And the
+    port with float32 prefill on 3xTF32 tensor cores (unmeasured)."""
     dec, pre, h16 = (
         "(1 - min(1, q.shape[2] // 5))",
         "min(1, q.shape[2] // 5)",
         "((4 - q.itemsize) // 2)",
     )
-    out = {"v1_scalar": KernelCandidate.from_toml(HERE / "variants" / "attention_v1.toml")}
+    out = {
+        "v1_scalar": KernelCandidate.from_toml(HERE / "variants" / "attention_v1.toml"),
+        "tf32x3": KernelCandidate.from_toml(HERE / "variants" / "attention_tf32x3.toml"),
+    }
     for wg, mt in ((0, 2), (0, 1), (1, 1)):
         data = json.loads(port.model_dump_json())
         data["template"].update(WG=str(wg), WGS="1", MT=str(mt), BK="64", STAGES="2")

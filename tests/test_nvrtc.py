@@ -48,6 +48,22 @@ def test_attention_paths_compile(case, dtype, arch):
     compiled(task, expert_ports(task)["cuda"], task.bench_cases()[case], dtype, arch)
 
 
+@pytest.mark.parametrize(("case", "arch"), [(0, "sm_90a"), (1, "sm_80")])
+def test_attention_float32_on_3xtf32_compiles_without_spills(case, arch):
+    """benchmarks/variants/attention_tf32x3.toml's float32 prefill (mma.sync m16n8k8 tf32, which
+    needs sm_80) at both prefill bench cases: D = 128 for Hopper, D = 64 for the GPUs before it."""
+    from pathlib import Path
+
+    from mlxport.tasks import load_candidate
+
+    task = load_task("attention_fwd")
+    variant = load_candidate(
+        Path(__file__).parents[1] / "benchmarks" / "variants" / "attention_tf32x3.toml"
+    )
+    log = compiled(task, variant, task.bench_cases()[case], "float32", arch)
+    assert "0 bytes spill stores" in log, log[-2000:]
+
+
 @pytest.mark.parametrize("name", MEMORY_BOUND)
 def test_rules_translation_and_its_knobs_compile(name):
     """The translation with its first variant that unrolls (else its first): both knobs at once
