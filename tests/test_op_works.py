@@ -236,15 +236,12 @@ def test_binding_a_define_is_refused_where_it_would_change_nothing(tmp_path, cli
     )
     bad = cli("port", str(path), "--case", "N=512", "--out", str(tmp_path / "o"))
     assert bad.returncode != 0 and "Traceback" not in bad.stderr
-    assert (
-        (bad.stdout + bad.stderr)
-        .strip()
-        .endswith(
-            "--case binds N, a #define of twice.cu (line 1), which the preprocessor replaces before "
-            "any case applies: change its value in the file, or bind a name the kernel or its host "
-            "code computes, such as n"
-        )
-    ), bad.stdout + bad.stderr
+    said = (bad.stdout + bad.stderr).strip()
+    assert said.endswith(
+        "--case binds N, a #define of twice.cu (line 1), which the preprocessor replaces before "
+        "any case applies: change its value in the file, or bind a name the kernel or its host "
+        "code computes, such as n"
+    ), said
 
 
 def test_a_float_the_user_bound_varies_in_held_out_cases_within_a_range_said(tmp_path):

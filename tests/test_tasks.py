@@ -293,7 +293,6 @@ def test_a_manifest_ports_a_bare_cu_file_as_the_cli_does(tmp_path):
 @pytest.mark.parametrize(
     ("flags", "words"),
     [
-        ({"cases": []}, "needs the sizes of one case"),
         ({"cases": ["N=x"]}, "'x' is not a number"),
         ({"cases": ["N"]}, "is not NAME=VALUE"),
         ({"cases": ["N=4"], "shapes": ["K"]}, "--shape 'K' is not NAME=VALUE"),
@@ -304,3 +303,8 @@ def test_a_bad_request_is_one_sentence(flags, words):
     with pytest.raises(UserError, match=None) as e:
         TaskRequest.of(source=Path("k.cu"), **flags)
     assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_request_without_a_case_runs_at_the_sizes_the_file_sets():
+    """A file whose sizes are #defines has nothing for --case to bind (binding them is refused)."""
+    assert TaskRequest.of(source=Path("k.cu")).cases == [{}]

@@ -225,7 +225,7 @@ def test_a_task_made_with_include_folders_carries_the_headers_it_reads_and_nothi
             ["--kernel", "nope", "--case", "B=2,T=16,C=96,block_size=128"],
             "its kernels are layernorm_rows: pass one of them with --kernel",
         ),
-        ("layernorm_main.cu", [], "needs the sizes of one case"),
+        ("layernorm_main.cu", [], "block_size is a parameter of layernorm_forward(); bind it"),
         (
             "layernorm_main.cu",
             ["--case", "B=2,T=16,C=96"],
@@ -276,7 +276,8 @@ def test_tasks_new_says_what_it_needs_and_makes_the_folder_it_is_given(tmp_path,
     )
     assert bare.returncode == 2 and "Traceback" not in bare.stderr
     # no such option
-    assert "needs the sizes of one case" in bare.stderr and "--task" not in bare.stderr
+    assert "block_size is a parameter of layernorm_forward(); bind it with --case" in bare.stderr
+    assert "--task" not in bare.stderr
     made = cli("tasks", "new", "mine", "--dir", str(tmp_path / "not" / "yet"))
     assert made.returncode == 0, made.stderr
     assert (tmp_path / "not" / "yet" / "mine" / "task.toml").is_file()

@@ -473,4 +473,4 @@ def to_storage(data: np.ndarray, held: str) -> np.ndarray:
 
 
 def label(case: dict[str, Any]) -> str:
-    return ",".join(f"{k}={v}" for k, v in case.items())
+    return ",".join(f"{k}={v}" for k, v in case.items()) or "the sizes the file sets"
