@@ -410,6 +410,46 @@ def test_the_op_is_called_at_fresh_sizes_the_original_runs_whole_at(tmp_path):
         op.copy_tiles(mx.zeros((32, 40)))
 
 
+HEAD_SUM = """
+__global__ void head_sum(const float* a, float* y, int rows, int cols) {
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    float acc = 0.f;
+    for (int k = 0; k < 64; ++k) acc += a[r * cols + k];
+    y[r] = acc;
+}
+void run(int rows, int cols) {
+    float *a, *y;
+    cudaMalloc(&a, rows * cols * sizeof(float));
+    cudaMalloc(&y, rows * sizeof(float));
+    head_sum<<<(rows + 63) / 64, 64>>>(a, y, rows, cols);
+}
+"""
+
+
+def test_the_op_refuses_sizes_below_the_smallest_the_original_runs_at(tmp_path):
+    """Each row's first 64 values: below 64 columns the last row reads past the array. Sizes
+    drawn near the case's never go there; the op check looks for the floor and the op refuses
+    what lies under it."""
+    from mlxport.tools.final import op_cases
+
+    path = tmp_path / "head.cu"
+    path.write_text(HEAD_SUM)
+    built = from_cuda(TaskRequest(source=path, cases=[{"rows": 100, "cols": 256}]), heldout=1)
+    task = load_task(write_task(built, tmp_path / "task", path))
+    candidate = translate_task(task, "msl").candidate
+    found = op_cases(task, candidate, seed=3)
+    assert "cols >= 64" in found.task.cases.requires and not any(
+        r.startswith("rows") for r in found.task.cases.requires
+    ), found.task.cases.requires
+    assert "the original does not run at cols=32: the op refuses cols < 64" in found.notes
+    op = load(write_op(tmp_path / "op", found.task, candidate, label="t", model="t"), "sim")
+    a = np.random.default_rng(2).standard_normal((5, 64)).astype(np.float32)
+    assert np.allclose(np.array(op.head_sum(mx.array(a))), a.sum(axis=1), atol=1e-5)
+    with pytest.raises(ValueError, match=r"verified where cols >= 64, and here cols=40"):
+        op.head_sum(mx.zeros((5, 40)))
+
+
 RMS_STEP = """
 __global__ void rms_step(float* p, const float* g, float* v, int n, float beta) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;

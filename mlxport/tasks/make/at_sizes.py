@@ -119,7 +119,13 @@ def supported_sizes(
         rule = _said(multiples, together, task.cases.multiples)
         notes = [f"the original does not run at {r}" for r in refused[:3]]
         notes += [f"so the op was called at sizes {rule}"] if rule else []
-        return _ruled(task, multiples, together) if rule else task, (cases + extra)[:count], notes
+        task = _ruled(task, multiples, together) if rule else task
+        floors = _floors(task, runner, multiples, together)
+        notes += [
+            f"the original does not run at {n}={v // 2}: the op refuses {n} < {v}"
+            for n, v in floors
+        ]
+        return _floored(task, floors), (cases + extra)[:count], notes
     return task, [], [f"the original does not run at {r}" for r in refused[:3]]
 
 
@@ -132,6 +138,43 @@ def _ruled(task: KernelTask, multiples: dict[str, int], together: list[list[str]
             "multiples": {n: m for n, m in multiples.items() if m > 1},
             "requires": list(dict.fromkeys(task.cases.requires + ties)),
         }
+    )
+    return task.model_copy(update={"cases": cases})
+
+
+def _floors(
+    task: KernelTask, runner: CaseRunner, multiples: dict[str, int], together: list[list[str]]
+) -> list[tuple[str, int]]:
+    """(size, the smallest value the original runs at) for each size the original refuses at its
+    smallest multiple, the others at the first case's values: a GEMV reading 128 columns a warp
+    reads past its buffer at 64, and drawn sizes, near the task's, never went there."""
+    tied = {n for g in together for n in g}
+    first = {k: v for k, v in task.cases.visible[0].items() if k in task.original.bound}
+    floors = []
+    for n in size_names(task):
+        if n in tied or n in task.cases.choices or n not in first or first[n] < 2:
+            continue
+        m = multiples.get(n, task.cases.multiples.get(n, 1))
+        v = m
+        while v < first[n] and not _runs(runner, {**first, n: v}):
+            v *= 2
+        if v > m:
+            floors.append((n, min(v, first[n])))
+    return floors
+
+
+def _runs(runner: CaseRunner, bound: dict[str, Any]) -> bool:
+    try:
+        runner.case(bound, heldout=True)
+    except (CudaTaskError, HostEvalError):
+        return False
+    return True
+
+
+def _floored(task: KernelTask, floors: list[tuple[str, int]]) -> KernelTask:
+    rules = [f"{n} >= {v}" for n, v in floors]
+    cases = task.cases.model_copy(
+        update={"requires": list(dict.fromkeys(task.cases.requires + rules))}
     )
     return task.model_copy(update={"cases": cases})
 
