@@ -1596,3 +1596,71 @@ def test_the_gpu_backends_draw_their_poison_for_every_run_in_every_dtype():
             drawn = {drawn_poison(poison, dtypes) for _ in range(60)}
             assert len(drawn) > 5 and all(v == int(v) and low <= v <= high for v in drawn)
     assert {drawn_poison("finite", ["bool"]) for _ in range(40)} == {0.0, 1.0}
+
+
+def test_a_kernel_wrong_only_where_one_input_alone_is_zero_fails(small_vector_add):
+    """`a == 0 ? -b : a + b`: the zero rows of every input fell at the same places, where -b is
+    b; scattered zeros land where the other inputs have none."""
+    from mlxport.spec.candidate import KernelCandidate
+
+    backdoor = KernelCandidate(
+        language="msl",
+        name="add_unless_zero",
+        input_names=["a", "b"],
+        output_names=["out"],
+        output_shapes=["a.shape"],
+        output_dtypes=["a.dtype"],
+        grid=["a.size", 1, 1],
+        threadgroup=[256, 1, 1],
+        source="uint i = thread_position_in_grid.x;\nout[i] = a[i] == 0 ? -b[i] : a[i] + b[i];\n",
+    )
+    report = verdict(small_vector_add, backdoor, heldout=True)
+    failed = [c.label for c in report.cases if c.verdict != "pass"]
+    assert failed and all("rows inputs" in label for label in failed), report.summary()
+
+
+def test_a_cu_file_reads_no_header_outside_its_project(tmp_path):
+    """mlxport inlines a .cu file's local headers itself, outside the sandboxed preprocessor: an
+    include of a host path, of a hidden file or of a non-source file is refused, even in #if 0."""
+    from mlxport.errors import UserError
+    from mlxport.translate.reading.includes import amalgamate
+
+    (tmp_path / "proj" / ".config").mkdir(parents=True)
+    (tmp_path / "secret.h").write_text("SECRET_OUTSIDE\n")
+    (tmp_path / "proj" / ".config" / "key.h").write_text("SECRET_HIDDEN\n")
+    (tmp_path / "proj" / "notes.txt").write_text("SECRET_TEXT\n")
+    (tmp_path / "proj" / "ok.cuh").write_text("#define WIDTH 4\n")
+    kernel = "__global__ void k(float* a) { a[threadIdx.x] = WIDTH; }\n"
+    cases = {
+        f'#if 0\n#include "{tmp_path / "secret.h"}"\n#endif\n': "is outside the file's folder",
+        '#include "../secret.h"\n': "is outside the file's folder",
+        '#include ".config/key.h"\n': "is hidden",
+        '#include "notes.txt"\n': "is not a C, C\\+\\+ or CUDA source file",
+    }
+    for include, why in cases.items():
+        (tmp_path / "proj" / "k.cu").write_text(include + '#include "ok.cuh"\n' + kernel)
+        with pytest.raises(UserError, match=why):
+            amalgamate(tmp_path / "proj" / "k.cu")
+    (tmp_path / "proj" / "k.cu").write_text('#include "ok.cuh"\n' + kernel)
+    text, inlined, _ = amalgamate(tmp_path / "proj" / "k.cu")
+    assert inlined == ["ok.cuh"] and "#define WIDTH 4" in text
+
+
+def test_host_code_arithmetic_past_64_bits_is_refused_not_computed():
+    """Squaring 64 times in host code grew a Python integer without bound in mlxport's own
+    process."""
+    from mlxport.translate.host.evaluate import evaluate_launch
+    from mlxport.translate.host.values import HostEvalError
+
+    source = """
+    __global__ void k(float* a, int n) { a[threadIdx.x] = 1.f; }
+    int threads_for(int n) {
+        long long x = 3;
+        for (int i = 0; i < 64; i++) x = x * x;
+        return 256 + (int)(x % 2) * 0;
+    }
+    void launch(float* a, int n) { k<<<(n + 255) / 256, threads_for(n)>>>(a, n); }
+    """
+    with pytest.raises(HostEvalError, match=r"passes 64 bits"):
+        launch = evaluate_launch(source, "k", {"n": 1000})
+        [a.value for a in launch.args]  # noqa: B018 - the block size is what is evaluated

@@ -307,7 +307,8 @@ def _simulate(scope: dict) -> list[mx.array]:
 def _reference():
     if not _warned:
         _warned.append(backend)
-        why = "MLXPORT_KERNEL_BACKEND=reference" if backend == "reference" else f"no {GPU} here"
+        asked = os.environ.get("MLXPORT_KERNEL_BACKEND") == "reference"
+        why = "MLXPORT_KERNEL_BACKEND=reference" if asked else f"no {GPU} here"
         warnings.warn(
             f"{NAME} runs its reference implementation (reference.py), not the ported kernel: "
             f"{why}",

@@ -42,7 +42,7 @@ def dtype_name(d: mx.Dtype) -> str:
 DISTRIBUTIONS = {
     "task": "the task's own",
     "wide": "normal with a standard deviation of 30",
-    "rows": "the task's, with a zero row and a constant row along the last axis",
+    "rows": "the task's, with a zero row, a constant row along the last axis and scattered zeros",
     "positive": "the task's, made positive",
     "negative": "the task's, made negative",
 }
@@ -75,6 +75,8 @@ def _reshaped(a: np.ndarray, dist: str, rng: np.random.Generator) -> np.ndarray:
         return -np.abs(a)
     b = a.copy()
     rows = b.reshape(-1, b.shape[-1]) if b.ndim > 1 else b.reshape(1, -1)  # views of b
+    # zeros where no other input has them too: `a == 0 ? -b : a + b` is wrong only there
+    b.reshape(-1)[rng.random(b.size) < 1 / 16] = 0.0
     if rows.shape[0] >= 2:
         rows[0], rows[-1] = 0.0, _exactly_summed(rows[-1, 0])
     elif rows.size:  # one row: a zero stretch and a constant one

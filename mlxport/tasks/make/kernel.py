@@ -17,7 +17,7 @@ from mlxport.errors import UserError, read_text
 from mlxport.tasks.request import TaskRequest
 from mlxport.translate.host.constants import RuntimeConstant
 from mlxport.translate.reading.cudafile import CudaFile, KernelInfo, Param
-from mlxport.translate.reading.includes import amalgamate
+from mlxport.translate.reading.includes import amalgamate, check_header
 from mlxport.translate.reading.reader import read_cuda
 from mlxport.verify.golden import STORAGE
 
@@ -217,6 +217,7 @@ def _headers(preprocessed: str, includes: list[Path]) -> dict[str, Path]:
         file = Path(name).resolve()
         for root in roots:
             if file.is_relative_to(root) and file.is_file():
+                check_header(file, file.relative_to(root).as_posix(), "the file", roots)
                 found.setdefault(file.relative_to(root).as_posix(), file)
                 break
     return found

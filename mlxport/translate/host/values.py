@@ -212,6 +212,15 @@ def truncated(a: int, b: int) -> int:
 
 
 def binop(op: str, a: float, b: float) -> float | int | bool:
+    """``a op b`` as C computes it on 64-bit host values; a result past 64 bits (what a
+    hostile file's repeated squaring makes, unbounded in Python) is refused."""
+    out = _binop(op, a, b)
+    if isinstance(out, int) and not -(2**64) < out < 2**64:
+        raise HostEvalError(f"the host code's {op} passes 64 bits at this case: bind smaller sizes")
+    return out
+
+
+def _binop(op: str, a: float, b: float) -> float | int | bool:
     both_int = isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool)
     match op:
         case "+":
