@@ -15,7 +15,7 @@ from typing import Any
 
 from mlxport.errors import UserError
 
-MAX_LENGTH = 500
+MAX_LENGTH = 1000  # a host if/else-if chain over a size, lowered to + - * min max
 MAX_DEPTH = 24
 MAX_INT = 2**62
 

@@ -217,3 +217,17 @@ def test_a_grid_stride_macro_is_translated_as_the_loop_it_makes(tmp_path):
     translation = ported_msl(tmp_path, source, [{"n": 1000}])
     assert "CUDA_1D_KERNEL_LOOP" not in translation.candidate.source
     assert "blockIdx" not in translation.candidate.header
+
+
+def test_a_comment_between_launch_arguments_is_no_argument(tmp_path):
+    """FasterTransformer's `softmax_kernel_v2<<<...>>>(buf, /*attr_mask*/ batch_size, ...)`: the
+    comment was taken for an argument, and every later parameter got its neighbour's value."""
+    source = """
+    __global__ void scale(float* y, /*const float* mask, */ const int n, const float s) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) y[i] = s * y[i];
+    }
+    void run(float* y, int n) { scale<<<(n + 127) / 128, 128>>>(y, /*mask*/ n, 0.5f); }
+    """
+    translation = ported_msl(tmp_path, source, [{"n": 1000}])
+    assert "mask" not in translation.candidate.source

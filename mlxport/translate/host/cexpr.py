@@ -569,7 +569,12 @@ def _select(e: ast.IfExp, want_bool: bool) -> ast.expr:
         raise CExprError(f"a choice on the bool `{test.id}` in launch arithmetic")
     ind = _indicator(test)
     la, lb = _lower(a, False), _lower(b, False)
-    return ast.BinOp(lb, ast.Add(), ast.BinOp(ind, ast.Mult(), ast.BinOp(la, ast.Sub(), lb)))
+    if isinstance(lb, ast.Constant | ast.Name):
+        return ast.BinOp(lb, ast.Add(), ast.BinOp(ind, ast.Mult(), ast.BinOp(la, ast.Sub(), lb)))
+    # b once: an if/else-if chain (`block.x = 32` ... `= 1024` on seq_len) nests its else here,
+    # and naming it twice doubled the expression at every arm
+    rest = ast.BinOp(ast.BinOp(num(1), ast.Sub(), ind), ast.Mult(), lb)
+    return ast.BinOp(ast.BinOp(ind, ast.Mult(), la), ast.Add(), rest)
 
 
 def _clip01(e: ast.expr) -> ast.expr:

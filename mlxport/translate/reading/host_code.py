@@ -65,9 +65,10 @@ def _chevron_launch(call: Node, config: Node) -> LaunchSite | None:
 
 
 def _texts(node: Node | None) -> list[str]:
-    return (
-        [collapse_spaces(source_text(c)) for c in node.named_children] if node is not None else []
-    )
+    """The arguments' texts; a comment between them (`k<<<g, b>>>(x, /*mask*/ n)`) is none."""
+    if node is None:
+        return []
+    return [collapse_spaces(source_text(c)) for c in node.named_children if c.type != "comment"]
 
 
 def _api_launch(call: Node) -> LaunchSite | None:
