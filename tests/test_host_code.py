@@ -198,6 +198,28 @@ void run(int n) {
     assert [launch.args[0].value.nbytes, launch.args[1].value.nbytes] == [4000, 8000]
 
 
+def test_wrappers_as_macros_expand_them_and_a_local_size_is_the_cases_names():
+    """What CHECK macros expand to, `(check(cudaMalloc(...), "f.cu", 12))` and
+    `do { ... } while (0)`, a cast of the pointer, and a byte count held in a local: each
+    buffer's size is an expression over the case's names (the output's shape, `n * 10`)."""
+    launch = _launch(
+        """
+const int MN = 10;
+int n;
+void run() {
+    float *x_dev, *y_dev;
+    int bytes = sizeof(float) * n * MN;
+    (check(cudaMalloc(reinterpret_cast<void **>(&x_dev), n * sizeof(float)), "f.cu", 5));
+    do { const cudaError_t e = cudaMalloc(&y_dev, bytes); if (e) exit(1); } while (0);
+    k<<<(n + 255) / 256, 256>>>(x_dev, y_dev, 0.5f, n);
+}""",
+        n=100,
+    )
+    x, y = (a.value for a in launch.args[:2])
+    assert (x.nbytes, y.nbytes) == (400, 4000)
+    assert (x.size_text, y.size_text) == ("n * 4", "(4 * n * 10)")
+
+
 def test_a_program_is_followed_as_run_with_no_arguments():
     """Options read from the command line keep their defaults: the program run as it is."""
     launch = _launch(

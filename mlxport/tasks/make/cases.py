@@ -194,9 +194,11 @@ class CaseRunner:
         if n is None:
             return None
         if v.size_text:
-            bare = re.fullmatch(rf"(.+?)\s*\*\s*{size}", v.size_text.strip())
+            sized = _unwrapped(v.size_text.strip())
+            bare = re.fullmatch(rf"(.+?)\s*\*\s*{size}", sized)
+            bare = bare or re.fullmatch(rf"{size}\s*\*\s*(.+)", sized)  # sizeof(int) * N * MN
             if bare is None and size == 1:  # bytes: cudaMalloc(&img, w * h)
-                bare = re.fullmatch(r"(.+)", v.size_text.strip())
+                bare = re.fullmatch(r"(.+)", sized)
             expr = c_expr(bare.group(1) if bare else f"({v.size_text}) / {size}", self.macros)
             try:
                 if int(evaluate(expr, dict(bound))) == n:
@@ -420,6 +422,18 @@ class CaseRunner:
             p.name for p in self.info.params if p.is_pointer and p.name in self.buffer_shapes
         ]
         return all(self.elements(n, ca) == self.elements(n, cb) for n in buffers)
+
+
+def _unwrapped(expr: str) -> str:
+    """``(N * 4)`` as ``N * 4``: one pair of parentheses around the whole dropped."""
+    if expr.startswith("(") and expr.endswith(")"):
+        depth = 0
+        for i, ch in enumerate(expr):
+            depth += {"(": 1, ")": -1}.get(ch, 0)
+            if depth == 0 and i < len(expr) - 1:
+                return expr
+        return expr[1:-1].strip()
+    return expr
 
 
 def dims(expr: str, strides: set[str] = frozenset()) -> list[str]:
