@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from mlxport.backends import get_backend
+from mlxport.errors import UserError
 from mlxport.tasks import load_task
 from mlxport.tasks.make import TaskRequest, from_cuda, write_task
 from mlxport.translate.translator import translate_task
@@ -404,3 +405,36 @@ def test_buffers_taken_as_vectors_are_read_and_written_through_vector_views(tmp_
     assert "verified on sim" in result.stdout
     source = (tmp_path / "out" / "complex_scale" / "candidate.toml").read_text()
     assert "auto mlxport_view_w = mlxport_ptr_cast<half2>(w);" in source
+
+
+NEIGHBOURS = r"""
+#include <cstdio>
+#define CHECK(call) do { const cudaError_t e = call; if (e != cudaSuccess) exit(1); } while (0)
+const int MN = 2;
+__global__ void neighbours(const float* x, int* count, int* list, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    for (int j = 0; j < n; j++)
+        if (j != i && fabsf(x[i] - x[j]) < 0.5f) list[i * MN + atomicAdd(&count[i], 1)] = j;
+}
+int main() {
+    int n = 64;
+    float* x; int *count, *list;
+    CHECK(cudaMalloc(&x, sizeof(float) * n));
+    CHECK(cudaMalloc(&count, sizeof(int) * n));
+    CHECK(cudaMemset(count, 0, sizeof(int) * n));
+    int bytes = sizeof(int) * n * MN;
+    CHECK(cudaMalloc(&list, bytes));
+    neighbours<<<(n + 63) / 64, 64>>>(x, count, list, n);
+}
+"""
+
+
+def test_an_overrun_of_a_buffer_the_host_sizes_names_its_size_and_the_flag(tmp_path):
+    """At most MN neighbours an element holds for the program's data, not for random inputs:
+    the list the host sizes `n * MN` (in a local, through a do-while(0) CHECK) is overrun, and
+    the sentence names that size and --shape."""
+    src = tmp_path / "neighbours.cu"
+    src.write_text(NEIGHBOURS)
+    with pytest.raises(UserError, match=r"sizes list as n \* 2 elements.*--shape list=EXPR"):
+        built_task(src, kernel="neighbours", cases=[{"n": 64}], heldout=0)

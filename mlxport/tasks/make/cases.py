@@ -318,12 +318,34 @@ class CaseRunner:
         args = self.args(case, {})
         result = self.run(launch, args)
         if not result.ok:
-            raise CudaTaskError(f"the original kernel fails at {label(case)}: {result.error}")
+            raise CudaTaskError(
+                f"the original kernel fails at {label(case)}: {result.error}{self._sized(result)}"
+            )
         self._outputs_only(launch, args, result)
         for p in self.info.params:
             written = result.written.get(p.name) if p.is_pointer else None
             if self.roles.get(p.name) == "output" and written is not None:
                 self._check_written(p, written, case, heldout)
+
+    def _sized(self, result) -> str:
+        """What to do where the original overruns a buffer the host code sizes: the kernel relies
+        on its inputs (at most MN neighbours an atom) where the random ones do not hold."""
+        name = next(
+            (
+                n
+                for n, sh in self.buffer_shapes.items()
+                if re.search(rf"\b{n}\[", result.error or "")
+            ),
+            None,
+        )
+        if name is None or name in self.shapes or self.buffer_shapes[name] == [f"n_{name}"]:
+            return ""
+        extent = " * ".join(self.buffer_shapes[name])
+        return (
+            f"; the host code sizes {name} as {extent} elements, which the original overruns on "
+            f"random inputs: if the kernel relies on its inputs to stay inside it, pass "
+            f"--shape {name}=EXPR with the extent it reaches"
+        )
 
     def _check_written(self, p: Param, written: np.ndarray, case: dict, heldout: bool) -> None:
         at = f"{p.name} at {label(case)}"
