@@ -97,3 +97,44 @@ def test_a_block_size_a_host_loop_doubles_is_run_in_the_arm_the_case_takes(tmp_p
     task = load_task(tmp_path / "task")
     notes = translate_task(task, "msl").notes
     assert any("while loop at line" in n and "requires fix" in n for n in notes)
+
+
+TRANSPOSE_PICKED = r"""
+__global__ void copy_rows(const float *in, float *out, int nx, int ny) {}
+__global__ void transpose(const float *in, float *out, int nx, int ny) {
+    int ix = threadIdx.x + blockDim.x * blockIdx.x, iy = threadIdx.y + blockDim.y * blockIdx.y;
+    int in_idx = iy * nx + ix;
+    int out_idx = ix * ny + iy;
+    if (ix < nx && iy < ny) out[out_idx] = in[in_idx];
+}
+int main(int argc, char **argv) {
+    int nx = 1 << 12, ny = 1 << 12, which = 0;
+    if (argc > 1) which = atoi(argv[1]);
+    int nxy = nx * ny;
+    int bytes = nxy * sizeof(float);
+    float *a, *b;
+    cudaMalloc((void **)&a, bytes);
+    cudaMalloc((void **)&b, bytes);
+    dim3 block(16, 16), grid((nx + 15) / 16, (ny + 15) / 16);
+    switch (which) {
+    case 0: copy_rows<<<grid, block>>>(a, b, nx, ny); break;
+    case 1: transpose<<<grid, block>>>(a, b, nx, ny); break;
+    }
+}
+"""
+
+
+def test_a_kernel_main_picks_by_a_switch_keeps_its_selector_and_its_layout(tmp_path):
+    """CUDA_Freshman's transpose: the one launch of the kernel sits in `case 1:` of a switch on
+    a value the case binds (which=1), its buffers are sized by a local (`nxy * sizeof(float)`) and
+    indexed through locals (`in[in_idx]`, `in_idx = iy * nx + ix`). The selector stays at 1 in the
+    held-out cases and the op takes no such argument; `in` is [ny, nx], `out` [nx, ny]."""
+    op, built = ported(
+        tmp_path, TRANSPOSE_PICKED, {"nx": 48, "ny": 32, "which": 1}, kernel="transpose"
+    )
+    task = built.task
+    assert task["cases"]["requires"] == ["which == 1"]
+    assert all(c["which"] == 1 for c in task["cases"]["heldout"])
+    assert [t["shape"] for t in task["inputs"] + task["outputs"]] == [["ny", "nx"], ["nx", "ny"]]
+    a = np.random.default_rng(4).standard_normal((24, 40)).astype(np.float32)
+    assert np.allclose(np.array(op.transpose(mx.array(a))), a.T)

@@ -59,6 +59,7 @@ class CaseRunner:
         self.partial: dict[str, str] = {}  # outputs written only in part -> the note saying so
         self.whole: set[str] = set()  # outputs written whole at the visible cases
         self.aliases: dict[str, str] = {}  # scalar parameter -> the host's name it is passed
+        self.selectors: set[str] = set()  # names a switch picks the visible launch's arm by
         rng = np.random.default_rng(1)  # what the host fills __constant__ arrays with
         self.constants = {c.name: rng.standard_normal(c.elements) for c in kf.constants}
 
@@ -66,6 +67,8 @@ class CaseRunner:
         """The full case (the names bound, every scalar parameter, every buffer's extent) and its
         launch. A held-out case must be one the original supports as it does the visible ones."""
         launch = self.launch_at(bound)
+        if not heldout:
+            self.selectors |= {rule.split(" == ")[0] for rule in launch.rules}
         self.aliases = {
             p.name: a.text.strip()
             for p, a in zip(self.info.params, launch.args, strict=True)
@@ -422,9 +425,9 @@ class CaseRunner:
         return out
 
     def free_sizes(self, case: dict[str, Any]) -> list[str]:
-        """The sizes of a case a held-out case may change (block sizes, tile sizes and template
-        arguments stay)."""
-        fixed = {t.name for t in self.info.template_params}
+        """The sizes of a case a held-out case may change (block sizes, tile sizes, template
+        arguments and the selector of the `switch` arm the launch is in stay)."""
+        fixed = {t.name for t in self.info.template_params} | self.selectors
         return [
             k
             for k, v in case.items()
@@ -463,6 +466,8 @@ def dims(expr: str, strides: set[str] = frozenset()) -> list[str]:
     its sizes come from its shape. Of two factors, the one the kernel indexes the buffer with as a
     row's stride (``y * w + x``: ``strides``) is the last, whatever order the host wrote them in
     (``w * h`` is ``[h, w]``). A product with a number in it (``2 * n``) stays one extent."""
+    if re.fullmatch(r"[\w\s*()]+", expr):  # (nx*ny) from a local: a product all the same
+        expr = expr.replace("(", "").replace(")", "")
     factors = [f.strip() for f in expr.split("*")]
     if len(factors) < 2 or not all(f.isidentifier() for f in factors):
         return [expr]
@@ -473,13 +478,18 @@ def dims(expr: str, strides: set[str] = frozenset()) -> list[str]:
 
 def row_strides(source: str, buffer: str) -> set[str]:
     """Names the kernel multiplies an index by inside ``buffer[...]`` (``in[yy * w + xx]``: w) or
-    in an offset added to it (``inp + bt * C``: C)."""
+    in an offset added to it (``inp + bt * C``: C), or in what a local index held
+    (``in[idx]`` after ``idx = iy * nx + ix;``: nx)."""
     found: set[str] = set()
     name = re.escape(buffer)
     for m in re.finditer(rf"\b{name}\s*(?:\[([^\]]*)\]|\+\s*([^;,)\]]*))", source):
         index = m.group(1) if m.group(1) is not None else m.group(2)
-        found |= set(re.findall(r"\*\s*([A-Za-z_]\w*)\b", index))
-        found |= set(re.findall(r"\b([A-Za-z_]\w*)\s*\*", index))
+        held = [index]
+        if re.fullmatch(r"\s*[A-Za-z_]\w*\s*", index):
+            held += re.findall(rf"\b{index.strip()}\s*=(?!=)([^;]*);", source)
+        for text in held:
+            found |= set(re.findall(r"\*\s*([A-Za-z_]\w*)\b", text))
+            found |= set(re.findall(r"\b([A-Za-z_]\w*)\s*\*", text))
     return found
 
 

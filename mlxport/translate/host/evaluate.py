@@ -101,7 +101,8 @@ def evaluate_launch(
             errors.append(str(e))
             continue
         launch.arm = launch.arm if chosen else ""  # one launch in the file: nothing was chosen
-        launch.rules = ev.rules(site) if chosen and site is not None else []
+        # a lone launch in a `switch` arm is chosen too: other values of its selector launch none
+        launch.rules = ev.rules(site) if site is not None else []
         return launch
     raise HostEvalError(errors[0])
 
