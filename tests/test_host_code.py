@@ -250,3 +250,16 @@ void run(const float* x, float* y, int ncols) {
     launch = _launch(host, ncols=200)
     assert (launch.block, launch.shared_bytes) == ((256, 1, 1), 768)
     assert _launch(host, ncols=5000).block == (1024, 1, 1)
+
+
+def test_a_launch_in_a_for_loop_is_its_first_iteration():
+    """Learn-CUDA's reduction launches once per stride: `for (int stride = 1; ...)` gives the
+    launch's stride argument its first value."""
+    launch = _launch(
+        """
+void run(const float* x, float* y, int n) {
+    for (int stride = 1; stride < n; stride *= 2) k<<<(n + 255) / 256, 256>>>(x, y, stride, n);
+}""",
+        n=1000,
+    )
+    assert [a.value for a in launch.args[2:]] == [1, 1000]

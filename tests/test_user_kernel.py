@@ -438,3 +438,17 @@ def test_an_overrun_of_a_buffer_the_host_sizes_names_its_size_and_the_flag(tmp_p
     src.write_text(NEIGHBOURS)
     with pytest.raises(UserError, match=r"sizes list as n \* 2 elements.*--shape list=EXPR"):
         built_task(src, kernel="neighbours", cases=[{"n": 64}], heldout=0)
+
+
+def test_a_pointer_through_a_template_type_names_the_declaration_to_write(tmp_path):
+    """llm-awq's quant_kernel takes `scale_type scale` with scale_type = at::Half *: read as a
+    scalar, it would lose the scales the kernel writes; the sentence says what to declare."""
+    src = tmp_path / "quant.cu"
+    src.write_text(
+        "template <typename T, typename S>\n"
+        "__global__ void quant(const T* x, S scale, int n) { if (threadIdx.x == 0) "
+        "scale[blockIdx.x] = x[0]; }\n"
+        "void run(const float* x, float* s, int n) { quant<float, float*><<<n, 32>>>(x, s, n); }\n"
+    )
+    with pytest.raises(UserError, match=r"scale of quant is a pointer through its template type"):
+        built_task(src, kernel="quant", cases=[{"n": 4}], template="T=float,S=float *", heldout=0)

@@ -89,6 +89,13 @@ def read_kernel(request: TaskRequest, executor: CudaExecutor) -> KernelFile:
         info = info.model_copy(update={"params": _flat(info.params, members)})
     for p in info.params:
         p.base_type = source.resolve(p.base_type)  # typedef floatX: what the buffer really holds
+        bound = flags.get(p.base_type, "").strip()
+        if bound.endswith("*") and not p.is_pointer:  # `scale_type scale`, scale_type=at::Half *
+            raise CudaTaskError(
+                f"parameter {p.name} of {info.name} is a pointer through its template type "
+                f"{p.base_type} (--template {p.base_type}={bound}), which is read as a scalar: "
+                f"declare it `{bound} {p.name}` in a copy of the kernel to port it"
+            )
     headers = _headers(source.preprocessed, includes)
     slots = {name: slot for name, (slot, _) in members.items()}
     return KernelFile(path, text, inlined, missing, cf, info, source, sig, headers, slots)

@@ -462,6 +462,11 @@ class HostEvaluator(HostStatements):
         out: list[Node] = []
         chain = [a for a in ancestors(node) if fn is None or a.start_byte >= fn.start_byte]
         for block in reversed(chain):
+            init = (
+                block.child_by_field_name("initializer") if block.type == "for_statement" else None
+            )
+            if init is not None and init.end_byte <= node.start_byte:
+                out.append(init)  # a launch in a for loop as its first iteration runs it
             if block.type not in ("compound_statement", "case_statement", "translation_unit"):
                 continue
             inner = next(c for c in [node, *ancestors(node)] if c.parent == block)

@@ -65,6 +65,8 @@ class HostStatements(HostExpressions):
                 # CHECK(cudaMalloc(&x, n)) as a function, or as a macro that expands to
                 # `(check(cudaMalloc(&x, n), __FILE__, __LINE__))`
                 self.wrapped_calls(expr, env)
+        elif stmt.type in ("assignment_expression", "comma_expression"):  # a for initializer
+            self.effect(stmt, env)
         elif stmt.type == "compound_statement":  # { ... } of a macro such as CHECK(call)
             for s in stmt.named_children:
                 self.execute(s, env)
