@@ -263,3 +263,28 @@ void run(const float* x, float* y, int n) {
         n=1000,
     )
     assert [a.value for a in launch.args[2:]] == [1, 1000]
+
+
+def test_a_launch_through_a_pointer_a_picker_function_returns_is_the_kernels():
+    """exllamav2's norms: `fp kernel = pick_kernel(bpw); kernel<<<grid, block>>>(...)`, where
+    pick_kernel returns an instance of the kernel."""
+    launch = evaluate_launch(
+        """
+template <int bpw> __global__ void k(const float* x, float* y, float eps, int n) {}
+typedef void (*fp_k)(const float*, float*, float, int);
+fp_k pick_kernel(int bpw) {
+    if (bpw == 1) return k<1>;
+    if (bpw == 2) return k<2>;
+    return NULL;
+}
+void run(const float* x, float* y, int rows, int n) {
+    dim3 block, grid;
+    block.x = 256;
+    grid.x = rows;
+    fp_k kernel = pick_kernel(n / 512);
+    kernel<<<grid, block>>>(x, y, 1e-5f, n);
+}""",
+        "k",
+        {"rows": 6, "n": 1024},
+    )
+    assert (launch.grid, launch.block, launch.args[3].value) == ((6, 1, 1), (256, 1, 1), 1024)

@@ -162,10 +162,24 @@ def _launches(site: Node, kernel: str) -> bool:
     if name == kernel:
         return True
     fn = next((a for a in ancestors(site) if a.type == "function_definition"), None)
-    return (
-        fn is not None
-        and re.search(rf"\b{re.escape(name)}\s*=\s*&?\s*{re.escape(kernel)}\b(?!\s*\()", text(fn))
-        is not None
+    if fn is None or not name:
+        return False
+    own = re.escape(name)
+    if re.search(rf"\b{own}\s*=\s*&?\s*{re.escape(kernel)}\b(?!\s*\()", text(fn)):
+        return True
+    # `fp kernel = pick_kernel(bpw);` where pick_kernel returns `layer_norm_kernel<bpw>`
+    picker = re.search(rf"\b{own}\s*=\s*(\w+)\s*\(", text(fn))
+    root = next((a for a in ancestors(site) if a.type == "translation_unit"), None)
+    return picker is not None and root is not None and _returns(root, picker[1], kernel)
+
+
+def _returns(root: Node, function: str, kernel: str) -> bool:
+    """Whether a function of the file returns the kernel (a pointer to one of its instances)."""
+    return any(
+        n.type == "function_definition"
+        and function_name(n)[0].split("::")[-1] == function
+        and re.search(rf"\breturn\s+&?\s*{re.escape(kernel)}\b", text(n))
+        for n in root.named_children
     )
 
 
