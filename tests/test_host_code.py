@@ -288,3 +288,22 @@ void run(const float* x, float* y, int rows, int n) {
         {"rows": 6, "n": 1024},
     )
     assert (launch.grid, launch.block, launch.args[3].value) == ((6, 1, 1), (256, 1, 1), 1024)
+
+
+def test_a_templated_launcher_called_by_a_templated_one_sizes_t_as_the_kernel_is_built():
+    """DeepSpeed's `launch_gated_activation<T>` calls `launch_gated_activation_impl<T, Act>`,
+    whose block is `cols / (16 / sizeof(T))`: T is the type the kernel is built with."""
+    launch = evaluate_launch(
+        """
+template <typename T> __global__ void k(const T* x, T* y, float eps, int n) {}
+template <typename T, int A> void inner(const T* x, T* y, int n) {
+    constexpr int vec = 16 / sizeof(T);
+    k<T><<<1, n / vec>>>(x, y, 0.5f, n);
+}
+template <typename T> void outer(const T* x, T* y, int n) { inner<T, 1>(x, y, n); }
+""",
+        "k",
+        {"n": 512},
+        types={"T": "float"},
+    )
+    assert launch.block == (128, 1, 1)

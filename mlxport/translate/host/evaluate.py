@@ -437,7 +437,8 @@ class HostEvaluator(HostStatements):
         if caller is not None:
             outer = self.scope_before(caller, depth + 1)
             args = caller.child_by_field_name("arguments").named_children
-            env.update(_template_types(fn, caller))
+            for k, t in _template_types(fn, caller).items():  # <T> of a templated caller: its T
+                env[k] = outer.get(TYPE_KEY + t, t)
             for n, a in zip(names, args, strict=False):
                 v = self.value(a, outer)
                 if not isinstance(v, Unknown):
