@@ -452,3 +452,20 @@ def test_a_pointer_through_a_template_type_names_the_declaration_to_write(tmp_pa
     )
     with pytest.raises(UserError, match=r"scale of quant is a pointer through its template type"):
         built_task(src, kernel="quant", cases=[{"n": 4}], template="T=float,S=float *", heldout=0)
+
+
+def test_the_check_run_draws_integer_inputs_from_their_given_values(tmp_path):
+    """cuda-samples' filter_arr writes only where `src[i] > 0`: with zeros (the default for
+    integers) it writes nothing; --inputs 'src:int32[1,5)' is what the check run draws."""
+    src = tmp_path / "keep.cu"
+    src.write_text(
+        "__global__ void keep(const int* flag, float* out, int n) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  if (i < n && flag[i] > 0) out[i] = 1.0f;\n}\n"
+        "void run(const int* f, float* o, int n) { keep<<<(n + 63) / 64, 64>>>(f, o, n); }\n"
+    )
+    fields = {"kernel": "keep", "cases": [{"n": 100}], "shapes": {"flag": "n", "out": "n"}}
+    with pytest.raises(UserError, match="writes none"):
+        built_task(src, heldout=0, **fields)
+    built = built_task(src, heldout=0, inputs="flag:int32[1,5)", **fields)
+    assert [t["shape"] for t in built.task["outputs"]] == [["n"]]

@@ -17,6 +17,7 @@ from mlxport.tasks.make.kernel import (
     CudaTaskError,
     KernelFile,
     Signature,
+    given_domains,
     integral,
     itemsize,
     scalar,
@@ -59,6 +60,7 @@ class CaseRunner:
         self.partial: dict[str, str] = {}  # outputs written only in part -> the note saying so
         self.whole: set[str] = set()  # outputs written whole at the visible cases
         self.aliases: dict[str, str] = {}  # scalar parameter -> the host's name it is passed
+        self.domains = given_domains(request.inputs)  # an integer input's values (--inputs)
         self.selectors: set[str] = set()  # names a switch picks the visible launch's arm by
         rng = np.random.default_rng(1)  # what the host fills __constant__ arrays with
         self.constants = {c.name: rng.standard_normal(c.elements) for c in kf.constants}
@@ -243,11 +245,23 @@ class CaseRunner:
             held = storage(p, self.sig.typenames)
             if p.is_pointer:
                 n = sizes.get(p.name) or self.elements(p.name, case)
+                if fill is None and p.name in self.domains:  # src:int32[0,5): values it filters
+                    low, high = (self._at(v, case) for v in self.domains[p.name])
+                    out.append(rng.integers(low, max(high, low + 1), n).astype(held))
+                    continue
                 data = np.full(n, fill) if fill is not None else rng.standard_normal(n)
                 out.append(to_storage(data, held))
             else:
                 out.append(np.array(case[p.name]).astype("uint16" if held == "bfloat16" else held))
         return out
+
+    def _at(self, value: str, case: dict[str, Any]) -> int:
+        try:
+            return int(evaluate(c_expr(value, self.macros), dict(case)))
+        except UserError as e:
+            raise CudaTaskError(
+                f"--inputs bound {value!r} does not evaluate at {label(case)}: {e}"
+            ) from e
 
     def elements(self, name: str, case: dict[str, Any]) -> int:
         return int(math.prod(int(evaluate(d, dict(case))) for d in self.buffer_shapes[name]))
