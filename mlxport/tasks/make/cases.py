@@ -12,7 +12,7 @@ import numpy as np
 
 from mlxport.backends.cuda_cpu import CudaExecutor, Launch, packed, unpacked
 from mlxport.errors import UserError
-from mlxport.expr import evaluate
+from mlxport.expr import evaluate, names_used
 from mlxport.tasks.make.kernel import (
     CudaTaskError,
     KernelFile,
@@ -206,7 +206,8 @@ class CaseRunner:
                 bare = re.fullmatch(r"(.+)", sized)
             expr = c_expr(bare.group(1) if bare else f"({v.size_text}) / {size}", self.macros)
             try:
-                if int(evaluate(expr, dict(bound))) == n:
+                # a number alone (`N * N` of the file's #define) is the extent as it is
+                if int(evaluate(expr, dict(bound))) == n and names_used(expr):
                     return dims(expr, self.strides(p.name))
             except UserError:
                 pass
