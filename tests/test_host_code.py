@@ -198,6 +198,28 @@ void run(int n) {
     assert [launch.args[0].value.nbytes, launch.args[1].value.nbytes] == [4000, 8000]
 
 
+def test_wrappers_as_macros_expand_them_and_a_local_size_is_the_cases_names():
+    """What CHECK macros expand to, `(check(cudaMalloc(...), "f.cu", 12))` and
+    `do { ... } while (0)`, a cast of the pointer, and a byte count held in a local: each
+    buffer's size is an expression over the case's names (the output's shape, `n * 10`)."""
+    launch = _launch(
+        """
+const int MN = 10;
+int n;
+void run() {
+    float *x_dev, *y_dev;
+    int bytes = sizeof(float) * n * MN;
+    (check(cudaMalloc(reinterpret_cast<void **>(&x_dev), n * sizeof(float)), "f.cu", 5));
+    do { const cudaError_t e = cudaMalloc(&y_dev, bytes); if (e) exit(1); } while (0);
+    k<<<(n + 255) / 256, 256>>>(x_dev, y_dev, 0.5f, n);
+}""",
+        n=100,
+    )
+    x, y = (a.value for a in launch.args[:2])
+    assert (x.nbytes, y.nbytes) == (400, 4000)
+    assert (x.size_text, y.size_text) == ("n * 4", "(4 * n * 10)")
+
+
 def test_a_program_is_followed_as_run_with_no_arguments():
     """Options read from the command line keep their defaults: the program run as it is."""
     launch = _launch(
@@ -228,3 +250,60 @@ void run(const float* x, float* y, int ncols) {
     launch = _launch(host, ncols=200)
     assert (launch.block, launch.shared_bytes) == ((256, 1, 1), 768)
     assert _launch(host, ncols=5000).block == (1024, 1, 1)
+
+
+def test_a_launch_in_a_for_loop_is_its_first_iteration():
+    """Learn-CUDA's reduction launches once per stride: `for (int stride = 1; ...)` gives the
+    launch's stride argument its first value."""
+    launch = _launch(
+        """
+void run(const float* x, float* y, int n) {
+    for (int stride = 1; stride < n; stride *= 2) k<<<(n + 255) / 256, 256>>>(x, y, stride, n);
+}""",
+        n=1000,
+    )
+    assert [a.value for a in launch.args[2:]] == [1, 1000]
+
+
+def test_a_launch_through_a_pointer_a_picker_function_returns_is_the_kernels():
+    """exllamav2's norms: `fp kernel = pick_kernel(bpw); kernel<<<grid, block>>>(...)`, where
+    pick_kernel returns an instance of the kernel."""
+    launch = evaluate_launch(
+        """
+template <int bpw> __global__ void k(const float* x, float* y, float eps, int n) {}
+typedef void (*fp_k)(const float*, float*, float, int);
+fp_k pick_kernel(int bpw) {
+    if (bpw == 1) return k<1>;
+    if (bpw == 2) return k<2>;
+    return NULL;
+}
+void run(const float* x, float* y, int rows, int n) {
+    dim3 block, grid;
+    block.x = 256;
+    grid.x = rows;
+    fp_k kernel = pick_kernel(n / 512);
+    kernel<<<grid, block>>>(x, y, 1e-5f, n);
+}""",
+        "k",
+        {"rows": 6, "n": 1024},
+    )
+    assert (launch.grid, launch.block, launch.args[3].value) == ((6, 1, 1), (256, 1, 1), 1024)
+
+
+def test_a_templated_launcher_called_by_a_templated_one_sizes_t_as_the_kernel_is_built():
+    """DeepSpeed's `launch_gated_activation<T>` calls `launch_gated_activation_impl<T, Act>`,
+    whose block is `cols / (16 / sizeof(T))`: T is the type the kernel is built with."""
+    launch = evaluate_launch(
+        """
+template <typename T> __global__ void k(const T* x, T* y, float eps, int n) {}
+template <typename T, int A> void inner(const T* x, T* y, int n) {
+    constexpr int vec = 16 / sizeof(T);
+    k<T><<<1, n / vec>>>(x, y, 0.5f, n);
+}
+template <typename T> void outer(const T* x, T* y, int n) { inner<T, 1>(x, y, n); }
+""",
+        "k",
+        {"n": 512},
+        types={"T": "float"},
+    )
+    assert launch.block == (128, 1, 1)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from mlxport.backends import get_backend
+from mlxport.errors import UserError
 from mlxport.tasks import load_task
 from mlxport.tasks.make import TaskRequest, from_cuda, write_task
 from mlxport.translate.translator import translate_task
@@ -405,3 +406,67 @@ def test_buffers_taken_as_vectors_are_read_and_written_through_vector_views(tmp_
     assert "verified on sim" in result.stdout
     source = (tmp_path / "out" / "complex_scale" / "candidate.toml").read_text()
     assert "auto mlxport_view_w = mlxport_ptr_cast<half2>(w);" in source
+
+
+NEIGHBOURS = r"""
+#include <cstdio>
+#define CHECK(call) do { const cudaError_t e = call; if (e != cudaSuccess) exit(1); } while (0)
+const int MN = 2;
+__global__ void neighbours(const float* x, int* count, int* list, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    for (int j = 0; j < n; j++)
+        if (j != i && fabsf(x[i] - x[j]) < 0.5f) list[i * MN + atomicAdd(&count[i], 1)] = j;
+}
+int main() {
+    int n = 64;
+    float* x; int *count, *list;
+    CHECK(cudaMalloc(&x, sizeof(float) * n));
+    CHECK(cudaMalloc(&count, sizeof(int) * n));
+    CHECK(cudaMemset(count, 0, sizeof(int) * n));
+    int bytes = sizeof(int) * n * MN;
+    CHECK(cudaMalloc(&list, bytes));
+    neighbours<<<(n + 63) / 64, 64>>>(x, count, list, n);
+}
+"""
+
+
+def test_an_overrun_of_a_buffer_the_host_sizes_names_its_size_and_the_flag(tmp_path):
+    """At most MN neighbours an element holds for the program's data, not for random inputs:
+    the list the host sizes `n * MN` (in a local, through a do-while(0) CHECK) is overrun, and
+    the sentence names that size and --shape."""
+    src = tmp_path / "neighbours.cu"
+    src.write_text(NEIGHBOURS)
+    with pytest.raises(UserError, match=r"sizes list as n \* 2 elements.*--shape list=EXPR"):
+        built_task(src, kernel="neighbours", cases=[{"n": 64}], heldout=0)
+
+
+def test_a_pointer_through_a_template_type_names_the_declaration_to_write(tmp_path):
+    """llm-awq's quant_kernel takes `scale_type scale` with scale_type = at::Half *: read as a
+    scalar, it would lose the scales the kernel writes; the sentence says what to declare."""
+    src = tmp_path / "quant.cu"
+    src.write_text(
+        "template <typename T, typename S>\n"
+        "__global__ void quant(const T* x, S scale, int n) { if (threadIdx.x == 0) "
+        "scale[blockIdx.x] = x[0]; }\n"
+        "void run(const float* x, float* s, int n) { quant<float, float*><<<n, 32>>>(x, s, n); }\n"
+    )
+    with pytest.raises(UserError, match=r"scale of quant is a pointer through its template type"):
+        built_task(src, kernel="quant", cases=[{"n": 4}], template="T=float,S=float *", heldout=0)
+
+
+def test_the_check_run_draws_integer_inputs_from_their_given_values(tmp_path):
+    """cuda-samples' filter_arr writes only where `src[i] > 0`: with zeros (the default for
+    integers) it writes nothing; --inputs 'src:int32[1,5)' is what the check run draws."""
+    src = tmp_path / "keep.cu"
+    src.write_text(
+        "__global__ void keep(const int* flag, float* out, int n) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  if (i < n && flag[i] > 0) out[i] = 1.0f;\n}\n"
+        "void run(const int* f, float* o, int n) { keep<<<(n + 63) / 64, 64>>>(f, o, n); }\n"
+    )
+    fields = {"kernel": "keep", "cases": [{"n": 100}], "shapes": {"flag": "n", "out": "n"}}
+    with pytest.raises(UserError, match="writes none"):
+        built_task(src, heldout=0, **fields)
+    built = built_task(src, heldout=0, inputs="flag:int32[1,5)", **fields)
+    assert [t["shape"] for t in built.task["outputs"]] == [["n"]]

@@ -154,10 +154,17 @@ def op_contract(
             for t in task.outputs
         ],
         "order": output_order(task, candidate),
-        "requires": list(task.cases.requires)
+        "requires": _takes(task, task.cases.requires)
         + [f"{n} % {m} == 0" for n, m in task.cases.multiples.items()],
         "tolerance": {d: {"atol": t.atol, "rtol": t.rtol} for d, t in task.tolerance.items()},
     }
+
+
+def _takes(task: KernelTask, rules: list[str]) -> list[str]:
+    """The rules over what the op takes: a host value that picks the arm (`switch
+    (transform_kernel)` in main) is no argument of the op, which is that arm alone."""
+    takes = {p.name for p in task.params} | task.dims()
+    return [r for r in rules if names_used(r) <= takes]
 
 
 def _whole(task: KernelTask, t: TensorSpec) -> bool:

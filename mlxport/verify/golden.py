@@ -31,6 +31,10 @@ STORAGE = {
     "__nv_bfloat16": "bfloat16",
     "nv_bfloat16": "bfloat16",
     "__nv_bfloat162": "bfloat16",
+    "at::Half": "float16",  # torch's names, as the executor's torch_device.h defines them
+    "c10::Half": "float16",
+    "at::BFloat16": "bfloat16",
+    "c10::BFloat16": "bfloat16",
     "int": "int32",
     "int32_t": "int32",
     "unsigned": "uint32",

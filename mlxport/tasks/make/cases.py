@@ -12,11 +12,12 @@ import numpy as np
 
 from mlxport.backends.cuda_cpu import CudaExecutor, Launch, packed, unpacked
 from mlxport.errors import UserError
-from mlxport.expr import evaluate
+from mlxport.expr import evaluate, names_used
 from mlxport.tasks.make.kernel import (
     CudaTaskError,
     KernelFile,
     Signature,
+    given_domains,
     integral,
     itemsize,
     scalar,
@@ -59,6 +60,8 @@ class CaseRunner:
         self.partial: dict[str, str] = {}  # outputs written only in part -> the note saying so
         self.whole: set[str] = set()  # outputs written whole at the visible cases
         self.aliases: dict[str, str] = {}  # scalar parameter -> the host's name it is passed
+        self.domains = given_domains(request.inputs)  # an integer input's values (--inputs)
+        self.selectors: set[str] = set()  # names a switch picks the visible launch's arm by
         rng = np.random.default_rng(1)  # what the host fills __constant__ arrays with
         self.constants = {c.name: rng.standard_normal(c.elements) for c in kf.constants}
 
@@ -66,6 +69,8 @@ class CaseRunner:
         """The full case (the names bound, every scalar parameter, every buffer's extent) and its
         launch. A held-out case must be one the original supports as it does the visible ones."""
         launch = self.launch_at(bound)
+        if not heldout:
+            self.selectors |= {rule.split(" == ")[0] for rule in launch.rules}
         self.aliases = {
             p.name: a.text.strip()
             for p, a in zip(self.info.params, launch.args, strict=True)
@@ -194,12 +199,15 @@ class CaseRunner:
         if n is None:
             return None
         if v.size_text:
-            bare = re.fullmatch(rf"(.+?)\s*\*\s*{size}", v.size_text.strip())
+            sized = _unwrapped(v.size_text.strip())
+            bare = re.fullmatch(rf"(.+?)\s*\*\s*{size}", sized)
+            bare = bare or re.fullmatch(rf"{size}\s*\*\s*(.+)", sized)  # sizeof(int) * N * MN
             if bare is None and size == 1:  # bytes: cudaMalloc(&img, w * h)
-                bare = re.fullmatch(r"(.+)", v.size_text.strip())
+                bare = re.fullmatch(r"(.+)", sized)
             expr = c_expr(bare.group(1) if bare else f"({v.size_text}) / {size}", self.macros)
             try:
-                if int(evaluate(expr, dict(bound))) == n:
+                # a number alone (`N * N` of the file's #define) is the extent as it is
+                if int(evaluate(expr, dict(bound))) == n and names_used(expr):
                     return dims(expr, self.strides(p.name))
             except UserError:
                 pass
@@ -238,11 +246,23 @@ class CaseRunner:
             held = storage(p, self.sig.typenames)
             if p.is_pointer:
                 n = sizes.get(p.name) or self.elements(p.name, case)
+                if fill is None and p.name in self.domains:  # src:int32[0,5): values it filters
+                    low, high = (self._at(v, case) for v in self.domains[p.name])
+                    out.append(rng.integers(low, max(high, low + 1), n).astype(held))
+                    continue
                 data = np.full(n, fill) if fill is not None else rng.standard_normal(n)
                 out.append(to_storage(data, held))
             else:
                 out.append(np.array(case[p.name]).astype("uint16" if held == "bfloat16" else held))
         return out
+
+    def _at(self, value: str, case: dict[str, Any]) -> int:
+        try:
+            return int(evaluate(c_expr(value, self.macros), dict(case)))
+        except UserError as e:
+            raise CudaTaskError(
+                f"--inputs bound {value!r} does not evaluate at {label(case)}: {e}"
+            ) from e
 
     def elements(self, name: str, case: dict[str, Any]) -> int:
         return int(math.prod(int(evaluate(d, dict(case))) for d in self.buffer_shapes[name]))
@@ -316,12 +336,34 @@ class CaseRunner:
         args = self.args(case, {})
         result = self.run(launch, args)
         if not result.ok:
-            raise CudaTaskError(f"the original kernel fails at {label(case)}: {result.error}")
+            raise CudaTaskError(
+                f"the original kernel fails at {label(case)}: {result.error}{self._sized(result)}"
+            )
         self._outputs_only(launch, args, result)
         for p in self.info.params:
             written = result.written.get(p.name) if p.is_pointer else None
             if self.roles.get(p.name) == "output" and written is not None:
                 self._check_written(p, written, case, heldout)
+
+    def _sized(self, result) -> str:
+        """What to do where the original overruns a buffer the host code sizes: the kernel relies
+        on its inputs (at most MN neighbours an atom) where the random ones do not hold."""
+        name = next(
+            (
+                n
+                for n, sh in self.buffer_shapes.items()
+                if re.search(rf"\b{n}\[", result.error or "")
+            ),
+            None,
+        )
+        if name is None or name in self.shapes or self.buffer_shapes[name] == [f"n_{name}"]:
+            return ""
+        extent = " * ".join(self.buffer_shapes[name])
+        return (
+            f"; the host code sizes {name} as {extent} elements, which the original overruns on "
+            f"random inputs: if the kernel relies on its inputs to stay inside it, pass "
+            f"--shape {name}=EXPR with the extent it reaches"
+        )
 
     def _check_written(self, p: Param, written: np.ndarray, case: dict, heldout: bool) -> None:
         at = f"{p.name} at {label(case)}"
@@ -398,9 +440,9 @@ class CaseRunner:
         return out
 
     def free_sizes(self, case: dict[str, Any]) -> list[str]:
-        """The sizes of a case a held-out case may change (block sizes, tile sizes and template
-        arguments stay)."""
-        fixed = {t.name for t in self.info.template_params}
+        """The sizes of a case a held-out case may change (block sizes, tile sizes, template
+        arguments and the selector of the `switch` arm the launch is in stay)."""
+        fixed = {t.name for t in self.info.template_params} | self.selectors
         return [
             k
             for k, v in case.items()
@@ -422,11 +464,25 @@ class CaseRunner:
         return all(self.elements(n, ca) == self.elements(n, cb) for n in buffers)
 
 
+def _unwrapped(expr: str) -> str:
+    """``(N * 4)`` as ``N * 4``: one pair of parentheses around the whole dropped."""
+    if expr.startswith("(") and expr.endswith(")"):
+        depth = 0
+        for i, ch in enumerate(expr):
+            depth += {"(": 1, ")": -1}.get(ch, 0)
+            if depth == 0 and i < len(expr) - 1:
+                return expr
+        return expr[1:-1].strip()
+    return expr
+
+
 def dims(expr: str, strides: set[str] = frozenset()) -> list[str]:
     """A buffer the host sizes ``rows * cols`` is a ``[rows, cols]`` array: the op takes it so and
     its sizes come from its shape. Of two factors, the one the kernel indexes the buffer with as a
     row's stride (``y * w + x``: ``strides``) is the last, whatever order the host wrote them in
     (``w * h`` is ``[h, w]``). A product with a number in it (``2 * n``) stays one extent."""
+    if re.fullmatch(r"[\w\s*()]+", expr):  # (nx*ny) from a local: a product all the same
+        expr = expr.replace("(", "").replace(")", "")
     factors = [f.strip() for f in expr.split("*")]
     if len(factors) < 2 or not all(f.isidentifier() for f in factors):
         return [expr]
@@ -437,13 +493,18 @@ def dims(expr: str, strides: set[str] = frozenset()) -> list[str]:
 
 def row_strides(source: str, buffer: str) -> set[str]:
     """Names the kernel multiplies an index by inside ``buffer[...]`` (``in[yy * w + xx]``: w) or
-    in an offset added to it (``inp + bt * C``: C)."""
+    in an offset added to it (``inp + bt * C``: C), or in what a local index held
+    (``in[idx]`` after ``idx = iy * nx + ix;``: nx)."""
     found: set[str] = set()
     name = re.escape(buffer)
     for m in re.finditer(rf"\b{name}\s*(?:\[([^\]]*)\]|\+\s*([^;,)\]]*))", source):
         index = m.group(1) if m.group(1) is not None else m.group(2)
-        found |= set(re.findall(r"\*\s*([A-Za-z_]\w*)\b", index))
-        found |= set(re.findall(r"\b([A-Za-z_]\w*)\s*\*", index))
+        held = [index]
+        if re.fullmatch(r"\s*[A-Za-z_]\w*\s*", index):
+            held += re.findall(rf"\b{index.strip()}\s*=(?!=)([^;]*);", source)
+        for text in held:
+            found |= set(re.findall(r"\*\s*([A-Za-z_]\w*)\b", text))
+            found |= set(re.findall(r"\b([A-Za-z_]\w*)\s*\*", text))
     return found
 
 

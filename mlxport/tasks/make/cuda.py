@@ -24,13 +24,14 @@ from mlxport.expr import evaluate, names_used
 from mlxport.spec import KernelTask
 from mlxport.tasks.make.cases import CaseRunner, label
 from mlxport.tasks.make.derived import derived_params, given_sizes
-from mlxport.tasks.make.domains import given_domains, integer_domains
+from mlxport.tasks.make.domains import integer_domains
 from mlxport.tasks.make.kernel import (
     CudaTaskError,
     KernelFile,
     Signature,
     check_bound,
     classify,
+    given_domains,
     read_kernel,
 )
 from mlxport.tasks.make.tensors import Arrays, arrays, launches, name_measured

@@ -25,21 +25,6 @@ from mlxport.translate.host.values import HostLaunch
 from mlxport.translate.reading.cudafile import Param
 
 DATA = 1000  # data-like integers are drawn from [-DATA, DATA) (unsigned: [0, DATA))
-_DOMAIN = re.compile(r"^\s*(\w+)\s*(?::\s*\w+)?\s*(?:\[[^\])]*\])?\s*\[([^,\])]+),([^\])]+)\)\s*$")
-
-
-def given_domains(text: str | None) -> dict[str, tuple[str, str]]:
-    """``--inputs 'idx:int32[0,V)'`` (entries separated by ``;``) as name -> (low, high)."""
-    out = {}
-    for part in filter(None, (p.strip() for p in (text or "").split(";"))):
-        m = _DOMAIN.match(part)
-        if not m:
-            raise CudaTaskError(
-                f"--inputs entry {part!r} must give an integer input's values as "
-                f"name:dtype[low,high), e.g. 'idx:int32[0,V)'"
-            )
-        out[m.group(1)] = (m.group(2).strip(), m.group(3).strip())
-    return out
 
 
 def integer_domains(

@@ -89,6 +89,13 @@ def read_kernel(request: TaskRequest, executor: CudaExecutor) -> KernelFile:
         info = info.model_copy(update={"params": _flat(info.params, members)})
     for p in info.params:
         p.base_type = source.resolve(p.base_type)  # typedef floatX: what the buffer really holds
+        bound = flags.get(p.base_type, "").strip()
+        if bound.endswith("*") and not p.is_pointer:  # `scale_type scale`, scale_type=at::Half *
+            raise CudaTaskError(
+                f"parameter {p.name} of {info.name} is a pointer through its template type "
+                f"{p.base_type} (--template {p.base_type}={bound}), which is read as a scalar: "
+                f"declare it `{bound} {p.name}` in a copy of the kernel to port it"
+            )
     headers = _headers(source.preprocessed, includes)
     slots = {name: slot for name, (slot, _) in members.items()}
     return KernelFile(path, text, inlined, missing, cf, info, source, sig, headers, slots)
@@ -314,3 +321,20 @@ def _pair(text: str) -> tuple[str, str]:
             f"--template {text!r} is not NAME=VALUE: write it like T=float,BLOCK=256"
         )
     return name.strip(), value.strip()
+
+
+_DOMAIN = re.compile(r"^\s*(\w+)\s*(?::\s*\w+)?\s*(?:\[[^\])]*\])?\s*\[([^,\])]+),([^\])]+)\)\s*$")
+
+
+def given_domains(text: str | None) -> dict[str, tuple[str, str]]:
+    """``--inputs 'idx:int32[0,V)'`` (entries separated by ``;``) as name -> (low, high)."""
+    out = {}
+    for part in filter(None, (p.strip() for p in (text or "").split(";"))):
+        m = _DOMAIN.match(part)
+        if not m:
+            raise CudaTaskError(
+                f"--inputs entry {part!r} must give an integer input's values as "
+                f"name:dtype[low,high), e.g. 'idx:int32[0,V)'"
+            )
+        out[m.group(1)] = (m.group(2).strip(), m.group(3).strip())
+    return out

@@ -101,7 +101,8 @@ def evaluate_launch(
             errors.append(str(e))
             continue
         launch.arm = launch.arm if chosen else ""  # one launch in the file: nothing was chosen
-        launch.rules = ev.rules(site) if chosen and site is not None else []
+        # a lone launch in a `switch` arm is chosen too: other values of its selector launch none
+        launch.rules = ev.rules(site) if site is not None else []
         return launch
     raise HostEvalError(errors[0])
 
@@ -161,10 +162,24 @@ def _launches(site: Node, kernel: str) -> bool:
     if name == kernel:
         return True
     fn = next((a for a in ancestors(site) if a.type == "function_definition"), None)
-    return (
-        fn is not None
-        and re.search(rf"\b{re.escape(name)}\s*=\s*&?\s*{re.escape(kernel)}\b(?!\s*\()", text(fn))
-        is not None
+    if fn is None or not name:
+        return False
+    own = re.escape(name)
+    if re.search(rf"\b{own}\s*=\s*&?\s*{re.escape(kernel)}\b(?!\s*\()", text(fn)):
+        return True
+    # `fp kernel = pick_kernel(bpw);` where pick_kernel returns `layer_norm_kernel<bpw>`
+    picker = re.search(rf"\b{own}\s*=\s*(\w+)\s*\(", text(fn))
+    root = next((a for a in ancestors(site) if a.type == "translation_unit"), None)
+    return picker is not None and root is not None and _returns(root, picker[1], kernel)
+
+
+def _returns(root: Node, function: str, kernel: str) -> bool:
+    """Whether a function of the file returns the kernel (a pointer to one of its instances)."""
+    return any(
+        n.type == "function_definition"
+        and function_name(n)[0].split("::")[-1] == function
+        and re.search(rf"\breturn\s+&?\s*{re.escape(kernel)}\b", text(n))
+        for n in root.named_children
     )
 
 
@@ -422,7 +437,8 @@ class HostEvaluator(HostStatements):
         if caller is not None:
             outer = self.scope_before(caller, depth + 1)
             args = caller.child_by_field_name("arguments").named_children
-            env.update(_template_types(fn, caller))
+            for k, t in _template_types(fn, caller).items():  # <T> of a templated caller: its T
+                env[k] = outer.get(TYPE_KEY + t, t)
             for n, a in zip(names, args, strict=False):
                 v = self.value(a, outer)
                 if not isinstance(v, Unknown):
@@ -461,6 +477,11 @@ class HostEvaluator(HostStatements):
         out: list[Node] = []
         chain = [a for a in ancestors(node) if fn is None or a.start_byte >= fn.start_byte]
         for block in reversed(chain):
+            init = (
+                block.child_by_field_name("initializer") if block.type == "for_statement" else None
+            )
+            if init is not None and init.end_byte <= node.start_byte:
+                out.append(init)  # a launch in a for loop as its first iteration runs it
             if block.type not in ("compound_statement", "case_statement", "translation_unit"):
                 continue
             inner = next(c for c in [node, *ancestors(node)] if c.parent == block)

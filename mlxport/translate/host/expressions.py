@@ -30,6 +30,7 @@ from mlxport.translate.host.values import (
 )
 
 TYPE_KEY = "<type>"  # env key prefix: a template type parameter bound by the call, e.g. T -> float
+TEXT = "<text>"  # env key prefix: a host local's value as an expression over the case's names
 
 _RANDOM = re.compile(r"make_(random|zeros|ones)\w*|make_\w+_float|malloc|calloc")
 _TORCH_MAKE = {
@@ -303,8 +304,13 @@ class HostExpressions:
                 if not isinstance(v, int):
                     return None
                 out = out.replace(text(n), str(v))
+            elif n.type == "identifier" and text(n) in self.case:
+                continue  # a global the case binds (`int N;` set from a file) is its name
             elif n.type == "identifier" and text(n) in self.constants:
                 out = re.sub(rf"\b{text(n)}\b", str(self.constants[text(n)]), out)
+            elif n.type == "identifier" and text(n) not in self.case and env.get(TEXT + text(n)):
+                # a local the host computed from the case's names: `mem = N * MN * 4`
+                out = re.sub(rf"\b{text(n)}\b", f"({env[TEXT + text(n)]})", out)
             elif (
                 n.type == "identifier"
                 and text(n) not in self.case

@@ -12,7 +12,7 @@ from typing import Any
 from tree_sitter import Node
 
 from mlxport.cuda_syntax import declared_name, identifiers, parse_expr, text, walk
-from mlxport.translate.host.expressions import HostExpressions, host_callee
+from mlxport.translate.host.expressions import TEXT, HostExpressions, host_callee
 from mlxport.translate.host.values import (
     Buffer,
     Dim3,
@@ -61,11 +61,17 @@ class HostStatements(HostExpressions):
         elif stmt.type == "expression_statement" and stmt.named_children:
             expr = stmt.named_children[0]
             self.effect(expr, env)
-            if expr.type == "call_expression" and host_callee(expr) not in _EFFECTS:
-                self.wrapped_calls(expr, env)  # CHECK(cudaMalloc(&x, n)) as a function
+            if expr.type != "call_expression" or host_callee(expr) not in _EFFECTS:
+                # CHECK(cudaMalloc(&x, n)) as a function, or as a macro that expands to
+                # `(check(cudaMalloc(&x, n), __FILE__, __LINE__))`
+                self.wrapped_calls(expr, env)
+        elif stmt.type in ("assignment_expression", "comma_expression"):  # a for initializer
+            self.effect(stmt, env)
         elif stmt.type == "compound_statement":  # { ... } of a macro such as CHECK(call)
             for s in stmt.named_children:
                 self.execute(s, env)
+        elif stmt.type == "do_statement" and _once(stmt):  # a macro's do { ... } while (0)
+            self.execute(stmt.child_by_field_name("body"), env)
         elif stmt.type in ("for_statement", "while_statement", "do_statement"):
             init = stmt.child_by_field_name("initializer")
             if init is not None and init.type == "declaration":
@@ -244,6 +250,9 @@ class HostStatements(HostExpressions):
                 if isinstance(v, int | float) and type_text.split()[-1:] and integral(type_text):
                     v = int(v)
                 env[name] = v
+                if isinstance(v, int | float) and decl.parent.type != "translation_unit":
+                    # `int bytes = N * MN * sizeof(int);` (file constants are numbers already)
+                    env[TEXT + name] = self.sized_text(value, env)
 
     def construct(self, d: Node, type_text: str, env: dict[str, Any]) -> None:
         name = text(d.child_by_field_name("declarator"))
@@ -308,6 +317,7 @@ class HostStatements(HostExpressions):
             if op != "=" and isinstance(env.get(name), int | float) and isinstance(v, int | float):
                 v = binop(op[:-1], env[name], v)
             env[name] = v
+            env[TEXT + name] = self.sized_text(right, env) if op == "=" else None
         elif expr.type == "call_expression" and host_callee(expr) in _COPIES:
             args = expr.child_by_field_name("arguments").named_children
             target = text(args[0]).replace(" ", "").lstrip("&") if args else ""
@@ -326,9 +336,7 @@ class HostStatements(HostExpressions):
         elif expr.type == "call_expression" and host_callee(expr) in _ALLOCATORS:
             args = expr.child_by_field_name("arguments").named_children
             if len(args) >= 2:
-                target = re.sub(
-                    r"^\(\s*void\s*\*\s*\*\s*\)", "", text(args[0]).replace(" ", "")
-                ).lstrip("&")
+                target = _address_of(text(args[0]))
                 nbytes = self.value(args[1], env)
                 env[target] = Buffer(
                     target,
@@ -363,6 +371,23 @@ def _changed(stmt: Node, env: dict[str, Any]) -> list[str]:
         if field and text(n.child_by_field_name(field)) in env:
             out.append(text(n.child_by_field_name(field)))
     return out
+
+
+def _once(loop: Node) -> bool:
+    """Whether a ``do`` loop's condition is a literal false: its body runs once."""
+    cond = loop.child_by_field_name("condition")
+    return cond is not None and text(cond).strip("() ") in ("0", "false")
+
+
+def _address_of(arg: str) -> str:
+    """The variable an allocation's first argument points at, its cast dropped:
+    ``&x``, ``(void **)&x``, ``reinterpret_cast<void **>(&x)``."""
+    bare = re.sub(
+        r"^(?:\(void\*\*\)|(?:reinterpret|static)_cast<void\*\*>)", "", arg.replace(" ", "")
+    )
+    while bare.startswith("(") and bare.endswith(")"):
+        bare = bare[1:-1]
+    return bare.lstrip("&")
 
 
 def _on_arguments(stmt: Node) -> bool:

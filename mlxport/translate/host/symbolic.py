@@ -15,7 +15,13 @@ from mlxport.cuda_syntax import callee, function_name, line, parse_expr, text, w
 from mlxport.translate.host.binding import Binder
 from mlxport.translate.host.cexpr import CaseBound, CExprError, CToAst, num
 from mlxport.translate.host.device import DeviceQueries
-from mlxport.translate.host.type_constants import enumerators, scoped_constant
+from mlxport.translate.host.loops import LOOPS, loop_changes, run_loop
+from mlxport.translate.host.type_constants import (
+    deduced_template_args,
+    enumerators,
+    instantiations,
+    scoped_constant,
+)
 from mlxport.translate.reading.cudafile import CudaFile, KernelInfo, LaunchSite
 
 TypeSize = Callable[[str], ast.expr | None]  # sizeof(type name), None when unknown
@@ -178,7 +184,7 @@ class HostFunction:
     def _bind_template_params(self, tdecl: Node) -> None:
         plist = tdecl.child_by_field_name("parameters")
         name, _ = function_name(self.fn)
-        insts = _instantiations(self.root, name)
+        insts = instantiations(self.root, name)
         for i, p in enumerate(plist.named_children if plist is not None else []):
             if p.type != "parameter_declaration" and p.type != "optional_parameter_declaration":
                 continue
@@ -345,6 +351,33 @@ class HostFunction:
                 self._query(call, env)
         elif t == "if_statement":
             self._if_assign(st, env)
+        elif t in LOOPS:
+            self._loop(st, env)
+
+    def _loop(self, st: Node, env: dict) -> None:
+        """A loop with no launch in it, run where the port's requires decide it (`loops`)."""
+        why = run_loop(
+            st,
+            env,
+            lambda s, e: (
+                self._assign(s, e) if s.type == "assignment_expression" else self._apply(s, e)
+            ),
+            lambda c, e: self.conv(e).node(_unparen(c), line(st)),
+            self.binder.task,
+        )
+        kind = st.type.split("_")[0]
+        for name in loop_changes(st) if why else []:
+            if name in env and name not in self.passed:
+                env[name] = _Lazy(
+                    CExprError(
+                        f"`{name}`, changed in the {kind} loop at line {line(st)} {why}", line(st)
+                    )
+                )
+        if why is None and loop_changes(st):
+            self.notes.append(
+                f"the {kind} loop at line {line(st)} is run where the port's requires fix the "
+                "sizes its condition reads"
+            )
 
     def _query(self, call: Node, env: dict) -> None:
         """`cudaDeviceGetAttribute(&n, ...)`: n is the target's documented value."""
@@ -542,27 +575,6 @@ class HostFunction:
         return [self._value(src, env, ln), num(1), num(1)]
 
 
-def deduced_template_args(kernel: KernelInfo, site: LaunchSite) -> dict[str, str]:
-    """Non-type template parameters a launch gives through an argument's type:
-    `std::bool_constant<Atomic>` passed `std::bool_constant<false>{}` sets Atomic to false."""
-    out = {}
-    for p, arg in zip(kernel.params, site.args, strict=False):
-        want = _angle_args(p.type)
-        got = _angle_args(arg)
-        for name, value in zip(want, got, strict=False):
-            if name in {t.name for t in kernel.template_params if t.kind != "typename"}:
-                out[name] = value
-    return out
-
-
-def _angle_args(s: str) -> list[str]:
-    """`std::integral_constant<int, 4>{}` -> ["int", "4"] (one level of template arguments)."""
-    start, end = s.find("<"), s.rfind(">")
-    if start < 0 or end < start:
-        return []
-    return [a.strip() for a in s[start + 1 : end].split(",")]
-
-
 class _Unknown(ast.Constant):
     """A value that failed to convert; raises when a plan uses it."""
 
@@ -607,22 +619,6 @@ def _dim3_value(n: Node | None) -> bool:
 def _is_dim3(d: Node) -> bool:
     decl = d.parent
     return decl is not None and text(decl.child_by_field_name("type")).strip() == "dim3"
-
-
-def _instantiations(root: Node, name: str) -> list[list[str]]:
-    out = []
-    for n in walk(root):
-        if n.type != "template_instantiation":
-            continue
-        decl = n.child_by_field_name("declarator")
-        target = decl.child_by_field_name("declarator") if decl is not None else None
-        if target is None or target.type != "template_function":
-            continue
-        if text(target.child_by_field_name("name")).strip() != name:
-            continue
-        args = target.child_by_field_name("arguments")
-        out.append([text(a).strip() for a in args.named_children] if args is not None else [])
-    return out
 
 
 def find_unknown(e: ast.expr | None) -> CExprError | None:

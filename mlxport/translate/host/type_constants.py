@@ -11,6 +11,7 @@ import re
 from tree_sitter import Node
 
 from mlxport.cuda_syntax import text, walk
+from mlxport.translate.reading.cudafile import KernelInfo, LaunchSite
 
 _STRUCTS = ("struct_specifier", "class_specifier")
 
@@ -142,4 +143,42 @@ def enumerators(root: Node) -> dict[str, int]:
                 break  # a value this reader does not compute: the later ones are not known
             value = int(text(given)) if given is not None else value + 1
             out.setdefault(text(e.child_by_field_name("name")), value)
+    return out
+
+
+def deduced_template_args(kernel: KernelInfo, site: LaunchSite) -> dict[str, str]:
+    """Non-type template parameters a launch gives through an argument's type:
+    `std::bool_constant<Atomic>` passed `std::bool_constant<false>{}` sets Atomic to false."""
+    out = {}
+    for p, arg in zip(kernel.params, site.args, strict=False):
+        want = _angle_args(p.type)
+        got = _angle_args(arg)
+        for name, value in zip(want, got, strict=False):
+            if name in {t.name for t in kernel.template_params if t.kind != "typename"}:
+                out[name] = value
+    return out
+
+
+def _angle_args(s: str) -> list[str]:
+    """`std::integral_constant<int, 4>{}` -> ["int", "4"] (one level of template arguments)."""
+    start, end = s.find("<"), s.rfind(">")
+    if start < 0 or end < start:
+        return []
+    return [a.strip() for a in s[start + 1 : end].split(",")]
+
+
+def instantiations(root: Node, name: str) -> list[list[str]]:
+    """The template arguments of each explicit instantiation of function ``name``."""
+    out = []
+    for n in walk(root):
+        if n.type != "template_instantiation":
+            continue
+        decl = n.child_by_field_name("declarator")
+        target = decl.child_by_field_name("declarator") if decl is not None else None
+        if target is None or target.type != "template_function":
+            continue
+        if text(target.child_by_field_name("name")).strip() != name:
+            continue
+        args = target.child_by_field_name("arguments")
+        out.append([text(a).strip() for a in args.named_children] if args is not None else [])
     return out
