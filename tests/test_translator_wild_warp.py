@@ -74,6 +74,27 @@ def test_a_custom_reduction_over_a_tile_passed_to_a_helper(tmp_path):
     assert "mlxport_reduce_combine_32(acc)" in translation.candidate.header
 
 
+def test_a_tile_whose_width_is_a_macro(tmp_path):
+    """`cg::thread_block_tile<WARP_SIZE> g = cg::tiled_partition<WARP_SIZE>(b);` with WARP_SIZE a
+    #define: tree-sitter reads the statement as comparisons; its text still declares a tile."""
+    source = """
+    #include <cooperative_groups.h>
+    namespace cg = cooperative_groups;
+    #define WARP_SIZE 32
+    __global__ void row_max(const float* x, float* y, int n) {
+        cg::thread_block b = cg::this_thread_block();
+        cg::thread_block_tile<WARP_SIZE> g = cg::tiled_partition<WARP_SIZE>(b);
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        float v = i < n ? x[i] : -1e30f;
+        for (int o = 16; o > 0; o /= 2) v = fmaxf(v, g.shfl_xor(v, o));
+        if (i < n) y[i] = v;
+    }
+    void run(const float* x, float* y, int n) { row_max<<<(n + 63) / 64, 64>>>(x, y, n); }
+    """
+    translation = ported_msl(tmp_path, source, [{"n": 1000}])
+    assert "const ushort g = 32;" in translation.candidate.source
+
+
 def test_every_lane_storing_a_warp_sum_becomes_one_lane_storing_it(tmp_path):
     """`part[warp] = sum;` by every lane, the sum a butterfly's (inline and in a helper) or a
     `cg::reduce`'s: one element, one value, and still a race on a GPU, so the first lane storing
