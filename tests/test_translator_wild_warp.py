@@ -143,3 +143,41 @@ def test_every_lane_storing_a_warp_sum_becomes_one_lane_storing_it(tmp_path):
         "sq[mlxport_at]",
     ):
         assert stored in body
+
+
+def test_a_helpers_shared_buffer_sized_by_a_pack_its_caller_sets(tmp_path):
+    """DeepSpeed's reduce: `block<Add>` calls `_block<float, warp_bound, Add>` (warp_bound a
+    default template argument), whose __shared__ buffer has `max_warps * sizeof...(Ops)` rows:
+    hoisted into the kernel at the size the chain of calls gives."""
+    source = """
+    constexpr int max_warps = 32;
+    enum class Op { Add, Max };
+    template <Op O> __device__ float combine(float a, float b) {
+        return O == Op::Add ? a + b : fmaxf(a, b);
+    }
+    template <typename T, int total_warps, Op... Ops>
+    __device__ void _block(T* data) {
+        constexpr int elems = sizeof...(Ops);
+        __shared__ T reduce_buffer[max_warps * elems];
+        int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+        for (int o = 16; o > 0; o /= 2)
+            data[0] = combine<Ops...>(data[0], __shfl_xor_sync(0xffffffff, data[0], o));
+        if (lane == 0) reduce_buffer[warp * elems] = data[0];
+        __syncthreads();
+        T acc = reduce_buffer[0];
+        for (int w = 1; w < total_warps; ++w) acc = combine<Ops...>(acc, reduce_buffer[w * elems]);
+        data[0] = acc;
+    }
+    template <Op O, int warp_bound = 4>
+    __device__ void block(float& val) { _block<float, warp_bound, O>(&val); }
+
+    __global__ void row_sum(const float* x, float* y, int cols) {
+        float v = 0.f;
+        for (int c = threadIdx.x; c < cols; c += blockDim.x) v += x[blockIdx.x * cols + c];
+        block<Op::Add>(v);
+        if (threadIdx.x == 0) y[blockIdx.x] = v;
+    }
+    void run(const float* x, float* y, int rows, int cols) { row_sum<<<rows, 128>>>(x, y, cols); }
+    """
+    translation = ported_msl(tmp_path, source, [{"rows": 6, "cols": 300}])
+    assert "threadgroup float _block_reduce_buffer[max_warps * (1)];" in translation.candidate.source
