@@ -200,3 +200,38 @@ def test_libcudacxx_async_copies_are_refused_in_one_sentence():
         Untranslatable, match=r"async copies \(cuda::barrier\) at line 5: no async copy in Metal"
     ):
         translate(textwrap.dedent(source), target="msl")
+
+
+def test_specialisations_that_differ_only_by_double_become_one(tmp_path):
+    """DeepSpeed's conversion::to: `double to(float)`, `float to(double)` and `double to(double)`
+    are all `float to(float)` in Metal (no double; the grammar misreads `MACRO double f(...)`):
+    one definition is kept, the one written without double."""
+    source = """
+    #define D_INLINE __device__ __forceinline__
+    namespace conversion {
+    template <typename TO, typename FROM>
+    D_INLINE TO to(FROM val) { return to(val); }
+    template <>
+    D_INLINE double to(double val) { return val; }
+    template <>
+    D_INLINE float to(float val) { return val; }
+    template <>
+    D_INLINE double to(float val) { return double(val); }
+    template <>
+    D_INLINE float to(double val) { return (float)val; }
+    template <>
+    D_INLINE float to(int val) { return (float)val; }
+    }
+    __global__ void scale_add(const float* x, const int* k, float* y, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) {
+            double wide = conversion::to<double>(x[i]);
+            y[i] = conversion::to<float>(wide) + conversion::to<float>(k[i]);
+        }
+    }
+    void run(const float* x, const int* k, float* y, int n) {
+        scale_add<<<(n + 127) / 128, 128>>>(x, k, y, n);
+    }
+    """
+    header = ported_msl(tmp_path, source, [{"n": 1000}]).candidate.header
+    assert header.count("to(float val)") == 1 and "double" not in header

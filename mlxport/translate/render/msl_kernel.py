@@ -168,7 +168,26 @@ def _render_helpers(r: MslRender, nodes: dict[str, list[Node]]) -> Rendered:
                     rendered[(name, d.id, v)] = render_helper(r, d, v)
         if {k: set(v) for k, v in r.helpers.variants.items()} == before:
             break
-    return rendered
+    return _without_collapsed(rendered, nodes)
+
+
+def _without_collapsed(rendered: Rendered, nodes: dict[str, list[Node]]) -> Rendered:
+    """One definition of each signature: with double computed in float, overloads and
+    specialisations that differed only by double (`double to(float)` and `float to(float)`)
+    become one; the one the file wrote without double is kept."""
+    by_id = {d.id: d for defs in nodes.values() for d in defs}
+    source = {i: text(d) for i, d in by_id.items()}
+    kept: dict[tuple[str, str], tuple[str, int, tuple | None]] = {}
+    for key, msl in rendered.items():
+        signature = (namespace_of(by_id[key[1]]), re.sub(r"\s+", " ", msl.split("{", 1)[0]))
+        other = kept.get(signature)
+        if other is None or (
+            re.search(r"\bdouble\b", source[other[1]])
+            and not re.search(r"\bdouble\b", source[key[1]])
+        ):
+            kept[signature] = key
+    keep = set(kept.values())
+    return {k: v for k, v in rendered.items() if k in keep}
 
 
 def _prologue(
