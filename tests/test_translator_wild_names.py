@@ -235,3 +235,24 @@ def test_specialisations_that_differ_only_by_double_become_one(tmp_path):
     """
     header = ported_msl(tmp_path, source, [{"n": 1000}]).candidate.header
     assert header.count("to(float val)") == 1 and "double" not in header
+
+
+def test_an_atomic_on_shared_memory_is_refused_saying_what_to_change():
+    """A histogram's atomicAdd on a __shared__ array: no MLX output, so refused in one sentence
+    that names the expression and what the user can do instead."""
+    source = """
+    __global__ void hist64(const unsigned* x, unsigned* out, int n) {
+        __shared__ unsigned h[64];
+        h[threadIdx.x] = 0;
+        __syncthreads();
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) atomicAdd(&h[x[i] & 63], 1u);
+        __syncthreads();
+        out[blockIdx.x * 64 + threadIdx.x] = h[threadIdx.x];
+    }
+    void run(const unsigned* x, unsigned* out, int n) { hist64<<<(n + 63) / 64, 64>>>(x, out, n); }
+    """
+    with pytest.raises(Untranslatable) as e:
+        translate(textwrap.dedent(source))
+    assert "atomicAdd on `&h[x[i] & 63]`" in str(e.value)
+    assert "combine after __syncthreads()" in str(e.value)
