@@ -179,5 +179,5 @@ def test_a_helpers_shared_buffer_sized_by_a_pack_its_caller_sets(tmp_path):
     }
     void run(const float* x, float* y, int rows, int cols) { row_sum<<<rows, 128>>>(x, y, cols); }
     """
-    translation = ported_msl(tmp_path, source, [{"rows": 6, "cols": 300}])
-    assert "threadgroup float _block_reduce_buffer[max_warps * (1)];" in translation.candidate.source
+    source = ported_msl(tmp_path, source, [{"rows": 6, "cols": 300}]).candidate.source
+    assert "threadgroup float _block_reduce_buffer[max_warps * (1)];" in source
