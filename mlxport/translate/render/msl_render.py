@@ -199,8 +199,8 @@ class MslRender(TreeRender):
             raise RenderError(
                 f"non-atomic use of output `{text(node)}`",
                 line(node),
-                "MLX makes every output atomic when one is, so it can only be used by atomics "
-                "and plain stores",
+                "MLX makes every output atomic when one is, so it can only be used by atomics and "
+                "plain stores: write it in a kernel of its own, apart from the atomic outputs",
             )
         if t == "qualified_identifier" and text(node).startswith(_LIBRARIES):
             raise RenderError(
