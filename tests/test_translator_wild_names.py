@@ -256,35 +256,3 @@ def test_an_atomic_on_shared_memory_is_refused_saying_what_to_change():
         translate(textwrap.dedent(source))
     assert "atomicAdd on `&h[x[i] & 63]`" in str(e.value)
     assert "combine after __syncthreads()" in str(e.value)
-
-
-def test_a_method_stores_through_its_pointer_parameter_and_its_own_field(tmp_path):
-    """DeepSpeed's quantization Params::store: a struct's method passes its pointer parameter (the
-    kernel's output, in device memory) and `&offset`, the address of its own field (in thread
-    memory, as the object is), to a helper that copies one to the other."""
-    source = """
-    __device__ void store_one(float* dst, const float* src) { *dst = *src; }
-    template <int Bits>
-    struct Params {
-        float scale;
-        float offset;
-        __device__ Params(float s, float o) : scale(s), offset(o) {}
-        __device__ void store(float* params, int g) {
-            const float inv = (float)Bits / scale;
-            store_one(params + 2 * g, &inv);
-            store_one(params + 2 * g + 1, &offset);
-        }
-    };
-    __global__ void group_params(const float* x, float* out, int groups) {
-        int g = blockIdx.x * blockDim.x + threadIdx.x;
-        if (g < groups) {
-            Params<8> p(x[2 * g] * x[2 * g] + 2.f, x[2 * g + 1]);
-            p.store(out, g);
-        }
-    }
-    void run(const float* x, float* out, int groups) {
-        group_params<<<(groups + 63) / 64, 64>>>(x, out, groups);
-    }
-    """
-    header = ported_msl(tmp_path, source, [{"groups": 300}]).candidate.header
-    assert "void store(device float* params, int g)" in header

@@ -109,8 +109,7 @@ def render_msl(
     if "blockDim" not in r.used_builtins:
         # the renderer writes to this list
         job.notes[:] = [n for n in job.notes if not n.startswith("blockDim.")]
-    header = _header_at_fixpoint(job, r, nodes, rendered) + kernel_defs
-    header = _tidy(header)
+    header = _tidy(_header(job, r, nodes, rendered) + kernel_defs)
     if r.reads_back:
         header = r.READ_BACK["msl"] + header
     prologue, inner = _prologue(job, r, block, scalars, ports)
@@ -118,20 +117,6 @@ def render_msl(
         body = body.replace("{", "{ " + " ".join(inner), 1)
     prologue += [f"auto mlxport_view_{p} = mlxport_ptr_cast<{t}>({p});" for p, t in views]
     return header, _tidy("\n".join(prologue) + "\n" + body + "\n")
-
-
-def _header_at_fixpoint(
-    job: KernelJob, r: MslRender, nodes: dict[str, list[Node]], rendered: Rendered
-) -> str:
-    """The header, with the helpers again where its structs' methods call them in address spaces
-    the kernel's calls did not (a method's device pointer passed to a helper)."""
-    for _ in range(4):
-        before = {k: set(v) for k, v in r.helpers.variants.items()}
-        header = _header(job, r, nodes, rendered)
-        if {k: set(v) for k, v in r.helpers.variants.items()} == before:
-            return header
-        rendered = _render_helpers(r, nodes)
-    return header
 
 
 def _called_definitions(kernel: Node, nodes: dict[str, list[Node]]) -> dict[str, list[Node]]:

@@ -35,7 +35,7 @@ from mlxport.translate.render.msl_groups import group_call, group_declaration
 from mlxport.translate.render.msl_helpers import HelperSet, helper_call, reached
 from mlxport.translate.render.msl_lanes import one_lane_store
 from mlxport.translate.render.msl_ptx import asm_msl
-from mlxport.translate.render.msl_spaces import method_pointer_param, spaces_of
+from mlxport.translate.render.msl_spaces import spaces_of
 from mlxport.translate.render.msl_warp import (
     check_mask,
     full_mask,
@@ -172,8 +172,6 @@ class MslRender(TreeRender):
             return self.cast(node, ctx)
         if t == "declaration":
             return self.declaration(node, ctx)
-        if t == "parameter_declaration" and (got := method_pointer_param(self, node, ctx)):
-            return got
         if t == "namespace_alias_definition" and "cooperative_groups" in text(node):
             return ""  # group objects vanish in Metal (msl_groups)
         if t == "for_statement":

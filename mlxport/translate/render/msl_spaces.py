@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import ancestors, callee, declared_name, text
+from mlxport.cuda_syntax import callee, text
 from mlxport.translate.render.base import FnCtx, call_args
-from mlxport.translate.render.msl_declarators import declarator_kind
 
 
 def spaces_of(node: Node | None, ctx: FnCtx) -> frozenset[str] | None:
@@ -24,8 +23,6 @@ def spaces_of(node: Node | None, ctx: FnCtx) -> frozenset[str] | None:
                 if t == "cast_expression"
                 else node.named_children[-1]
             )
-        elif t == "pointer_expression" and _own_field(node.child_by_field_name("argument"), ctx):
-            return frozenset({"thread"})
         elif t == "pointer_expression" or t == "subscript_expression" or t == "field_expression":
             node = node.child_by_field_name("argument")
         elif t == "binary_expression":
@@ -50,36 +47,3 @@ def spaces_of(node: Node | None, ctx: FnCtx) -> frozenset[str] | None:
         else:
             return None
     return None
-
-
-def _own_field(node: Node | None, ctx: FnCtx) -> bool:
-    """`&offset` in a method of the struct that has the field `offset` (no local of that name):
-    a member of the object the method is called on, in thread memory as Metal's `this` is."""
-    if node is None or node.type != "identifier" or text(node) in ctx.spaces:
-        return False
-    for a in ancestors(node):
-        if a.type in ("struct_specifier", "class_specifier"):
-            body = a.child_by_field_name("body")
-            return body is not None and any(
-                declared_name(d) == text(node)
-                for f in body.named_children
-                if f.type == "field_declaration"
-                for d in f.children_by_field_name("declarator")
-            )
-    return False
-
-
-def method_pointer_param(r, p: Node, ctx: FnCtx) -> str | None:
-    """A pointer parameter of a struct's method (rendered with its struct, not as a helper with
-    address-space variants): in device memory, where the buffers a kernel hands its objects'
-    load and store methods are."""
-    fn = p.parent.parent if p.parent is not None and p.parent.parent is not None else None
-    fn = fn.parent if fn is not None else None
-    owner = fn.parent if fn is not None and fn.type == "function_definition" else None
-    if owner is not None and owner.type == "template_declaration":
-        owner = owner.parent
-    d = p.child_by_field_name("declarator")
-    if owner is None or owner.type != "field_declaration_list" or declarator_kind(d) != "pointer":
-        return None
-    ctx.spaces[declared_name(d)] = frozenset({"device"})
-    return f"device {r.copy(p, ctx)}"
