@@ -172,22 +172,21 @@ def _render_helpers(r: MslRender, nodes: dict[str, list[Node]]) -> Rendered:
 
 
 def _without_collapsed(rendered: Rendered, nodes: dict[str, list[Node]]) -> Rendered:
-    """One definition of each signature: with double computed in float, overloads and
-    specialisations that differed only by double (`double to(float)` and `float to(float)`)
-    become one; the one the file wrote without double is kept."""
+    """With double computed in float, a definition the file wrote with double whose signature
+    becomes another's (`double to(float)` and `float to(double)` are `float to(float)`) is
+    dropped: one definition of each, the one written without double."""
     by_id = {d.id: d for defs in nodes.values() for d in defs}
-    source = {i: text(d) for i, d in by_id.items()}
-    kept: dict[tuple[str, str], tuple[str, int, tuple | None]] = {}
-    for key, msl in rendered.items():
-        signature = (namespace_of(by_id[key[1]]), re.sub(r"\s+", " ", msl.split("{", 1)[0]))
-        other = kept.get(signature)
-        if other is None or (
-            re.search(r"\bdouble\b", source[other[1]])
-            and not re.search(r"\bdouble\b", source[key[1]])
-        ):
-            kept[signature] = key
-    keep = set(kept.values())
-    return {k: v for k, v in rendered.items() if k in keep}
+    wide = {i for i, d in by_id.items() if re.search(r"\bdouble\b", text(d))}
+    seen: set[tuple[str, str]] = set()
+    out: Rendered = {}
+    for key in sorted(rendered, key=lambda k: k[1] in wide):  # those without double first
+        m = re.search(rf"^[^\n{{}};]*\b{re.escape(key[0])}\s*\([^{{;]*\{{", rendered[key], re.M)
+        sig = (namespace_of(by_id[key[1]]), re.sub(r"\s+", " ", m.group()) if m else str(key))
+        if key[1] in wide and sig in seen:
+            continue
+        seen.add(sig)
+        out[key] = rendered[key]
+    return {k: v for k, v in rendered.items() if k in out}
 
 
 def _prologue(
