@@ -221,6 +221,10 @@ def test_specialisations_that_differ_only_by_double_become_one(tmp_path):
     D_INLINE float to(double val) { return (float)val; }
     template <>
     D_INLINE float to(int val) { return (float)val; }
+    template <>
+    D_INLINE float to(uint64_t val) { return __ull2float_rn(val); }
+    template <>
+    D_INLINE double to(int64_t val) { return __ll2double_rn(val); }
     }
     __global__ void scale_add(const float* x, const int* k, float* y, int n) {
         int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -235,6 +239,7 @@ def test_specialisations_that_differ_only_by_double_become_one(tmp_path):
     """
     header = ported_msl(tmp_path, source, [{"n": 1000}]).candidate.header
     assert header.count("to(float val)") == 1 and "double" not in header
+    assert "float to(uint64_t val) { return float(val); }" in header
 
 
 def test_an_atomic_on_shared_memory_is_refused_saying_what_to_change():

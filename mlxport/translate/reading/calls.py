@@ -195,6 +195,13 @@ CALLS: dict[str, Call] = {
     "__int2float_rn": _rule("conversion", "cast", "float", "float(x)"),
     "__uint2float_rn": _rule("conversion", "cast", "float", "float(x)"),
     "__ll2float_rn": _rule("conversion", "cast", "float", "float(x)"),
+    "__ull2float_rn": _rule("conversion", "cast", "float", "float(x)"),
+    # Metal has no double: a double is computed in float (msl_render.type_name)
+    "__int2double_rn": _rule("conversion", "cast", "float", "float(x)"),
+    "__uint2double_rn": _rule("conversion", "cast", "float", "float(x)"),
+    "__ll2double_rn": _rule("conversion", "cast", "float", "float(x)"),
+    "__ull2double_rn": _rule("conversion", "cast", "float", "float(x)"),
+    "__double2float_rn": _rule("conversion", "cast", "float", "float(x)"),
     "__float2int_rz": _rule("conversion", "cast", "int", "int(x)"),
     "__float2uint_rz": _rule("conversion", "cast", "uint", "uint(x)"),
     "__float2int_rn": _rule("conversion", "unary", "int(metal::rint({0}))", "int(rint(x))"),
