@@ -4,6 +4,9 @@ passed to helpers, run-time `tiled_partition`, `cg::sync`, and `cg::reduce` with
 operation on a struct. Each kernel is made into a task from the .cu file (the original on the CPU
 executor is the golden), translated, and checked on the simulator."""
 
+import pytest
+
+from mlxport.translate.translator import Untranslatable, translate
 from tests.conftest import ported_msl
 
 
@@ -181,3 +184,24 @@ def test_a_helpers_shared_buffer_sized_by_a_pack_its_caller_sets(tmp_path):
     """
     source = ported_msl(tmp_path, source, [{"rows": 6, "cols": 300}]).candidate.source
     assert "threadgroup float _block_reduce_buffer[max_warps * (1)];" in source
+
+
+def test_a_tile_whose_width_is_a_template_parameter_is_refused_naming_it():
+    """`thread_block_tile<threadsPerHead>`: the width is known only per instantiation, and Metal
+    has SIMD-groups of 32 and quads of 4: refused in one sentence naming the width."""
+    source = """
+    #include <cooperative_groups.h>
+    namespace cg = cooperative_groups;
+    template <int threadsPerHead>
+    __global__ void head_max(const float* x, float* y, int n) {
+        cg::thread_block tb = cg::this_thread_block();
+        cg::thread_block_tile<threadsPerHead> g = cg::tiled_partition<threadsPerHead>(tb);
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        float v = i < n ? x[i] : -1e30f;
+        for (int o = threadsPerHead / 2; o > 0; o /= 2) v = fmaxf(v, g.shfl_xor(v, o));
+        if (i < n) y[i] = v;
+    }
+    void run(const float* x, float* y, int n) { head_max<32><<<(n + 63) / 64, 64>>>(x, y, n); }
+    """
+    with pytest.raises(Untranslatable, match="its width threadsPerHead is no number"):
+        translate(source)
