@@ -225,6 +225,10 @@ def test_specialisations_that_differ_only_by_double_become_one(tmp_path):
     D_INLINE float to(uint64_t val) { return __ull2float_rn(val); }
     template <>
     D_INLINE double to(int64_t val) { return __ll2double_rn(val); }
+    template <>
+    D_INLINE int64_t to(float val) { return __float2ll_rn(val); }
+    template <>
+    D_INLINE __half to(int64_t val) { return __ll2half_rn(val); }
     }
     __global__ void scale_add(const float* x, const int* k, float* y, int n) {
         int i = blockIdx.x * blockDim.x + threadIdx.x;
