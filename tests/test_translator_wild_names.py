@@ -242,7 +242,7 @@ def test_specialisations_that_differ_only_by_double_become_one(tmp_path):
     }
     """
     header = ported_msl(tmp_path, source, [{"n": 1000}]).candidate.header
-    assert header.count("to(float val)") == 1 and "double" not in header
+    assert header.count("float to(float val)") == 1 and "double" not in header
     assert "float to(uint64_t val) { return float(val); }" in header
 
 
