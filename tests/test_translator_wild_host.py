@@ -58,7 +58,8 @@ def test_a_constant_of_a_packed_type_and_sizeof_its_typedef_follow_the_dtype(tmp
 
 def test_device_queries_are_fixed_at_the_targets_documented_value(tmp_path):
     """A persistent grid sized from the SM count: the count is the target's documented value (an
-    M1's 8 GPU cores for Metal), said in the notes; the grid-stride loop covers any grid."""
+    M1's 8 GPU cores for Metal), said in the notes; the grid-stride loop covers any grid. A query
+    the cases bind (`per_sm`) is the original's value, a param of the port."""
     source = """
     int num_sms = 0;
     void setup() {
@@ -78,9 +79,40 @@ def test_device_queries_are_fixed_at_the_targets_documented_value(tmp_path):
     }
     """
     translation = _ported(tmp_path, source, [{"n": 5000, "s": 0.5, "num_sms": 2, "per_sm": 1024}])
-    assert translation.candidate.grid[0] == 8 * 1024
+    assert translation.candidate.grid[0] == "8 * per_sm // 128 * 128"
     assert any("`num_sms` (multiProcessorCount) is fixed at 8" in n for n in translation.notes)
-    assert any("`per_sm` (maxThreadsPerMultiProcessor)" in n for n in translation.notes)
+
+
+def test_partial_sums_over_a_grid_the_cases_size_by_a_device_query(tmp_path):
+    """Per-block partial sums (a two-pass reduction): the output depends on the grid, which the
+    host sizes from the SM count the cases bind, so that count is the original's and a param of
+    the port; the second launch's `n_blocks` passed as `n` is not the task's `n`."""
+    source = """
+    __global__ void partial_sums(float* out, const float* in, int n) {
+        float s = 0.f;
+        for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+            s += in[i];
+        __shared__ float part[64];
+        part[threadIdx.x] = s;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            float t = 0.f;
+            for (int k = 0; k < blockDim.x; ++k) t += part[k];
+            out[blockIdx.x] = t;
+        }
+    }
+    void run(float* out, float* in, int n) {
+        int num_sms;
+        cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0);
+        int n_blocks = min(2 * num_sms, (n + 63) / 64);
+        partial_sums<<<n_blocks, 64>>>(out, in, n);
+        partial_sums<<<1, 64>>>(out, out, n_blocks);
+    }
+    """
+    translation = _ported(
+        tmp_path, source, [{"n": 3000, "num_sms": 3}], kernel="partial_sums", shapes={"out": "n"}
+    )
+    assert "num_sms" in translation.candidate.grid[0]
 
 
 SWITCH_ON_A_HOST_VALUE = """

@@ -231,3 +231,68 @@ def test_a_comment_between_launch_arguments_is_no_argument(tmp_path):
     """
     translation = ported_msl(tmp_path, source, [{"n": 1000}])
     assert "mask" not in translation.candidate.source
+
+
+def test_specialisations_that_differ_only_by_double_become_one(tmp_path):
+    """DeepSpeed's conversion::to: `double to(float)`, `float to(double)` and `double to(double)`
+    are all `float to(float)` in Metal (no double; the grammar misreads `MACRO double f(...)`):
+    one definition is kept, the one written without double."""
+    source = """
+    #define D_INLINE __device__ __forceinline__
+    namespace conversion {
+    template <typename TO, typename FROM>
+    D_INLINE TO to(FROM val) { return to(val); }
+    template <>
+    D_INLINE double to(double val) { return val; }
+    template <>
+    D_INLINE float to(float val) { return val; }
+    template <>
+    D_INLINE double to(float val) { return double(val); }
+    template <>
+    D_INLINE float to(double val) { return (float)val; }
+    template <>
+    D_INLINE float to(int val) { return (float)val; }
+    template <>
+    D_INLINE float to(uint64_t val) { return __ull2float_rn(val); }
+    template <>
+    D_INLINE double to(int64_t val) { return __ll2double_rn(val); }
+    template <>
+    D_INLINE int64_t to(float val) { return __float2ll_rn(val); }
+    template <>
+    D_INLINE __half to(int64_t val) { return __ll2half_rn(val); }
+    }
+    __global__ void scale_add(const float* x, const int* k, float* y, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) {
+            double wide = conversion::to<double>(x[i]);
+            y[i] = conversion::to<float>(wide) + conversion::to<float>(k[i]);
+        }
+    }
+    void run(const float* x, const int* k, float* y, int n) {
+        scale_add<<<(n + 127) / 128, 128>>>(x, k, y, n);
+    }
+    """
+    header = ported_msl(tmp_path, source, [{"n": 1000}]).candidate.header
+    assert header.count("float to(float val)") == 1 and "double" not in header
+    assert "float to(uint64_t val) { return float(val); }" in header
+
+
+def test_an_atomic_on_shared_memory_is_refused_saying_what_to_change():
+    """A histogram's atomicAdd on a __shared__ array: no MLX output, so refused in one sentence
+    that names the expression and what the user can do instead."""
+    source = """
+    __global__ void hist64(const unsigned* x, unsigned* out, int n) {
+        __shared__ unsigned h[64];
+        h[threadIdx.x] = 0;
+        __syncthreads();
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) atomicAdd(&h[x[i] & 63], 1u);
+        __syncthreads();
+        out[blockIdx.x * 64 + threadIdx.x] = h[threadIdx.x];
+    }
+    void run(const unsigned* x, unsigned* out, int n) { hist64<<<(n + 63) / 64, 64>>>(x, out, n); }
+    """
+    with pytest.raises(Untranslatable) as e:
+        translate(textwrap.dedent(source))
+    assert "atomicAdd on `&h[x[i] & 63]`" in str(e.value)
+    assert "combine after __syncthreads()" in str(e.value)

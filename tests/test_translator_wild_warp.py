@@ -4,6 +4,9 @@ passed to helpers, run-time `tiled_partition`, `cg::sync`, and `cg::reduce` with
 operation on a struct. Each kernel is made into a task from the .cu file (the original on the CPU
 executor is the golden), translated, and checked on the simulator."""
 
+import pytest
+
+from mlxport.translate.translator import Untranslatable, translate
 from tests.conftest import ported_msl
 
 
@@ -74,6 +77,27 @@ def test_a_custom_reduction_over_a_tile_passed_to_a_helper(tmp_path):
     assert "mlxport_reduce_combine_32(acc)" in translation.candidate.header
 
 
+def test_a_tile_whose_width_is_a_macro(tmp_path):
+    """`cg::thread_block_tile<WARP_SIZE> g = cg::tiled_partition<WARP_SIZE>(b);` with WARP_SIZE a
+    #define: tree-sitter reads the statement as comparisons; its text still declares a tile."""
+    source = """
+    #include <cooperative_groups.h>
+    namespace cg = cooperative_groups;
+    #define WARP_SIZE 32
+    __global__ void row_max(const float* x, float* y, int n) {
+        cg::thread_block b = cg::this_thread_block();
+        cg::thread_block_tile<WARP_SIZE> g = cg::tiled_partition<WARP_SIZE>(b);
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        float v = i < n ? x[i] : -1e30f;
+        for (int o = 16; o > 0; o /= 2) v = fmaxf(v, g.shfl_xor(v, o));
+        if (i < n) y[i] = v;
+    }
+    void run(const float* x, float* y, int n) { row_max<<<(n + 63) / 64, 64>>>(x, y, n); }
+    """
+    translation = ported_msl(tmp_path, source, [{"n": 1000}])
+    assert "const ushort g = 32;" in translation.candidate.source
+
+
 def test_every_lane_storing_a_warp_sum_becomes_one_lane_storing_it(tmp_path):
     """`part[warp] = sum;` by every lane, the sum a butterfly's (inline and in a helper) or a
     `cg::reduce`'s: one element, one value, and still a race on a GPU, so the first lane storing
@@ -122,3 +146,62 @@ def test_every_lane_storing_a_warp_sum_becomes_one_lane_storing_it(tmp_path):
         "sq[mlxport_at]",
     ):
         assert stored in body
+
+
+def test_a_helpers_shared_buffer_sized_by_a_pack_its_caller_sets(tmp_path):
+    """DeepSpeed's reduce: `block<Add>` calls `_block<float, warp_bound, Add>` (warp_bound a
+    default template argument), whose __shared__ buffer has `max_warps * sizeof...(Ops)` rows:
+    hoisted into the kernel at the size the chain of calls gives."""
+    source = """
+    constexpr int max_warps = 32;
+    enum class Op { Add, Max };
+    template <Op O> __device__ float combine(float a, float b) {
+        return O == Op::Add ? a + b : fmaxf(a, b);
+    }
+    template <typename T, int total_warps, Op... Ops>
+    __device__ void _block(T* data) {
+        constexpr int elems = sizeof...(Ops);
+        __shared__ T reduce_buffer[max_warps * elems];
+        int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+        for (int o = 16; o > 0; o /= 2)
+            data[0] = combine<Ops...>(data[0], __shfl_xor_sync(0xffffffff, data[0], o));
+        if (lane == 0) reduce_buffer[warp * elems] = data[0];
+        __syncthreads();
+        T acc = reduce_buffer[0];
+        for (int w = 1; w < total_warps; ++w) acc = combine<Ops...>(acc, reduce_buffer[w * elems]);
+        data[0] = acc;
+    }
+    template <Op O, int warp_bound = 4>
+    __device__ void block(float& val) { _block<float, warp_bound, O>(&val); }
+
+    __global__ void row_sum(const float* x, float* y, int cols) {
+        float v = 0.f;
+        for (int c = threadIdx.x; c < cols; c += blockDim.x) v += x[blockIdx.x * cols + c];
+        block<Op::Add>(v);
+        if (threadIdx.x == 0) y[blockIdx.x] = v;
+    }
+    void run(const float* x, float* y, int rows, int cols) { row_sum<<<rows, 128>>>(x, y, cols); }
+    """
+    source = ported_msl(tmp_path, source, [{"rows": 6, "cols": 300}]).candidate.source
+    assert "threadgroup float _block_reduce_buffer[max_warps * (1)];" in source
+
+
+def test_a_tile_whose_width_is_a_template_parameter_is_refused_naming_it():
+    """`thread_block_tile<threadsPerHead>`: the width is known only per instantiation, and Metal
+    has SIMD-groups of 32 and quads of 4: refused in one sentence naming the width."""
+    source = """
+    #include <cooperative_groups.h>
+    namespace cg = cooperative_groups;
+    template <int threadsPerHead>
+    __global__ void head_max(const float* x, float* y, int n) {
+        cg::thread_block tb = cg::this_thread_block();
+        cg::thread_block_tile<threadsPerHead> g = cg::tiled_partition<threadsPerHead>(tb);
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        float v = i < n ? x[i] : -1e30f;
+        for (int o = threadsPerHead / 2; o > 0; o /= 2) v = fmaxf(v, g.shfl_xor(v, o));
+        if (i < n) y[i] = v;
+    }
+    void run(const float* x, float* y, int n) { head_max<32><<<(n + 63) / 64, 64>>>(x, y, n); }
+    """
+    with pytest.raises(Untranslatable, match="its width threadsPerHead is no number"):
+        translate(source)

@@ -82,7 +82,8 @@ def _check_atomic_outputs(job: KernelJob, ports: Ports) -> None:
             raise Untranslatable(
                 f"atomic output {t}",
                 job.info.line,
-                f"Metal atomics need float32/int32/uint32 outputs, not {sorted(bad)[0]}",
+                f"Metal atomics need float32/int32/uint32 outputs, not {sorted(bad)[0]}: port "
+                "it at --dtypes float32, or accumulate into a float32 output and convert after",
             )
 
 

@@ -129,8 +129,8 @@ class HostFunction:
                 return None
             got = self.binder.bound(name)  # what the case binds wins, as in the original's run
             bound = self.binder.binds(name)
-            if got is None and name in self.device.set_by_calls:
-                got = v  # a device query in this function: the documented value even if bound
+            if got is None and name in self.device.set_by_calls and not bound:
+                got = v  # a device query in this function: the documented value, unless bound
             if got is None and (v is None or bound):
                 got = self.device.field(name)
             if got is not None:
@@ -226,9 +226,14 @@ class HostFunction:
         """A host variable passed as a scalar argument has the value of the task's param for that
         kernel parameter: `N = B * T; k<<<ceil_div(N, 256), 256>>>(x, N)` launches over N."""
         self.passed: dict[str, ast.expr] = {}
+        passing: dict[str, set[str]] = {}  # kernel parameter -> what the sites pass it
         for site in sites:
             for p, arg in zip(self.kernel.params, site.args, strict=False):
-                if p.is_pointer or p.is_reference or not arg.isidentifier():
+                passing.setdefault(p.name, set()).add(arg.strip())
+        for site in sites:
+            for p, arg in zip(self.kernel.params, site.args, strict=False):
+                differs = len(passing[p.name]) > 1  # `size` at one launch, `n_blocks` at another
+                if p.is_pointer or p.is_reference or differs or not arg.isidentifier():
                     continue
                 got = self.binder.scalar(p.name) if self.binder.task is not None else None
                 if got is not None and isinstance(self.env.get(arg), _Lazy | type(None)):

@@ -41,6 +41,12 @@ def _rule(category: str, form: str, target: str, metal: str | None = None, reaso
     return Call(category, RULE, target if metal is None else metal, reason, form, target)
 
 
+def _rounded(ty: str, widen: bool = False) -> Call:
+    """A round-to-nearest conversion to an integer type (a half or bfloat16 widened first)."""
+    x = "float({0})" if widen else "{0}"
+    return _rule("conversion", "unary", f"{ty}(metal::rint({x}))", f"{ty}(rint(x))")
+
+
 def _refusal(category: str, reason: str, metal: str | None = None) -> Call:
     return Call(category, REFUSAL, metal, reason)
 
@@ -195,10 +201,45 @@ CALLS: dict[str, Call] = {
     "__int2float_rn": _rule("conversion", "cast", "float", "float(x)"),
     "__uint2float_rn": _rule("conversion", "cast", "float", "float(x)"),
     "__ll2float_rn": _rule("conversion", "cast", "float", "float(x)"),
+    "__ull2float_rn": _rule("conversion", "cast", "float", "float(x)"),
+    # Metal has no double: a double is computed in float (msl_render.type_name)
+    "__int2double_rn": _rule("conversion", "cast", "float", "float(x)"),
+    "__uint2double_rn": _rule("conversion", "cast", "float", "float(x)"),
+    "__ll2double_rn": _rule("conversion", "cast", "float", "float(x)"),
+    "__ull2double_rn": _rule("conversion", "cast", "float", "float(x)"),
+    "__double2float_rn": _rule("conversion", "cast", "float", "float(x)"),
+    "__double2int_rn": _rounded("int"),
+    "__half2int_rn": _rounded("int", widen=True),
+    "__bfloat162int_rn": _rounded("int", widen=True),
+    "__float2ll_rn": _rounded("long"),
+    "__double2ll_rn": _rounded("long"),
+    "__half2ll_rn": _rounded("long", widen=True),
+    "__bfloat162ll_rn": _rounded("long", widen=True),
+    "__double2uint_rn": _rounded("uint"),
+    "__half2uint_rn": _rounded("uint", widen=True),
+    "__bfloat162uint_rn": _rounded("uint", widen=True),
+    "__float2ull_rn": _rounded("ulong"),
+    "__double2ull_rn": _rounded("ulong"),
+    "__half2ull_rn": _rounded("ulong", widen=True),
+    "__bfloat162ull_rn": _rounded("ulong", widen=True),
+    "__ll2half_rn": _rule("half", "cast", "half", "half(x)"),
+    "__short2half_rn": _rule("half", "cast", "half", "half(x)"),
+    "__uint2half_rn": _rule("half", "cast", "half", "half(x)"),
+    "__ull2half_rn": _rule("half", "cast", "half", "half(x)"),
+    "__ushort2half_rn": _rule("half", "cast", "half", "half(x)"),
+    "__int2bfloat16_rn": _rule("half", "cast", "bfloat", "bfloat(x)"),
+    "__ll2bfloat16_rn": _rule("half", "cast", "bfloat", "bfloat(x)"),
+    "__short2bfloat16_rn": _rule("half", "cast", "bfloat", "bfloat(x)"),
+    "__uint2bfloat16_rn": _rule("half", "cast", "bfloat", "bfloat(x)"),
+    "__ull2bfloat16_rn": _rule("half", "cast", "bfloat", "bfloat(x)"),
+    "__ushort2bfloat16_rn": _rule("half", "cast", "bfloat", "bfloat(x)"),
+    "__double2half": _rule("half", "cast", "half", "half(x)"),
+    "__double2bfloat16": _rule("half", "cast", "bfloat", "bfloat(x)"),
+    "__float22bfloat162_rn": _rule("half", "cast", "bfloat2", "bfloat2(x)"),
     "__float2int_rz": _rule("conversion", "cast", "int", "int(x)"),
     "__float2uint_rz": _rule("conversion", "cast", "uint", "uint(x)"),
-    "__float2int_rn": _rule("conversion", "unary", "int(metal::rint({0}))", "int(rint(x))"),
-    "__float2uint_rn": _rule("conversion", "unary", "uint(metal::rint({0}))", "uint(rint(x))"),
+    "__float2int_rn": _rounded("int"),
+    "__float2uint_rn": _rounded("uint"),
     # half and bfloat16
     "__float2half": _rule("half", "cast", "half", "half(x)"),
     "__float2half_rn": _rule("half", "cast", "half", "half(x)"),

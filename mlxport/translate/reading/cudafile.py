@@ -15,6 +15,7 @@ class TemplateParam(BaseModel):
     name: str
     kind: str  # "typename", or the type of a non-type parameter ("int", "bool", ...)
     default: str | None = None
+    variadic: bool = False  # a parameter pack (`typename... Ts`, `int... Ns`)
 
 
 class Param(BaseModel):

@@ -33,13 +33,27 @@ def template_params(fn: Node) -> list[TemplateParam]:
                 (source_text(c) for c in p.named_children if c.type == "type_identifier"),
                 source_text(p),
             )
-            out.append(TemplateParam(name=name, kind="typename", default=default))
+            out.append(
+                TemplateParam(
+                    name=name,
+                    kind="typename",
+                    default=default,
+                    variadic=p.type.startswith("variadic"),
+                )
+            )
         elif p.type == "template_template_parameter_declaration":
             out.append(TemplateParam(name=collapse_spaces(source_text(p)), kind="template"))
         else:
-            name = declared_name(p.child_by_field_name("declarator"))
+            d = p.child_by_field_name("declarator")
+            if d is not None and d.type == "variadic_declarator":  # `Op... Ops`
+                d = next((c for c in d.named_children if c.type == "identifier"), d)
+            name = declared_name(d)
             kind = collapse_spaces(source_text(p.child_by_field_name("type"))) or "int"
-            out.append(TemplateParam(name=name, kind=kind, default=default))
+            out.append(
+                TemplateParam(
+                    name=name, kind=kind, default=default, variadic=p.type.startswith("variadic")
+                )
+            )
     return out
 
 

@@ -10,7 +10,7 @@ from tree_sitter import Node
 
 from mlxport.cuda_syntax import callee, line, text
 from mlxport.translate.reading.calls import Call
-from mlxport.translate.render.base import FnCtx, RenderError, root_name
+from mlxport.translate.render.base import FnCtx, RenderError, root_name, short
 from mlxport.translate.render.msl_declarators import is_pointer_type
 from mlxport.translate.render.msl_spaces import spaces_of
 
@@ -61,10 +61,7 @@ def atomic_call(r, node: Node, entry: Call, args: list[Node], ctx: FnCtx) -> str
         or not r.atomic_root(root)
         and root not in r.facts.outputs
     ):
-        where = "threadgroup memory" if spaces == frozenset({"threadgroup"}) else "this pointer"
-        raise RenderError(
-            f"{name} on {where}", ln, "only atomics on kernel outputs map to MLX atomic outputs"
-        )
+        raise RenderError(f"{name} on `{short(text(target))}`", ln, _unported_why(spaces, ctx))
     pointer = r.raw(target, ctx)
     values = ", ".join(r.render(a, ctx) for a in args[1:])
     if entry.target.startswith("mlxport_"):
@@ -90,3 +87,19 @@ def _define(r, name: str) -> None:
             guard=name.upper(), name=name, next=_NEXT[name], relaxed=_RELAXED
         )
     r.emitted.append(name)
+
+
+def _unported_why(spaces: frozenset[str] | None, ctx: FnCtx) -> str:
+    """Why an atomic is not ported, and what the user can change."""
+    if spaces == frozenset({"threadgroup"}):
+        return (
+            "atomics on threadgroup (__shared__) memory are not ported (Metal needs the array "
+            "declared atomic): accumulate per thread or per warp and combine after "
+            "__syncthreads(), or add atomically into a kernel output"
+        )
+    if ctx.kind != "kernel":
+        return (
+            f"atomics in a helper ({ctx.name}()) are not ported: make the atomic call in the "
+            "kernel's own body on one of its output pointers"
+        )
+    return "only atomics on the kernel's output pointers map to MLX atomic outputs"

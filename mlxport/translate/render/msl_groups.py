@@ -58,12 +58,19 @@ def _constant(name: str, anywhere: Node | None) -> int | None:
             value = n.child_by_field_name("value")
             if value is not None and value.type == "number_literal" and text(value).isdigit():
                 found.add(int(text(value)))
+        value = n.child_by_field_name("value") if n.type == "preproc_def" else None
+        if (  # #define WARP_SIZE 32
+            value is not None
+            and text(n.child_by_field_name("name")) == name
+            and text(value).strip().isdigit()
+        ):
+            found.add(int(text(value).strip()))
     return found.pop() if len(found) == 1 else None
 
 
 # tree-sitter reads `cg::thread_block_tile<32> warp = ...;` as comparisons when it cannot tell the
 # template from a value; the statement's text still says what it declares
-_MISREAD = re.compile(r"^\s*([\w:]+\s*<\s*\d+\s*>)\s+(\w+)\s*=\s*(.*?);?\s*$", re.S)
+_MISREAD = re.compile(r"^\s*([\w:]+\s*<\s*\w+\s*>)\s+(\w+)\s*=\s*(.*?);?\s*$", re.S)
 
 
 def group_declaration(node: Node, ctx: FnCtx) -> str | None:
@@ -72,7 +79,8 @@ def group_declaration(node: Node, ctx: FnCtx) -> str | None:
         m = _MISREAD.match(text(node))
         if m is None or _TILE.search(m.group(1)) is None:
             return None
-        return _remember(node, m.group(2), group_width(m.group(1), m.group(3)), ctx)
+        width = group_width(m.group(1), m.group(3), node)
+        return _remember(node, m.group(2), _known(width, m.group(1), node), ctx)
     type_node = node.child_by_field_name("type")
     decls = node.children_by_field_name("declarator")
     if type_node is None or len(decls) != 1:
@@ -80,8 +88,23 @@ def group_declaration(node: Node, ctx: FnCtx) -> str | None:
     d = decls[0]
     value = d.child_by_field_name("value") if d.type == "init_declarator" else None
     width = group_width(text(type_node), text(value) if value is not None else "", node)
+    width = _known(width, text(type_node), node)
     name = text(d.child_by_field_name("declarator") if d.type == "init_declarator" else d)
     return _remember(node, name, width, ctx)
+
+
+def _known(width: int | None, type_text: str, node: Node) -> int | None:
+    """The width, or a refusal naming it where a tile's width is no number the file gives (a
+    template parameter: `thread_block_tile<threadsPerHead>`)."""
+    m = _TILE.search(type_text)
+    if width is None and m is not None and not m.group(1).isdigit():
+        raise RenderError(
+            f"cg::thread_block_tile<{m.group(1)}>",
+            line(node),
+            f"its width {m.group(1)} is no number or constant of the file (Metal groups threads "
+            "in SIMD-groups of 32 and quads of 4 only): write the width as 32 or 4",
+        )
+    return width
 
 
 def _remember(node: Node, name: str, width: int | None, ctx: FnCtx) -> str | None:

@@ -12,14 +12,18 @@ from typing import TYPE_CHECKING
 from tree_sitter import Node
 
 from mlxport.cuda_syntax import (
+    ancestors,
     callee,
     declared_name,
     function_name,
     line,
+    reading_source,
     text,
     walk,
 )
-from mlxport.translate.reading.names import BUILTINS
+from mlxport.translate.reading.cudafile import TemplateParam
+from mlxport.translate.reading.declarations import template_params
+from mlxport.translate.reading.names import BUILTINS, TYPE_MAP
 from mlxport.translate.render.base import FnCtx, RenderError, namespace_of, short
 from mlxport.translate.render.msl_declarators import (
     array_size_nodes,
@@ -314,7 +318,8 @@ def _param_list(
     extra = [f"uint3 {b}" for b in r.helpers.builtins.get(name, [])]
     for owner, var, decl_node in r.helpers.shared.get(name, []):
         pname = var if owner == name else f"{owner}_{var}"
-        extra.append(_shared_param(r, decl_node, var, pname, owner == name, ctx))
+        ty = _shared_type(r, decl_node, plist, owner, ctx)
+        extra.append(_shared_param(r, decl_node, var, pname, ty, owner == name, ctx))
     if not extra:
         return body
     inner = body.rstrip()[:-1].rstrip()
@@ -343,10 +348,23 @@ def _points_to_void(p: Node) -> bool:
     )
 
 
-def _shared_param(
-    r: MslRender, decl_node: Node, var: str, pname: str, own: bool, ctx: FnCtx
-) -> str:
+def _shared_type(r: MslRender, decl_node: Node, plist: Node, owner: str, ctx: FnCtx) -> str:
+    """The element type of ``owner``'s __shared__ array in the helper whose parameters ``plist``
+    are: the owner's template typename as this helper's call instantiates it (`_block<float, ...>`
+    in `block`), else as declared."""
     ty = r.render(decl_node.child_by_field_name("type"), ctx)
+    fn = next((a for a in ancestors(plist) if a.type == "function_definition"), None)
+    call = call_toward(r, fn, owner) if fn is not None and function_name(fn)[0] != owner else None
+    if call is None:
+        return ty
+    subst, _ = bind_template(params_of(r.src, decl_node), args_toward(r, call, owner) or [])
+    got = re.sub(r"^\((\w+)\)$", r"\1", subst.get(ty.strip(), ""))
+    return TYPE_MAP.get(got, got) if got else ty
+
+
+def _shared_param(
+    r: MslRender, decl_node: Node, var: str, pname: str, ty: str, own: bool, ctx: FnCtx
+) -> str:
     d = next(x for x in decl_node.children_by_field_name("declarator") if declared_name(x) == var)
     dims = array_size_nodes(d)
     if not dims and declarator_kind(d) != "array":  # `extern __shared__ U buf[]` is an array
@@ -363,3 +381,103 @@ def _shared_param(
         )
     rest = "".join(f"[{r.render(x, ctx)}]" for x in dims)
     return f"threadgroup {ty} (&{pname}){rest}"
+
+
+# Template arguments along chains of helper calls: a helper's __shared__ array hoisted into the
+# kernel has the type and size the helper is instantiated with where the kernel's call reaches it.
+_CHAIN = 8  # helpers a call may go through to the one declaring the array
+
+
+def params_of(src: bytes, inside: Node) -> list[TemplateParam]:
+    """The template parameters of the function definition ``inside`` is (or is in)."""
+    fn = next((a for a in [inside, *ancestors(inside)] if a.type == "function_definition"), None)
+    if fn is None:
+        return []
+    with reading_source(src):
+        return template_params(fn)
+
+
+def bind_template(
+    params: list[TemplateParam], args: list[str]
+) -> tuple[dict[str, str], dict[str, int]]:
+    """(each template parameter's argument, a default where the call gives none; a parameter
+    pack's size)."""
+    subst: dict[str, str] = {}
+    packs: dict[str, int] = {}
+    for i, p in enumerate(params):
+        if p.variadic:
+            subst[p.name] = ", ".join(args[i:])
+            packs[p.name] = len(args[i:])
+            break
+        if i < len(args):
+            subst[p.name] = args[i]
+        elif p.default is not None:
+            subst[p.name] = substituted(p.default, subst)
+    return subst, packs
+
+
+def substituted(src: str, subst: dict[str, str]) -> str:
+    return re.sub(
+        r"\b\w+\b", lambda m: f"({subst[m.group()]})" if m.group() in subst else m.group(), src
+    )
+
+
+def _template_args(call: Node) -> list[str]:
+    """The explicit template arguments of a call (`ns::f<A, B>(x)`: A and B)."""
+    fn = call.child_by_field_name("function")
+    while fn is not None and fn.type == "qualified_identifier":
+        fn = fn.child_by_field_name("name")
+    if fn is None or fn.type != "template_function":
+        return []
+    targs = fn.child_by_field_name("arguments")
+    return [text(a) for a in targs.named_children] if targs is not None else []
+
+
+def args_toward(r: MslRender, call: Node, owner: str) -> list[str] | None:
+    """The template arguments ``owner`` is instantiated with where ``call`` reaches it, in terms of
+    the caller's names: the call's own, or through each helper on the way, its call's arguments
+    in terms of its own parameters (defaults included)."""
+    name, args = reached(r.helpers.nodes, callee(call)), _template_args(call)
+    for _ in range(_CHAIN):
+        if name is None:
+            return None
+        if name == owner:
+            return args
+        step = _next_call(r, name, args, owner)
+        if step is None:
+            return None
+        inner, subst = step
+        name = reached(r.helpers.nodes, callee(inner))
+        args = [substituted(a, subst) for a in _template_args(inner)]
+    return None
+
+
+def call_toward(r: MslRender, fn: Node, owner: str) -> Node | None:
+    """The call in the definition ``fn`` on the way to ``owner`` (which declares a __shared__
+    array ``fn`` passes on)."""
+    for n in walk(fn):
+        if n.type != "call_expression":
+            continue
+        called = reached(r.helpers.nodes, callee(n))
+        if called == owner or any(o == owner for o, _, _ in r.helpers.shared.get(called, [])):
+            return n
+    return None
+
+
+def _next_call(
+    r: MslRender, name: str, args: list[str], owner: str
+) -> tuple[Node, dict[str, str]] | None:
+    """In the definition of ``name`` the call's ``args`` fit, the call on the way to ``owner``
+    and the definition's template parameters bound to ``args``."""
+    for d in r.helpers.nodes.get(name, []):
+        fn = function_node(d)
+        params = params_of(r.src, fn) if fn is not None else []
+        required = [p for p in params if p.default is None and not p.variadic]
+        if fn is None or len(args) < len(required):
+            continue
+        if len(args) > len(params) and not any(p.variadic for p in params):
+            continue
+        inner = call_toward(r, fn, owner)
+        if inner is not None:
+            return inner, bind_template(params, args)[0]
+    return None

@@ -8,7 +8,7 @@ import re
 
 from tree_sitter import Node
 
-from mlxport.cuda_syntax import ancestors, callee, declared_name, line, text, walk
+from mlxport.cuda_syntax import callee, declared_name, line, text, walk
 from mlxport.translate.bind.job import KernelJob
 from mlxport.translate.bind.kernel_facts import KernelFacts
 from mlxport.translate.bind.kernel_scope import helper_nodes
@@ -19,8 +19,6 @@ from mlxport.translate.reading.calls import BUILTIN_NAMES, rule
 from mlxport.translate.reading.names import TYPE_MAP
 from mlxport.translate.render.base import (
     FnCtx,
-    call_args,
-    declared_type,
     float_limit_guards,
     namespace_lines,
 )
@@ -31,6 +29,7 @@ from mlxport.translate.render.msl_helpers import (
     render_helper,
     variant_for,
 )
+from mlxport.translate.render.msl_hoisted import hoisted_decl
 from mlxport.translate.render.msl_render import MslRender, leaf_name
 
 Rendered = dict[tuple[str, int, tuple | None], str]  # (helper, definition id, variant) -> MSL
@@ -169,7 +168,25 @@ def _render_helpers(r: MslRender, nodes: dict[str, list[Node]]) -> Rendered:
                     rendered[(name, d.id, v)] = render_helper(r, d, v)
         if {k: set(v) for k, v in r.helpers.variants.items()} == before:
             break
-    return rendered
+    return _without_collapsed(rendered, nodes)
+
+
+def _without_collapsed(rendered: Rendered, nodes: dict[str, list[Node]]) -> Rendered:
+    """With double computed in float, a definition the file wrote with double whose signature
+    becomes another's (`double to(float)` and `float to(double)` are `float to(float)`) is
+    dropped: one definition of each, the one written without double."""
+    by_id = {d.id: d for defs in nodes.values() for d in defs}
+    wide = {i for i, d in by_id.items() if re.search(r"\bdouble\b", text(d))}
+    seen: set[tuple[str, str]] = set()
+    out: Rendered = {}
+    for key in sorted(rendered, key=lambda k: k[1] in wide):  # those without double first
+        m = re.search(rf"^[^\n{{}};]*\b{re.escape(key[0])}\s*\([^{{;]*\{{", rendered[key], re.M)
+        sig = (namespace_of(by_id[key[1]]), re.sub(r"\s+", " ", m.group()) if m else str(key))
+        if key[1] in wide and sig in seen:
+            continue
+        seen.add(sig)
+        out[key] = rendered[key]
+    return {k: v for k, v in rendered.items() if k in out}
 
 
 def _prologue(
@@ -194,113 +211,8 @@ def _prologue(
         for o, var, decl in r.helpers.shared.get(owner, []):
             if o != owner:
                 continue
-            lines.append(_hoisted_decl(job, r, owner, var, decl, call))
+            lines.append(hoisted_decl(job, r, owner, var, decl, call))
     return lines, inner
-
-
-def _hoisted_decl(
-    job: KernelJob, r: MslRender, owner: str, var: str, decl: Node, call: Node
-) -> str:
-    """The kernel-scope declaration of a helper's __shared__ array, sized by the kernel's call."""
-    ctx = FnCtx("helper", name=owner)
-    ty = r.render(decl.child_by_field_name("type"), ctx)
-    deduced = _deduced(job, owner, call)
-    ty = deduced.get(ty.strip(), ty)  # `static __shared__ T shared[32]` where the call makes T
-    d = next(x for x in decl.children_by_field_name("declarator") if declared_name(x) == var)
-    dims = []
-    x = d
-    while x is not None and x.type == "array_declarator":
-        size = x.child_by_field_name("size")
-        # extern __shared__ T buf[]: as many elements as the launch's dynamic bytes hold
-        dims.insert(0, r.render(size, ctx) if size is not None else r.facts.dynamic.get(var, ""))
-        x = x.child_by_field_name("declarator")
-    dims = [_expand(dim, _local_constants(r, decl, ctx)) for dim in dims]
-    fn = call.child_by_field_name("function")
-    targs = (
-        fn.child_by_field_name("arguments")
-        if fn is not None and fn.type == "template_function"
-        else None
-    )
-    tparams = _template_params(job, owner)
-    subst = deduced | (
-        dict(zip(tparams, [text(a) for a in targs.named_children], strict=False)) if targs else {}
-    )
-    out_dims = []
-    for dim in dims:
-        for k in tparams:
-            if re.search(rf"\b{k}\b", dim) and k not in subst:
-                raise Untranslatable(
-                    f"__shared__ {var} in {owner}()",
-                    line(decl),
-                    f"its size uses template parameter {k} that the kernel's call does not set",
-                )
-        out_dims.append(
-            re.sub(
-                r"\b\w+\b",
-                lambda m: f"({subst[m.group()]})" if m.group() in subst else m.group(),
-                dim,
-            )
-        )
-    job.notes.append(
-        f"__shared__ {var} of {owner}() hoisted into the kernel (threadgroup memory is declared in "
-        "kernel scope) and passed to it"
-    )
-    return f"threadgroup {ty} {owner}_{var}{''.join(f'[{x}]' for x in out_dims)};"
-
-
-def _local_constants(r: MslRender, decl: Node, ctx: FnCtx) -> dict[str, str]:
-    """The helper's constants declared before ``decl`` (``constexpr int NUM_WARPS = BLOCK / 32;``),
-    rendered: a hoisted array sized by one is sized by its value in the kernel."""
-    body = next((a for a in ancestors(decl) if a.type == "function_definition"), None)
-    out: dict[str, str] = {}
-    for n in walk(body) if body is not None else []:
-        if n.type != "declaration" or n.start_byte >= decl.start_byte:
-            continue
-        if not {"const", "constexpr"} & {text(c) for c in n.children if c.type == "type_qualifier"}:
-            continue
-        for d in n.children_by_field_name("declarator"):
-            value = d.child_by_field_name("value") if d.type == "init_declarator" else None
-            if value is not None and value.type not in ("initializer_list", "argument_list"):
-                out[declared_name(d)] = r.render(value, ctx)
-    return out
-
-
-def _expand(dim: str, constants: dict[str, str]) -> str:
-    """``dim`` with each constant replaced by its value, through constants defined by others."""
-    for _ in range(len(constants) + 1):
-        expanded = re.sub(
-            r"\b\w+\b",
-            lambda m: f"({constants[m.group()]})" if m.group() in constants else m.group(),
-            dim,
-        )
-        if expanded == dim:
-            break
-        dim = expanded
-    return dim
-
-
-def _deduced(job: KernelJob, owner: str, call: Node) -> dict[str, str]:
-    """The helper's template types the call sets: explicit (`f<float>(x)`), or deduced from an
-    argument a `T` parameter takes whose declared type the kernel states (`float v; f(v)`)."""
-    helper = next((d for d in job.cf.device_functions if d.name == owner), None)
-    if helper is None:
-        return {}
-    tparams = [t.name for t in helper.template_params if t.kind == "typename"]
-    fn = call.child_by_field_name("function")
-    targs = fn.child_by_field_name("arguments") if fn.type == "template_function" else None
-    out = dict(zip(tparams, [text(a) for a in targs.named_children], strict=False)) if targs else {}
-    for p, a in zip(helper.params, call_args(call), strict=False):
-        base = re.sub(r"\bconst\b|&", "", p.base_type).strip()
-        if base in tparams and base not in out and (t := declared_type(a)) is not None:
-            out[base] = re.sub(r"\bconst\b", "", t).strip()
-    return {k: TYPE_MAP.get(v, v) for k, v in out.items()}
-
-
-def _template_params(job: KernelJob, owner: str) -> list[str]:
-    for d in job.cf.device_functions:
-        if d.name == owner and d.template_params:
-            return [t.name for t in d.template_params]
-    return []
 
 
 _TYPE_ITEMS = (

@@ -126,6 +126,8 @@ class MslRender(TreeRender):
                 self.used_builtins.add(t)
             if (t in RESERVED or t in TYPE_MAP) and (_cast_type(node) or _head_type(node)):
                 return self.type_name(t, node)  # `(half)(x + y)`, read by the grammar as a call
+            if t == "double":  # a keyword the grammar misread (`MACRO double f(...)`): a type
+                return self.type_name(t, node)
             return leaf_name(t)
         if node.type in ("type_identifier", "primitive_type"):
             if t in self.renames:
@@ -195,8 +197,8 @@ class MslRender(TreeRender):
             raise RenderError(
                 f"non-atomic use of output `{text(node)}`",
                 line(node),
-                "MLX makes every output atomic when one is, so it can only be used by atomics "
-                "and plain stores",
+                "MLX makes every output atomic when one is, so it can only be used by atomics and "
+                "plain stores: write it in a kernel of its own, apart from the atomic outputs",
             )
         if t == "qualified_identifier" and text(node).startswith(_LIBRARIES):
             raise RenderError(
