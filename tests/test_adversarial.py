@@ -1302,8 +1302,26 @@ def test_outputs_over_the_simulators_budget_are_refused_before_they_are_allocate
         update={"output_shapes": [["a.size * 1000000"]]}
     )
     run = SIM.run(huge, vector_inputs())
-    assert run.error and "over the simulator's 1 GiB for a launch's outputs" in run.error
+    assert run.error and "over the 1,073,741,824 bytes a launch's outputs may take" in run.error
     assert not run.outputs
+
+
+@pytest.mark.hack("outputs far larger than the task's, under the simulator's own ceiling")
+def test_outputs_over_a_multiple_of_the_goldens_are_refused_in_verification():
+    from mlxport.backends.base import OUTPUT_FLOOR, output_budget
+    from mlxport.verify.correctness import run_judged
+
+    n = VECTOR_ADD.cases.visible[0]["N"]  # 4 MiB of float32 output: the floor is the budget
+    assert output_budget([np.zeros(n, np.float32)]) == OUTPUT_FLOOR
+    assert output_budget([np.zeros(16 * n, np.float32)]) == 8 * 64 * n
+    source = "uint i = thread_position_in_grid.x;\nout[i] = a[i] + b[i];"
+    wide = vector_add(source).model_copy(update={"output_shapes": [["a.size * 64"]]})
+    case = VECTOR_ADD.cases.visible[0]
+    result, run = run_judged(VECTOR_ADD, wide, SIM, case, "float32", seed=1)
+    assert run is not None and not run.outputs  # 256 MiB: never allocated
+    assert f"over the {OUTPUT_FLOOR:,} bytes a launch's outputs may take" in run.error
+    honest, _ = run_judged(VECTOR_ADD, vector_add(source), SIM, case, "float32", seed=1)
+    assert honest.verdict == "pass", honest
 
 
 @pytest.mark.hack("a secret under a name of mlxport's own prefix")
