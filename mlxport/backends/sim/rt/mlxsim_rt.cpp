@@ -216,7 +216,7 @@ constexpr size_t kAppleThreadgroupMemory = 32768;
 // The bytes threadgroup memory starts as, by offset (storage is 16-byte aligned): 0x7FF5 repeated
 // is a NaN as half, bfloat16, float and double, and no small or extreme integer.
 constexpr uint8_t poison_byte(int64_t off) { return off & 1 ? 0x7F : 0xF5; }
-bool unwritten(const char* base, int64_t off, int64_t size) {
+[[gnu::always_inline]] inline bool unwritten(const char* base, int64_t off, int64_t size) {
   for (int64_t i = off; i < off + size; ++i)
     if (uint8_t(base[i]) != poison_byte(i)) return false;
   return true;
@@ -809,7 +809,7 @@ namespace {
 
 // Whether an access by a thread of SIMD-group `sg` (at its count of syncs `sg_epoch`) is ordered
 // after one by a thread of `other` at `other_epoch`: the same SIMD-group, synchronised between.
-bool ordered(uint32_t sg, uint64_t sg_epoch, uint32_t other, uint64_t other_epoch) {
+[[gnu::always_inline]] inline bool ordered(uint32_t sg, uint64_t sg_epoch, uint32_t other, uint64_t other_epoch) {
   return sg == other && sg_epoch != other_epoch;
 }
 
@@ -827,7 +827,7 @@ const char* group_word() { return cuda_names() ? "block" : "threadgroup"; }
 uint32_t fence_of(const Buffer* buf) {
   return buf->space == AS_THREADGROUP ? kFenceThreadgroup : kFenceDevice;
 }
-uint64_t epoch_of(const Worker& w, const Buffer* buf) {
+[[gnu::always_inline]] inline uint64_t epoch_of(const Worker& w, const Buffer* buf) {
   return buf->space == AS_THREADGROUP ? w.epoch : w.device_epoch;
 }
 
@@ -840,7 +840,7 @@ std::string read_then_written(const Shadow& s, uint32_t writer, const Site& wrot
              s.reader - 1, where(s.read_at).c_str(), writer - 1, where(wrote_at).c_str(), barrier_of(buf).c_str());
 }
 
-uint64_t element_bits(const Buffer* buf, int64_t e) {
+[[gnu::always_inline]] inline uint64_t element_bits(const Buffer* buf, int64_t e) {
   const int64_t es = std::max<int32_t>(buf->elem_size, 1);
   uint64_t bits = 0;
   std::memcpy(&bits, buf->base + e * es, size_t(std::min<int64_t>(es, 8)));
@@ -929,13 +929,13 @@ bool unseen_writes_race(Worker& w, uint32_t fence) {
 
 // One element's shadow at an access by the running thread (tg_touch, device_touch): touching what
 // another thread wrote, or writing what another thread read, since the last barrier faults.
-void touch(Worker* w, Shadow& s, const Buffer* buf, int64_t e, Site site, bool fresh = false, int64_t off = 0,
+[[gnu::always_inline]] inline void touch(Worker* w, Shadow& s, const Buffer* buf, int64_t e, Site site, bool fresh = false, int64_t off = 0,
            int64_t size = 0) {
   const ThreadAttrs& a = w->current->attrs;
   const uint32_t lane = a.thread_index_in_threadgroup + 1, sg = a.simdgroup_index_in_threadgroup;
   const uint64_t sg_epoch = sg < w->sg_epochs.size() ? w->sg_epochs[sg] : 0;
   const bool cuda = w->launch->p->cuda && buf->space == AS_THREADGROUP;
-  if (cuda)
+  if (cuda && s.pending) [[unlikely]]
     if (std::string bad = settle(*w, s, buf, e, true); !bad.empty()) fault(bad.c_str());
   uint64_t bits = element_bits(buf, e);
   const bool changed = bits != s.bits;
