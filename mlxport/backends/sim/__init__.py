@@ -174,11 +174,12 @@ class SimBackend:
         output_bytes: int | None = None,
     ) -> RunResult:
         t0 = time.perf_counter()
-        limit = output_bytes or OUTPUT_BYTES
+        # the runtime's order (0 forward, 1 reversed, 2 shuffled); the runner draws the poison
+        options = {"reverse": ORDERS.index(order), "poison": poison} | (
+            {"count": count} if count else {}
+        )
         try:
-            return self._run(
-                candidate, inputs, timeout, t0, ORDERS.index(order), poison, count, limit
-            )
+            return self._run(candidate, inputs, timeout, t0, options, output_bytes or OUTPUT_BYTES)
         except (ExprError, SignatureError, CompilerMissing, BuildError) as e:
             return RunResult(error=str(e), seconds=time.perf_counter() - t0)
 
@@ -243,10 +244,8 @@ class SimBackend:
         inputs: dict[str, Arg],
         timeout: float,
         t0: float,
-        order: int,
-        poison: str,
-        count: dict[str, int] | None = None,
-        output_bytes: int = OUTPUT_BYTES,
+        options: dict[str, Any],
+        output_bytes: int,
     ) -> RunResult:
         missing = [n for n in candidate.input_names if n not in inputs]
         if missing:
@@ -282,10 +281,7 @@ class SimBackend:
         header, arrays = self._request(
             sig, src, built, hosts, launch, candidate.init_value, set(candidate.inout)
         )
-        header["reverse"] = order  # the runtime's order: 0 forward, 1 reversed, 2 shuffled
-        header["poison"] = poison  # the runner draws the poison itself, for this run
-        if count:
-            header["count"] = count
+        header.update(options)
         try:
             reply, out = self._worker.call(
                 header, arrays, timeout=timeout, files={"library": (built.sha256, built.library)}
