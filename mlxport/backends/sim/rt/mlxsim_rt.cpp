@@ -120,6 +120,7 @@ struct Shadow {
   uint64_t bits = 0;
   Site site{};  // the access
   Site wrote_at{};  // where the element was last written, if it was
+  uint64_t wrote_sg_epoch = 0;  // the writer's SIMD-group's count of syncs at that write
   uint32_t lane = 0;  // thread_index_in_threadgroup + 1; 0: untouched
   uint32_t simdgroup = 0;
   bool wrote = false;
@@ -864,7 +865,7 @@ std::string settled(Shadow& s, const Buffer* buf, int64_t e, const uint32_t* tg)
   s.pending = false;
   const uint64_t bits = element_bits(buf, e);
   if (bits == s.written) {
-    s.wrote = true, s.wrote_at = s.site, s.bits = bits;
+    s.wrote = true, s.wrote_at = s.site, s.wrote_sg_epoch = s.sg_epoch, s.bits = bits;
     return "";
   }
   const bool read = bits == flipped(buf, s.written);
@@ -946,12 +947,14 @@ bool unseen_writes_race(Worker& w, uint32_t fence) {
     w->touched.push_back(Touched{&s, buf, e});
   } else if (s.lane == lane) {
     if (changed) {
-      s.wrote = true, s.wrote_at = s.site;
+      s.wrote = true, s.wrote_at = s.site, s.wrote_sg_epoch = s.sg_epoch;
       if (s.reader && s.reader != lane && !ordered(sg, sg_epoch, s.reader_simdgroup, s.reader_sg_epoch))
         fault(read_then_written(s, lane, s.site, a.threadgroup_position_in_grid, buf, e).c_str());
     }
-  } else if (!ordered(sg, sg_epoch, s.simdgroup, s.sg_epoch) && (s.wrote || changed)) {
-    const Site wrote = changed ? s.site : s.wrote_at;
+  } else if (const bool last_wrote = changed && !ordered(sg, sg_epoch, s.simdgroup, s.sg_epoch);
+             last_wrote || (s.wrote && !ordered(sg, sg_epoch, s.simdgroup, s.wrote_sg_epoch))) {
+    // the last access wrote it, or an earlier one of the same thread with no SIMD-group sync since
+    const Site wrote = last_wrote ? s.site : s.wrote_at;
     if (cuda) {  // a read or a write of the same value: settled at this thread's next step
       s.pending = true, s.writer = s.lane, s.written = bits, s.wrote_at = wrote;
       bits = flipped(buf, bits);
