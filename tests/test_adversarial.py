@@ -1302,8 +1302,26 @@ def test_outputs_over_the_simulators_budget_are_refused_before_they_are_allocate
         update={"output_shapes": [["a.size * 1000000"]]}
     )
     run = SIM.run(huge, vector_inputs())
-    assert run.error and "over the simulator's 1 GiB for a launch's outputs" in run.error
+    assert run.error and "over the 1,073,741,824 bytes a launch's outputs may take" in run.error
     assert not run.outputs
+
+
+@pytest.mark.hack("outputs far larger than the task's, under the simulator's own ceiling")
+def test_outputs_over_a_multiple_of_the_goldens_are_refused_in_verification():
+    from mlxport.backends.base import OUTPUT_FLOOR, output_budget
+    from mlxport.verify.correctness import run_judged
+
+    n = VECTOR_ADD.cases.visible[0]["N"]  # 4 MiB of float32 output: the floor is the budget
+    assert output_budget([np.zeros(n, np.float32)]) == OUTPUT_FLOOR
+    assert output_budget([np.zeros(16 * n, np.float32)]) == 8 * 64 * n
+    source = "uint i = thread_position_in_grid.x;\nout[i] = a[i] + b[i];"
+    wide = vector_add(source).model_copy(update={"output_shapes": [["a.size * 64"]]})
+    case = VECTOR_ADD.cases.visible[0]
+    result, run = run_judged(VECTOR_ADD, wide, SIM, case, "float32", seed=1)
+    assert run is not None and not run.outputs  # 256 MiB: never allocated
+    assert f"over the {OUTPUT_FLOOR:,} bytes a launch's outputs may take" in run.error
+    honest, _ = run_judged(VECTOR_ADD, vector_add(source), SIM, case, "float32", seed=1)
+    assert honest.verdict == "pass", honest
 
 
 @pytest.mark.hack("a secret under a name of mlxport's own prefix")
@@ -1494,27 +1512,65 @@ def test_a_program_scope_constant_array_never_becomes_a_writable_pointer(cast):
     assert run.error and "Metal converts no pointer between address spaces" in run.error, run.error
 
 
+PLAIN = "struct Q { float x; float y[1]; };"
+POINTER_MEMBER = "struct Q { float x; device float* p; };"
+NESTED_POINTER = "struct P { device float* p; };\nstruct Q { float x; P inner; };"
+# A struct of plain members declares itself plain inside (the rewrite's member alias, naming the
+# struct): one deriving from it holds what it adds, and its declaration is not the runtime's.
+DERIVED = "struct G { float x; float y; };\nstruct Q : G { device float* p; };"
+FORGED = (
+    "struct G { float x; float y; };\n"
+    "struct Q { float x; device float* p; using mlxsim_plain = G::mlxsim_plain; };"
+)
+
+
 @pytest.mark.parametrize(
-    ("header", "refused"),
+    ("where", "decl", "refused"),
     [
-        ("struct Q { float x; float y[1]; };", False),
-        ("struct Q { float x; device float* p; };", True),
-        ("struct P { device float* p; };\nstruct Q { float x; P inner; };", True),
-        ("template <class T> struct B { T v; };\nstruct Q { float x; B<device float*> b; };", True),
-        ("template <class T> struct B { T v; };\nstruct Q { float x; B<float> b; };", True),
+        ("header", PLAIN, False),
+        ("header", POINTER_MEMBER, True),
+        ("header", NESTED_POINTER, True),
+        (
+            "header",
+            "template <class T> struct B { T v; };\nstruct Q { float x; B<device float*> b; };",
+            True,
+        ),
+        (
+            "header",
+            "template <class T> struct B { T v; };\nstruct Q { float x; B<float> b; };",
+            True,
+        ),
+        ("body", PLAIN, False),
+        ("body", "struct P { float v; };\nstruct Q { float x; P inner; };", False),
+        ("body", POINTER_MEMBER, True),
+        ("body", NESTED_POINTER, True),
+        ("body", DERIVED, True),
+        ("body", FORGED, True),
     ],
 )
-def test_a_structs_bits_read_as_numbers_only_where_no_member_can_hold_an_address(header, refused):
-    """``*(thread uint2*)&q`` of a struct of plain values is an honest bit copy; of one with a
-    pointer member, at any depth, it would read an address as numbers and is refused."""
+def test_a_structs_bits_read_as_numbers_only_where_no_member_can_hold_an_address(
+    where, decl, refused
+):
+    """``*(thread uint2*)&q`` of a struct of plain values is an honest bit copy, the struct
+    declared in the header or in the kernel body as honest ports do; of one with a pointer member,
+    at any depth, or derived from a plain one, or claiming the rewrite's mark of a plain struct, it
+    would read an address as numbers and is refused."""
     src = "uint i = thread_position_in_grid.x;\nQ q; q.x = a[i];\n"
     src += "uint2 u = *(thread uint2*)&q;\nout[i] = as_type<float>(u.x) + b[i];"
+    header = decl if where == "header" else ""
+    src = src if where == "header" else f"{decl}\n{src}"
     compiled = SIM.compile(vector_add(src, header), vector_inputs())
     assert compiled.ok is not refused, compiled.diagnostics
     if refused:
-        assert "may hold an address" in compiled.diagnostics[0].message
+        message = compiled.diagnostics[0].message
+        assert "may hold an address" in message or "the simulator's own code" in message, message
     else:
-        assert SIM.run(vector_add(src, header), vector_inputs()).error is None
+        inputs = vector_inputs()
+        run = SIM.run(vector_add(src, header), inputs)
+        assert run.error is None, run.error
+        np.testing.assert_array_equal(
+            np.asarray(run.outputs[0]), np.asarray(inputs["a"] + inputs["b"])
+        )
 
 
 @pytest.mark.hack("a device pointer made of a thread variable's address")

@@ -1,6 +1,7 @@
 """The CPU executor runs CUDA kernels as written: results against numpy, and the faults, races and
 extents it reports. Kernels are written here in the styles real ones use."""
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -203,6 +204,81 @@ def test_two_blocks_writing_one_element_without_atomics_is_a_race(ex, tmp_path):
     )
     r = ex.run(c, Launch((2, 1, 1), (32, 1, 1)), [np.ones(2, np.float32), np.zeros(1, np.float32)])
     assert r.ok and r.races and "out[0]" in r.races[0]
+
+
+SHARED_PATTERNS = r"""
+__global__ void patterns(const float* x, float* y, int mode) {
+  __shared__ float s[64];
+  __shared__ float tile[2][32];
+  int t = threadIdx.x;
+  if (mode == 0) {  // a neighbour's element, read with no barrier after its write
+    s[t] = x[t];
+    y[t] = s[(t + 1) % 64];
+  } else if (mode == 1) {  // half the block writes, the whole block reads
+    if (t < 32) s[t] = x[t];
+    __syncthreads();
+    y[t] = s[t];
+  } else if (mode == 2) {  // every lane of a warp writes the warp's one value: CUDA keeps one
+    s[t / 32] = 2.0f;
+    __syncthreads();
+    y[t] = s[t / 32] + x[t];
+  } else if (mode == 3) {  // the same element, different values
+    s[0] = x[t];
+    __syncthreads();
+    y[t] = s[0];
+  } else if (mode == 4) {  // warp-synchronous, ordered by __syncwarp
+    s[t] = x[t];
+    __syncwarp();
+    y[t] = s[t ^ 1];
+  } else if (mode == 5) {  // pre-Volta warp-synchronous reduction: no __syncwarp
+    s[t] = x[t];
+    __syncthreads();
+    if (t < 32) {
+      volatile float* v = s;
+      v[t] += v[t + 32];
+      v[t] += v[t + 16];
+    }
+    __syncthreads();
+    y[t] = s[0];
+  } else {  // a subscript of a two-dimensional array names its line
+    tile[t / 32][t % 32] = x[t];
+    y[t] = tile[0][(t + 1) % 32];
+  }
+}
+"""
+
+
+def test_a_race_or_unwritten_read_in_shared_memory_stops_the_original(ex, tmp_path):
+    """A golden must not be the product of a race: the executor keeps the simulator's shadow of
+    shared memory, and knows what CUDA guarantees (one of several writes lands; __syncwarp
+    orders a warp; warp-synchronous code without it races since Volta)."""
+    c = kernel(ex, tmp_path, SHARED_PATTERNS, "patterns")
+    x = RNG.standard_normal(64).astype(np.float32)
+
+    def run(mode):
+        return ex.run(
+            c, Launch((1, 1, 1), (64, 1, 1)), [x, np.zeros(64, np.float32), np.int32(mode)]
+        )
+
+    assert re.search(
+        r"race on shared memory s\[\d+\]: thread \d+ wrote it .* thread \d+ read it", run(0).error
+    )
+    unwritten = run(1).error
+    assert (
+        "reads shared memory s[32]" in unwritten
+        and "no thread of the block had written" in unwritten
+    )
+    same, warp = run(2), run(4)
+    assert same.ok and warp.ok, same.error or warp.error
+    np.testing.assert_array_equal(same.buffers["y"], x + np.float32(2))
+    np.testing.assert_array_equal(warp.buffers["y"], x[np.arange(64) ^ 1])
+    assert "wrote another value to it" in run(3).error
+    assert re.search(r"race on shared memory s\[\d+\]: thread \d+ read it", run(5).error)
+    assert re.search(
+        r"tile\[1\]: thread 1 wrote it \(patterns\.cu line 36\) and thread 32 read it "
+        r"\(patterns\.cu line 37\)",
+        run(6).error,
+    )
 
 
 def test_a_barrier_some_threads_skip_is_reported(ex, tmp_path):

@@ -5,7 +5,8 @@ every timing, and the check that a kernel left its inputs as they were."""
 import mlx.core as mx
 import numpy as np
 
-from mlxport.backends import gpu_worker
+from mlxport.backends import confine, gpu_worker
+from mlxport.redaction import SECRET_NAME
 from mlxport.tasks import load_task
 
 
@@ -47,3 +48,41 @@ def test_an_input_changed_by_the_launches_is_named():
     assert gpu_worker._written_inputs(sets, [x, bits], given) is None
     given[1]["h"][2] = 7.0
     assert gpu_worker._written_inputs(sets, [x, bits], given) == "h"
+
+
+# What a GPU worker cannot start or see its device without (or runs another path without),
+# written down here apart from the list it is checked against.
+GPU_NEEDS = {
+    "cuda": [
+        "LD_LIBRARY_PATH",
+        "CUDA_VISIBLE_DEVICES",
+        "CUDA_HOME",
+        "CUDA_PATH",
+        "CUDA_CACHE_PATH",
+        "CUDA_MPS_PIPE_DIRECTORY",
+        "NVIDIA_VISIBLE_DEVICES",
+        "NVIDIA_DRIVER_CAPABILITIES",
+        "NVIDIA_TF32_OVERRIDE",
+        "MLX_USE_CUDA_GRAPHS",
+        "MLX_ENABLE_TF32",
+    ],
+    "metal": [
+        "MLX_METAL_DEBUG",
+        "METAL_DEVICE_WRAPPER_TYPE",
+        "MTL_CAPTURE_ENABLED",
+        "MLX_ENABLE_TF32",
+    ],
+}
+
+
+def test_a_gpu_worker_gets_its_runtimes_variables_and_no_other_of_their_families(monkeypatch):
+    """The environment allowlist holds exact names: every variable the GPU runtimes need reaches a
+    worker (mlx_kernel reads MLX_USE_CUDA_GRAPHS there), none of them looks like a secret, and an
+    unknown name of the same families stays out."""
+    needed = {name for names in GPU_NEEDS.values() for name in names}
+    for name in needed | {"CUDA_X", "MLX_PROVIDER", "NVIDIA_API_BASE"}:
+        monkeypatch.setenv(name, "1")
+    env = confine.worker_env()
+    assert needed <= set(env), needed - set(env)
+    assert not {"CUDA_X", "MLX_PROVIDER", "NVIDIA_API_BASE"} & set(env)
+    assert not [n for n in confine.GPU_RUNTIME_NAMES if SECRET_NAME.search(n)]

@@ -24,6 +24,16 @@ ArgInfo = ArrayInfo | int | float | bool
 
 
 ORDERS = ("forward", "reversed", "shuffled")  # thread orders a reordering backend runs
+# A launch's outputs may take this many times the golden's (a candidate may keep scratch in an
+# extra output), and at least OUTPUT_FLOOR: enough for any honest port of the task, and no more
+# for a shape such as `a.size * 1000000` to take the worker's memory with.
+OUTPUT_FACTOR = 8
+OUTPUT_FLOOR = 64 << 20
+
+
+def output_budget(golden: list[np.ndarray]) -> int:
+    """The most bytes a candidate's outputs may take on a task whose golden outputs are these."""
+    return max(OUTPUT_FLOOR, OUTPUT_FACTOR * sum(int(np.asarray(g).nbytes) for g in golden))
 
 
 def cache_root() -> Path:
@@ -115,6 +125,7 @@ class Backend(Protocol):
         order: str = "forward",
         poison: str = "nan",
         count: dict[str, int] | None = None,
+        output_bytes: int | None = None,
     ) -> RunResult:
         """Launch once, isolated from the caller. ``inputs`` holds at least
         ``candidate.input_names``; any other names (the task's params) are in scope for the launch
@@ -126,7 +137,10 @@ class Backend(Protocol):
         reads an output before writing it gives another answer (the simulator draws them for each
         run and element, the GPU backends one value for each run: mlx_kernel.drawn_poison).
         ``count`` (where ``counts``): the line and bank sizes (``line_bytes``, ``banks``,
-        ``bank_bytes``) to count the kernel's memory accesses in, for ``RunResult.counts``."""
+        ``bank_bytes``) to count the kernel's memory accesses in, for ``RunResult.counts``.
+        ``output_bytes``: the most the outputs may take (verification passes ``output_budget`` of
+        the golden's); a launch over it is refused before anything is allocated. None: the
+        backend's own ceiling."""
 
     def run_op(
         self, folder: Path, arrays: list[np.ndarray], dtypes: list[str], params: dict[str, Any]

@@ -97,22 +97,44 @@ _NAMES |= {
     "OMP_NUM_THREADS",
     "OPENBLAS_NUM_THREADS",
     "MKL_NUM_THREADS",
-    "MLX_USE_CUDA_GRAPHS",
-    "MLX_METAL_DEBUG",
-    "MLX_MAX_OPS_PER_BUFFER",
-    "MLX_MAX_MB_PER_BUFFER",
-    "MLX_ENABLE_TF32",
-    "MLX_DISABLE_COMPILE",
-    "MLX_CUDA_GRAPH_CACHE_SIZE",
+}
+# What a GPU worker (backends/gpu_worker.py) reads through MLX and the GPU runtime beneath it: which
+# device it sees, where the CUDA toolkit is (NVRTC compiles cuda_kernel sources against its
+# headers; libcuda is found through LD_LIBRARY_PATH), the driver's JIT cache and MPS daemon, MLX's
+# settings that change what runs (graphs, TF32, buffers), and Metal's validation and capture.
+GPU_RUNTIME_NAMES = {
     "CUDA_VISIBLE_DEVICES",
     "CUDA_DEVICE_ORDER",
     "CUDA_HOME",
     "CUDA_PATH",
     "CUDA_MODULE_LOADING",
     "CUDA_CACHE_DISABLE",
+    "CUDA_CACHE_PATH",
+    "CUDA_CACHE_MAXSIZE",
+    "CUDA_LAUNCH_BLOCKING",
+    "CUDA_DEVICE_MAX_CONNECTIONS",
+    "CUDA_FORCE_PTX_JIT",
+    "CUDA_DISABLE_PTX_JIT",
+    "CUDA_MPS_PIPE_DIRECTORY",
+    "CUDA_MPS_LOG_DIRECTORY",
     "NVIDIA_VISIBLE_DEVICES",
     "NVIDIA_DRIVER_CAPABILITIES",
+    "NVIDIA_TF32_OVERRIDE",
+    "MLX_USE_CUDA_GRAPHS",
+    "MLX_CUDA_GRAPH_CACHE_SIZE",
+    "MLX_CUDA_USE_CUDNN_SPDA",
+    "MLX_ENABLE_TF32",
+    "MLX_MAX_OPS_PER_BUFFER",
+    "MLX_MAX_MB_PER_BUFFER",
+    "MLX_DISABLE_COMPILE",
+    "MLX_METAL_DEBUG",
+    "METAL_DEVICE_WRAPPER_TYPE",
+    "METAL_DEBUG_ERROR_MODE",
+    "MTL_DEBUG_LAYER",
+    "MTL_SHADER_VALIDATION",
+    "MTL_CAPTURE_ENABLED",
 }
+_NAMES |= GPU_RUNTIME_NAMES
 
 
 def _env_int(name: str, default: int) -> int:

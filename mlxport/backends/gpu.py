@@ -128,6 +128,7 @@ class GpuBackend:
         timeout: float = 60.0,
         order: str = "forward",
         poison: str = "nan",
+        output_bytes: int | None = None,  # MLX allocates outputs: device memory bounds them
     ) -> RunResult:
         return self.run_together(candidate, [inputs], timeout=timeout, poison=poison)[0]
 

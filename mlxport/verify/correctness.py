@@ -15,7 +15,7 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 
-from mlxport.backends.base import Backend, RunResult
+from mlxport.backends.base import Backend, RunResult, output_budget
 from mlxport.errors import UserError
 from mlxport.spec import CaseResult, CorrectnessReport, KernelCandidate, KernelTask
 from mlxport.spec.results import TOGETHER
@@ -390,7 +390,7 @@ def run_judged(
     if wrong:
         return CaseResult(case=label, dtype=dtype, verdict="fail", pattern=wrong), None
     args = kernel_args(task, candidate, inputs, case)
-    run = backend.run(candidate, args, timeout=timeout, **options)
+    run = backend.run(candidate, args, timeout=timeout, output_bytes=output_budget(refs), **options)
     return _judge(task, run, refs, order, label, dtype), run
 
 
@@ -466,6 +466,7 @@ def _check_case(
                 timeout=timeout,
                 order=mode if mode in ("reversed", "shuffled") else "forward",
                 poison="finite" if mode == "poisoned" else "nan",
+                output_bytes=output_budget(sets[0][1]),
             )
         ]
     results = [

@@ -55,7 +55,8 @@ __all__ = ["SimBackend", "mlx_source"]
 
 MAX_THREADS_PER_THREADGROUP = 1024
 STACK_BYTES = int(os.environ.get("MLXPORT_SIM_STACK", str(64 << 10)))
-# The most a launch's outputs may take: the worker holds each output twice (the values and what
+# The most a launch's outputs may take where the caller names no budget (base.output_budget, the
+# task's): the worker holds each output twice (the values and what
 # they were), a 4-byte written mask per element and the inputs, within its address space
 # (WORKER_MEMORY, unless MLXPORT_WORKER_MEMORY says otherwise). An MSL kernel the simulator can
 # run in reasonable time writes far less.
@@ -170,10 +171,15 @@ class SimBackend:
         order: str = "forward",
         poison: str = "nan",
         count: dict[str, int] | None = None,
+        output_bytes: int | None = None,
     ) -> RunResult:
         t0 = time.perf_counter()
+        # the runtime's order (0 forward, 1 reversed, 2 shuffled); the runner draws the poison
+        options = {"reverse": ORDERS.index(order), "poison": poison} | (
+            {"count": count} if count else {}
+        )
         try:
-            return self._run(candidate, inputs, timeout, t0, ORDERS.index(order), poison, count)
+            return self._run(candidate, inputs, timeout, t0, options, output_bytes or OUTPUT_BYTES)
         except (ExprError, SignatureError, CompilerMissing, BuildError) as e:
             return RunResult(error=str(e), seconds=time.perf_counter() - t0)
 
@@ -238,9 +244,8 @@ class SimBackend:
         inputs: dict[str, Arg],
         timeout: float,
         t0: float,
-        order: int,
-        poison: str,
-        count: dict[str, int] | None = None,
+        options: dict[str, Any],
+        output_bytes: int,
     ) -> RunResult:
         missing = [n for n in candidate.input_names if n not in inputs]
         if missing:
@@ -259,7 +264,7 @@ class SimBackend:
             for k, v in inputs.items()
         }
         launch = candidate.launch(infos)
-        if problem := launch_problem(launch) or outputs_problem(launch):
+        if problem := launch_problem(launch) or outputs_problem(launch, output_bytes):
             return RunResult(error=problem, seconds=time.perf_counter() - t0)
         sig = self._signature(candidate, infos, launch)
         src = sim_text(sig)
@@ -276,10 +281,7 @@ class SimBackend:
         header, arrays = self._request(
             sig, src, built, hosts, launch, candidate.init_value, set(candidate.inout)
         )
-        header["reverse"] = order  # the runtime's order: 0 forward, 1 reversed, 2 shuffled
-        header["poison"] = poison  # the runner draws the poison itself, for this run
-        if count:
-            header["count"] = count
+        header.update(options)
         try:
             reply, out = self._worker.call(
                 header, arrays, timeout=timeout, files={"library": (built.sha256, built.library)}
@@ -390,19 +392,19 @@ def launch_problem(launch: Launch) -> str | None:
     return None
 
 
-def outputs_problem(launch: Launch) -> str | None:
-    """The sentence refusing outputs over the simulator's OUTPUT_BYTES, before anything is
-    allocated for them (a shape such as ``a.size * 1000000`` would take the worker's memory)."""
+def outputs_problem(launch: Launch, limit: int = OUTPUT_BYTES) -> str | None:
+    """The sentence refusing outputs over ``limit`` bytes, before anything is allocated for them
+    (a shape such as ``a.size * 1000000`` would take the worker's memory)."""
     total = sum(
         math.prod(shape) * ITEMSIZE[dtype]
         for shape, dtype in zip(launch.output_shapes, launch.output_dtypes, strict=True)
     )
-    if total <= OUTPUT_BYTES:
+    if total <= limit:
         return None
     return (
         f"the outputs' shapes {[list(s) for s in launch.output_shapes]} come to {total:,} bytes, "
-        f"over the simulator's {OUTPUT_BYTES >> 30} GiB for a launch's outputs; give each output "
-        "the shape of the task's"
+        f"over the {limit:,} bytes a launch's outputs may take here; give each output the shape "
+        "of the task's"
     )
 
 

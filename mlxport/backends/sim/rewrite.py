@@ -173,23 +173,18 @@ class _Rewriter:
             elif t.text == "&":
                 self._address_of(i)
             i += 1
-        if self.program_scope:
-            self._plain_structs()
+        self._plain_structs()
 
     def _plain_structs(self) -> None:
-        """After each program-scope ``struct S { float x, y[2]; };`` whose body is only member
-        declarations, specialise ``plain_value<S>`` as the members' own: a thread pointer may
+        """In each ``struct S { float x, y[2]; };`` whose body is only member declarations (in the
+        header or the kernel body), declare it plain where its members are: a thread pointer may
         read such a struct's bits as numbers (``*(thread uint2*)&s``), since no member can hold
-        an address (the compiler checks each member's type; any other struct stays refused)."""
-        toks, depth = self.toks, 0
+        an address (the compiler checks each member's type; any other struct stays refused). A
+        member alias, since a struct local to the kernel has no name at namespace scope."""
+        toks = self.toks
         for i, t in enumerate(toks):
-            if t.text == "{":
-                depth += 1
-            elif t.text == "}":
-                depth -= 1
-            elif (
-                depth == 0
-                and t.text == "struct"
+            if (
+                t.text == "struct"
                 and (i == 0 or toks[i - 1].text != ">")  # a template's name is no type
                 and i + 2 < len(toks)
                 and toks[i + 1].kind == "ident"
@@ -197,17 +192,13 @@ class _Rewriter:
             ):
                 close = _matching(toks, i + 2, "{", "}")
                 members = _member_names(toks[i + 3 : close])
-                if members and close + 1 < len(toks) and toks[close + 1].text == ";":
-                    name, semi = toks[i + 1].text, toks[close + 1]
+                if members:
                     each = " && ".join(
-                        f"{self.ns}::plain_value<decltype({name}::{m})>::value" for m in members
+                        f"{self.ns}::plain_value<decltype({m})>::value" for m in members
                     )
-                    self.edit(
-                        semi.start,
-                        semi.end,
-                        f"; template <> struct {self.ns}::plain_value<{name}> "
-                        f": std::bool_constant<({each})> {{}};",
-                    )
+                    plain = f"{self.ns}::PlainOf<{toks[i + 1].text}, ({each})>"
+                    end = toks[close]
+                    self.edit(end.start, end.start, f" using mlxsim_plain = {plain}; ")
 
     def _address_of(self, i: int) -> None:
         toks = self.toks

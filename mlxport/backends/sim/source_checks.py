@@ -320,6 +320,18 @@ def pun_problem(placed: list) -> tuple[str, str, int] | None:
     return None
 
 
+def _plain_marker(toks: list[Token], k: int) -> bool:
+    """Whether token ``k`` starts the rewrite's ``using mlxsim_plain = <alias>::PlainOf<...>`` in
+    a struct of plain members: its alias of the runtime's namespace is a hash of the candidate's
+    own text, which that text cannot hold, so a candidate cannot write one that compiles."""
+    return (
+        k >= 0
+        and [t.text for t in toks[k : k + 3]] == ["using", "mlxsim_plain", "="]
+        and k + 3 < len(toks)
+        and toks[k + 3].text.startswith("__sim_")
+    )
+
+
 def _pun_at(toks: list[Token], k: int) -> str | None:
     """Why token ``k`` of ``toks`` starts a pun (pun_problem), or None."""
     t = toks[k]
@@ -327,6 +339,8 @@ def _pun_at(toks: list[Token], k: int) -> str | None:
     nxt = _next(toks, k, 1)
     if t.kind == "ident" and t.text in _PUNS:
         return _PUNS[t.text]
+    if t.kind == "ident" and t.text.startswith("mlxsim_") and not _plain_marker(toks, k - 1):
+        return _PUNS["mlxsim"]
     if t.text == "operator" and prev in (".", "->", "::"):
         return "an explicit operator call (a.operator->()) is a buffer element's raw address"
     if t.text == "static_cast" and nxt == "<" and {"*", "&", "&&"} & _angled(toks, k + 1):
@@ -340,6 +354,7 @@ def _pun_at(toks: list[Token], k: int) -> str | None:
     if _plain_pointer_cast(toks, k):
         return "a cast to a pointer in no address space; name it (thread float*)x, (device float*)x"
     alias = t.text == "typedef" or t.text == "using" and _next(toks, k, 2) == "="
+    alias = alias and not _plain_marker(toks, k)
     if alias and _ALIAS_OF_POINTER & {x.text for x in toks[k : _statement_end(toks, k)]}:
         return "an alias of a pointer or reference type makes casts through it unchecked"
     return None

@@ -146,7 +146,10 @@ T atomic_rmw(T* addr, F f) {
   for (;;) {
     T cur = __builtin_bit_cast(T, old);
     B next = __builtin_bit_cast(B, T(f(cur)));
-    if (__atomic_compare_exchange_n(word, &old, next, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) return cur;
+    if (__atomic_compare_exchange_n(word, &old, next, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
+      ::mlxsim::atomic_done(addr);
+      return cur;
+    }
   }
 }
 
@@ -412,6 +415,7 @@ T atomicCAS(T* address, C compare, V val) {
   B want = __builtin_bit_cast(B, T(compare));
   __atomic_compare_exchange_n(reinterpret_cast<B*>(address), &want, __builtin_bit_cast(B, T(val)), false,
                               __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  ::mlxsim::atomic_done(address);
   return __builtin_bit_cast(T, want);
 }
 template <class T, class C, class V>

@@ -125,6 +125,9 @@ void tg_touch(const Buffer* buf, int64_t offset, int64_t size, Site site);
 // shadow, kept for the running threadgroup only (a race between threadgroups is Buffer::mask's).
 void device_touch(const Buffer* buf, int64_t offset, int64_t size, Site site);
 void atomic_stored(const void* cell);
+// A CUDA atomic on a plain element (`atomicAdd(&s[i], 1)`): the subscript that took its address
+// touched the race shadow, which must not take the atomic's change for a plain write.
+void atomic_done(const void* cell);
 // A kernel's printf, to stderr, at most kPrintLines lines a process.
 int vprint(const char* format, __builtin_va_list args);
 constexpr int kPrintLines = 200;

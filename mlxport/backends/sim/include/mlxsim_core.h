@@ -461,9 +461,21 @@ Ptr<T, AS> address_in(T* raw) {
 template <class>
 inline constexpr bool never = false;
 
+// A struct whose members are all plain values, as the simulator's rewrite declares it inside the
+// struct (`using mlxsim_plain = PlainOf<S, ...>`, a name no candidate may write): naming the
+// struct itself, so a struct deriving from one, or aliasing another's, declares nothing.
+template <class S, bool Plain>
+struct PlainOf {};
+template <class T, class = void>
+struct declared_plain : std::false_type {};
+template <class T>
+struct declared_plain<T, std::void_t<typename T::mlxsim_plain>>
+    : std::is_same<typename T::mlxsim_plain, PlainOf<T, true>> {};
+
 // Specialised for the MSL value types by msl_runtime.h.
 template <class T>
-struct plain_value : std::bool_constant<std::is_arithmetic_v<T> || std::is_enum_v<T>> {};
+struct plain_value
+    : std::bool_constant<std::is_arithmetic_v<T> || std::is_enum_v<T> || declared_plain<T>::value> {};
 template <class T>
 struct plain_value<const T> : plain_value<T> {};
 template <class T>

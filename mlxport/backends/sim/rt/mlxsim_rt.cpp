@@ -120,6 +120,7 @@ struct Shadow {
   uint64_t bits = 0;
   Site site{};  // the access
   Site wrote_at{};  // where the element was last written, if it was
+  uint64_t wrote_sg_epoch = 0;  // the writer's SIMD-group's count of syncs at that write
   uint32_t lane = 0;  // thread_index_in_threadgroup + 1; 0: untouched
   uint32_t simdgroup = 0;
   bool wrote = false;
@@ -127,6 +128,17 @@ struct Shadow {
   uint32_t reader_simdgroup = 0;
   uint64_t reader_sg_epoch = 0;
   Site read_at{};
+  // CUDA: the access found every byte it covers unwritten (the poison): still so at the next
+  // access or barrier, it read shared memory no thread wrote.
+  bool unwritten = false;
+  int32_t access_size = 0;
+  int64_t access_off = 0;
+  // CUDA: another thread touched the element after this interval's write by `writer`, which
+  // wrote `written` at `wrote_at`; the element holds ~written until the toucher's next access
+  // or barrier tells a read (still ~written) from a write of the same value (written again).
+  bool pending = false;
+  uint32_t writer = 0;
+  uint64_t written = 0;
 };
 
 // An element of threadgroup or device memory touched since the last barrier: checked for a write
@@ -202,6 +214,15 @@ std::deque<Buffer> g_constant_arrays;
 
 constexpr size_t kAppleThreadgroupMemory = 32768;
 
+// The bytes threadgroup memory starts as, by offset (storage is 16-byte aligned): 0x7FF5 repeated
+// is a NaN as half, bfloat16, float and double, and no small or extreme integer.
+constexpr uint8_t poison_byte(int64_t off) { return off & 1 ? 0x7F : 0xF5; }
+[[gnu::always_inline]] inline bool unwritten(const char* base, int64_t off, int64_t size) {
+  for (int64_t i = off; i < off + size; ++i)
+    if (uint8_t(base[i]) != poison_byte(i)) return false;
+  return true;
+}
+
 void record_error(Launch* L, const std::string& msg) {
   std::lock_guard<std::mutex> lock(L->mu);
   if (L->error.empty()) L->error = msg;
@@ -231,7 +252,15 @@ std::string who(const Lane* lane) {
          " (thread_position_in_grid " + pos3(lane->attrs.thread_position_in_grid) + ")";
 }
 
-std::string where(const Site& s) { return fmt("%s line %u", s.file ? s.file : "?", s.line); }
+// A CUDA access through a pointer is checked in the runtime's header, where it has no line of the
+// kernel's own (a subscript of a __shared__ array of two or more dimensions has).
+std::string where(const Site& s) {
+  const char* file = s.file ? s.file : "?";
+  if (cuda_names() && (std::strstr(file, "backends/sim/include/") || std::strstr(file, "backends/cuda_cpu/include/")))
+    return "through a pointer, at a line not known";
+  if (const char* slash = std::strrchr(file, '/'); slash && cuda_names()) file = slash + 1;
+  return fmt("%s line %u", file, s.line);
+}
 
 [[noreturn]] void abort_lane() {
   Worker* w = tl_worker;
@@ -630,17 +659,18 @@ char* tg_storage(Worker* w, size_t bytes, size_t align, const char* name) {
   size_t alloc = std::max<size_t>(1, (bytes + align - 1) / align) * align;
   auto* mem = static_cast<char*>(std::aligned_alloc(align, alloc));
   if (!mem) fault(fmt("threadgroup memory: could not allocate %zu bytes for %s", bytes, name).c_str());
-  // Threadgroup memory starts as garbage on a GPU; NaN/-1 bytes make reads before writes show.
-  std::memset(mem, 0xFF, bytes);
+  // Threadgroup memory starts as garbage on a GPU: a NaN of every float width, and an unlikely
+  // integer, make reads before writes show (and let CUDA's shadow tell them).
+  for (size_t i = 0; i < bytes; ++i) mem[i] = char(poison_byte(int64_t(i)));
   w->arena.push_back(mem);
   return mem;
 }
 
 }  // namespace
 
-// Races in threadgroup memory are checked for MSL kernels (a CUDA original is the golden as written).
-void watch(Worker& w, TgSlot& s) {
-  if (w.launch->p->cuda) return;
+// Races in threadgroup memory are checked for MSL kernels and CUDA originals alike (a golden must
+// not be the product of a race).
+void watch(Worker&, TgSlot& s) {
   s.shadow.assign(size_t(s.buf.bytes / std::max<int32_t>(s.buf.elem_size, 1)), Shadow{});
   s.buf.mask = reinterpret_cast<uint32_t*>(s.shadow.data());
 }
@@ -718,6 +748,8 @@ std::string at_line(const Site& s) {
   return fmt(" at %s line %u", s.file, s.line);
 }
 
+void settle_pending(Worker* w);
+
 void fault_oob(const Buffer* buf, int64_t offset, size_t size, bool read_only, Site site) {
   Worker* w = tl_worker;
   const char* space = buf->space == AS_THREADGROUP ? "threadgroup" : buf->space == AS_CONSTANT ? "constant" : "device";
@@ -734,7 +766,7 @@ void fault_oob(const Buffer* buf, int64_t offset, size_t size, bool read_only, S
   }
   std::string msg = std::string("out-of-bounds ") + (read_only ? "read of " : "access to ") + what +
                     at_line(site) + (w ? who(w->current) : std::string());
-  if (w) record_error(w->launch, msg);
+  if (w) settle_pending(w), record_error(w->launch, msg);
   abort_lane();
 }
 
@@ -746,6 +778,7 @@ void fault_misaligned(const Buffer* buf, int64_t offset, size_t size, size_t ali
 void fault(const char* message) {
   Worker* w = tl_worker;
   if (!w) std::abort();  // only kernel code, which always runs on a worker, reaches here
+  settle_pending(w);
   record_error(w->launch, std::string(message) + who(w->current));
   abort_lane();
 }
@@ -777,31 +810,92 @@ namespace {
 
 // Whether an access by a thread of SIMD-group `sg` (at its count of syncs `sg_epoch`) is ordered
 // after one by a thread of `other` at `other_epoch`: the same SIMD-group, synchronised between.
-bool ordered(uint32_t sg, uint64_t sg_epoch, uint32_t other, uint64_t other_epoch) {
+[[gnu::always_inline]] inline bool ordered(uint32_t sg, uint64_t sg_epoch, uint32_t other, uint64_t other_epoch) {
   return sg == other && sg_epoch != other_epoch;
 }
 
-// The memory a shadowed buffer is, and the barrier flag that orders it.
+// The memory a shadowed buffer is, and the barrier that orders it, as the kernel's language names them.
 const char* memory_of(const Buffer* buf) {
+  if (cuda_names()) return "shared memory";
   return buf->space == AS_THREADGROUP ? "threadgroup memory" : "device memory";
 }
-const char* flag_of(const Buffer* buf) {
-  return buf->space == AS_THREADGROUP ? "mem_flags::mem_threadgroup" : "mem_flags::mem_device";
+std::string barrier_of(const Buffer* buf) {
+  if (cuda_names()) return "__syncthreads()";
+  return buf->space == AS_THREADGROUP ? "threadgroup_barrier(mem_flags::mem_threadgroup)"
+                                      : "threadgroup_barrier(mem_flags::mem_device)";
 }
+const char* group_word() { return cuda_names() ? "block" : "threadgroup"; }
 uint32_t fence_of(const Buffer* buf) {
   return buf->space == AS_THREADGROUP ? kFenceThreadgroup : kFenceDevice;
 }
-uint64_t epoch_of(const Worker& w, const Buffer* buf) {
+[[gnu::always_inline]] inline uint64_t epoch_of(const Worker& w, const Buffer* buf) {
   return buf->space == AS_THREADGROUP ? w.epoch : w.device_epoch;
 }
 
 std::string read_then_written(const Shadow& s, uint32_t writer, const Site& wrote_at, const uint32_t* tg,
                               const Buffer* buf, int64_t e) {
-  return fmt("threads %u and %u of threadgroup %s race on %s %s[%lld]: thread %u read it (%s) and thread %u wrote "
-             "it (%s) with no threadgroup_barrier between, so on a GPU the read may see either value; add "
-             "threadgroup_barrier(%s) between the read and the write",
-             s.reader - 1, writer - 1, pos3(tg).c_str(), memory_of(buf), buf->name, (long long)e, s.reader - 1,
-             where(s.read_at).c_str(), writer - 1, where(wrote_at).c_str(), flag_of(buf));
+  return fmt("threads %u and %u of %s %s race on %s %s[%lld]: thread %u read it (%s) and thread %u wrote "
+             "it (%s) with no barrier between, so on a GPU the read may see either value; add %s between the "
+             "read and the write",
+             s.reader - 1, writer - 1, group_word(), pos3(tg).c_str(), memory_of(buf), buf->name, (long long)e,
+             s.reader - 1, where(s.read_at).c_str(), writer - 1, where(wrote_at).c_str(), barrier_of(buf).c_str());
+}
+
+[[gnu::always_inline]] inline uint64_t element_bits(const Buffer* buf, int64_t e) {
+  const int64_t es = std::max<int32_t>(buf->elem_size, 1);
+  uint64_t bits = 0;
+  std::memcpy(&bits, buf->base + e * es, size_t(std::min<int64_t>(es, 8)));
+  return bits;
+}
+// The complement of an element's bits, within its width (element_bits reads at most 8 bytes).
+uint64_t flipped(const Buffer* buf, uint64_t bits) {
+  const int64_t es = std::max<int32_t>(buf->elem_size, 1);
+  return es >= 8 ? ~bits : ~bits & ((uint64_t(1) << (8 * es)) - 1);
+}
+void set_element_bits(const Buffer* buf, int64_t e, uint64_t bits) {
+  const int64_t es = std::max<int32_t>(buf->elem_size, 1);
+  std::memcpy(buf->base + e * es, &bits, size_t(std::min<int64_t>(es, 8)));
+}
+
+// CUDA guarantees one of several writes to an element lands, so threads writing one value is no
+// race there, but a read of another thread's write is. Which of the two a touch was shows once
+// the toucher is done with it (touch, at a barrier, at a fault): the element then holds the
+// complement of the write it found (a read), that write again (the same value), or another.
+std::string settled(Shadow& s, const Buffer* buf, int64_t e, const uint32_t* tg) {
+  s.pending = false;
+  const uint64_t bits = element_bits(buf, e);
+  if (bits == s.written) {
+    s.wrote = true, s.wrote_at = s.site, s.wrote_sg_epoch = s.sg_epoch, s.bits = bits;
+    return "";
+  }
+  const bool read = bits == flipped(buf, s.written);
+  if (read) set_element_bits(buf, e, s.written);
+  return fmt("threads %u and %u of %s %s race on %s %s[%lld]: thread %u wrote it (%s) and thread %u %s it (%s) with "
+             "no barrier between, so on a GPU %s; add %s after the write",
+             s.writer - 1, s.lane - 1, group_word(), pos3(tg).c_str(), memory_of(buf), buf->name, (long long)e,
+             s.writer - 1, where(s.wrote_at).c_str(), s.lane - 1, read ? "read" : "wrote another value to",
+             where(s.site).c_str(), read ? "the read may see either value" : "either value may be left",
+             barrier_of(buf).c_str());
+}
+
+// CUDA: the last access of an element read every byte of it unwritten, as they still are.
+std::string read_unwritten(const Shadow& s, const Buffer* buf, int64_t e, const uint32_t* tg) {
+  if (!s.unwritten || !s.lane || !unwritten(buf->base, s.access_off, s.access_size)) return "";
+  return fmt("thread %u of %s %s reads %s %s[%lld] (%s) that no thread of the %s had written: on a GPU it "
+             "holds whatever was left there; write it, then %s, before reading it",
+             s.lane - 1, group_word(), pos3(tg).c_str(), memory_of(buf), buf->name, (long long)e,
+             where(s.site).c_str(), group_word(), barrier_of(buf).c_str());
+}
+
+// What a CUDA element's last access turned out to be, where that is a race or an unwritten read.
+// `touching`: whether a thread touches the element now, rather than a barrier or a fault ending
+// the interval. An unwritten read is judged only then: a touch may be `&a[i]` (taking an address
+// reads nothing), and another thread may yet write the element, a race to name as one.
+std::string settle(Worker& w, Shadow& s, const Buffer* buf, int64_t e, bool touching = false) {
+  if (!s.lane) return "";
+  const uint32_t* tg = w.lanes[s.lane - 1].attrs.threadgroup_position_in_grid;
+  std::string race = s.pending ? settled(s, buf, e, tg) : "";
+  return race.empty() && !touching ? read_unwritten(s, buf, e, tg) : race;
 }
 
 // What the last thread to touch an element did is known only at the next access: at a barrier
@@ -814,7 +908,13 @@ bool unseen_writes_race(Worker& w, uint32_t fence) {
       w.touched[kept++] = t;
       continue;
     }
-    const Shadow& s = *t.shadow;
+    Shadow& s = *t.shadow;
+    if (w.launch->p->cuda && t.buf->space == AS_THREADGROUP) {
+      if (std::string bad = settle(w, s, t.buf, t.element); !bad.empty()) {
+        record_error(w.launch, bad);
+        return false;
+      }
+    }
     if (!s.reader || s.reader == s.lane || s.epoch != epoch_of(w, t.buf)) continue;
     const int64_t es = std::max<int32_t>(t.buf->elem_size, 1);
     uint64_t bits = 0;
@@ -830,13 +930,15 @@ bool unseen_writes_race(Worker& w, uint32_t fence) {
 
 // One element's shadow at an access by the running thread (tg_touch, device_touch): touching what
 // another thread wrote, or writing what another thread read, since the last barrier faults.
-void touch(Worker* w, Shadow& s, const Buffer* buf, int64_t e, Site site) {
-  const int64_t es = std::max<int32_t>(buf->elem_size, 1);
+[[gnu::always_inline]] inline void touch(Worker* w, Shadow& s, const Buffer* buf, int64_t e, Site site, bool fresh = false, int64_t off = 0,
+           int64_t size = 0) {
   const ThreadAttrs& a = w->current->attrs;
   const uint32_t lane = a.thread_index_in_threadgroup + 1, sg = a.simdgroup_index_in_threadgroup;
   const uint64_t sg_epoch = sg < w->sg_epochs.size() ? w->sg_epochs[sg] : 0;
-  uint64_t bits = 0;
-  std::memcpy(&bits, buf->base + e * es, size_t(std::min<int64_t>(es, 8)));
+  const bool cuda = w->launch->p->cuda && buf->space == AS_THREADGROUP;
+  if (cuda && s.pending) [[unlikely]]
+    if (std::string bad = settle(*w, s, buf, e, true); !bad.empty()) fault(bad.c_str());
+  uint64_t bits = element_bits(buf, e);
   const bool changed = bits != s.bits;
   const uint64_t epoch = epoch_of(*w, buf);
   const bool now = s.lane && s.epoch == epoch;  // touched since the last barrier ordering it
@@ -845,18 +947,27 @@ void touch(Worker* w, Shadow& s, const Buffer* buf, int64_t e, Site site) {
     w->touched.push_back(Touched{&s, buf, e});
   } else if (s.lane == lane) {
     if (changed) {
-      s.wrote = true, s.wrote_at = s.site;
+      s.wrote = true, s.wrote_at = s.site, s.wrote_sg_epoch = s.sg_epoch;
       if (s.reader && s.reader != lane && !ordered(sg, sg_epoch, s.reader_simdgroup, s.reader_sg_epoch))
         fault(read_then_written(s, lane, s.site, a.threadgroup_position_in_grid, buf, e).c_str());
     }
-  } else if (!ordered(sg, sg_epoch, s.simdgroup, s.sg_epoch) && (s.wrote || changed)) {
-    const Site wrote = changed ? s.site : s.wrote_at;
-    fault(fmt("threads %u and %u of threadgroup %s race on %s %s[%lld]: thread %u wrote it (%s) and thread %u "
-              "touched it (%s) with no threadgroup_barrier between (two threads writing one element race too, "
-              "even with one value: let one thread write it); add threadgroup_barrier(%s) after the write",
-              s.lane - 1, lane - 1, pos3(a.threadgroup_position_in_grid).c_str(), memory_of(buf), buf->name,
-              (long long)e, s.lane - 1, where(wrote).c_str(), lane - 1, where(site).c_str(), flag_of(buf))
-              .c_str());
+  } else if (const bool last_wrote = changed && !ordered(sg, sg_epoch, s.simdgroup, s.sg_epoch);
+             last_wrote || (s.wrote && !ordered(sg, sg_epoch, s.simdgroup, s.wrote_sg_epoch))) {
+    // the last access wrote it, or an earlier one of the same thread with no SIMD-group sync since
+    const Site wrote = last_wrote ? s.site : s.wrote_at;
+    if (cuda) {  // a read or a write of the same value: settled at this thread's next step
+      s.pending = true, s.writer = s.lane, s.written = bits, s.wrote_at = wrote;
+      bits = flipped(buf, bits);
+      set_element_bits(buf, e, bits);
+    } else {
+      fault(fmt("threads %u and %u of threadgroup %s race on %s %s[%lld]: thread %u wrote it (%s) and thread %u "
+                "touched it (%s) with no threadgroup_barrier between (two threads writing one element race too, "
+                "even with one value: let one thread write it); add %s after the write",
+                s.lane - 1, lane - 1, pos3(a.threadgroup_position_in_grid).c_str(), memory_of(buf), buf->name,
+                (long long)e, s.lane - 1, where(wrote).c_str(), lane - 1, where(site).c_str(),
+                barrier_of(buf).c_str())
+                .c_str());
+    }
   } else {
     // the last thread read it: a write by another thread before the next barrier races with that read
     if ((!s.reader || s.reader == lane) && !ordered(sg, sg_epoch, s.simdgroup, s.sg_epoch))
@@ -864,7 +975,22 @@ void touch(Worker* w, Shadow& s, const Buffer* buf, int64_t e, Site site) {
     s.wrote = false;
   }
   s.lane = lane, s.simdgroup = sg, s.sg_epoch = sg_epoch, s.epoch = epoch, s.bits = bits, s.site = site;
+  s.unwritten = fresh && !s.pending, s.access_off = off, s.access_size = int32_t(size);
 }
+
+}  // namespace
+
+// Before a fault: a thread that read another's write in the same interval read the complement
+// (settle's), or one that read unwritten memory the poison, which may be what made it fault: that
+// is the error to name.
+void settle_pending(Worker* w) {
+  if (!w->launch->p->cuda) return;
+  for (const Touched& t : w->touched)
+    if (t.buf->space == AS_THREADGROUP)
+      if (std::string bad = settle(*w, *t.shadow, t.buf, t.element); !bad.empty()) return record_error(w->launch, bad);
+}
+
+namespace {
 
 }  // namespace
 
@@ -875,7 +1001,11 @@ void tg_touch(const Buffer* buf, int64_t off, int64_t size, Site site) {
   const int64_t es = std::max<int32_t>(buf->elem_size, 1);
   if (w->counter) w->counter->tg_access(w->current->attrs, buf, off, size, site);
   const int64_t count = buf->bytes / es;
-  for (int64_t e = off / es; e <= (off + size - 1) / es && e < count; ++e) touch(w, shadow[e], buf, e, site);
+  // CUDA's original: a read of shared memory no thread wrote is told by the poison it still holds
+  // (a byte alone may be data that equals it).
+  const bool fresh = w->launch->p->cuda && size >= 2 && unwritten(buf->base, off, size);
+  for (int64_t e = off / es; e <= (off + size - 1) / es && e < count; ++e)
+    touch(w, shadow[e], buf, e, site, fresh, off, size);
 }
 
 void device_touch(const Buffer* buf, int64_t off, int64_t size, Site site) {
@@ -885,6 +1015,16 @@ void device_touch(const Buffer* buf, int64_t off, int64_t size, Site site) {
   const int64_t count = buf->bytes / es;
   for (int64_t e = off / es; e <= (off + size - 1) / es && e < count; ++e)
     touch(w, w->device_shadow[buf->base + e * es], buf, e, site);
+}
+
+void atomic_done(const void* cell) {
+  Worker* w = tl_worker;
+  if (!w || !w->current || !w->launch->p->cuda) return;
+  const Buffer* buf = find_buffer(cell);
+  if (!buf || buf->space != AS_THREADGROUP || !buf->mask) return;
+  const int64_t e = (static_cast<const char*>(cell) - buf->base) / std::max<int32_t>(buf->elem_size, 1);
+  Shadow& s = reinterpret_cast<Shadow*>(buf->mask)[e];
+  if (s.lane == w->current->attrs.thread_index_in_threadgroup + 1) s.bits = element_bits(buf, e), s.unwritten = false;
 }
 
 void atomic_loaded(const void* cell) {
