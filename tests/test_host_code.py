@@ -307,3 +307,21 @@ template <typename T> void outer(const T* x, T* y, int n) { inner<T, 1>(x, y, n)
         types={"T": "float"},
     )
     assert launch.block == (128, 1, 1)
+
+
+def test_a_file_constant_computed_from_a_bound_size_follows_the_case():
+    """brucefan1983's reductions: `const int N = 100000000; const int M = sizeof(real) * N;` at
+    file scope and `cudaMalloc(&d_x, M)`. With N bound to 41, M was still 400 MB: the original ran
+    on a buffer the op never has, and a size it fails at passed as one it runs at."""
+    source = """
+    const int N = 100000000;
+    const int M = sizeof(float) * N;
+    __global__ void k(float* d_x) { d_x[threadIdx.x] = 1.f; }
+    int main() {
+        float* d_x;
+        cudaMalloc(&d_x, M);
+        k<<<(N + 127) / 128, 128>>>(d_x);
+    }
+    """
+    launch = evaluate_launch(source, "k", {"N": 41})
+    assert launch.args[0].value.nbytes == 41 * 4 and launch.grid == (1, 1, 1)

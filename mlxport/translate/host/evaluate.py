@@ -224,12 +224,26 @@ class HostEvaluator(HostStatements):
 
     @functools.cached_property
     def constants(self) -> dict[str, int | float]:
-        env: dict[str, Any] = {}
+        """File-scope constants at this case: `const int M = sizeof(real) * N;` with the case's N
+        (the file's own `const int N` yields to it)."""
+        return self._file_constants(self.case)
+
+    @functools.cached_property
+    def derived(self) -> set[str]:
+        """File-scope constants whose value the case changes: a size, not a number."""
+        static = self._file_constants({})
+        return {k for k, v in self.constants.items() if static.get(k) != v}
+
+    def _file_constants(self, case: dict[str, Any]) -> dict[str, int | float]:
+        env: dict[str, Any] = dict(case)
         for c in self.root.named_children:
             if c.type == "declaration":
                 self.execute(c, env)
+                env.update(case)
         return {
-            k: v for k, v in env.items() if isinstance(v, int | float) and not isinstance(v, bool)
+            k: v
+            for k, v in env.items()
+            if isinstance(v, int | float) and not isinstance(v, bool) and k not in case
         }
 
     # -- the launch

@@ -306,6 +306,8 @@ class HostExpressions:
                 out = out.replace(text(n), str(v))
             elif n.type == "identifier" and text(n) in self.case:
                 continue  # a global the case binds (`int N;` set from a file) is its name
+            elif n.type == "identifier" and text(n) in self.derived:
+                return None  # `M = sizeof(real) * N` at file scope: measured, not a number
             elif n.type == "identifier" and text(n) in self.constants:
                 out = re.sub(rf"\b{text(n)}\b", str(self.constants[text(n)]), out)
             elif n.type == "identifier" and text(n) not in self.case and env.get(TEXT + text(n)):
