@@ -8,32 +8,34 @@ import sys
 import tomllib
 
 import pytest
+from small_tasks import small_task
 
 from mlxport.agent.models import ScriptedModel
 from mlxport.agent.port import run_port
 from mlxport.agent.state import RunConfig
 from mlxport.tasks import expert_ports, load_task
 
-TASK = load_task("vector_add")
-PORT = expert_ports(TASK)["msl"]
-
 
 @pytest.fixture(scope="module")
 def port(tmp_path_factory):
+    """vector_add's expert port, verified on the simulator: the suite's kernel with small cases
+    (what is exported is the op, its test and its task, at whatever sizes they were verified)."""
+    task = load_task(small_task("vector_add", tmp_path_factory.mktemp("task")))
+    expert = expert_ports(task)["msl"]
     out = tmp_path_factory.mktemp("port")
     args = {
         k: v
-        for k, v in PORT.model_dump(mode="json", exclude_defaults=True).items()
+        for k, v in expert.model_dump(mode="json", exclude_defaults=True).items()
         if k != "language"
     }
     scripted = ScriptedModel(
         script=[
             {"tool_calls": [{"name": "compile_kernel", "args": args}]},
-            {"tool_calls": [{"name": "run_correctness", "args": {"candidate_id": PORT.id}}]},
+            {"tool_calls": [{"name": "run_correctness", "args": {"candidate_id": expert.id}}]},
             {"tool_calls": [{"name": "finish", "args": {}}]},
         ]
     )
-    run_port(TASK, RunConfig(backend="sim", extra_seeds=0), out, model=scripted)
+    run_port(task, RunConfig(backend="sim", extra_seeds=0), out, model=scripted)
     return out / "vector_add"
 
 
@@ -55,10 +57,15 @@ def test_an_exported_port_installs_in_a_fresh_venv_and_its_parity_test_passes(po
     assert result.returncode == 0, result.stderr
     package = tmp_path / "dist" / "mlxport-vector-add"
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    # This venv's pip installs into the new one (ensurepip's own copy of pip takes as long as the
+    # rest); bytecode is compiled on import, not for every file pip writes.
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
+    )
     python = str(venv / "bin" / "python")
     pip = subprocess.run(
-        [python, "-m", "pip", "install", "-q", f"{package}[test]"],
+        [sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-compile"]
+        + [f"{package}[test]"],
         capture_output=True,
         text=True,
         timeout=600,
