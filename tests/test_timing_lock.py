@@ -6,12 +6,17 @@ import subprocess
 import sys
 import time
 
+# argv: seconds to hold; a file to wait for first while holding (or -); a file to make on asking
 HOLD = """
-import sys, time
+import os, sys, time
 from mlxport.backends.base import timing_lock
 print("asking", time.time(), flush=True)
+if len(sys.argv) > 3:
+    open(sys.argv[3], "w").close()
 with timing_lock("cuda"):
     print("in", time.time(), flush=True)
+    while len(sys.argv) > 2 and sys.argv[2] != "-" and not os.path.exists(sys.argv[2]):
+        time.sleep(0.05)
     time.sleep(float(sys.argv[1]))
     print("out", time.time(), flush=True)
 """
@@ -23,14 +28,19 @@ def stamps(text: str) -> dict[str, float]:
 
 def test_a_second_process_waits_for_the_first_to_finish_timing(tmp_path):
     env = {**os.environ, "TMPDIR": str(tmp_path)}
+    asked = tmp_path / "asked"  # the first holds the lock until the second has asked for it
     first = subprocess.Popen(
-        [sys.executable, "-c", HOLD, "3.0"], env=env, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", HOLD, "0.5", str(asked)], env=env, stdout=subprocess.PIPE, text=True
     )
     first.stdout.readline()
     assert first.stdout.readline().startswith("in")  # the first holds the lock now
     second = stamps(
         subprocess.run(
-            [sys.executable, "-c", HOLD, "0"], env=env, capture_output=True, text=True, timeout=60
+            [sys.executable, "-c", HOLD, "0", "-", str(asked)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
         ).stdout
     )
     first_out = stamps(first.stdout.read())["out"]

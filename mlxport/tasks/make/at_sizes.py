@@ -120,12 +120,17 @@ def supported_sizes(
         notes = [f"the original does not run at {r}" for r in refused[:3]]
         notes += [f"so the op was called at sizes {rule}"] if rule else []
         task = _ruled(task, multiples, together) if rule else task
-        floors = _floors(task, runner, multiples, together)
+        ran = cases + extra  # a floor one of them is under holds only with the others' sizes
+        floors = [
+            (n, v)
+            for n, v in _floors(task, runner, multiples, together)
+            if all(c.get(n, v) >= v for c in ran)
+        ]
         notes += [
             f"the original does not run at {n}={v // 2}: the op refuses {n} < {v}"
             for n, v in floors
         ]
-        return _floored(task, floors), (cases + extra)[:count], notes
+        return _floored(task, floors), ran[:count], notes
     return task, [], [f"the original does not run at {r}" for r in refused[:3]]
 
 

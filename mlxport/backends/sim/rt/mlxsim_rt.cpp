@@ -824,6 +824,13 @@ std::string barrier_of(const Buffer* buf) {
   return buf->space == AS_THREADGROUP ? "threadgroup_barrier(mem_flags::mem_threadgroup)"
                                       : "threadgroup_barrier(mem_flags::mem_device)";
 }
+// Two threads of one SIMD group (warp) are ordered by its own barrier: a __syncthreads() inside
+// warp-synchronous code (`if (tid < 32)`) would hang the block.
+std::string barrier_between(const Buffer* buf, uint32_t a, uint32_t b) {
+  if (a / kSimdWidth != b / kSimdWidth || buf->space != AS_THREADGROUP) return barrier_of(buf);
+  if (cuda_names()) return "__syncwarp() (the two are one warp: warp-synchronous code needs it since Volta)";
+  return "simdgroup_barrier(mem_flags::mem_threadgroup)";
+}
 const char* group_word() { return cuda_names() ? "block" : "threadgroup"; }
 uint32_t fence_of(const Buffer* buf) {
   return buf->space == AS_THREADGROUP ? kFenceThreadgroup : kFenceDevice;
@@ -838,7 +845,8 @@ std::string read_then_written(const Shadow& s, uint32_t writer, const Site& wrot
              "it (%s) with no barrier between, so on a GPU the read may see either value; add %s between the "
              "read and the write",
              s.reader - 1, writer - 1, group_word(), pos3(tg).c_str(), memory_of(buf), buf->name, (long long)e,
-             s.reader - 1, where(s.read_at).c_str(), writer - 1, where(wrote_at).c_str(), barrier_of(buf).c_str());
+             s.reader - 1, where(s.read_at).c_str(), writer - 1, where(wrote_at).c_str(),
+             barrier_between(buf, s.reader - 1, writer - 1).c_str());
 }
 
 [[gnu::always_inline]] inline uint64_t element_bits(const Buffer* buf, int64_t e) {
@@ -875,7 +883,7 @@ std::string settled(Shadow& s, const Buffer* buf, int64_t e, const uint32_t* tg)
              s.writer - 1, s.lane - 1, group_word(), pos3(tg).c_str(), memory_of(buf), buf->name, (long long)e,
              s.writer - 1, where(s.wrote_at).c_str(), s.lane - 1, read ? "read" : "wrote another value to",
              where(s.site).c_str(), read ? "the read may see either value" : "either value may be left",
-             barrier_of(buf).c_str());
+             barrier_between(buf, s.writer - 1, s.lane - 1).c_str());
 }
 
 // CUDA: the last access of an element read every byte of it unwritten, as they still are.
