@@ -567,13 +567,10 @@ def _select(e: ast.IfExp, want_bool: bool) -> ast.expr:
                 return ast.Call(ast.Name("max"), [a, inner], [])
     if isinstance(test, ast.Name):
         raise CExprError(f"a choice on the bool `{test.id}` in launch arithmetic")
-    ind = _indicator(test)
-    la, lb = _lower(a, False), _lower(b, False)
+    ind, la, lb = _indicator(test), _lower(a, False), _lower(b, False)
     if isinstance(lb, ast.Constant | ast.Name):
         return ast.BinOp(lb, ast.Add(), ast.BinOp(ind, ast.Mult(), ast.BinOp(la, ast.Sub(), lb)))
-    # b once: an if/else-if chain (`block.x = 32` ... `= 1024` on seq_len) nests its else here,
-    # and naming it twice doubled the expression at every arm
-    rest = ast.BinOp(ast.BinOp(num(1), ast.Sub(), ind), ast.Mult(), lb)
+    rest = ast.BinOp(ast.BinOp(num(1), ast.Sub(), ind), ast.Mult(), lb)  # else-if chains: b once
     return ast.BinOp(ast.BinOp(ind, ast.Mult(), la), ast.Add(), rest)
 
 
@@ -637,17 +634,8 @@ def to_expr(e: ast.expr) -> str | int | bool:
         return v
     out = ast.unparse(e)
     plain = out.replace("<<", "").replace(">>", "")  # shifts are in the language, comparisons not
-    if (
-        "/" in out.replace("//", "")
-        or " if " in out
-        or " and " in out
-        or " or " in out
-        or "not " in out
-        or "<" in plain
-        or ">" in plain
-        or "==" in out
-        or "!=" in out
-    ):
+    words = (" if ", " and ", " or ", "not ", "==", "!=")
+    if "/" in out.replace("//", "") or any(w in out for w in words) or "<" in plain or ">" in plain:
         raise CExprError(f"launch expression {out!r} needs operators the expression language lacks")
     if isinstance(e, ast.Constant):
         raise CExprError(f"non-integer launch value {out}")
