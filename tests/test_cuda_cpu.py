@@ -568,3 +568,30 @@ def test_inline_ptx_operands_may_be_members_of_an_anonymous_union(ex, tmp_path):
     r = ex.run(c, Launch((1, 1, 1), (3, 1, 1)), [x, np.zeros(3, np.int16)])
     assert r.ok, r.error
     np.testing.assert_array_equal(r.buffers["y"], [-2, 32767, 7])
+
+
+TILE_POINTER = r"""
+__global__ void tiles(const float* k, float* out, int tiles) {
+  __shared__ float sram[64];
+  float* kj = &sram[32];  // every thread takes the address; only thread t writes kj[t]
+  int t = threadIdx.x;
+  for (int j = 0; j < tiles; j++) {
+    kj[t] = k[j * 32 + t];
+    __syncthreads();
+    out[j * 32 + t] = kj[(t + 1) % 32];
+    __syncthreads();
+  }
+}
+"""
+
+
+def test_taking_an_address_in_shared_memory_is_no_access(ex, tmp_path):
+    """`&sram[32]` in every thread, then thread 0 writing sram[32]: the address was counted as a
+    read, and the README's FlashAttention example stopped as a race in the original."""
+    c = kernel(ex, tmp_path, TILE_POINTER, "tiles")
+    k = RNG.standard_normal(64).astype(np.float32)
+    r = ex.run(c, Launch((1, 1, 1), (32, 1, 1)), [k, np.zeros(64, np.float32), np.int32(2)])
+    assert r.ok, r.error
+    np.testing.assert_array_equal(
+        r.buffers["out"], k.reshape(2, 32)[:, (np.arange(32) + 1) % 32].ravel()
+    )

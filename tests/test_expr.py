@@ -38,7 +38,7 @@ def test_evaluates_the_allowed_language(text, expected):
         ("9" * 40, "constant"),
         ("-" * 200 + "1", "deeper than"),
         ("[" * 100 + "]" * 100, "deeper than"),
-        ("+".join(["1"] * 400), "characters; the limit"),
+        ("+".join(["1"] * 600), "characters; the limit"),
         ("1 + " * 30 + "1", "deeper than"),
         ("x if 1 else 2", "IfExp is not allowed"),
         ("_secret", "name '_secret' is not allowed"),

@@ -213,6 +213,24 @@ class Rewriter:
     def _translation_unit(self, node: Node) -> str:
         return self.children(node)
 
+    def _pointer_expression(self, node: Node) -> str:
+        """`&a[i]` is `a + (i)`: taking an address reads nothing, where the subscript is an access
+        the shadow of shared memory counts (`float* Kj = &sram[Br * d];` in every thread before
+        thread 0 writes sram[Br * d] was named a race)."""
+        arg = node.child_by_field_name("argument")
+        if arg.type == "parenthesized_expression" and arg.named_child_count == 1:
+            arg = arg.named_children[0]
+        if (
+            self.src(node.child_by_field_name("operator")) == "&"
+            and arg.type == "subscript_expression"
+            and arg.child_by_field_name("argument").type == "identifier"
+            and len(index := arg.child_by_field_name("indices").named_children) == 1
+            and node.start_point[0] == node.end_point[0]
+        ):
+            base = self.render(arg.child_by_field_name("argument"))
+            return f"({base} + ({self.render(index[0])}))"
+        return self.children(node)
+
     def _namespace_definition(self, node: Node) -> str:
         name = node.child_by_field_name("name")
         self.scope.append(self.src(name) if name is not None else "")
