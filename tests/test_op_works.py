@@ -644,3 +644,38 @@ def test_the_timed_size_is_checked_at_sizes_drawn_below_it():
     largest = max(c["N"] for c in task.all_cases())
     assert all(max(largest, timed["N"] // 2) <= n <= timed["N"] for n in drawn), drawn
     assert len(set(drawn)) == len(drawn)
+
+
+FILE_CONST_REDUCE = """
+const int N = 100000000;
+const int M = sizeof(float) * N;
+__global__ void partial(const float* d_x, float* d_y) {
+    const int n = blockIdx.x * blockDim.x + threadIdx.x;
+    d_y[n] = n < N ? 2.f * d_x[n] : 0.f;  // the file's N, in device code
+}
+int main() {
+    float *d_x, *d_y;
+    cudaMalloc(&d_x, M);
+    cudaMalloc(&d_y, M);
+    partial<<<(N + 127) / 128, 128>>>(d_x, d_y);
+}
+"""
+
+
+def test_a_file_constant_the_case_binds_sizes_buffers_at_the_case(tmp_path):
+    """brucefan1983's reductions: `const int N = 100000000;` bound by the case. A buffer shaped
+    `(N)` took the file's 10^8 when the op check ran the original at other sizes, so a size it
+    reads past at (N=95, the kernel's own N being the file's) passed as one it runs at."""
+    from mlxport.tasks.make.at_sizes import runner_for
+    from mlxport.tasks.make.kernel import CudaTaskError
+    from mlxport.verify.golden import shared_executor
+
+    path = tmp_path / "partial.cu"
+    path.write_text(FILE_CONST_REDUCE)
+    built = from_cuda(TaskRequest(source=path, cases=[{"N": 4096}]), heldout=1)
+    task = load_task(write_task(built, tmp_path / "task", path))
+    runner = runner_for(task, shared_executor())
+    case, _ = runner.case({"N": 256}, heldout=True)
+    assert [a.shape for a in runner.args(case, {})][0] == (256,)
+    with pytest.raises(CudaTaskError, match=r"out-of-bounds read of d_x\[95\]"):
+        runner.case({"N": 95}, heldout=True)

@@ -65,7 +65,8 @@ def runner_for(task: KernelTask, executor: CudaExecutor) -> CaseRunner:
     # again, a size where the original reaches less of it would look written whole
     request.shapes = {**_buffer_sizes(task), **request.shapes}
     kf = read_kernel(request, executor)
-    runner = CaseRunner(kf, classify(kf, request, executor), request, executor)
+    bound = set(original.bound)
+    runner = CaseRunner(kf, classify(kf, request, executor), request, executor, bound)
     # an output the original writes whole at the task's cases: a size where it writes part of it
     # (a transpose of 67 columns launched on whole tiles of 32) is one it does not support
     runner.whole = {original.results[t.name] for t in task.outputs if t.init.kind != "full"}

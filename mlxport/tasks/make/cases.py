@@ -46,11 +46,20 @@ class CaseRunner:
     fills, outputs written whole or in part) holds at the next."""
 
     def __init__(
-        self, kf: KernelFile, sig: Signature, request: TaskRequest, executor: CudaExecutor
+        self,
+        kf: KernelFile,
+        sig: Signature,
+        request: TaskRequest,
+        executor: CudaExecutor,
+        bound: set[str] = frozenset(),
     ):
         self.kf, self.info, self.sig, self.executor = kf, kf.info, sig, executor
         self.roles = dict(sig.roles)  # an in-out buffer whose first contents change nothing: output
-        self.macros = numeric_macros(kf.cf) | file_constants(kf.source.preprocessed)
+        # a file constant a case binds (`const int N = 100000000;`, N=4096) is the case's, never
+        # its number in the file: a shape `(N)` took the file's 10^8
+        bound = set(bound) | {k for c in request.cases for k in c}
+        consts = numeric_macros(kf.cf) | file_constants(kf.source.preprocessed)
+        self.macros = {k: v for k, v in consts.items() if k not in bound}
         self.shapes = {k: c_expr(v, self.macros) for k, v in request.shapes.items()}
         self.flags = (request.grid, request.block, request.shared_bytes)
         self.atomic = any(f.category == "atomic" for f in kf.info.features)
